@@ -1,0 +1,43 @@
+"""dmondrian: k-anonymity with the Mondrian multidimensional algorithm.
+
+From a pandas DataFrame in a notebook to Parquet datasets larger than RAM on a
+Dask cluster. See :func:`anonymize` and :class:`MondrianAnonymizer`.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from . import errors
+from .constraints import KAnonymity
+from .estimator import MondrianAnonymizer
+from .hierarchy import Hierarchy
+from .publish import Interval, parse_range, parse_set
+
+try:
+    __version__ = version("dmondrian")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0.0.0+unknown"
+
+__all__ = [
+    "anonymize",
+    "errors",
+    "Hierarchy",
+    "Interval",
+    "KAnonymity",
+    "MondrianAnonymizer",
+    "parse_range",
+    "parse_set",
+    "__version__",
+]
+
+
+def anonymize(df, quasi_identifiers, k, **options):
+    """k-anonymize a table with Mondrian (pandas in memory).
+
+    Dispatches on the table's type to :func:`dmondrian.local.anonymize`;
+    see it for the parameters.
+    """
+    from .local import anonymize as local_anonymize
+
+    return local_anonymize(df, quasi_identifiers, k, **options)

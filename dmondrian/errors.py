@@ -1,0 +1,97 @@
+"""Typed errors raised by dmondrian.
+
+Every error derives from :class:`DMondrianError`, so ``except DMondrianError``
+catches anything the library raises on purpose. Each subclass also derives from
+the built-in exception a Python user would expect (``ValueError``,
+``TypeError``, ``KeyError`` is deliberately avoided because its ``str`` quotes
+the message), and errors about one column carry that column's name in
+``.column`` so that programs can react without parsing the message.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DMondrianError",
+    "ParameterError",
+    "ColumnError",
+    "MissingColumnError",
+    "DuplicateColumnError",
+    "UnsupportedDtypeError",
+    "InvalidValueError",
+    "HierarchyError",
+    "InfeasibleError",
+    "ParseError",
+    "NotFittedError",
+]
+
+
+class DMondrianError(Exception):
+    """Base class of every error dmondrian raises on purpose."""
+
+
+class ParameterError(DMondrianError, ValueError):
+    """A parameter has a value outside its declared constraints.
+
+    Parameters
+    ----------
+    parameter : str
+        The parameter's name, e.g. ``"k"``.
+    message : str
+        What is wrong, in a sentence that names the parameter.
+    """
+
+    def __init__(self, parameter: str, message: str):
+        self.parameter = parameter
+        super().__init__(message)
+
+
+class ColumnError(DMondrianError, ValueError):
+    """Something is wrong with one column of the input table.
+
+    Parameters
+    ----------
+    column : str
+        The offending column.
+    message : str
+        What is wrong; it names the column.
+    """
+
+    def __init__(self, column, message: str):
+        self.column = column
+        super().__init__(message)
+
+
+class MissingColumnError(ColumnError):
+    """A quasi-identifier (or sensitive) column is not in the table."""
+
+
+class DuplicateColumnError(ColumnError):
+    """A quasi-identifier is named twice."""
+
+
+class UnsupportedDtypeError(ColumnError, TypeError):
+    """A column's dtype cannot be used as a quasi-identifier."""
+
+
+class InvalidValueError(ColumnError):
+    """A column holds values the algorithm cannot accept (e.g. infinities)."""
+
+
+class HierarchyError(ColumnError):
+    """A generalization hierarchy is malformed or misses a value of its column."""
+
+
+class InfeasibleError(DMondrianError, ValueError):
+    """The privacy constraint cannot hold even for the whole table.
+
+    For example ``k`` larger than the number of rows: no generalization of the
+    table, however coarse, is k-anonymous.
+    """
+
+
+class ParseError(DMondrianError, ValueError):
+    """A published value could not be parsed back into bounds."""
+
+
+class NotFittedError(DMondrianError, ValueError, AttributeError):
+    """An estimator was used before ``fit`` (as scikit-learn's NotFittedError)."""

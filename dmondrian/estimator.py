@@ -1,0 +1,157 @@
+"""A scikit-learn compatible transformer around :func:`dmondrian.anonymize`.
+
+scikit-learn is not a dependency: the class follows its conventions
+(parameters stored verbatim in ``__init__``, validated in ``fit``,
+``get_params``/``set_params``, fitted attributes ending in ``_``) so that it
+works in a ``Pipeline`` and with ``clone`` when scikit-learn is installed.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from .constraints import check_k
+from .errors import NotFittedError
+from .validation import (
+    GENERALIZATIONS,
+    MODES,
+    check_choice,
+    check_max_depth,
+    check_quasi_identifiers,
+)
+
+__all__ = ["MondrianAnonymizer"]
+
+
+class MondrianAnonymizer:
+    """k-anonymize the quasi-identifier columns of a DataFrame.
+
+    Mondrian is a *local* recoding: it has no model to reuse on new rows, so
+    ``fit`` only validates the parameters and records the columns, and
+    ``transform`` anonymizes the table it is given as a whole.
+
+    Parameters
+    ----------
+    k : int, default=2
+        Minimum equivalence-class size.
+    quasi_id : list of str, default=None
+        Quasi-identifier columns; ``None`` means every column of the table
+        seen in ``fit``.
+    mode : {"strict", "relaxed"}, default="strict"
+        Partitioning mode (see :func:`dmondrian.local.anonymize`).
+    generalization : {"range", "midpoint", "mean"}, default="range"
+        Published form of numeric QIs; "midpoint" or "mean" keep them numeric
+        for estimators downstream.
+    max_depth : int, default=None
+        Maximum number of cuts from the root.
+    hierarchies : dict, default=None
+        Generalization hierarchies per nominal column.
+    qi_kinds : dict, default=None
+        Kinds overriding dtype detection.
+
+    Attributes
+    ----------
+    quasi_id_ : list
+        The quasi-identifiers used.
+    feature_names_in_ : ndarray of str
+        Columns seen in ``fit``.
+    n_features_in_ : int
+        Number of columns seen in ``fit``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"age": [23, 23, 24, 25, 50, 51, 52, 54],
+    ...                    "zip": [11000, 11000, 11001, 11002, 12000, 12000, 12001, 12002],
+    ...                    "salary": [10, 20, 30, 40, 50, 60, 70, 80]})
+    >>> out = MondrianAnonymizer(k=2, quasi_id=["age", "zip"]).fit_transform(df)
+    >>> out["age"].tolist()[2:4]
+    ['[24, 25]', '[24, 25]']
+    """
+
+    def __init__(self, k=2, quasi_id=None, *, mode="strict", generalization="range",
+                 max_depth=None, hierarchies=None, qi_kinds=None):
+        self.k = k
+        self.quasi_id = quasi_id
+        self.mode = mode
+        self.generalization = generalization
+        self.max_depth = max_depth
+        self.hierarchies = hierarchies
+        self.qi_kinds = qi_kinds
+
+    # -- scikit-learn plumbing ------------------------------------------------------------
+    @classmethod
+    def _get_param_names(cls):
+        sig = inspect.signature(cls.__init__)
+        return [p for p in sig.parameters if p != "self"]
+
+    def get_params(self, deep=True):
+        """Parameters of this estimator, as a dict."""
+        return {name: getattr(self, name) for name in self._get_param_names()}
+
+    def set_params(self, **params):
+        """Set parameters; unknown names raise ``ValueError``."""
+        valid = self._get_param_names()
+        for name, value in params.items():
+            if name not in valid:
+                raise ValueError(f"invalid parameter {name!r} for MondrianAnonymizer; "
+                                 f"valid parameters: {valid}")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self):
+        defaults = inspect.signature(type(self).__init__).parameters
+        changed = [f"{n}={getattr(self, n)!r}" for n in self._get_param_names()
+                   if getattr(self, n) is not defaults[n].default]
+        return f"MondrianAnonymizer({', '.join(changed)})"
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import Tags, TargetTags, TransformerTags  # only when sklearn asks
+
+        return Tags(estimator_type=None, target_tags=TargetTags(required=False),
+                    transformer_tags=TransformerTags(), requires_fit=True)
+
+    # -- API ------------------------------------------------------------------------------
+    def fit(self, X, y=None):
+        """Validate the parameters against ``X`` and record its columns.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame
+            The table.
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        columns = list(X.columns)
+        check_k(self.k)
+        check_choice("mode", self.mode, MODES)
+        check_choice("generalization", self.generalization, GENERALIZATIONS)
+        check_max_depth(self.max_depth)
+        qis = columns if self.quasi_id is None else self.quasi_id
+        self.quasi_id_ = check_quasi_identifiers(qis, columns)
+        self.feature_names_in_ = np.asarray([str(c) for c in columns], dtype=object)
+        self.n_features_in_ = len(columns)
+        return self
+
+    def transform(self, X):
+        """Anonymize ``X`` (pandas or dask DataFrame) and return the released table."""
+        if not hasattr(self, "quasi_id_"):
+            raise NotFittedError("this MondrianAnonymizer is not fitted yet: call fit first")
+        from . import anonymize
+
+        return anonymize(X, self.quasi_id_, self.k, mode=self.mode,
+                         generalization=self.generalization, max_depth=self.max_depth,
+                         hierarchies=self.hierarchies, qi_kinds=self.qi_kinds)
+
+    def fit_transform(self, X, y=None):
+        """Fit to ``X`` and return its anonymized version."""
+        return self.fit(X, y).transform(X)
+
+    def get_feature_names_out(self, input_features=None):
+        """Output columns: the same as the input's."""
+        return self.feature_names_in_.copy()
