@@ -34,6 +34,8 @@ KIND_HIERARCHY = 4  # DFS leaf codes of a generalization tree
 
 MISSING_KEY = np.iinfo(np.int64).max
 _FLIP = np.int64(0x7FFFFFFFFFFFFFFF)
+_FLOAT_MAX = np.finfo(np.float64).max
+_TINY = 5e-324
 
 # How many nodes the breadth-first top phase makes before handing whole
 # subtrees to threads: enough that two cores stay busy when subtrees differ in
@@ -122,7 +124,13 @@ def _node_span(keys, j, s, e, kind, scale, card, h_parent, h_lo, h_hi, h_leafnod
         return (h_hi[hoff + node] - h_lo[hoff + node]) / scale
     if kind == KIND_ORDINAL:
         return (hi - lo) / scale
-    return (_key_value(hi, kind) - _key_value(lo, kind)) / scale
+    diff = _key_value(hi, kind) - _key_value(lo, kind)
+    if diff > _FLOAT_MAX:  # the range of two huge floats overflows
+        diff = _FLOAT_MAX
+    span = diff / scale
+    # A node with two distinct values must stay cuttable even when its share
+    # of a huge global range underflows to zero.
+    return span if span > 0.0 else _TINY
 
 
 @njit(cache=True)
