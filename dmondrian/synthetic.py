@@ -15,7 +15,7 @@ a census extract is, so anonymization has realistic structure to work with:
 column         model
 ============== ================================================================
 person_id      the row number (an identifier, not a quasi-identifier)
-age            18-95, right-skewed (beta distribution)
+age            18-95, right-skewed (a discretized beta shape)
 zip            5 digits, clustered around the 3-digit prefixes of a dozen
                metropolitan regions plus a sparse rural spread
 birth_date     a day of the year ``REFERENCE_DATE.year - age``, so the age on
@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .errors import MissingColumnError, ParameterError
+from .errors import DuplicateColumnError, MissingColumnError, ParameterError
 
 __all__ = [
     "BLOCK_ROWS",
@@ -86,8 +86,8 @@ _AGE = np.arange(_MAX_AGE + 1)
 _ADULT = (_AGE >= _MIN_AGE).astype(float)
 # Share of each age: a beta(1.2, 2.2) shape over 18-95, right-skewed like an
 # adult population (many more 30-year-olds than 90-year-olds).
-_x = np.clip((_AGE - _MIN_AGE + 0.5) / (_MAX_AGE - _MIN_AGE + 1), 0, 1)
-_AGE_SHARE = _ADULT * _x**0.2 * (1 - _x) ** 1.2
+_AGE_POSITION = np.clip((_AGE - _MIN_AGE + 0.5) / (_MAX_AGE - _MIN_AGE + 1), 0, 1)
+_AGE_SHARE = _ADULT * _AGE_POSITION**0.2 * (1 - _AGE_POSITION) ** 1.2
 
 # Born in year REFERENCE_DATE.year - age, on any day of it: the birthday of
 # that year has passed by 31 December, so the age on REFERENCE_DATE is exact.
@@ -368,11 +368,13 @@ def _check_columns(columns) -> list[str]:
     if isinstance(columns, str):
         columns = [columns]
     columns = list(columns)
-    for c in columns:
+    for i, c in enumerate(columns):
         if c not in CENSUS_COLUMNS:
             raise MissingColumnError(
                 c, f"column {c!r} is not a census column ({', '.join(CENSUS_COLUMNS)})"
             )
+        if c in columns[:i]:
+            raise DuplicateColumnError(c, f"column {c!r} is asked for twice")
     return columns
 
 
@@ -406,8 +408,9 @@ def make_census(n_rows: int, seed: int = 0, *, start: int = 0, columns=None) -> 
     ------
     ParameterError
         ``n_rows``, ``seed`` or ``start`` is not a non-negative integer.
-    MissingColumnError
-        ``columns`` names something that is not a census column.
+    MissingColumnError, DuplicateColumnError
+        ``columns`` names something that is not a census column, or a column
+        twice.
 
     Examples
     --------
@@ -430,10 +433,10 @@ def make_census(n_rows: int, seed: int = 0, *, start: int = 0, columns=None) -> 
     drawn = [c for c in columns if c != "person_id"]
     codes = {c: np.empty(n_rows, dtype=_CODE_DTYPES[c]) for c in drawn}
     done = 0
-    for block in range(start // BLOCK_ROWS, -(-stop // BLOCK_ROWS)):
-        block_start = block * BLOCK_ROWS
-        lo, hi = max(start, block_start) - block_start, min(stop, block_start + BLOCK_ROWS)
-        hi -= block_start
+    blocks = range(start // BLOCK_ROWS, -(-stop // BLOCK_ROWS)) if drawn else range(0)
+    for block in blocks:
+        offset = block * BLOCK_ROWS
+        lo, hi = max(start, offset) - offset, min(stop, offset + BLOCK_ROWS) - offset
         values = _block(seed, block)
         for c in drawn:
             codes[c][done : done + hi - lo] = values[c][lo:hi]

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dmondrian.errors import MissingColumnError, ParameterError
+from dmondrian.errors import DuplicateColumnError, MissingColumnError, ParameterError
 from dmondrian.synthetic import (
     BLOCK_ROWS,
     CENSUS_COLUMNS,
@@ -90,6 +90,10 @@ def test_a_column_subset_has_the_same_values():
     with pytest.raises(MissingColumnError, match="salary") as info:
         make_census(10, columns=["age", "salary"])
     assert info.value.column == "salary"
+    with pytest.raises(DuplicateColumnError, match="age"):
+        make_census(10, columns=["age", "zip", "age"])
+    ids = make_census(5, seed=2, start=3, columns=["person_id"])
+    assert ids["person_id"].tolist() == [3, 4, 5, 6, 7]
 
 
 @pytest.mark.parametrize(
