@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,6 +93,9 @@ __all__ = [
 #: the common "no class smaller than 5" rule of thumb for public releases.
 DEFAULT_RISK_THRESHOLD = 0.2
 
+# The engine clamps the range of two huge floats here instead of overflowing to inf.
+_FLOAT_MAX = float(np.finfo(np.float64).max)
+
 # Internal column names; chosen so they cannot clash with a user's QI names.
 _N = "__dmondrian_n__"
 _SIZE = "__dmondrian_size__"
@@ -119,6 +122,24 @@ def compute(*objs):
     for i, value in zip(lazy, done, strict=True):
         out[i] = value
     return tuple(out)
+
+
+@dataclass
+class Deferred:
+    """Parts to compute (Dask collections, or values already known) and how to finish them.
+
+    :func:`run` computes the parts of several Deferreds in one Dask pass, so
+    a report reads a larger-than-RAM table as few times as possible.
+    """
+
+    parts: list
+    finish: Callable
+
+
+def run(*deferred: Deferred) -> list:
+    """Compute every Deferred's parts together and return their finished results."""
+    done = iter(compute(*[p for d in deferred for p in d.parts]))
+    return [d.finish([next(done) for _ in d.parts]) for d in deferred]
 
 
 def check_table(table, name: str = "table"):
@@ -410,6 +431,14 @@ def _meta(col) -> pd.Series:
     return col._meta if is_dask(col) else col
 
 
+def _known_categories(table, column):
+    """A Dask table whose categorical ``column`` has known categories (they give the codes)."""
+    col = table[column]
+    if is_dask(col) and isinstance(col._meta.dtype, pd.CategoricalDtype) and not col.cat.known:
+        return table.assign(**{column: col.cat.as_known()})
+    return table
+
+
 def _domain_plan(col, kind):
     """Lazy (or eager, for pandas) reductions a QI's domain needs."""
     if kind in (QIKind.NUMERIC, QIKind.DATETIME):
@@ -434,7 +463,8 @@ def _finish_domain(name, kind, parts, meta: pd.Series, hierarchy) -> Domain:
         lo, hi = parts
         if pd.isna(lo):
             return Domain(kind, 0.0)
-        return Domain(kind, float(hi) - float(lo), lo, hi)
+        with np.errstate(over="ignore"):
+            return Domain(kind, min(float(hi) - float(lo), _FLOAT_MAX), lo, hi)
     if kind == QIKind.DATETIME:
         lo, hi = parts
         if pd.isna(lo):
@@ -480,16 +510,28 @@ def compute_domains(original, quasi_identifiers, hierarchies=None, qi_kinds=None
     >>> d["age"].kind, d["age"].scale
     ('numeric', 40.0)
     """
+    return run(domains_deferred(original, quasi_identifiers, hierarchies, qi_kinds))[0]
+
+
+def domains_deferred(original, quasi_identifiers, hierarchies=None, qi_kinds=None) -> Deferred:
+    """:func:`compute_domains` as a :class:`Deferred` (to share one Dask pass)."""
     check_table(original, "original")
     qis = check_quasi_identifiers(quasi_identifiers, original.columns)
     hierarchies = check_mapping("hierarchies", hierarchies, qis)
     qi_kinds = check_mapping("qi_kinds", qi_kinds, qis)
     kinds = {q: _column_kind(_meta(original[q]), q, hierarchies, qi_kinds) for q in qis}
+    for q in qis:
+        if kinds[q] == QIKind.ORDINAL:
+            original = _known_categories(original, q)
     plans = {q: _domain_plan(original[q], kinds[q]) for q in qis}
-    flat = [p for q in qis for p in plans[q]]
-    done = iter(compute(*flat))
-    return {q: _finish_domain(q, kinds[q], [next(done) for _ in plans[q]], _meta(original[q]),
-                              hierarchies.get(q)) for q in qis}
+    metas = {q: _meta(original[q]) for q in qis}
+
+    def finish(done):
+        it = iter(done)
+        return {q: _finish_domain(q, kinds[q], [next(it) for _ in plans[q]], metas[q],
+                                  hierarchies.get(q)) for q in qis}
+
+    return Deferred([p for q in qis for p in plans[q]], finish)
 
 
 # -- NCP --------------------------------------------------------------------------------------
@@ -548,7 +590,8 @@ def _label_cost(label, domain: Domain, column, node_of) -> float:
         return (hi - lo) / domain.scale
     if kind == QIKind.DATETIME:
         return float((interval.hi - interval.lo) / pd.Timedelta(1, "ns")) / domain.scale
-    return (float(interval.hi) - float(interval.lo)) / domain.scale
+    with np.errstate(over="ignore"):
+        return min(float(interval.hi) - float(interval.lo), _FLOAT_MAX) / domain.scale
 
 
 def _ordinal_code(label: str, domain: Domain, column) -> int:
@@ -636,7 +679,7 @@ def _check_weights(weights, qis) -> dict:
     return {q: float(w) / total for q, w in raw.items()}
 
 
-def _ncp_plan(released, qis, keys, original, domains):
+def _ncp_plan(released, qis, keys, original):
     plans = {}
     for q in qis:
         if _publishes_numbers(_meta(released[q])):
@@ -718,7 +761,7 @@ def ncp(released, quasi_identifiers, original=None, *, domains=None, hierarchies
     qis, keys = class_keys(released, quasi_identifiers, class_column)
     doms = resolve_domains(qis, original, domains, hierarchies, qi_kinds)
     w = _check_weights(weights, qis)
-    plans = _ncp_plan(released, qis, keys, original, doms)
+    plans = _ncp_plan(released, qis, keys, original)
     n = released.shape[0]
     done = compute(n, *[p[1] for p in plans.values()])
     return _ncp_finish(plans, done[1:], qis, doms, w, int(done[0]))
@@ -924,20 +967,21 @@ def _matcher(labels: list, kind: str, meta: pd.Series, hierarchy, column) -> _Ma
 
 def _coverage(part: pd.DataFrame, qis, matchers, label_idx, n_classes: int,
               budget: int = 1 << 22) -> np.ndarray:
-    """How many rows of ``part`` each class's published values cover."""
+    """How many rows of ``part`` each class's published values cover; last entry: its rows."""
     if len(part) == 0:
-        return np.zeros(n_classes, dtype=np.int64)
+        return np.zeros(n_classes + 1, dtype=np.int64)
     distinct = _groupby(part[qis], qis).size()
     weights = distinct.to_numpy(dtype=np.int64)
     values = distinct.index.to_frame(index=False)
     keys = [matchers[j].keys(values[q]) for j, q in enumerate(qis)]
-    out = np.zeros(n_classes, dtype=np.int64)
+    out = np.zeros(n_classes + 1, dtype=np.int64)
+    out[-1] = len(part)
     step = max(1, budget // max(n_classes, 1))
     for s in range(0, len(values), step):
         covered = np.ones((n_classes, min(step, len(values) - s)), dtype=bool)
         for j in range(len(qis)):
             covered &= matchers[j].accepts(keys[j][s: s + step])[label_idx[j]]
-        out += covered.astype(np.int64) @ weights[s: s + step]
+        out[:-1] += covered.astype(np.int64) @ weights[s: s + step]
     return out
 
 
@@ -959,8 +1003,8 @@ def population_counts(released, qis, population, hierarchies=None, qi_kinds=None
         codes, labels = pd.factorize(classes[q].astype(object), use_na_sentinel=False)
         meta = _meta(population[q])
         kind = _column_kind(meta, q, hierarchies, qi_kinds)
-        if kind == QIKind.ORDINAL and is_dask(population) and not meta.cat.known:
-            population = population.assign(**{q: population[q].cat.as_known()})
+        if kind == QIKind.ORDINAL:
+            population = _known_categories(population, q)
             meta = _meta(population[q])
         matchers.append(_matcher(list(labels), kind, meta, hierarchies.get(q), q))
         label_idx.append(codes)
@@ -969,10 +1013,11 @@ def population_counts(released, qis, population, hierarchies=None, qi_kinds=None
 
         parts = [dask.delayed(_coverage)(p, qis, matchers, label_idx, len(f))
                  for p in population[qis].to_delayed()]
-        big_f, n_pop = dask.compute(dask.delayed(sum)(parts), population.shape[0])
+        (total,) = dask.compute(dask.delayed(sum)(parts))
     else:
-        big_f, n_pop = _coverage(population, qis, matchers, label_idx, len(f)), len(population)
-    return f, np.asarray(big_f, dtype=np.int64), int(n_pop)
+        total = _coverage(population, qis, matchers, label_idx, len(f))
+    total = np.asarray(total, dtype=np.int64)
+    return f, total[:-1], int(total[-1])
 
 
 # -- privacy achieved -------------------------------------------------------------------------
