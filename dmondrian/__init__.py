@@ -12,7 +12,11 @@ from . import errors
 from .constraints import KAnonymity
 from .estimator import MondrianAnonymizer
 from .hierarchy import Hierarchy
+from .manifest import write_manifest
+from .metrics import calculate_avg_equivalence_class_size
 from .publish import Interval, parse_range, parse_set
+from .reporting import Report, report
+from .verify import VerifyResult, verify
 
 try:
     __version__ = version("dmondrian")
@@ -21,6 +25,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "anonymize",
+    "calculate_avg_equivalence_class_size",
     "errors",
     "Hierarchy",
     "Interval",
@@ -28,6 +33,11 @@ __all__ = [
     "MondrianAnonymizer",
     "parse_range",
     "parse_set",
+    "report",
+    "Report",
+    "verify",
+    "VerifyResult",
+    "write_manifest",
     "__version__",
 ]
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import NullLocator, StrMethodFormatter
 
 from .constraints import check_k
 from .errors import ParameterError, UnsupportedDtypeError
@@ -179,8 +180,13 @@ def k_sweep(table, quasi_identifiers, ks, *, figsize=(7.0, 6.0), **options) -> F
     bottom.set_xlabel("k")
     if len(data) > 1 and data["k"].max() / data["k"].min() >= 20:
         bottom.set_xscale("log")
+    if len(data) <= 12:  # label the ks actually run, not powers of ten
+        bottom.set_xticks(data["k"], [str(k) for k in data["k"]])
+        bottom.xaxis.set_minor_locator(NullLocator())
     if data["discernibility"].max() / max(data["discernibility"].min(), 1) >= 100:
         bottom.set_yscale("log")
+    else:
+        bottom.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
         ax.spines[["top", "right"]].set_visible(False)
@@ -315,8 +321,10 @@ def partition_painting(original, anonymized, quasi_identifiers, *, palette="dist
     xs, read_x, cell_x = _axis(original[qx], detect_kind(original[qx]))
     ys, read_y, cell_y = _axis(original[qy], detect_kind(original[qy]))
     boxes = _boxes(anonymized, qx, qy, read_x, read_y)
-    boxes[["x0", "y0"]] -= (cell_x, cell_y)
-    boxes[["x1", "y1"]] += (cell_x, cell_y)
+    boxes["x0"] -= cell_x
+    boxes["x1"] += cell_x
+    boxes["y0"] -= cell_y
+    boxes["y1"] += cell_y
 
     fig = _new_figure(figsize)
     ax = fig.add_subplot()
