@@ -432,10 +432,17 @@ def _meta(col) -> pd.Series:
 
 
 def _known_categories(table, column):
-    """A Dask table whose categorical ``column`` has known categories (they give the codes)."""
+    """Check that an ordinal Dask column knows its categories: they give the order.
+
+    ``cat.as_known()`` would rebuild them from the data in sorted order, silently
+    changing what "between" means, so unknown categories are an error instead.
+    """
     col = table[column]
     if is_dask(col) and isinstance(col._meta.dtype, pd.CategoricalDtype) and not col.cat.known:
-        return table.assign(**{column: col.cat.as_known()})
+        raise UnsupportedDtypeError(column, f"ordinal column {column!r} has unknown categories "
+                                            "in this Dask table, so their order is lost: cast it "
+                                            "with .astype(pd.CategoricalDtype(categories, "
+                                            "ordered=True))")
     return table
 
 
@@ -694,6 +701,7 @@ def _ncp_finish(plans, done, qis, domains, weights, n_records) -> NCP:
     for q, value in zip(qis, done, strict=True):
         how = plans[q][0]
         if how == "labels":
+            value = value[value > 0]  # unused categories (and Dask's placeholder)
             costs = label_costs(list(value.index), domains[q], q)
             total = float((costs * value.to_numpy(dtype=np.float64)).sum())
         else:
