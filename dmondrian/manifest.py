@@ -245,7 +245,21 @@ def _atomic_write(target: Path, text: str) -> None:
 
 
 def read_manifest(path) -> dict:
-    """Read a manifest written by :func:`write_manifest`."""
+    """Read a manifest written by :func:`write_manifest`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    ParameterError
+        The file is not a dmondrian manifest.
+    """
     with open(path, encoding="utf-8") as fh:
         manifest = json.load(fh)
     if manifest.get("format") != FORMAT:
@@ -269,6 +283,20 @@ def check_manifest(path, output=None) -> dict:
     dict
         ``{"missing": [...], "changed": [...], "extra": [...]}`` file paths;
         all empty when the release is intact.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> out = os.path.join(tempfile.mkdtemp(), "release.csv")
+    >>> with open(out, "w") as fh:
+    ...     _ = fh.write("age\\n[20, 29]\\n[20, 29]\\n")
+    >>> _ = write_manifest(output=out, parameters={"k": 2})
+    >>> check_manifest(manifest_path(out))
+    {'missing': [], 'changed': [], 'extra': []}
+    >>> with open(out, "a") as fh:
+    ...     _ = fh.write("30\\n")
+    >>> check_manifest(manifest_path(out))["changed"]
+    ['release.csv']
     """
     manifest = read_manifest(path)
     if output is None:

@@ -295,6 +295,20 @@ def c_avg(table, quasi_identifiers, k, class_column=None) -> float:
 def calculate_avg_equivalence_class_size(df, k, quasi_id) -> float:
     """``C_avg`` with the seed project's signature; see :func:`c_avg`.
 
+    Parameters
+    ----------
+    df : pandas or Dask DataFrame
+        A released table.
+    k : int
+        The k it was released for.
+    quasi_id : list of column names
+        Its published QI columns.
+
+    Returns
+    -------
+    float
+        ``|T| / (n_classes * k)``.
+
     Examples
     --------
     >>> t = pd.DataFrame({"zip": ["1100*"] * 4})
@@ -306,6 +320,22 @@ def calculate_avg_equivalence_class_size(df, k, quasi_id) -> float:
 
 def discernibility(table, quasi_identifiers, class_column=None) -> int:
     """Discernibility metric: the sum of squared class sizes.
+
+    Every record is charged the size of its class (Bayardo & Agrawal 2005);
+    nothing is suppressed, so there is no suppression term.
+
+    Parameters
+    ----------
+    table : pandas or Dask DataFrame
+        A released table.
+    quasi_identifiers : list of column names
+        Its published QI columns.
+    class_column : str, optional
+        Define classes by this column instead of the published QI values.
+
+    Returns
+    -------
+    int
 
     Examples
     --------

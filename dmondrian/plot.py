@@ -125,13 +125,20 @@ def k_sweep_table(table, quasi_identifiers, ks, **options) -> pd.DataFrame:
     quasi_identifiers : list of column names
     ks : iterable of int
     **options
-        Passed to :func:`dmondrian.anonymize` (``mode``, ``hierarchies``, ...).
+        Passed to :func:`dmondrian.anonymize` (``mode``, ``hierarchies``, ...),
+        except ``weights``, the QI weights of NCP.
 
     Returns
     -------
     pandas.DataFrame
         One row per k: ``k``, ``classes``, ``ncp`` (overall, against the
         table's own domains), ``discernibility`` and ``c_avg``.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"age": range(20, 60), "hours": [40, 20, 60, 35] * 10})
+    >>> k_sweep_table(df, ["age", "hours"], [2, 10])[["k", "classes"]].values.tolist()
+    [[2, 16], [10, 4]]
     """
     from . import anonymize
 
@@ -144,14 +151,14 @@ def k_sweep_table(table, quasi_identifiers, ks, **options) -> pd.DataFrame:
         raise ParameterError("ks", "ks must name at least one k")
     options = dict(options)
     options.pop("class_column", None)
+    weights = options.pop("weights", None)
     domains = compute_domains(table, quasi_identifiers, options.get("hierarchies"),
                               options.get("qi_kinds"))
     rows = []
     for k in sorted(set(ks)):
         released = anonymize(table, quasi_identifiers, k, **options)
         summary = _size_summary(released, quasi_identifiers)
-        loss = ncp(released, quasi_identifiers, table, domains=domains,
-                   weights=options.get("weights"))
+        loss = ncp(released, quasi_identifiers, table, domains=domains, weights=weights)
         rows.append((k, summary.n_classes, loss.overall, summary.discernibility,
                      summary.c_avg(k)))
     return pd.DataFrame(rows, columns=["k", "classes", "ncp", "discernibility", "c_avg"])
@@ -163,11 +170,28 @@ def k_sweep(table, quasi_identifiers, ks, *, figsize=(7.0, 6.0), **options) -> F
     Anonymizes ``table`` once per k with :func:`dmondrian.anonymize` (see
     :func:`k_sweep_table`) and plots both measures against k.
 
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The original table.
+    quasi_identifiers : list of column names
+    ks : iterable of int
+    figsize : (float, float)
+    **options
+        Passed to :func:`dmondrian.anonymize`.
+
     Returns
     -------
     matplotlib.figure.Figure
         Two axes sharing k: NCP (top) and discernibility (bottom); each has
         one line with one point per k.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"age": range(20, 60), "hours": [40, 20, 60, 35] * 10})
+    >>> fig = k_sweep(df, ["age", "hours"], [2, 5, 10])
+    >>> [len(ax.lines[0].get_xdata()) for ax in fig.axes]
+    [3, 3]
     """
     data = k_sweep_table(table, quasi_identifiers, ks, **options)
     fig = _new_figure(figsize)

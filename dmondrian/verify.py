@@ -181,15 +181,32 @@ def sensitive_class_stats(counts: pd.DataFrame, keys, sensitive, q: pd.Series,
 
 
 def class_statistics(table, keys, sensitive=None, t_distance: str = "auto"):
-    """Per-class statistics: a frame with ``keys``, :data:`SIZE` and, with a
-    sensitive column, :data:`L_DISTINCT`, :data:`L_ENTROPY` and :data:`T`.
+    """Per-class statistics of a table.
 
     For Dask it stays lazy (one row per class, partitioned by class); the
     global sensitive distribution is computed first (one small reduction).
 
+    Parameters
+    ----------
+    table : pandas or Dask DataFrame
+    keys : list of column names
+        The columns whose distinct values define the classes.
+    sensitive : column name, optional
+    t_distance : {"auto", "ordered", "equal"}
+
     Returns
     -------
-    (frame, SensitivePlan or None)
+    frame : pandas or Dask DataFrame
+        One row per class: ``keys``, :data:`SIZE` and, with a sensitive
+        column, :data:`L_DISTINCT`, :data:`L_ENTROPY` and :data:`T`.
+    plan : SensitivePlan or None
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"q": ["a", "a", "b", "b"], "s": ["x", "y", "x", "x"]})
+    >>> frame, plan = class_statistics(t, ["q"], "s")
+    >>> frame[L_DISTINCT].tolist(), plan.distance
+    ([2, 1], 'equal')
     """
     if sensitive is None:
         sizes = class_sizes(table, keys).rename(SIZE)
