@@ -244,16 +244,11 @@ class SizeSummary:
 
     @property
     def discernibility(self) -> int:
-        sizes = self.counts.index.to_numpy(dtype=np.int64)
-        return int((sizes * sizes * self.counts.to_numpy()).sum())
+        # Python ints: one class of 10**10 rows would overflow int64 when squared.
+        return sum(int(s) * int(s) * int(c) for s, c in self.counts.items())
 
     def c_avg(self, k: int) -> float:
-        return self.n_records / (self.n_classes * k)
-
-    def records_in_classes_below(self, size: float) -> int:
-        """Records in classes strictly smaller than ``size``."""
-        sizes = self.counts.index.to_numpy()
-        return int((sizes * self.counts.to_numpy())[sizes < size].sum())
+        return self.n_records / (self.n_classes * k) if self.n_classes else math.nan
 
 
 def _size_summary(table, quasi_identifiers, class_column=None) -> SizeSummary:
@@ -364,7 +359,11 @@ def size_distribution(counts: pd.Series, bins=None) -> pd.DataFrame:
     elif bins is None:
         edges = _default_edges(int(sizes.max()) if len(sizes) else 1)
     else:
-        edges = sorted({int(b) for b in bins})
+        try:
+            edges = sorted({int(b) for b in bins})
+        except (TypeError, ValueError):
+            raise ParameterError("bins", f"bins must be class sizes or 'exact', "
+                                         f"got {bins!r}") from None
         if not edges or edges[0] < 1:
             raise ParameterError("bins", f"bins must be increasing class sizes >= 1, got {bins!r}")
         if len(sizes) and edges[-1] <= sizes.max():
@@ -461,7 +460,7 @@ def _meta(col) -> pd.Series:
     return col._meta if is_dask(col) else col
 
 
-def _known_categories(table, column):
+def _check_known_categories(table, column):
     """Check that an ordinal Dask column knows its categories: they give the order.
 
     ``cat.as_known()`` would rebuild them from the data in sorted order, silently
@@ -473,7 +472,6 @@ def _known_categories(table, column):
                                             "in this Dask table, so their order is lost: cast it "
                                             "with .astype(pd.CategoricalDtype(categories, "
                                             "ordered=True))")
-    return table
 
 
 def _domain_plan(col, kind):
@@ -559,7 +557,7 @@ def domains_deferred(original, quasi_identifiers, hierarchies=None, qi_kinds=Non
     kinds = {q: _column_kind(_meta(original[q]), q, hierarchies, qi_kinds) for q in qis}
     for q in qis:
         if kinds[q] == QIKind.ORDINAL:
-            original = _known_categories(original, q)
+            _check_known_categories(original, q)
     plans = {q: _domain_plan(original[q], kinds[q]) for q in qis}
     metas = {q: _meta(original[q]) for q in qis}
 
@@ -1042,8 +1040,7 @@ def population_counts(released, qis, population, hierarchies=None, qi_kinds=None
         meta = _meta(population[q])
         kind = _column_kind(meta, q, hierarchies, qi_kinds)
         if kind == QIKind.ORDINAL:
-            population = _known_categories(population, q)
-            meta = _meta(population[q])
+            _check_known_categories(population, q)
         matchers.append(_matcher(list(labels), kind, meta, hierarchies.get(q), q))
         label_idx.append(codes)
     if is_dask(population):
