@@ -48,6 +48,8 @@ _SMALL = 1024
 # subtrees to threads: enough that two cores stay busy when subtrees differ in
 # size, few enough that the top phase's per-level overhead stays negligible.
 _PARALLEL_FRONTIER = 64
+# Below this many rows the whole tree is built on one thread.
+_PARALLEL_MIN_ROWS = 200_000
 
 
 @intrinsic
@@ -716,6 +718,12 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth
     fr_miss = np.empty((1, d), dtype=np.int64)
     for j in range(d):
         fr_lo[0, j], fr_hi[0, j], fr_miss[0, j] = _segment_stats(keys[j], 0, n)
+    if n < _PARALLEL_MIN_ROWS:
+        # Thread start-up and hand-over cost more than small tables take.
+        _run_subtree(bufs_keys, bufs_rows, go_left, 0, n, 0, 0, fr_lo[0], fr_hi[0], fr_miss[0],
+                     kinds, scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
+                     h_leafnode, hoffs, loffs, leaf_start)
+        return bufs_rows[0], leaf_start, bufs_keys[0]
     # Breadth-first top levels, each level's nodes split in parallel, until
     # there are enough independent subtrees to keep every thread busy.
     while 0 < fr.shape[0] < _PARALLEL_FRONTIER:
@@ -802,3 +810,18 @@ def class_code_sets(sorted_row, class_of_pos, n_classes):
         offsets[c + 1] = out
         i = j
     return offsets, codes[:out]
+
+
+@njit(cache=True)
+def class_code_masks(sorted_row, class_of_pos, n_classes, words):
+    """Set of codes of one nominal QI per class, as a bitmask of ``words`` words.
+
+    Bit ``c`` of row ``i`` is set when class ``i`` holds code ``c``; equal
+    sets give equal rows, so distinct sets are found by comparing integers.
+    """
+    masks = np.zeros((n_classes, words), dtype=np.uint64)
+    one = np.uint64(1)
+    for i in range(sorted_row.shape[0]):
+        code = sorted_row[i]
+        masks[class_of_pos[i], code >> 6] |= one << np.uint64(code & 63)
+    return masks
