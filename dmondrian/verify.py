@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .constraints import check_k
-from .errors import ParameterError
+from .errors import ParameterError, UnsupportedDtypeError
 from .metrics import (
     _N,
     _groupby,
@@ -77,21 +77,36 @@ class SensitivePlan:
 
 
 def global_distribution(table, sensitive, distance: str) -> pd.Series:
-    """Share of every sensitive value in the table, in order for the ordered distance."""
+    """Share of every sensitive value in the table, in order for the ordered distance.
+
+    For an ordered categorical the domain is all its categories, used or not
+    (as in the engine's t-closeness check): the ordered distance between two
+    categories is their distance in category order over ``categories - 1``.
+    """
     (counts,) = compute(table[sensitive].value_counts(dropna=False))
     counts = counts[counts > 0]
-    if distance == "ordered":
-        idx = counts.index
-        if isinstance(idx, pd.CategoricalIndex):
-            order = np.where(idx.codes < 0, np.iinfo(np.int64).max, idx.codes)
-            counts = counts.iloc[np.argsort(order, kind="stable")]
-        else:
-            try:
-                counts = counts.sort_index(na_position="last")
-            except TypeError:
-                raise ParameterError("t_distance", f"sensitive column {sensitive!r} mixes "
-                                                   "values that cannot be ordered; use "
-                                                   "t_distance='equal'") from None
+    if distance != "ordered":
+        return counts / counts.sum()
+    dtype = _meta(table[sensitive]).dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        if is_dask(table) and not table[sensitive].cat.known:
+            raise UnsupportedDtypeError(sensitive, f"ordered sensitive column {sensitive!r} has "
+                                                   "unknown categories in this Dask table, so "
+                                                   "their order is lost: cast it with .astype("
+                                                   "pd.CategoricalDtype(categories, "
+                                                   "ordered=True))")
+        missing = counts[counts.index.isna()]
+        present = counts[~counts.index.isna()]
+        present.index = pd.Index(np.asarray(present.index, dtype=object))
+        domain = pd.Index(list(dtype.categories), dtype=object)
+        counts = pd.concat([present.reindex(domain, fill_value=0), missing])
+    else:
+        try:
+            counts = counts.sort_index(na_position="last")
+        except TypeError:
+            raise ParameterError("t_distance", f"sensitive column {sensitive!r} mixes "
+                                               "values that cannot be ordered; use "
+                                               "t_distance='equal'") from None
     return counts / counts.sum()
 
 
