@@ -46,8 +46,10 @@ Definitions (``T`` the table, ``E`` its classes, ``|E|`` a class's size)
   ``l <= l_entropy``); t-closeness = largest Earth Mover's Distance between a
   class's sensitive distribution and the table's (Li, Li & Venkatasubramanian
   2007): ordered distance ``sum_i |cumulative difference_i| / (m - 1)`` for
-  numeric or ordered values, equal distance ``sum_i |p_i - q_i| / 2`` for
-  nominal ones. A missing sensitive value is a value of its own (last in order).
+  numeric or ordered values (``m`` distinct values in the table; all the
+  categories of an ordered categorical, as in the engine's check), equal
+  distance ``sum_i |p_i - q_i| / 2`` for nominal ones. A missing sensitive
+  value is a value of its own (last in order).
 """
 
 from __future__ import annotations
