@@ -1,0 +1,829 @@
+"""The ``dmondrian`` command line: anonymize, report, verify, sweep, plot, demo.
+
+Every failure is one line on stderr, ``dmondrian: error: ...``, and a non-zero
+exit status: 2 for a usage or input error (bad flag, missing file, unknown
+column, k larger than the table, ...), 1 for a table that fails ``verify`` or
+an unexpected internal error. ``--debug`` (anywhere on the line) adds the
+traceback.
+
+The heavy imports (pandas, the engines, matplotlib, dask) happen inside the
+commands so that ``dmondrian --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import json
+import os
+import sys
+import time
+import traceback
+
+__all__ = ["main", "build_parser", "UsageError"]
+
+PROG = "dmondrian"
+
+#: Inputs up to this size run on the in-memory engine unless told otherwise.
+DEFAULT_LOCAL_LIMIT = "1GB"
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """A command line that cannot be run as given (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line, raised instead of printed."""
+
+    def error(self, message):
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+_FORMATTER = argparse.RawDescriptionHelpFormatter
+
+
+# -- argument types --------------------------------------------------------------------
+
+
+def _positive_int(name):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {value}")
+        return value
+
+    parse.__name__ = name
+    return parse
+
+
+def _nonnegative_int(name):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 0, got {value}")
+        return value
+
+    parse.__name__ = name
+    return parse
+
+
+def _k_list(text):
+    ks = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        ks.append(_positive_int("k")(part))
+    if not ks:
+        raise argparse.ArgumentTypeError("--k needs at least one value, e.g. --k 2,5,10")
+    return ks
+
+
+def _byte_size(text):
+    from dask.utils import parse_bytes
+
+    try:
+        return int(parse_bytes(text))
+    except (ValueError, TypeError):
+        raise argparse.ArgumentTypeError(
+            f"not a size: {text!r} (use e.g. 512MB or 2GB)") from None
+
+
+def _split_names(values) -> list[str]:
+    """Flatten repeated, comma-separated column lists (``--qi a,b --qi c``)."""
+    names = []
+    for value in values or []:
+        names.extend(n.strip() for n in value.split(",") if n.strip())
+    return names
+
+
+def _pairs(values, flag: str, what: str) -> dict[str, str]:
+    """Parse repeated ``col=VALUE`` flags into a dict."""
+    out: dict[str, str] = {}
+    for value in values or []:
+        for item in value.split(",") if flag == "--dtype" else [value]:
+            col, sep, rhs = item.partition("=")
+            col, rhs = col.strip(), rhs.strip()
+            if not sep or not col or not rhs:
+                raise UsageError(f"bad {flag} {item!r}: expected COLUMN={what}")
+            if col in out:
+                raise UsageError(f"{flag} names column {col!r} twice")
+            out[col] = rhs
+    return out
+
+
+# -- parser ----------------------------------------------------------------------------
+
+
+def _add_common(p, *, qi_required=True):
+    p.add_argument("--qi", "--qi-names", dest="qi", action="append", metavar="COLS",
+                   required=qi_required,
+                   help="quasi-identifier columns, comma-separated (repeatable)")
+    p.add_argument("--format", choices=("csv", "parquet"),
+                   help="table format when the extension does not tell (input and output)")
+    p.add_argument("--dtype", action="append", metavar="COL=TYPE",
+                   help="convert a column after reading: str, int, float, category or "
+                        "datetime (e.g. --dtype zip=str,birth_date=datetime)")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show the traceback of an error")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dmondrian`` argument parser (all sub-commands)."""
+    from . import __version__
+
+    parser = _Parser(
+        prog=PROG, formatter_class=_FORMATTER,
+        description="k-anonymize tables with the Mondrian multidimensional algorithm.",
+        epilog="examples:\n"
+               "  dmondrian demo\n"
+               "  dmondrian anonymize people.csv released.parquet --k 10 --qi age,zip,sex\n"
+               "  dmondrian verify released.parquet --qi age,zip,sex --k 10\n\n"
+               "Run 'dmondrian COMMAND --help' for a command's options.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    # anonymize ---------------------------------------------------------------------------
+    p = sub.add_parser(
+        "anonymize", help="k-anonymize a CSV or Parquet table", formatter_class=_FORMATTER,
+        description="k-anonymize a table and write it with its release manifest "
+                    "(OUTPUT.manifest.json). Small inputs run in memory; large ones, or "
+                    "--distributed, on Dask.",
+        epilog="examples:\n"
+               "  dmondrian anonymize people.csv released.csv --k 10 --qi age,zip,sex\n"
+               "  dmondrian anonymize s3://bucket/people/ s3://bucket/released/ --k 50 \\\n"
+               "      --qi age,zip --scheduler tcp://10.0.0.5:8786\n"
+               "  dmondrian anonymize --input people.csv --output out.csv --qi-names age,zip "
+               "--k 5 --max-depth 8")
+    p.add_argument("input", nargs="?", metavar="INPUT", help="CSV/Parquet file, Parquet "
+                   "directory or fsspec URL")
+    p.add_argument("output", nargs="?", metavar="OUTPUT", help="output file or directory (URL)")
+    p.add_argument("--input", dest="input_flag", metavar="INPUT", help="same as INPUT")
+    p.add_argument("--output", dest="output_flag", metavar="OUTPUT", help="same as OUTPUT")
+    p.add_argument("-k", "--k", type=_positive_int("k"), required=True,
+                   help="minimum equivalence-class size")
+    _add_common(p)
+    p.add_argument("--sensitive", action="append", metavar="COLS",
+                   help="sensitive columns, reported in the manifest")
+    p.add_argument("--mode", choices=("strict", "relaxed"), default="strict",
+                   help="strict keeps equal values together; relaxed splits median ties")
+    p.add_argument("--generalization", choices=("range", "midpoint", "mean"), default="range",
+                   help="how numeric QIs are published (default: range labels)")
+    p.add_argument("--hierarchy", action="append", metavar="COL=FILE",
+                   help="generalization hierarchy for a nominal QI, lines 'leaf;parent;...;*' "
+                        "(repeatable)")
+    p.add_argument("--max-depth", type=_nonnegative_int("--max-depth"), metavar="N",
+                   help="stop cutting after N levels")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    p.add_argument("--output-format", choices=("csv", "parquet"),
+                   help="output format, if it differs from --format")
+    engine = p.add_argument_group("engine")
+    engine.add_argument("--distributed", action="store_true",
+                        help="use the Dask engine whatever the input size")
+    engine.add_argument("--local", action="store_true",
+                        help="use the in-memory engine whatever the input size")
+    engine.add_argument("--local-limit", type=_byte_size, default=DEFAULT_LOCAL_LIMIT,
+                        metavar="SIZE", help=f"inputs larger than this use Dask "
+                                             f"(default {DEFAULT_LOCAL_LIMIT})")
+    engine.add_argument("--scheduler", metavar="ADDRESS",
+                        help="Dask scheduler to connect to, e.g. tcp://host:8786")
+    engine.add_argument("--workers", type=_positive_int("--workers"), metavar="N",
+                        help="start a local Dask cluster with N workers")
+    engine.add_argument("--memory-limit", type=_byte_size, metavar="SIZE",
+                        help="memory limit per local worker, e.g. 2GB")
+    engine.add_argument("--leaf-rows", type=_positive_int("--leaf-rows"), metavar="N",
+                        help="Dask engine: regions up to N rows are finished in memory")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=cmd_anonymize)
+
+    # report ------------------------------------------------------------------------------
+    p = sub.add_parser(
+        "report", help="information loss and re-identification risk of a released table",
+        formatter_class=_FORMATTER,
+        description="Print the metrics and risk of a released table.",
+        epilog="examples:\n"
+               "  dmondrian report released.csv --qi age,zip,sex --sensitive income\n"
+               "  dmondrian report released.parquet --qi age,zip --original people.parquet "
+               "--json")
+    p.add_argument("table", metavar="TABLE")
+    _add_common(p)
+    p.add_argument("--sensitive", action="append", metavar="COLS")
+    p.add_argument("--original", metavar="ORIGINAL",
+                   help="the table before anonymization (for information loss)")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON")
+    p.set_defaults(handler=cmd_report)
+
+    # verify ------------------------------------------------------------------------------
+    p = sub.add_parser(
+        "verify", help="check that a table is k-anonymous (and l-diverse)",
+        formatter_class=_FORMATTER,
+        description="Exit 0 when the table is k-anonymous (and l-diverse), 1 listing the "
+                    "violations when it is not.",
+        epilog="examples:\n"
+               "  dmondrian verify released.csv --qi age,zip,sex --k 10\n"
+               "  dmondrian verify released.parquet --qi age,zip --k 5 --l 2 "
+               "--sensitive diagnosis")
+    p.add_argument("table", metavar="TABLE")
+    p.add_argument("-k", "--k", type=_positive_int("k"), required=True)
+    _add_common(p)
+    p.add_argument("--l", type=_positive_int("l"), help="distinct sensitive values per class")
+    p.add_argument("--sensitive", action="append", metavar="COLS")
+    p.set_defaults(handler=cmd_verify)
+
+    # sweep -------------------------------------------------------------------------------
+    p = sub.add_parser(
+        "sweep", help="information loss as k grows", formatter_class=_FORMATTER,
+        description="Anonymize INPUT at several k and print k, classes, NCP and "
+                    "discernibility.",
+        epilog="example:\n"
+               "  dmondrian sweep people.csv --qi age,zip,sex --k 2,5,10,50,100 "
+               "--plot sweep.png")
+    p.add_argument("input", metavar="INPUT")
+    p.add_argument("-k", "--k", type=_k_list, default=[2, 5, 10, 50, 100], metavar="K,K,...")
+    _add_common(p)
+    p.add_argument("--mode", choices=("strict", "relaxed"), default="strict")
+    p.add_argument("--hierarchy", action="append", metavar="COL=FILE")
+    p.add_argument("--plot", metavar="PNG", help="also draw the curve to this PNG")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON")
+    p.set_defaults(handler=cmd_sweep)
+
+    # plot --------------------------------------------------------------------------------
+    p = sub.add_parser(
+        "plot", help="class-size histogram or 2-QI partition painting to PNG",
+        formatter_class=_FORMATTER,
+        description="Draw a released table: the histogram of equivalence-class sizes, or "
+                    "the painting of its classes over two quasi-identifiers.",
+        epilog="examples:\n"
+               "  dmondrian plot histogram released.csv --qi age,zip,sex -o sizes.png\n"
+               "  dmondrian plot painting released.csv --qi age,zip -o painting.png")
+    p.add_argument("kind", choices=("histogram", "painting"), metavar="KIND",
+                   help="histogram or painting")
+    p.add_argument("table", metavar="TABLE")
+    _add_common(p)
+    p.add_argument("-o", "--output", required=True, metavar="PNG")
+    p.add_argument("--k", type=_positive_int("k"), help="mark k on the histogram")
+    p.add_argument("--original", metavar="ORIGINAL",
+                   help="painting: the original table, whose points are drawn under the classes")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing PNG")
+    p.set_defaults(handler=cmd_plot)
+
+    # demo --------------------------------------------------------------------------------
+    p = sub.add_parser(
+        "demo", help="anonymize a generated census table end to end",
+        formatter_class=_FORMATTER,
+        description="Generate a census-like table, anonymize it, verify it and print the "
+                    "report.",
+        epilog="examples:\n  dmondrian demo\n  dmondrian demo --rows 100000 --k 25 "
+               "--output released.parquet")
+    p.add_argument("--rows", type=_positive_int("--rows"), default=20_000)
+    p.add_argument("-k", "--k", type=_positive_int("k"), default=10)
+    p.add_argument("--seed", type=_nonnegative_int("--seed"), default=0)
+    p.add_argument("--output", metavar="OUTPUT", help="also write the released table here")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    p.set_defaults(handler=cmd_demo)
+    return parser
+
+
+# -- small helpers -----------------------------------------------------------------------
+
+
+class _Progress:
+    """Stage messages and a write bar on stderr, only when it is a terminal."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and sys.stderr.isatty()
+        self._t0 = time.perf_counter()
+
+    @contextlib.contextmanager
+    def stage(self, text: str):
+        start = time.perf_counter()
+        if self.enabled:
+            sys.stderr.write(f"{text} ...")
+            sys.stderr.flush()
+        yield
+        if self.enabled:
+            sys.stderr.write(f"\r{text} done ({time.perf_counter() - start:.1f}s)\033[K\n")
+
+    def bar(self, label: str):
+        def update(done: int, total: int):
+            if not self.enabled:
+                return
+            frac = 1.0 if total == 0 else done / total
+            filled = int(30 * frac)
+            sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] "
+                             f"{frac:4.0%} {done:,}/{total:,} rows\033[K")
+            if done >= total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+        return update
+
+
+def _require(module: str, what: str):
+    """Import a part of dmondrian that may not be installed yet, with a one-line error."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and not exc.name.startswith("dmondrian"):
+            raise
+        raise UsageError(f"{what} is not available in this installation "
+                         f"(module {module} is missing)") from exc
+
+
+def _read(url: str, args, *, role: str = "input"):
+    from . import io
+
+    if url is None:
+        raise UsageError(f"missing {role}")
+    dtypes = _pairs(args.dtype, "--dtype", "TYPE")
+    return io.read_table(url, args.format, dtypes=dtypes)
+
+
+def _check_columns(df, names: list[str], flag: str, url: str):
+    from .errors import MissingColumnError
+
+    for name in names:
+        if name not in df.columns:
+            cols = ", ".join(map(str, list(df.columns)[:10]))
+            raise MissingColumnError(name, f"{flag} column {name!r} is not in {url} "
+                                           f"(columns: {cols})")
+
+
+def _load_hierarchies(specs) -> tuple[dict, dict]:
+    """``--hierarchy col=FILE`` flags -> ({col: Hierarchy}, {col: FILE})."""
+    from . import io
+    from .hierarchy import Hierarchy
+
+    files = _pairs(specs, "--hierarchy", "FILE")
+    loaded = {col: Hierarchy.from_lines(io.read_lines(path, "hierarchy file"), name=col)
+              for col, path in files.items()}
+    return loaded, files
+
+
+def _class_sizes(class_ids):
+    import numpy as np
+
+    return np.bincount(np.asarray(class_ids, dtype=np.int64))
+
+
+def _free_column(df, base: str = "__dmondrian_class") -> str:
+    name = base
+    while name in df.columns:
+        name += "_"
+    return name
+
+
+# -- anonymize ---------------------------------------------------------------------------
+
+
+def _resolve_io(args) -> tuple[str, str]:
+    if args.input is not None and args.input_flag is not None:
+        raise UsageError("give the input once: either INPUT or --input, not both")
+    if args.output is not None and args.output_flag is not None:
+        raise UsageError("give the output once: either OUTPUT or --output, not both")
+    src = args.input if args.input is not None else args.input_flag
+    dst = args.output if args.output is not None else args.output_flag
+    if src is None:
+        raise UsageError("missing INPUT (a CSV/Parquet path or URL)")
+    if dst is None:
+        raise UsageError("missing OUTPUT (where to write the released table)")
+    if src.rstrip("/") == dst.rstrip("/"):
+        raise UsageError("OUTPUT is the same as INPUT: refusing to overwrite the original")
+    return src, dst
+
+
+def _choose_engine(args, src: str) -> str:
+    if args.local and args.distributed:
+        raise UsageError("--local and --distributed exclude each other")
+    if args.scheduler and (args.workers or args.memory_limit):
+        raise UsageError("--scheduler connects to an existing cluster: it excludes --workers "
+                         "and --memory-limit, which start a local one")
+    cluster_flags = args.scheduler or args.workers or args.memory_limit
+    if args.local:
+        if cluster_flags:
+            raise UsageError("--local runs in memory: it excludes --scheduler, --workers and "
+                             "--memory-limit")
+        return "local"
+    if args.distributed or cluster_flags:
+        return "distributed"
+    from . import io
+
+    size = io.input_size(src) if _exists(src) else 0
+    if size <= args.local_limit:
+        return "local"
+    try:
+        import dmondrian.distributed  # noqa: F401
+    except ModuleNotFoundError:
+        return "local"  # no Dask engine yet: in memory is the only way
+    return "distributed"
+
+
+def _exists(url: str) -> bool:
+    from . import io
+
+    fs, path = io._fs(url)
+    return fs.exists(path)
+
+
+def _parameters(args, qis, sensitive, hierarchy_files) -> dict:
+    return {
+        "k": args.k, "quasi_identifiers": qis, "sensitive": sensitive, "mode": args.mode,
+        "generalization": args.generalization, "max_depth": args.max_depth,
+        "hierarchies": hierarchy_files, "dtypes": _pairs(args.dtype, "--dtype", "TYPE"),
+    }
+
+
+def cmd_anonymize(args) -> int:
+    """``dmondrian anonymize``: read, anonymize, write atomically with a manifest."""
+    src, dst = _resolve_io(args)
+    qis = _split_names(args.qi)
+    sensitive = _split_names(args.sensitive)
+    from . import io
+
+    in_fmt = io.detect_format(src, args.format)
+    out_fmt = io.detect_format(dst, args.output_format or args.format)
+    hierarchies, hierarchy_files = _load_hierarchies(args.hierarchy)
+    engine = _choose_engine(args, src)
+    progress = _Progress(not args.no_progress)
+    started = time.perf_counter()
+    if engine == "local":
+        summary = _anonymize_local(args, src, dst, in_fmt, out_fmt, qis, sensitive,
+                                   hierarchies, progress)
+    else:
+        summary = _anonymize_distributed(args, src, dst, in_fmt, out_fmt, qis, hierarchies,
+                                         progress)
+    summary["seconds"] = round(time.perf_counter() - started, 3)
+    report_args = summary.pop("_report", None)
+    manifest = {
+        "tool": "dmondrian",
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "input": src, "output": dst, "input_format": in_fmt, "output_format": out_fmt,
+        "engine": engine,
+        "parameters": _parameters(args, qis, sensitive, hierarchy_files),
+        **summary,
+    }
+    _write_manifest(dst, manifest, report_args)
+    print(f"wrote {dst} ({summary['rows']:,} rows, {summary['classes']:,} classes, smallest "
+          f"{summary['min_class_size']:,}, k={args.k}, {engine} engine, "
+          f"{summary['seconds']:.1f}s)")
+    print(f"manifest {io.manifest_path(dst)}")
+    return EXIT_OK
+
+
+def _anonymize_local(args, src, dst, in_fmt, out_fmt, qis, sensitive, hierarchies,
+                     progress) -> dict:
+    from . import io
+    from .local import anonymize
+
+    with progress.stage(f"reading {src}"):
+        df = io.read_table(src, in_fmt, dtypes=_pairs(args.dtype, "--dtype", "TYPE"))
+    _check_columns(df, qis, "--qi", src)
+    _check_columns(df, sensitive, "--sensitive", src)
+    class_col = _free_column(df)
+    with progress.stage(f"anonymizing {len(df):,} rows (k={args.k})"):
+        released = anonymize(df, qis, args.k, mode=args.mode,
+                             generalization=args.generalization, max_depth=args.max_depth,
+                             hierarchies=hierarchies or None, class_column=class_col)
+    sizes = _class_sizes(released.pop(class_col))
+    io.write_table(released, dst, out_fmt, overwrite=args.overwrite,
+                   progress=progress.bar(f"writing {dst}"))
+    summary = {"rows": len(released), "columns": [str(c) for c in released.columns],
+               "classes": len(sizes), "min_class_size": int(sizes.min())}
+    summary["_report"] = (released, qis, df, sensitive)
+    return summary
+
+
+@contextlib.contextmanager
+def _dask_client(args):
+    """A client on ``--scheduler``, or on a LocalCluster sized by --workers/--memory-limit."""
+    from distributed import Client, LocalCluster
+
+    if args.scheduler:
+        try:
+            client = Client(args.scheduler, timeout="10s")
+        except OSError as exc:
+            raise UsageError(f"cannot connect to the Dask scheduler at {args.scheduler}: "
+                             f"{' '.join(str(exc).split())}") from exc
+        with client:
+            yield client
+        return
+    kwargs = {"n_workers": args.workers or 2, "threads_per_worker": 1, "processes": True,
+              "dashboard_address": None}
+    if args.memory_limit:
+        kwargs["memory_limit"] = args.memory_limit
+    with LocalCluster(**kwargs) as cluster, Client(cluster) as client:
+        yield client
+
+
+def _anonymize_distributed(args, src, dst, in_fmt, out_fmt, qis, hierarchies, progress) -> dict:
+    dist = _require("dmondrian.distributed", "the Dask engine")
+    import dask.dataframe as dd
+
+    from . import io
+
+    dtypes = _pairs(args.dtype, "--dtype", "TYPE")
+    with _dask_client(args) as client:
+        io._check_exists(src)
+        if in_fmt == "parquet":
+            ddf = dd.read_parquet(src)
+        else:
+            ddf = dd.read_csv(src, dtype={c: "str" for c, t in dtypes.items() if t == "str"})
+        _check_columns(ddf, qis, "--qi", src)
+        released = dist.anonymize(ddf, qis, args.k, leaf_rows=args.leaf_rows, client=client,
+                                  mode=args.mode, generalization=args.generalization,
+                                  max_depth=args.max_depth, hierarchies=hierarchies or None)
+        directory = out_fmt == "parquet" and not dst.rstrip("/").endswith(
+            (".parquet", ".pq", ".parq"))
+        with io.atomic_output(dst, directory=directory or out_fmt == "parquet",
+                              overwrite=args.overwrite) as (fs, tmp):
+            target = fs.unstrip_protocol(tmp)
+            if out_fmt == "parquet":
+                job = released.to_parquet(target, write_index=False, compute=False)
+            else:
+                job = released.to_csv(target, single_file=True, index=False, compute=False)
+            future = client.compute(job)
+            if progress.enabled:
+                from distributed import progress as dask_progress
+
+                dask_progress(future)
+            future.result()
+        counts = released[qis].astype(str).groupby(qis, observed=True).size().compute()
+    return {"rows": int(counts.sum()), "columns": [str(c) for c in released.columns],
+            "classes": len(counts), "min_class_size": int(counts.min())}
+
+
+def _write_manifest(dst: str, manifest: dict, report_args) -> None:
+    """Write ``OUTPUT.manifest.json``; with the metrics module, the report goes in it."""
+    from . import io
+
+    if report_args is not None:
+        try:
+            import dmondrian.metrics  # noqa: F401
+        except ModuleNotFoundError:
+            pass
+        else:
+            import dmondrian
+
+            released, qis, original, sensitive = report_args
+            rep = dmondrian.report(released, qis, original=original,
+                                   sensitive=sensitive or None)
+            manifest["report"] = rep.to_dict()
+    io.write_json(manifest, io.manifest_path(dst))
+
+
+# -- report / verify ---------------------------------------------------------------------
+
+
+def cmd_report(args) -> int:
+    """``dmondrian report``: metrics and risk of a released table."""
+    _require("dmondrian.metrics", "the metrics module")
+    import dmondrian
+
+    qis = _split_names(args.qi)
+    sensitive = _split_names(args.sensitive)
+    table = _read(args.table, args)
+    _check_columns(table, qis, "--qi", args.table)
+    _check_columns(table, sensitive, "--sensitive", args.table)
+    original = None
+    if args.original is not None:
+        original = _read(args.original, args, role="original")
+        _check_columns(original, qis, "--qi", args.original)
+    rep = dmondrian.report(table, qis, original=original, sensitive=sensitive or None)
+    if args.json:
+        print(json.dumps(rep.to_dict(), indent=2, default=str))
+    else:
+        print(repr(rep))
+    return EXIT_OK
+
+
+def cmd_verify(args) -> int:
+    """``dmondrian verify``: exit 0 if the table holds, 1 listing the violations."""
+    _require("dmondrian.metrics", "the metrics module")
+    import dmondrian
+
+    qis = _split_names(args.qi)
+    sensitive = _split_names(args.sensitive)
+    if args.l is not None and not sensitive:
+        raise UsageError("--l needs --sensitive COLUMN (the attribute that must be diverse)")
+    table = _read(args.table, args)
+    _check_columns(table, qis, "--qi", args.table)
+    _check_columns(table, sensitive, "--sensitive", args.table)
+    result = dmondrian.verify(table, qis, k=args.k, sensitive=sensitive or None, l=args.l)
+    what = f"{args.k}-anonymous" + (f" and {args.l}-diverse" if args.l else "")
+    if result.ok:
+        print(f"OK: {args.table} is {what} over {', '.join(qis)} ({len(table):,} rows)")
+        return EXIT_OK
+    violations = list(result.violations)
+    print(f"FAILED: {args.table} is not {what} over {', '.join(qis)}: "
+          f"{len(violations)} violation(s)")
+    for v in violations[:50]:
+        print(f"  {v}")
+    if len(violations) > 50:
+        print(f"  ... and {len(violations) - 50} more")
+    return EXIT_FAILED
+
+
+# -- sweep / plot --------------------------------------------------------------------------
+
+
+def cmd_sweep(args) -> int:
+    """``dmondrian sweep``: the information-loss curve over k."""
+    metrics = _require("dmondrian.metrics", "the metrics module")
+    from .local import anonymize
+
+    qis = _split_names(args.qi)
+    df = _read(args.input, args)
+    _check_columns(df, qis, "--qi", args.input)
+    hierarchies, _ = _load_hierarchies(args.hierarchy)
+    ks = sorted(set(args.k))
+    if ks[-1] > len(df):
+        from .errors import InfeasibleError
+
+        raise InfeasibleError(f"--k {ks[-1]} is larger than the table's {len(df):,} rows")
+    class_col = _free_column(df)
+    rows = []
+    for k in ks:
+        released = anonymize(df, qis, k, mode=args.mode, hierarchies=hierarchies or None,
+                             class_column=class_col)
+        sizes = _class_sizes(released.pop(class_col))
+        rows.append({"k": k, "classes": int(len(sizes)), "min_class_size": int(sizes.min()),
+                     "ncp": float(metrics.ncp(released, qis, df)),
+                     "discernibility": int((sizes.astype("int64") ** 2).sum())})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(f"{'k':>6} {'classes':>9} {'smallest':>9} {'NCP':>8} {'discernibility':>16}")
+        for r in rows:
+            print(f"{r['k']:>6} {r['classes']:>9,} {r['min_class_size']:>9,} {r['ncp']:>8.4f} "
+                  f"{r['discernibility']:>16,}")
+    if args.plot:
+        plot = _require("dmondrian.plot", "plotting")
+        fig = _figure_of(plot.k_sweep(rows))
+        _save_png(fig, args.plot, overwrite=True)
+        print(f"plot {args.plot}")
+    return EXIT_OK
+
+
+def _figure_of(obj):
+    """Plot helpers may return a Figure, an Axes or a (Figure, Axes) pair."""
+    if isinstance(obj, tuple):
+        obj = obj[0]
+    if hasattr(obj, "savefig"):
+        return obj
+    return obj.get_figure()
+
+
+def _save_png(fig, url: str, *, overwrite: bool) -> None:
+    from . import io
+
+    if not url.lower().endswith(".png"):
+        raise UsageError(f"plot output {url!r} must end in .png")
+    with io.atomic_output(url, overwrite=overwrite) as (fs, tmp), fs.open(tmp, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=120, bbox_inches="tight")
+
+
+def cmd_plot(args) -> int:
+    """``dmondrian plot``: class-size histogram or partition painting to PNG."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    plot = _require("dmondrian.plot", "plotting")
+    qis = _split_names(args.qi)
+    table = _read(args.table, args)
+    _check_columns(table, qis, "--qi", args.table)
+    if args.kind == "histogram":
+        fig = _figure_of(plot.class_size_histogram(table, qis, k=args.k))
+    else:
+        if len(qis) != 2:
+            raise UsageError(f"the painting shows two quasi-identifiers: --qi must name 2 "
+                             f"columns, got {len(qis)}")
+        original = None
+        if args.original is not None:
+            original = _read(args.original, args, role="original")
+            _check_columns(original, qis, "--qi", args.original)
+        fig = _figure_of(plot.partition_painting(table, qis[0], qis[1], original=original))
+    _save_png(fig, args.output, overwrite=args.overwrite)
+    print(f"plot {args.output}")
+    return EXIT_OK
+
+
+# -- demo ------------------------------------------------------------------------------------
+
+
+def _demo_engine(df, qis, k):
+    """The one place the demo chooses its engine (the local one until Dask lands)."""
+    from .local import anonymize
+
+    class_col = _free_column(df)
+    released = anonymize(df, qis, k, class_column=class_col)
+    return released.drop(columns=[class_col]), "local (in memory)"
+
+
+def cmd_demo(args) -> int:
+    """``dmondrian demo``: generate, anonymize, verify and report a census-like table."""
+    synthetic = _require("dmondrian.synthetic", "the census generator")
+    _require("dmondrian.metrics", "the metrics module")
+    import dmondrian
+
+    qis = list(synthetic.CENSUS_QUASI_IDENTIFIERS)
+    print(f"generating a census-like table of {args.rows:,} rows (seed {args.seed})")
+    df = synthetic.make_census(args.rows, seed=args.seed)
+    if args.k > len(df):
+        from .errors import InfeasibleError
+
+        raise InfeasibleError(f"--k {args.k} is larger than the {len(df):,} generated rows")
+    print(f"anonymizing with k={args.k} over {', '.join(qis)}")
+    started = time.perf_counter()
+    released, engine = _demo_engine(df, qis, args.k)
+    print(f"  {engine} engine, {time.perf_counter() - started:.2f}s")
+    result = dmondrian.verify(released, qis, k=args.k)
+    if not result.ok:
+        print(f"FAILED: the release is not {args.k}-anonymous: {list(result.violations)[:5]}")
+        return EXIT_FAILED
+    print(f"verified: every class has at least {args.k} rows")
+    print(repr(dmondrian.report(released, qis, original=df)))
+    if args.output:
+        from . import io
+
+        io.write_table(released, args.output, overwrite=args.overwrite)
+        print(f"wrote {args.output}")
+    return EXIT_OK
+
+
+# -- entry point -----------------------------------------------------------------------------
+
+_SEED_FLAGS = ("--input", "--output", "--qi-names", "--max-depth")
+
+
+def _normalize_argv(argv: list[str]) -> list[str]:
+    """Accept the seed's command line, which had no sub-command: ``--input X --output Y ...``."""
+    commands = {"anonymize", "report", "verify", "sweep", "plot", "demo"}
+    if any(a in commands for a in argv):
+        return argv
+    if any(a.split("=", 1)[0] in _SEED_FLAGS for a in argv):
+        return ["anonymize", *argv]
+    return argv
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(f"{PROG}: error: {' '.join(str(message).split())}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``dmondrian`` command line and return its exit status.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Arguments without the program name; ``sys.argv[1:]`` by default.
+
+    Returns
+    -------
+    int
+        0 on success, 1 when ``verify`` finds violations (or on an internal
+        error), 2 on a usage or input error.
+
+    Examples
+    --------
+    >>> main(["verify", "--k", "0", "t.csv", "--qi", "age"])
+    2
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    from .errors import DMondrianError
+
+    try:
+        args = build_parser().parse_args(_normalize_argv(argv))
+        return args.handler(args)
+    except SystemExit as exc:  # --help / --version
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `dmondrian report ... | head`
+        with contextlib.suppress(Exception):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        return EXIT_OK
+    except (UsageError, DMondrianError) as exc:
+        if debug:
+            traceback.print_exc()
+        _error(exc)
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
+        if debug:
+            traceback.print_exc()
+        _error(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
+               "traceback)")
+        return EXIT_FAILED
