@@ -369,8 +369,12 @@ def _load_hierarchies(specs) -> tuple[dict, dict]:
     from .hierarchy import Hierarchy
 
     files = _pairs(specs, "--hierarchy", "FILE")
-    loaded = {col: Hierarchy.from_lines(io.read_lines(path, "hierarchy file"), name=col)
-              for col, path in files.items()}
+    loaded = {}
+    for col, path in files.items():
+        if not _exists(path):
+            raise io.InputNotFoundError(path, f"--hierarchy {col}={path}: file {path!r} does "
+                                              "not exist")
+        loaded[col] = Hierarchy.from_lines(io.read_lines(path, "hierarchy file"), name=col)
     return loaded, files
 
 
@@ -764,17 +768,36 @@ def cmd_demo(args) -> int:
 
 # -- entry point -----------------------------------------------------------------------------
 
-_SEED_FLAGS = ("--input", "--output", "--qi-names", "--max-depth")
+_SEED_FLAGS = ("--input", "--output", "--qi-names", "--max-depth", "--k", "-k")
 
 
 def _normalize_argv(argv: list[str]) -> list[str]:
     """Accept the seed's command line, which had no sub-command: ``--input X --output Y ...``."""
-    commands = {"anonymize", "report", "verify", "sweep", "plot", "demo"}
-    if any(a in commands for a in argv):
-        return argv
-    if any(a.split("=", 1)[0] in _SEED_FLAGS for a in argv):
+    first = next((a for a in argv if a != "--debug"), "")
+    if first.split("=", 1)[0] in _SEED_FLAGS:
         return ["anonymize", *argv]
     return argv
+
+
+def _take_extras(args, extras: list[str]) -> None:
+    """Give positionals that argparse left over to anonymize's INPUT/OUTPUT.
+
+    argparse fills optional positionals from the first run of positionals
+    only, so ``anonymize IN --input X OUT`` would otherwise leave OUT
+    unrecognized instead of reporting the real mistake (INPUT given twice).
+    """
+    rest = list(extras)
+    if args.command == "anonymize":
+        while rest and not rest[0].startswith("-"):
+            if args.input is None:
+                args.input = rest.pop(0)
+            elif args.output is None:
+                args.output = rest.pop(0)
+            else:
+                break
+    if rest:
+        raise UsageError(f"unrecognized arguments: {' '.join(rest)} "
+                         f"(see '{PROG} {args.command} --help')")
 
 
 def _error(message: str) -> None:
@@ -805,7 +828,9 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import DMondrianError
 
     try:
-        args = build_parser().parse_args(_normalize_argv(argv))
+        parser = build_parser()
+        args, extras = parser.parse_known_args(_normalize_argv(argv))
+        _take_extras(args, extras)
         return args.handler(args)
     except SystemExit as exc:  # --help / --version
         return exc.code if isinstance(exc.code, int) else EXIT_OK

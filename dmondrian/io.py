@@ -142,10 +142,10 @@ def input_size(url: str) -> int:
     return int(fs.size(path))
 
 
-def _check_exists(url: str):
+def _check_exists(url: str, what: str = "input"):
     fs, path = _fs(url)
     if not fs.exists(path):
-        raise InputNotFoundError(url, f"input {url!r} does not exist")
+        raise InputNotFoundError(url, f"{what} {url!r} does not exist")
     return fs, path
 
 
@@ -252,7 +252,7 @@ def _apply_dtypes(df: pd.DataFrame, dtypes: dict, url: str) -> pd.DataFrame:
 
 def read_lines(url: str, what: str = "file") -> list[str]:
     """The lines of a small text file (e.g. a hierarchy), through fsspec."""
-    _check_exists(url)
+    _check_exists(url, what)
     try:
         with fsspec.open(url, "rt", encoding="utf-8") as fh:
             return fh.read().splitlines()
