@@ -34,6 +34,8 @@ KIND_HIERARCHY = 4  # DFS leaf codes of a generalization tree
 
 MISSING_KEY = np.iinfo(np.int64).max
 _FLIP = np.int64(0x7FFFFFFFFFFFFFFF)
+_FLOAT_MAX = np.finfo(np.float64).max
+_TINY = 5e-324
 
 # How many nodes the breadth-first top phase makes before handing whole
 # subtrees to threads: enough that two cores stay busy when subtrees differ in
@@ -122,7 +124,13 @@ def _node_span(keys, j, s, e, kind, scale, card, h_parent, h_lo, h_hi, h_leafnod
         return (h_hi[hoff + node] - h_lo[hoff + node]) / scale
     if kind == KIND_ORDINAL:
         return (hi - lo) / scale
-    return (_key_value(hi, kind) - _key_value(lo, kind)) / scale
+    diff = _key_value(hi, kind) - _key_value(lo, kind)
+    if diff > _FLOAT_MAX:  # the range of two huge floats overflows
+        diff = _FLOAT_MAX
+    span = diff / scale
+    # A node with two distinct values must stay cuttable even when its share
+    # of a huge global range underflows to zero.
+    return span if span > 0.0 else _TINY
 
 
 @njit(cache=True)
@@ -366,14 +374,11 @@ def _grow(a, cap):
     return out
 
 
-# The prange loops live in their own small parallel functions: with the
-# breadth-first bookkeeping (a while loop reallocating the frontier) inside one
-# parallel=True function, numba 0.68's parfor passes produced code that wrote
-# out of bounds on two threads (heap corruption on a 1,000-row integer column).
 @njit(cache=True, parallel=True)
 def _split_level(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf, kinds, scales, cards,
                  relaxed, min_size, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
                  leaf_start):
+    """Split every node of one breadth-first level, in parallel; left sizes (0 = class)."""
     m = fr_s.shape[0]
     lefts = np.zeros(m, dtype=np.int64)
     for i in prange(m):
@@ -384,13 +389,32 @@ def _split_level(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf, kinds, s
 
 
 @njit(cache=True, parallel=True)
-def _run_frontier(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf, kinds, scales, cards,
+def _run_subtrees(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf, kinds, scales, cards,
                   relaxed, min_size, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
                   leaf_start):
+    """Finish independent subtrees depth-first, one per thread at a time."""
     for i in prange(fr_s.shape[0]):
         _run_subtree(bufs_keys, bufs_rows, go_left, fr_s[i], fr_e[i], depth, buf, kinds,
                      scales, cards, relaxed, min_size, max_depth, h_parent, h_lo, h_hi,
                      h_leafnode, hoffs, loffs, leaf_start)
+
+
+@njit(cache=True)
+def _next_level(fr_s, fr_e, lefts):
+    n_split = 0
+    for i in range(lefts.shape[0]):
+        if lefts[i] > 0:
+            n_split += 1
+    nxt_s = np.empty(2 * n_split, dtype=np.int64)
+    nxt_e = np.empty(2 * n_split, dtype=np.int64)
+    q = 0
+    for i in range(lefts.shape[0]):
+        if lefts[i] > 0:
+            mid = fr_s[i] + lefts[i]
+            nxt_s[q], nxt_e[q] = fr_s[i], mid
+            nxt_s[q + 1], nxt_e[q + 1] = mid, fr_e[i]
+            q += 2
+    return nxt_s, nxt_e
 
 
 @njit(cache=True)
@@ -438,30 +462,16 @@ def mondrian_partition(keys, kinds, scales, cards, relaxed, min_size, max_depth,
     fr_e = np.full(1, n, dtype=np.int64)
     depth = 0
     buf = 0
-    while fr_s.shape[0] < _PARALLEL_FRONTIER and fr_s.shape[0] > 0:
-        m = fr_s.shape[0]
-        lefts = _split_level(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf,
-                             kinds, scales, cards, relaxed, min_size, max_depth,
-                             h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start)
-        n_split = 0
-        for i in range(m):
-            if lefts[i] > 0:
-                n_split += 1
-        nxt_s = np.empty(2 * n_split, dtype=np.int64)
-        nxt_e = np.empty(2 * n_split, dtype=np.int64)
-        q = 0
-        for i in range(m):
-            if lefts[i] > 0:
-                mid = fr_s[i] + lefts[i]
-                nxt_s[q], nxt_e[q] = fr_s[i], mid
-                nxt_s[q + 1], nxt_e[q + 1] = mid, fr_e[i]
-                q += 2
-        fr_s, fr_e = nxt_s, nxt_e
+    while 0 < fr_s.shape[0] < _PARALLEL_FRONTIER:
+        lefts = _split_level(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf, kinds,
+                             scales, cards, relaxed, min_size, max_depth, h_parent, h_lo, h_hi,
+                             h_leafnode, hoffs, loffs, leaf_start)
+        fr_s, fr_e = _next_level(fr_s, fr_e, lefts)
         depth += 1
         buf = 1 - buf
-    _run_frontier(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf, kinds,
-                  scales, cards, relaxed, min_size, max_depth, h_parent, h_lo, h_hi,
-                  h_leafnode, hoffs, loffs, leaf_start)
+    _run_subtrees(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf, kinds, scales, cards,
+                  relaxed, min_size, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
+                  leaf_start)
     return bufs_rows[0].copy(), leaf_start, bufs_keys[0].copy()
 
 

@@ -197,7 +197,8 @@ def _numeric_result(name, keys, kernel_kind, value_type, dtype) -> EncodedQI:
     if present.size:
         lo, hi = present.min(), present.max()
         if kernel_kind == K.KIND_FLOAT:
-            scale = float(K.decode_float_key(hi) - K.decode_float_key(lo))
+            # min() keeps the scale finite when the range of huge floats overflows.
+            scale = min(float(K.decode_float_key(hi) - K.decode_float_key(lo)), K._FLOAT_MAX)
         else:
             scale = float(hi) - float(lo)
     else:
