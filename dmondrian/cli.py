@@ -539,34 +539,30 @@ def _anonymize_distributed(args, src, dst, in_fmt, out_fmt, qis, hierarchies, pr
 
     from . import io
 
-    dtypes = _pairs(args.dtype, "--dtype", "TYPE")
+    io._check_exists(src)
+    str_cols = [c for c, t in _pairs(args.dtype, "--dtype", "TYPE").items() if t == "str"]
+    options = {"leaf_rows": args.leaf_rows, "mode": args.mode,
+               "generalization": args.generalization, "max_depth": args.max_depth,
+               "hierarchies": hierarchies or None, "progress": progress.enabled}
     with _dask_client(args) as client:
-        io._check_exists(src)
-        if in_fmt == "parquet":
-            ddf = dd.read_parquet(src)
-        else:
-            ddf = dd.read_csv(src, dtype={c: "str" for c, t in dtypes.items() if t == "str"})
+        ddf = (dd.read_parquet(src) if in_fmt == "parquet"
+               else dd.read_csv(src, dtype=dict.fromkeys(str_cols, "str")))
         _check_columns(ddf, qis, "--qi", src)
-        released = dist.anonymize(ddf, qis, args.k, leaf_rows=args.leaf_rows, client=client,
-                                  mode=args.mode, generalization=args.generalization,
-                                  max_depth=args.max_depth, hierarchies=hierarchies or None)
-        directory = out_fmt == "parquet" and not dst.rstrip("/").endswith(
-            (".parquet", ".pq", ".parq"))
-        with io.atomic_output(dst, directory=directory or out_fmt == "parquet",
-                              overwrite=args.overwrite) as (fs, tmp):
+        # A Parquet output is a dataset directory unless named like a file; both
+        # go to a hidden temporary first and are renamed when every task is done.
+        directory = out_fmt == "parquet"
+        with io.atomic_output(dst, directory=directory, overwrite=args.overwrite) as (fs, tmp):
             target = fs.unstrip_protocol(tmp)
             if out_fmt == "parquet":
-                job = released.to_parquet(target, write_index=False, compute=False)
+                dist.anonymize_to_parquet(ddf, target, qis, args.k, client=client,
+                                          write_options={"write_index": False}, **options)
             else:
-                job = released.to_csv(target, single_file=True, index=False, compute=False)
-            future = client.compute(job)
-            if progress.enabled:
-                from distributed import progress as dask_progress
-
-                dask_progress(future)
-            future.result()
-        counts = released[qis].astype(str).groupby(qis, observed=True).size().compute()
-    return {"rows": int(counts.sum()), "columns": [str(c) for c in released.columns],
+                dist.anonymize_to_csv(ddf, target, qis, args.k, client=client,
+                                      write_options={"single_file": True, "index": False},
+                                      **options)
+        written = dd.read_parquet(dst) if out_fmt == "parquet" else dd.read_csv(dst)
+        counts = written[qis].astype(str).groupby(qis, observed=True).size().compute()
+    return {"rows": int(counts.sum()), "columns": [str(c) for c in written.columns],
             "classes": len(counts), "min_class_size": int(counts.min())}
 
 
@@ -616,13 +612,13 @@ def cmd_report(args) -> int:
 
 def cmd_verify(args) -> int:
     """``dmondrian verify``: exit 0 if the table holds, 1 listing the violations."""
-    _require("dmondrian.metrics", "the metrics module")
-    import dmondrian
-
     qis = _split_names(args.qi)
     sensitive = _split_names(args.sensitive)
     if args.l is not None and not sensitive:
         raise UsageError("--l needs --sensitive COLUMN (the attribute that must be diverse)")
+    _require("dmondrian.metrics", "the metrics module")
+    import dmondrian
+
     table = _read(args.table, args)
     _check_columns(table, qis, "--qi", args.table)
     _check_columns(table, sensitive, "--sensitive", args.table)
@@ -646,10 +642,12 @@ def cmd_verify(args) -> int:
 
 def cmd_sweep(args) -> int:
     """``dmondrian sweep``: the information-loss curve over k."""
+    qis = _split_names(args.qi)
+    if args.plot and not args.plot.lower().endswith(".png"):
+        raise UsageError(f"--plot {args.plot!r} must end in .png")
     metrics = _require("dmondrian.metrics", "the metrics module")
     from .local import anonymize
 
-    qis = _split_names(args.qi)
     df = _read(args.input, args)
     _check_columns(df, qis, "--qi", args.input)
     hierarchies, _ = _load_hierarchies(args.hierarchy)
@@ -665,7 +663,8 @@ def cmd_sweep(args) -> int:
                              class_column=class_col)
         sizes = _class_sizes(released.pop(class_col))
         rows.append({"k": k, "classes": int(len(sizes)), "min_class_size": int(sizes.min()),
-                     "ncp": float(metrics.ncp(released, qis, df)),
+                     "ncp": float(metrics.ncp(released, qis, original=df,
+                                              hierarchies=hierarchies or None).overall),
                      "discernibility": int((sizes.astype("int64") ** 2).sum())})
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -702,17 +701,19 @@ def _save_png(fig, url: str, *, overwrite: bool) -> None:
 
 def cmd_plot(args) -> int:
     """``dmondrian plot``: class-size histogram or partition painting to PNG."""
+    qis = _split_names(args.qi)
+    if args.kind == "painting" and len(qis) != 2:
+        raise UsageError(f"the painting shows two quasi-identifiers: --qi must name 2 "
+                         f"columns, got {len(qis)}")
+    if not args.output.lower().endswith(".png"):
+        raise UsageError(f"plot output {args.output!r} must end in .png")
     os.environ.setdefault("MPLBACKEND", "Agg")
     plot = _require("dmondrian.plot", "plotting")
-    qis = _split_names(args.qi)
     table = _read(args.table, args)
     _check_columns(table, qis, "--qi", args.table)
     if args.kind == "histogram":
         fig = _figure_of(plot.class_size_histogram(table, qis, k=args.k))
     else:
-        if len(qis) != 2:
-            raise UsageError(f"the painting shows two quasi-identifiers: --qi must name 2 "
-                             f"columns, got {len(qis)}")
         original = None
         if args.original is not None:
             original = _read(args.original, args, role="original")
