@@ -84,10 +84,10 @@ def _assert_k_anonymous(released: pd.DataFrame, qis, k):
     assert sizes.min() >= k, sizes.sort_values().head()
 
 
-def _one_error_line(proc) -> str:
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("dmondrian: error: "), proc.stderr
+def _one_error_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("dmondrian: error: "), stderr
     return lines[0]
 
 
@@ -191,7 +191,7 @@ def test_failed_write_keeps_the_previous_output(work):
     proc = run("anonymize", "big.csv", out.name, "--k", "50", "--qi", "age,sex", "--overwrite",
                cwd=work, env=_env(**{io.FAIL_HOOK_ENV: "raise"}))
     assert proc.returncode == 2
-    assert "injected write failure" in _one_error_line(proc)
+    assert "injected write failure" in _one_error_line(proc.stderr)
     assert out.read_text() == "previous release\n"
     assert not Path(f"{out}.manifest.json").exists()
     assert not [p for p in work.iterdir() if p.name.startswith(".kept.csv.tmp-")]
@@ -262,20 +262,41 @@ BAD = {
 }
 
 
+# The list runs as real subprocesses; the rest go through main() in
+# this process (same code path, without paying a Python start-up each).
+SUBPROCESS_CASES = [
+    "missing input", "unknown column", "k zero", "k not a number", "k above rows",
+    "unreadable csv", "corrupt parquet", "output dir missing", "unknown format", "input twice",
+    "scheduler and workers", "unknown command", "hierarchy without file", "hierarchy file missing",
+    "output exists", "bad dtype",
+]
+
+
 @pytest.fixture(scope="module")
 def bad_results(work):
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(run, *argv, cwd=work) for name, (argv, _) in BAD.items()}
+        futures = {name: pool.submit(run, *BAD[name][0], cwd=work) for name in SUBPROCESS_CASES}
         return {name: f.result() for name, f in futures.items()}
 
 
-@pytest.mark.parametrize("name", list(BAD))
+@pytest.mark.parametrize("name", SUBPROCESS_CASES)
 def test_bad_invocation_is_one_line(bad_results, name, work):
     proc = bad_results[name]
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    line = _one_error_line(proc)
+    line = _one_error_line(proc.stderr)
     assert BAD[name][1] in line, line
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert not (work / "o.csv").exists()
+
+
+@pytest.mark.parametrize("name", [n for n in BAD if n not in SUBPROCESS_CASES])
+def test_bad_invocation_in_process(work, name, capsys, monkeypatch):
+    monkeypatch.chdir(work)
+    assert main(BAD[name][0]) == 2
+    captured = capsys.readouterr()
+    line = _one_error_line(captured.err)
+    assert BAD[name][1] in line, line
+    assert captured.out == ""
     assert not (work / "o.csv").exists()
 
 
