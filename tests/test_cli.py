@@ -409,3 +409,17 @@ def test_demo(work):
     assert "verified" in proc.stdout
     released = pd.read_parquet(work / "demo.parquet")
     assert len(released) == 5000
+
+
+def test_anonymize_on_the_dask_engine(work):
+    pytest.importorskip("dmondrian.distributed", reason="the Dask engine has not landed")
+    proc = run("anonymize", "ds", "dask_out/", "--k", "10", "--qi", ",".join(QIS), "--workers",
+               "1", "--memory-limit", "2GB", cwd=work, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "distributed engine" in proc.stdout
+    released = pd.read_parquet(work / "dask_out")
+    assert len(released) == N_ROWS
+    _assert_k_anonymous(released, QIS, 10)
+    manifest = json.loads((work / "dask_out.manifest.json").read_text())
+    assert manifest["engine"] == "distributed" and manifest["min_class_size"] >= 10
+    assert not [p for p in work.iterdir() if p.name.startswith(".dask_out.tmp-")]
