@@ -36,8 +36,8 @@ import pandas as pd
 from . import _kernel as K
 from .constraints import KAnonymity
 from .errors import InfeasibleError, ParameterError
-from .qi import EncodedQI, QIKind, encode_qi
 from .publish import class_values
+from .qi import EncodedQI, QIKind, encode_qi
 from .validation import (
     GENERALIZATIONS,
     MODES,
@@ -124,14 +124,18 @@ def partition(encoded: list[EncodedQI], min_size: int, *, mode: str = "strict",
     -------
     Partitioning
     """
-    keys = np.ascontiguousarray(np.stack([qi.keys for qi in encoded]))
+    n = len(encoded[0].keys)
+    # Both halves of the kernel's double buffer, the first filled with the keys.
+    bufs = np.empty((2, len(encoded), n), dtype=np.int64)
+    for j, qi in enumerate(encoded):
+        bufs[0, j] = qi.keys
     kinds = np.asarray([qi.kernel_kind for qi in encoded], dtype=np.int64)
     scales = np.asarray([qi.scale for qi in encoded] if scales is None else scales,
                         dtype=np.float64)
     cards = np.asarray([qi.card for qi in encoded], dtype=np.int64)
     h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs = _hierarchy_arrays(encoded)
     order, class_start, sorted_keys = K.mondrian_partition(
-        keys, kinds, scales, cards, mode == "relaxed", int(min_size), int(max_depth),
+        bufs, kinds, scales, cards, mode == "relaxed", int(min_size), int(max_depth),
         h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs)
     stats = K.class_statistics(sorted_keys, class_start, kinds, cards)
     class_of_row = np.empty_like(order)
@@ -141,18 +145,16 @@ def partition(encoded: list[EncodedQI], min_size: int, *, mode: str = "strict",
 
 def _expand(values, inverse, class_of_row, qi: EncodedQI):
     """Turn per-class published values into a row-aligned column."""
-    if isinstance(values, np.ndarray) and values.dtype.kind in "fM":
+    if values.dtype.kind in "fM":
         column = values[inverse][class_of_row]
         if qi.kind == QIKind.DATETIME and qi.tz is not None:
             return pd.DatetimeIndex(column).tz_localize("UTC").tz_convert(qi.tz)
         return column
-    labels = values.astype(object) if isinstance(values, np.ndarray) else np.asarray(values,
-                                                                                    dtype=object)
-    codes = inverse
-    uniq, first = np.unique(labels.astype(str), return_inverse=True)
-    if len(uniq) != len(labels):  # distinct classes stringified alike: merge labels
-        labels, codes = uniq.astype(object), first.ravel()[inverse]
-    return pd.Categorical.from_codes(codes[class_of_row], categories=pd.Index(labels))
+    # Distinct classes may share a label (two code ranges with the same
+    # common ancestor, or values whose strings coincide): merge them.
+    codes, labels = pd.factorize(values)
+    return pd.Categorical.from_codes(codes[inverse][class_of_row], categories=labels,
+                                     validate=False)
 
 
 def publish(df: pd.DataFrame, encoded: list[EncodedQI], part: Partitioning,
