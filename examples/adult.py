@@ -10,14 +10,13 @@ categorical ones, and income as the sensitive attribute.
 import sys
 import time
 
+import dmondrian
 from dmondrian.datasets import (
     ADULT_QUASI_IDENTIFIERS,
     ADULT_SENSITIVE,
     load_adult,
     load_adult_hierarchies,
 )
-
-import dmondrian
 
 ks = [int(a) for a in sys.argv[1:]] or [5, 10, 50, 100]
 
