@@ -76,6 +76,20 @@ def _nonnegative_int(name):
     return parse
 
 
+def _fraction(name):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not 0.0 <= value <= 1.0:
+            raise argparse.ArgumentTypeError(f"{name} must be between 0 and 1, got {value}")
+        return value
+
+    parse.__name__ = name
+    return parse
+
+
 def _k_list(text):
     ks = []
     for part in text.split(","):
@@ -174,8 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", "--k", type=_positive_int("k"), required=True,
                    help="minimum equivalence-class size")
     _add_common(p)
-    p.add_argument("--sensitive", action="append", metavar="COLS",
-                   help="sensitive columns, reported in the manifest")
+    p.add_argument("--sensitive", metavar="COL",
+                   help="sensitive column: its diversity goes in the manifest's report")
     p.add_argument("--mode", choices=("strict", "relaxed"), default="strict",
                    help="strict keeps equal values together; relaxed splits median ties")
     p.add_argument("--generalization", choices=("range", "midpoint", "mean"), default="range",
@@ -218,9 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
                "--json")
     p.add_argument("table", metavar="TABLE")
     _add_common(p)
-    p.add_argument("--sensitive", action="append", metavar="COLS")
+    p.add_argument("--sensitive", metavar="COL", help="sensitive column (l-diversity, t-closeness)")
     p.add_argument("--original", metavar="ORIGINAL",
                    help="the table before anonymization (for information loss)")
+    p.add_argument("-k", "--k", type=_positive_int("k"), help="the k the release was made for")
+    p.add_argument("--hierarchy", action="append", metavar="COL=FILE",
+                   help="hierarchy of a nominal QI, for its information loss (repeatable)")
     p.add_argument("--json", action="store_true", help="machine-readable JSON")
     p.set_defaults(handler=cmd_report)
 
@@ -238,7 +255,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", "--k", type=_positive_int("k"), required=True)
     _add_common(p)
     p.add_argument("--l", type=_positive_int("l"), help="distinct sensitive values per class")
-    p.add_argument("--sensitive", action="append", metavar="COLS")
+    p.add_argument("--t", type=_fraction("t"), help="t-closeness: largest distance allowed "
+                                                    "between a class's and the table's sensitive "
+                                                    "distribution")
+    p.add_argument("--sensitive", metavar="COL", help="sensitive column for --l / --t")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON")
     p.set_defaults(handler=cmd_verify)
 
     # sweep -------------------------------------------------------------------------------
@@ -266,7 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "the painting of its classes over two quasi-identifiers.",
         epilog="examples:\n"
                "  dmondrian plot histogram released.csv --qi age,zip,sex -o sizes.png\n"
-               "  dmondrian plot painting released.csv --qi age,zip -o painting.png")
+               "  dmondrian plot painting released.csv --qi age,zip --original people.csv "
+               "-o painting.png")
     p.add_argument("kind", choices=("histogram", "painting"), metavar="KIND",
                    help="histogram or painting")
     p.add_argument("table", metavar="TABLE")
@@ -274,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="PNG")
     p.add_argument("--k", type=_positive_int("k"), help="mark k on the histogram")
     p.add_argument("--original", metavar="ORIGINAL",
-                   help="painting: the original table, whose points are drawn under the classes")
+                   help="painting: the original table (row-aligned), drawn under the classes")
     p.add_argument("--overwrite", action="store_true", help="replace an existing PNG")
     p.set_defaults(handler=cmd_plot)
 
@@ -445,7 +467,8 @@ def _exists(url: str) -> bool:
 
 def _parameters(args, qis, sensitive, hierarchy_files) -> dict:
     return {
-        "k": args.k, "quasi_identifiers": qis, "sensitive": sensitive, "mode": args.mode,
+        "k": args.k, "quasi_identifiers": qis, "sensitive": sensitive[0] if sensitive else None,
+        "mode": args.mode,
         "generalization": args.generalization, "max_depth": args.max_depth,
         "hierarchies": hierarchy_files, "dtypes": _pairs(args.dtype, "--dtype", "TYPE"),
     }
@@ -455,7 +478,7 @@ def cmd_anonymize(args) -> int:
     """``dmondrian anonymize``: read, anonymize, write atomically with a manifest."""
     src, dst = _resolve_io(args)
     qis = _split_names(args.qi)
-    sensitive = _split_names(args.sensitive)
+    sensitive = _split_names([args.sensitive] if args.sensitive else [])
     from . import io
 
     in_fmt = io.detect_format(src, args.format)
@@ -507,7 +530,7 @@ def _anonymize_local(args, src, dst, in_fmt, out_fmt, qis, sensitive, hierarchie
                    progress=progress.bar(f"writing {dst}"))
     summary = {"rows": len(released), "columns": [str(c) for c in released.columns],
                "classes": len(sizes), "min_class_size": int(sizes.min())}
-    summary["_report"] = (released, qis, df, sensitive)
+    summary["_report"] = (released, qis, df, sensitive, args.k, hierarchies)
     return summary
 
 
@@ -570,19 +593,37 @@ def _write_manifest(dst: str, manifest: dict, report_args) -> None:
     """Write ``OUTPUT.manifest.json``; with the metrics module, the report goes in it."""
     from . import io
 
-    if report_args is not None:
-        try:
-            import dmondrian.metrics  # noqa: F401
-        except ModuleNotFoundError:
-            pass
-        else:
-            import dmondrian
-
-            released, qis, original, sensitive = report_args
-            rep = dmondrian.report(released, qis, original=original,
-                                   sensitive=sensitive or None)
-            manifest["report"] = rep.to_dict()
+    if report_args is not None and _has_module("dmondrian.metrics"):
+        report, _ = _metrics_api()
+        released, qis, original, sensitive, k, hierarchies = report_args
+        rep = report(released, qis, original=original,
+                     sensitive=sensitive[0] if sensitive else None, k=k,
+                     hierarchies=hierarchies or None)
+        manifest["report"] = rep.to_dict()
     io.write_json(manifest, io.manifest_path(dst))
+
+
+def _has_module(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _metrics_api():
+    """``(report, verify)`` from the metrics modules, with a one-line error if absent."""
+    _require("dmondrian.metrics", "the metrics module")
+    import dmondrian
+
+    report = getattr(dmondrian, "report", None)
+    verify = getattr(dmondrian, "verify", None)
+    if not callable(report):
+        report = _require("dmondrian.reporting", "the metrics report").report
+    if not callable(verify):
+        verify = _require("dmondrian.verify", "the verifier").verify
+    return report, verify
 
 
 # -- report / verify ---------------------------------------------------------------------
@@ -590,11 +631,10 @@ def _write_manifest(dst: str, manifest: dict, report_args) -> None:
 
 def cmd_report(args) -> int:
     """``dmondrian report``: metrics and risk of a released table."""
-    _require("dmondrian.metrics", "the metrics module")
-    import dmondrian
-
     qis = _split_names(args.qi)
-    sensitive = _split_names(args.sensitive)
+    sensitive = [args.sensitive] if args.sensitive else []
+    report, _ = _metrics_api()
+    hierarchies, _ = _load_hierarchies(args.hierarchy)
     table = _read(args.table, args)
     _check_columns(table, qis, "--qi", args.table)
     _check_columns(table, sensitive, "--sensitive", args.table)
@@ -602,7 +642,8 @@ def cmd_report(args) -> int:
     if args.original is not None:
         original = _read(args.original, args, role="original")
         _check_columns(original, qis, "--qi", args.original)
-    rep = dmondrian.report(table, qis, original=original, sensitive=sensitive or None)
+    rep = report(table, qis, original=original, sensitive=args.sensitive, k=args.k,
+                 hierarchies=hierarchies or None)
     if args.json:
         print(json.dumps(rep.to_dict(), indent=2, default=str))
     else:
@@ -613,28 +654,20 @@ def cmd_report(args) -> int:
 def cmd_verify(args) -> int:
     """``dmondrian verify``: exit 0 if the table holds, 1 listing the violations."""
     qis = _split_names(args.qi)
-    sensitive = _split_names(args.sensitive)
-    if args.l is not None and not sensitive:
-        raise UsageError("--l needs --sensitive COLUMN (the attribute that must be diverse)")
-    _require("dmondrian.metrics", "the metrics module")
-    import dmondrian
-
+    sensitive = [args.sensitive] if args.sensitive else []
+    if (args.l is not None or args.t is not None) and not sensitive:
+        flag = "--l" if args.l is not None else "--t"
+        raise UsageError(f"{flag} needs --sensitive COLUMN (the attribute it protects)")
+    _, verify = _metrics_api()
     table = _read(args.table, args)
     _check_columns(table, qis, "--qi", args.table)
     _check_columns(table, sensitive, "--sensitive", args.table)
-    result = dmondrian.verify(table, qis, k=args.k, sensitive=sensitive or None, l=args.l)
-    what = f"{args.k}-anonymous" + (f" and {args.l}-diverse" if args.l else "")
-    if result.ok:
-        print(f"OK: {args.table} is {what} over {', '.join(qis)} ({len(table):,} rows)")
-        return EXIT_OK
-    violations = list(result.violations)
-    print(f"FAILED: {args.table} is not {what} over {', '.join(qis)}: "
-          f"{len(violations)} violation(s)")
-    for v in violations[:50]:
-        print(f"  {v}")
-    if len(violations) > 50:
-        print(f"  ... and {len(violations) - 50} more")
-    return EXIT_FAILED
+    result = verify(table, qis, k=args.k, sensitive=args.sensitive, l=args.l, t=args.t)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, default=str))
+    else:
+        print(repr(result))
+    return EXIT_OK if result.ok else EXIT_FAILED
 
 
 # -- sweep / plot --------------------------------------------------------------------------
@@ -645,9 +678,9 @@ def cmd_sweep(args) -> int:
     qis = _split_names(args.qi)
     if args.plot and not args.plot.lower().endswith(".png"):
         raise UsageError(f"--plot {args.plot!r} must end in .png")
-    metrics = _require("dmondrian.metrics", "the metrics module")
-    from .local import anonymize
-
+    _require("dmondrian.metrics", "the metrics module")
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    plot = _require("dmondrian.plot", "plotting")
     df = _read(args.input, args)
     _check_columns(df, qis, "--qi", args.input)
     hierarchies, _ = _load_hierarchies(args.hierarchy)
@@ -656,26 +689,16 @@ def cmd_sweep(args) -> int:
         from .errors import InfeasibleError
 
         raise InfeasibleError(f"--k {ks[-1]} is larger than the table's {len(df):,} rows")
-    class_col = _free_column(df)
-    rows = []
-    for k in ks:
-        released = anonymize(df, qis, k, mode=args.mode, hierarchies=hierarchies or None,
-                             class_column=class_col)
-        sizes = _class_sizes(released.pop(class_col))
-        rows.append({"k": k, "classes": int(len(sizes)), "min_class_size": int(sizes.min()),
-                     "ncp": float(metrics.ncp(released, qis, original=df,
-                                              hierarchies=hierarchies or None).overall),
-                     "discernibility": int((sizes.astype("int64") ** 2).sum())})
+    options = {"mode": args.mode, "hierarchies": hierarchies or None}
+    table = plot.k_sweep_table(df, qis, ks, **options)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(table.to_json(orient="records", indent=2))
     else:
-        print(f"{'k':>6} {'classes':>9} {'smallest':>9} {'NCP':>8} {'discernibility':>16}")
-        for r in rows:
-            print(f"{r['k']:>6} {r['classes']:>9,} {r['min_class_size']:>9,} {r['ncp']:>8.4f} "
-                  f"{r['discernibility']:>16,}")
+        print(table.to_string(index=False, formatters={
+            "ncp": "{:.4f}".format, "c_avg": "{:.3f}".format,
+            "discernibility": "{:,}".format, "classes": "{:,}".format}))
     if args.plot:
-        plot = _require("dmondrian.plot", "plotting")
-        fig = _figure_of(plot.k_sweep(rows))
+        fig = _figure_of(plot.k_sweep(df, qis, ks, **options))
         _save_png(fig, args.plot, overwrite=True)
         print(f"plot {args.plot}")
     return EXIT_OK
@@ -705,6 +728,9 @@ def cmd_plot(args) -> int:
     if args.kind == "painting" and len(qis) != 2:
         raise UsageError(f"the painting shows two quasi-identifiers: --qi must name 2 "
                          f"columns, got {len(qis)}")
+    if args.kind == "painting" and args.original is None:
+        raise UsageError("the painting draws the original points under the classes: give "
+                         "--original ORIGINAL (row-aligned with TABLE)")
     if not args.output.lower().endswith(".png"):
         raise UsageError(f"plot output {args.output!r} must end in .png")
     os.environ.setdefault("MPLBACKEND", "Agg")
@@ -714,11 +740,12 @@ def cmd_plot(args) -> int:
     if args.kind == "histogram":
         fig = _figure_of(plot.class_size_histogram(table, qis, k=args.k))
     else:
-        original = None
-        if args.original is not None:
-            original = _read(args.original, args, role="original")
-            _check_columns(original, qis, "--qi", args.original)
-        fig = _figure_of(plot.partition_painting(table, qis[0], qis[1], original=original))
+        original = _read(args.original, args, role="original")
+        _check_columns(original, qis, "--qi", args.original)
+        if len(original) != len(table):
+            raise UsageError(f"--original has {len(original):,} rows and TABLE {len(table):,}: "
+                             "the painting needs the release row-aligned with its original")
+        fig = _figure_of(plot.partition_painting(original, table, qis))
     _save_png(fig, args.output, overwrite=args.overwrite)
     print(f"plot {args.output}")
     return EXIT_OK
@@ -739,8 +766,7 @@ def _demo_engine(df, qis, k):
 def cmd_demo(args) -> int:
     """``dmondrian demo``: generate, anonymize, verify and report a census-like table."""
     synthetic = _require("dmondrian.synthetic", "the census generator")
-    _require("dmondrian.metrics", "the metrics module")
-    import dmondrian
+    report, verify = _metrics_api()
 
     qis = list(synthetic.CENSUS_QUASI_IDENTIFIERS)
     print(f"generating a census-like table of {args.rows:,} rows (seed {args.seed})")
@@ -753,12 +779,13 @@ def cmd_demo(args) -> int:
     started = time.perf_counter()
     released, engine = _demo_engine(df, qis, args.k)
     print(f"  {engine} engine, {time.perf_counter() - started:.2f}s")
-    result = dmondrian.verify(released, qis, k=args.k)
+    result = verify(released, qis, k=args.k)
+    print(repr(result))
     if not result.ok:
-        print(f"FAILED: the release is not {args.k}-anonymous: {list(result.violations)[:5]}")
         return EXIT_FAILED
-    print(f"verified: every class has at least {args.k} rows")
-    print(repr(dmondrian.report(released, qis, original=df)))
+    print(f"verified: every class has at least {args.k} rows\n")
+    print(repr(report(released, qis, original=df, sensitive=synthetic.CENSUS_SENSITIVE,
+                      k=args.k)))
     if args.output:
         from . import io
 

@@ -255,6 +255,10 @@ BAD = {
                           "--memory-limit", "lots"], "not a size: 'lots'"),
     "l without sensitive": (["verify", "people.csv", "--qi", "age", "--k", "2", "--l", "2"],
                             "--l needs --sensitive"),
+    "t out of range": (["verify", "people.csv", "--qi", "age", "--k", "2", "--t", "1.5",
+                        "--sensitive", "income"], "t must be between 0 and 1"),
+    "painting without original": (["plot", "painting", "people.csv", "--qi", "age,zip", "-o",
+                                   "p.png"], "give --original"),
     "painting of 3 QIs": (["plot", "painting", "people.csv", "--qi", "age,zip,sex", "-o",
                            "p.png"], "--qi must name 2 columns"),
     "bad sweep k": (["sweep", "people.csv", "--qi", "age", "--k", "2,x"],
@@ -359,13 +363,16 @@ def released_csv(work) -> Path:
 def test_report_table_and_json(work, released_csv):
     pytest.importorskip("dmondrian.metrics", reason="dmondrian.metrics has not landed")
     proc = run("report", released_csv.name, "--qi", ",".join(QIS), "--sensitive", "income",
-               "--original", "people.csv", "--dtype", "zip=str", cwd=work)
+               "--original", "people.csv", "--dtype", "zip=str", "--k", "10", cwd=work)
     assert proc.returncode == 0, proc.stderr
-    assert "2000" in proc.stdout.replace(",", "")
+    assert "2,000" in proc.stdout and "NCP" in proc.stdout
     proc = run("report", "rel.csv", "--qi", ",".join(QIS), "--json", "--dtype", "zip=str",
                cwd=work)
     assert proc.returncode == 0, proc.stderr
-    assert isinstance(json.loads(proc.stdout), dict)
+    report = json.loads(proc.stdout)
+    assert report["rows"] == N_ROWS and report["achieved"]["k"] >= 10
+    manifest = json.loads((work / "rel.csv.manifest.json").read_text())
+    assert manifest["report"]["rows"] == N_ROWS  # the manifest carries the report too
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
@@ -376,11 +383,17 @@ def test_verify_exit_codes(work, released_csv, fmt):
         name = "rel_verify.parquet"
         io.write_table(_read_released(released_csv), str(work / name), overwrite=True)
     ok = run("verify", name, "--qi", ",".join(QIS), "--k", "10", "--dtype", "zip=str", cwd=work)
-    assert ok.returncode == 0 and ok.stdout.startswith("OK"), ok.stdout + ok.stderr
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.splitlines()[0].endswith(": OK"), ok.stdout
     # The original table is not 10-anonymous: exit 1 and the violations listed.
-    bad = run("verify", f"people.{fmt}", "--qi", ",".join(QIS), "--k", "10", cwd=work)
+    bad = run("verify", f"people.{fmt}", "--qi", ",".join(QIS), "--k", "10", "--json", cwd=work)
     assert bad.returncode == 1, bad.stderr
-    assert bad.stdout.startswith("FAILED") and len(bad.stdout.splitlines()) > 1
+    result = json.loads(bad.stdout)
+    assert result["ok"] is False and result["n_violations"] > 0
+    assert all(v["size"] < 10 for v in result["violations"])
+    text = run("verify", f"people.{fmt}", "--qi", "age,sex", "--k", "10", cwd=work)
+    assert text.returncode == 1 and "FAILED" in text.stdout.splitlines()[0]
+    assert len(text.stdout.splitlines()) > 2  # the violating classes are listed
 
 
 def test_sweep_and_plots(work, released_csv):
@@ -391,12 +404,14 @@ def test_sweep_and_plots(work, released_csv):
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout.split("\nplot ")[0])
     assert [r["k"] for r in rows] == [2, 10, 50]
-    assert all(r["min_class_size"] >= r["k"] for r in rows)
-    assert [r["classes"] for r in rows] == sorted((r["classes"] for r in rows), reverse=True)
+    for r in rows:  # every class holds >= k rows, so:
+        assert r["classes"] <= N_ROWS // r["k"]
+        assert r["discernibility"] >= N_ROWS * r["k"]
+        assert 0.0 <= r["ncp"] <= 1.0
     assert (work / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for kind, qis in (("histogram", ",".join(QIS)), ("painting", "age,zip")):
         proc = run("plot", kind, "rel.csv", "--qi", qis, "--dtype", "zip=str", "-o",
-                   f"{kind}.png", "--overwrite", cwd=work)
+                   f"{kind}.png", "--overwrite", "--original", "people.csv", cwd=work)
         assert proc.returncode == 0, proc.stderr
         assert (work / f"{kind}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
