@@ -409,8 +409,13 @@ def test_sweep_and_plots(work, released_csv):
         assert r["discernibility"] >= N_ROWS * r["k"]
         assert 0.0 <= r["ncp"] <= 1.0
     assert (work / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    for kind, qis in (("histogram", ",".join(QIS)), ("painting", "age,zip")):
-        proc = run("plot", kind, "rel.csv", "--qi", qis, "--dtype", "zip=str", "-o",
+    # The painting needs two ordered QIs: release age x income for it.
+    proc = run("anonymize", "people.csv", "paint.csv", "--qi", "age,income", "--k", "20",
+               "--overwrite", cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    for kind, table, qis in (("histogram", "rel.csv", ",".join(QIS)),
+                             ("painting", "paint.csv", "age,income")):
+        proc = run("plot", kind, table, "--qi", qis, "--dtype", "zip=str", "-o",
                    f"{kind}.png", "--overwrite", "--original", "people.csv", cwd=work)
         assert proc.returncode == 0, proc.stderr
         assert (work / f"{kind}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
