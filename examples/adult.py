@@ -34,5 +34,6 @@ for k in ks:
     assert sizes.min() >= k, f"a class of {sizes.min()} rows at k={k}"
     assert released[ADULT_SENSITIVE].equals(df[ADULT_SENSITIVE])
     print(f"=== k = {k}: {len(sizes):,} classes, smallest {sizes.min()}, {seconds:.2f}s")
-    print(dmondrian.report(released, qis, original=df, sensitive=[ADULT_SENSITIVE]))
+    print(dmondrian.report(released, qis, original=df, sensitive=ADULT_SENSITIVE, k=k,
+                           hierarchies=hierarchies))
     print()

@@ -96,7 +96,7 @@ def test_notebook_is_valid():
     nb = nbformat.read(EXAMPLES / "notebook.ipynb", as_version=4)
     nbformat.validate(nb)
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    for needed in ("Client(", "dashboard_link", "write_census_parquet", "progress=True",
+    for needed in ("Client(", "dashboard_link", "write_census_parquet", "progress(",
                    "dmondrian.report(", "class_size_histogram", "partition_painting"):
         assert needed in code
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), \
