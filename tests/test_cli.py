@@ -7,6 +7,7 @@ tests only read their results.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pty
@@ -442,3 +443,40 @@ def test_anonymize_on_the_dask_engine(work):
     manifest = json.loads((work / "dask_out.manifest.json").read_text())
     assert manifest["engine"] == "distributed" and manifest["min_class_size"] >= 10
     assert not [p for p in work.iterdir() if p.name.startswith(".dask_out.tmp-")]
+
+
+def test_fsspec_urls_in_process(capsys):
+    """Any fsspec URL works for INPUT, OUTPUT and the manifest (memory:// here)."""
+    import fsspec
+
+    root = "memory://cli-urls"
+    _people(300).to_csv(f"{root}/people.csv", index=False)
+    assert main(["anonymize", f"{root}/people.csv", f"{root}/out/", "--k", "5", "--qi",
+                 "age,zip", "--dtype", "zip=str"]) == 0
+    assert f"wrote {root}/out/" in capsys.readouterr().out
+    released = io.read_table(f"{root}/out/")
+    _assert_k_anonymous(released, ["age", "zip"], 5)
+    with fsspec.open(f"{root}/out.manifest.json", "r") as fh:
+        assert json.load(fh)["rows"] == 300
+    fsspec.filesystem("memory").rm("/cli-urls", recursive=True)
+
+
+@pytest.mark.parametrize("flags, size, expected", [
+    ([], 10, "local"),
+    (["--local-limit", "1KB"], 10_000, "distributed-if-installed"),
+    (["--distributed"], 10, "distributed"),
+    (["--workers", "2"], 10, "distributed"),
+    (["--local", "--local-limit", "1KB"], 10_000, "local"),
+])
+def test_engine_choice(tmp_path, flags, size, expected):
+    from dmondrian.cli import _choose_engine, build_parser
+
+    src = tmp_path / "in.csv"
+    src.write_bytes(b"x" * size)
+    args = build_parser().parse_args(["anonymize", str(src), "o.csv", "--k", "2", "--qi", "a",
+                                      *flags])
+    chosen = _choose_engine(args, str(src))
+    if expected == "distributed-if-installed":
+        has_dask_engine = importlib.util.find_spec("dmondrian.distributed") is not None
+        expected = "distributed" if has_dask_engine else "local"
+    assert chosen == expected
