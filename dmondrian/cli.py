@@ -494,8 +494,8 @@ def cmd_anonymize(args) -> int:
         summary = _anonymize_local(args, src, dst, in_fmt, out_fmt, qis, sensitive,
                                    hierarchies, progress)
     else:
-        summary = _anonymize_distributed(args, src, dst, in_fmt, out_fmt, qis, hierarchies,
-                                         progress)
+        summary = _anonymize_distributed(args, src, dst, in_fmt, out_fmt, qis, sensitive,
+                                         hierarchies, progress)
     summary["seconds"] = round(time.perf_counter() - started, 3)
     report_args = summary.pop("_report", None)
     manifest = {
@@ -561,23 +561,42 @@ def _dask_client(args):
         yield client
 
 
-def _anonymize_distributed(args, src, dst, in_fmt, out_fmt, qis, hierarchies, progress) -> dict:
+def _dask_dtypes(ddf, dtypes: dict):
+    """``--dtype`` conversions on a dask DataFrame (strings were set when reading)."""
+    import dask.dataframe as dd
+
+    for col, typ in dtypes.items():
+        name = str(typ).lower()
+        if name == "datetime":
+            ddf[col] = dd.to_datetime(ddf[col], format="ISO8601")
+        elif name in ("int", "float"):
+            ddf[col] = ddf[col].astype({"int": "Int64", "float": "float64"}[name])
+        elif name not in ("str", "string"):
+            ddf[col] = ddf[col].astype(name)
+    return ddf
+
+
+def _anonymize_distributed(args, src, dst, in_fmt, out_fmt, qis, sensitive, hierarchies,
+                           progress) -> dict:
     dist = _require("dmondrian.distributed", "the Dask engine")
     import dask.dataframe as dd
 
     from . import io
 
     io._check_exists(src)
-    str_cols = [c for c, t in _pairs(args.dtype, "--dtype", "TYPE").items() if t == "str"]
+    dtypes = _pairs(args.dtype, "--dtype", "TYPE")
+    str_cols = [c for c, t in dtypes.items() if t in ("str", "string")]
     options = {"leaf_rows": args.leaf_rows, "mode": args.mode,
                "generalization": args.generalization, "max_depth": args.max_depth,
                "hierarchies": hierarchies or None, "progress": progress.enabled}
     with _dask_client(args) as client:
         ddf = (dd.read_parquet(src) if in_fmt == "parquet"
                else dd.read_csv(src, dtype=dict.fromkeys(str_cols, "str")))
-        _check_columns(ddf, qis, "--qi", src)
-        # A Parquet output is a dataset directory unless named like a file; both
-        # go to a hidden temporary first and are renamed when every task is done.
+        _check_columns(ddf, [*qis, *sensitive, *dtypes], "--qi/--sensitive/--dtype", src)
+        ddf = _dask_dtypes(ddf, dtypes)
+        # On Dask a Parquet output is a dataset directory (a file per partition),
+        # a CSV output one file; either is written under a hidden temporary name
+        # and renamed only when every task has finished.
         directory = out_fmt == "parquet"
         with io.atomic_output(dst, directory=directory, overwrite=args.overwrite) as (fs, tmp):
             target = fs.unstrip_protocol(tmp)
