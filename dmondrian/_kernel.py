@@ -48,6 +48,8 @@ _SMALL = 1024
 # subtrees to threads: enough that two cores stay busy when subtrees differ in
 # size, few enough that the top phase's per-level overhead stays negligible.
 _PARALLEL_FRONTIER = 64
+# Below this many rows the whole tree is built on one thread.
+_PARALLEL_MIN_ROWS = 200_000
 
 
 @intrinsic
@@ -85,12 +87,100 @@ def _hier_lca(lo, hi, off, h_parent, h_lo, h_hi, h_leafnode, loff):
     return node
 
 
+# The privacy constraint reaches the kernel as ``priv = (ip, fp, q)``:
+#   ip (int64):   [0] k (min class size), [1] key-matrix row of the sensitive
+#                 codes (-1: no sensitive constraint), [2] number of sensitive
+#                 codes, [3] distinct l (0: off), [4] recursive (c, l)'s l
+#                 (0: off), [5] 1 if t-closeness uses the ordered distance
+#   fp (float64): [0] log(l) for entropy l-diversity (-1: off), [1] recursive
+#                 c, [2] t for t-closeness (-1: off)
+#   q (float64):  the whole table's sensitive distribution (t-closeness)
+P_K, P_SENS_ROW, P_N_SENS, P_L_DISTINCT, P_RC_L, P_T_ORDERED = 0, 1, 2, 3, 4, 5
+P_LOG_L, P_RC_C, P_T = 0, 1, 2
+
+
 @njit(cache=True)
-def _allowed(n_left, n_right, min_size):
-    # The one place that decides whether a cut may happen. Constraints beyond
-    # k plug in here (they receive the children's sizes and, later, their
-    # sensitive-value histograms).
-    return n_left >= min_size and n_right >= min_size
+def _hist_ok(h, m, ip, fp, q):
+    """Whether a class of ``m`` rows with sensitive histogram ``h`` passes."""
+    if ip[P_L_DISTINCT] > 0:
+        distinct = 0
+        for c in range(h.shape[0]):
+            distinct += h[c] > 0
+        if distinct < ip[P_L_DISTINCT]:
+            return False
+    if fp[P_LOG_L] >= 0.0:
+        entropy = 0.0
+        for c in range(h.shape[0]):
+            if h[c] > 0:
+                p = h[c] / m
+                entropy -= p * np.log(p)
+        if entropy < fp[P_LOG_L] - 1e-12:
+            return False
+    if ip[P_RC_L] > 0:
+        r = np.sort(h)[::-1]
+        ell = ip[P_RC_L]
+        if r.shape[0] < ell or r[ell - 1] == 0:
+            return False
+        tail = 0
+        for c in range(ell - 1, r.shape[0]):
+            tail += r[c]
+        if not r[0] < fp[P_RC_C] * tail:
+            return False
+    if fp[P_T] >= 0.0:
+        # Earth Mover's Distance to the whole table (Li, Li & Venkatasubramanian
+        # 2007): ordered distance for ordered values, equal distance otherwise.
+        emd = 0.0
+        S = h.shape[0]
+        if ip[P_T_ORDERED] == 1:
+            acc = 0.0
+            for c in range(S):
+                acc += h[c] / m - q[c]
+                emd += abs(acc)
+            emd = emd / (S - 1) if S > 1 else 0.0
+        else:
+            for c in range(S):
+                emd += abs(h[c] / m - q[c])
+            emd *= 0.5
+        if emd > fp[P_T] + 1e-12:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv):
+    """The one place that decides whether a cut may happen.
+
+    Both children must hold at least k rows and, when a sensitive constraint
+    is on, satisfy it; their histograms are counted with the very rule
+    :func:`_partition` uses to move rows, so what is checked is what is made.
+    """
+    ip, fp, q = priv
+    n = e - s
+    if n_left <= 0 or n_left >= n or n_left < ip[P_K] or n - n_left < ip[P_K]:
+        return False
+    srow = ip[P_SENS_ROW]
+    if srow < 0:
+        return True
+    S = ip[P_N_SENS]
+    left = np.zeros(S, dtype=np.int64)
+    total = np.zeros(S, dtype=np.int64)
+    row = keys[j]
+    sens = keys[srow]
+    use_rank = rank.shape[0] > 0
+    taken = 0
+    for i in range(s, e):
+        v = row[i]
+        if use_rank:
+            v = rank[v]
+        c = sens[i]
+        total[c] += 1
+        go = v <= t
+        if not go and v == eq_value and taken < need_eq:
+            go = True
+            taken += 1
+        if go:
+            left[c] += 1
+    return _hist_ok(left, n_left, ip, fp, q) and _hist_ok(total - left, n - n_left, ip, fp, q)
 
 
 @njit(cache=True)
@@ -282,10 +372,14 @@ def _rank_at(cum, pos):
 
 
 @njit(cache=True)
-def _choose(n, l1, l2, min_size):
-    """Pick the allowed cut (left sizes l1 <= l2) nearest the middle; 0 if none."""
-    ok1 = l1 > 0 and _allowed(l1, n - l1, min_size)
-    ok2 = l2 < n and _allowed(l2, n - l2, min_size)
+def _choose(keys, j, s, e, l1, t1, l2, t2, rank, priv):
+    """Pick the allowed cut nearest the middle among ``<= t1`` and ``<= t2``.
+
+    Returns 1, 2, or 0 when neither is allowed.
+    """
+    n = e - s
+    ok2 = _cut_ok(keys, j, s, e, l2, t2, -1, 0, rank, priv)
+    ok1 = l1 != l2 and _cut_ok(keys, j, s, e, l1, t1, -1, 0, rank, priv)
     if ok1 and ok2:
         # Classic Mondrian cuts at "<= median" (l2); "< median" wins only when
         # ties make it strictly more balanced.
@@ -300,7 +394,7 @@ def _choose(n, l1, l2, min_size):
 
 
 @njit(cache=True)
-def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, min_size,
+def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, priv,
               h_parent, h_lo, h_hi, h_leafnode, hoff, loff, scratch):
     """Find an allowed cut of QI ``j``.
 
@@ -315,15 +409,15 @@ def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, min_size,
         rank, cum = _nominal_ranks(row, s, e, card)
         if relaxed:
             nl = n // 2
-            if not _allowed(nl, n - nl, min_size):
-                return 0, 0, 0, 0, rank
             r = _rank_at(cum, nl - 1)
             below = cum[r - 1] if r > 0 else 0
+            if not _cut_ok(keys, j, s, e, nl, r - 1, r, nl - below, rank, priv):
+                return 0, 0, 0, 0, rank
             return nl, r - 1, r, nl - below, rank
         r = _rank_at(cum, (n - 1) // 2)
         l1 = cum[r - 1] if r > 0 else 0
         l2 = cum[r]
-        which = _choose(n, l1, l2, min_size)
+        which = _choose(keys, j, s, e, l1, r - 1, l2, r, rank, priv)
         if which == 1:
             return l1, r - 1, -1, 0, rank
         if which == 2:
@@ -333,18 +427,21 @@ def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, min_size,
     present = n - miss
     if relaxed:
         nl = n // 2
-        if not _allowed(nl, n - nl, min_size):
+        if nl < priv[0][P_K] or n - nl < priv[0][P_K]:
             return 0, 0, 0, 0, no_rank
         if nl - 1 >= present:  # the left half reaches into the missing rows
-            return nl, MISSING_KEY - 1, MISSING_KEY, nl - present, no_rank
-        med, less, _ = _select(row, s, e, lo, hi, nl - 1, scratch)
-        return nl, med - 1, med, nl - less, no_rank
+            t, eq_value, need_eq = MISSING_KEY - 1, MISSING_KEY, nl - present
+        else:
+            med, less, _ = _select(row, s, e, lo, hi, nl - 1, scratch)
+            t, eq_value, need_eq = med - 1, med, nl - less
+        if not _cut_ok(keys, j, s, e, nl, t, eq_value, need_eq, no_rank, priv):
+            return 0, 0, 0, 0, no_rank
+        return nl, t, eq_value, need_eq, no_rank
 
     m = (n - 1) // 2
     if m >= present:
         # The median row is missing: the only cut is present | missing.
-        which = _choose(n, present, present, min_size)
-        if which > 0:
+        if _cut_ok(keys, j, s, e, present, MISSING_KEY - 1, -1, 0, no_rank, priv):
             return present, MISSING_KEY - 1, -1, 0, no_rank
         return 0, 0, 0, 0, no_rank
     med, less, equal = _select(row, s, e, lo, hi, m, scratch)
@@ -362,7 +459,7 @@ def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, min_size,
         t2 = med
         l1 = less
         l2 = less + equal
-    which = _choose(n, l1, l2, min_size)
+    which = _choose(keys, j, s, e, l1, t1, l2, t2, no_rank, priv)
     if which == 1:
         return l1, t1, -1, 0, no_rank
     if which == 2:
@@ -417,7 +514,7 @@ def _partition(src_keys, src_rows, dst_keys, dst_rows, go_left, j, s, e, n_left,
 
 @njit(cache=True)
 def _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, lo, hi, miss,
-                child_lo, child_hi, child_miss, kinds, scales, cards, relaxed, min_size,
+                child_lo, child_hi, child_miss, kinds, scales, cards, relaxed, priv,
                 max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start,
                 spans_buf, scratch):
     """Split node ``[s, e)`` living in buffer ``buf``; return the left size or 0.
@@ -431,8 +528,9 @@ def _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, lo, hi, miss,
     """
     n = e - s
     src_keys = bufs_keys[buf]
-    if n >= 2 * min_size and (max_depth < 0 or depth < max_depth):
-        d = src_keys.shape[0]
+    if n >= 2 * priv[0][P_K] and (max_depth < 0 or depth < max_depth):
+        # A sensitive column rides along as the last key row; it is never cut.
+        d = src_keys.shape[0] if priv[0][P_SENS_ROW] < 0 else priv[0][P_SENS_ROW]
         spans = spans_buf
         for j in range(d):
             spans[j] = _node_span(src_keys, j, s, e, lo[j], hi[j], miss[j], kinds[j],
@@ -450,7 +548,7 @@ def _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, lo, hi, miss,
             spans[j] = -1.0
             n_left, t, eq_value, need_eq, rank = _find_cut(
                 src_keys, j, s, e, lo[j], hi[j], miss[j], kinds[j], cards[j], relaxed,
-                min_size, h_parent, h_lo, h_hi, h_leafnode, hoffs[j], loffs[j], scratch)
+                priv, h_parent, h_lo, h_hi, h_leafnode, hoffs[j], loffs[j], scratch)
             if n_left > 0:
                 _partition(src_keys, bufs_rows[buf], bufs_keys[1 - buf], bufs_rows[1 - buf],
                            go_left, j, s, e, n_left, t, eq_value, need_eq, rank,
@@ -465,7 +563,7 @@ def _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, lo, hi, miss,
 
 @njit(cache=True)
 def _run_subtree(bufs_keys, bufs_rows, go_left, s0, e0, depth0, buf0, lo0, hi0, miss0,
-                 kinds, scales, cards, relaxed, min_size, max_depth, h_parent, h_lo, h_hi,
+                 kinds, scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
                  h_leafnode, hoffs, loffs, leaf_start):
     """Finish one subtree depth-first."""
     d = lo0.shape[0]
@@ -489,7 +587,7 @@ def _run_subtree(bufs_keys, bufs_rows, go_left, s0, e0, depth0, buf0, lo0, hi0, 
         s, e, depth, buf = st[top, 0], st[top, 1], st[top, 2], st[top, 3]
         n_left = _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, st_lo[top],
                              st_hi[top], st_miss[top], child_lo, child_hi, child_miss, kinds,
-                             scales, cards, relaxed, min_size, max_depth, h_parent, h_lo, h_hi,
+                             scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
                              h_leafnode, hoffs, loffs, leaf_start, spans_buf, scratch)
         if n_left == 0:
             continue
@@ -517,7 +615,7 @@ def _grow(a):
 
 @njit(cache=True, parallel=True)
 def _split_level(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
-                 cards, relaxed, min_size, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs,
+                 cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs,
                  loffs, leaf_start):
     """Split every node of one breadth-first level, in parallel.
 
@@ -532,7 +630,7 @@ def _split_level(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds
     for i in prange(m):
         lefts[i] = _split_node(bufs_keys, bufs_rows, go_left, fr[i, 0], fr[i, 1], fr[i, 2],
                                fr[i, 3], fr_lo[i], fr_hi[i], fr_miss[i], c_lo[i], c_hi[i],
-                               c_miss[i], kinds, scales, cards, relaxed, min_size, max_depth,
+                               c_miss[i], kinds, scales, cards, relaxed, priv, max_depth,
                                h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start,
                                np.empty(d, dtype=np.float64), np.empty(_SMALL, dtype=np.int64))
     return lefts, c_lo, c_hi, c_miss
@@ -540,12 +638,12 @@ def _split_level(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds
 
 @njit(cache=True, parallel=True)
 def _run_subtrees(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
-                  cards, relaxed, min_size, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs,
+                  cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs,
                   loffs, leaf_start):
     """Finish independent subtrees depth-first, one per thread at a time."""
     for i in prange(fr.shape[0]):
         _run_subtree(bufs_keys, bufs_rows, go_left, fr[i, 0], fr[i, 1], fr[i, 2], fr[i, 3],
-                     fr_lo[i], fr_hi[i], fr_miss[i], kinds, scales, cards, relaxed, min_size,
+                     fr_lo[i], fr_hi[i], fr_miss[i], kinds, scales, cards, relaxed, priv,
                      max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start)
 
 
@@ -575,7 +673,7 @@ def _next_level(fr, lefts, c_lo, c_hi, c_miss):
 
 
 @njit(cache=True)
-def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, min_size, max_depth,
+def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth,
                        h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs):
     """Run Mondrian over a ``(d, n)`` key matrix.
 
@@ -589,8 +687,8 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, min_size, max_d
         cardinality (nominal kinds).
     relaxed : bool
         Relaxed partitioning (median ties may go to both sides).
-    min_size : int
-        Smallest allowed class size (k).
+    priv : tuple (ip, fp, q)
+        The privacy constraint (see the comment above :func:`_hist_ok`).
     max_depth : int
         Maximum number of cuts from the root to a class; -1 for no limit.
     h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs : int64 arrays
@@ -620,16 +718,22 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, min_size, max_d
     fr_miss = np.empty((1, d), dtype=np.int64)
     for j in range(d):
         fr_lo[0, j], fr_hi[0, j], fr_miss[0, j] = _segment_stats(keys[j], 0, n)
+    if n < _PARALLEL_MIN_ROWS:
+        # Thread start-up and hand-over cost more than small tables take.
+        _run_subtree(bufs_keys, bufs_rows, go_left, 0, n, 0, 0, fr_lo[0], fr_hi[0], fr_miss[0],
+                     kinds, scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
+                     h_leafnode, hoffs, loffs, leaf_start)
+        return bufs_rows[0], leaf_start, bufs_keys[0]
     # Breadth-first top levels, each level's nodes split in parallel, until
     # there are enough independent subtrees to keep every thread busy.
     while 0 < fr.shape[0] < _PARALLEL_FRONTIER:
         lefts, c_lo, c_hi, c_miss = _split_level(
             bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales, cards,
-            relaxed, min_size, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
+            relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
             leaf_start)
         fr, fr_lo, fr_hi, fr_miss = _next_level(fr, lefts, c_lo, c_hi, c_miss)
     _run_subtrees(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
-                  cards, relaxed, min_size, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs,
+                  cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs,
                   loffs, leaf_start)
     return bufs_rows[0], leaf_start, bufs_keys[0]
 
@@ -706,3 +810,18 @@ def class_code_sets(sorted_row, class_of_pos, n_classes):
         offsets[c + 1] = out
         i = j
     return offsets, codes[:out]
+
+
+@njit(cache=True)
+def class_code_masks(sorted_row, class_of_pos, n_classes, words):
+    """Set of codes of one nominal QI per class, as a bitmask of ``words`` words.
+
+    Bit ``c`` of row ``i`` is set when class ``i`` holds code ``c``; equal
+    sets give equal rows, so distinct sets are found by comparing integers.
+    """
+    masks = np.zeros((n_classes, words), dtype=np.uint64)
+    one = np.uint64(1)
+    for i in range(sorted_row.shape[0]):
+        code = sorted_row[i]
+        masks[class_of_pos[i], code >> 6] |= one << np.uint64(code & 63)
+    return masks

@@ -219,7 +219,18 @@ def _set_label(categories, codes) -> str:
     return "{" + ", ".join(str(categories[c]) for c in codes) + "}"
 
 
+# Up to this many codes, class sets are compared as bitmasks (64 codes a word).
+_MASK_CODES = 4096
+
+
 def _nominal_labels(qi: EncodedQI, sorted_row, class_of_pos, n_classes):
+    if qi.card <= _MASK_CODES:
+        words = (qi.card + 63) // 64
+        masks = K.class_code_masks(sorted_row, class_of_pos, n_classes, words).view(np.int64)
+        first, inverse = _distinct_rows(*masks.T)
+        bits = np.unpackbits(masks[first].view(np.uint8), axis=1, bitorder="little")
+        labels = [_set_label(qi.categories, np.flatnonzero(row)) for row in bits]
+        return np.asarray(labels, dtype=object), inverse
     offsets, codes = K.class_code_sets(sorted_row, class_of_pos, n_classes)
     cache: dict[bytes, int] = {}
     labels: list[str] = []
