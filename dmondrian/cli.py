@@ -189,7 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="minimum equivalence-class size")
     _add_common(p)
     p.add_argument("--sensitive", metavar="COL",
-                   help="sensitive column: its diversity goes in the manifest's report")
+                   help="sensitive column, for --l / --t and the manifest's report")
+    p.add_argument("--l", type=_positive_int("l"), metavar="N",
+                   help="l-diversity: every class holds N distinct --sensitive values")
+    p.add_argument("--t", type=_fraction("t"), metavar="T",
+                   help="t-closeness: every class's --sensitive distribution within T of the "
+                        "table's")
     p.add_argument("--mode", choices=("strict", "relaxed"), default="strict",
                    help="strict keeps equal values together; relaxed splits median ties")
     p.add_argument("--generalization", choices=("range", "midpoint", "mean"), default="range",
@@ -471,7 +476,7 @@ def _exists(url: str) -> bool:
 def _parameters(args, qis, sensitive, hierarchy_files) -> dict:
     return {
         "k": args.k, "quasi_identifiers": qis, "sensitive": sensitive[0] if sensitive else None,
-        "mode": args.mode,
+        "l": args.l, "t": args.t, "mode": args.mode,
         "generalization": args.generalization, "max_depth": args.max_depth,
         "hierarchies": hierarchy_files, "dtypes": _pairs(args.dtype, "--dtype", "TYPE"),
     }
@@ -482,6 +487,9 @@ def cmd_anonymize(args) -> int:
     src, dst = _resolve_io(args)
     qis = _split_names(args.qi)
     sensitive = _split_names([args.sensitive] if args.sensitive else [])
+    if (args.l is not None or args.t is not None) and not sensitive:
+        flag = "--l" if args.l is not None else "--t"
+        raise UsageError(f"{flag} needs --sensitive COLUMN (the attribute it protects)")
     from . import io
 
     in_fmt = io.detect_format(src, args.format)
@@ -527,7 +535,8 @@ def _anonymize_local(args, src, dst, in_fmt, out_fmt, qis, sensitive, hierarchie
     with progress.stage(f"anonymizing {len(df):,} rows (k={args.k})"):
         released = anonymize(df, qis, args.k, mode=args.mode,
                              generalization=args.generalization, max_depth=args.max_depth,
-                             hierarchies=hierarchies or None, class_column=class_col)
+                             hierarchies=hierarchies or None, class_column=class_col,
+                             **_diversity(args))
     sizes = _class_sizes(released.pop(class_col))
     io.write_table(released, dst, out_fmt, overwrite=args.overwrite,
                    progress=progress.bar(f"writing {dst}"))
@@ -561,6 +570,13 @@ def _dask_client(args):
         yield client
 
 
+def _diversity(args) -> dict:
+    """The engine keywords for --l / --t (none when neither is given)."""
+    if args.l is None and args.t is None:
+        return {}
+    return {"l": args.l, "t": args.t, "sensitive": args.sensitive}
+
+
 def _dask_dtypes(ddf, dtypes: dict):
     """``--dtype`` conversions on a dask DataFrame (strings were set when reading)."""
     import dask.dataframe as dd
@@ -588,7 +604,12 @@ def _anonymize_distributed(args, src, dst, in_fmt, out_fmt, qis, sensitive, hier
     str_cols = [c for c, t in dtypes.items() if t in ("str", "string")]
     options = {"leaf_rows": args.leaf_rows, "mode": args.mode,
                "generalization": args.generalization, "max_depth": args.max_depth,
-               "hierarchies": hierarchies or None, "progress": progress.enabled}
+               "hierarchies": hierarchies or None, "progress": progress.enabled,
+               **_diversity(args)}
+    import inspect
+
+    if _diversity(args) and "l" not in inspect.signature(dist.anonymize).parameters:
+        raise UsageError("--l / --t are not supported by the Dask engine yet: use --local")
     with _dask_client(args) as client:
         ddf = (dd.read_parquet(src) if in_fmt == "parquet"
                else dd.read_csv(src, dtype=dict.fromkeys(str_cols, "str")))

@@ -480,3 +480,17 @@ def test_engine_choice(tmp_path, flags, size, expected):
         has_dask_engine = importlib.util.find_spec("dmondrian.distributed") is not None
         expected = "distributed" if has_dask_engine else "local"
     assert chosen == expected
+
+
+def test_l_diversity_and_t_closeness_flags(work, monkeypatch, capsys):
+    monkeypatch.chdir(work)
+    assert main(["anonymize", "people.csv", "ldiv.csv", "--k", "5", "--qi", "age,zip",
+                 "--dtype", "zip=str", "--sensitive", "sex", "--l", "2", "--overwrite"]) == 0
+    released = pd.read_csv(work / "ldiv.csv", dtype=str)
+    assert released.groupby(["age", "zip"])["sex"].nunique().min() == 2
+    manifest = json.loads((work / "ldiv.csv.manifest.json").read_text())
+    assert manifest["parameters"]["l"] == 2 and manifest["parameters"]["sensitive"] == "sex"
+    capsys.readouterr()
+    assert main(["anonymize", "people.csv", "o.csv", "--k", "5", "--qi", "age", "--t",
+                 "0.2"]) == 2
+    assert "--t needs --sensitive" in _one_error_line(capsys.readouterr().err)
