@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as _dt
 import json
 import os
 import sys
@@ -506,15 +505,11 @@ def cmd_anonymize(args) -> int:
                                          hierarchies, progress)
     summary["seconds"] = round(time.perf_counter() - started, 3)
     report_args = summary.pop("_report", None)
-    manifest = {
-        "tool": "dmondrian",
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "input": src, "output": dst, "input_format": in_fmt, "output_format": out_fmt,
-        "engine": engine,
-        "parameters": _parameters(args, qis, sensitive, hierarchy_files),
-        **summary,
-    }
-    _write_manifest(dst, manifest, report_args)
+    extra = {"command": "dmondrian anonymize", "input": src, "input_format": in_fmt,
+             "output_format": out_fmt, "engine": engine, "classes": summary["classes"],
+             "min_class_size": summary["min_class_size"], "seconds": summary["seconds"]}
+    _write_manifest(dst, _parameters(args, qis, sensitive, hierarchy_files), summary, extra,
+                    report_args)
     print(f"wrote {dst} ({summary['rows']:,} rows, {summary['classes']:,} classes, smallest "
           f"{summary['min_class_size']:,}, k={args.k}, {engine} engine, "
           f"{summary['seconds']:.1f}s)")
@@ -540,7 +535,7 @@ def _anonymize_local(args, src, dst, in_fmt, out_fmt, qis, sensitive, hierarchie
     sizes = _class_sizes(released.pop(class_col))
     io.write_table(released, dst, out_fmt, overwrite=args.overwrite,
                    progress=progress.bar(f"writing {dst}"))
-    summary = {"rows": len(released), "columns": [str(c) for c in released.columns],
+    summary = {"rows": len(released), "input_rows": len(df),
                "classes": len(sizes), "min_class_size": int(sizes.min())}
     summary["_report"] = (released, qis, df, sensitive, args.k, hierarchies)
     return summary
@@ -630,21 +625,35 @@ def _anonymize_distributed(args, src, dst, in_fmt, out_fmt, qis, sensitive, hier
                                       **options)
         written = dd.read_parquet(dst) if out_fmt == "parquet" else dd.read_csv(dst)
         counts = written[qis].astype(str).groupby(qis, observed=True).size().compute()
-    return {"rows": int(counts.sum()), "columns": [str(c) for c in written.columns],
-            "classes": len(counts), "min_class_size": int(counts.min())}
+    return {"rows": int(counts.sum()), "classes": len(counts),
+            "min_class_size": int(counts.min())}
 
 
-def _write_manifest(dst: str, manifest: dict, report_args) -> None:
-    """Write ``OUTPUT.manifest.json``; with the metrics module, the report goes in it."""
+def _write_manifest(dst: str, parameters: dict, summary: dict, extra: dict,
+                    report_args) -> None:
+    """Write ``OUTPUT.manifest.json`` (parameters, report, file hashes) beside the output."""
+    import tempfile
+
     from . import io
+    from .manifest import write_manifest
 
-    if report_args is not None and _has_module("dmondrian.metrics"):
+    rep = None
+    if report_args is not None:
         report, _ = _metrics_api()
         released, qis, original, sensitive, k, hierarchies = report_args
         rep = report(released, qis, original=original,
                      sensitive=sensitive[0] if sensitive else None, k=k,
                      hierarchies=hierarchies or None)
-        manifest["report"] = rep.to_dict()
+    kwargs = {"output": dst, "parameters": parameters, "input_rows": summary.get("input_rows"),
+              "output_rows": summary["rows"], "report": rep, "extra": extra}
+    fs, _ = io._fs(dst)
+    if io._is_local(fs):
+        write_manifest(**kwargs)
+        return
+    # write_manifest writes local files: build it in a temporary folder, then
+    # store it beside the remote output (atomically, as every output here).
+    with tempfile.TemporaryDirectory() as folder:
+        manifest = write_manifest(path=os.path.join(folder, "manifest.json"), **kwargs)
     io.write_json(manifest, io.manifest_path(dst))
 
 

@@ -7,6 +7,7 @@ tests only read their results.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -118,8 +119,13 @@ def test_anonymize_csv_and_parquet(work, src, dst, k):
     assert manifest["parameters"]["k"] == k
     assert manifest["parameters"]["quasi_identifiers"] == QIS
     assert manifest["parameters"]["sensitive"] == "income"
-    assert manifest["rows"] == N_ROWS and manifest["min_class_size"] >= k
-    assert manifest["engine"] == "local" and manifest["output"] == dst
+    assert manifest["rows"] == {"input": N_ROWS, "output": N_ROWS}
+    assert manifest["extra"]["min_class_size"] >= k and manifest["achieved"]["k"] >= k
+    assert manifest["extra"]["engine"] == "local" and manifest["metrics"]["rows"] == N_ROWS
+    files = manifest["output"]["files"]  # every output file, hashed
+    on_disk = [out] if out.is_file() else sorted(p for p in out.rglob("*") if p.is_file())
+    assert [f["sha256"] for f in files] == \
+        [hashlib.sha256(p.read_bytes()).hexdigest() for p in on_disk]
     assert not [p for p in os.listdir(work) if ".tmp-" in p]
 
 
@@ -132,7 +138,7 @@ def test_seed_flags_and_options(work):
     assert released.groupby(["age", "sex"]).ngroups <= 4  # two levels of cuts: <= 4 classes
     manifest = json.loads((work / "seed.csv.manifest.json").read_text())
     assert manifest["parameters"]["max_depth"] == 2
-    assert manifest["classes"] == released.groupby(["age", "sex"]).ngroups
+    assert manifest["extra"]["classes"] == released.groupby(["age", "sex"]).ngroups
 
     # The same flags on the sub-command, mixed with the new ones.
     proc = run("anonymize", "--input", "people.csv", "--output", "mid.parquet", "--qi-names",
@@ -372,7 +378,7 @@ def test_report_table_and_json(work, released_csv):
     report = json.loads(proc.stdout)
     assert report["rows"] == N_ROWS and report["achieved"]["k"] >= 10
     manifest = json.loads((work / "rel.csv.manifest.json").read_text())
-    assert manifest["report"]["rows"] == N_ROWS  # the manifest carries the report too
+    assert manifest["metrics"]["rows"] == N_ROWS  # the manifest carries the report too
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
@@ -441,7 +447,8 @@ def test_anonymize_on_the_dask_engine(work):
     assert len(released) == N_ROWS
     _assert_k_anonymous(released, QIS, 10)
     manifest = json.loads((work / "dask_out.manifest.json").read_text())
-    assert manifest["engine"] == "distributed" and manifest["min_class_size"] >= 10
+    assert manifest["extra"]["engine"] == "distributed"
+    assert manifest["extra"]["min_class_size"] >= 10 and manifest["rows"]["output"] == N_ROWS
     assert not [p for p in work.iterdir() if p.name.startswith(".dask_out.tmp-")]
 
 
@@ -457,7 +464,7 @@ def test_fsspec_urls_in_process(capsys):
     released = io.read_table(f"{root}/out/")
     _assert_k_anonymous(released, ["age", "zip"], 5)
     with fsspec.open(f"{root}/out.manifest.json", "r") as fh:
-        assert json.load(fh)["rows"] == 300
+        assert json.load(fh)["rows"] == {"input": 300, "output": 300}
     fsspec.filesystem("memory").rm("/cli-urls", recursive=True)
 
 
