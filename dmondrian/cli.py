@@ -170,9 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     # anonymize ---------------------------------------------------------------------------
     p = sub.add_parser(
         "anonymize", help="k-anonymize a CSV or Parquet table", formatter_class=_FORMATTER,
-        description="k-anonymize a table and write it with its release manifest "
-                    "(OUTPUT.manifest.json). Small inputs run in memory; large ones, or "
-                    "--distributed, on Dask.",
+        description="k-anonymize a table and write it with its release manifest\n"
+                    "(OUTPUT.manifest.json). Small inputs run in memory; large ones, or\n"
+                    "--distributed, on Dask. The output appears only once complete.",
         epilog="examples:\n"
                "  dmondrian anonymize people.csv released.csv --k 10 --qi age,zip,sex\n"
                "  dmondrian anonymize s3://bucket/people/ s3://bucket/released/ --k 50 \\\n"
@@ -308,8 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "demo", help="anonymize a generated census table end to end",
         formatter_class=_FORMATTER,
-        description="Generate a census-like table, anonymize it (on an embedded Dask "
-                    "LocalCluster when the Dask engine is installed), verify it and print "
+        description="Generate a census-like table, anonymize it (on an embedded Dask\n"
+                    "LocalCluster when the Dask engine is installed), verify it and print\n"
                     "the report.",
         epilog="examples:\n  dmondrian demo\n  dmondrian demo --rows 100000 --k 25 "
                "--output released.parquet")
