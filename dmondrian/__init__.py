@@ -6,23 +6,46 @@ Dask cluster. See :func:`anonymize` and :class:`MondrianAnonymizer`.
 
 from __future__ import annotations
 
+import importlib
 from importlib.metadata import PackageNotFoundError, version
 
 from . import errors
-from .constraints import (
-    DistinctLDiversity,
-    EntropyLDiversity,
-    KAnonymity,
-    RecursiveCLDiversity,
-    TCloseness,
-)
-from .estimator import MondrianAnonymizer
-from .hierarchy import Hierarchy
-from .manifest import write_manifest
-from .metrics import calculate_avg_equivalence_class_size
-from .publish import Interval, parse_range, parse_set
-from .reporting import Report, report
-from .verify import VerifyResult, verify
+
+# Public names and the module each lives in. They are imported on first use:
+# ``import dmondrian`` (and so every CLI call, even ``--help``) stays fast,
+# and numba is only loaded when the engine is.
+_LAZY = {
+    "DistinctLDiversity": "constraints",
+    "EntropyLDiversity": "constraints",
+    "KAnonymity": "constraints",
+    "RecursiveCLDiversity": "constraints",
+    "TCloseness": "constraints",
+    "MondrianAnonymizer": "estimator",
+    "Hierarchy": "hierarchy",
+    "write_manifest": "manifest",
+    "calculate_avg_equivalence_class_size": "metrics",
+    "Interval": "publish",
+    "parse_range": "publish",
+    "parse_set": "publish",
+    "Report": "reporting",
+    "report": "reporting",
+    "VerifyResult": "verification",
+    "verify": "verification",
+}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dmondrian' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 try:
     __version__ = version("dmondrian")

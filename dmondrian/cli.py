@@ -668,15 +668,8 @@ def _has_module(name: str) -> bool:
 
 def _metrics_api():
     """``(report, verify)`` from the metrics modules, with a one-line error if absent."""
-    _require("dmondrian.metrics", "the metrics module")
-    import dmondrian
+    from dmondrian import report, verify
 
-    report = getattr(dmondrian, "report", None)
-    verify = getattr(dmondrian, "verify", None)
-    if not callable(report):
-        report = _require("dmondrian.reporting", "the metrics report").report
-    if not callable(verify):
-        verify = _require("dmondrian.verify", "the verifier").verify
     return report, verify
 
 

@@ -1121,7 +1121,7 @@ def privacy(table, quasi_identifiers, sensitive=None, *, class_column=None,
     if sensitive is None:
         return Privacy(_size_summary(table, quasi_identifiers, class_column).min_size)
     check_column(table, sensitive, "sensitive")
-    from .verify import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
+    from .verification import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
 
     frame, plan = class_statistics(table, keys, sensitive, t_distance)
     agg = (frame[SIZE].min(), frame[L_DISTINCT].min(), frame[L_ENTROPY].min(), frame[T].max())

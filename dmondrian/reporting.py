@@ -44,7 +44,7 @@ from .metrics import (
     run,
     size_distribution,
 )
-from .verify import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
+from .verification import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
 
 __all__ = ["Report", "report"]
 

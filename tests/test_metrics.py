@@ -26,7 +26,7 @@ from dmondrian.errors import (
     UnsupportedDtypeError,
 )
 from dmondrian.hierarchy import MISSING_LEAF, Hierarchy
-from dmondrian.verify import _equal_emd, _ordered_emd
+from dmondrian.verification import _equal_emd, _ordered_emd
 
 WC = {"Private": "*", "Self-emp": "*", "Federal-gov": "gov;*", "Local-gov": "gov;*"}
 EDU = ["HS", "BSc", "MSc", "PhD"]
