@@ -367,6 +367,49 @@ def _grow(a, cap):
 
 
 @njit(cache=True, parallel=True)
+def _split_level(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf, kinds, scales, cards,
+                 relaxed, min_size, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
+                 leaf_start):
+    """Split every node of one breadth-first level, in parallel; left sizes (0 = class)."""
+    m = fr_s.shape[0]
+    lefts = np.zeros(m, dtype=np.int64)
+    for i in prange(m):
+        lefts[i] = _split_node(bufs_keys, bufs_rows, go_left, fr_s[i], fr_e[i], depth, buf,
+                               kinds, scales, cards, relaxed, min_size, max_depth,
+                               h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start)
+    return lefts
+
+
+@njit(cache=True, parallel=True)
+def _run_subtrees(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf, kinds, scales, cards,
+                  relaxed, min_size, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
+                  leaf_start):
+    """Finish independent subtrees depth-first, one per thread at a time."""
+    for i in prange(fr_s.shape[0]):
+        _run_subtree(bufs_keys, bufs_rows, go_left, fr_s[i], fr_e[i], depth, buf, kinds,
+                     scales, cards, relaxed, min_size, max_depth, h_parent, h_lo, h_hi,
+                     h_leafnode, hoffs, loffs, leaf_start)
+
+
+@njit(cache=True)
+def _next_level(fr_s, fr_e, lefts):
+    n_split = 0
+    for i in range(lefts.shape[0]):
+        if lefts[i] > 0:
+            n_split += 1
+    nxt_s = np.empty(2 * n_split, dtype=np.int64)
+    nxt_e = np.empty(2 * n_split, dtype=np.int64)
+    q = 0
+    for i in range(lefts.shape[0]):
+        if lefts[i] > 0:
+            mid = fr_s[i] + lefts[i]
+            nxt_s[q], nxt_e[q] = fr_s[i], mid
+            nxt_s[q + 1], nxt_e[q + 1] = mid, fr_e[i]
+            q += 2
+    return nxt_s, nxt_e
+
+
+@njit(cache=True)
 def mondrian_partition(keys, kinds, scales, cards, relaxed, min_size, max_depth,
                        h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs):
     """Run Mondrian over a ``(d, n)`` key matrix.
@@ -411,33 +454,16 @@ def mondrian_partition(keys, kinds, scales, cards, relaxed, min_size, max_depth,
     fr_e = np.full(1, n, dtype=np.int64)
     depth = 0
     buf = 0
-    while fr_s.shape[0] < _PARALLEL_FRONTIER and fr_s.shape[0] > 0:
-        m = fr_s.shape[0]
-        lefts = np.zeros(m, dtype=np.int64)
-        for i in prange(m):
-            lefts[i] = _split_node(bufs_keys, bufs_rows, go_left, fr_s[i], fr_e[i], depth, buf,
-                                   kinds, scales, cards, relaxed, min_size, max_depth,
-                                   h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start)
-        n_split = 0
-        for i in range(m):
-            if lefts[i] > 0:
-                n_split += 1
-        nxt_s = np.empty(2 * n_split, dtype=np.int64)
-        nxt_e = np.empty(2 * n_split, dtype=np.int64)
-        q = 0
-        for i in range(m):
-            if lefts[i] > 0:
-                mid = fr_s[i] + lefts[i]
-                nxt_s[q], nxt_e[q] = fr_s[i], mid
-                nxt_s[q + 1], nxt_e[q + 1] = mid, fr_e[i]
-                q += 2
-        fr_s, fr_e = nxt_s, nxt_e
+    while 0 < fr_s.shape[0] < _PARALLEL_FRONTIER:
+        lefts = _split_level(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf, kinds,
+                             scales, cards, relaxed, min_size, max_depth, h_parent, h_lo, h_hi,
+                             h_leafnode, hoffs, loffs, leaf_start)
+        fr_s, fr_e = _next_level(fr_s, fr_e, lefts)
         depth += 1
         buf = 1 - buf
-    for i in prange(fr_s.shape[0]):
-        _run_subtree(bufs_keys, bufs_rows, go_left, fr_s[i], fr_e[i], depth, buf, kinds,
-                     scales, cards, relaxed, min_size, max_depth, h_parent, h_lo, h_hi,
-                     h_leafnode, hoffs, loffs, leaf_start)
+    _run_subtrees(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf, kinds, scales, cards,
+                  relaxed, min_size, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
+                  leaf_start)
     return bufs_rows[0].copy(), leaf_start, bufs_keys[0].copy()
 
 

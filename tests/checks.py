@@ -1,0 +1,99 @@
+"""Independent checks of a released table, shared by the engine tests.
+
+They read only the published columns and the original table, never the
+engine's bookkeeping, so a bug in the engine cannot hide itself.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dmondrian import parse_range, parse_set
+from dmondrian.hierarchy import MISSING_LEAF, Hierarchy
+from dmondrian.qi import MISSING_LABEL, detect_kind
+
+
+def class_sizes(released: pd.DataFrame, qis) -> pd.Series:
+    """Size of every group of rows sharing all published QI values."""
+    keys = [released[q].astype(str) for q in qis]
+    return released.groupby(keys, dropna=False, observed=True).size()
+
+
+def _missing(v) -> bool:
+    return v is None or (not isinstance(v, str) and pd.isna(v))
+
+
+def covers(label: str, original, kind: str, categories=None, hierarchy: Hierarchy | None = None):
+    """Whether a published label covers an original value."""
+    if kind == "numeric":
+        return parse_range(label).contains(None if _missing(original) else original)
+    if kind == "datetime":
+        value = None if _missing(original) else pd.Timestamp(original)
+        iv = parse_range(label, kind="datetime")
+        if value is not None and value.tzinfo is not None and iv.lo is not None:
+            return iv.lo <= value <= iv.hi
+        return iv.contains(value)
+    if kind == "ordinal":
+        iv = parse_range(label, kind="ordinal")
+        if _missing(original):
+            return iv.missing
+        if iv.lo is None:
+            return False
+        pos = {str(c): i for i, c in enumerate(categories)}
+        return pos[iv.lo] <= pos[str(original)] <= pos[iv.hi]
+    if kind == "nominal":
+        members = parse_set(label)
+        return (MISSING_LABEL if _missing(original) else str(original)) in members
+    if kind == "hierarchy":
+        leaf = MISSING_LEAF if _missing(original) else str(original)
+        return label == leaf or label in hierarchy.ancestors(leaf)
+    raise AssertionError(kind)
+
+
+def assert_valid_release(original: pd.DataFrame, released: pd.DataFrame, qis, k: int,
+                         hierarchies=None, class_column=None, generalization="range"):
+    """Every invariant a release must hold; raises AssertionError naming the broken one."""
+    hierarchies = hierarchies or {}
+    # rows in = rows out, same index and columns, non-QI columns untouched
+    assert len(released) == len(original)
+    assert released.index.equals(original.index)
+    expected_cols = list(original.columns) + ([class_column] if class_column else [])
+    assert list(released.columns) == expected_cols
+    for col in original.columns:
+        if col not in qis:
+            pd.testing.assert_series_equal(released[col], original[col])
+    # every class >= k, judged from the published values alone
+    sizes = class_sizes(released, qis)
+    assert sizes.min() >= k, f"a class of {sizes.min()} rows < k={k}"
+    if class_column:
+        per_class = released.groupby(class_column).size()
+        assert per_class.min() >= k
+        # all rows of a class publish the same values
+        for q in qis:
+            assert (released.groupby(class_column)[q].nunique(dropna=False) == 1).all(), q
+    # each row's published value covers its original value
+    if generalization == "range":
+        for q in qis:
+            kind = "hierarchy" if q in hierarchies else detect_kind(original[q])
+            cats = list(original[q].cat.categories) if kind == "ordinal" else None
+            h = hierarchies.get(q)
+            if h is not None and not isinstance(h, Hierarchy):
+                h = Hierarchy.coerce(h, name=q)
+            pairs = pd.DataFrame({"label": released[q].astype(str).to_numpy(),
+                                  "orig": original[q].astype(object).to_numpy()})
+            for label, orig in pairs.drop_duplicates().itertuples(index=False):
+                if h is not None and _missing(orig):
+                    h = h.with_missing_leaf()
+                assert covers(label, orig, kind, cats, h), (q, label, orig)
+    else:
+        for q in qis:
+            kind = detect_kind(original[q])
+            if kind not in ("numeric", "datetime") or not class_column:
+                continue
+            grouped = pd.DataFrame({"c": released[class_column], "o": original[q],
+                                    "p": released[q]}).groupby("c")
+            lo, hi, pub = grouped["o"].min(), grouped["o"].max(), grouped["p"].first()
+            present = pub.notna()
+            assert ((lo[present] <= pub[present]) & (pub[present] <= hi[present])).all(), q
+    return sizes
+
