@@ -57,9 +57,6 @@ def resolve_client(client=None, **cluster_options):
     if address:
         c = Client(address)
         return c, [c]
-    # Workers inherit this: numba's OpenMP layer corrupts the heap at exit when
-    # pyarrow is loaded, and the kernel calls are serialized per process anyway.
-    os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
     cluster = LocalCluster(**cluster_options)
     c = Client(cluster)
     return c, [c, cluster]

@@ -526,7 +526,7 @@ def _restore_dtypes(frame: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
 def _label_columns(top: TopPlan) -> list:
     opts = top.options
     numbers = (QIKind.NUMERIC, QIKind.DATETIME)
-    return [q for q, kind in zip(opts.qis, opts.kinds)
+    return [q for q, kind in zip(opts.qis, opts.kinds, strict=True)
             if opts.generalization == "range" or kind not in numbers]
 
 
@@ -534,7 +534,7 @@ def _anonymize_leaf(frame: pd.DataFrame, leaf_id: int, top: TopPlan) -> pd.DataF
     opts = top.options
     encoded = encode_table(frame, opts.qis, opts.hierarchies | {
         q: top.domain.hierarchies[j] for j, q in enumerate(opts.qis)
-        if top.domain.hierarchies[j] is not None}, dict(zip(opts.qis, opts.kinds)))
+        if top.domain.hierarchies[j] is not None}, dict(zip(opts.qis, opts.kinds, strict=True)))
     depth = -1 if opts.max_depth < 0 else max(0, opts.max_depth
                                                    - int(top.leaf_depths[leaf_id]))
     with _KERNEL_LOCK:
@@ -571,7 +571,7 @@ def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
     frame = frame.drop(columns=_INTERNAL[:3]).set_axis(top.columns, axis=1).set_axis(index, axis=0)
     frame = _restore_dtypes(frame, top)
     pieces = [_anonymize_leaf(frame.iloc[s:s + c], int(i), top)
-              for i, s, c in zip(ids, starts, counts)]
+              for i, s, c in zip(ids, starts, counts, strict=True)]
     out = pieces[0] if len(pieces) == 1 else pd.concat(pieces)
     return out.astype(meta.dtypes.to_dict())
 
@@ -579,7 +579,7 @@ def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
 def _output_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
     out = meta.copy()
     opts = top.options
-    for q, kind in zip(opts.qis, opts.kinds):
+    for q, kind in zip(opts.qis, opts.kinds, strict=True):
         if opts.generalization != "range" and kind == QIKind.NUMERIC:
             out[q] = out[q].astype(np.float64)
     for q in _label_columns(top):

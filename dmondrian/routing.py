@@ -96,7 +96,7 @@ def _map_codes(name, local_categories, index: pd.Index, missing_code):
     """Global code of each local category (local NA label last -> missing_code)."""
     codes = index.get_indexer(pd.Index(local_categories, dtype=object))
     if (codes < 0).any():
-        bad = [c for c, g in zip(local_categories, codes) if g < 0][0]
+        bad = [c for c, g in zip(local_categories, codes, strict=True) if g < 0][0]
         raise UnsupportedDtypeError(
             name, f"column {name!r} holds {bad!r}, which the global domain pass did not see; "
             "the input changed between passes (it must be deterministic)")
@@ -115,7 +115,7 @@ def encode_keys(df: pd.DataFrame, domain: GlobalDomain) -> np.ndarray:
     """
     n = len(df)
     keys = np.empty((domain.d, n), dtype=np.int64)
-    for j, (name, kind) in enumerate(zip(domain.names, domain.kinds)):
+    for j, (name, kind) in enumerate(zip(domain.names, domain.kinds, strict=True)):
         s = df[name]
         if kind in (QIKind.NUMERIC, QIKind.DATETIME):
             keys[j] = encode_qi(s, kind=kind).keys
