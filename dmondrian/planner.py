@@ -40,6 +40,9 @@ __all__ = ["Cut", "PlanNode", "PlanConfig", "region_spans", "find_cut", "choose_
 class Cut:
     """One cut: a row goes left when ``v <= t`` or (``v == eq`` and tie < ``frac``).
 
+    A row's tie number is :func:`dmondrian.routing.tie_unit` of its QI keys;
+    ``frac`` is a threshold on it (0 for strict cuts).
+
     ``v`` is the row's key of QI ``qi``, or ``ranks[key]`` for a nominal cut.
     ``n_left`` is the (estimated, or exact) number of rows going left.
     """
@@ -152,6 +155,26 @@ def _axis(summary: Summary, j: int, domain: GlobalDomain):
     return values[nz], counts[nz], None
 
 
+def _tie_threshold(summary: Summary, j: int, v: int, ranks, share: float) -> float:
+    """Tie number below which a row tied at ``v`` goes left, so ``share`` of them do.
+
+    A quantile of the tied sample rows' tie numbers rather than ``share``
+    itself: after an earlier cut at the same value, a region's tied rows all
+    have tie numbers in a sub-range, and a fixed fraction would move all or
+    none of them. On a complete sample the split is exact up to identical rows.
+    """
+    keys = summary.sample_keys
+    vals = keys[j] if ranks is None else ranks[keys[j]]
+    tied = vals == v
+    if share <= 0.0 or not tied.any():
+        return float(np.clip(share, 0.0, 1.0)) if not tied.any() else 0.0
+    u = tie_unit(keys[:, tied])
+    order = np.argsort(u, kind="stable")
+    cw = np.cumsum(summary.sample_w[tied][order])
+    m = int(np.searchsorted(cw, share * cw[-1] * (1 - 1e-12), side="left")) + 1
+    return float(u[order[m]]) if m < order.shape[0] else 1.0
+
+
 def find_cut(summary: Summary, j: int, domain: GlobalDomain, relaxed: bool,
              min_size: int) -> Cut | None:
     """The kernel's cut of QI ``j`` in a region, or None when no cut is allowed."""
@@ -174,7 +197,8 @@ def find_cut(summary: Summary, j: int, domain: GlobalDomain, relaxed: bool,
         r = int(np.searchsorted(cum, nl - 1, side="right"))
         need = nl - le(r)
         v = r if nominal else int(values[r])
-        return Cut(j, v - 1, v, float(min(1.0, need / (cum[r] - le(r)))), ranks, float(nl))
+        threshold = _tie_threshold(summary, j, v, ranks, need / (cum[r] - le(r)))
+        return Cut(j, v - 1, v, threshold, ranks, float(nl))
 
     r = int(np.searchsorted(cum, (n - 1) // 2, side="right"))
     med = int(values[r])
