@@ -599,7 +599,9 @@ def apply_plan(ddf, top: TopPlan):
     from dask import delayed
 
     spec = delayed(top, traverse=False, name=f"dmondrian-plan-{uuid.uuid4().hex}")
-    routed_meta = _attach_leaf(ddf._meta, top)
+    routed_meta = ddf._meta.set_axis(_internal_names(top), axis=1).assign(
+        __dm_index=ddf._meta.index, __dm_leaf=np.int64(0), __dm_pos=np.int64(0),
+        __dm_bin=np.int64(0))
     routed = ddf.map_partitions(_attach_leaf, spec, meta=routed_meta)
     n_bins = len(top.bins)
     shuffled = routed.set_index("__dm_bin", divisions=tuple(range(n_bins + 1)))

@@ -126,10 +126,10 @@ def _write_wide_dataset(path: Path, n_files: int, rows_per_file: int) -> int:
 
 
 def test_larger_than_memory_parquet_round_trip(tmp_path):
-    memory_limit = 700e6
+    memory_limit = 600e6
     src, dst = tmp_path / "in", tmp_path / "out"
     size = _write_wide_dataset(src, n_files=20, rows_per_file=30_000)
-    assert size > 2.5 * 2 * memory_limit  # several times the workers' total memory
+    assert size > 2 * 2 * memory_limit  # twice the workers' total memory limit
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       memory_limit=memory_limit, dashboard_address=":0") as cluster:
         with Client(cluster, set_as_default=False) as client:
