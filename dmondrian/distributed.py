@@ -87,7 +87,7 @@ from .constraints import KAnonymity
 from .domain import build_domain, domain_sketch, merge_domain
 from .errors import InfeasibleError, ParameterError
 from .local import encode_table, partition, publish
-from .planner import Cut, PlanConfig, PlanNode, plan_subtree
+from .planner import Cut, PlanConfig, PlanNode, plan_subtree, sizes_allowed
 from .qi import QIKind
 from .routing import (
     EXACT_KINDS,
@@ -175,17 +175,8 @@ def _check_options(ddf, quasi_identifiers, k, mode, generalization, max_depth, h
                     None if leaf_rows is None else int(leaf_rows))
 
 
-def default_leaf_rows(client, meta: pd.DataFrame, n_qis: int) -> int:
-    """Leaf size from worker memory: a leaf's local run must fit one thread's share.
-
-    The local engine holds the leaf, two key buffers, the sorted keys and the
-    published labels; a fifth of the per-thread memory leaves room for the
-    shuffle's buffers and pandas temporaries.
-    """
-    per_thread = worker_memory_per_thread(client) if client is not None else None
-    if per_thread is None:
-        per_thread = 2e9
-    row = 0
+def _row_bytes(meta: pd.DataFrame) -> float:
+    row = 0.0
     for dtype in meta.dtypes:
         if isinstance(dtype, pd.CategoricalDtype):
             row += 4
@@ -193,8 +184,34 @@ def default_leaf_rows(client, meta: pd.DataFrame, n_qis: int) -> int:
             row += dtype.itemsize
         else:
             row += 64
-    cost = 3 * row + 56 * n_qis
-    return int(min(4_000_000, max(10_000, 0.2 * per_thread / cost)))
+    return row
+
+
+def _measured_row_bytes(client, ddf) -> float | None:
+    """Bytes per row of the first partition in memory (one partition read)."""
+    from dask import delayed
+
+    def measure(part):
+        return float(part.memory_usage(deep=True).sum()), len(part)
+
+    total, rows = client.compute(delayed(measure)(ddf.to_delayed()[0])).result()
+    return total / rows if rows else None
+
+
+def default_leaf_rows(client, meta: pd.DataFrame, n_qis: int, row_bytes=None) -> int:
+    """Leaf size from worker memory: a leaf's local run must fit one thread's share.
+
+    An output partition holds its leaves' rows about twice (as received, and
+    reordered) plus the engine's key buffers and labels for the QIs; a tenth
+    of the per-thread memory leaves room for the shuffle's buffers and the
+    Parquet writer. Clipped to [1,000, 4,000,000] rows.
+    """
+    per_thread = worker_memory_per_thread(client) if client is not None else None
+    if per_thread is None:
+        per_thread = 2e9
+    row = row_bytes or _row_bytes(meta)
+    cost = 2 * row + 80 * n_qis
+    return int(min(4_000_000, max(1_000, 0.1 * per_thread / cost)))
 
 
 # -- step 1: the domain pass -------------------------------------------------------------------
@@ -357,7 +374,7 @@ def _keep_allowed_cuts(nodes, i, k) -> None:
         if nd.cut is None:
             continue
         nl, nr = _subtree_count(nodes, nd.left), _subtree_count(nodes, nd.right)
-        if K._allowed(int(nl), int(nr), k):
+        if sizes_allowed(nl, nr, k):
             stack.extend((nd.left, nd.right))
             continue
         nd.summary = Summary.merge([nodes[x].summary for x in _leaves(nodes, j)])
@@ -445,7 +462,8 @@ def plan(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="strict
 
 
 def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
-    leaf_rows = opts.leaf_rows or default_leaf_rows(client, ddf._meta, len(opts.qis))
+    leaf_rows = opts.leaf_rows or default_leaf_rows(client, ddf._meta, len(opts.qis),
+                                                    _measured_row_bytes(client, ddf))
     leaf_rows = max(leaf_rows, 2 * opts.k)
     cfg = PlanConfig(opts.k, opts.mode == "relaxed", leaf_rows, opts.max_depth)
     domain, root = _domain_pass(client, ddf, opts, progress,
@@ -531,10 +549,11 @@ def _label_columns(top: TopPlan) -> list:
 
 
 def _anonymize_leaf(frame: pd.DataFrame, leaf_id: int, top: TopPlan) -> pd.DataFrame:
+    """The local engine on one leaf's QI columns (plus the class column if asked)."""
     opts = top.options
-    encoded = encode_table(frame, opts.qis, opts.hierarchies | {
-        q: top.domain.hierarchies[j] for j, q in enumerate(opts.qis)
-        if top.domain.hierarchies[j] is not None}, dict(zip(opts.qis, opts.kinds, strict=True)))
+    trees = {q: top.domain.hierarchies[j] for j, q in enumerate(opts.qis)
+             if top.domain.hierarchies[j] is not None}
+    encoded = encode_table(frame, opts.qis, trees, dict(zip(opts.qis, opts.kinds, strict=True)))
     depth = -1 if opts.max_depth < 0 else max(0, opts.max_depth
                                                    - int(top.leaf_depths[leaf_id]))
     with _KERNEL_LOCK:
@@ -551,7 +570,11 @@ def _anonymize_leaf(frame: pd.DataFrame, leaf_id: int, top: TopPlan) -> pd.DataF
 
 def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
                    partition_info=None) -> pd.DataFrame:
-    """Run the local engine on every leaf of one output partition."""
+    """Run the local engine on every leaf of one output partition.
+
+    Only the QI columns go through the engine; the other columns (maybe wide)
+    are reordered once, by leaf then input position, and never copied again.
+    """
     b = partition_info["number"] if partition_info else None
     expected = top.bins[b] if b is not None else []
     leaf = df["__dm_leaf"].to_numpy(dtype=np.int64)
@@ -565,15 +588,22 @@ def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
             f"{top.leaf_counts[expected].tolist()} rows. Refusing to publish.")
     if len(df) == 0:
         return meta
-    frame = df.iloc[order]
-    index = pd.Index(frame["__dm_index"].to_numpy(), name=top.index_name,
-                     dtype=meta.index.dtype)
-    frame = frame.drop(columns=_INTERNAL[:3]).set_axis(top.columns, axis=1).set_axis(index, axis=0)
-    frame = _restore_dtypes(frame, top)
-    pieces = [_anonymize_leaf(frame.iloc[s:s + c], int(i), top)
+    opts = top.options
+    names = dict(zip(_internal_names(top), top.columns, strict=True))
+    frame = df.take(order).drop(columns=_INTERNAL[1:3]).rename(columns=names)
+    frame.index = pd.Index(frame.pop("__dm_index").to_numpy(), name=top.index_name)
+    qi_frame = _restore_dtypes(frame[opts.qis].copy(), top)
+    pieces = [_anonymize_leaf(qi_frame.iloc[s:s + c], int(i), top)
               for i, s, c in zip(ids, starts, counts, strict=True)]
-    out = pieces[0] if len(pieces) == 1 else pd.concat(pieces)
-    return out.astype(meta.dtypes.to_dict())
+    published = pieces[0] if len(pieces) == 1 else pd.concat(pieces)
+    for col in published.columns:
+        values = published[col]
+        if values.dtype != meta[col].dtype:
+            values = values.astype(meta[col].dtype)
+        frame[col] = values.array
+    frame = frame[list(meta.columns)]
+    mismatched = {c: t for c, t in meta.dtypes.items() if frame[c].dtype != t}
+    return frame.astype(mismatched) if mismatched else frame
 
 
 def _output_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
@@ -589,8 +619,11 @@ def _output_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
     return out
 
 
-def apply_plan(ddf, top: TopPlan):
+def apply_plan(ddf, top: TopPlan, shuffle_method=None):
     """Build the lazy shuffle-and-anonymize graph for a plan (steps 3-4).
+
+    ``shuffle_method`` goes to ``set_index``; None lets dask choose when the
+    graph is computed (p2p with a default distributed client, else on disk).
 
     Returns
     -------
@@ -604,7 +637,8 @@ def apply_plan(ddf, top: TopPlan):
         __dm_bin=np.int64(0))
     routed = ddf.map_partitions(_attach_leaf, spec, meta=routed_meta)
     n_bins = len(top.bins)
-    shuffled = routed.set_index("__dm_bin", divisions=tuple(range(n_bins + 1)))
+    shuffled = routed.set_index("__dm_bin", divisions=tuple(range(n_bins + 1)),
+                                shuffle_method=shuffle_method)
     meta = _output_meta(ddf._meta, top)
     return shuffled.map_partitions(_anonymize_bin, spec, meta, meta=meta,
                                    clear_divisions=True)
@@ -615,7 +649,7 @@ def apply_plan(ddf, top: TopPlan):
 
 def anonymize(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="strict",
               generalization="range", max_depth=None, hierarchies=None, class_column=None,
-              qi_kinds=None, progress=None):
+              qi_kinds=None, progress=None, shuffle_method=None):
     """k-anonymize a dask DataFrame with Mondrian; returns a lazy dask DataFrame.
 
     Parameters
@@ -633,6 +667,10 @@ def anonymize(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="s
     progress : bool, optional
         Show a progress bar per pass; default: when a terminal or notebook is
         attached.
+    shuffle_method : str, optional
+        How the rows move to their leaves ("p2p", "tasks", "disk"). Default:
+        "p2p" when ``client`` is given (compute the result with that client),
+        else dask's choice at compute time.
 
     Returns
     -------
@@ -660,7 +698,19 @@ def anonymize(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="s
     top = plan(ddf, quasi_identifiers, k, leaf_rows=leaf_rows, client=client, mode=mode,
                max_depth=max_depth, hierarchies=hierarchies, qi_kinds=qi_kinds,
                class_column=class_column, generalization=generalization, progress=progress)
-    return apply_plan(ddf, top)
+    if shuffle_method is None and client is not None:
+        shuffle_method = _distributed_shuffle()
+    return apply_plan(ddf, top, shuffle_method)
+
+
+def _distributed_shuffle() -> str:
+    """p2p when the workers can run it (it needs pyarrow), else the task shuffle."""
+    try:
+        import distributed.shuffle  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError:  # pragma: no cover - both are dependencies
+        return "tasks"
+    return "p2p"
 
 
 def _anonymize_and_write(ddf, quasi_identifiers, k, write, *, client, progress, label,
@@ -668,7 +718,7 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, write, *, client, progress, 
     c, owned = resolve_client(client)
     try:
         top = plan(ddf, quasi_identifiers, k, client=c, progress=progress, **options)
-        run(c, write(apply_plan(ddf, top)), progress, label)
+        run(c, write(apply_plan(ddf, top, _distributed_shuffle())), progress, label)
         return top
     finally:
         release(owned)

@@ -19,7 +19,7 @@ import pandas as pd
 from . import _kernel as K
 from .errors import UnsupportedDtypeError
 from .hierarchy import MISSING_LEAF
-from .qi import QIKind, _factorize, encode_qi
+from .qi import QIKind, _factorize, decode_float_keys, encode_qi
 from .routing import EXACT_KINDS, GlobalDomain, encode_keys, row_priority
 from .sketch import Summary
 
@@ -141,7 +141,8 @@ def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict
             kernel_kinds[j] = probe.kernel_kind
             if lo[j] != K.MISSING_KEY:
                 if probe.kernel_kind == K.KIND_FLOAT:
-                    scales[j] = float(K.decode_float_key(hi[j]) - K.decode_float_key(lo[j]))
+                    b, a = decode_float_keys(np.array([hi[j], lo[j]]))
+                    scales[j] = float(b - a)
                 else:
                     scales[j] = float(hi[j]) - float(lo[j])
             continue

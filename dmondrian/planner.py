@@ -8,7 +8,7 @@ region's :class:`~dmondrian.sketch.Summary` instead of its rows:
   lowest common ancestor for hierarchies; 1 for a present/missing mix);
 * :func:`find_cut` is :func:`dmondrian._kernel._find_cut` on a weighted
   histogram: strict cuts at the median (``<= median`` or ``< median``,
-  whichever is allowed and more balanced, by :func:`dmondrian._kernel._choose`),
+  whichever is allowed and more balanced, as :func:`dmondrian._kernel._choose`),
   relaxed cuts at position ``n // 2`` with the median's ties split; nominal QIs
   in frequency order, hierarchy QIs at a child boundary of the LCA;
 * :func:`choose_cut` tries the QIs from the widest span down, like
@@ -28,12 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _kernel as K
-from .qi import QIKind
+from .qi import QIKind, decode_float_keys
 from .routing import EXACT_KINDS, GlobalDomain, slot_keys, tie_unit
 from .sketch import Summary
 
 __all__ = ["Cut", "PlanNode", "PlanConfig", "region_spans", "find_cut", "choose_cut",
-           "goes_left", "plan_subtree"]
+           "goes_left", "plan_subtree", "sizes_allowed"]
 
 
 @dataclass
@@ -106,11 +106,26 @@ def region_spans(summary: Summary, domain: GlobalDomain) -> np.ndarray:
         elif kind == QIKind.ORDINAL:
             spans[j] = (hi - lo) / scale
         elif domain.kernel_kinds[j] == K.KIND_FLOAT:
-            spans[j] = (float(K.decode_float_key(np.int64(hi)))
-                        - float(K.decode_float_key(np.int64(lo)))) / scale
+            b, a = decode_float_keys(np.array([hi, lo]))
+            spans[j] = (float(b) - float(a)) / scale
         else:
             spans[j] = (float(hi) - float(lo)) / scale
     return spans
+
+
+def sizes_allowed(n_left: float, n_right: float, min_size: int) -> bool:
+    """The k-anonymity rule of the kernel's split check: both sides keep ``min_size`` rows."""
+    return n_left >= min_size and n_right >= min_size
+
+
+def _choose_sizes(n: int, l1: int, l2: int, min_size: int) -> int:
+    """``_kernel._choose`` on sizes: the allowed cut (1: ``< median``, 2: ``<= median``)
+    nearest the middle, 2 on a tie, 0 if neither is allowed."""
+    ok2 = sizes_allowed(l2, n - l2, min_size)
+    ok1 = l1 != l2 and sizes_allowed(l1, n - l1, min_size)
+    if ok1 and ok2:
+        return 1 if abs(2 * l1 - n) < abs(2 * l2 - n) else 2
+    return 2 if ok2 else (1 if ok1 else 0)
 
 
 def _axis(summary: Summary, j: int, domain: GlobalDomain):
@@ -192,7 +207,7 @@ def find_cut(summary: Summary, j: int, domain: GlobalDomain, relaxed: bool,
 
     if relaxed:
         nl = n // 2
-        if not K._allowed(nl, n - nl, min_size):
+        if not sizes_allowed(nl, n - nl, min_size):
             return None
         r = int(np.searchsorted(cum, nl - 1, side="right"))
         need = nl - le(r)
@@ -219,7 +234,7 @@ def find_cut(summary: Summary, j: int, domain: GlobalDomain, relaxed: bool,
     else:
         t1, t2, l1, l2 = med - 1, med, le(r), float(cum[r])
     l1i, l2i = int(round(l1)), int(round(l2))
-    which = K._choose(n, l1i, l2i, min_size)
+    which = _choose_sizes(n, l1i, l2i, min_size)
     if which == 1:
         return Cut(j, t1, t1, 0.0, ranks, float(l1i))
     if which == 2:

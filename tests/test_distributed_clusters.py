@@ -126,9 +126,11 @@ def _write_wide_dataset(path: Path, n_files: int, rows_per_file: int) -> int:
 
 
 def test_larger_than_memory_parquet_round_trip(tmp_path):
-    memory_limit = 600e6
+    # A worker process holds ~300 MB once dask, pandas, pyarrow and numba are
+    # loaded; 700 MB leaves it ~250 MB for data before dask pauses it.
+    memory_limit, n_files, rows_per_file = 700e6, 90, 8_000
     src, dst = tmp_path / "in", tmp_path / "out"
-    size = _write_wide_dataset(src, n_files=20, rows_per_file=30_000)
+    size = _write_wide_dataset(src, n_files=n_files, rows_per_file=rows_per_file)
     assert size > 2 * 2 * memory_limit  # twice the workers' total memory limit
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       memory_limit=memory_limit, dashboard_address=":0") as cluster:
@@ -138,7 +140,7 @@ def test_larger_than_memory_parquet_round_trip(tmp_path):
                                          class_column="cls")
             assert len(client.scheduler_info()["workers"]) == 2
     counts = pq.read_table(dst, columns=["cls"]).column("cls").to_numpy()
-    assert counts.size == 20 * 30_000 == top.leaf_counts.sum()
+    assert counts.size == n_files * rows_per_file == top.leaf_counts.sum()
     assert np.unique(counts, return_counts=True)[1].min() >= 20
     assert top.leaf_counts.max() <= top.leaf_rows
 
