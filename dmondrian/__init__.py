@@ -9,7 +9,13 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from . import errors
-from .constraints import KAnonymity
+from .constraints import (
+    DistinctLDiversity,
+    EntropyLDiversity,
+    KAnonymity,
+    RecursiveCLDiversity,
+    TCloseness,
+)
 from .estimator import MondrianAnonymizer
 from .hierarchy import Hierarchy
 from .publish import Interval, parse_range, parse_set
@@ -25,6 +31,10 @@ __all__ = [
     "Hierarchy",
     "Interval",
     "KAnonymity",
+    "DistinctLDiversity",
+    "EntropyLDiversity",
+    "RecursiveCLDiversity",
+    "TCloseness",
     "MondrianAnonymizer",
     "parse_range",
     "parse_set",

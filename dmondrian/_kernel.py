@@ -12,7 +12,9 @@ How it stays fast
   split writes the two children, left then right, into the *other* of two
   buffers (a kd-tree build), so every pass is sequential and a subtree that
   fits in cache is finished in cache.
-* The median comes from ``np.partition`` (introselect, O(n)), never a sort.
+* The median comes from a histogram select over the node's known key range
+  (:func:`_select`), never a sort; a split also measures both children's
+  bounds while moving their rows, so spans cost no extra pass.
 * A node's position range never changes once it exists, so independent
   subtrees are processed in parallel (``prange``) and the result does not
   depend on thread scheduling: class ids come from a prefix sum over
@@ -34,11 +36,20 @@ KIND_HIERARCHY = 4  # DFS leaf codes of a generalization tree
 
 MISSING_KEY = np.iinfo(np.int64).max
 _FLIP = np.int64(0x7FFFFFFFFFFFFFFF)
+_FLOAT_MAX = np.finfo(np.float64).max
+_TINY = 5e-324
+_INT_MIN = np.iinfo(np.int64).min
+# Buckets of the histogram median select: 16 KiB of counters stay in L1.
+_BUCKETS = 2048
+# Segments up to this size are selected by copying into a scratch buffer.
+_SMALL = 1024
 
 # How many nodes the breadth-first top phase makes before handing whole
 # subtrees to threads: enough that two cores stay busy when subtrees differ in
 # size, few enough that the top phase's per-level overhead stays negligible.
 _PARALLEL_FRONTIER = 64
+# Below this many rows the whole tree is built on one thread.
+_PARALLEL_MIN_ROWS = 200_000
 
 
 @intrinsic
@@ -54,7 +65,7 @@ def _bitcast_float(typingctx, x):
 
 
 @njit(cache=True, inline="always")
-def decode_float_key(key):
+def _decode_float_key(key):
     """Inverse of :func:`dmondrian.qi.float_keys` for one key."""
     if key < 0:
         key = key ^ _FLIP
@@ -64,7 +75,7 @@ def decode_float_key(key):
 @njit(cache=True, inline="always")
 def _key_value(key, kind):
     if kind == KIND_FLOAT:
-        return decode_float_key(key)
+        return _decode_float_key(key)
     return np.float64(key)
 
 
@@ -76,21 +87,130 @@ def _hier_lca(lo, hi, off, h_parent, h_lo, h_hi, h_leafnode, loff):
     return node
 
 
-@njit(cache=True)
-def _allowed(n_left, n_right, min_size):
-    # The one place that decides whether a cut may happen. Constraints beyond
-    # k plug in here (they receive the children's sizes and, later, their
-    # sensitive-value histograms).
-    return n_left >= min_size and n_right >= min_size
+# The privacy constraint reaches the kernel as ``priv = (ip, fp, q)``:
+#   ip (int64):   [0] k (min class size), [1] key-matrix row of the sensitive
+#                 codes (-1: no sensitive constraint), [2] number of sensitive
+#                 codes, [3] distinct l (0: off), [4] recursive (c, l)'s l
+#                 (0: off), [5] 1 if t-closeness uses the ordered distance
+#   fp (float64): [0] log(l) for entropy l-diversity (-1: off), [1] recursive
+#                 c, [2] t for t-closeness (-1: off)
+#   q (float64):  the whole table's sensitive distribution (t-closeness)
+P_K, P_SENS_ROW, P_N_SENS, P_L_DISTINCT, P_RC_L, P_T_ORDERED = 0, 1, 2, 3, 4, 5
+P_LOG_L, P_RC_C, P_T = 0, 1, 2
 
 
 @njit(cache=True)
-def _node_span(keys, j, s, e, kind, scale, card, h_parent, h_lo, h_hi, h_leafnode, hoff, loff):
-    """Normalized span of QI ``j`` over rows ``[s, e)``: the NCP its range would cost."""
+def _hist_ok(h, m, ip, fp, q):
+    """Whether a class of ``m`` rows with sensitive histogram ``h`` passes."""
+    if ip[P_L_DISTINCT] > 0:
+        distinct = 0
+        for c in range(h.shape[0]):
+            distinct += h[c] > 0
+        if distinct < ip[P_L_DISTINCT]:
+            return False
+    if fp[P_LOG_L] >= 0.0:
+        entropy = 0.0
+        for c in range(h.shape[0]):
+            if h[c] > 0:
+                p = h[c] / m
+                entropy -= p * np.log(p)
+        if entropy < fp[P_LOG_L] - 1e-12:
+            return False
+    if ip[P_RC_L] > 0:
+        r = np.sort(h)[::-1]
+        ell = ip[P_RC_L]
+        if r.shape[0] < ell or r[ell - 1] == 0:
+            return False
+        tail = 0
+        for c in range(ell - 1, r.shape[0]):
+            tail += r[c]
+        if not r[0] < fp[P_RC_C] * tail:
+            return False
+    if fp[P_T] >= 0.0:
+        # Earth Mover's Distance to the whole table (Li, Li & Venkatasubramanian
+        # 2007): ordered distance for ordered values, equal distance otherwise.
+        emd = 0.0
+        S = h.shape[0]
+        if ip[P_T_ORDERED] == 1:
+            acc = 0.0
+            for c in range(S):
+                acc += h[c] / m - q[c]
+                emd += abs(acc)
+            emd = emd / (S - 1) if S > 1 else 0.0
+        else:
+            for c in range(S):
+                emd += abs(h[c] / m - q[c])
+            emd *= 0.5
+        if emd > fp[P_T] + 1e-12:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv):
+    """The one place that decides whether a cut may happen.
+
+    Both children must hold at least k rows and, when a sensitive constraint
+    is on, satisfy it; their histograms are counted with the very rule
+    :func:`_partition` uses to move rows, so what is checked is what is made.
+    """
+    ip, fp, q = priv
+    n = e - s
+    if n_left <= 0 or n_left >= n or n_left < ip[P_K] or n - n_left < ip[P_K]:
+        return False
+    srow = ip[P_SENS_ROW]
+    if srow < 0:
+        return True
+    S = ip[P_N_SENS]
+    left = np.zeros(S, dtype=np.int64)
+    total = np.zeros(S, dtype=np.int64)
+    row = keys[j]
+    sens = keys[srow]
+    use_rank = rank.shape[0] > 0
+    taken = 0
+    for i in range(s, e):
+        v = row[i]
+        if use_rank:
+            v = rank[v]
+        c = sens[i]
+        total[c] += 1
+        go = v <= t
+        if not go and v == eq_value and taken < need_eq:
+            go = True
+            taken += 1
+        if go:
+            left[c] += 1
+    return _hist_ok(left, n_left, ip, fp, q) and _hist_ok(total - left, n - n_left, ip, fp, q)
+
+
+@njit(cache=True)
+def _segment_stats(row, s, e):
+    """(lowest present key, highest present key, number of missing) of a segment."""
+    lo = MISSING_KEY
+    hi = _INT_MIN
+    miss = 0
+    for i in range(s, e):
+        v = row[i]
+        is_missing = v == MISSING_KEY
+        miss += is_missing
+        lo = min(lo, v)  # MISSING_KEY is the largest key: it never lowers lo
+        hi = max(hi, _INT_MIN if is_missing else v)
+    return lo, hi, miss
+
+
+@njit(cache=True)
+def _node_span(keys, j, s, e, lo, hi, miss, kind, scale, card,
+               h_parent, h_lo, h_hi, h_leafnode, hoff, loff):
+    """Normalized span of QI ``j`` over rows ``[s, e)``: the NCP its range would cost.
+
+    ``lo``, ``hi`` and ``miss`` are the node's bounds of the QI (present
+    values) and its number of missing values, maintained by the parent's
+    split so no pass over the rows is needed except for nominal QIs.
+    """
     if scale <= 0.0:
         return 0.0
-    row = keys[j]
     if kind == KIND_NOMINAL:
+        row = keys[j]
         seen = np.zeros(card, dtype=np.bool_)
         distinct = 0
         for i in range(s, e):
@@ -99,38 +219,125 @@ def _node_span(keys, j, s, e, kind, scale, card, h_parent, h_lo, h_hi, h_leafnod
                 seen[c] = True
                 distinct += 1
         return (distinct - 1) / scale
-    lo = MISSING_KEY
-    hi = np.int64(-1) if kind != KIND_INT and kind != KIND_FLOAT else np.iinfo(np.int64).min
-    missing = False
-    for i in range(s, e):
-        v = row[i]
-        if v == MISSING_KEY:
-            missing = True
-            continue
-        if v < lo:
-            lo = v
-        if v > hi:
-            hi = v
     if lo == MISSING_KEY:  # only missing values: nothing to cut
         return 0.0
-    if missing:
+    if miss > 0:
         # A class mixing missing and present values publishes "range or
         # missing", which tells an analyst nothing: it costs the full penalty.
         return 1.0
+    if lo == hi:
+        return 0.0
     if kind == KIND_HIERARCHY:
         node = _hier_lca(lo, hi, hoff, h_parent, h_lo, h_hi, h_leafnode, loff)
         return (h_hi[hoff + node] - h_lo[hoff + node]) / scale
     if kind == KIND_ORDINAL:
         return (hi - lo) / scale
-    return (_key_value(hi, kind) - _key_value(lo, kind)) / scale
+    diff = _key_value(hi, kind) - _key_value(lo, kind)
+    if diff > _FLOAT_MAX:  # the range of two huge floats overflows
+        diff = _FLOAT_MAX
+    span = diff / scale
+    # A node with two distinct values must stay cuttable even when its share
+    # of a huge global range underflows to zero.
+    return span if span > 0.0 else _TINY
+
+
+@njit(cache=True)
+def _quickselect(a, kth):
+    """The ``kth`` smallest element of ``a``, reordering ``a`` in place (Hoare)."""
+    lo = 0
+    hi = a.shape[0] - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        # Median of three: sorted input stays O(n).
+        if a[mid] < a[lo]:
+            a[mid], a[lo] = a[lo], a[mid]
+        if a[hi] < a[lo]:
+            a[hi], a[lo] = a[lo], a[hi]
+        if a[hi] < a[mid]:
+            a[hi], a[mid] = a[mid], a[hi]
+        pivot = a[mid]
+        i = lo
+        j = hi
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while a[j] > pivot:
+                j -= 1
+            if i <= j:
+                a[i], a[j] = a[j], a[i]
+                i += 1
+                j -= 1
+        if kth <= j:
+            hi = j
+        elif kth >= i:
+            lo = i
+        else:
+            return a[kth]
+    return a[kth]
+
+
+@njit(cache=True)
+def _select(row, s, e, lo, hi, kth, scratch):
+    """The ``kth`` smallest present key of a segment, without reordering it.
+
+    Returns ``(value, n_less, n_equal)``. Present keys lie in ``[lo, hi]``.
+    Small segments are copied into ``scratch`` and quickselected. Large ones histogram the keys
+    into 2048 buckets of the known range (one read-only pass), then select
+    inside the one bucket holding rank ``kth``: two streaming passes instead
+    of a copy, a select and two counting passes, and the counts come free.
+    """
+    n = e - s
+    if n <= _SMALL:
+        buf = scratch[:n]
+        for i in range(n):
+            buf[i] = row[s + i]
+        value = _quickselect(buf, kth)
+        less = 0
+        equal = 0
+        for i in range(n):
+            less += buf[i] < value
+            equal += buf[i] == value
+        return value, less, equal
+    span = np.uint64(hi) - np.uint64(lo)  # wraps correctly: the true range is < 2**64
+    shift = 0
+    while (span >> np.uint64(shift)) >= np.uint64(_BUCKETS):
+        shift += 1
+    ushift = np.uint64(shift)
+    ulo = np.uint64(lo)
+    counts = np.zeros(_BUCKETS, dtype=np.int64)
+    for i in range(s, e):
+        v = row[i]
+        if v != MISSING_KEY:
+            counts[(np.uint64(v) - ulo) >> ushift] += 1
+    below = 0
+    b = 0
+    while below + counts[b] <= kth:
+        below += counts[b]
+        b += 1
+    if shift == 0:  # one key per bucket: the histogram is exact
+        return np.int64(ulo + np.uint64(b)), below, counts[b]
+    inside = np.empty(counts[b], dtype=np.int64)
+    q = 0
+    ub = np.uint64(b)
+    for i in range(s, e):
+        v = row[i]
+        if v != MISSING_KEY and ((np.uint64(v) - ulo) >> ushift) == ub:
+            inside[q] = v
+            q += 1
+    value = np.partition(inside, kth - below)[kth - below]
+    less = below
+    equal = 0
+    for i in range(q):
+        less += inside[i] < value
+        equal += inside[i] == value
+    return value, less, equal
 
 
 @njit(cache=True)
 def _count_le(row, s, e, t):
     c = 0
     for i in range(s, e):
-        if row[i] <= t:
-            c += 1
+        c += row[i] <= t
     return c
 
 
@@ -165,10 +372,14 @@ def _rank_at(cum, pos):
 
 
 @njit(cache=True)
-def _choose(n, l1, l2, min_size):
-    """Pick the allowed cut (left sizes l1 < l2) nearest the middle; -1 if none."""
-    ok1 = l1 > 0 and _allowed(l1, n - l1, min_size)
-    ok2 = l2 < n and _allowed(l2, n - l2, min_size)
+def _choose(keys, j, s, e, l1, t1, l2, t2, rank, priv):
+    """Pick the allowed cut nearest the middle among ``<= t1`` and ``<= t2``.
+
+    Returns 1, 2, or 0 when neither is allowed.
+    """
+    n = e - s
+    ok2 = _cut_ok(keys, j, s, e, l2, t2, -1, 0, rank, priv)
+    ok1 = l1 != l2 and _cut_ok(keys, j, s, e, l1, t1, -1, 0, rank, priv)
     if ok1 and ok2:
         # Classic Mondrian cuts at "<= median" (l2); "< median" wins only when
         # ties make it strictly more balanced.
@@ -183,8 +394,8 @@ def _choose(n, l1, l2, min_size):
 
 
 @njit(cache=True)
-def _find_cut(keys, j, s, e, kind, card, relaxed, min_size,
-              h_parent, h_lo, h_hi, h_leafnode, hoff, loff):
+def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, priv,
+              h_parent, h_lo, h_hi, h_leafnode, hoff, loff, scratch):
     """Find an allowed cut of QI ``j``.
 
     Returns ``(n_left, t, eq_value, need_eq, rank)``: a row goes left when its
@@ -193,61 +404,62 @@ def _find_cut(keys, j, s, e, kind, card, relaxed, min_size,
     """
     n = e - s
     row = keys[j]
-    no_rank = np.empty(0, dtype=np.int64)
+    no_rank = scratch[:0]
     if kind == KIND_NOMINAL:
         rank, cum = _nominal_ranks(row, s, e, card)
         if relaxed:
             nl = n // 2
-            if not _allowed(nl, n - nl, min_size):
-                return 0, 0, 0, 0, rank
             r = _rank_at(cum, nl - 1)
             below = cum[r - 1] if r > 0 else 0
+            if not _cut_ok(keys, j, s, e, nl, r - 1, r, nl - below, rank, priv):
+                return 0, 0, 0, 0, rank
             return nl, r - 1, r, nl - below, rank
         r = _rank_at(cum, (n - 1) // 2)
         l1 = cum[r - 1] if r > 0 else 0
         l2 = cum[r]
-        which = _choose(n, l1, l2, min_size)
+        which = _choose(keys, j, s, e, l1, r - 1, l2, r, rank, priv)
         if which == 1:
             return l1, r - 1, -1, 0, rank
         if which == 2:
             return l2, r, -1, 0, rank
         return 0, 0, 0, 0, rank
 
+    present = n - miss
     if relaxed:
         nl = n // 2
-        if not _allowed(nl, n - nl, min_size):
+        if nl < priv[0][P_K] or n - nl < priv[0][P_K]:
             return 0, 0, 0, 0, no_rank
-        med = np.partition(row[s:e], nl - 1)[nl - 1]
-        below = _count_le(row, s, e, med - 1)
-        return nl, med - 1, med, nl - below, no_rank
+        if nl - 1 >= present:  # the left half reaches into the missing rows
+            t, eq_value, need_eq = MISSING_KEY - 1, MISSING_KEY, nl - present
+        else:
+            med, less, _ = _select(row, s, e, lo, hi, nl - 1, scratch)
+            t, eq_value, need_eq = med - 1, med, nl - less
+        if not _cut_ok(keys, j, s, e, nl, t, eq_value, need_eq, no_rank, priv):
+            return 0, 0, 0, 0, no_rank
+        return nl, t, eq_value, need_eq, no_rank
 
     m = (n - 1) // 2
-    med = np.partition(row[s:e], m)[m]
+    if m >= present:
+        # The median row is missing: the only cut is present | missing.
+        if _cut_ok(keys, j, s, e, present, MISSING_KEY - 1, -1, 0, no_rank, priv):
+            return present, MISSING_KEY - 1, -1, 0, no_rank
+        return 0, 0, 0, 0, no_rank
+    med, less, equal = _select(row, s, e, lo, hi, m, scratch)
     if kind == KIND_HIERARCHY:
-        lo = MISSING_KEY
-        hi = np.int64(-1)
-        for i in range(s, e):
-            v = row[i]
-            if v < lo:
-                lo = v
-            if v > hi:
-                hi = v
         lca = _hier_lca(lo, hi, hoff, h_parent, h_lo, h_hi, h_leafnode, loff)
         child = h_leafnode[loff + med]
         while h_parent[hoff + child] != lca:
             child = h_parent[hoff + child]
         t1 = h_lo[hoff + child] - 1
         t2 = h_hi[hoff + child]
-    elif med == MISSING_KEY:
-        # The median row is missing: the only cut is present | missing.
-        t1 = MISSING_KEY - 1
-        t2 = MISSING_KEY - 1
+        l1 = _count_le(row, s, e, t1)
+        l2 = _count_le(row, s, e, t2)
     else:
-        t1 = med - 1 if med > np.iinfo(np.int64).min else med
+        t1 = med - 1
         t2 = med
-    l1 = _count_le(row, s, e, t1)
-    l2 = _count_le(row, s, e, t2)
-    which = _choose(n, l1, l2, min_size)
+        l1 = less
+        l2 = less + equal
+    which = _choose(keys, j, s, e, l1, t1, l2, t2, no_rank, priv)
     if which == 1:
         return l1, t1, -1, 0, no_rank
     if which == 2:
@@ -257,7 +469,12 @@ def _find_cut(keys, j, s, e, kind, card, relaxed, min_size,
 
 @njit(cache=True)
 def _partition(src_keys, src_rows, dst_keys, dst_rows, go_left, j, s, e, n_left,
-               t, eq_value, need_eq, rank):
+               t, eq_value, need_eq, rank, child_lo, child_hi, child_miss):
+    """Move the rows of ``[s, e)`` to the other buffer, left child first.
+
+    While moving, it measures each child's bounds and missing count of every
+    QI (``child_*[side, q]``), so the children never rescan for their spans.
+    """
     row = src_keys[j]
     use_rank = rank.shape[0] > 0
     taken = 0
@@ -265,57 +482,77 @@ def _partition(src_keys, src_rows, dst_keys, dst_rows, go_left, j, s, e, n_left,
         v = row[i]
         if use_rank:
             v = rank[v]
-        if v <= t:
-            go_left[i] = True
-        elif v == eq_value and taken < need_eq:
-            go_left[i] = True
+        left = v <= t
+        if not left and v == eq_value and taken < need_eq:
+            left = True
             taken += 1
-        else:
-            go_left[i] = False
+        go_left[i] = left
     d = src_keys.shape[0]
-    for q in range(d + 1):
-        src = src_rows if q == d else src_keys[q]
-        dst = dst_rows if q == d else dst_keys[q]
+    for q in range(d):
+        src = src_keys[q]
+        dst = dst_keys[q]
         li = s
         ri = s + n_left
         for i in range(s, e):
-            if go_left[i]:
-                dst[li] = src[i]
-                li += 1
-            else:
-                dst[ri] = src[i]
-                ri += 1
+            # Branch-free: the side is data-dependent and would mispredict.
+            g = go_left[i]
+            dst[ri + g * (li - ri)] = src[i]
+            li += g
+            ri += 1 - g
+        # Contiguous min/max passes vectorize; tracking both sides inside the
+        # scatter loop would branch on the side again.
+        child_lo[0, q], child_hi[0, q], child_miss[0, q] = _segment_stats(dst, s, s + n_left)
+        child_lo[1, q], child_hi[1, q], child_miss[1, q] = _segment_stats(dst, s + n_left, e)
+    li = s
+    ri = s + n_left
+    for i in range(s, e):
+        g = go_left[i]
+        dst_rows[ri + g * (li - ri)] = src_rows[i]
+        li += g
+        ri += 1 - g
 
 
 @njit(cache=True)
-def _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, kinds, scales, cards,
-                relaxed, min_size, max_depth, h_parent, h_lo, h_hi, h_leafnode,
-                hoffs, loffs, leaf_start):
+def _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, lo, hi, miss,
+                child_lo, child_hi, child_miss, kinds, scales, cards, relaxed, priv,
+                max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start,
+                spans_buf, scratch):
     """Split node ``[s, e)`` living in buffer ``buf``; return the left size or 0.
 
-    A node that is not split becomes a class: its data is brought to buffer 0
-    (where the class statistics are read) and its first position is flagged.
+    ``spans_buf`` (d floats) and ``scratch`` (``_SMALL`` ints) are the
+    caller's reusable work space. ``lo``, ``hi``, ``miss`` are the node's
+    per-QI bounds; on a split the children's are written to ``child_*``
+    (row 0 left, row 1 right). A node
+    that is not split becomes a class: its data is brought to buffer 0 (where
+    the class statistics are read) and its first position is flagged.
     """
     n = e - s
     src_keys = bufs_keys[buf]
-    if n >= 2 * min_size and (max_depth < 0 or depth < max_depth):
-        d = src_keys.shape[0]
-        spans = np.empty(d, dtype=np.float64)
+    if n >= 2 * priv[0][P_K] and (max_depth < 0 or depth < max_depth):
+        # A sensitive column rides along as the last key row; it is never cut.
+        d = src_keys.shape[0] if priv[0][P_SENS_ROW] < 0 else priv[0][P_SENS_ROW]
+        spans = spans_buf
         for j in range(d):
-            spans[j] = _node_span(src_keys, j, s, e, kinds[j], scales[j], cards[j],
-                                  h_parent, h_lo, h_hi, h_leafnode, hoffs[j], loffs[j])
+            spans[j] = _node_span(src_keys, j, s, e, lo[j], hi[j], miss[j], kinds[j],
+                                  scales[j], cards[j], h_parent, h_lo, h_hi, h_leafnode,
+                                  hoffs[j], loffs[j])
         # Widest normalized span first; ties by QI order, for determinism.
-        order = np.argsort(-spans, kind="mergesort")
-        for oi in range(d):
-            j = order[oi]
+        # (d is small: picking the maximum each time beats sorting.)
+        for _ in range(d):
+            j = 0
+            for q in range(1, d):
+                if spans[q] > spans[j]:
+                    j = q
             if spans[j] <= 0.0:
                 break
+            spans[j] = -1.0
             n_left, t, eq_value, need_eq, rank = _find_cut(
-                src_keys, j, s, e, kinds[j], cards[j], relaxed, min_size,
-                h_parent, h_lo, h_hi, h_leafnode, hoffs[j], loffs[j])
+                src_keys, j, s, e, lo[j], hi[j], miss[j], kinds[j], cards[j], relaxed,
+                priv, h_parent, h_lo, h_hi, h_leafnode, hoffs[j], loffs[j], scratch)
             if n_left > 0:
                 _partition(src_keys, bufs_rows[buf], bufs_keys[1 - buf], bufs_rows[1 - buf],
-                           go_left, j, s, e, n_left, t, eq_value, need_eq, rank)
+                           go_left, j, s, e, n_left, t, eq_value, need_eq, rank,
+                           child_lo, child_hi, child_miss)
                 return n_left
     if buf == 1:
         bufs_keys[0][:, s:e] = src_keys[:, s:e]
@@ -325,106 +562,133 @@ def _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, kinds, scales, 
 
 
 @njit(cache=True)
-def _run_subtree(bufs_keys, bufs_rows, go_left, s0, e0, depth0, buf0, kinds, scales,
-                 cards, relaxed, min_size, max_depth, h_parent, h_lo, h_hi, h_leafnode,
-                 hoffs, loffs, leaf_start):
+def _run_subtree(bufs_keys, bufs_rows, go_left, s0, e0, depth0, buf0, lo0, hi0, miss0,
+                 kinds, scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
+                 h_leafnode, hoffs, loffs, leaf_start):
+    """Finish one subtree depth-first."""
+    d = lo0.shape[0]
     # Explicit stack: numba recursion is limited, and depth can reach n / k on
-    # skewed data.
+    # skewed data. Each entry carries its node's per-QI bounds.
     cap = 64
-    st_s = np.empty(cap, dtype=np.int64)
-    st_e = np.empty(cap, dtype=np.int64)
-    st_d = np.empty(cap, dtype=np.int64)
-    st_b = np.empty(cap, dtype=np.int64)
-    top = 0
-    st_s[0], st_e[0], st_d[0], st_b[0] = s0, e0, depth0, buf0
+    st = np.empty((cap, 4), dtype=np.int64)
+    st_lo = np.empty((cap, d), dtype=np.int64)
+    st_hi = np.empty((cap, d), dtype=np.int64)
+    st_miss = np.empty((cap, d), dtype=np.int64)
+    child_lo = np.empty((2, d), dtype=np.int64)
+    child_hi = np.empty((2, d), dtype=np.int64)
+    child_miss = np.empty((2, d), dtype=np.int64)
+    spans_buf = np.empty(d, dtype=np.float64)
+    scratch = np.empty(_SMALL, dtype=np.int64)
+    st[0, 0], st[0, 1], st[0, 2], st[0, 3] = s0, e0, depth0, buf0
+    st_lo[0], st_hi[0], st_miss[0] = lo0, hi0, miss0
     top = 1
     while top > 0:
         top -= 1
-        s, e, depth, buf = st_s[top], st_e[top], st_d[top], st_b[top]
-        n_left = _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, kinds, scales,
-                             cards, relaxed, min_size, max_depth, h_parent, h_lo, h_hi,
-                             h_leafnode, hoffs, loffs, leaf_start)
+        s, e, depth, buf = st[top, 0], st[top, 1], st[top, 2], st[top, 3]
+        n_left = _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, st_lo[top],
+                             st_hi[top], st_miss[top], child_lo, child_hi, child_miss, kinds,
+                             scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
+                             h_leafnode, hoffs, loffs, leaf_start, spans_buf, scratch)
         if n_left == 0:
             continue
-        if top + 2 > st_s.shape[0]:
-            cap = 2 * st_s.shape[0]
-            st_s = _grow(st_s, cap)
-            st_e = _grow(st_e, cap)
-            st_d = _grow(st_d, cap)
-            st_b = _grow(st_b, cap)
+        if top + 2 > st.shape[0]:
+            st = _grow(st)
+            st_lo = _grow(st_lo)
+            st_hi = _grow(st_hi)
+            st_miss = _grow(st_miss)
         mid = s + n_left
-        st_s[top], st_e[top], st_d[top], st_b[top] = mid, e, depth + 1, 1 - buf
+        # Right child below the left one, so the left is finished first.
+        st[top, 0], st[top, 1], st[top, 2], st[top, 3] = mid, e, depth + 1, 1 - buf
+        st_lo[top], st_hi[top], st_miss[top] = child_lo[1], child_hi[1], child_miss[1]
         top += 1
-        st_s[top], st_e[top], st_d[top], st_b[top] = s, mid, depth + 1, 1 - buf
+        st[top, 0], st[top, 1], st[top, 2], st[top, 3] = s, mid, depth + 1, 1 - buf
+        st_lo[top], st_hi[top], st_miss[top] = child_lo[0], child_hi[0], child_miss[0]
         top += 1
 
 
 @njit(cache=True)
-def _grow(a, cap):
-    out = np.empty(cap, dtype=a.dtype)
+def _grow(a):
+    out = np.empty((2 * a.shape[0], a.shape[1]), dtype=a.dtype)
     out[: a.shape[0]] = a
     return out
 
 
 @njit(cache=True, parallel=True)
-def _split_level(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf, kinds, scales, cards,
-                 relaxed, min_size, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
-                 leaf_start):
-    """Split every node of one breadth-first level, in parallel; left sizes (0 = class)."""
-    m = fr_s.shape[0]
+def _split_level(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
+                 cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs,
+                 loffs, leaf_start):
+    """Split every node of one breadth-first level, in parallel.
+
+    ``fr`` rows are ``(s, e, depth, buf)``. Returns the left sizes (0 = the
+    node became a class) and the children's bounds, ``(m, 2, d)`` each.
+    """
+    m, d = fr_lo.shape
     lefts = np.zeros(m, dtype=np.int64)
+    c_lo = np.empty((m, 2, d), dtype=np.int64)
+    c_hi = np.empty((m, 2, d), dtype=np.int64)
+    c_miss = np.empty((m, 2, d), dtype=np.int64)
     for i in prange(m):
-        lefts[i] = _split_node(bufs_keys, bufs_rows, go_left, fr_s[i], fr_e[i], depth, buf,
-                               kinds, scales, cards, relaxed, min_size, max_depth,
-                               h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start)
-    return lefts
+        lefts[i] = _split_node(bufs_keys, bufs_rows, go_left, fr[i, 0], fr[i, 1], fr[i, 2],
+                               fr[i, 3], fr_lo[i], fr_hi[i], fr_miss[i], c_lo[i], c_hi[i],
+                               c_miss[i], kinds, scales, cards, relaxed, priv, max_depth,
+                               h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start,
+                               np.empty(d, dtype=np.float64), np.empty(_SMALL, dtype=np.int64))
+    return lefts, c_lo, c_hi, c_miss
 
 
 @njit(cache=True, parallel=True)
-def _run_subtrees(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf, kinds, scales, cards,
-                  relaxed, min_size, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
-                  leaf_start):
+def _run_subtrees(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
+                  cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs,
+                  loffs, leaf_start):
     """Finish independent subtrees depth-first, one per thread at a time."""
-    for i in prange(fr_s.shape[0]):
-        _run_subtree(bufs_keys, bufs_rows, go_left, fr_s[i], fr_e[i], depth, buf, kinds,
-                     scales, cards, relaxed, min_size, max_depth, h_parent, h_lo, h_hi,
-                     h_leafnode, hoffs, loffs, leaf_start)
+    for i in prange(fr.shape[0]):
+        _run_subtree(bufs_keys, bufs_rows, go_left, fr[i, 0], fr[i, 1], fr[i, 2], fr[i, 3],
+                     fr_lo[i], fr_hi[i], fr_miss[i], kinds, scales, cards, relaxed, priv,
+                     max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start)
 
 
 @njit(cache=True)
-def _next_level(fr_s, fr_e, lefts):
+def _next_level(fr, lefts, c_lo, c_hi, c_miss):
+    """The children of the nodes that were split, as the next frontier."""
     n_split = 0
     for i in range(lefts.shape[0]):
-        if lefts[i] > 0:
-            n_split += 1
-    nxt_s = np.empty(2 * n_split, dtype=np.int64)
-    nxt_e = np.empty(2 * n_split, dtype=np.int64)
+        n_split += lefts[i] > 0
+    d = c_lo.shape[2]
+    nxt = np.empty((2 * n_split, 4), dtype=np.int64)
+    n_lo = np.empty((2 * n_split, d), dtype=np.int64)
+    n_hi = np.empty((2 * n_split, d), dtype=np.int64)
+    n_miss = np.empty((2 * n_split, d), dtype=np.int64)
     q = 0
     for i in range(lefts.shape[0]):
         if lefts[i] > 0:
-            mid = fr_s[i] + lefts[i]
-            nxt_s[q], nxt_e[q] = fr_s[i], mid
-            nxt_s[q + 1], nxt_e[q + 1] = mid, fr_e[i]
-            q += 2
-    return nxt_s, nxt_e
+            mid = fr[i, 0] + lefts[i]
+            for side in range(2):
+                nxt[q, 0] = fr[i, 0] if side == 0 else mid
+                nxt[q, 1] = mid if side == 0 else fr[i, 1]
+                nxt[q, 2] = fr[i, 2] + 1
+                nxt[q, 3] = 1 - fr[i, 3]
+                n_lo[q], n_hi[q], n_miss[q] = c_lo[i, side], c_hi[i, side], c_miss[i, side]
+                q += 1
+    return nxt, n_lo, n_hi, n_miss
 
 
 @njit(cache=True)
-def mondrian_partition(keys, kinds, scales, cards, relaxed, min_size, max_depth,
+def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth,
                        h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs):
     """Run Mondrian over a ``(d, n)`` key matrix.
 
     Parameters
     ----------
-    keys : int64 array (d, n)
-        Order-preserving keys, one row per QI (see :mod:`dmondrian.qi`).
+    bufs_keys : int64 array (2, d, n)
+        The kernel's double buffer; ``bufs_keys[0]`` holds the
+        order-preserving keys, one row per QI (see :mod:`dmondrian.qi`).
     kinds, scales, cards : arrays (d,)
         Per QI: kernel kind, global scale normalizing spans, and code
         cardinality (nominal kinds).
     relaxed : bool
         Relaxed partitioning (median ties may go to both sides).
-    min_size : int
-        Smallest allowed class size (k).
+    priv : tuple (ip, fp, q)
+        The privacy constraint (see the comment above :func:`_hist_ok`).
     max_depth : int
         Maximum number of cuts from the root to a class; -1 for no limit.
     h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs : int64 arrays
@@ -437,34 +701,41 @@ def mondrian_partition(keys, kinds, scales, cards, relaxed, min_size, max_depth,
     class_start : bool array (n,)
         True at the first position of each class in ``order``.
     sorted_keys : int64 array (d, n)
-        ``keys[:, order]``.
+        The keys in class order (a view of ``bufs_keys[0]``).
     """
-    d, n = keys.shape
-    bufs_keys = np.empty((2, d, n), dtype=np.int64)
-    bufs_keys[0] = keys
+    d, n = bufs_keys.shape[1], bufs_keys.shape[2]
+    keys = bufs_keys[0]
     bufs_rows = np.empty((2, n), dtype=np.int64)
     for i in range(n):
         bufs_rows[0, i] = i
-    go_left = np.empty(n, dtype=np.bool_)
+    go_left = np.empty(n, dtype=np.uint8)
     leaf_start = np.zeros(n, dtype=np.bool_)
 
+    fr = np.zeros((1, 4), dtype=np.int64)
+    fr[0, 1] = n
+    fr_lo = np.empty((1, d), dtype=np.int64)
+    fr_hi = np.empty((1, d), dtype=np.int64)
+    fr_miss = np.empty((1, d), dtype=np.int64)
+    for j in range(d):
+        fr_lo[0, j], fr_hi[0, j], fr_miss[0, j] = _segment_stats(keys[j], 0, n)
+    if n < _PARALLEL_MIN_ROWS:
+        # Thread start-up and hand-over cost more than small tables take.
+        _run_subtree(bufs_keys, bufs_rows, go_left, 0, n, 0, 0, fr_lo[0], fr_hi[0], fr_miss[0],
+                     kinds, scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
+                     h_leafnode, hoffs, loffs, leaf_start)
+        return bufs_rows[0], leaf_start, bufs_keys[0]
     # Breadth-first top levels, each level's nodes split in parallel, until
     # there are enough independent subtrees to keep every thread busy.
-    fr_s = np.zeros(1, dtype=np.int64)
-    fr_e = np.full(1, n, dtype=np.int64)
-    depth = 0
-    buf = 0
-    while 0 < fr_s.shape[0] < _PARALLEL_FRONTIER:
-        lefts = _split_level(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf, kinds,
-                             scales, cards, relaxed, min_size, max_depth, h_parent, h_lo, h_hi,
-                             h_leafnode, hoffs, loffs, leaf_start)
-        fr_s, fr_e = _next_level(fr_s, fr_e, lefts)
-        depth += 1
-        buf = 1 - buf
-    _run_subtrees(bufs_keys, bufs_rows, go_left, fr_s, fr_e, depth, buf, kinds, scales, cards,
-                  relaxed, min_size, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
-                  leaf_start)
-    return bufs_rows[0].copy(), leaf_start, bufs_keys[0].copy()
+    while 0 < fr.shape[0] < _PARALLEL_FRONTIER:
+        lefts, c_lo, c_hi, c_miss = _split_level(
+            bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales, cards,
+            relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
+            leaf_start)
+        fr, fr_lo, fr_hi, fr_miss = _next_level(fr, lefts, c_lo, c_hi, c_miss)
+    _run_subtrees(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
+                  cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs,
+                  loffs, leaf_start)
+    return bufs_rows[0], leaf_start, bufs_keys[0]
 
 
 @njit(cache=True)
@@ -539,3 +810,18 @@ def class_code_sets(sorted_row, class_of_pos, n_classes):
         offsets[c + 1] = out
         i = j
     return offsets, codes[:out]
+
+
+@njit(cache=True)
+def class_code_masks(sorted_row, class_of_pos, n_classes, words):
+    """Set of codes of one nominal QI per class, as a bitmask of ``words`` words.
+
+    Bit ``c`` of row ``i`` is set when class ``i`` holds code ``c``; equal
+    sets give equal rows, so distinct sets are found by comparing integers.
+    """
+    masks = np.zeros((n_classes, words), dtype=np.uint64)
+    one = np.uint64(1)
+    for i in range(sorted_row.shape[0]):
+        code = sorted_row[i]
+        masks[class_of_pos[i], code >> 6] |= one << np.uint64(code & 63)
+    return masks

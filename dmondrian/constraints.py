@@ -1,22 +1,62 @@
 """Privacy constraints: the rule that decides whether a cut may happen.
 
 Mondrian is greedy: a node is cut only if *both* children satisfy the privacy
-model. Each model is an object here; the engines ask it two things:
+model (LeFevre et al. 2006, section 5), so every released class satisfies it
+as long as the whole table does. Each model is an object here; the engines
+ask them two things:
 
-* :meth:`Constraint.check_table` before any work, so a table that cannot
-  satisfy the model even as a single class fails with a clear error instead of
-  producing a meaningless release;
-* the kernel parameters (:meth:`Constraint.min_size`), which the numba split
-  check (:func:`dmondrian._kernel._allowed`) evaluates on candidate children.
+* before any work, whether the whole table can satisfy them
+  (:meth:`Constraint.check_table`, :meth:`Constraint.check_distribution`),
+  so an impossible request fails with a clear error instead of producing a
+  meaningless release;
+* their kernel parameters (:func:`kernel_privacy`), which the numba split
+  check (:func:`dmondrian._kernel._cut_ok`) evaluates on the candidate
+  children's sizes and sensitive-value histograms.
+
+=================================== =========================================
+model                                a class passes when
+=================================== =========================================
+``KAnonymity(k)``                    it has at least k rows
+``DistinctLDiversity(l)``            it holds at least l distinct sensitive
+                                     values
+``EntropyLDiversity(l)``             the entropy of its sensitive values is
+                                     at least log(l)
+``RecursiveCLDiversity(c, l)``       r1 < c (r_l + ... + r_m), r_i the i-th
+                                     largest sensitive-value count
+``TCloseness(t)``                    the Earth Mover's Distance between its
+                                     sensitive distribution and the whole
+                                     table's is at most t (ordered distance
+                                     for numeric/ordinal values, equal
+                                     distance for nominal ones; Li, Li &
+                                     Venkatasubramanian 2007)
+=================================== =========================================
 """
 
 from __future__ import annotations
 
+import math
 import numbers
+from dataclasses import dataclass
 
-from .errors import InfeasibleError, ParameterError
+import numpy as np
+import pandas as pd
 
-__all__ = ["Constraint", "KAnonymity", "check_k"]
+from . import _kernel as K
+from .errors import InfeasibleError, InvalidValueError, ParameterError
+
+__all__ = [
+    "Constraint",
+    "KAnonymity",
+    "DistinctLDiversity",
+    "EntropyLDiversity",
+    "RecursiveCLDiversity",
+    "TCloseness",
+    "check_k",
+    "resolve_constraints",
+    "encode_sensitive",
+    "kernel_privacy",
+    "KernelPrivacy",
+]
 
 
 def check_k(k, n_rows: int | None = None) -> int:
@@ -33,24 +73,41 @@ def check_k(k, n_rows: int | None = None) -> int:
     return int(k)
 
 
+def _check_number(name, value, minimum, integer=False, maximum=None):
+    ok_type = (isinstance(value, numbers.Integral) if integer
+               else isinstance(value, numbers.Real)) and not isinstance(value, bool)
+    if not ok_type or value < minimum or (maximum is not None and value > maximum):
+        kind = "an integer" if integer else "a number"
+        bound = f" in [{minimum}, {maximum}]" if maximum is not None else f" >= {minimum}"
+        raise ParameterError(name, f"{name} must be {kind}{bound}, got {value!r}")
+    return value
+
+
 class Constraint:
-    """A privacy model a class must satisfy."""
+    """A privacy model every released class must satisfy."""
+
+    #: Column of sensitive values the model is about (None for k-anonymity).
+    sensitive = None
 
     def min_size(self) -> int:
-        """The smallest class size the model allows (1 if it does not bound size)."""
+        """The smallest class size the model allows."""
         return 1
 
     def check_table(self, n_rows: int) -> None:
         """Raise :class:`~dmondrian.errors.InfeasibleError` if even one class is impossible."""
 
+    def check_distribution(self, counts: np.ndarray) -> None:
+        """Raise :class:`~dmondrian.errors.InfeasibleError` if the whole table fails.
+
+        ``counts`` holds the number of rows of each sensitive value.
+        """
+
+    def _kernel(self, ip: np.ndarray, fp: np.ndarray) -> None:
+        """Write this model's parameters into the kernel arrays."""
+
 
 class KAnonymity(Constraint):
     """Every equivalence class holds at least ``k`` rows.
-
-    Parameters
-    ----------
-    k : int
-        Minimum class size, ``k >= 1``.
 
     Examples
     --------
@@ -67,5 +124,235 @@ class KAnonymity(Constraint):
     def check_table(self, n_rows: int) -> None:
         check_k(self.k, n_rows)
 
+    def _kernel(self, ip, fp):
+        ip[K.P_K] = max(ip[K.P_K], self.k)
+
     def __repr__(self) -> str:
         return f"KAnonymity(k={self.k})"
+
+
+class _SensitiveConstraint(Constraint):
+    def __init__(self, sensitive=None):
+        self.sensitive = sensitive
+
+    def _fails(self, counts) -> bool:
+        ip, fp = np.zeros(6, dtype=np.int64), np.full(3, -1.0)
+        ip[K.P_SENS_ROW] = 0
+        self._kernel(ip, fp)
+        q = counts / counts.sum()
+        return not K._hist_ok(counts.astype(np.int64), int(counts.sum()), ip, fp, q)
+
+
+class DistinctLDiversity(_SensitiveConstraint):
+    """Every class holds at least ``l`` distinct sensitive values.
+
+    Examples
+    --------
+    >>> DistinctLDiversity(2, sensitive="income")
+    DistinctLDiversity(l=2, sensitive='income')
+    """
+
+    def __init__(self, l: int, sensitive=None):  # noqa: E741 - the literature's name
+        self.l = int(_check_number("l", l, 1, integer=True))
+        super().__init__(sensitive)
+
+    def min_size(self) -> int:
+        return self.l
+
+    def check_distribution(self, counts):
+        present = int((counts > 0).sum())
+        if present < self.l:
+            raise InfeasibleError(
+                f"distinct l-diversity with l={self.l} is impossible: sensitive column "
+                f"{self.sensitive!r} has only {present} distinct value(s) in the whole table")
+
+    def _kernel(self, ip, fp):
+        ip[K.P_L_DISTINCT] = max(ip[K.P_L_DISTINCT], self.l)
+
+    def __repr__(self):
+        return f"DistinctLDiversity(l={self.l}, sensitive={self.sensitive!r})"
+
+
+class EntropyLDiversity(_SensitiveConstraint):
+    """The entropy of every class's sensitive values is at least ``log(l)``."""
+
+    def __init__(self, l: float, sensitive=None):  # noqa: E741
+        self.l = _check_number("l", l, 1)
+        super().__init__(sensitive)
+
+    def min_size(self) -> int:
+        return math.ceil(self.l)
+
+    def check_distribution(self, counts):
+        if self._fails(counts):
+            p = counts[counts > 0] / counts.sum()
+            raise InfeasibleError(
+                f"entropy l-diversity with l={self.l} is impossible: the whole table's "
+                f"sensitive column {self.sensitive!r} has entropy exp(H) = "
+                f"{math.exp(-(p * np.log(p)).sum()):.3g} < l")
+
+    def _kernel(self, ip, fp):
+        fp[K.P_LOG_L] = max(fp[K.P_LOG_L], math.log(self.l))
+
+    def __repr__(self):
+        return f"EntropyLDiversity(l={self.l}, sensitive={self.sensitive!r})"
+
+
+class RecursiveCLDiversity(_SensitiveConstraint):
+    """Recursive (c, l)-diversity: ``r1 < c * (r_l + ... + r_m)`` in every class."""
+
+    def __init__(self, c: float, l: int, sensitive=None):  # noqa: E741
+        self.c = _check_number("c", c, 0)
+        self.l = int(_check_number("l", l, 1, integer=True))
+        super().__init__(sensitive)
+
+    def min_size(self) -> int:
+        return self.l
+
+    def check_distribution(self, counts):
+        if self._fails(counts):
+            raise InfeasibleError(
+                f"recursive (c={self.c}, l={self.l})-diversity is impossible: the whole "
+                f"table's sensitive column {self.sensitive!r} fails it already")
+
+    def _kernel(self, ip, fp):
+        if ip[K.P_RC_L] > 0:
+            raise ParameterError("constraints", "only one RecursiveCLDiversity is supported")
+        ip[K.P_RC_L] = self.l
+        fp[K.P_RC_C] = self.c
+
+    def __repr__(self):
+        return f"RecursiveCLDiversity(c={self.c}, l={self.l}, sensitive={self.sensitive!r})"
+
+
+class TCloseness(_SensitiveConstraint):
+    """Every class's sensitive distribution is within EMD ``t`` of the whole table's."""
+
+    def __init__(self, t: float, sensitive=None):
+        self.t = float(_check_number("t", t, 0, maximum=1))
+        super().__init__(sensitive)
+
+    def _kernel(self, ip, fp):
+        fp[K.P_T] = self.t if fp[K.P_T] < 0 else min(fp[K.P_T], self.t)
+
+    def __repr__(self):
+        return f"TCloseness(t={self.t}, sensitive={self.sensitive!r})"
+
+
+_L_KINDS = {"distinct": DistinctLDiversity, "entropy": EntropyLDiversity,
+            "recursive": RecursiveCLDiversity}
+
+
+def resolve_constraints(k, *, l=None, l_kind="distinct", c=None, t=None,  # noqa: E741
+                        sensitive=None, constraints=None) -> tuple[list, object]:
+    """Turn the keyword API into a list of constraints and the sensitive column.
+
+    Returns
+    -------
+    constraints : list of Constraint
+        k-anonymity first, then the others.
+    sensitive : column name or None
+        The one sensitive column the constraints are about.
+    """
+    out: list[Constraint] = [KAnonymity(k)]
+    if l is not None:
+        if l_kind not in _L_KINDS:
+            raise ParameterError("l_kind", f"l_kind must be one of {sorted(_L_KINDS)}, "
+                                           f"got {l_kind!r}")
+        if l_kind == "recursive":
+            if c is None:
+                raise ParameterError("c", "recursive l-diversity needs c (l_kind='recursive')")
+            out.append(RecursiveCLDiversity(c, l, sensitive))
+        else:
+            out.append(_L_KINDS[l_kind](l, sensitive))
+    elif c is not None:
+        raise ParameterError("c", "c is only used with l and l_kind='recursive'")
+    if t is not None:
+        out.append(TCloseness(t, sensitive))
+    for extra in constraints or []:
+        if not isinstance(extra, Constraint):
+            raise ParameterError("constraints", f"constraints must be Constraint objects, got "
+                                                f"{type(extra).__name__}")
+        out.append(extra)
+    names = {cst.sensitive if cst.sensitive is not None else sensitive
+             for cst in out if isinstance(cst, _SensitiveConstraint)}
+    if not names:
+        if sensitive is not None:
+            raise ParameterError("sensitive", "sensitive is given but no constraint uses it "
+                                              "(pass l=..., t=... or constraints=[...])")
+        return out, None
+    if None in names:
+        raise ParameterError("sensitive", "l-diversity and t-closeness need the sensitive "
+                                          "column: pass sensitive='column'")
+    if len(names) > 1:
+        raise ParameterError("sensitive", f"constraints name several sensitive columns "
+                                          f"{sorted(map(str, names))}; one is supported")
+    (name,) = names
+    for cst in out:
+        if isinstance(cst, _SensitiveConstraint) and cst.sensitive is None:
+            cst.sensitive = name
+    return out, name
+
+
+def encode_sensitive(series: pd.Series) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Codes of a sensitive column, the values they stand for, and whether ordered.
+
+    Numeric, datetime and ordered categorical values are ordered (t-closeness
+    then uses the ordered distance); anything else is nominal.
+    """
+    name = series.name
+    if series.isna().any():
+        raise InvalidValueError(
+            name, f"sensitive column {name!r} has missing values; l-diversity and "
+                  "t-closeness need every row's sensitive value (fill or drop them)")
+    dtype = series.dtype
+    ordered = (isinstance(dtype, pd.CategoricalDtype) and dtype.ordered) or (
+        not isinstance(dtype, pd.CategoricalDtype)
+        and (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_datetime64_any_dtype(dtype))
+        and not pd.api.types.is_bool_dtype(dtype))
+    if isinstance(dtype, pd.CategoricalDtype):
+        codes = series.cat.codes.to_numpy().astype(np.int64)
+        values = np.asarray(series.cat.categories)
+    else:
+        codes, values = pd.factorize(series, sort=True)
+        codes = codes.astype(np.int64)
+    return codes, np.asarray(values), bool(ordered)
+
+
+@dataclass
+class KernelPrivacy:
+    """The constraints in the kernel's form, plus the sensitive codes to carry."""
+
+    ip: np.ndarray
+    fp: np.ndarray
+    q: np.ndarray
+    sensitive_codes: np.ndarray | None = None
+
+    @property
+    def min_size(self) -> int:
+        return int(self.ip[K.P_K])
+
+
+def kernel_privacy(constraints, sensitive_codes=None, n_values: int = 0,
+                   ordered: bool = False, distribution=None) -> KernelPrivacy:
+    """Kernel parameters of a list of constraints.
+
+    ``distribution`` is the whole table's sensitive distribution (for
+    t-closeness); it defaults to the one of ``sensitive_codes``, and the
+    distributed engine passes the whole dataset's.
+    """
+    ip = np.zeros(6, dtype=np.int64)
+    fp = np.full(3, -1.0)
+    ip[K.P_K] = 1
+    ip[K.P_SENS_ROW] = -1
+    for cst in constraints:
+        cst._kernel(ip, fp)
+    if sensitive_codes is None or not any(isinstance(c, _SensitiveConstraint)
+                                          for c in constraints):
+        return KernelPrivacy(ip, fp, np.zeros(1))
+    ip[K.P_N_SENS] = n_values
+    ip[K.P_T_ORDERED] = int(ordered)
+    if distribution is None:
+        counts = np.bincount(sensitive_codes, minlength=n_values).astype(float)
+        distribution = counts / counts.sum()
+    return KernelPrivacy(ip, fp, np.asarray(distribution, dtype=float), sensitive_codes)

@@ -22,6 +22,7 @@ __all__ = [
     "InfeasibleError",
     "ParseError",
     "NotFittedError",
+    "DatasetError",
 ]
 
 
@@ -95,3 +96,19 @@ class ParseError(DMondrianError, ValueError):
 
 class NotFittedError(DMondrianError, ValueError, AttributeError):
     """An estimator was used before ``fit`` (as scikit-learn's NotFittedError)."""
+
+
+class DatasetError(DMondrianError, OSError):
+    """A bundled data set cannot be found, downloaded, verified or read.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong; it names the file, folder or URL.
+    path : str, optional
+        The file, folder or URL concerned.
+    """
+
+    def __init__(self, message: str, path=None):
+        self.path = path
+        super().__init__(message)

@@ -12,7 +12,7 @@ import inspect
 
 import numpy as np
 
-from .constraints import check_k
+from .constraints import check_k, resolve_constraints
 from .errors import NotFittedError
 from .validation import (
     GENERALIZATIONS,
@@ -20,6 +20,7 @@ from .validation import (
     check_choice,
     check_max_depth,
     check_quasi_identifiers,
+    check_sensitive,
 )
 
 __all__ = ["MondrianAnonymizer"]
@@ -50,6 +51,9 @@ class MondrianAnonymizer:
         Generalization hierarchies per nominal column.
     qi_kinds : dict, default=None
         Kinds overriding dtype detection.
+    l, l_kind, c, t, sensitive, constraints : optional
+        l-diversity / t-closeness of a sensitive column, as in
+        :func:`dmondrian.local.anonymize`.
 
     Attributes
     ----------
@@ -72,7 +76,8 @@ class MondrianAnonymizer:
     """
 
     def __init__(self, k=2, quasi_id=None, *, mode="strict", generalization="range",
-                 max_depth=None, hierarchies=None, qi_kinds=None):
+                 max_depth=None, hierarchies=None, qi_kinds=None, l=None,  # noqa: E741
+                 l_kind="distinct", c=None, t=None, sensitive=None, constraints=None):
         self.k = k
         self.quasi_id = quasi_id
         self.mode = mode
@@ -80,6 +85,12 @@ class MondrianAnonymizer:
         self.max_depth = max_depth
         self.hierarchies = hierarchies
         self.qi_kinds = qi_kinds
+        self.l = l
+        self.l_kind = l_kind
+        self.c = c
+        self.t = t
+        self.sensitive = sensitive
+        self.constraints = constraints
 
     # -- scikit-learn plumbing ------------------------------------------------------------
     @classmethod
@@ -132,8 +143,14 @@ class MondrianAnonymizer:
         check_choice("mode", self.mode, MODES)
         check_choice("generalization", self.generalization, GENERALIZATIONS)
         check_max_depth(self.max_depth)
-        qis = columns if self.quasi_id is None else self.quasi_id
+        resolve_constraints(self.k, l=self.l, l_kind=self.l_kind, c=self.c, t=self.t,
+                            sensitive=self.sensitive, constraints=self.constraints)
+        if self.quasi_id is None:
+            qis = [c for c in columns if c != self.sensitive]
+        else:
+            qis = self.quasi_id
         self.quasi_id_ = check_quasi_identifiers(qis, columns)
+        check_sensitive(self.sensitive, columns, self.quasi_id_)
         self.feature_names_in_ = np.asarray([str(c) for c in columns], dtype=object)
         self.n_features_in_ = len(columns)
         return self
@@ -146,7 +163,9 @@ class MondrianAnonymizer:
 
         return anonymize(X, self.quasi_id_, self.k, mode=self.mode,
                          generalization=self.generalization, max_depth=self.max_depth,
-                         hierarchies=self.hierarchies, qi_kinds=self.qi_kinds)
+                         hierarchies=self.hierarchies, qi_kinds=self.qi_kinds, l=self.l,
+                         l_kind=self.l_kind, c=self.c, t=self.t, sensitive=self.sensitive,
+                         constraints=self.constraints)
 
     def fit_transform(self, X, y=None):
         """Fit to ``X`` and return its anonymized version."""

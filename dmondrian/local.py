@@ -34,10 +34,16 @@ import numpy as np
 import pandas as pd
 
 from . import _kernel as K
-from .constraints import KAnonymity
+from .constraints import (
+    KAnonymity,
+    KernelPrivacy,
+    encode_sensitive,
+    kernel_privacy,
+    resolve_constraints,
+)
 from .errors import InfeasibleError, ParameterError
-from .qi import EncodedQI, QIKind, encode_qi
 from .publish import class_values
+from .qi import EncodedQI, QIKind, encode_qi
 from .validation import (
     GENERALIZATIONS,
     MODES,
@@ -46,6 +52,7 @@ from .validation import (
     check_mapping,
     check_max_depth,
     check_quasi_identifiers,
+    check_sensitive,
 )
 
 __all__ = ["anonymize", "encode_table", "partition", "publish", "Partitioning"]
@@ -102,16 +109,17 @@ def _hierarchy_arrays(encoded: list[EncodedQI]):
     return (*arrays, hoffs, loffs)
 
 
-def partition(encoded: list[EncodedQI], min_size: int, *, mode: str = "strict",
-              max_depth: int = -1, scales=None) -> Partitioning:
+def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: str = "strict",
+              max_depth: int = -1, scales=None, privacy: KernelPrivacy | None = None
+              ) -> Partitioning:
     """Run Mondrian on encoded QIs and return each row's equivalence class.
 
     Parameters
     ----------
     encoded : list of EncodedQI
         The QIs, all of the same length.
-    min_size : int
-        Smallest class size allowed (k).
+    min_size : int, optional
+        Smallest class size allowed (k), when ``privacy`` is not given.
     mode : {"strict", "relaxed"}
         Partitioning mode.
     max_depth : int
@@ -119,20 +127,41 @@ def partition(encoded: list[EncodedQI], min_size: int, *, mode: str = "strict",
     scales : sequence of float, optional
         Global domain scales overriding the encoded ones; the distributed
         engine passes the whole dataset's so every region normalizes alike.
+    privacy : KernelPrivacy, optional
+        The constraints in kernel form (see
+        :func:`dmondrian.constraints.kernel_privacy`), with the sensitive
+        codes when l-diversity or t-closeness is asked.
 
     Returns
     -------
     Partitioning
     """
-    keys = np.ascontiguousarray(np.stack([qi.keys for qi in encoded]))
-    kinds = np.asarray([qi.kernel_kind for qi in encoded], dtype=np.int64)
-    scales = np.asarray([qi.scale for qi in encoded] if scales is None else scales,
-                        dtype=np.float64)
-    cards = np.asarray([qi.card for qi in encoded], dtype=np.int64)
+    if privacy is None:
+        privacy = kernel_privacy([KAnonymity(min_size)])
+    n = len(encoded[0].keys)
+    d = len(encoded)
+    sensitive = privacy.sensitive_codes
+    rows = d + (sensitive is not None)
+    # Both halves of the kernel's double buffer, the first filled with the keys;
+    # the sensitive codes ride along as one more row that is never cut.
+    bufs = np.empty((2, rows, n), dtype=np.int64)
+    for j, qi in enumerate(encoded):
+        bufs[0, j] = qi.keys
+    ip = privacy.ip.copy()
+    if sensitive is not None:
+        bufs[0, d] = sensitive
+        ip[K.P_SENS_ROW] = d
+    pad = [0] * (rows - d)
+    kinds = np.asarray([qi.kernel_kind for qi in encoded] + pad, dtype=np.int64)
+    scales = [qi.scale for qi in encoded] if scales is None else list(scales)
+    scales = np.asarray(scales + pad, dtype=np.float64)
+    cards = np.asarray([qi.card for qi in encoded] + pad, dtype=np.int64)
     h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs = _hierarchy_arrays(encoded)
+    hoffs = np.concatenate([hoffs, np.zeros(rows - d, dtype=np.int64)])
+    loffs = np.concatenate([loffs, np.zeros(rows - d, dtype=np.int64)])
     order, class_start, sorted_keys = K.mondrian_partition(
-        keys, kinds, scales, cards, mode == "relaxed", int(min_size), int(max_depth),
-        h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs)
+        bufs, kinds, scales, cards, mode == "relaxed", (ip, privacy.fp, privacy.q),
+        int(max_depth), h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs)
     stats = K.class_statistics(sorted_keys, class_start, kinds, cards)
     class_of_row = np.empty_like(order)
     class_of_row[order] = stats[0]
@@ -141,18 +170,16 @@ def partition(encoded: list[EncodedQI], min_size: int, *, mode: str = "strict",
 
 def _expand(values, inverse, class_of_row, qi: EncodedQI):
     """Turn per-class published values into a row-aligned column."""
-    if isinstance(values, np.ndarray) and values.dtype.kind in "fM":
+    if values.dtype.kind in "fM":
         column = values[inverse][class_of_row]
         if qi.kind == QIKind.DATETIME and qi.tz is not None:
             return pd.DatetimeIndex(column).tz_localize("UTC").tz_convert(qi.tz)
         return column
-    labels = values.astype(object) if isinstance(values, np.ndarray) else np.asarray(values,
-                                                                                    dtype=object)
-    codes = inverse
-    uniq, first = np.unique(labels.astype(str), return_inverse=True)
-    if len(uniq) != len(labels):  # distinct classes stringified alike: merge labels
-        labels, codes = uniq.astype(object), first.ravel()[inverse]
-    return pd.Categorical.from_codes(codes[class_of_row], categories=pd.Index(labels))
+    # Distinct classes may share a label (two code ranges with the same
+    # common ancestor, or values whose strings coincide): merge them.
+    codes, labels = pd.factorize(values)
+    return pd.Categorical.from_codes(codes[inverse][class_of_row], categories=labels,
+                                     validate=False)
 
 
 def publish(df: pd.DataFrame, encoded: list[EncodedQI], part: Partitioning,
@@ -169,7 +196,8 @@ def publish(df: pd.DataFrame, encoded: list[EncodedQI], part: Partitioning,
 
 def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, *, mode: str = "strict",
               generalization: str = "range", max_depth=None, hierarchies=None,
-              class_column=None, qi_kinds=None) -> pd.DataFrame:
+              class_column=None, qi_kinds=None, l=None, l_kind: str = "distinct",  # noqa: E741
+              c=None, t=None, sensitive=None, constraints=None) -> pd.DataFrame:
     """k-anonymize a pandas DataFrame with Mondrian.
 
     Parameters
@@ -198,6 +226,18 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, *, mode: str = "stric
     qi_kinds : dict, optional
         ``{column: kind}`` overriding the detected kind ("numeric",
         "datetime", "ordinal", "nominal", "hierarchy").
+    l : int or float, optional
+        l-diversity of the ``sensitive`` column in every class.
+    l_kind : {"distinct", "entropy", "recursive"}, default "distinct"
+        Which l-diversity (recursive needs ``c``).
+    c : float, optional
+        The c of recursive (c, l)-diversity.
+    t : float, optional
+        t-closeness of the ``sensitive`` column (Earth Mover's Distance).
+    sensitive : column name, optional
+        The sensitive attribute l and t are about; it is not generalized.
+    constraints : list of Constraint, optional
+        More constraints (:mod:`dmondrian.constraints`), all enforced.
 
     Returns
     -------
@@ -226,7 +266,10 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, *, mode: str = "stric
         raise ParameterError("df", f"anonymize expects a pandas DataFrame, got "
                                    f"{type(df).__name__}")
     qis = check_quasi_identifiers(quasi_identifiers, df.columns)
-    constraint = KAnonymity(k)
+    constraint_list, sensitive = resolve_constraints(k, l=l, l_kind=l_kind, c=c, t=t,
+                                                     sensitive=sensitive,
+                                                     constraints=constraints)
+    sensitive = check_sensitive(sensitive, df.columns, qis)
     check_choice("mode", mode, MODES)
     check_choice("generalization", generalization, GENERALIZATIONS)
     depth = check_max_depth(max_depth)
@@ -235,7 +278,17 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, *, mode: str = "stric
     class_column = check_class_column(class_column, df.columns)
     if len(df) == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
-    constraint.check_table(len(df))
+    for cst in constraint_list:
+        cst.check_table(len(df))
+    privacy = None
+    if sensitive is not None:
+        codes, values, ordered = encode_sensitive(df[sensitive])
+        counts = np.bincount(codes, minlength=len(values)).astype(float)
+        for cst in constraint_list:
+            cst.check_distribution(counts)
+        privacy = kernel_privacy(constraint_list, codes, len(values), ordered)
+    else:
+        privacy = kernel_privacy(constraint_list)
     encoded = encode_table(df, qis, hierarchies, qi_kinds)
-    part = partition(encoded, constraint.min_size(), mode=mode, max_depth=depth)
+    part = partition(encoded, mode=mode, max_depth=depth, privacy=privacy)
     return publish(df, encoded, part, generalization, class_column)

@@ -36,7 +36,7 @@ import pandas as pd
 
 from . import _kernel as K
 from .errors import ParseError
-from .qi import MISSING_LABEL, EncodedQI, QIKind
+from .qi import MISSING_LABEL, EncodedQI, QIKind, decode_float_keys
 
 __all__ = ["Interval", "parse_range", "parse_set", "class_values", "MISSING_LABEL"]
 
@@ -146,49 +146,71 @@ def parse_set(label) -> frozenset:
 # -- building labels --------------------------------------------------------------------------
 
 
-def _as_str(values: np.ndarray) -> np.ndarray:
-    return values.astype(_STR)
+def _distinct_rows(*columns):
+    """Distinct rows of equal-length int arrays: ``(first_of_each, inverse)``.
+
+    A lexsort and a diff: much faster than ``np.unique(axis=0)``, which sorts
+    rows as opaque records.
+    """
+    order = np.lexsort(columns[::-1])
+    changed = np.zeros(len(order), dtype=bool)
+    changed[0] = True
+    for col in columns:
+        c = col[order]
+        changed[1:] |= c[1:] != c[:-1]
+    group = np.cumsum(changed) - 1
+    inverse = np.empty(len(order), dtype=np.int64)
+    inverse[order] = group
+    return order[changed], inverse
 
 
 def _decode(qi: EncodedQI, keys: np.ndarray) -> np.ndarray:
     """Original values (numeric: int64/float64; datetime: datetime64) of present keys."""
     if qi.kernel_kind == K.KIND_FLOAT:
-        bits = np.where(keys < 0, keys ^ K._FLIP, keys)
-        return bits.view(np.float64)
+        return decode_float_keys(keys)
     if qi.kind == QIKind.DATETIME:
         return keys.view(f"datetime64[{qi.value_type}]")
     return keys
 
 
 def _value_strings(qi: EncodedQI, keys: np.ndarray) -> np.ndarray:
+    """Labels of present keys, formatting each distinct value once."""
+    values, inverse = np.unique(keys, return_inverse=True)
     if qi.kind == QIKind.ORDINAL:
         cats = np.asarray([str(c) for c in qi.categories], dtype=_STR)
-        return cats[keys]
-    values = _decode(qi, keys)
+        return cats[values][inverse]
+    decoded = _decode(qi, values)
     if qi.kind == QIKind.DATETIME:
         if qi.tz is not None:
-            stamps = pd.DatetimeIndex(values).tz_localize("UTC").tz_convert(qi.tz)
-            return np.asarray([t.isoformat() for t in stamps], dtype=_STR)
-        return np.datetime_as_string(values, unit="auto").astype(_STR)
-    return _as_str(values)
+            stamps = pd.DatetimeIndex(decoded).tz_localize("UTC").tz_convert(qi.tz)
+            text = np.asarray([t.isoformat() for t in stamps], dtype=_STR)
+        else:
+            text = np.datetime_as_string(decoded, unit="auto").astype(_STR)
+    elif decoded.dtype.kind == "f":
+        # Python's repr is the shortest string that reads back to the same
+        # float, and is faster here than numpy's Dragon4 cast.
+        text = np.asarray(list(map(repr, decoded.tolist())), dtype=_STR)
+    else:
+        text = decoded.astype(_STR)
+    return text[inverse]
 
 
-def _range_labels(qi: EncodedQI, lo, hi, missing, present) -> tuple[np.ndarray, np.ndarray]:
+def _range_labels(qi: EncodedQI, lo, hi, missing) -> tuple[np.ndarray, np.ndarray]:
     """Labels of the distinct (lo, hi, missing) triples and each class's label index."""
-    triples = np.stack([lo, hi, missing.astype(np.int64)], axis=1)
-    uniq, inverse = np.unique(triples, axis=0, return_inverse=True)
-    u_lo, u_hi, u_missing = uniq[:, 0], uniq[:, 1], uniq[:, 2].astype(bool)
+    first, inverse = _distinct_rows(lo, hi, missing.astype(np.int64))
+    u_lo, u_hi, u_missing = lo[first], hi[first], missing[first]
     all_missing = u_lo == K.MISSING_KEY
-    safe_lo = np.where(all_missing, 0, u_lo)
-    safe_hi = np.where(all_missing, 0, u_hi)
-    lo_s = _value_strings(qi, safe_lo)
-    hi_s = _value_strings(qi, safe_hi)
+    lo_s = np.full(len(first), MISSING_LABEL, dtype=_STR)
+    hi_s = lo_s.copy()
+    both = _value_strings(qi, np.concatenate([u_lo[~all_missing], u_hi[~all_missing]]))
+    lo_s[~all_missing] = both[: len(both) // 2]
+    hi_s[~all_missing] = both[len(both) // 2:]
     pair = np.strings.add(np.strings.add(np.strings.add(np.strings.add("[", lo_s), ", "), hi_s),
                           "]")
     labels = np.where(u_lo == u_hi, lo_s, pair)
-    labels = np.where(u_missing, np.strings.add(labels, _OR_MISSING), labels)
+    labels = np.where(u_missing & ~all_missing, np.strings.add(labels, _OR_MISSING), labels)
     labels = np.where(all_missing, MISSING_LABEL, labels)
-    return labels, inverse.ravel()
+    return labels.astype(object), inverse
 
 
 def _set_label(categories, codes) -> str:
@@ -197,7 +219,18 @@ def _set_label(categories, codes) -> str:
     return "{" + ", ".join(str(categories[c]) for c in codes) + "}"
 
 
+# Up to this many codes, class sets are compared as bitmasks (64 codes a word).
+_MASK_CODES = 4096
+
+
 def _nominal_labels(qi: EncodedQI, sorted_row, class_of_pos, n_classes):
+    if qi.card <= _MASK_CODES:
+        words = (qi.card + 63) // 64
+        masks = K.class_code_masks(sorted_row, class_of_pos, n_classes, words).view(np.int64)
+        first, inverse = _distinct_rows(*masks.T)
+        bits = np.unpackbits(masks[first].view(np.uint8), axis=1, bitorder="little")
+        labels = [_set_label(qi.categories, np.flatnonzero(row)) for row in bits]
+        return np.asarray(labels, dtype=object), inverse
     offsets, codes = K.class_code_sets(sorted_row, class_of_pos, n_classes)
     cache: dict[bytes, int] = {}
     labels: list[str] = []
@@ -215,11 +248,11 @@ def _nominal_labels(qi: EncodedQI, sorted_row, class_of_pos, n_classes):
 
 
 def _hierarchy_labels(qi: EncodedQI, lo, hi):
-    pairs = np.stack([lo, hi], axis=1)
-    uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    first, inverse = _distinct_rows(lo, hi)
     h = qi.hierarchy
-    labels = np.asarray([h.labels[h.lca_node(int(a), int(b))] for a, b in uniq], dtype=object)
-    return labels, inverse.ravel()
+    labels = np.asarray([h.labels[h.lca_node(int(lo[i]), int(hi[i]))] for i in first],
+                        dtype=object)
+    return labels, inverse
 
 
 def _numeric_summary(qi: EncodedQI, how: str, lo, hi, total, present) -> np.ndarray:
@@ -248,9 +281,10 @@ def class_values(qi: EncodedQI, j: int, generalization: str, stats, sorted_row) 
     """Published value of every class for one QI.
 
     ``j`` is the QI's row in the key matrix and ``stats`` the output of
-    :func:`dmondrian._kernel.class_statistics`. Returns ``(values, inverse)`` where ``values[inverse[c]]`` is class ``c``'s
-    published value. ``values`` holds distinct labels (strings) or, for
-    midpoint/mean, one number per class with ``inverse`` the identity.
+    :func:`dmondrian._kernel.class_statistics`. Returns ``(values, inverse)``
+    where ``values[inverse[c]]`` is class ``c``'s published value.
+    ``values`` holds distinct labels (strings) or, for midpoint/mean, one
+    number per class with ``inverse`` the identity.
     """
     class_of_pos, lo, hi, missing, total, present = stats
     n_classes = lo.shape[0]
@@ -261,4 +295,4 @@ def class_values(qi: EncodedQI, j: int, generalization: str, stats, sorted_row) 
         return _nominal_labels(qi, sorted_row, class_of_pos, n_classes)
     if qi.kind == QIKind.HIERARCHY:
         return _hierarchy_labels(qi, lo[:, j], hi[:, j])
-    return _range_labels(qi, lo[:, j], hi[:, j], missing[:, j], present[:, j])
+    return _range_labels(qi, lo[:, j], hi[:, j], missing[:, j])

@@ -39,7 +39,8 @@ from . import _kernel as K
 from .errors import InvalidValueError, UnsupportedDtypeError
 from .hierarchy import MISSING_LEAF, Hierarchy
 
-__all__ = ["QIKind", "EncodedQI", "encode_qi", "detect_kind", "float_keys", "MISSING_LABEL"]
+__all__ = ["QIKind", "EncodedQI", "encode_qi", "detect_kind", "float_keys", "decode_float_keys",
+           "MISSING_LABEL"]
 
 #: How a missing value is written in published values.
 MISSING_LABEL = "<NA>"
@@ -95,6 +96,12 @@ def float_keys(values: np.ndarray) -> np.ndarray:
     return keys
 
 
+def decode_float_keys(keys: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`float_keys` for present (non-missing) keys."""
+    keys = np.asarray(keys, dtype=np.int64)
+    return np.where(keys < 0, keys ^ K._FLIP, keys).view(np.float64)
+
+
 def detect_kind(series: pd.Series, has_hierarchy: bool = False) -> str:
     """The quasi-identifier kind a column's dtype implies."""
     dtype = series.dtype
@@ -108,7 +115,7 @@ def detect_kind(series: pd.Series, has_hierarchy: bool = False) -> str:
         return QIKind.DATETIME
     if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_complex_dtype(dtype):
         return QIKind.NUMERIC
-    if pd.api.types.is_string_dtype(dtype) or dtype == object:
+    if pd.api.types.is_string_dtype(dtype) or pd.api.types.is_object_dtype(dtype):
         return QIKind.NOMINAL
     raise UnsupportedDtypeError(
         series.name,
@@ -197,7 +204,10 @@ def _numeric_result(name, keys, kernel_kind, value_type, dtype) -> EncodedQI:
     if present.size:
         lo, hi = present.min(), present.max()
         if kernel_kind == K.KIND_FLOAT:
-            scale = float(K.decode_float_key(hi) - K.decode_float_key(lo))
+            # min() keeps the scale finite when the range of huge floats overflows.
+            lo_v, hi_v = decode_float_keys(np.array([lo, hi]))
+            with np.errstate(over="ignore"):
+                scale = min(float(hi_v - lo_v), K._FLOAT_MAX)
         else:
             scale = float(hi) - float(lo)
     else:

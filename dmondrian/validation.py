@@ -77,3 +77,16 @@ def check_class_column(class_column, columns):
         raise ParameterError("class_column", f"class_column {class_column!r} already exists in "
                                              "the table; choose another name")
     return class_column
+
+
+def check_sensitive(sensitive, columns, qis):
+    """The sensitive column must exist and must not be generalized."""
+    if sensitive is None:
+        return None
+    if sensitive not in list(columns):
+        raise MissingColumnError(sensitive, f"sensitive column {sensitive!r} is not a column "
+                                            "of the table")
+    if sensitive in qis:
+        raise ParameterError("sensitive", f"sensitive column {sensitive!r} is also a "
+                                          "quasi-identifier; it must not be generalized")
+    return sensitive

@@ -1,0 +1,33 @@
+"""Fixtures shared by the whole test suite."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from dmondrian.datasets import ADULT_ENV_VAR, load_adult
+
+
+@pytest.fixture(scope="session")
+def adult_dir() -> Path:
+    """The folder of the UCI Adult files, from ``$DMONDRIAN_ADULT_DIR`` (skips without it)."""
+    value = os.environ.get(ADULT_ENV_VAR)
+    if not value:
+        pytest.skip(
+            f"Adult data not available: set {ADULT_ENV_VAR} to the folder holding adult.data"
+        )
+    path = Path(value)
+    if not (path / "adult.data").is_file():
+        pytest.skip(f"Adult data not available: {ADULT_ENV_VAR}={value!r} holds no adult.data")
+    return path
+
+
+@pytest.fixture(scope="session")
+def adult(adult_dir):
+    """The Adult table as the literature uses it (30,162 rows without '?').
+
+    Shared by every test of the session: copy it before changing it.
+    """
+    return load_adult(adult_dir, download=False)
