@@ -81,7 +81,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import _kernel as K
 from .cluster import release, resolve_client, run, worker_memory_per_thread
 from .constraints import KAnonymity
 from .domain import build_domain, domain_sketch, merge_domain
@@ -649,7 +648,8 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
 
 def anonymize(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="strict",
               generalization="range", max_depth=None, hierarchies=None, class_column=None,
-              qi_kinds=None, progress=None, shuffle_method=None):
+              qi_kinds=None, progress=None, shuffle_method=None, l=None,  # noqa: E741
+              l_kind="distinct", c=None, t=None, sensitive=None, constraints=None):
     """k-anonymize a dask DataFrame with Mondrian; returns a lazy dask DataFrame.
 
     Parameters
@@ -671,6 +671,12 @@ def anonymize(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="s
         How the rows move to their leaves ("p2p", "tasks", "disk"). Default:
         "p2p" when ``client`` is given (compute the result with that client),
         else dask's choice at compute time.
+
+    l, l_kind, c, t, sensitive, constraints
+        l-diversity and t-closeness are not supported by the distributed
+        engine yet: passing any of them raises
+        :class:`~dmondrian.errors.ParameterError` (the top phase would need
+        per-region sensitive histograms for its exact checks).
 
     Returns
     -------
@@ -695,12 +701,21 @@ def anonymize(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="s
     >>> out.sort_index()["age"].tolist()
     ['23', '23', '[24, 25]', '[24, 25]', '[50, 51]', '[50, 51]', '[52, 54]', '[52, 54]']
     """
+    _refuse_sensitive_constraints(l=l, c=c, t=t, sensitive=sensitive, constraints=constraints)
     top = plan(ddf, quasi_identifiers, k, leaf_rows=leaf_rows, client=client, mode=mode,
                max_depth=max_depth, hierarchies=hierarchies, qi_kinds=qi_kinds,
                class_column=class_column, generalization=generalization, progress=progress)
     if shuffle_method is None and client is not None:
         shuffle_method = _distributed_shuffle()
     return apply_plan(ddf, top, shuffle_method)
+
+
+def _refuse_sensitive_constraints(**given) -> None:
+    for name, value in given.items():
+        if value is not None:
+            raise ParameterError(name, f"{name}={value!r}: l-diversity and t-closeness are not "
+                                       "supported by the distributed engine yet; use k only, or "
+                                       "the local engine on a pandas DataFrame")
 
 
 def _distributed_shuffle() -> str:

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dmondrian import _kernel as K
+from dmondrian.constraints import KAnonymity, kernel_privacy
 from dmondrian.domain import build_domain, domain_sketch, merge_domain
 from dmondrian.hierarchy import Hierarchy
 from dmondrian.local import _hierarchy_arrays, encode_table
@@ -62,15 +63,19 @@ def test_summary_decisions_equal_kernel_decisions(df, min_size, relaxed):
     h_parent, h_lo, h_hi, h_leaf, hoffs, loffs = _hierarchy_arrays(encoded)
     n = len(df)
     spans = region_spans(root, domain)
+    privacy = kernel_privacy([KAnonymity(min_size)])
+    priv = (privacy.ip, privacy.fp, privacy.q)
+    scratch = np.empty(K._SMALL, dtype=np.int64)
     for j, e in enumerate(encoded):
-        expected = K._node_span(keys, j, 0, n, e.kernel_kind, e.scale, e.card, h_parent, h_lo,
-                                h_hi, h_leaf, hoffs[j], loffs[j])
+        lo, hi, miss = K._segment_stats(keys[j], 0, n)
+        expected = K._node_span(keys, j, 0, n, lo, hi, miss, e.kernel_kind, e.scale, e.card,
+                                h_parent, h_lo, h_hi, h_leaf, hoffs[j], loffs[j])
         assert spans[j] == expected, (j, spans[j], expected)
         if expected <= 0:
             continue
-        n_left, t, eq, need, rank = K._find_cut(keys, j, 0, n, e.kernel_kind, e.card, relaxed,
-                                                min_size, h_parent, h_lo, h_hi, h_leaf,
-                                                hoffs[j], loffs[j])
+        n_left, t, eq, need, rank = K._find_cut(keys, j, 0, n, lo, hi, miss, e.kernel_kind,
+                                                e.card, relaxed, priv, h_parent, h_lo, h_hi,
+                                                h_leaf, hoffs[j], loffs[j], scratch)
         cut = find_cut(root, j, domain, relaxed, min_size)
         if n_left == 0:
             assert cut is None
