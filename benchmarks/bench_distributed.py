@@ -171,7 +171,13 @@ def main(argv=None):
         write_input(src, rows, min(args.rows_per_file, rows))
         gen_s = time.perf_counter() - t0
         input_bytes = sum(f.stat().st_size for f in src.iterdir())
-        with config.set({"distributed.worker.daemon": False}), LocalCluster(
+        from dask.utils import parse_bytes
+
+        # p2p's default 1 GiB send buffer is sized for big workers; both runs get
+        # the same, smaller one.
+        buffers = {"distributed.p2p.comm.buffer": parse_bytes(args.memory_limit) // 8,
+                   "distributed.p2p.storage.buffer": parse_bytes(args.memory_limit) // 16}
+        with config.set(buffers), LocalCluster(
                 n_workers=args.workers, threads_per_worker=args.threads,
                 memory_limit=args.memory_limit, dashboard_address=":0",
                 local_directory=str(scratch / "dask")) as cluster, Client(cluster) as client:

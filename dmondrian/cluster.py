@@ -114,7 +114,7 @@ def run(client, collection, progress: bool | None, label: str):
 
         announce(client)
         print(f"dmondrian: {label}", file=sys.stderr)
-        dask_progress(futures)
+        dask_progress(futures, scheduler=client.scheduler.address)
     return client.gather(futures)
 
 

@@ -59,6 +59,20 @@ Guarantees
 * The largest leaf has at most ``leaf_rows`` rows unless no allowed cut
   exists (e.g. more than ``leaf_rows`` rows with the same QI values).
 
+Sizes and limits
+----------------
+* ``leaf_rows`` defaults to a tenth of one worker thread's memory divided by
+  the measured in-memory size of a row (first partition), clipped to
+  [1,000, 4,000,000]: a leaf is held about twice by the task that anonymizes it.
+* A top-phase pass reads only the QI columns; it decides up to six levels, so
+  ``n`` rows need about ``1 + log2(n / leaf_rows) / 6`` passes plus the shuffle
+  (typically 2 or 3 passes).
+* p2p buffers up to ``distributed.p2p.comm.buffer`` (1 GiB by default) per
+  worker: with workers of a few GB or less, lower it (e.g. to an eighth of
+  the worker memory) or the shuffle, not the engine, runs out of memory.
+* l-diversity and t-closeness are local-engine only for now (their exact
+  checks would need per-region sensitive histograms in the top phase).
+
 Cluster
 -------
 :func:`anonymize` returns a lazy result, but the top phase needs a cluster
