@@ -18,7 +18,11 @@ from .constraints import (
 )
 from .estimator import MondrianAnonymizer
 from .hierarchy import Hierarchy
+from .manifest import write_manifest
+from .metrics import calculate_avg_equivalence_class_size
 from .publish import Interval, parse_range, parse_set
+from .reporting import Report, report
+from .verify import VerifyResult, verify
 
 try:
     __version__ = version("dmondrian")
@@ -27,6 +31,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "anonymize",
+    "calculate_avg_equivalence_class_size",
     "errors",
     "Hierarchy",
     "Interval",
@@ -38,6 +43,11 @@ __all__ = [
     "MondrianAnonymizer",
     "parse_range",
     "parse_set",
+    "report",
+    "Report",
+    "verify",
+    "VerifyResult",
+    "write_manifest",
     "__version__",
 ]
 

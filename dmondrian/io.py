@@ -1,0 +1,461 @@
+"""Reading and writing tables for the command line: CSV or Parquet, any fsspec URL.
+
+Every path here is an fsspec URL (a plain path, ``file://``, ``memory://``,
+``s3://``, ...). Outputs are written *atomically*: the data goes to a hidden
+temporary name in the destination's directory and is renamed to the final name
+only once complete, so a run that dies mid-write (killed, out of disk) never
+leaves a truncated file under the name a user or a pipeline will read.
+
+Errors are typed (all derive from :class:`dmondrian.errors.DMondrianError`)
+and name the path, so the CLI can print them as one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import posixpath
+import signal
+import uuid
+from collections.abc import Callable, Iterator
+
+import fsspec
+import pandas as pd
+
+from .errors import DMondrianError
+
+__all__ = [
+    "FORMATS",
+    "IOFailure",
+    "InputNotFoundError",
+    "ReadError",
+    "UnknownFormatError",
+    "OutputError",
+    "detect_format",
+    "input_size",
+    "read_table",
+    "read_lines",
+    "write_table",
+    "write_json",
+    "atomic_output",
+    "manifest_path",
+]
+
+FORMATS = ("csv", "parquet")
+
+_SUFFIXES = {
+    ".csv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
+}
+_COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst", ".zip")
+
+#: Tests set this to make a write fail half-way ("raise") or to SIGKILL the
+#: process half-way ("kill"), proving that a dead run leaves no output behind.
+FAIL_HOOK_ENV = "DMONDRIAN_TEST_FAIL_WRITE"
+
+
+class IOFailure(DMondrianError):
+    """Base class of the errors raised while reading or writing tables."""
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        super().__init__(message)
+
+
+class InputNotFoundError(IOFailure, FileNotFoundError):
+    """The input path does not exist."""
+
+
+class ReadError(IOFailure, ValueError):
+    """The input exists but cannot be read as a table of its format."""
+
+
+class UnknownFormatError(IOFailure, ValueError):
+    """The format cannot be told from the path and was not given."""
+
+
+class OutputError(IOFailure, OSError):
+    """The output cannot be written (missing or read-only directory, already exists)."""
+
+
+def _fs(url: str):
+    fs, path = fsspec.core.url_to_fs(url)
+    return fs, path
+
+
+def detect_format(url: str, format: str | None = None, *, must_exist: bool = False) -> str:
+    """The table format of ``url``: ``format`` if given, else from its extension.
+
+    A path without a known extension that is an existing directory is a Parquet
+    dataset; a path ending in ``/`` is too.
+
+    Parameters
+    ----------
+    url : str
+        Path or fsspec URL.
+    format : {"csv", "parquet"}, optional
+        Explicit format; overrides the extension.
+    must_exist : bool
+        Only used for the message when the format is unknown.
+
+    Returns
+    -------
+    str
+        ``"csv"`` or ``"parquet"``.
+
+    Examples
+    --------
+    >>> detect_format("people.csv.gz"), detect_format("s3://bucket/out.parquet")
+    ('csv', 'parquet')
+    >>> detect_format("table.dat", format="csv")
+    'csv'
+    """
+    if format is not None:
+        fmt = str(format).lower()
+        if fmt not in FORMATS:
+            raise UnknownFormatError(url, f"unknown format {format!r}: choose csv or parquet")
+        return fmt
+    name = url.rstrip("/").rsplit("/", 1)[-1].lower()
+    for comp in _COMPRESSIONS:
+        if name.endswith(comp):
+            name = name[: -len(comp)]
+            break
+    ext = posixpath.splitext(name)[1]
+    if ext in _SUFFIXES:
+        return _SUFFIXES[ext]
+    if url.endswith("/"):
+        return "parquet"
+    with contextlib.suppress(Exception):
+        fs, path = _fs(url)
+        if fs.isdir(path):
+            return "parquet"
+    raise UnknownFormatError(
+        url, f"cannot tell the format of {url!r} from its name: use a .csv or .parquet "
+             "extension or pass --format csv|parquet")
+
+
+def input_size(url: str) -> int:
+    """Total size in bytes of a file or of every file under a directory."""
+    fs, path = _fs(url)
+    if fs.isdir(path):
+        return int(sum(fs.du(path, total=False).values()))
+    return int(fs.size(path))
+
+
+def _check_exists(url: str, what: str = "input"):
+    fs, path = _fs(url)
+    if not fs.exists(path):
+        raise InputNotFoundError(url, f"{what} {url!r} does not exist")
+    return fs, path
+
+
+def read_table(url: str, format: str | None = None, *, dtypes: dict | None = None,
+               csv_options: dict | None = None) -> pd.DataFrame:
+    """Read a CSV file, a Parquet file or a directory of Parquet files.
+
+    CSV goes through :func:`pandas.read_csv` with its defaults (text columns
+    become pandas' string dtype, numbers int64/float64, ``""`` is missing);
+    Parquet through pyarrow, which keeps the stored types (categoricals,
+    datetimes, nullable integers).
+
+    Parameters
+    ----------
+    url : str
+        Path or fsspec URL.
+    format : {"csv", "parquet"}, optional
+        Overrides the extension.
+    dtypes : dict, optional
+        ``{column: type}`` applied after reading: ``"str"``, ``"int"``,
+        ``"float"``, ``"category"``, ``"datetime"`` or any pandas dtype name.
+        Use it to keep ZIP codes as strings or to parse dates in a CSV.
+    csv_options : dict, optional
+        Extra keyword arguments for :func:`pandas.read_csv` (e.g. ``sep``).
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    InputNotFoundError, ReadError, UnknownFormatError
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> pd.DataFrame({"zip": ["02134", "10001"], "age": [31, 45]}).to_csv(
+    ...     "memory://doc/people.csv", index=False)
+    >>> df = read_table("memory://doc/people.csv", dtypes={"zip": "str"})
+    >>> df["zip"].tolist(), df["age"].tolist()
+    (['02134', '10001'], [31, 45])
+    """
+    fmt = detect_format(url, format)
+    fs, path = _check_exists(url)
+    str_cols = [c for c, t in (dtypes or {}).items() if str(t) in ("str", "string")]
+    try:
+        if fmt == "csv":
+            if fs.isdir(path):
+                raise ReadError(url, f"{url!r} is a directory, not a CSV file")
+            options = {"dtype": dict.fromkeys(str_cols, "str"), **(csv_options or {})}
+            with fsspec.open(url, "rb", compression="infer") as fh:
+                df = pd.read_csv(fh, **options)
+        else:
+            df = _read_parquet(fs, path, url)
+    except IOFailure:
+        raise
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError,
+            OSError) as exc:
+        raise ReadError(url, f"cannot read {url!r} as {fmt.upper()}: {_one_line(exc)}") from exc
+    return _apply_dtypes(df, dtypes or {}, url)
+
+
+def _read_parquet(fs, path: str, url: str) -> pd.DataFrame:
+    import pyarrow.lib
+    import pyarrow.parquet as pq
+
+    if fs.isdir(path):
+        files = [f for f in fs.find(path) if not _hidden(f[len(path):])]
+        if not any(f.endswith((".parquet", ".pq", ".parq")) or "." not in f.rsplit("/", 1)[-1]
+                   for f in files):
+            raise ReadError(url, f"directory {url!r} holds no Parquet files")
+    try:
+        return pq.read_table(path, filesystem=fs).to_pandas()
+    except pyarrow.lib.ArrowException as exc:
+        raise ReadError(url, f"cannot read {url!r} as PARQUET: {_one_line(exc)}") from exc
+
+
+def _hidden(rel: str) -> bool:
+    return any(part.startswith((".", "_")) for part in rel.split("/") if part)
+
+
+def _apply_dtypes(df: pd.DataFrame, dtypes: dict, url: str) -> pd.DataFrame:
+    from .errors import ColumnError, MissingColumnError
+
+    for col, typ in dtypes.items():
+        if col not in df.columns:
+            raise MissingColumnError(col, f"--dtype names column {col!r}, which is not in "
+                                          f"{url!r}")
+        name = str(typ).lower()
+        try:
+            if name == "datetime":
+                df[col] = pd.to_datetime(df[col], format="ISO8601")
+            elif name in ("str", "string"):
+                df[col] = df[col].astype("str").where(df[col].notna())
+            elif name == "int":
+                df[col] = df[col].astype("Int64" if df[col].isna().any() else "int64")
+            else:
+                df[col] = df[col].astype({"float": "float64"}.get(name, name))
+        except (ValueError, TypeError) as exc:
+            raise ColumnError(col, f"cannot convert column {col!r} to {typ}: "
+                                   f"{_one_line(exc)}") from exc
+    return df
+
+
+def read_lines(url: str, what: str = "file") -> list[str]:
+    """The lines of a small text file (e.g. a hierarchy), through fsspec."""
+    _check_exists(url, what)
+    try:
+        with fsspec.open(url, "rt", encoding="utf-8") as fh:
+            return fh.read().splitlines()
+    except (UnicodeDecodeError, OSError) as exc:
+        raise ReadError(url, f"cannot read {what} {url!r}: {_one_line(exc)}") from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+# -- writing ---------------------------------------------------------------------------
+
+
+def manifest_path(output_url: str) -> str:
+    """Where the release manifest of ``output_url`` goes: ``OUTPUT.manifest.json``.
+
+    Examples
+    --------
+    >>> manifest_path("out/released.csv")
+    'out/released.csv.manifest.json'
+    >>> manifest_path("s3://bucket/released/")
+    's3://bucket/released.manifest.json'
+    """
+    return output_url.rstrip("/") + ".manifest.json"
+
+
+def _is_local(fs) -> bool:
+    from fsspec.implementations.local import LocalFileSystem
+
+    return isinstance(fs, LocalFileSystem)
+
+
+def _check_output(fs, path: str, url: str, overwrite: bool) -> str:
+    parent = fs._parent(path)
+    if fs.exists(path) and not overwrite:
+        raise OutputError(url, f"output {url!r} already exists (pass --overwrite to replace it)")
+    # Object stores have no real directories; only a local path can name a
+    # missing or read-only one, and saying so beats a PermissionError later.
+    if _is_local(fs):
+        if not fs.exists(parent):
+            raise OutputError(url, f"cannot write {url!r}: directory {parent!r} does not exist")
+        if not fs.isdir(parent):
+            raise OutputError(url, f"cannot write {url!r}: {parent!r} is not a directory")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise OutputError(url, f"cannot write {url!r}: directory {parent!r} is not "
+                                   "writable")
+    return parent
+
+
+@contextlib.contextmanager
+def atomic_output(url: str, *, directory: bool = False, overwrite: bool = False
+                  ) -> Iterator[tuple]:
+    """Yield ``(fs, tmp_path)`` to write to; rename it to ``url`` when the block succeeds.
+
+    The temporary name is hidden (``.NAME.tmp-XXXX``) and in the same
+    directory, so the rename is a same-filesystem move, and readers of a
+    Parquet dataset directory skip it. If the block raises, the temporary is
+    removed and nothing appears at ``url``.
+
+    Parameters
+    ----------
+    url : str
+        Final path or fsspec URL.
+    directory : bool
+        Whether the output is a directory (a Parquet dataset) rather than a file.
+    overwrite : bool
+        Replace an existing ``url``; otherwise an existing output is an error.
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> with atomic_output("memory://doc/atomic.txt") as (fs, tmp):
+    ...     with fs.open(tmp, "w") as fh:
+    ...         _ = fh.write("complete")
+    >>> fsspec.open("memory://doc/atomic.txt", "r").open().read()
+    'complete'
+    """
+    fs, path = _fs(url)
+    path = path.rstrip("/")
+    parent = _check_output(fs, path, url, overwrite)
+    name = path.rsplit("/", 1)[-1]
+    tmp = f"{parent}/.{name}.tmp-{uuid.uuid4().hex[:12]}" if parent else \
+        f".{name}.tmp-{uuid.uuid4().hex[:12]}"
+    try:
+        if directory:
+            fs.makedirs(tmp, exist_ok=False)
+        yield fs, tmp
+        if fs.exists(path):  # only reachable with overwrite=True
+            fs.rm(path, recursive=True)
+        fs.mv(tmp, path, recursive=directory)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            if fs.exists(tmp):
+                fs.rm(tmp, recursive=True)
+        raise
+
+
+def _fail_hook(stage: str) -> None:
+    action = os.environ.get(FAIL_HOOK_ENV)
+    if not action or stage != "mid-write":
+        return
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if action == "raise":
+        raise OSError(f"injected write failure ({FAIL_HOOK_ENV}={action})")
+
+
+def write_table(df: pd.DataFrame, url: str, format: str | None = None, *,
+                overwrite: bool = False, chunk_rows: int = 100_000,
+                progress: Callable[[int, int], None] | None = None) -> str:
+    """Write ``df`` to ``url`` as CSV or Parquet, atomically.
+
+    A URL ending in ``/`` (or an existing directory, with ``overwrite``) gets a
+    Parquet dataset directory holding ``part.0.parquet``; otherwise one file.
+    Rows are written in chunks so that ``progress(rows_done, rows_total)`` can
+    report.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table; its index is not written.
+    url : str
+        Output path or fsspec URL.
+    format : {"csv", "parquet"}, optional
+        Overrides the extension.
+    overwrite : bool
+        Replace an existing output.
+    chunk_rows : int
+        Rows per CSV chunk / Parquet row group.
+    progress : callable, optional
+        Called after every chunk with (rows written, total rows).
+
+    Returns
+    -------
+    str
+        The format written.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"age": ["[20, 29]", "[20, 29]"], "income": [10, 20]})
+    >>> write_table(df, "memory://doc/released.parquet")
+    'parquet'
+    >>> read_table("memory://doc/released.parquet").equals(df)
+    True
+    """
+    fmt = detect_format(url, format)
+    fs, path = _fs(url)
+    directory = url.endswith("/") or (fmt == "parquet" and fs.isdir(path.rstrip("/")))
+    if directory and fmt != "parquet":
+        raise OutputError(url, f"cannot write CSV to directory {url!r}: give a file name")
+    n = len(df)
+    step = max(1, int(chunk_rows))
+    try:
+        with atomic_output(url, directory=directory, overwrite=overwrite) as (fs, tmp):
+            target = f"{tmp}/part.0.parquet" if directory else tmp
+            with fs.open(target, "wb") as fh:
+                if fmt == "csv":
+                    _write_csv(df, fh, step, n, progress)
+                else:
+                    _write_parquet(df, fh, step, n, progress)
+    except IOFailure:
+        raise
+    except OSError as exc:
+        raise OutputError(url, f"cannot write {url!r}: {_one_line(exc)}") from exc
+    return fmt
+
+
+def _write_csv(df, fh, step, n, progress):
+    import io as _io
+
+    text = _io.TextIOWrapper(fh, encoding="utf-8", newline="")
+    for start in range(0, max(n, 1), step):
+        df.iloc[start:start + step].to_csv(text, index=False, header=start == 0)
+        text.flush()
+        if progress:
+            progress(min(start + step, n), n)
+        _fail_hook("mid-write")
+    text.detach()
+
+
+def _write_parquet(df, fh, step, n, progress):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    with pq.ParquetWriter(fh, table.schema) as writer:
+        for start in range(0, max(n, 1), step):
+            writer.write_table(table.slice(start, step))
+            if progress:
+                progress(min(start + step, n), n)
+            _fail_hook("mid-write")
+
+
+def write_json(obj, url: str, *, overwrite: bool = True) -> None:
+    """Write ``obj`` as indented JSON to ``url``, atomically."""
+    try:
+        with atomic_output(url, overwrite=overwrite) as (fs, tmp), fs.open(tmp, "w") as fh:
+            json.dump(obj, fh, indent=2, default=str)
+            fh.write("\n")
+    except IOFailure:
+        raise
+    except OSError as exc:
+        raise OutputError(url, f"cannot write {url!r}: {_one_line(exc)}") from exc

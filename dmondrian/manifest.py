@@ -1,0 +1,312 @@
+"""A release manifest: the JSON file that says how a release was made and what it is.
+
+:func:`write_manifest` is called once the output is written (a file, or a
+directory of Parquet part files, local or any fsspec URL). The manifest holds
+
+* ``parameters``: what the caller ran (k, quasi-identifiers, mode,
+  constraints, seed, ...), as given;
+* ``software``: dmondrian, Python and dependency versions;
+* ``rows``: input and output row counts;
+* ``achieved``: the k (l, t) the release actually has, and ``metrics``: the
+  full :class:`dmondrian.reporting.Report` (NCP, discernibility, risk, ...);
+* ``output``: every output file with its size and SHA-256.
+
+It is written atomically: a temporary file in the same directory, flushed
+and fsynced, then ``os.replace``, so a reader never sees half a manifest.
+:func:`check_manifest` re-hashes the output and reports what changed.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import tempfile
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ParameterError
+
+__all__ = ["write_manifest", "read_manifest", "check_manifest", "manifest_path", "FORMAT"]
+
+#: Identifies the manifest layout; bumped if fields change meaning.
+FORMAT = "dmondrian-manifest/1"
+MANIFEST_SUFFIX = ".manifest.json"
+DEPENDENCIES = ("numpy", "pandas", "numba", "pyarrow", "dask", "distributed", "fsspec",
+                "matplotlib")
+_CHUNK = 1 << 20
+
+
+def manifest_path(output) -> str:
+    """Default manifest location: beside the output, ``<output>.manifest.json``.
+
+    Examples
+    --------
+    >>> manifest_path("/data/release.parquet/")
+    '/data/release.parquet.manifest.json'
+    """
+    text = os.fspath(output)
+    return text.rstrip("/\\") + MANIFEST_SUFFIX
+
+
+def _versions() -> dict:
+    out = {}
+    for name in ("dmondrian", *DEPENDENCIES):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    if out["dmondrian"] is None:  # a source tree that is not installed
+        from . import __version__
+
+        out["dmondrian"] = __version__
+    return out
+
+
+def _fs(output):
+    import fsspec.core
+
+    return fsspec.core.url_to_fs(os.fspath(output))
+
+
+def _sha256(fs, path: str) -> str:
+    digest = hashlib.sha256()
+    with fs.open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def hash_output(output, exclude=()) -> list[dict]:
+    """Size and SHA-256 of the output file, or of every file under an output directory.
+
+    Paths are relative to the output directory (a single file: its name), in
+    sorted order. ``exclude`` lists absolute paths to leave out (the manifest
+    itself when it is written inside the directory).
+    """
+    fs, root = _fs(output)
+    if not fs.exists(root):
+        raise ParameterError("output", f"output {os.fspath(output)!r} does not exist")
+    skip = {fs._strip_protocol(os.fspath(p)) for p in exclude}
+    if fs.isdir(root):
+        files = sorted(p for p in fs.find(root) if p not in skip)
+        base = root.rstrip("/")
+        rel = [p[len(base) + 1:] for p in files]
+    else:
+        files, rel = [root], [root.rstrip("/").rsplit("/", 1)[-1]]
+    return [{"path": r, "bytes": int(fs.size(p)), "sha256": _sha256(fs, p)}
+            for p, r in zip(files, rel, strict=True)]
+
+
+def _parquet_rows(output) -> int | None:
+    """Row count from Parquet footers (no data read); None if the output is not Parquet."""
+    fs, root = _fs(output)
+    files = sorted(fs.find(root)) if fs.isdir(root) else [root]
+    files = [f for f in files if f.endswith((".parquet", ".parq"))]
+    if not files:
+        return None
+    import pyarrow.parquet as pq
+
+    total = 0
+    for f in files:
+        with fs.open(f, "rb") as fh:
+            total += pq.ParquetFile(fh).metadata.num_rows
+    return total
+
+
+def _json_default(obj):
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj, key=str)
+    if isinstance(obj, (os.PathLike, _dt.date, _dt.datetime)):
+        return str(obj)
+    return repr(obj)
+
+
+def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, output_rows=None,
+                   report=None, released=None, quasi_identifiers=None, original=None,
+                   sensitive=None, k=None, extra: Mapping | None = None) -> dict:
+    """Write the manifest of a release (atomically) and return it as a dict.
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        Where to write the JSON (a local file). Default: beside the output,
+        see :func:`manifest_path`.
+    output : str or os.PathLike
+        The release: a file, or a directory of Parquet part files (each file
+        is hashed); local or an fsspec URL.
+    parameters : mapping
+        What was run, e.g. ``{"k": 10, "quasi_identifiers": [...], "mode":
+        "strict", "constraints": [...], "seed": 0}``; stored as given.
+    input_rows : int, optional
+        Rows of the input table.
+    output_rows : int, optional
+        Rows of the release; taken from the report, or read from Parquet
+        footers, when not given.
+    report : dmondrian.reporting.Report, optional
+        The release's report; computed from ``released`` when omitted.
+    released : pandas or Dask DataFrame, optional
+        The release (e.g. ``dask.dataframe.read_parquet(output)``), to build
+        the report from, with ``quasi_identifiers``, ``original``,
+        ``sensitive`` and ``k``.
+    extra : mapping, optional
+        More fields to store under ``"extra"``.
+
+    Returns
+    -------
+    dict
+        The manifest as written.
+
+    Examples
+    --------
+    >>> import tempfile, pandas as pd
+    >>> folder = tempfile.mkdtemp()
+    >>> out = os.path.join(folder, "release.csv")
+    >>> pd.DataFrame({"age": ["[20, 29]", "[20, 29]"]}).to_csv(out, index=False)
+    >>> m = write_manifest(output=out, parameters={"k": 2, "quasi_identifiers": ["age"]})
+    >>> m["output"]["files"][0]["path"], os.path.exists(out + ".manifest.json")
+    ('release.csv', True)
+    """
+    if not isinstance(parameters, Mapping):
+        raise ParameterError("parameters", "parameters must be a mapping of what was run "
+                                           f"(k, quasi_identifiers, ...), got "
+                                           f"{type(parameters).__name__}")
+    for name, value in (("input_rows", input_rows), ("output_rows", output_rows)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int,
+                                                                                   np.integer))
+                                  or value < 0):
+            raise ParameterError(name, f"{name} must be an integer >= 0, got {value!r}")
+    target = Path(manifest_path(output) if path is None else os.fspath(path))
+    if report is None and released is not None:
+        if quasi_identifiers is None:
+            raise ParameterError("quasi_identifiers", "building the report from released "
+                                                      "needs quasi_identifiers")
+        from .reporting import report as build_report
+
+        report = build_report(released, quasi_identifiers, original=original,
+                              sensitive=sensitive, k=k)
+    files = hash_output(output, exclude=[target.resolve()] if "://" not in os.fspath(output)
+                        else ())
+    metrics = report.to_dict() if report is not None else None
+    if output_rows is None:
+        output_rows = metrics["rows"] if metrics is not None else _parquet_rows(output)
+    manifest = {
+        "format": FORMAT,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "parameters": dict(parameters),
+        "software": {"python": platform.python_version(), "platform": platform.platform(),
+                     "packages": _versions()},
+        "rows": {"input": None if input_rows is None else int(input_rows),
+                 "output": None if output_rows is None else int(output_rows)},
+        "achieved": metrics["achieved"] if metrics is not None else None,
+        "metrics": metrics,
+        "output": {"path": _relative(output, target.parent), "files": files},
+    }
+    if extra:
+        manifest["extra"] = dict(extra)
+    text = json.dumps(manifest, indent=2, default=_json_default, allow_nan=False) + "\n"
+    _atomic_write(target, text)
+    return json.loads(text)
+
+
+def _relative(output, folder: Path) -> str:
+    text = os.fspath(output)
+    if "://" in text:
+        return text
+    try:
+        return os.path.relpath(Path(text).resolve(), folder.resolve())
+    except ValueError:  # another drive on Windows
+        return str(Path(text).resolve())
+
+
+def _atomic_write(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` so readers see the old file or the whole new one."""
+    folder = target.parent
+    if not folder.is_dir():
+        raise ParameterError("path", f"the manifest's folder {str(folder)!r} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_manifest(path) -> dict:
+    """Read a manifest written by :func:`write_manifest`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    ParameterError
+        The file is not a dmondrian manifest.
+    """
+    with open(path, encoding="utf-8") as fh:
+        manifest = json.load(fh)
+    if manifest.get("format") != FORMAT:
+        raise ParameterError("path", f"{os.fspath(path)!r} is not a {FORMAT} manifest")
+    return manifest
+
+
+def check_manifest(path, output=None) -> dict:
+    """Re-hash a release and compare it with its manifest.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The manifest.
+    output : str or os.PathLike, optional
+        The release; by default the manifest's ``output.path`` (relative to
+        the manifest's folder).
+
+    Returns
+    -------
+    dict
+        ``{"missing": [...], "changed": [...], "extra": [...]}`` file paths;
+        all empty when the release is intact.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> out = os.path.join(tempfile.mkdtemp(), "release.csv")
+    >>> with open(out, "w") as fh:
+    ...     _ = fh.write("age\\n[20, 29]\\n[20, 29]\\n")
+    >>> _ = write_manifest(output=out, parameters={"k": 2})
+    >>> check_manifest(manifest_path(out))
+    {'missing': [], 'changed': [], 'extra': []}
+    >>> with open(out, "a") as fh:
+    ...     _ = fh.write("30\\n")
+    >>> check_manifest(manifest_path(out))["changed"]
+    ['release.csv']
+    """
+    manifest = read_manifest(path)
+    if output is None:
+        stored = manifest["output"]["path"]
+        output = stored if "://" in stored else str(Path(path).resolve().parent / stored)
+    expected = {f["path"]: f["sha256"] for f in manifest["output"]["files"]}
+    actual = {f["path"]: f["sha256"] for f in hash_output(output,
+                                                          exclude=[Path(path).resolve()])}
+    return {
+        "missing": sorted(set(expected) - set(actual)),
+        "changed": sorted(p for p in expected if p in actual and actual[p] != expected[p]),
+        "extra": sorted(set(actual) - set(expected)),
+    }

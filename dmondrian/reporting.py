@@ -1,0 +1,281 @@
+"""One call that measures a release: :func:`report` and its :class:`Report`.
+
+The report gathers the metrics of :mod:`dmondrian.metrics` (see there for
+every definition) and reads a Dask table in as few passes as it can: class
+sizes, label counts, the original's domains and the sensitive statistics are
+computed together in one ``dask.compute``.
+
+(The module is not called ``report.py``: ``dmondrian.report`` is the function,
+and a submodule of the same name would shadow it.)
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .constraints import check_k
+from .metrics import (
+    DEFAULT_RISK_THRESHOLD,
+    NCP,
+    Deferred,
+    Privacy,
+    Risk,
+    SizeSummary,
+    _check_threshold,
+    _check_weights,
+    _finish_size_counts,
+    _ncp_finish,
+    _ncp_plan,
+    _prosecutor,
+    _size_counts_of,
+    check_column,
+    class_keys,
+    class_sizes,
+    domains_deferred,
+    journalist,
+    population_counts,
+    resolve_domains,
+    run,
+    size_distribution,
+)
+from .verify import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
+
+__all__ = ["Report", "report"]
+
+
+@dataclass
+class Report:
+    """What a release costs and risks; build it with :func:`report`.
+
+    Attributes
+    ----------
+    n_records, n_classes : int
+    quasi_identifiers : list
+    k : int or None
+        The k asked for (None if not given).
+    privacy : Privacy
+        k (and l, t) the table achieves.
+    c_avg : float
+        ``C_avg`` for the requested k (the achieved k when none was given).
+    discernibility : int
+    size_counts : pandas.Series
+        Number of classes of each size.
+    class_sizes : pandas.DataFrame
+        Classes and records per size bucket.
+    ncp : NCP or None
+        Information loss (None without ``original`` or ``domains``).
+    risk : Risk
+    """
+
+    n_records: int
+    n_classes: int
+    quasi_identifiers: list
+    k: int | None
+    privacy: Privacy
+    c_avg: float
+    discernibility: int
+    size_counts: pd.Series
+    class_sizes: pd.DataFrame
+    ncp: NCP | None
+    risk: Risk
+
+    # -- export ----------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """Plain-Python nested dict (JSON-serializable; numbers as int/float)."""
+        p = self.privacy
+        out = {
+            "rows": self.n_records,
+            "classes": self.n_classes,
+            "quasi_identifiers": [str(q) for q in self.quasi_identifiers],
+            "k": self.k,
+            "achieved": {"k": p.k, "sensitive": None if p.sensitive is None else str(p.sensitive),
+                         "l_distinct": p.l_distinct, "l_entropy": p.l_entropy, "t": p.t,
+                         "t_distance": p.t_distance},
+            "c_avg": self.c_avg,
+            "discernibility": self.discernibility,
+            "class_sizes": self.class_sizes.to_dict(orient="records"),
+            "ncp": None if self.ncp is None else {
+                "overall": self.ncp.overall,
+                "per_attribute": {str(q): v for q, v in self.ncp.per_attribute.items()},
+                "weights": {str(q): v for q, v in self.ncp.weights.items()},
+            },
+            "risk": dict(vars(self.risk)),
+        }
+        return _plain(out)
+
+    def to_json(self, **kwargs) -> str:
+        """:meth:`to_dict` as JSON text (``kwargs`` go to :func:`json.dumps`)."""
+        return json.dumps(self.to_dict(), **kwargs)
+
+    # -- display ---------------------------------------------------------------------------------
+    def _lines(self) -> list[tuple[str, str]]:
+        p, r = self.privacy, self.risk
+        rows = [("rows / classes", f"{self.n_records:,} / {self.n_classes:,}"),
+                ("quasi-identifiers", ", ".join(map(str, self.quasi_identifiers)))]
+        asked = "" if self.k is None else f" (asked {self.k})"
+        rows.append(("k achieved", f"{p.k}{asked}"))
+        if p.sensitive is not None:
+            rows.append((f"l-diversity ({p.sensitive})",
+                         f"distinct {p.l_distinct}, entropy {p.l_entropy:.3f}"))
+            rows.append((f"t-closeness ({p.t_distance})", f"{p.t:.4f}"))
+        rows.append(("C_avg", f"{self.c_avg:.3f}"))
+        rows.append(("discernibility", f"{self.discernibility:,}"))
+        if self.ncp is not None:
+            per = ", ".join(f"{q} {v:.3f}" for q, v in self.ncp.per_attribute.items())
+            rows.append(("NCP (GCP)", f"{self.ncp.overall:.4f}"))
+            rows.append(("NCP per QI", per))
+        rows.append(("prosecutor risk", f"max {r.prosecutor_max:.4f}, avg {r.prosecutor_avg:.4f}, "
+                                        f"{r.prosecutor_at_risk:.2%} of rows > {r.threshold:g}"))
+        if r.journalist_max is not None:
+            rows.append(("journalist risk", f"max {r.journalist_max:.4f}, "
+                                            f"{r.journalist_at_risk:.2%} of rows > "
+                                            f"{r.threshold:g} (population {r.population_rows:,})"))
+        rows.append(("marketer risk", f"{r.marketer:.4f}"))
+        return rows
+
+    def _size_lines(self) -> list[str]:
+        out = []
+        for row in self.class_sizes.itertuples(index=False):
+            if row.classes == 0:
+                continue
+            size = str(row.size_min) if row.size_min == row.size_max else \
+                f"{row.size_min}-{row.size_max}"
+            out.append(f"{size:>11}  {row.classes:>9,} classes  {row.records:>11,} rows")
+        return out
+
+    def __repr__(self) -> str:
+        lines = ["dmondrian report"]
+        width = max(len(k) for k, _ in self._lines())
+        lines += [f"  {k:<{width}}  {v}" for k, v in self._lines()]
+        lines.append("  class sizes:")
+        lines += ["  " + line for line in self._size_lines()]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        cell = 'style="text-align:left;padding:2px 10px"'
+        rows = "".join(f"<tr><th {cell}>{html.escape(k)}</th><td {cell}>{html.escape(v)}</td></tr>"
+                       for k, v in self._lines())
+        sizes = self.class_sizes[self.class_sizes["classes"] > 0]
+        return ("<div><h4 style=\"margin:4px 0\">dmondrian report</h4>"
+                f"<table>{rows}</table><p style=\"margin:4px 0\">class sizes</p>"
+                f"{sizes.to_html(index=False)}</div>")
+
+
+def _plain(obj):
+    """numpy scalars to Python numbers, non-finite floats to None (valid JSON)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *,
+           population=None, domains=None, hierarchies=None, qi_kinds=None, weights=None,
+           class_column=None, risk_threshold=DEFAULT_RISK_THRESHOLD, t_distance="auto",
+           bins=None) -> Report:
+    """Measure a release: sizes, information loss, re-identification risk, privacy.
+
+    Parameters
+    ----------
+    released : pandas or Dask DataFrame
+        The released table (or any table, e.g. the original, to see its risk).
+    quasi_identifiers : list of column names
+        Its QI columns.
+    original : pandas or Dask DataFrame, optional
+        The original table: its global domains normalize NCP. Without it (or
+        ``domains``) the report has no NCP.
+    sensitive : column name, optional
+        Sensitive column for l-diversity and t-closeness.
+    k : int, optional
+        The k asked for; ``C_avg`` uses it (the achieved k otherwise).
+    population : pandas or Dask DataFrame, optional
+        Population with original QI values, for journalist and marketer risk.
+    domains : dict, optional
+        Precomputed :func:`dmondrian.metrics.compute_domains`.
+    hierarchies, qi_kinds : dict, optional
+        As given to :func:`dmondrian.anonymize`.
+    weights : dict or sequence, optional
+        QI weights of the overall NCP (equal by default).
+    class_column : str, optional
+        Define classes by this column instead of the published QI values.
+    risk_threshold : float, default 0.2
+        A record is at risk when its re-identification risk exceeds this.
+    t_distance : {"auto", "ordered", "equal"}
+        EMD ground distance for t-closeness.
+    bins : sequence of int or "exact", optional
+        Class-size buckets (see :func:`dmondrian.metrics.class_size_distribution`).
+
+    Returns
+    -------
+    Report
+        With a readable ``repr``, ``_repr_html_`` for notebooks, ``to_dict()``
+        and ``to_json()``.
+
+    Examples
+    --------
+    >>> import dmondrian
+    >>> df = pd.DataFrame({"age": [23, 25, 31, 33, 35, 47],
+    ...                    "disease": ["flu", "cold", "flu", "acne", "cold", "flu"]})
+    >>> rel = dmondrian.anonymize(df, ["age"], k=3)
+    >>> r = report(rel, ["age"], original=df, sensitive="disease", k=3)
+    >>> r.privacy.k, r.n_classes, r.c_avg, round(r.ncp.overall, 3)
+    (3, 2, 1.0, 0.458)
+    >>> r.to_dict()["achieved"]["l_distinct"]
+    2
+    """
+    qis, keys = class_keys(released, quasi_identifiers, class_column)
+    if k is not None:
+        k = check_k(k)
+    threshold = _check_threshold(risk_threshold)
+    w = _check_weights(weights, qis)
+    parts = []
+    if sensitive is not None:
+        check_column(released, sensitive, "sensitive")
+        frame, plan = class_statistics(released, keys, sensitive, t_distance)
+        sizes = frame[SIZE]
+        parts.append(Deferred([frame[L_DISTINCT].min(), frame[L_ENTROPY].min(), frame[T].max()],
+                              list))
+    else:
+        plan, sizes = None, class_sizes(released, keys)
+        parts.append(Deferred([], list))
+    parts.append(Deferred([_size_counts_of(sizes)],
+                          lambda d: SizeSummary(_finish_size_counts(d[0]))))
+    measure_ncp = original is not None or domains is not None
+    if measure_ncp:
+        if domains is None:
+            parts.append(domains_deferred(original, qis, hierarchies, qi_kinds))
+        else:
+            parts.append(Deferred([], lambda _: resolve_domains(qis, domains=domains)))
+        plans = _ncp_plan(released, qis, keys, original)
+        parts.append(Deferred([p[1] for p in plans.values()], list))
+    results = run(*parts)
+    l_stats, summary = results[0], results[1]
+    ncp = _ncp_finish(plans, results[3], qis, results[2], w, summary.n_records) \
+        if measure_ncp else None
+    if plan is None:
+        privacy = Privacy(summary.min_size)
+    else:
+        privacy = Privacy(summary.min_size, sensitive, int(l_stats[0]), float(l_stats[1]),
+                          float(l_stats[2]), plan.distance)
+    risk_fields = _prosecutor(summary, threshold)
+    if population is not None:
+        f, big_f, n_pop = population_counts(released, qis, population, hierarchies, qi_kinds)
+        risk_fields = journalist(f, big_f, n_pop, threshold, risk_fields)
+    counts = summary.counts
+    return Report(
+        n_records=summary.n_records, n_classes=summary.n_classes, quasi_identifiers=qis, k=k,
+        privacy=privacy, c_avg=summary.c_avg(k if k is not None else max(summary.min_size, 1)),
+        discernibility=summary.discernibility, size_counts=counts,
+        class_sizes=size_distribution(counts, bins), ncp=ncp, risk=Risk(threshold, **risk_fields),
+    )
