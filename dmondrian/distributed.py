@@ -760,6 +760,10 @@ def _distributed_shuffle() -> str:
 
 def _anonymize_and_write(ddf, quasi_identifiers, k, write, *, client, progress, label,
                          **options) -> TopPlan:
+    sensitive_options = ("l", "l_kind", "c", "t", "sensitive", "constraints")
+    given = {name: options.pop(name) for name in sensitive_options if name in options}
+    given.pop("l_kind", None)
+    _refuse_sensitive_constraints(**given)
     c, owned = resolve_client(client)
     try:
         top = plan(ddf, quasi_identifiers, k, client=c, progress=progress, **options)

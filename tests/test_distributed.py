@@ -227,6 +227,9 @@ def test_max_depth_counts_top_phase_levels(client):
     (lambda ddf: D.anonymize(ddf, ["age"], 2, class_column="zip"), errors.ParameterError),
     (lambda ddf: D.anonymize(ddf, ["age"], 2, qi_kinds={"age": "weird"}),
      errors.UnsupportedDtypeError),
+    (lambda ddf: D.anonymize(ddf, ["age"], 2, l=2, sensitive="color"), errors.ParameterError),
+    (lambda ddf: D.anonymize_to_parquet(ddf, "never-written", ["age"], 2, t=0.2,
+                                        sensitive="color"), errors.ParameterError),
 ])
 def test_bad_options_raise_typed_errors_before_any_pass(call, error):
     ddf = dd.from_pandas(mixed_table(50), npartitions=2)
