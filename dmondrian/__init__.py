@@ -76,11 +76,17 @@ __all__ = [
 
 
 def anonymize(df, quasi_identifiers, k, **options):
-    """k-anonymize a table with Mondrian (pandas in memory).
+    """k-anonymize a table with Mondrian.
 
-    Dispatches on the table's type to :func:`dmondrian.local.anonymize`;
-    see it for the parameters.
+    Dispatches on the table's type: a pandas DataFrame goes to
+    :func:`dmondrian.local.anonymize` (in memory), a dask DataFrame to
+    :func:`dmondrian.distributed.anonymize` (lazy result; extra options
+    ``leaf_rows``, ``client``, ``progress``). See them for the parameters.
     """
+    if type(df).__module__.split(".")[0] == "dask":
+        from .distributed import anonymize as distributed_anonymize
+
+        return distributed_anonymize(df, quasi_identifiers, k, **options)
     from .local import anonymize as local_anonymize
 
     return local_anonymize(df, quasi_identifiers, k, **options)

@@ -1,0 +1,217 @@
+"""Speed and memory of the distributed engine, as a ratio to a plain shuffle.
+
+Run: python benchmarks/bench_distributed.py [--quick] [--rows N] [--workers W]
+         [--memory-limit 2GB] [--quality] [--out PATH]
+
+One synthetic census Parquet dataset (5 QIs: age, zip, birth_date, sex,
+education; 2 other columns: person_id, income) is written once. Then, on the
+same LocalCluster, side by side:
+
+* baseline: ``read_parquet -> shuffle(person_id) -> to_parquet`` of the same
+  data (the p2p shuffle every anonymization must at least pay for);
+* dmondrian: ``anonymize_to_parquet`` (domain pass, top-phase passes, route,
+  p2p shuffle, local engine per leaf, write).
+
+Reported: both times and their ratio (target <= 1.5), passes over the data in
+the top phase, leaves and the largest leaf, and the peak memory of any worker
+process (sampled from the scheduler's heartbeats) against its limit.
+
+``--quality`` also runs the local engine in memory on the same rows and
+compares average NCP (from per-class original bounds), the 2M-row quality
+check of issue 3 (``--quality --rows 2000000``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+QIS = ["age", "zip", "birth_date", "sex", "education"]
+KEEP = ["person_id", "income"]
+K = 10
+
+
+def write_input(path: Path, rows: int, rows_per_file: int) -> None:
+    from dmondrian.synthetic import make_census
+
+    path.mkdir(parents=True)
+    for i, start in enumerate(range(0, rows, rows_per_file)):
+        n = min(rows_per_file, rows - start)
+        df = make_census(n, seed=0, start=start)[QIS + KEEP]
+        df.to_parquet(path / f"part-{i:05d}.parquet", index=False)
+
+
+class PeakMemory:
+    """Largest worker process memory seen in the scheduler's heartbeats."""
+
+    def __init__(self, client, every=0.25):
+        self.client, self.every, self.peak = client, every, 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self):
+        while not self._stop.is_set():
+            try:
+                workers = self.client.scheduler_info(n_workers=-1)["workers"]
+                for w in workers.values():
+                    self.peak = max(self.peak, w["metrics"]["memory"])
+            except Exception:  # noqa: BLE001 - a missed sample is not an error
+                pass
+            self._stop.wait(self.every)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def baseline(client, src: Path, dst: Path) -> float:
+    import dask.dataframe as dd
+
+    t0 = time.perf_counter()
+    ddf = dd.read_parquet(src)
+    out = ddf.shuffle(on="person_id", npartitions=ddf.npartitions, shuffle_method="p2p",
+                      force=True)
+    client.compute(out.to_parquet(dst, compute=False)).result()
+    return time.perf_counter() - t0
+
+
+def anonymize(client, src: Path, dst: Path, leaf_rows):
+    import dask.dataframe as dd
+
+    from dmondrian.distributed import anonymize_to_parquet
+
+    t0 = time.perf_counter()
+    top = anonymize_to_parquet(dd.read_parquet(src), dst, QIS, K, client=client,
+                               leaf_rows=leaf_rows, class_column="cls", progress=False)
+    return time.perf_counter() - t0, top
+
+
+def average_ncp(original: pd.DataFrame, classes: np.ndarray) -> float:
+    """Mean normalized class span over rows and QIs (nominal: distinct - 1 over global)."""
+    total = np.zeros(len(original))
+    for q in QIS:
+        s = original[q]
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            v = s.cat.codes.astype(float)
+        elif pd.api.types.is_datetime64_any_dtype(s.dtype):
+            v = s.astype("int64").astype(float)
+        elif pd.api.types.is_numeric_dtype(s.dtype):
+            v = s.astype(float)
+        else:
+            codes = pd.Series(pd.factorize(s)[0], index=s.index)
+            d = codes.groupby(classes).transform("nunique").to_numpy()
+            total += (d - 1) / max(codes.nunique() - 1, 1)
+            continue
+        g = v.groupby(classes)
+        span = (g.transform("max") - g.transform("min")).to_numpy()
+        total += span / (v.max() - v.min())
+    return float(total.mean() / len(QIS))
+
+
+def quality(src: Path, dst: Path) -> dict:
+    from dmondrian import local
+
+    original = pd.read_parquet(src).sort_values("person_id", ignore_index=True)
+    released = pd.read_parquet(dst, columns=["person_id", "cls"]).sort_values(
+        "person_id", ignore_index=True)
+    t0 = time.perf_counter()
+    ref = local.anonymize(original, QIS, K, class_column="cls")
+    local_time = time.perf_counter() - t0
+    dist = average_ncp(original, released["cls"].to_numpy())
+    loc = average_ncp(original, ref["cls"].to_numpy())
+    sizes = released.groupby("cls").size()
+    return {"ncp_distributed": dist, "ncp_local": loc, "ncp_ratio": dist / loc,
+            "smallest_class": int(sizes.min()), "local_engine_s": local_time}
+
+
+def _warm():
+    from dmondrian import local
+
+    df = pd.DataFrame({"a": np.arange(100), "b": ["x", "y"] * 50})
+    local.anonymize(df, ["a", "b"], 5)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=20_000_000)
+    ap.add_argument("--quick", action="store_true", help="500,000 rows")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--memory-limit", default="2GB")
+    ap.add_argument("--rows-per-file", type=int, default=1_000_000)
+    ap.add_argument("--leaf-rows", type=int, default=None)
+    ap.add_argument("--quality", action="store_true", help="compare NCP with the local engine")
+    ap.add_argument("--tmp", default=None, help="scratch directory (default: system temp)")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "distributed.json"))
+    args = ap.parse_args(argv)
+    rows = 500_000 if args.quick else args.rows
+
+    from dask import config
+    from distributed import Client, LocalCluster
+
+    scratch = Path(tempfile.mkdtemp(prefix="dmondrian-bench-", dir=args.tmp))
+    try:
+        src = scratch / "input"
+        t0 = time.perf_counter()
+        write_input(src, rows, min(args.rows_per_file, rows))
+        gen_s = time.perf_counter() - t0
+        input_bytes = sum(f.stat().st_size for f in src.iterdir())
+        from dask.utils import parse_bytes
+
+        # p2p's default 1 GiB send buffer is sized for big workers; both runs get
+        # the same, smaller one.
+        buffers = {"distributed.p2p.comm.buffer": parse_bytes(args.memory_limit) // 8,
+                   "distributed.p2p.storage.buffer": parse_bytes(args.memory_limit) // 16}
+        with config.set(buffers), LocalCluster(
+                n_workers=args.workers, threads_per_worker=args.threads,
+                memory_limit=args.memory_limit, dashboard_address=":0",
+                local_directory=str(scratch / "dask")) as cluster, Client(cluster) as client:
+            limit = min(w["memory_limit"] for w in
+                        client.scheduler_info(n_workers=-1)["workers"].values())
+            client.run(_warm)  # imports and numba cache loads stay out of the timings
+            with PeakMemory(client) as mem_base:
+                base_s = baseline(client, src, scratch / "baseline")
+            with PeakMemory(client) as mem_anon:
+                anon_s, top = anonymize(client, src, scratch / "anonymized", args.leaf_rows)
+        result = {
+            "rows": rows, "qis": QIS, "k": K, "workers": args.workers,
+            "threads_per_worker": args.threads, "memory_limit_bytes": limit,
+            "input_parquet_bytes": input_bytes, "generate_s": round(gen_s, 2),
+            "baseline_shuffle_s": round(base_s, 2), "anonymize_s": round(anon_s, 2),
+            "ratio": round(anon_s / base_s, 3), "top_phase_passes": top.passes,
+            "leaves": top.n_leaves, "leaf_rows": top.leaf_rows,
+            "largest_leaf": int(top.leaf_counts.max()),
+            "peak_worker_memory_baseline": int(mem_base.peak),
+            "peak_worker_memory_anonymize": int(mem_anon.peak),
+            "python": platform.python_version(), "cpus": os.cpu_count(),
+        }
+        if args.quality:
+            result.update(quality(src, scratch / "anonymized"))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    width = max(map(len, result))
+    for key, value in result.items():
+        print(f"{key:<{width}}  {value}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

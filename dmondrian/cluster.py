@@ -1,0 +1,129 @@
+"""Which Dask cluster the distributed engine runs on, and how it reports progress.
+
+Resolution order (:func:`resolve_client`): the ``client`` passed in; else the
+current default client (``distributed.default_client()``, e.g. a ``Client()``
+made earlier in the notebook); else the scheduler at ``$DASK_SCHEDULER_ADDRESS``;
+else an embedded ``LocalCluster`` that dmondrian starts and must close.
+
+:func:`session` is the context manager that owns that lifetime::
+
+    with session() as client:          # connects, or starts a LocalCluster
+        anonymize(ddf, qis, k=10, client=client).to_parquet("out/")
+    # an embedded cluster is closed here, after the lazy result was written
+
+Progress: in a terminal each pass shows a text progress bar; in a notebook
+``distributed.progress`` shows a widget. The dashboard link is printed once
+per scheduler.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+
+__all__ = ["resolve_client", "session", "run", "worker_memory_per_thread"]
+
+_ANNOUNCED: set = set()
+
+
+def _default_client():
+    from distributed import default_client
+
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+def resolve_client(client=None, **cluster_options):
+    """Find the client to use; start an embedded LocalCluster if there is none.
+
+    Returns
+    -------
+    client : distributed.Client
+    owned : list
+        What this call created (a connection, or a LocalCluster and its client),
+        for :func:`release`. Empty when the client came from the caller.
+    """
+    if client is not None:
+        return client, []
+    found = _default_client()
+    if found is not None:
+        return found, []
+    from distributed import Client, LocalCluster
+
+    address = os.environ.get("DASK_SCHEDULER_ADDRESS")
+    if address:
+        c = Client(address)
+        return c, [c]
+    cluster = LocalCluster(**cluster_options)
+    c = Client(cluster)
+    return c, [c, cluster]
+
+
+def release(owned) -> None:
+    """Close what :func:`resolve_client` created."""
+    for obj in owned:
+        obj.close()
+
+
+@contextmanager
+def session(client=None, **cluster_options):
+    """Context manager yielding a client; closes whatever it had to create.
+
+    Examples
+    --------
+    >>> from distributed import Client
+    >>> with Client(processes=False, n_workers=1, dashboard_address=":0") as c:
+    ...     with session() as s:
+    ...         s is c
+    True
+    """
+    c, owned = resolve_client(client, **cluster_options)
+    try:
+        yield c
+    finally:
+        release(owned)
+
+
+def interactive() -> bool:
+    """Whether a human is watching: a terminal on stderr or a notebook kernel."""
+    if "ipykernel" in sys.modules:
+        return True
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
+def announce(client) -> None:
+    """Print the dashboard link once per scheduler."""
+    address = getattr(client.scheduler, "address", None) or id(client)
+    if address in _ANNOUNCED:
+        return
+    _ANNOUNCED.add(address)
+    link = getattr(client, "dashboard_link", None)
+    if link:
+        print(f"dmondrian: Dask dashboard at {link}", file=sys.stderr)
+
+
+def run(client, collection, progress: bool | None, label: str):
+    """Compute a dask collection on ``client``, with a progress bar when watched."""
+    show = interactive() if progress is None else progress
+    futures = client.compute(collection)
+    if show:
+        from distributed import progress as dask_progress
+
+        announce(client)
+        print(f"dmondrian: {label}", file=sys.stderr)
+        dask_progress(futures, scheduler=client.scheduler.address)
+    return client.gather(futures)
+
+
+def worker_memory_per_thread(client) -> float | None:
+    """Smallest ``memory_limit / nthreads`` over the workers (bytes), None if unknown."""
+    try:
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+    except TypeError:  # older distributed: no n_workers argument
+        workers = client.scheduler_info()["workers"]
+    per_thread = [w["memory_limit"] / max(1, w["nthreads"]) for w in workers.values()
+                  if w.get("memory_limit")]
+    return min(per_thread) if per_thread else None

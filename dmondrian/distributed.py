@@ -1,0 +1,803 @@
+"""The distributed engine: Mondrian on a dask DataFrame larger than memory.
+
+Algorithm
+---------
+The local engine (:mod:`dmondrian.local`) cuts a table in memory. Here the
+table is a dask DataFrame, maybe far larger than a worker's memory, so the
+cuts near the root are decided by the client from summaries, and only regions
+that fit in memory ("leaves") are handed to the local engine.
+
+1. **Domain pass.** One pass over every partition (QI columns only) measures
+   each QI's global domain: row count, key bounds, category sets (values
+   counts), missing counts, plus a fixed-size uniform row sample
+   (:mod:`dmondrian.domain`). The global domain fixes the codes and the
+   scales that normalize spans everywhere, inside each leaf too, so a span
+   means the same in every region and NCP is measured on one scale.
+2. **Top phase.** While some region holds more than ``leaf_rows`` rows, the
+   client decides cuts (:mod:`dmondrian.planner`) the way the local kernel
+   would: the QI with the widest normalized span (``_kernel._node_span``),
+   cut at the median. Nominal, ordinal and hierarchy QIs are cut with exact
+   per-region value counts (frequency order / child boundary); numeric and
+   datetime QIs at the median of the region's weighted row sample. One pass
+   may decide several levels: below the first cut the client keeps cutting
+   the region's sample (Mondrian on a per-region sample) until the pieces are
+   estimated to fit.
+   The cut values are embedded as constants in the graph of the next pass,
+   which routes every row through the candidate tree and returns, per
+   candidate region, an exact count, exact bounds and value counts, and a new
+   sample (:mod:`dmondrian.sketch`; sketches are tree-reduced across
+   partitions). A candidate cut leaving a side with fewer than ``k`` rows is
+   undone (its regions merged back, that QI not tried again there).
+   Approximation may cost information, never privacy: every kept cut is
+   checked on exact counts.
+3. **Shuffle.** Every row is routed to its leaf (vectorized, one tree level
+   per step, :mod:`dmondrian.routing`), leaves are packed into output
+   partitions of at most ``leaf_rows`` rows, and a ``set_index`` with
+   explicit divisions moves each leaf entirely into its partition (p2p on a
+   distributed cluster). Each output partition first checks that it received
+   exactly the rows the top phase counted for each of its leaves, then runs
+   the local engine on each leaf, rows in input order, with the global
+   scales and the remaining depth.
+4. **Output.** A lazy dask DataFrame with the input's columns, QIs published
+   as the local engine publishes them (labels as strings), the input's index
+   values (divisions unknown), rows grouped by leaf. ``class_column`` ids are
+   ``leaf_id * 2**32 + local class id``: unique over the whole table.
+
+Guarantees
+----------
+* Every class has at least ``k`` rows: leaves have at least ``k`` rows (a cut
+  is kept only if exact counts allow it, and the root has ``n >= k``), the
+  local engine keeps every class of a leaf at least ``k``, and each output
+  partition refuses to publish a leaf whose row count differs from the
+  counted one.
+* Determinism: routing depends only on values (median ties of relaxed cuts
+  are split by a hash of the row's QI keys), samples on a hash of each row's
+  position, and leaves are processed in input order, so retries, lost workers
+  and repeated runs give identical output.
+* With ``leaf_rows >= len(ddf)`` the single leaf is the whole table and the
+  result equals :func:`dmondrian.local.anonymize`'s.
+* The largest leaf has at most ``leaf_rows`` rows unless no allowed cut
+  exists (e.g. more than ``leaf_rows`` rows with the same QI values).
+
+Sizes and limits
+----------------
+* ``leaf_rows`` defaults to a tenth of one worker thread's memory divided by
+  the measured in-memory size of a row (first partition), clipped to
+  [1,000, 4,000,000]: a leaf is held about twice by the task that anonymizes it.
+* A top-phase pass reads only the QI columns; it decides up to six levels, so
+  ``n`` rows need about ``1 + log2(n / leaf_rows) / 6`` passes plus the shuffle
+  (typically 2 or 3 passes).
+* p2p buffers up to ``distributed.p2p.comm.buffer`` (1 GiB by default) per
+  worker: with workers of a few GB or less, lower it (e.g. to an eighth of
+  the worker memory) or the shuffle, not the engine, runs out of memory.
+* l-diversity and t-closeness are local-engine only for now (their exact
+  checks would need per-region sensitive histograms in the top phase).
+
+Cluster
+-------
+:func:`anonymize` returns a lazy result, but the top phase needs a cluster
+right away: the given ``client``, else the default client, else
+``$DASK_SCHEDULER_ADDRESS``, else an embedded ``LocalCluster``
+(:mod:`dmondrian.cluster`). An embedded cluster is closed before
+:func:`anonymize` returns; the result is then computed by whatever scheduler
+is active when you compute it. To run the whole job, writing included, on
+one cluster, use :func:`anonymize_to_parquet` / :func:`anonymize_to_csv` or
+:func:`dmondrian.cluster.session`.
+"""
+
+from __future__ import annotations
+
+import numbers
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .cluster import release, resolve_client, run, worker_memory_per_thread
+from .constraints import KAnonymity
+from .domain import build_domain, domain_sketch, merge_domain
+from .errors import InfeasibleError, ParameterError
+from .local import encode_table, partition, publish
+from .planner import Cut, PlanConfig, PlanNode, plan_subtree, sizes_allowed
+from .qi import QIKind
+from .routing import (
+    EXACT_KINDS,
+    CutTree,
+    GlobalDomain,
+    encode_keys,
+    route,
+    row_priority,
+    slot_keys,
+    tie_unit,
+)
+from .sketch import Summary, merge_sketches, summarize
+from .validation import (
+    GENERALIZATIONS,
+    MODES,
+    check_choice,
+    check_class_column,
+    check_mapping,
+    check_max_depth,
+    check_quasi_identifiers,
+)
+
+__all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "apply_plan",
+           "TopPlan", "default_leaf_rows"]
+
+#: Rows sampled per leaf the client expects to make; a region expected to
+#: split into 2**L leaves is sampled with 2**L times this many rows.
+SAMPLE_ROWS = 2048
+_MAX_ROUNDS = 64
+_SPLIT_EVERY = 8
+_INTERNAL = ["__dm_index", "__dm_leaf", "__dm_pos", "__dm_bin"]
+# The numba kernel is parallel inside; concurrent calls from several threads of
+# one worker would oversubscribe it (and the workqueue layer forbids them).
+_KERNEL_LOCK = threading.Lock()
+
+
+def _string_dtype():
+    try:
+        return pd.StringDtype("pyarrow")
+    except ImportError:  # pragma: no cover - pyarrow is a dependency
+        return object
+
+
+# -- step 0: options ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Options:
+    qis: list
+    k: int
+    mode: str
+    generalization: str
+    max_depth: int
+    hierarchies: dict
+    kinds: list
+    class_column: object
+    leaf_rows: int | None
+
+
+def _check_options(ddf, quasi_identifiers, k, mode, generalization, max_depth, hierarchies,
+                   qi_kinds, class_column, leaf_rows) -> _Options:
+    import dask.dataframe as dd
+
+    if not isinstance(ddf, dd.DataFrame):
+        raise ParameterError("ddf", f"expected a dask DataFrame, got {type(ddf).__name__}")
+    qis = check_quasi_identifiers(quasi_identifiers, ddf.columns)
+    constraint = KAnonymity(k)
+    check_choice("mode", mode, MODES)
+    check_choice("generalization", generalization, GENERALIZATIONS)
+    depth = check_max_depth(max_depth)
+    hierarchies = check_mapping("hierarchies", hierarchies, qis)
+    qi_kinds = check_mapping("qi_kinds", qi_kinds, qis)
+    class_column = check_class_column(class_column, ddf.columns)
+    if leaf_rows is not None and (isinstance(leaf_rows, bool)
+                                  or not isinstance(leaf_rows, numbers.Integral)
+                                  or leaf_rows < 1):
+        raise ParameterError("leaf_rows", f"leaf_rows must be None or an integer >= 1, "
+                                          f"got {leaf_rows!r}")
+    # Encoding the empty meta frame raises the local engine's typed errors for
+    # unsupported dtypes and kinds, and coerces hierarchy files to trees.
+    probe = encode_table(ddf._meta, qis, hierarchies, qi_kinds)
+    trees = {qi.name: qi.hierarchy for qi in probe if qi.kind == QIKind.HIERARCHY}
+    return _Options(qis, constraint.min_size(), mode, generalization, depth, trees,
+                    [qi.kind for qi in probe], class_column,
+                    None if leaf_rows is None else int(leaf_rows))
+
+
+def _row_bytes(meta: pd.DataFrame) -> float:
+    row = 0.0
+    for dtype in meta.dtypes:
+        if isinstance(dtype, pd.CategoricalDtype):
+            row += 4
+        elif getattr(dtype, "itemsize", None) and dtype.kind in "biufcmM":
+            row += dtype.itemsize
+        else:
+            row += 64
+    return row
+
+
+def _measured_row_bytes(client, ddf) -> float | None:
+    """Bytes per row of the first partition in memory (one partition read)."""
+    from dask import delayed
+
+    def measure(part):
+        return float(part.memory_usage(deep=True).sum()), len(part)
+
+    total, rows = client.compute(delayed(measure)(ddf.to_delayed()[0])).result()
+    return total / rows if rows else None
+
+
+def default_leaf_rows(client, meta: pd.DataFrame, n_qis: int, row_bytes=None) -> int:
+    """Leaf size from worker memory: a leaf's local run must fit one thread's share.
+
+    An output partition holds its leaves' rows about twice (as received, and
+    reordered) plus the engine's key buffers and labels for the QIs; a tenth
+    of the per-thread memory leaves room for the shuffle's buffers and the
+    Parquet writer. Clipped to [1,000, 4,000,000] rows.
+    """
+    per_thread = worker_memory_per_thread(client) if client is not None else None
+    if per_thread is None:
+        per_thread = 2e9
+    row = row_bytes or _row_bytes(meta)
+    cost = 2 * row + 80 * n_qis
+    return int(min(4_000_000, max(1_000, 0.1 * per_thread / cost)))
+
+
+# -- step 1: the domain pass -------------------------------------------------------------------
+
+
+def _tree_reduce(items, merge):
+    """Merge delayed partials in a tree of fan-in ``_SPLIT_EVERY``."""
+    from dask import delayed
+
+    merge_d = delayed(merge, pure=True)
+    while len(items) > 1:
+        items = [merge_d(*items[i:i + _SPLIT_EVERY])
+                 for i in range(0, len(items), _SPLIT_EVERY)]
+    return items[0]
+
+
+def _qi_partitions(ddf, qis):
+    return ddf[qis].to_delayed(optimize_graph=True)
+
+
+def _domain_pass(client, ddf, opts: _Options, progress, sample_size):
+    from dask import delayed
+
+    parts = _qi_partitions(ddf, opts.qis)
+    sketch_d = delayed(domain_sketch, pure=True)
+    partials = [sketch_d(p, i, opts.qis, opts.kinds, sample_size) for i, p in enumerate(parts)]
+    merged = run(client, _tree_reduce(partials, merge_domain), progress,
+                 "pass 1: global domain")
+    return build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta)
+
+
+# -- step 2: the top phase ---------------------------------------------------------------------
+
+
+@dataclass
+class _Node:
+    depth: int
+    n: float
+    summary: Summary | None = None
+    cut: Cut | None = None
+    left: int = -1
+    right: int = -1
+    banned: set = field(default_factory=set)
+    fresh: bool = False
+    done: bool = False
+
+
+def _leaves(nodes, i=0, out=None):
+    """Leaf node ids in depth-first, left-first order."""
+    out = [] if out is None else out
+    stack = [i]
+    while stack:
+        j = stack.pop()
+        if nodes[j].cut is None:
+            out.append(j)
+        else:
+            stack.append(nodes[j].right)
+            stack.append(nodes[j].left)
+    return out
+
+
+def _graft(nodes, i, p: PlanNode) -> None:
+    """Attach a planned subtree below node ``i``; new nodes are fresh candidates."""
+    stack = [(i, p)]
+    while stack:
+        j, pn = stack.pop()
+        nodes[j].cut = pn.cut
+        for side, child in (("left", pn.left), ("right", pn.right)):
+            nodes.append(_Node(nodes[j].depth + 1, child.n, child.summary, fresh=True))
+            setattr(nodes[j], side, len(nodes) - 1)
+            if child.cut is not None:
+                stack.append((len(nodes) - 1, child))
+
+
+def _cut_tree(nodes, leaves) -> CutTree:
+    """Flat arrays of the tree reachable from the root; leaves numbered as ``leaves``."""
+    order, index = [], {}
+    stack = [0]
+    while stack:
+        j = stack.pop()
+        index[j] = len(order)
+        order.append(j)
+        if nodes[j].cut is not None:
+            stack.append(nodes[j].right)
+            stack.append(nodes[j].left)
+    m = len(order)
+    qi = np.full(m, -1, dtype=np.int64)
+    t = np.zeros(m, dtype=np.int64)
+    eq = np.zeros(m, dtype=np.int64)
+    frac = np.zeros(m)
+    rank_off = np.full(m, -1, dtype=np.int64)
+    left = np.full(m, -1, dtype=np.int64)
+    right = np.full(m, -1, dtype=np.int64)
+    leaf = np.full(m, -1, dtype=np.int64)
+    ranks, offset = [np.zeros(1, dtype=np.int64)], 1
+    slot = {j: s for s, j in enumerate(leaves)}
+    for pos, j in enumerate(order):
+        c = nodes[j].cut
+        if c is None:
+            leaf[pos] = slot[j]
+            continue
+        qi[pos], t[pos], eq[pos], frac[pos] = c.qi, c.t, c.eq, c.frac
+        if c.ranks is not None:
+            rank_off[pos] = offset
+            ranks.append(c.ranks)
+            offset += c.ranks.shape[0]
+        left[pos], right[pos] = index[nodes[j].left], index[nodes[j].right]
+    return CutTree(qi, t, eq, frac, rank_off, np.concatenate(ranks), left, right, leaf)
+
+
+@dataclass
+class _PassSpec:
+    domain: GlobalDomain
+    tree: CutTree
+    rates: np.ndarray
+
+
+def _region_sketch(df: pd.DataFrame, partition_number: int, spec: _PassSpec):
+    """One partition's contribution to a top-phase pass."""
+    keys = encode_keys(df, spec.domain)
+    region = route(keys, spec.tree, tie_unit(keys) if spec.tree.has_ties else None)
+    dom = spec.domain
+    exact = {j: slot_keys(keys[j], j, dom) for j in range(dom.d) if dom.kinds[j] in EXACT_KINDS}
+    return summarize(keys, region, spec.rates.shape[0], exact, dom.slots, spec.rates,
+                     row_priority(partition_number, len(df)))
+
+
+def _sample_rate(n: float, cfg: PlanConfig, sample_rows: int) -> float:
+    levels = np.clip(np.ceil(np.log2(max(n, 1.0) / (cfg.fill * cfg.leaf_rows))), 0,
+                     cfg.max_levels)
+    return float(min(1.0, sample_rows * 2.0 ** levels / max(n, 1.0)))
+
+
+def _region_pass(client, ddf, opts, domain, nodes, leaves, cfg, sample_rows, progress, label):
+    from dask import delayed
+
+    rates = np.asarray([_sample_rate(nodes[j].n, cfg, sample_rows) if nodes[j].fresh else 0.0
+                        for j in leaves])
+    spec = delayed(_PassSpec(domain, _cut_tree(nodes, leaves), rates), traverse=False,
+                   name=f"dmondrian-cuts-{uuid.uuid4().hex}")
+    sketch_d = delayed(_region_sketch, pure=True)
+    parts = _qi_partitions(ddf, opts.qis)
+    partials = [sketch_d(p, i, spec) for i, p in enumerate(parts)]
+    return run(client, _tree_reduce(partials, merge_sketches), progress, label)
+
+
+def _subtree_count(nodes, i) -> float:
+    nd = nodes[i]
+    if nd.cut is None:
+        return nd.n
+    return _subtree_count(nodes, nd.left) + _subtree_count(nodes, nd.right)
+
+
+def _keep_allowed_cuts(nodes, i, k) -> None:
+    """Undo every cut below ``i`` whose exact child counts break the constraint."""
+    stack = [i]
+    while stack:
+        j = stack.pop()
+        nd = nodes[j]
+        if nd.cut is None:
+            continue
+        nl, nr = _subtree_count(nodes, nd.left), _subtree_count(nodes, nd.right)
+        if sizes_allowed(nl, nr, k):
+            stack.extend((nd.left, nd.right))
+            continue
+        nd.summary = Summary.merge([nodes[x].summary for x in _leaves(nodes, j)])
+        nd.n = nl + nr
+        nd.banned.add(nd.cut.qi)
+        nd.cut, nd.left, nd.right = None, -1, -1
+
+
+@dataclass
+class TopPlan:
+    """Everything the shuffle phase needs, and what the top phase measured.
+
+    Attributes
+    ----------
+    domain : GlobalDomain
+        Global encoding and scales.
+    tree : CutTree
+        The kept cuts; leaf ``i`` of the tree is leaf id ``i``.
+    leaf_counts, leaf_depths : ndarray
+        Exact rows and depth of every leaf.
+    bins : list of list of int
+        Leaf ids of every output partition.
+    passes : int
+        Passes over the data made by the top phase (domain pass included).
+    leaf_rows : int
+        The leaf size used.
+    """
+
+    domain: GlobalDomain
+    tree: CutTree
+    leaf_counts: np.ndarray
+    leaf_depths: np.ndarray
+    bins: list
+    passes: int
+    leaf_rows: int
+    options: _Options
+    columns: list
+    index_name: object
+
+    @property
+    def n_leaves(self) -> int:
+        return int(self.leaf_counts.shape[0])
+
+    @property
+    def bin_of_leaf(self) -> np.ndarray:
+        out = np.empty(self.n_leaves, dtype=np.int64)
+        for b, ids in enumerate(self.bins):
+            out[ids] = b
+        return out
+
+
+def _pack_bins(counts: np.ndarray, leaf_rows: int) -> list:
+    """Consecutive leaves per output partition, at most ``leaf_rows`` rows each."""
+    bins, current, rows = [], [], 0
+    for i, c in enumerate(counts.tolist()):
+        if current and rows + c > leaf_rows:
+            bins.append(current)
+            current, rows = [], 0
+        current.append(i)
+        rows += c
+    bins.append(current)
+    return bins
+
+
+def plan(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="strict",
+         max_depth=None, hierarchies=None, qi_kinds=None, class_column=None,
+         generalization="range", progress=None, sample_rows=SAMPLE_ROWS) -> TopPlan:
+    """Run the domain pass and the top phase; return the cut tree (steps 1-2).
+
+    Parameters are those of :func:`anonymize`; ``sample_rows`` sets the
+    sample size per expected leaf (larger: more accurate medians, bigger
+    sketches). The passes run now, on the resolved cluster.
+
+    Returns
+    -------
+    TopPlan
+    """
+    opts = _check_options(ddf, quasi_identifiers, k, mode, generalization, max_depth,
+                          hierarchies, qi_kinds, class_column, leaf_rows)
+    c, owned = resolve_client(client)
+    try:
+        return _plan(c, ddf, opts, progress, int(sample_rows))
+    finally:
+        release(owned)
+
+
+def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
+    leaf_rows = opts.leaf_rows or default_leaf_rows(client, ddf._meta, len(opts.qis),
+                                                    _measured_row_bytes(client, ddf))
+    leaf_rows = max(leaf_rows, 2 * opts.k)
+    cfg = PlanConfig(opts.k, opts.mode == "relaxed", leaf_rows, opts.max_depth)
+    domain, root = _domain_pass(client, ddf, opts, progress,
+                                sample_rows * 2 ** cfg.max_levels)
+    if domain.n_rows == 0:
+        raise InfeasibleError("the table is empty: there is nothing to anonymize")
+    KAnonymity(opts.k).check_table(domain.n_rows)
+    nodes = [_Node(0, root.n, root)]
+
+    def needs_cut(j):
+        nd = nodes[j]
+        return (nd.n > leaf_rows and nd.n >= 2 * opts.k and not nd.done
+                and (opts.max_depth < 0 or nd.depth < opts.max_depth))
+
+    passes, open_ = 1, [j for j in [0] if needs_cut(j)]
+    while open_ and passes <= _MAX_ROUNDS:
+        roots = []
+        for j in open_:
+            sub = plan_subtree(nodes[j].summary, domain, cfg, nodes[j].depth, nodes[j].banned)
+            if sub.cut is None:
+                nodes[j].done = True
+            else:
+                _graft(nodes, j, sub)
+                roots.append(j)
+        if not roots:
+            break
+        leaves = _leaves(nodes)
+        passes += 1
+        sketch = _region_pass(client, ddf, opts, domain, nodes, leaves, cfg, sample_rows,
+                              progress, f"pass {passes}: cut {len(roots)} region(s)")
+        for slot, j in enumerate(leaves):
+            if nodes[j].fresh:
+                nodes[j].summary = sketch.region(slot)
+                nodes[j].n = nodes[j].summary.n
+                nodes[j].fresh = False
+        for j in roots:
+            _keep_allowed_cuts(nodes, j, opts.k)
+        open_ = [j for j in _leaves(nodes) if needs_cut(j)]
+    leaves = _leaves(nodes)
+    counts = np.asarray([int(nodes[j].n) for j in leaves], dtype=np.int64)
+    depths = np.asarray([nodes[j].depth for j in leaves], dtype=np.int64)
+    return TopPlan(domain, _cut_tree(nodes, leaves), counts, depths,
+                   _pack_bins(counts, leaf_rows), passes, leaf_rows, opts,
+                   list(ddf.columns), ddf._meta.index.name)
+
+
+# -- step 3: route, shuffle, run the local engine per leaf -------------------------------------
+
+
+def _internal_names(top: TopPlan) -> list:
+    return [f"__dm_c{i}" for i in range(len(top.columns))]
+
+
+def _attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.DataFrame:
+    """Route a partition's rows; add leaf, input position and output partition."""
+    number = partition_info["number"] if partition_info else 0
+    keys = encode_keys(df, top.domain)
+    leaf = route(keys, top.tree, tie_unit(keys) if top.tree.has_ties else None)
+    out = df.set_axis(_internal_names(top), axis=1)
+    out["__dm_index"] = df.index
+    out["__dm_leaf"] = leaf
+    out["__dm_pos"] = (np.int64(number) << np.int64(32)) + np.arange(len(df), dtype=np.int64)
+    out["__dm_bin"] = top.bin_of_leaf[leaf]
+    return out
+
+
+def _restore_dtypes(frame: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
+    """Give categorical QIs the global categories (partitions may have had others)."""
+    dom = top.domain
+    for j, q in enumerate(dom.names):
+        if dom.kinds[j] == QIKind.ORDINAL:
+            frame[q] = frame[q].astype(dom.ordinal_dtype(j))
+        elif dom.kinds[j] == QIKind.NOMINAL and isinstance(frame[q].dtype, pd.CategoricalDtype):
+            frame[q] = frame[q].astype(pd.CategoricalDtype(dom.categories[j]))
+    return frame
+
+
+def _label_columns(top: TopPlan) -> list:
+    opts = top.options
+    numbers = (QIKind.NUMERIC, QIKind.DATETIME)
+    return [q for q, kind in zip(opts.qis, opts.kinds, strict=True)
+            if opts.generalization == "range" or kind not in numbers]
+
+
+def _anonymize_leaf(frame: pd.DataFrame, leaf_id: int, top: TopPlan) -> pd.DataFrame:
+    """The local engine on one leaf's QI columns (plus the class column if asked)."""
+    opts = top.options
+    trees = {q: top.domain.hierarchies[j] for j, q in enumerate(opts.qis)
+             if top.domain.hierarchies[j] is not None}
+    encoded = encode_table(frame, opts.qis, trees, dict(zip(opts.qis, opts.kinds, strict=True)))
+    depth = -1 if opts.max_depth < 0 else max(0, opts.max_depth
+                                                   - int(top.leaf_depths[leaf_id]))
+    with _KERNEL_LOCK:
+        part = partition(encoded, opts.k, mode=opts.mode, max_depth=depth,
+                         scales=top.domain.scales)
+    out = publish(frame, encoded, part, opts.generalization, opts.class_column)
+    if opts.class_column is not None:
+        out[opts.class_column] = (np.int64(leaf_id) << np.int64(32)) + out[
+            opts.class_column].to_numpy(dtype=np.int64)
+    for q in _label_columns(top):
+        out[q] = _as_strings(out[q])
+    return out
+
+
+def _as_strings(column: pd.Series) -> pd.Series:
+    """Published labels as pyarrow strings: one ``take`` of the distinct labels.
+
+    (``Categorical.astype(string)`` builds a Python string per row, which costs
+    more than the whole Mondrian run of the leaf.)
+    """
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return column.astype(_string_dtype())
+    import pyarrow as pa
+
+    labels = pa.array([str(c) for c in column.cat.categories], type=pa.string())
+    codes = column.cat.codes.to_numpy()
+    values = labels.take(pa.array(codes, mask=codes < 0))
+    return pd.Series(pd.arrays.ArrowStringArray(values), index=column.index, name=column.name)
+
+
+def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
+                   partition_info=None) -> pd.DataFrame:
+    """Run the local engine on every leaf of one output partition.
+
+    Only the QI columns go through the engine; the other columns (maybe wide)
+    are reordered once, by leaf then input position, and never copied again.
+    """
+    b = partition_info["number"] if partition_info else None
+    expected = top.bins[b] if b is not None else []
+    leaf = df["__dm_leaf"].to_numpy(dtype=np.int64)
+    order = np.lexsort((df["__dm_pos"].to_numpy(dtype=np.int64), leaf))
+    ids, starts, counts = np.unique(leaf[order], return_index=True, return_counts=True)
+    if ids.tolist() != list(expected) or not np.array_equal(counts, top.leaf_counts[ids]):
+        # A leaf cut short would publish classes the top phase never counted.
+        raise RuntimeError(
+            f"dmondrian: output partition {b} received leaves {ids.tolist()} with "
+            f"{counts.tolist()} rows; expected leaves {list(expected)} with "
+            f"{top.leaf_counts[expected].tolist()} rows. Refusing to publish.")
+    if len(df) == 0:
+        return meta
+    opts = top.options
+    names = dict(zip(_internal_names(top), top.columns, strict=True))
+    frame = df.take(order).drop(columns=_INTERNAL[1:3]).rename(columns=names)
+    frame.index = pd.Index(frame.pop("__dm_index").to_numpy(), name=top.index_name)
+    qi_frame = _restore_dtypes(frame[opts.qis].copy(), top)
+    pieces = [_anonymize_leaf(qi_frame.iloc[s:s + c], int(i), top)
+              for i, s, c in zip(ids, starts, counts, strict=True)]
+    published = pieces[0] if len(pieces) == 1 else pd.concat(pieces)
+    for col in published.columns:
+        values = published[col]
+        if values.dtype != meta[col].dtype:
+            values = values.astype(meta[col].dtype)
+        frame[col] = values.array
+    frame = frame[list(meta.columns)]
+    mismatched = {c: t for c, t in meta.dtypes.items() if frame[c].dtype != t}
+    return frame.astype(mismatched) if mismatched else frame
+
+
+def _output_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
+    out = meta.copy()
+    opts = top.options
+    for q, kind in zip(opts.qis, opts.kinds, strict=True):
+        if opts.generalization != "range" and kind == QIKind.NUMERIC:
+            out[q] = out[q].astype(np.float64)
+    for q in _label_columns(top):
+        out[q] = out[q].astype(_string_dtype())
+    if opts.class_column is not None:
+        out[opts.class_column] = np.zeros(0, dtype=np.int64)
+    return out
+
+
+def apply_plan(ddf, top: TopPlan, shuffle_method=None):
+    """Build the lazy shuffle-and-anonymize graph for a plan (steps 3-4).
+
+    ``shuffle_method`` goes to ``set_index``; None lets dask choose when the
+    graph is computed (p2p with a default distributed client, else on disk).
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+    """
+    from dask import delayed
+
+    spec = delayed(top, traverse=False, name=f"dmondrian-plan-{uuid.uuid4().hex}")
+    routed_meta = ddf._meta.set_axis(_internal_names(top), axis=1).assign(
+        __dm_index=ddf._meta.index, __dm_leaf=np.int64(0), __dm_pos=np.int64(0),
+        __dm_bin=np.int64(0))
+    routed = ddf.map_partitions(_attach_leaf, spec, meta=routed_meta)
+    n_bins = len(top.bins)
+    shuffled = routed.set_index("__dm_bin", divisions=tuple(range(n_bins + 1)),
+                                shuffle_method=shuffle_method)
+    meta = _output_meta(ddf._meta, top)
+    return shuffled.map_partitions(_anonymize_bin, spec, meta, meta=meta,
+                                   clear_divisions=True)
+
+
+# -- entry points ------------------------------------------------------------------------------
+
+
+def anonymize(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="strict",
+              generalization="range", max_depth=None, hierarchies=None, class_column=None,
+              qi_kinds=None, progress=None, shuffle_method=None, l=None,  # noqa: E741
+              l_kind="distinct", c=None, t=None, sensitive=None, constraints=None):
+    """k-anonymize a dask DataFrame with Mondrian; returns a lazy dask DataFrame.
+
+    Parameters
+    ----------
+    ddf : dask.dataframe.DataFrame
+        The table; it may be far larger than memory (e.g. ``dd.read_parquet``).
+    quasi_identifiers, k, mode, generalization, max_depth, hierarchies, class_column, qi_kinds
+        As in :func:`dmondrian.local.anonymize`. ``class_column`` ids are
+        unique over the whole table (``leaf_id * 2**32 + local id``).
+    leaf_rows : int, optional
+        Regions up to this many rows are anonymized in memory by one task.
+        Default: from the workers' memory limits (between 10,000 and 4 million).
+    client : distributed.Client, optional
+        Cluster to use; see the module docstring for the fallbacks.
+    progress : bool, optional
+        Show a progress bar per pass; default: when a terminal or notebook is
+        attached.
+    shuffle_method : str, optional
+        How the rows move to their leaves ("p2p", "tasks", "disk"). Default:
+        "p2p" when ``client`` is given (compute the result with that client),
+        else dask's choice at compute time.
+
+    l, l_kind, c, t, sensitive, constraints
+        l-diversity and t-closeness are not supported by the distributed
+        engine yet: passing any of them raises
+        :class:`~dmondrian.errors.ParameterError` (the top phase would need
+        per-region sensitive histograms for its exact checks).
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        Same columns, QIs generalized (labels as strings); the input's index
+        values with unknown divisions; rows grouped by leaf.
+
+    Raises
+    ------
+    dmondrian.errors.DMondrianError
+        On bad input, as the local engine.
+
+    Examples
+    --------
+    >>> import dask.dataframe as dd, pandas as pd
+    >>> from distributed import Client
+    >>> df = pd.DataFrame({"age": [23, 23, 24, 25, 50, 51, 52, 54],
+    ...                    "zip": [11000, 11000, 11001, 11002, 12000, 12000, 12001, 12002]})
+    >>> with Client(processes=False, n_workers=1, dashboard_address=":0") as client:
+    ...     out = anonymize(dd.from_pandas(df, npartitions=2), ["age", "zip"], k=2,
+    ...                     client=client).compute()
+    >>> out.sort_index()["age"].tolist()
+    ['23', '23', '[24, 25]', '[24, 25]', '[50, 51]', '[50, 51]', '[52, 54]', '[52, 54]']
+    """
+    _refuse_sensitive_constraints(l=l, c=c, t=t, sensitive=sensitive, constraints=constraints)
+    top = plan(ddf, quasi_identifiers, k, leaf_rows=leaf_rows, client=client, mode=mode,
+               max_depth=max_depth, hierarchies=hierarchies, qi_kinds=qi_kinds,
+               class_column=class_column, generalization=generalization, progress=progress)
+    if shuffle_method is None and client is not None:
+        shuffle_method = _distributed_shuffle()
+    return apply_plan(ddf, top, shuffle_method)
+
+
+def _refuse_sensitive_constraints(**given) -> None:
+    for name, value in given.items():
+        if value is not None:
+            raise ParameterError(name, f"{name}={value!r}: l-diversity and t-closeness are not "
+                                       "supported by the distributed engine yet; use k only, or "
+                                       "the local engine on a pandas DataFrame")
+
+
+def _distributed_shuffle() -> str:
+    """p2p when the workers can run it (it needs pyarrow), else the task shuffle."""
+    try:
+        import distributed.shuffle  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError:  # pragma: no cover - both are dependencies
+        return "tasks"
+    return "p2p"
+
+
+def _anonymize_and_write(ddf, quasi_identifiers, k, write, *, client, progress, label,
+                         **options) -> TopPlan:
+    sensitive_options = ("l", "l_kind", "c", "t", "sensitive", "constraints")
+    given = {name: options.pop(name) for name in sensitive_options if name in options}
+    given.pop("l_kind", None)
+    _refuse_sensitive_constraints(**given)
+    c, owned = resolve_client(client)
+    try:
+        top = plan(ddf, quasi_identifiers, k, client=c, progress=progress, **options)
+        run(c, write(apply_plan(ddf, top, _distributed_shuffle())), progress, label)
+        return top
+    finally:
+        release(owned)
+
+
+def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, client=None, progress=None,
+                         write_options=None, **options) -> TopPlan:
+    """Anonymize and write Parquet, the whole job on one cluster.
+
+    An embedded LocalCluster (when no cluster is found) lives until the files
+    are written. ``write_options`` go to ``DataFrame.to_parquet``; other
+    keywords are :func:`anonymize`'s.
+
+    Returns
+    -------
+    TopPlan
+        The plan that was applied (leaf sizes, number of passes).
+    """
+    kw = dict(write_options or {})
+    return _anonymize_and_write(
+        ddf, quasi_identifiers, k, lambda out: out.to_parquet(path, compute=False, **kw),
+        client=client, progress=progress, label=f"pass: shuffle, anonymize, write {path}",
+        **options)
+
+
+def anonymize_to_csv(ddf, path, quasi_identifiers, k, *, client=None, progress=None,
+                     write_options=None, **options) -> TopPlan:
+    """Like :func:`anonymize_to_parquet`, writing CSV files (``path`` may hold ``*``)."""
+    kw = dict(write_options or {})
+    return _anonymize_and_write(
+        ddf, quasi_identifiers, k, lambda out: out.to_csv(path, compute=False, **kw),
+        client=client, progress=progress, label=f"pass: shuffle, anonymize, write {path}",
+        **options)

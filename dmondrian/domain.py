@@ -1,0 +1,191 @@
+"""The global domain pass: one pass over all partitions for every QI's domain.
+
+Each partition yields a :class:`DomainSketch` (row count; numeric and datetime
+key bounds; value counts of nominal, ordinal and hierarchy QIs; missing
+counts; a fixed-size row sample: the rows with the smallest priorities).
+Sketches merge associatively. The client turns the merged sketch into the
+:class:`~dmondrian.routing.GlobalDomain` (codes, scales) and the root
+region's exact :class:`~dmondrian.sketch.Summary`, so the first top-phase
+decision needs no second pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from . import _kernel as K
+from .errors import UnsupportedDtypeError
+from .hierarchy import MISSING_LEAF
+from .qi import QIKind, _factorize, decode_float_keys, encode_qi
+from .routing import EXACT_KINDS, GlobalDomain, encode_keys, row_priority
+from .sketch import Summary
+
+__all__ = ["DomainSketch", "domain_sketch", "merge_domain", "build_domain"]
+
+_INT_MIN = np.iinfo(np.int64).min
+
+
+@dataclass
+class DomainSketch:
+    """Mergeable domain summary of some rows (see the module docstring)."""
+
+    n: int
+    lo: np.ndarray
+    hi: np.ndarray
+    missing: np.ndarray
+    values: dict
+    categories: dict
+    sample: pd.DataFrame
+    priority: np.ndarray
+    sample_size: int
+
+
+def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
+                  sample_size: int) -> DomainSketch:
+    """Domain sketch of one partition (``df`` holds at least the QI columns).
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"age": [30, 20, None], "sex": ["F", "M", "F"]})
+    >>> sk = domain_sketch(df, 0, ["age", "sex"], ["numeric", "nominal"], 2)
+    >>> sk.n, int(sk.missing[0]), sk.values[1].to_dict(), len(sk.sample)
+    (3, 1, {'F': 2, 'M': 1}, 2)
+    """
+    d = len(qis)
+    lo = np.full(d, K.MISSING_KEY, dtype=np.int64)
+    hi = np.full(d, _INT_MIN, dtype=np.int64)
+    missing = np.zeros(d, dtype=np.int64)
+    values, categories = {}, {}
+    for j, (q, kind) in enumerate(zip(qis, kinds, strict=True)):
+        s = df[q]
+        if kind in EXACT_KINDS:
+            missing[j] = int(s.isna().sum())
+            vc = s.value_counts(dropna=True, sort=False)
+            if isinstance(s.dtype, pd.CategoricalDtype):
+                categories[j] = {tuple(s.cat.categories)}
+                vc = vc[vc > 0]
+            vc.index = pd.Index(list(vc.index), dtype=object)
+            values[j] = vc.astype(np.int64)
+        else:
+            keys = encode_qi(s, kind=kind).keys
+            is_missing = keys == K.MISSING_KEY
+            missing[j] = int(is_missing.sum())
+            present = keys[~is_missing]
+            if present.size:
+                lo[j], hi[j] = present.min(), present.max()
+    prio = row_priority(partition, len(df), seed=1)
+    take = np.arange(len(df)) if len(df) <= sample_size else np.argpartition(
+        prio, sample_size)[:sample_size]
+    sample = df[qis].iloc[take].reset_index(drop=True)
+    return DomainSketch(len(df), lo, hi, missing, values, categories, sample, prio[take],
+                        sample_size)
+
+
+def merge_domain(*sketches: DomainSketch) -> DomainSketch:
+    """Combine the domain sketches of disjoint rows."""
+    first = sketches[0]
+    if len(sketches) == 1:
+        return first
+    values = {}
+    for j in first.values:
+        parts = [s.values[j] for s in sketches if len(s.values[j])]
+        values[j] = (pd.concat(parts).groupby(level=0, sort=False).sum()
+                     if parts else first.values[j])
+    categories = {j: set().union(*(s.categories.get(j, set()) for s in sketches))
+                  for j in first.categories}
+    sample = pd.concat([s.sample for s in sketches], ignore_index=True)
+    prio = np.concatenate([s.priority for s in sketches])
+    if len(prio) > first.sample_size:
+        take = np.argpartition(prio, first.sample_size)[:first.sample_size]
+        sample, prio = sample.iloc[take].reset_index(drop=True), prio[take]
+    return DomainSketch(sum(s.n for s in sketches), np.minimum.reduce([s.lo for s in sketches]),
+                        np.maximum.reduce([s.hi for s in sketches]),
+                        np.sum([s.missing for s in sketches], axis=0), values, categories,
+                        sample, prio, first.sample_size)
+
+
+def _category_order(name, kind, vc: pd.Series, seen_lists: set, meta_dtype) -> list:
+    """Global category list of a nominal or ordinal column."""
+    if isinstance(meta_dtype, pd.CategoricalDtype) and not _unknown(meta_dtype):
+        return list(meta_dtype.categories)
+    if len(seen_lists) == 1:
+        return list(next(iter(seen_lists)))
+    if kind == QIKind.ORDINAL:
+        raise UnsupportedDtypeError(
+            name, f"ordinal column {name!r} has different categories in different partitions; "
+            "give it one ordered CategoricalDtype (e.g. ddf[col].astype(dtype))")
+    # Sorted like the local engine sorts categories, so code order agrees.
+    return _factorize(pd.Series(list(vc.index), dtype=object))[1]
+
+
+def _unknown(dtype: pd.CategoricalDtype) -> bool:
+    return len(dtype.categories) == 1 and dtype.categories[0] == "__UNKNOWN_CATEGORIES__"
+
+
+def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict,
+                 meta: pd.DataFrame) -> tuple[GlobalDomain, Summary]:
+    """The global domain and the root's exact summary from the merged sketch."""
+    d = len(qis)
+    kernel_kinds = np.zeros(d, dtype=np.int64)
+    scales = np.zeros(d)
+    slots = np.zeros(d, dtype=np.int64)
+    categories, trees = [None] * d, [None] * d
+    lo, hi = sketch.lo.copy(), sketch.hi.copy()
+    hist = {}
+    for j, (q, kind) in enumerate(zip(qis, kinds, strict=True)):
+        if kind in (QIKind.NUMERIC, QIKind.DATETIME):
+            probe = encode_qi(meta[q], kind=kind)
+            kernel_kinds[j] = probe.kernel_kind
+            if lo[j] != K.MISSING_KEY:
+                if probe.kernel_kind == K.KIND_FLOAT:
+                    b, a = decode_float_keys(np.array([hi[j], lo[j]]))
+                    scales[j] = float(b - a)
+                else:
+                    scales[j] = float(hi[j]) - float(lo[j])
+            continue
+        vc = sketch.values[j]
+        n_missing = int(sketch.missing[j])
+        if kind == QIKind.HIERARCHY:
+            h = hierarchies[q]
+            if n_missing:
+                h = h.with_missing_leaf()
+            trees[j] = h
+            codes = h.leaf_codes([str(v) for v in vc.index])
+            slots[j] = len(h)
+            counts = np.bincount(codes, weights=vc.to_numpy(), minlength=slots[j])
+            if n_missing:
+                counts[h.leaf_codes([MISSING_LEAF])[0]] += n_missing
+            scales[j] = float(len(h) - 1)
+            kernel_kinds[j] = K.KIND_HIERARCHY
+        else:
+            cats = _category_order(q, kind, vc, sketch.categories.get(j, set()), meta[q].dtype)
+            categories[j] = cats
+            codes = pd.Index(cats, dtype=object).get_indexer(vc.index)
+            slots[j] = len(cats) + 1
+            counts = np.bincount(codes, weights=vc.to_numpy(), minlength=slots[j])
+            counts[-1] = n_missing
+            present = np.flatnonzero(counts[:-1])
+            if kind == QIKind.ORDINAL:
+                kernel_kinds[j] = K.KIND_ORDINAL
+                if present.size:
+                    scales[j] = float(present.max() - present.min())
+            else:
+                kernel_kinds[j] = K.KIND_NOMINAL
+                scales[j] = float(np.count_nonzero(counts) - 1)
+        hist[j] = counts.astype(np.float64)
+        nz = np.flatnonzero(counts[:-1] if kind == QIKind.ORDINAL else counts)
+        lo[j], hi[j] = (nz.min(), nz.max()) if nz.size else (K.MISSING_KEY, _INT_MIN)
+    domain = GlobalDomain(list(qis), list(kinds), kernel_kinds, scales, slots, categories,
+                          trees, int(sketch.n))
+    keys = encode_keys(sketch.sample, domain)
+    m = keys.shape[1]
+    weights = np.full(m, sketch.n / m if m else 1.0)
+    missing = sketch.missing.astype(np.float64)
+    for j in range(d):
+        if kinds[j] == QIKind.HIERARCHY:
+            missing[j] = 0.0  # missing is a leaf of the tree, not a missing key
+    root = Summary(float(sketch.n), lo, hi, missing, hist, keys, weights, exact=True, d=d)
+    return domain, root

@@ -1,0 +1,318 @@
+"""Client-side decisions of the distributed top phase: which QI to cut, and where.
+
+These functions mirror the local kernel's choices one for one, computed from a
+region's :class:`~dmondrian.sketch.Summary` instead of its rows:
+
+* :func:`region_spans` is :func:`dmondrian._kernel._node_span` (normalized span
+  by the *global* scale; distinct values for nominal QIs; leaves under the
+  lowest common ancestor for hierarchies; 1 for a present/missing mix);
+* :func:`find_cut` is :func:`dmondrian._kernel._find_cut` on a weighted
+  histogram: strict cuts at the median (``<= median`` or ``< median``,
+  whichever is allowed and more balanced, as :func:`dmondrian._kernel._choose`),
+  relaxed cuts at position ``n // 2`` with the median's ties split; nominal QIs
+  in frequency order, hierarchy QIs at a child boundary of the LCA;
+* :func:`choose_cut` tries the QIs from the widest span down, like
+  :func:`dmondrian._kernel._split_node`.
+
+On an exact summary with a complete sample they return exactly the kernel's
+cut (the tests check this on random data). On a sampled summary the numeric
+median is estimated; nominal, ordinal and hierarchy QIs use exact counts at
+the first level of a round. :func:`plan_subtree` then keeps cutting the sample
+for a few more levels, so one pass over the data decides several levels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _kernel as K
+from .qi import QIKind, decode_float_keys
+from .routing import EXACT_KINDS, GlobalDomain, slot_keys, tie_unit
+from .sketch import Summary
+
+__all__ = ["Cut", "PlanNode", "PlanConfig", "region_spans", "find_cut", "choose_cut",
+           "goes_left", "plan_subtree", "sizes_allowed"]
+
+
+@dataclass
+class Cut:
+    """One cut: a row goes left when ``v <= t`` or (``v == eq`` and tie < ``frac``).
+
+    A row's tie number is :func:`dmondrian.routing.tie_unit` of its QI keys;
+    ``frac`` is a threshold on it (0 for strict cuts).
+
+    ``v`` is the row's key of QI ``qi``, or ``ranks[key]`` for a nominal cut.
+    ``n_left`` is the (estimated, or exact) number of rows going left.
+    """
+
+    qi: int
+    t: int
+    eq: int
+    frac: float
+    ranks: np.ndarray | None
+    n_left: float
+
+
+@dataclass
+class PlanConfig:
+    """Parameters of the top phase."""
+
+    min_size: int
+    relaxed: bool
+    leaf_rows: int
+    max_depth: int = -1
+    #: Plan a child further only while its estimated size exceeds this fraction
+    #: of leaf_rows, so sampling noise rarely leaves a leaf just above it.
+    fill: float = 0.9
+    #: Most levels one pass decides.
+    max_levels: int = 6
+    #: Fewest sample rows a region needs before the sample may decide its cut.
+    min_sample: int = 64
+
+
+@dataclass
+class PlanNode:
+    """A region and, when it is cut, its cut and two children."""
+
+    n: float
+    summary: Summary | None
+    cut: Cut | None = None
+    left: PlanNode | None = None
+    right: PlanNode | None = None
+
+
+def region_spans(summary: Summary, domain: GlobalDomain) -> np.ndarray:
+    """Normalized span of every QI in a region, as ``_kernel._node_span`` computes it."""
+    spans = np.zeros(domain.d)
+    for j in range(domain.d):
+        scale = float(domain.scales[j])
+        if scale <= 0.0:
+            continue
+        kind = domain.kinds[j]
+        if kind == QIKind.NOMINAL:
+            spans[j] = (int((summary.hist[j] > 0).sum()) - 1) / scale
+            continue
+        lo, hi = int(summary.lo[j]), int(summary.hi[j])
+        if lo == K.MISSING_KEY:
+            continue
+        if summary.missing[j] > 0:
+            spans[j] = 1.0
+        elif kind == QIKind.HIERARCHY:
+            h = domain.hierarchies[j]
+            node = h.lca_node(lo, hi)
+            spans[j] = int(h.node_hi[node] - h.node_lo[node]) / scale
+        elif kind == QIKind.ORDINAL:
+            spans[j] = (hi - lo) / scale
+        elif domain.kernel_kinds[j] == K.KIND_FLOAT:
+            b, a = decode_float_keys(np.array([hi, lo]))
+            spans[j] = (float(b) - float(a)) / scale
+        else:
+            spans[j] = (float(hi) - float(lo)) / scale
+    return spans
+
+
+def sizes_allowed(n_left: float, n_right: float, min_size: int) -> bool:
+    """The k-anonymity rule of the kernel's split check: both sides keep ``min_size`` rows."""
+    return n_left >= min_size and n_right >= min_size
+
+
+def _choose_sizes(n: int, l1: int, l2: int, min_size: int) -> int:
+    """``_kernel._choose`` on sizes: the allowed cut (1: ``< median``, 2: ``<= median``)
+    nearest the middle, 2 on a tie, 0 if neither is allowed."""
+    ok2 = sizes_allowed(l2, n - l2, min_size)
+    ok1 = l1 != l2 and sizes_allowed(l1, n - l1, min_size)
+    if ok1 and ok2:
+        return 1 if abs(2 * l1 - n) < abs(2 * l2 - n) else 2
+    return 2 if ok2 else (1 if ok1 else 0)
+
+
+def _axis(summary: Summary, j: int, domain: GlobalDomain):
+    """Values along QI ``j``'s cut order with their (weighted) row counts.
+
+    Returns ``(values, counts, ranks)``; ``ranks`` maps nominal codes to their
+    frequency rank (values are then ranks), None otherwise.
+    """
+    kind = domain.kinds[j]
+    if kind == QIKind.NOMINAL:
+        counts = summary.hist[j]
+        # Most frequent first, ties by code: the kernel's _nominal_ranks.
+        order = np.argsort(-counts, kind="mergesort")
+        ranks = np.empty(counts.shape[0], dtype=np.int64)
+        ranks[order] = np.arange(counts.shape[0])
+        return np.arange(counts.shape[0], dtype=np.int64), counts[order], ranks
+    if kind in EXACT_KINDS:
+        counts = summary.hist[j]
+        values = np.arange(counts.shape[0], dtype=np.int64)
+        if kind == QIKind.ORDINAL:
+            values[-1] = K.MISSING_KEY
+        nz = counts > 0
+        return values[nz], counts[nz], None
+    row = summary.sample_keys[j]
+    w = summary.sample_w.astype(np.float64)
+    if row.size == 0:
+        return None
+    is_missing = row == K.MISSING_KEY
+    # The sample estimates where the median lies among present values; how many
+    # values are missing is known exactly.
+    n_present = summary.n - summary.missing[j]
+    wp = w[~is_missing].sum()
+    w = np.where(is_missing, 0.0, w * (n_present / wp if wp > 0 else 0.0))
+    values, inv = np.unique(row, return_inverse=True)
+    counts = np.bincount(inv.ravel(), weights=w, minlength=values.shape[0])
+    if summary.missing[j] > 0:
+        if values[-1] != K.MISSING_KEY:
+            values = np.append(values, K.MISSING_KEY)
+            counts = np.append(counts, 0.0)
+        counts[-1] = summary.missing[j]
+    nz = counts > 0
+    return values[nz], counts[nz], None
+
+
+def _tie_threshold(summary: Summary, j: int, v: int, ranks, share: float) -> float:
+    """Tie number below which a row tied at ``v`` goes left, so ``share`` of them do.
+
+    A quantile of the tied sample rows' tie numbers rather than ``share``
+    itself: after an earlier cut at the same value, a region's tied rows all
+    have tie numbers in a sub-range, and a fixed fraction would move all or
+    none of them. On a complete sample the split is exact up to identical rows.
+    """
+    keys = summary.sample_keys
+    vals = keys[j] if ranks is None else ranks[keys[j]]
+    tied = vals == v
+    if share <= 0.0 or not tied.any():
+        return float(np.clip(share, 0.0, 1.0)) if not tied.any() else 0.0
+    u = tie_unit(keys[:, tied])
+    order = np.argsort(u, kind="stable")
+    cw = np.cumsum(summary.sample_w[tied][order])
+    m = int(np.searchsorted(cw, share * cw[-1] * (1 - 1e-12), side="left")) + 1
+    return float(u[order[m]]) if m < order.shape[0] else 1.0
+
+
+def find_cut(summary: Summary, j: int, domain: GlobalDomain, relaxed: bool,
+             min_size: int) -> Cut | None:
+    """The kernel's cut of QI ``j`` in a region, or None when no cut is allowed."""
+    axis = _axis(summary, j, domain)
+    if axis is None:
+        return None
+    values, counts, ranks = axis
+    n = int(round(summary.n))
+    cum = np.cumsum(counts)
+    cum *= n / cum[-1] if cum[-1] > 0 else 0.0
+    nominal = ranks is not None
+
+    def le(r):  # rows at positions < index r
+        return float(cum[r - 1]) if r > 0 else 0.0
+
+    if relaxed:
+        nl = n // 2
+        if not sizes_allowed(nl, n - nl, min_size):
+            return None
+        r = int(np.searchsorted(cum, nl - 1, side="right"))
+        need = nl - le(r)
+        v = r if nominal else int(values[r])
+        threshold = _tie_threshold(summary, j, v, ranks, need / (cum[r] - le(r)))
+        return Cut(j, v - 1, v, threshold, ranks, float(nl))
+
+    r = int(np.searchsorted(cum, (n - 1) // 2, side="right"))
+    med = int(values[r])
+    if nominal:
+        t1, t2, l1, l2 = r - 1, r, le(r), float(cum[r])
+    elif domain.kinds[j] == QIKind.HIERARCHY:
+        h = domain.hierarchies[j]
+        lca = h.lca_node(int(values[0]), int(values[-1]))
+        child = int(h.leaf_node[med])
+        while h.parent[child] != lca:
+            child = int(h.parent[child])
+        t1, t2 = int(h.node_lo[child]) - 1, int(h.node_hi[child])
+        l1 = le(int(np.searchsorted(values, t1, side="right")))
+        l2 = le(int(np.searchsorted(values, t2, side="right")))
+    elif med == K.MISSING_KEY:
+        t1 = t2 = K.MISSING_KEY - 1
+        l1 = l2 = le(r)
+    else:
+        t1, t2, l1, l2 = med - 1, med, le(r), float(cum[r])
+    l1i, l2i = int(round(l1)), int(round(l2))
+    which = _choose_sizes(n, l1i, l2i, min_size)
+    if which == 1:
+        return Cut(j, t1, t1, 0.0, ranks, float(l1i))
+    if which == 2:
+        return Cut(j, t2, t2, 0.0, ranks, float(l2i))
+    return None
+
+
+def choose_cut(summary: Summary, domain: GlobalDomain, relaxed: bool, min_size: int,
+               banned=()) -> Cut | None:
+    """First allowed cut, trying QIs from the widest normalized span down."""
+    spans = region_spans(summary, domain)
+    for j in np.argsort(-spans, kind="mergesort"):
+        if spans[j] <= 0.0:
+            break
+        if int(j) in banned:
+            continue
+        cut = find_cut(summary, int(j), domain, relaxed, min_size)
+        if cut is not None:
+            return cut
+    return None
+
+
+def goes_left(cut: Cut, keys: np.ndarray, tie: np.ndarray | None) -> np.ndarray:
+    """Which rows (columns of ``keys``) a cut sends left; same rule as routing."""
+    v = keys[cut.qi]
+    if cut.ranks is not None:
+        v = cut.ranks[v]
+    left = v <= cut.t
+    if cut.frac > 0 and tie is not None:
+        left |= (v == cut.eq) & (tie < cut.frac)
+    return left
+
+
+def _exact_slots(keys: np.ndarray, domain: GlobalDomain) -> dict:
+    return {j: (slot_keys(keys[j], j, domain), int(domain.slots[j]))
+            for j in range(domain.d) if domain.kinds[j] in EXACT_KINDS}
+
+
+def plan_subtree(summary: Summary, domain: GlobalDomain, cfg: PlanConfig, depth: int,
+                 banned=(), levels: int | None = None) -> PlanNode:
+    """Cut a region for up to ``levels`` levels, deeper levels decided on its sample.
+
+    The root of the subtree uses ``summary`` (exact after a pass); its
+    descendants use summaries estimated from the part of the sample they
+    receive. Planning below a node stops when it is estimated to fit in
+    ``cfg.fill * cfg.leaf_rows`` rows, when its sample gets too thin to be
+    trusted, or at ``cfg.max_depth``. Every count used here is checked
+    exactly by the next pass before a cut is kept.
+    """
+    if levels is None:
+        need = max(1.0, summary.n / (cfg.fill * cfg.leaf_rows))
+        levels = int(min(cfg.max_levels, max(1, np.ceil(np.log2(need)))))
+    node = PlanNode(summary.n, summary)
+    complete = summary.exact and summary.sample_keys.shape[1] == summary.n
+    if (levels <= 0 or summary.n < 2 * cfg.min_size
+            or (cfg.max_depth >= 0 and depth >= cfg.max_depth)
+            or (not complete and summary.sample_keys.shape[1] < cfg.min_sample)):
+        return node
+    cut = choose_cut(summary, domain, cfg.relaxed, cfg.min_size, banned)
+    if cut is None:
+        return node
+    node.cut = cut
+    keys, w = summary.sample_keys, summary.sample_w
+    tie = tie_unit(keys) if cut.frac > 0 else None
+    left = goes_left(cut, keys, tie)
+    exact_cut = (summary.exact and domain.kinds[cut.qi] in EXACT_KINDS and cut.frac == 0
+                 and not complete)
+    total_w = w.sum()
+    sides = []
+    for mask, n_exact in ((left, cut.n_left), (~left, summary.n - cut.n_left)):
+        # Exact counts where the summary has them; otherwise the sample's share.
+        n_side = n_exact if exact_cut or total_w == 0 else summary.n * w[mask].sum() / total_w
+        sk = keys[:, mask]
+        child = Summary.from_sample(sk, w[mask], n_side, _exact_slots(sk, domain),
+                                    exact=complete)
+        if n_side > cfg.fill * cfg.leaf_rows:
+            sides.append(plan_subtree(child, domain, cfg, depth + 1, (), levels - 1))
+        else:
+            sides.append(PlanNode(n_side, child))
+    node.left, node.right = sides
+    return node

@@ -1,0 +1,256 @@
+"""Global keys and routing: how the distributed engine sees a row on any worker.
+
+The local engine encodes a table in memory, with codes that depend on the
+values present in it. The distributed engine must give a row the same key in
+every partition and every pass, so it encodes against a :class:`GlobalDomain`
+measured once over the whole dataset:
+
+* numeric, datetime: the value-based keys of :mod:`dmondrian.qi` (already global);
+* ordinal: codes in the global category order;
+* nominal: position in the global category list (missing: the last code);
+* hierarchy: DFS leaf code in the global tree.
+
+A :class:`CutTree` holds the cuts the client decided, as flat arrays. Routing
+sends every row of a partition down the tree one level at a time with vector
+operations (no per-row Python). A cut sends a row left when its key (or, for a
+nominal cut, the key's frequency rank) is ``<= t``; a relaxed cut also sends a
+fraction ``frac`` of the rows equal to ``eq`` left, chosen by a hash of the
+row's QI keys, so routing depends on the values only: every pass, every retry
+and every worker route a row identically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from . import _kernel as K
+from .errors import UnsupportedDtypeError
+from .qi import QIKind, encode_qi
+
+__all__ = ["GlobalDomain", "CutTree", "encode_keys", "slot_keys", "route", "tie_unit",
+           "row_priority"]
+
+# Kinds whose per-region value counts are kept exactly: small code spaces.
+EXACT_KINDS = (QIKind.NOMINAL, QIKind.ORDINAL, QIKind.HIERARCHY)
+
+
+@dataclass
+class GlobalDomain:
+    """Every QI's global encoding, measured over the whole dataset.
+
+    Attributes
+    ----------
+    names : list
+        QI column names, in key-matrix order.
+    kinds : list of str
+        :class:`~dmondrian.qi.QIKind` of each QI.
+    kernel_kinds : ndarray of int64
+        Kernel kind codes (``dmondrian._kernel.KIND_*``).
+    scales : ndarray of float64
+        Global domain scale of each QI (see :attr:`dmondrian.qi.EncodedQI.scale`).
+    slots : ndarray of int64
+        Size of the exact value-count space (nominal: categories + missing;
+        ordinal: categories + missing; hierarchy: leaves; 0 otherwise).
+    categories : list
+        Global category lists (nominal, ordinal) or None.
+    hierarchies : list
+        Global :class:`~dmondrian.hierarchy.Hierarchy` (with the missing leaf
+        when any value is missing) or None.
+    n_rows : int
+        Rows in the dataset.
+    """
+
+    names: list
+    kinds: list
+    kernel_kinds: np.ndarray
+    scales: np.ndarray
+    slots: np.ndarray
+    categories: list
+    hierarchies: list
+    n_rows: int
+    _indexes: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def d(self) -> int:
+        return len(self.names)
+
+    def category_index(self, j: int) -> pd.Index:
+        idx = self._indexes.get(j)
+        if idx is None:
+            idx = self._indexes[j] = pd.Index(self.categories[j], dtype=object)
+        return idx
+
+    def ordinal_dtype(self, j: int) -> pd.CategoricalDtype:
+        return pd.CategoricalDtype(self.categories[j], ordered=True)
+
+    def kernel_cards(self) -> np.ndarray:
+        """Code cardinality the kernel wants (nominal only)."""
+        return np.asarray([self.slots[j] if self.kinds[j] == QIKind.NOMINAL else 0
+                           for j in range(self.d)], dtype=np.int64)
+
+
+def _map_codes(name, local_categories, index: pd.Index, missing_code):
+    """Global code of each local category (local NA label last -> missing_code)."""
+    codes = index.get_indexer(pd.Index(local_categories, dtype=object))
+    if (codes < 0).any():
+        bad = [c for c, g in zip(local_categories, codes, strict=True) if g < 0][0]
+        raise UnsupportedDtypeError(
+            name, f"column {name!r} holds {bad!r}, which the global domain pass did not see; "
+            "the input changed between passes (it must be deterministic)")
+    return np.append(codes, missing_code).astype(np.int64)
+
+
+def encode_keys(df: pd.DataFrame, domain: GlobalDomain) -> np.ndarray:
+    """The ``(d, n)`` matrix of global kernel keys of a partition's QI columns.
+
+    Examples
+    --------
+    >>> dom = GlobalDomain(["c"], [QIKind.NOMINAL], np.array([3]), np.array([2.0]),
+    ...                    np.array([4]), [["a", "b", "z"]], [None], 3)
+    >>> encode_keys(pd.DataFrame({"c": ["z", None, "a"]}), dom).tolist()
+    [[2, 3, 0]]
+    """
+    n = len(df)
+    keys = np.empty((domain.d, n), dtype=np.int64)
+    for j, (name, kind) in enumerate(zip(domain.names, domain.kinds, strict=True)):
+        s = df[name]
+        if kind in (QIKind.NUMERIC, QIKind.DATETIME):
+            keys[j] = encode_qi(s, kind=kind).keys
+        elif kind == QIKind.HIERARCHY:
+            keys[j] = encode_qi(s, hierarchy=domain.hierarchies[j]).keys
+        elif kind == QIKind.ORDINAL:
+            if not isinstance(s.dtype, pd.CategoricalDtype):
+                s = s.astype(domain.ordinal_dtype(j))
+            codes = s.cat.codes.to_numpy().astype(np.int64)
+            if list(s.cat.categories) != list(domain.categories[j]):
+                remap = _map_codes(name, list(s.cat.categories), domain.category_index(j), -1)
+                codes = np.where(codes < 0, -1, remap[np.maximum(codes, 0)])
+            keys[j] = np.where(codes < 0, K.MISSING_KEY, codes)
+        else:
+            local = encode_qi(s, kind=QIKind.NOMINAL)
+            remap = _map_codes(name, local.categories[:-1], domain.category_index(j),
+                               domain.slots[j] - 1)
+            keys[j] = remap[local.keys]
+    return keys
+
+
+def slot_keys(keys_row: np.ndarray, j: int, domain: GlobalDomain) -> np.ndarray:
+    """Keys of an exact-count QI as slots ``0..slots-1`` (ordinal missing: the last slot)."""
+    if domain.kinds[j] == QIKind.ORDINAL:
+        return np.where(keys_row == K.MISSING_KEY, domain.slots[j] - 1, keys_row)
+    return keys_row
+
+
+# -- hashing ---------------------------------------------------------------------------------
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer: a bijective, well-mixing map of uint64 arrays."""
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+def _unit(h: np.ndarray) -> np.ndarray:
+    return (h >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
+def tie_unit(keys: np.ndarray) -> np.ndarray:
+    """A number in [0, 1) per row that depends only on the row's QI keys.
+
+    Relaxed cuts split rows tied at the median with it, so the split is the
+    same in every pass and on every retry, whatever the partitioning.
+
+    Examples
+    --------
+    >>> u = tie_unit(np.array([[1, 1, 2], [5, 5, 5]]))
+    >>> bool(u[0] == u[1]), bool(u[0] != u[2]), bool(((0 <= u) & (u < 1)).all())
+    (True, True, True)
+    """
+    h = np.full(keys.shape[1], _GOLDEN, dtype=np.uint64)
+    for row in keys:
+        h = _mix(h ^ row.view(np.uint64))
+    return _unit(h)
+
+
+def row_priority(partition: int, n: int, seed: int = 0) -> np.ndarray:
+    """Deterministic uniform numbers in [0, 1) for rows ``0..n-1`` of a partition.
+
+    A row is in a region's sample when its priority is below the region's
+    sampling rate (or among the smallest ones for a fixed-size sample).
+    """
+    base = np.uint64((int(partition) << 32) & 0xFFFFFFFFFFFFFFFF) ^ np.uint64(seed)
+    return _unit(_mix(np.arange(n, dtype=np.uint64) ^ base) + _GOLDEN)
+
+
+# -- the cut tree ----------------------------------------------------------------------------
+
+
+@dataclass
+class CutTree:
+    """Cuts decided by the client, as flat arrays indexed by node (root = 0).
+
+    ``qi[i] < 0`` marks a leaf; ``leaf[i]`` is then its slot in the pass's
+    region numbering. For an internal node a row goes left when
+    ``v <= t[i]`` or (``v == eq[i]`` and its tie number ``< frac[i]``), where
+    ``v`` is the key of QI ``qi[i]``, or ``ranks[rank_off[i] + key]`` when
+    ``rank_off[i] >= 0`` (nominal cuts in frequency order).
+    """
+
+    qi: np.ndarray
+    t: np.ndarray
+    eq: np.ndarray
+    frac: np.ndarray
+    rank_off: np.ndarray
+    ranks: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    leaf: np.ndarray
+
+    @classmethod
+    def single_leaf(cls) -> CutTree:
+        z = np.zeros(1, dtype=np.int64)
+        m = np.full(1, -1, dtype=np.int64)
+        return cls(m, z, z, np.zeros(1), m, np.zeros(1, dtype=np.int64), m, m, z)
+
+    @property
+    def has_ties(self) -> bool:
+        return bool((self.frac > 0).any())
+
+
+def route(keys: np.ndarray, tree: CutTree, tie: np.ndarray | None = None) -> np.ndarray:
+    """Leaf slot of every row (columns of ``keys``), one tree level per step.
+
+    Examples
+    --------
+    >>> tree = CutTree(qi=np.array([0, -1, -1]), t=np.array([5, 0, 0]), eq=np.array([5, 0, 0]),
+    ...                frac=np.zeros(3), rank_off=np.array([-1, -1, -1]),
+    ...                ranks=np.zeros(1, dtype=np.int64), left=np.array([1, -1, -1]),
+    ...                right=np.array([2, -1, -1]), leaf=np.array([-1, 0, 1]))
+    >>> route(np.array([[3, 9, 5]]), tree).tolist()
+    [0, 1, 0]
+    """
+    n = keys.shape[1]
+    node = np.zeros(n, dtype=np.int64)
+    active = np.flatnonzero(np.broadcast_to(tree.qi[0] >= 0, (n,)))
+    with np.errstate(over="ignore"):
+        while active.size:
+            nd = node[active]
+            v = keys[tree.qi[nd], active]
+            ro = tree.rank_off[nd]
+            ranked = ro >= 0
+            if ranked.any():
+                v = np.where(ranked, tree.ranks[np.where(ranked, ro + v, 0)], v)
+            go_left = v <= tree.t[nd]
+            if tie is not None:
+                go_left |= (v == tree.eq[nd]) & (tie[active] < tree.frac[nd])
+            node[active] = np.where(go_left, tree.left[nd], tree.right[nd])
+            active = active[tree.qi[node[active]] >= 0]
+    return tree.leaf[node]

@@ -1,0 +1,187 @@
+"""The distributed engine on real clusters: worker processes, the dask CLI over TCP,
+data larger than the workers' memory, and a worker killed mid-run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from distributed import Client, LocalCluster
+from distributed_helpers import CENSUS_QIS, average_ncp, make_census
+
+from dmondrian import distributed as D
+from dmondrian import local
+
+ROOT = Path(__file__).resolve().parents[1]
+DASK = Path(sys.executable).with_name("dask")
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+@pytest.fixture(scope="module")
+def process_cluster():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster:
+        with Client(cluster, set_as_default=False) as client:
+            yield client
+
+
+def _check_release(out: pd.DataFrame, original: pd.DataFrame, k: int):
+    assert len(out) == len(original)
+    assert out.groupby("cls").size().min() >= k
+    assert out.index.sort_values().equals(original.index)
+
+
+def test_local_cluster_with_processes_matches_in_process_run(process_cluster):
+    df = make_census(20_000, seed=11)
+    ddf = dd.from_pandas(df, npartitions=6)
+    options = dict(leaf_rows=2500, class_column="cls", mode="relaxed")
+    got = D.anonymize(ddf, CENSUS_QIS, 5, client=process_cluster, **options)
+    got = process_cluster.compute(got).result().sort_index()
+    _check_release(got, df, 5)
+    with Client(processes=False, n_workers=1, dashboard_address=":0") as threads:
+        again = D.anonymize(ddf, CENSUS_QIS, 5, client=threads, **options).compute()
+    pd.testing.assert_frame_equal(got, again.sort_index())
+
+
+@pytest.fixture
+def cli_cluster(tmp_path):
+    """`dask scheduler` and two `dask worker` processes over TCP on 127.0.0.1."""
+    sched_file = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--no-dashboard", "--scheduler-file", str(sched_file)],
+                              env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        deadline = time.time() + 60
+        while not sched_file.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        for _ in range(2):
+            procs.append(subprocess.Popen(
+                [str(DASK), "worker", "--scheduler-file", str(sched_file), "--nthreads", "1",
+                 "--memory-limit", "1GB", "--no-dashboard", "--host", "127.0.0.1"],
+                env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        with Client(scheduler_file=str(sched_file), set_as_default=False) as probe:
+            probe.wait_for_workers(2, timeout=90)
+            address = probe.scheduler.address
+        yield address
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def test_cli_scheduler_and_workers_found_through_environment(cli_cluster, tmp_path,
+                                                            monkeypatch):
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", cli_cluster)
+    df = make_census(15_000, seed=12)
+    ddf = dd.from_pandas(df, npartitions=5)
+    top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 10, leaf_rows=2000,
+                                 class_column="cls")
+    assert top.n_leaves > 4
+    out = pd.read_parquet(tmp_path / "out")
+    _check_release(out, df, 10)
+    ncp = average_ncp(df, out.loc[df.index, "cls"].to_numpy(), CENSUS_QIS)
+    ref = local.anonymize(df, CENSUS_QIS, 10, class_column="cls")
+    assert ncp <= average_ncp(df, ref["cls"].to_numpy(), CENSUS_QIS) * 1.02
+
+
+# -- larger than memory ------------------------------------------------------------------------
+
+_PAYLOAD = 4000
+
+
+def _write_wide_dataset(path: Path, n_files: int, rows_per_file: int) -> int:
+    """Census rows plus a 4 kB text column per row; returns its size in memory (bytes)."""
+    path.mkdir()
+    filler = "x" * (_PAYLOAD - 12)
+    in_memory = 0
+    for f in range(n_files):
+        df = make_census(rows_per_file, seed=100 + f)
+        df["person_id"] += f * rows_per_file
+        df["note"] = [f"{i:012d}{filler}" for i in df["person_id"]]
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        in_memory += table.nbytes
+        pq.write_table(table, path / f"part-{f:03d}.parquet")
+    return in_memory
+
+
+def test_larger_than_memory_parquet_round_trip(tmp_path):
+    # A worker process holds ~300-450 MB once dask, pandas, pyarrow and numba
+    # are loaded and have run, so 1 GB is about the smallest workable limit.
+    # p2p's default 1 GiB send buffer would alone exceed it: scale it down.
+    memory_limit, n_files, rows_per_file = 1e9, 124, 8_000
+    src, dst = tmp_path / "in", tmp_path / "out"
+    size = _write_wide_dataset(src, n_files=n_files, rows_per_file=rows_per_file)
+    assert size > 2 * 2 * memory_limit  # twice the workers' total memory limit
+    p2p_buffers = {"distributed.p2p.comm.buffer": "64 MiB",
+                   "distributed.p2p.storage.buffer": "32 MiB"}
+    with dask.config.set(p2p_buffers), LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, memory_limit=memory_limit,
+            dashboard_address=":0") as cluster:
+        with Client(cluster, set_as_default=False) as client:
+            pids = client.run(os.getpid)
+            ddf = dd.read_parquet(src)
+            top = D.anonymize_to_parquet(ddf, dst, CENSUS_QIS, 20, client=client,
+                                         class_column="cls")
+            # No worker was restarted for exceeding its memory limit.
+            assert client.run(os.getpid) == pids
+    counts = pq.read_table(dst, columns=["cls"]).column("cls").to_numpy()
+    assert counts.size == n_files * rows_per_file == top.leaf_counts.sum()
+    assert np.unique(counts, return_counts=True)[1].min() >= 20
+    assert top.leaf_counts.max() <= top.leaf_rows
+
+
+# -- fault tolerance ---------------------------------------------------------------------------
+
+
+def test_worker_killed_mid_run_gives_identical_output(process_cluster, tmp_path):
+    client = process_cluster
+    df = make_census(100_000, seed=13)
+    ddf = dd.from_pandas(df, npartitions=12)
+    options = dict(leaf_rows=10_000, class_column="cls")
+    D.anonymize_to_parquet(ddf, tmp_path / "calm", CENSUS_QIS, 5, client=client, **options)
+
+    killed = {}
+
+    def kill_when_shuffling():
+        deadline = time.time() + 120
+        while time.time() < deadline and not killed:
+            busy = client.processing()
+            for worker, keys in busy.items():
+                if any("shuffle" in str(key) or "_anonymize_bin" in str(key) for key in keys):
+                    pid = client.run(os.getpid, workers=[worker])[worker]
+                    os.kill(pid, signal.SIGKILL)
+                    killed["pid"] = pid
+                    return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_when_shuffling)
+    killer.start()
+    D.anonymize_to_parquet(ddf, tmp_path / "hurt", CENSUS_QIS, 5, client=client, **options)
+    killer.join()
+    assert killed, "the run finished before a worker could be killed"
+    client.wait_for_workers(2, timeout=60)
+    calm = pd.read_parquet(tmp_path / "calm")
+    hurt = pd.read_parquet(tmp_path / "hurt")
+    pd.testing.assert_frame_equal(calm, hurt)

@@ -1,0 +1,156 @@
+"""The top phase decides exactly like the local kernel, and its pieces compose.
+
+Property tests on random small tables: the planner's spans and cuts computed
+from a region's *summary* equal the kernel's computed from its *rows*; sketches
+merge to the sketch of the union; routing agrees with the planner's own rule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from distributed_helpers import JOB_HIERARCHY
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dmondrian import _kernel as K
+from dmondrian.constraints import KAnonymity, kernel_privacy
+from dmondrian.domain import build_domain, domain_sketch, merge_domain
+from dmondrian.hierarchy import Hierarchy
+from dmondrian.local import _hierarchy_arrays, encode_table
+from dmondrian.planner import find_cut, goes_left, region_spans
+from dmondrian.routing import encode_keys, route, tie_unit
+from dmondrian.sketch import merge_sketches, summarize
+
+QIS = ["num", "flt", "ord", "nom", "job"]
+KINDS = ["numeric", "numeric", "ordinal", "nominal", "hierarchy"]
+
+
+@st.composite
+def tables(draw):
+    n = draw(st.integers(2, 60))
+    ints = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
+    floats = draw(st.lists(st.one_of(st.none(), st.sampled_from([-1.5, 0.0, 2.25, 7.0])),
+                           min_size=n, max_size=n))
+    ords = draw(st.lists(st.one_of(st.none(), st.sampled_from("abcd")), min_size=n, max_size=n))
+    noms = draw(st.lists(st.one_of(st.none(), st.sampled_from(["x", "y", "z", "w"])),
+                         min_size=n, max_size=n))
+    jobs = draw(st.lists(st.sampled_from(sorted(JOB_HIERARCHY)), min_size=n, max_size=n))
+    return pd.DataFrame({
+        "num": np.asarray(ints, dtype=np.int64),
+        "flt": np.asarray([np.nan if v is None else v for v in floats]),
+        "ord": pd.Categorical(ords, categories=list("abcd"), ordered=True),
+        "nom": pd.Series(noms, dtype=object),
+        "job": jobs,
+    })
+
+
+def _domain(df):
+    trees = {"job": Hierarchy.coerce(JOB_HIERARCHY, name="job")}
+    sk = domain_sketch(df, 0, QIS, KINDS, sample_size=10_000)
+    return build_domain(sk, QIS, KINDS, trees, df.iloc[:0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(tables(), st.integers(1, 6), st.booleans())
+def test_summary_decisions_equal_kernel_decisions(df, min_size, relaxed):
+    domain, root = _domain(df)
+    encoded = encode_table(df, QIS, {"job": domain.hierarchies[4]}, dict(zip(QIS, KINDS,
+                                                                               strict=True)))
+    keys = np.ascontiguousarray(np.stack([e.keys for e in encoded]))
+    np.testing.assert_array_equal(encode_keys(df, domain), keys)
+    np.testing.assert_allclose(domain.scales, [e.scale for e in encoded])
+    h_parent, h_lo, h_hi, h_leaf, hoffs, loffs = _hierarchy_arrays(encoded)
+    n = len(df)
+    spans = region_spans(root, domain)
+    privacy = kernel_privacy([KAnonymity(min_size)])
+    priv = (privacy.ip, privacy.fp, privacy.q)
+    scratch = np.empty(K._SMALL, dtype=np.int64)
+    for j, e in enumerate(encoded):
+        lo, hi, miss = K._segment_stats(keys[j], 0, n)
+        expected = K._node_span(keys, j, 0, n, lo, hi, miss, e.kernel_kind, e.scale, e.card,
+                                h_parent, h_lo, h_hi, h_leaf, hoffs[j], loffs[j])
+        assert spans[j] == expected, (j, spans[j], expected)
+        if expected <= 0:
+            continue
+        n_left, t, eq, need, rank = K._find_cut(keys, j, 0, n, lo, hi, miss, e.kernel_kind,
+                                                e.card, relaxed, priv, h_parent, h_lo, h_hi,
+                                                h_leaf, hoffs[j], loffs[j], scratch)
+        cut = find_cut(root, j, domain, relaxed, min_size)
+        if n_left == 0:
+            assert cut is None
+            continue
+        assert cut is not None and (cut.n_left, cut.t) == (n_left, t), (j, cut, n_left, t)
+        if rank.shape[0]:
+            np.testing.assert_array_equal(cut.ranks, rank)
+        left = goes_left(cut, keys, tie_unit(keys)).sum()
+        if relaxed:
+            assert cut.eq == eq
+            # Tied rows are chosen by a hash of their QI values; identical rows
+            # go together, so the count can fall short only by duplicates.
+            duplicates = n - len(df.astype(str).drop_duplicates())
+            assert n_left - duplicates <= left <= n_left
+        else:
+            assert left == n_left
+
+
+@settings(max_examples=25, deadline=None)
+@given(tables(), st.integers(1, 4), st.integers(0, 2**31))
+def test_sketches_merge_like_the_union(df, n_parts, seed):
+    domain, _ = _domain(df)
+    keys = encode_keys(df, domain)
+    rng = np.random.default_rng(seed)
+    region = rng.integers(0, 3, len(df))
+    owner = rng.integers(0, n_parts, len(df))
+    rates = np.array([1.0, 0.5, 0.0])
+    prio = rng.random(len(df))
+    exact = {j: keys[j] for j in (3, 4)}
+
+    def sketch(mask):
+        return summarize(keys[:, mask], region[mask], 3, exact={j: v[mask] for j, v in
+                                                                   exact.items()},
+                         slots=domain.slots, rates=rates, priority=prio[mask])
+
+    whole = sketch(np.ones(len(df), dtype=bool))
+    merged = merge_sketches(*[sketch(owner == p) for p in range(n_parts)])
+    for field in ("count", "lo", "hi", "missing"):
+        np.testing.assert_array_equal(getattr(whole, field), getattr(merged, field))
+    for j in exact:
+        for a, b in zip(whole.hist[j], merged.hist[j], strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert sorted(map(tuple, whole.sample_keys.T)) == sorted(map(tuple, merged.sample_keys.T))
+    assert (whole.region(1).n, whole.region(2).sample_keys.shape[1]) == (
+        (region == 1).sum(), 0)
+
+
+def test_domain_sketches_merge_across_partitions():
+    df = pd.DataFrame({
+        "num": [1, 5, 3, 3], "flt": [0.5, np.nan, 2.0, 2.0],
+        "ord": pd.Categorical(["b", None, "d", "b"], categories=list("abcd"), ordered=True),
+        "nom": ["y", "x", None, "y"], "job": ["Private", "Local-gov", "Private", "Self-emp"]})
+    trees = {"job": Hierarchy.coerce(JOB_HIERARCHY, name="job")}
+    parts = [domain_sketch(df.iloc[a:b], i, QIS, KINDS, 3)
+             for i, (a, b) in enumerate([(0, 1), (1, 1), (1, 4)])]
+    merged = merge_domain(*parts)
+    domain, root = build_domain(merged, QIS, KINDS, trees, df.iloc[:0])
+    whole, _ = build_domain(domain_sketch(df, 0, QIS, KINDS, 3), QIS, KINDS, trees, df.iloc[:0])
+    assert merged.n == 4 and len(merged.sample) == 3
+    np.testing.assert_array_equal(domain.scales, whole.scales)
+    assert domain.categories[3] == ["x", "y"] and root.hist[3].tolist() == [1, 2, 1]
+
+
+def test_route_follows_the_cut_rule():
+    rng = np.random.default_rng(0)
+    keys = rng.integers(0, 10, (2, 500))
+    from dmondrian.routing import CutTree
+
+    tree = CutTree(qi=np.array([0, 1, -1, -1, -1]), t=np.array([4, 2, 0, 0, 0]),
+                   eq=np.array([5, 2, 0, 0, 0]), frac=np.array([0.5, 0.0, 0, 0, 0]),
+                   rank_off=np.full(5, -1), ranks=np.zeros(1, dtype=np.int64),
+                   left=np.array([1, 2, -1, -1, -1]), right=np.array([4, 3, -1, -1, -1]),
+                   leaf=np.array([-1, -1, 0, 1, 2]))
+    tie = tie_unit(keys)
+    leaf = route(keys, tree, tie)
+    first = (keys[0] <= 4) | ((keys[0] == 5) & (tie < 0.5))
+    np.testing.assert_array_equal(leaf == 2, ~first)
+    np.testing.assert_array_equal(leaf == 0, first & (keys[1] <= 2))
