@@ -488,21 +488,34 @@ def _partition(src_keys, src_rows, dst_keys, dst_rows, go_left, j, s, e, n_left,
             taken += 1
         go_left[i] = left
     d = src_keys.shape[0]
+    # 2-D indexing throughout: a row view per QI would cost a reference-count
+    # round trip each, which dominates on the many small nodes near the leaves.
     for q in range(d):
-        src = src_keys[q]
-        dst = dst_keys[q]
         li = s
         ri = s + n_left
         for i in range(s, e):
             # Branch-free: the side is data-dependent and would mispredict.
             g = go_left[i]
-            dst[ri + g * (li - ri)] = src[i]
+            dst_keys[q, ri + g * (li - ri)] = src_keys[q, i]
             li += g
             ri += 1 - g
         # Contiguous min/max passes vectorize; tracking both sides inside the
         # scatter loop would branch on the side again.
-        child_lo[0, q], child_hi[0, q], child_miss[0, q] = _segment_stats(dst, s, s + n_left)
-        child_lo[1, q], child_hi[1, q], child_miss[1, q] = _segment_stats(dst, s + n_left, e)
+        for side in range(2):
+            a = s if side == 0 else s + n_left
+            b = s + n_left if side == 0 else e
+            lo = MISSING_KEY
+            hi = _INT_MIN
+            miss = 0
+            for i in range(a, b):
+                v = dst_keys[q, i]
+                is_missing = v == MISSING_KEY
+                miss += is_missing
+                lo = min(lo, v)
+                hi = max(hi, _INT_MIN if is_missing else v)
+            child_lo[side, q] = lo
+            child_hi[side, q] = hi
+            child_miss[side, q] = miss
     li = s
     ri = s + n_left
     for i in range(s, e):
