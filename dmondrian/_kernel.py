@@ -146,6 +146,21 @@ def _hist_ok(h, m, ip, fp, q):
     return True
 
 
+@njit(cache=True, inline="always")
+def _goes_left(key, use_rank, rank, t, eq_value, need_eq, taken):
+    """The side rule of a cut, shared by the check and the move so they agree.
+
+    A row goes left when its (ranked) key is ``<= t``, or equals ``eq_value``
+    while fewer than ``need_eq`` such rows went left. Returns ``(left, taken)``.
+    """
+    v = rank[key] if use_rank else key
+    if v <= t:
+        return True, taken
+    if v == eq_value and taken < need_eq:
+        return True, taken + 1
+    return False, taken
+
+
 @njit(cache=True)
 def _cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv):
     """The one place that decides whether a cut may happen.
@@ -169,15 +184,9 @@ def _cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv):
     use_rank = rank.shape[0] > 0
     taken = 0
     for i in range(s, e):
-        v = row[i]
-        if use_rank:
-            v = rank[v]
+        go, taken = _goes_left(row[i], use_rank, rank, t, eq_value, need_eq, taken)
         c = sens[i]
         total[c] += 1
-        go = v <= t
-        if not go and v == eq_value and taken < need_eq:
-            go = True
-            taken += 1
         if go:
             left[c] += 1
     return _hist_ok(left, n_left, ip, fp, q) and _hist_ok(total - left, n - n_left, ip, fp, q)
@@ -479,14 +488,7 @@ def _partition(src_keys, src_rows, dst_keys, dst_rows, go_left, j, s, e, n_left,
     use_rank = rank.shape[0] > 0
     taken = 0
     for i in range(s, e):
-        v = row[i]
-        if use_rank:
-            v = rank[v]
-        left = v <= t
-        if not left and v == eq_value and taken < need_eq:
-            left = True
-            taken += 1
-        go_left[i] = left
+        go_left[i], taken = _goes_left(row[i], use_rank, rank, t, eq_value, need_eq, taken)
     d = src_keys.shape[0]
     # 2-D indexing throughout: a row view per QI would cost a reference-count
     # round trip each, which dominates on the many small nodes near the leaves.

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from .constraints import check_k
@@ -44,7 +42,7 @@ from .metrics import (
     run,
     size_distribution,
 )
-from .verification import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
+from .verification import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics, jsonable
 
 __all__ = ["Report", "report"]
 
@@ -107,7 +105,7 @@ class Report:
             },
             "risk": dict(vars(self.risk)),
         }
-        return _plain(out)
+        return jsonable(out)
 
     def to_json(self, **kwargs) -> str:
         """:meth:`to_dict` as JSON text (``kwargs`` go to :func:`json.dumps`)."""
@@ -165,19 +163,6 @@ class Report:
         return ("<div><h4 style=\"margin:4px 0\">dmondrian report</h4>"
                 f"<table>{rows}</table><p style=\"margin:4px 0\">class sizes</p>"
                 f"{sizes.to_html(index=False)}</div>")
-
-
-def _plain(obj):
-    """numpy scalars to Python numbers, non-finite floats to None (valid JSON)."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *,

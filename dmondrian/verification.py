@@ -283,12 +283,12 @@ class VerifyResult:
         listed = self.violations.reset_index()
         return {
             "ok": self.ok,
-            "requirements": _plain(self.requirements),
-            "achieved": _plain(self.achieved),
+            "requirements": jsonable(self.requirements),
+            "achieved": jsonable(self.achieved),
             "n_records": self.n_records,
             "n_classes": self.n_classes,
             "n_violations": self.n_violations,
-            "violations": _plain(listed.astype(object).where(listed.notna(), None)
+            "violations": jsonable(listed.astype(object).where(listed.notna(), None)
                                  .to_dict(orient="records")),
         }
 
@@ -333,14 +333,14 @@ def _fmt(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def _plain(obj):
-    """numpy scalars and containers to plain Python, for JSON."""
+def jsonable(obj):
+    """numpy scalars and containers to plain Python; non-finite floats to None (valid JSON)."""
     if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, np.generic):
-        return obj.item()
+        obj = obj.item()
     if isinstance(obj, pd.Timestamp):
         return obj.isoformat()
     if isinstance(obj, float) and not math.isfinite(obj):
