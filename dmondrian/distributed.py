@@ -70,8 +70,11 @@ Sizes and limits
 * p2p buffers up to ``distributed.p2p.comm.buffer`` (1 GiB by default) per
   worker: with workers of a few GB or less, lower it (e.g. to an eighth of
   the worker memory) or the shuffle, not the engine, runs out of memory.
-* l-diversity and t-closeness are local-engine only for now (their exact
-  checks would need per-region sensitive histograms in the top phase).
+* l-diversity and t-closeness: after the top phase, one more pass counts the
+  sensitive values of every leaf exactly and undoes any top-phase cut whose
+  children would break the constraint (the root passes it, or the request is
+  refused before any work); each leaf's local run enforces it below, against
+  the whole dataset's sensitive distribution.
 
 Cluster
 -------
@@ -95,10 +98,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from . import _kernel as K
 from .cluster import release, resolve_client, run, worker_memory_per_thread
-from .constraints import KAnonymity
+from .constraints import (
+    KAnonymity,
+    KernelPrivacy,
+    encode_sensitive,
+    kernel_privacy,
+    resolve_constraints,
+)
 from .domain import build_domain, domain_sketch, merge_domain
-from .errors import InfeasibleError, ParameterError
+from .errors import InfeasibleError, InvalidValueError, ParameterError
 from .local import encode_table, partition, publish
 from .planner import Cut, PlanConfig, PlanNode, plan_subtree, sizes_allowed
 from .qi import QIKind
@@ -121,6 +131,7 @@ from .validation import (
     check_mapping,
     check_max_depth,
     check_quasi_identifiers,
+    check_sensitive,
 )
 
 __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "apply_plan",
@@ -158,16 +169,20 @@ class _Options:
     kinds: list
     class_column: object
     leaf_rows: int | None
+    constraints: list = field(default_factory=list)
+    sensitive: object = None
 
 
 def _check_options(ddf, quasi_identifiers, k, mode, generalization, max_depth, hierarchies,
-                   qi_kinds, class_column, leaf_rows) -> _Options:
+                   qi_kinds, class_column, leaf_rows, privacy=None) -> _Options:
     import dask.dataframe as dd
 
     if not isinstance(ddf, dd.DataFrame):
         raise ParameterError("ddf", f"expected a dask DataFrame, got {type(ddf).__name__}")
     qis = check_quasi_identifiers(quasi_identifiers, ddf.columns)
-    constraint = KAnonymity(k)
+    constraints, sensitive = resolve_constraints(k, **(privacy or {}))
+    sensitive = check_sensitive(sensitive, ddf.columns, qis)
+    constraint = constraints[0]
     check_choice("mode", mode, MODES)
     check_choice("generalization", generalization, GENERALIZATIONS)
     depth = check_max_depth(max_depth)
@@ -185,7 +200,7 @@ def _check_options(ddf, quasi_identifiers, k, mode, generalization, max_depth, h
     trees = {qi.name: qi.hierarchy for qi in probe if qi.kind == QIKind.HIERARCHY}
     return _Options(qis, constraint.min_size(), mode, generalization, depth, trees,
                     [qi.kind for qi in probe], class_column,
-                    None if leaf_rows is None else int(leaf_rows))
+                    None if leaf_rows is None else int(leaf_rows), constraints, sensitive)
 
 
 def _row_bytes(meta: pd.DataFrame) -> float:
@@ -426,6 +441,7 @@ class TopPlan:
     options: _Options
     columns: list
     index_name: object
+    sensitive: _Sensitive | None = None
 
     @property
     def n_leaves(self) -> int:
@@ -454,7 +470,8 @@ def _pack_bins(counts: np.ndarray, leaf_rows: int) -> list:
 
 def plan(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="strict",
          max_depth=None, hierarchies=None, qi_kinds=None, class_column=None,
-         generalization="range", progress=None, sample_rows=SAMPLE_ROWS) -> TopPlan:
+         generalization="range", progress=None, sample_rows=SAMPLE_ROWS, l=None,  # noqa: E741
+         l_kind="distinct", c=None, t=None, sensitive=None, constraints=None) -> TopPlan:
     """Run the domain pass and the top phase; return the cut tree (steps 1-2).
 
     Parameters are those of :func:`anonymize`; ``sample_rows`` sets the
@@ -466,10 +483,12 @@ def plan(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="strict
     TopPlan
     """
     opts = _check_options(ddf, quasi_identifiers, k, mode, generalization, max_depth,
-                          hierarchies, qi_kinds, class_column, leaf_rows)
-    c, owned = resolve_client(client)
+                          hierarchies, qi_kinds, class_column, leaf_rows,
+                          dict(l=l, l_kind=l_kind, c=c, t=t, sensitive=sensitive,
+                               constraints=constraints))
+    cluster_client, owned = resolve_client(client)
     try:
-        return _plan(c, ddf, opts, progress, int(sample_rows))
+        return _plan(cluster_client, ddf, opts, progress, int(sample_rows))
     finally:
         release(owned)
 
@@ -515,12 +534,110 @@ def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
         for j in roots:
             _keep_allowed_cuts(nodes, j, opts.k)
         open_ = [j for j in _leaves(nodes) if needs_cut(j)]
+    sens = None
+    if opts.sensitive is not None:
+        sens = _sensitive_domain(client, ddf, opts, progress)
+        passes += 2
+        _keep_diverse_cuts(nodes, _leaf_histograms(client, ddf, opts, domain, nodes, sens,
+                                                   progress), sens)
     leaves = _leaves(nodes)
     counts = np.asarray([int(nodes[j].n) for j in leaves], dtype=np.int64)
     depths = np.asarray([nodes[j].depth for j in leaves], dtype=np.int64)
     return TopPlan(domain, _cut_tree(nodes, leaves), counts, depths,
                    _pack_bins(counts, leaf_rows), passes, leaf_rows, opts,
-                   list(ddf.columns), ddf._meta.index.name)
+                   list(ddf.columns), ddf._meta.index.name, sens)
+
+
+# -- step 2b: sensitive constraints on exact leaf histograms ------------------------------------
+
+
+@dataclass
+class _Sensitive:
+    """The sensitive column's global domain and the constraints in kernel form."""
+
+    values: list
+    ordered: bool
+    privacy: KernelPrivacy
+
+    def codes(self, column: pd.Series) -> np.ndarray:
+        return pd.Categorical(column, categories=self.values).codes.astype(np.int64)
+
+
+def _sensitive_domain(client, ddf, opts: _Options, progress) -> _Sensitive:
+    """One pass: the sensitive values and counts; infeasible requests fail here."""
+    counts = run(client, ddf[opts.sensitive].value_counts(dropna=False), progress,
+                 "pass: sensitive values")
+    if counts.index.isna().any():
+        raise InvalidValueError(
+            opts.sensitive, f"sensitive column {opts.sensitive!r} has missing values; "
+            "l-diversity and t-closeness need every row's sensitive value")
+    dtype = ddf._meta[opts.sensitive].dtype
+    if isinstance(dtype, pd.CategoricalDtype) and dtype.ordered:
+        values = [v for v in dtype.categories if v in counts.index]
+    else:
+        values = sorted(counts.index.tolist())
+    sample = pd.Series(values, dtype=dtype if isinstance(dtype, pd.CategoricalDtype) else None,
+                       name=opts.sensitive)
+    ordered = encode_sensitive(sample)[2]
+    n = counts.reindex(values).to_numpy(dtype=float)
+    for cst in opts.constraints:
+        cst.check_distribution(n)
+    privacy = kernel_privacy(opts.constraints, np.zeros(1, dtype=np.int64), len(values),
+                             ordered, distribution=n / n.sum())
+    return _Sensitive(values, ordered, privacy)
+
+
+def _partition_leaf_histogram(df, tree, domain, sens: _Sensitive, column, n_leaves):
+    keys = encode_keys(df, domain)
+    leaf = route(keys, tree, tie_unit(keys) if tree.has_ties else None)
+    S = len(sens.values)
+    return np.bincount(leaf * S + sens.codes(df[column]), minlength=n_leaves * S)
+
+
+def _leaf_histograms(client, ddf, opts, domain, nodes, sens: _Sensitive, progress):
+    """Exact sensitive-value counts of every current leaf: ``{node id: counts}``."""
+    from dask import delayed
+
+    leaves = _leaves(nodes)
+    tree = delayed(_cut_tree(nodes, leaves), traverse=False,
+                   name=f"dmondrian-tree-{uuid.uuid4().hex}")
+    parts = ddf[[*opts.qis, opts.sensitive]].to_delayed(optimize_graph=True)
+    hist_d = delayed(_partition_leaf_histogram, pure=True)
+    partials = [hist_d(p, tree, domain, sens, opts.sensitive, len(leaves)) for p in parts]
+    total = run(client, _tree_reduce(partials, lambda *a: np.sum(a, axis=0)), progress,
+                "pass: sensitive values per leaf")
+    flat = np.asarray(total).reshape(len(leaves), len(sens.values))
+    return {j: flat[slot] for slot, j in enumerate(leaves)}
+
+
+def _keep_diverse_cuts(nodes, leaf_hist: dict, sens: _Sensitive) -> None:
+    """Undo, from the root down, every cut whose children break a sensitive constraint.
+
+    The root satisfies the constraints (checked on the whole table), and a cut
+    is kept only if both children's exact histograms pass, so every remaining
+    leaf passes: the local engine then starts each leaf from a valid node.
+    """
+    ip, fp, q = sens.privacy.ip, sens.privacy.fp, sens.privacy.q
+
+    def hist(j):
+        if nodes[j].cut is None:
+            return leaf_hist[j]
+        return hist(nodes[j].left) + hist(nodes[j].right)
+
+    stack = [0]
+    while stack:
+        j = stack.pop()
+        nd = nodes[j]
+        if nd.cut is None:
+            continue
+        hl, hr = hist(nd.left), hist(nd.right)
+        if (K._hist_ok(hl, int(hl.sum()), ip, fp, q)
+                and K._hist_ok(hr, int(hr.sum()), ip, fp, q)):
+            stack.extend((nd.left, nd.right))
+            continue
+        leaf_hist[j] = hl + hr
+        nd.n = _subtree_count(nodes, j)
+        nd.cut, nd.left, nd.right = None, -1, -1
 
 
 # -- step 3: route, shuffle, run the local engine per leaf -------------------------------------
@@ -561,17 +678,27 @@ def _label_columns(top: TopPlan) -> list:
             if opts.generalization == "range" or kind not in numbers]
 
 
-def _anonymize_leaf(frame: pd.DataFrame, leaf_id: int, top: TopPlan) -> pd.DataFrame:
-    """The local engine on one leaf's QI columns (plus the class column if asked)."""
+def _anonymize_leaf(frame: pd.DataFrame, leaf_id: int, top: TopPlan,
+                    sensitive_codes=None) -> pd.DataFrame:
+    """The local engine on one leaf's QI columns (plus the class column if asked).
+
+    With a sensitive constraint, ``sensitive_codes`` are the leaf's rows'
+    codes in the global sensitive domain; the leaf is checked against the
+    whole dataset's distribution (t-closeness), not its own.
+    """
     opts = top.options
     trees = {q: top.domain.hierarchies[j] for j, q in enumerate(opts.qis)
              if top.domain.hierarchies[j] is not None}
     encoded = encode_table(frame, opts.qis, trees, dict(zip(opts.qis, opts.kinds, strict=True)))
     depth = -1 if opts.max_depth < 0 else max(0, opts.max_depth
                                                    - int(top.leaf_depths[leaf_id]))
+    privacy = None
+    if top.sensitive is not None:
+        base = top.sensitive.privacy
+        privacy = KernelPrivacy(base.ip, base.fp, base.q, sensitive_codes)
     with _KERNEL_LOCK:
         part = partition(encoded, opts.k, mode=opts.mode, max_depth=depth,
-                         scales=top.domain.scales)
+                         scales=top.domain.scales, privacy=privacy)
     out = publish(frame, encoded, part, opts.generalization, opts.class_column)
     if opts.class_column is not None:
         out[opts.class_column] = (np.int64(leaf_id) << np.int64(32)) + out[
@@ -622,7 +749,10 @@ def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
     frame = df.take(order).drop(columns=_INTERNAL[1:3]).rename(columns=names)
     frame.index = pd.Index(frame.pop("__dm_index").to_numpy(), name=top.index_name)
     qi_frame = _restore_dtypes(frame[opts.qis].copy(), top)
-    pieces = [_anonymize_leaf(qi_frame.iloc[s:s + c], int(i), top)
+    codes = (top.sensitive.codes(frame[opts.sensitive]) if top.sensitive is not None
+             else np.zeros(len(frame), dtype=np.int64))
+    pieces = [_anonymize_leaf(qi_frame.iloc[s:s + c], int(i), top,
+                              codes[s:s + c] if top.sensitive is not None else None)
               for i, s, c in zip(ids, starts, counts, strict=True)]
     published = pieces[0] if len(pieces) == 1 else pd.concat(pieces)
     for col in published.columns:
@@ -703,10 +833,11 @@ def anonymize(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="s
         else dask's choice at compute time.
 
     l, l_kind, c, t, sensitive, constraints
-        l-diversity and t-closeness are not supported by the distributed
-        engine yet: passing any of them raises
-        :class:`~dmondrian.errors.ParameterError` (the top phase would need
-        per-region sensitive histograms for its exact checks).
+        l-diversity and t-closeness, as in :func:`dmondrian.local.anonymize`.
+        After the top phase, one pass counts the sensitive values of every
+        leaf exactly and undoes, from the root down, any cut whose children
+        break the constraint; each leaf's local run then enforces it below,
+        t-closeness against the whole dataset's distribution.
 
     Returns
     -------
@@ -731,21 +862,13 @@ def anonymize(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="s
     >>> out.sort_index()["age"].tolist()
     ['23', '23', '[24, 25]', '[24, 25]', '[50, 51]', '[50, 51]', '[52, 54]', '[52, 54]']
     """
-    _refuse_sensitive_constraints(l=l, c=c, t=t, sensitive=sensitive, constraints=constraints)
     top = plan(ddf, quasi_identifiers, k, leaf_rows=leaf_rows, client=client, mode=mode,
                max_depth=max_depth, hierarchies=hierarchies, qi_kinds=qi_kinds,
-               class_column=class_column, generalization=generalization, progress=progress)
+               class_column=class_column, generalization=generalization, progress=progress,
+               l=l, l_kind=l_kind, c=c, t=t, sensitive=sensitive, constraints=constraints)
     if shuffle_method is None and client is not None:
         shuffle_method = _distributed_shuffle()
     return apply_plan(ddf, top, shuffle_method)
-
-
-def _refuse_sensitive_constraints(**given) -> None:
-    for name, value in given.items():
-        if value is not None:
-            raise ParameterError(name, f"{name}={value!r}: l-diversity and t-closeness are not "
-                                       "supported by the distributed engine yet; use k only, or "
-                                       "the local engine on a pandas DataFrame")
 
 
 def _distributed_shuffle() -> str:
@@ -760,10 +883,6 @@ def _distributed_shuffle() -> str:
 
 def _anonymize_and_write(ddf, quasi_identifiers, k, write, *, client, progress, label,
                          **options) -> TopPlan:
-    sensitive_options = ("l", "l_kind", "c", "t", "sensitive", "constraints")
-    given = {name: options.pop(name) for name in sensitive_options if name in options}
-    given.pop("l_kind", None)
-    _refuse_sensitive_constraints(**given)
     c, owned = resolve_client(client)
     try:
         top = plan(ddf, quasi_identifiers, k, client=c, progress=progress, **options)

@@ -16,8 +16,8 @@ import time
 
 import dask.dataframe as dd
 from distributed import Client, LocalCluster
-from dmondrian.distributed import anonymize_to_parquet
 
+from dmondrian.distributed import anonymize_to_parquet
 from dmondrian.synthetic import CENSUS_QUASI_IDENTIFIERS, write_census_parquet
 
 N_ROWS = int(os.environ.get("DMONDRIAN_EXAMPLE_ROWS", "200000"))
