@@ -47,32 +47,27 @@ _FORMATTER = argparse.RawDescriptionHelpFormatter
 # -- argument types --------------------------------------------------------------------
 
 
-def _positive_int(name):
+def _int_at_least(name, minimum):
+    """An argparse type: an integer >= ``minimum``, with a message naming the option."""
     def parse(text):
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {value}")
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{name} must be >= {minimum}, got {value}")
         return value
 
     parse.__name__ = name
     return parse
+
+
+def _positive_int(name):
+    return _int_at_least(name, 1)
 
 
 def _nonnegative_int(name):
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 0, got {value}")
-        return value
-
-    parse.__name__ = name
-    return parse
+    return _int_at_least(name, 0)
 
 
 def _fraction(name):
