@@ -355,19 +355,6 @@ class _Progress:
         return update
 
 
-def _require(module: str, what: str):
-    """Import a part of dmondrian that may not be installed yet, with a one-line error."""
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and not exc.name.startswith("dmondrian"):
-            raise
-        raise UsageError(f"{what} is not available in this installation "
-                         f"(module {module} is missing)") from exc
-
-
 def _read(url: str, args, *, role: str = "input"):
     from . import io
 
@@ -584,9 +571,9 @@ def _dask_dtypes(ddf, dtypes: dict):
 
 def _anonymize_distributed(args, src, dst, in_fmt, out_fmt, qis, sensitive, hierarchies,
                            progress) -> dict:
-    dist = _require("dmondrian.distributed", "the Dask engine")
     import dask.dataframe as dd
 
+    from . import distributed as dist
     from . import io
 
     io._check_exists(src)
@@ -720,9 +707,8 @@ def cmd_sweep(args) -> int:
     qis = _split_names(args.qi)
     if args.plot and not args.plot.lower().endswith(".png"):
         raise UsageError(f"--plot {args.plot!r} must end in .png")
-    _require("dmondrian.metrics", "the metrics module")
     os.environ.setdefault("MPLBACKEND", "Agg")
-    plot = _require("dmondrian.plot", "plotting")
+    from . import plot
     df = _read(args.input, args)
     _check_columns(df, qis, "--qi", args.input)
     hierarchies, _ = _load_hierarchies(args.hierarchy)
@@ -776,7 +762,7 @@ def cmd_plot(args) -> int:
     if not args.output.lower().endswith(".png"):
         raise UsageError(f"plot output {args.output!r} must end in .png")
     os.environ.setdefault("MPLBACKEND", "Agg")
-    plot = _require("dmondrian.plot", "plotting")
+    from . import plot
     table = _read(args.table, args)
     _check_columns(table, qis, "--qi", args.table)
     if args.kind == "histogram":
@@ -826,7 +812,7 @@ def _demo_engine(df, qis, k, local: bool):
 
 def cmd_demo(args) -> int:
     """``dmondrian demo``: generate, anonymize, verify and report a census-like table."""
-    synthetic = _require("dmondrian.synthetic", "the census generator")
+    from . import synthetic
     report, verify = _metrics_api()
 
     qis = list(synthetic.CENSUS_QUASI_IDENTIFIERS)

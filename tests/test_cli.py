@@ -367,7 +367,6 @@ def released_csv(work) -> Path:
 
 
 def test_report_table_and_json(work, released_csv):
-    pytest.importorskip("dmondrian.metrics", reason="dmondrian.metrics has not landed")
     proc = run("report", released_csv.name, "--qi", ",".join(QIS), "--sensitive", "income",
                "--original", "people.csv", "--dtype", "zip=str", "--k", "10", cwd=work)
     assert proc.returncode == 0, proc.stderr
@@ -383,7 +382,6 @@ def test_report_table_and_json(work, released_csv):
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 def test_verify_exit_codes(work, released_csv, fmt):
-    pytest.importorskip("dmondrian.metrics", reason="dmondrian.metrics has not landed")
     name = released_csv.name
     if fmt == "parquet":
         name = "rel_verify.parquet"
@@ -403,8 +401,6 @@ def test_verify_exit_codes(work, released_csv, fmt):
 
 
 def test_sweep_and_plots(work, released_csv):
-    pytest.importorskip("dmondrian.metrics", reason="dmondrian.metrics has not landed")
-    pytest.importorskip("dmondrian.plot", reason="dmondrian.plot has not landed")
     proc = run("sweep", "people.csv", "--qi", ",".join(QIS), "--k", "50,2", "--dtype",
                "zip=str", "--json", "--plot", "sweep.png", cwd=work)
     assert proc.returncode == 0, proc.stderr
@@ -428,8 +424,6 @@ def test_sweep_and_plots(work, released_csv):
 
 
 def test_demo(work):
-    pytest.importorskip("dmondrian.synthetic", reason="dmondrian.synthetic has not landed")
-    pytest.importorskip("dmondrian.metrics", reason="dmondrian.metrics has not landed")
     proc = run("demo", "--rows", "5000", "--k", "10", "--output", "demo.parquet", cwd=work)
     assert proc.returncode == 0, proc.stderr
     assert "verified" in proc.stdout
@@ -438,7 +432,6 @@ def test_demo(work):
 
 
 def test_anonymize_on_the_dask_engine(work):
-    pytest.importorskip("dmondrian.distributed", reason="the Dask engine has not landed")
     proc = run("anonymize", "ds", "dask_out/", "--k", "10", "--qi", ",".join(QIS), "--workers",
                "1", "--memory-limit", "2GB", cwd=work, timeout=300)
     assert proc.returncode == 0, proc.stderr
