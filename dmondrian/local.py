@@ -42,7 +42,7 @@ from .constraints import (
     resolve_constraints,
 )
 from .errors import InfeasibleError, ParameterError
-from .publish import class_values
+from .publish import class_values, expand_labels
 from .qi import EncodedQI, QIKind, encode_qi
 from .validation import (
     GENERALIZATIONS,
@@ -170,16 +170,12 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
 
 def _expand(values, inverse, class_of_row, qi: EncodedQI):
     """Turn per-class published values into a row-aligned column."""
-    if values.dtype.kind in "fM":
-        column = values[inverse][class_of_row]
-        if qi.kind == QIKind.DATETIME and qi.tz is not None:
-            return pd.DatetimeIndex(column).tz_localize("UTC").tz_convert(qi.tz)
-        return column
-    # Distinct classes may share a label (two code ranges with the same
-    # common ancestor, or values whose strings coincide): merge them.
-    codes, labels = pd.factorize(values)
-    return pd.Categorical.from_codes(codes[inverse][class_of_row], categories=labels,
-                                     validate=False)
+    if isinstance(values, pd.Index):
+        return expand_labels(values, inverse, class_of_row)
+    column = values[inverse][class_of_row]
+    if qi.kind == QIKind.DATETIME and qi.tz is not None:
+        return pd.DatetimeIndex(column).tz_localize("UTC").tz_convert(qi.tz)
+    return column
 
 
 def publish(df: pd.DataFrame, encoded: list[EncodedQI], part: Partitioning,

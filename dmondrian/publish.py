@@ -33,14 +33,16 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from . import _kernel as K
+from . import _labels
 from .errors import ParseError
 from .qi import MISSING_LABEL, EncodedQI, QIKind, decode_float_keys
 
-__all__ = ["Interval", "parse_range", "parse_set", "class_values", "MISSING_LABEL"]
+__all__ = ["Interval", "parse_range", "parse_set", "class_values", "expand_labels",
+           "MISSING_LABEL"]
 
-_STR = np.dtypes.StringDType()
 _OR_MISSING = " or " + MISSING_LABEL
 
 
@@ -173,44 +175,81 @@ def _decode(qi: EncodedQI, keys: np.ndarray) -> np.ndarray:
     return keys
 
 
-def _value_strings(qi: EncodedQI, keys: np.ndarray) -> np.ndarray:
-    """Labels of present keys, formatting each distinct value once."""
-    values, inverse = np.unique(keys, return_inverse=True)
+def _utf8_table(strings) -> tuple[np.ndarray, np.ndarray]:
+    """Python strings as one UTF-8 buffer and offsets (see :mod:`dmondrian._labels`)."""
+    encoded = [s.encode("utf-8") for s in strings]
+    off = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=off[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), off
+
+
+def _python_strings(qi: EncodedQI, values: np.ndarray) -> list[str]:
+    """Labels of distinct present keys the numba formatter does not write."""
     if qi.kind == QIKind.ORDINAL:
-        cats = np.asarray([str(c) for c in qi.categories], dtype=_STR)
-        return cats[values][inverse]
+        return [str(qi.categories[v]) for v in values]
     decoded = _decode(qi, values)
     if qi.kind == QIKind.DATETIME:
         if qi.tz is not None:
             stamps = pd.DatetimeIndex(decoded).tz_localize("UTC").tz_convert(qi.tz)
-            text = np.asarray([t.isoformat() for t in stamps], dtype=_STR)
-        else:
-            text = np.datetime_as_string(decoded, unit="auto").astype(_STR)
-    elif decoded.dtype.kind == "f":
-        # Python's repr is the shortest string that reads back to the same
-        # float, and is faster here than numpy's Dragon4 cast.
-        text = np.asarray(list(map(repr, decoded.tolist())), dtype=_STR)
-    else:
-        text = decoded.astype(_STR)
-    return text[inverse]
+            return [t.isoformat() for t in stamps]
+        return np.datetime_as_string(decoded, unit="auto").tolist()
+    # Python's repr is the shortest string that reads back to the same float.
+    return list(map(repr, decoded.tolist()))
 
 
-def _range_labels(qi: EncodedQI, lo, hi, missing) -> tuple[np.ndarray, np.ndarray]:
+def _value_strings(qi: EncodedQI, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Labels of keys as ``(buf, off)``; ``MISSING_KEY`` gives an empty string."""
+    per_sec = _labels.DATETIME_UNITS.get(qi.value_type, 0)
+    if qi.kind == QIKind.NUMERIC or (qi.kind == QIKind.DATETIME and qi.tz is None and per_sec):
+        fmt = (_labels.FMT_DATETIME if qi.kind == QIKind.DATETIME else
+               _labels.FMT_FLOAT if qi.kernel_kind == K.KIND_FLOAT else _labels.FMT_INT)
+        buf, off, failed = _labels.format_keys(keys, fmt, per_sec)
+        if not len(failed):
+            return buf, off
+        # Splice repr's strings in: a take over the formatted strings followed by them.
+        r_buf, r_off = _utf8_table(_python_strings(qi, keys[failed]))
+        idx = np.arange(len(keys))
+        idx[failed] = len(keys) + np.arange(len(failed))
+        return _labels.take_strings(np.concatenate([buf, r_buf]),
+                                    np.concatenate([off, off[-1] + r_off[1:]]), idx)
+    present = keys != K.MISSING_KEY
+    values, inverse = np.unique(keys[present], return_inverse=True)
+    idx = np.full(len(keys), -1, dtype=np.int64)
+    idx[present] = inverse
+    t_buf, t_off = _utf8_table(_python_strings(qi, values))
+    return _labels.take_strings(t_buf, t_off, idx)
+
+
+def _string_index(buf: np.ndarray, off: np.ndarray) -> pd.Index:
+    """An Index of the strings of ``(buf, off)``, of the dtype pandas gives Python strings."""
+    arr = pa.LargeStringArray.from_buffers(len(off) - 1, pa.py_buffer(off), pa.py_buffer(buf))
+    dtype = pd.Index(np.array([""], dtype=object)).dtype
+    if isinstance(dtype, pd.StringDtype):
+        return pd.Index(pd.array(arr, dtype=dtype))
+    return pd.Index(np.asarray(arr.to_pylist(), dtype=object))
+
+
+def _range_labels(qi: EncodedQI, lo, hi, missing) -> tuple[pd.Index, np.ndarray]:
     """Labels of the distinct (lo, hi, missing) triples and each class's label index."""
-    first, inverse = _distinct_rows(lo, hi, missing.astype(np.int64))
+    lo, hi, missing = (np.ascontiguousarray(a) for a in (lo, hi, missing))
+    first, inverse = _labels.group_sorted(np.argsort(lo), lo, hi, missing)
     u_lo, u_hi, u_missing = lo[first], hi[first], missing[first]
     all_missing = u_lo == K.MISSING_KEY
-    lo_s = np.full(len(first), MISSING_LABEL, dtype=_STR)
-    hi_s = lo_s.copy()
-    both = _value_strings(qi, np.concatenate([u_lo[~all_missing], u_hi[~all_missing]]))
-    lo_s[~all_missing] = both[: len(both) // 2]
-    hi_s[~all_missing] = both[len(both) // 2:]
-    pair = np.strings.add(np.strings.add(np.strings.add(np.strings.add("[", lo_s), ", "), hi_s),
-                          "]")
-    labels = np.where(u_lo == u_hi, lo_s, pair)
-    labels = np.where(u_missing & ~all_missing, np.strings.add(labels, _OR_MISSING), labels)
-    labels = np.where(all_missing, MISSING_LABEL, labels)
-    return labels.astype(object), inverse
+    single = u_lo == u_hi
+    form = np.where(single, _labels.FORM_SINGLE, _labels.FORM_PAIR)
+    form[all_missing] = _labels.FORM_MISSING
+    form[u_missing & ~all_missing] |= _labels.OR_MISSING
+    keys = np.empty(2 * len(first), dtype=np.int64)
+    keys[0::2] = u_lo
+    keys[1::2] = np.where(single | all_missing, K.MISSING_KEY, u_hi)
+    buf, off = _labels.assemble(*_value_strings(qi, keys), form)
+    labels = _string_index(buf, off)
+    if qi.kind == QIKind.ORDINAL and not labels.is_unique:
+        # Category names can make two ranges read alike ("[a, b]" the name
+        # and the range a..b): merge them, as one published value.
+        codes, labels = pd.factorize(labels)
+        inverse = codes[inverse]
+    return labels, inverse
 
 
 def _set_label(categories, codes) -> str:
@@ -277,14 +316,22 @@ def _numeric_summary(qi: EncodedQI, how: str, lo, hi, total, present) -> np.ndar
     return out
 
 
+def _distinct_labels(values: np.ndarray, inverse: np.ndarray) -> tuple[pd.Index, np.ndarray]:
+    """Merge classes whose labels coincide (two code ranges with the same common
+    ancestor, set members whose names contain ", "): one published value each."""
+    codes, uniques = pd.factorize(values)
+    return pd.Index(uniques, tupleize_cols=False), codes[inverse]
+
+
 def class_values(qi: EncodedQI, j: int, generalization: str, stats, sorted_row) -> tuple:
     """Published value of every class for one QI.
 
     ``j`` is the QI's row in the key matrix and ``stats`` the output of
     :func:`dmondrian._kernel.class_statistics`. Returns ``(values, inverse)``
     where ``values[inverse[c]]`` is class ``c``'s published value.
-    ``values`` holds distinct labels (strings) or, for midpoint/mean, one
-    number per class with ``inverse`` the identity.
+    ``values`` is a pandas Index of distinct labels (strings) or, for
+    midpoint/mean, an array of one number per class with ``inverse`` the
+    identity.
     """
     class_of_pos, lo, hi, missing, total, present = stats
     n_classes = lo.shape[0]
@@ -292,7 +339,52 @@ def class_values(qi: EncodedQI, j: int, generalization: str, stats, sorted_row) 
         return (_numeric_summary(qi, generalization, lo[:, j], hi[:, j], total[:, j],
                                  present[:, j]), np.arange(n_classes))
     if qi.kind == QIKind.NOMINAL:
-        return _nominal_labels(qi, sorted_row, class_of_pos, n_classes)
+        return _distinct_labels(*_nominal_labels(qi, sorted_row, class_of_pos, n_classes))
     if qi.kind == QIKind.HIERARCHY:
-        return _hierarchy_labels(qi, lo[:, j], hi[:, j])
+        return _distinct_labels(*_hierarchy_labels(qi, lo[:, j], hi[:, j]))
     return _range_labels(qi, lo[:, j], hi[:, j], missing[:, j])
+
+
+def _code_dtype(n_labels: int):
+    """The code dtype pandas gives a Categorical of ``n_labels`` categories."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if n_labels < np.iinfo(dtype).max:
+            return dtype
+    return np.int64
+
+
+def _label_dtype(labels: pd.Index) -> pd.CategoricalDtype:
+    # The labels are distinct and never missing by construction; pandas'
+    # public constructor would check that again by hashing every label as a
+    # Python string, which costs more than building them.
+    fastpath = getattr(pd.CategoricalDtype, "_from_fastpath", None)
+    if fastpath is None:  # pragma: no cover - pandas without the fast path
+        return pd.CategoricalDtype(labels)
+    return fastpath(labels, False)
+
+
+def expand_labels(labels: pd.Index, inverse: np.ndarray, class_of_row: np.ndarray
+                  ) -> pd.Categorical:
+    """Row-aligned Categorical of class labels.
+
+    Parameters
+    ----------
+    labels : pandas.Index
+        Distinct labels, as :func:`class_values` returns them.
+    inverse : ndarray of int
+        Label index of every class.
+    class_of_row : ndarray of int
+        Class of every row.
+
+    Returns
+    -------
+    pandas.Categorical
+        Row ``i`` is ``labels[inverse[class_of_row[i]]]``.
+
+    Examples
+    --------
+    >>> expand_labels(pd.Index(["[1, 2]", "3"]), np.array([1, 0]), np.array([0, 1, 1])).tolist()
+    ['3', '[1, 2]', '[1, 2]']
+    """
+    codes = np.asarray(inverse).astype(_code_dtype(len(labels)))[class_of_row]
+    return pd.Categorical.from_codes(codes, dtype=_label_dtype(labels), validate=False)
