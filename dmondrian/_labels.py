@@ -44,8 +44,23 @@ DATETIME_UNITS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 # 10**d as floats, exact up to d = 22 (5**22 < 2**53).
 _POW10F = np.array([float(10 ** d) for d in range(23)])
 _POW10I = np.array([10 ** d for d in range(19)], dtype=np.int64)
+_POW10U = np.array([10 ** d for d in range(20)], dtype=np.uint64)
+_TEN = np.uint64(10)
+# Eras of 146,097 days (400 years) added so day counts of any datetime64[s]
+# are non-negative; 719,468 days go from 0000-03-01 to 1970-01-01.
+_SHIFT_ERAS = 2 ** 30
+_EPOCH_SHIFT = 719_468 + 146_097 * _SHIFT_ERAS
+(_U146097, _U146096, _U36524, _U1460, _U365, _U153, _U100, _U5, _U4, _U2) = (
+    np.uint64(v) for v in (146097, 146096, 36524, 1460, 365, 153, 100, 5, 4, 2))
+_ZERO = np.uint8(48)
 # m, m +- 1 and m +- 2 must be exact floats: candidates stay under 2**53.
 _FLOAT_LIMIT = float(2 ** 53 - 4)
+# Below this many units a float's readers are at most one integer.
+_ALONE = float(2 ** 52 - 2)
+# Farther than c * _NEAR from c, no integer reads back (see _shortest_digits).
+_NEAR = 2.0 ** -50
+# Runs of equal lo prefix up to this long are ordered by insertion.
+_INSERTION_RUN = 64
 # Longest entry format_keys writes: "-2147483648-12-31T23:59:59.999999999"
 # for seconds keys is 36 bytes; floats at most 1 + 16 + 1 + 22.
 _ENTRY_MAX = 48
@@ -56,31 +71,32 @@ _NA = np.frombuffer(b"<NA>", dtype=np.uint8)
 _OR_NA = np.frombuffer(b" or <NA>", dtype=np.uint8)
 
 
-@njit(cache=True)
-def _put_digits(out, pos, u, width):
-    """Write non-negative ``u`` in decimal, zero-padded to ``width`` digits."""
+@njit(cache=True, inline="always")
+def _put_digits(out, pos, value, width):
+    """Write non-negative ``value`` in decimal, zero-padded to ``width`` digits."""
+    # Unsigned arithmetic: numba's signed // and % carry Python's floor rules.
+    u = np.uint64(value)
     n = 1
-    t = u
-    while t >= 10:
-        t //= 10
+    while n < 20 and u >= _POW10U[n]:
         n += 1
     if n < width:
         n = width
     end = pos + n
     for i in range(end - 1, pos - 1, -1):
-        out[i] = 48 + u % 10
-        u //= 10
+        q = u // _TEN
+        out[i] = np.uint8(u - q * _TEN) + _ZERO
+        u = q
     return end
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _put_bytes(out, pos, text):
     for i in range(text.shape[0]):
         out[pos + i] = text[i]
     return pos + text.shape[0]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _put_int(out, pos, v):
     """``str(v)`` of an int64."""
     if v < 0:
@@ -99,21 +115,53 @@ def _reads_back(m, p, a):
 
 
 @njit(cache=True)
-def _put_float(out, pos, x):
-    """``repr(x)`` when Python writes it in fixed notation, else -1.
+def _shortest_digits(a):
+    """``(m, d)``: the only shortest decimal ``m * 10**-d`` reading back to ``a``.
 
-    ``repr`` prints the shortest digit string that reads back to ``x``
-    (ties: the closest), in fixed notation when ``1e-4 <= |x| < 1e16``. For
-    ``d = 0, 1, ...`` decimals the strings that read back to ``x`` are the
-    integers ``m`` of one interval around ``x * 10**d`` (the reals rounding
-    to ``x``, scaled). The computed ``x * 10**d`` is within 1 of the exact one
-    while it stays under 2**53, so if none of its rounding and that
-    rounding's two neighbours reads back, no integer does; the first ``d``
-    with a reader is the shortest form, and when it is the only one (its
-    neighbours do not read back) it is ``repr``'s digits. Anything else
-    (ties between two shortest strings, values needing more than 2**53
-    units) returns -1 for ``repr`` to handle.
+    ``d = -1`` when it is not proven here. For ``d = 0, 1, ...`` the
+    decimals with ``d`` digits reading back to ``a`` are the integers of one
+    interval ``R`` around ``c = a * 10**d``, of width at most
+    ``ulp(a) * 10**d <= c * 2**-52``, and the computed ``c`` is within
+    ``c * 2**-53`` of the exact one. So:
+
+    * an integer farther than ``c * 2**-50`` from ``c`` is not in ``R``: the
+      nearest one, ``m``, decides whether there is any (no division);
+    * under 2**52 ``R`` is shorter than 1, so a reader is the only one;
+    * above it, ``m`` and its neighbours are tested (the readers are
+      consecutive integers, so a reader between two non-readers is alone);
+      ties between two shortest strings are left to ``repr``.
     """
+    for d in range(23):
+        p = _POW10F[d]
+        c = a * p
+        if c >= _FLOAT_LIMIT:
+            return 0.0, -1
+        m = math.floor(c)
+        if c - m > 0.5:
+            m += 1.0
+        if abs(c - m) > c * _NEAR:
+            continue
+        ok = _reads_back(m, p, a)
+        if ok and c < _ALONE:
+            return m, d
+        below = _reads_back(m - 1.0, p, a)
+        above = _reads_back(m + 1.0, p, a)
+        if not (ok or below or above):
+            continue
+        if ok and not below and not above:
+            return m, d
+        if below and not ok and not _reads_back(m - 2.0, p, a):
+            return m - 1.0, d
+        if above and not ok and not _reads_back(m + 2.0, p, a):
+            return m + 1.0, d
+        return 0.0, -1
+    return 0.0, -1
+
+
+@njit(cache=True, inline="always")
+def _put_float(out, pos, x):
+    """``repr(x)`` when Python writes it in fixed notation (``1e-4 <= |x| < 1e16``)
+    and :func:`_shortest_digits` proves its digits; else -1, for ``repr``."""
     if x == 0.0:
         if math.copysign(1.0, x) < 0.0:
             out[pos] = 45
@@ -125,74 +173,80 @@ def _put_float(out, pos, x):
     a = abs(x)
     if not (a >= 1e-4 and a < 1e16):
         return -1
-    for d in range(23):
-        p = _POW10F[d]
-        c = a * p
-        if c >= _FLOAT_LIMIT:
-            return -1
-        m = math.floor(c)
-        if c - m > 0.5:
-            m += 1.0
-        ok = _reads_back(m, p, a)
-        below = _reads_back(m - 1.0, p, a)
-        above = _reads_back(m + 1.0, p, a)
-        if not (ok or below or above):
-            continue
-        # The readers are consecutive integers: one reader with two
-        # non-readers around it is the only one.
-        if ok and not below and not above:
-            pass
-        elif below and not ok and not _reads_back(m - 2.0, p, a):
-            m -= 1.0
-        elif above and not ok and not _reads_back(m + 2.0, p, a):
-            m += 1.0
-        else:
-            return -1
-        if x < 0.0:
-            out[pos] = 45
-            pos += 1
-        digits = np.int64(m)
-        if d == 0:
-            pos = _put_digits(out, pos, digits, 1)
-            out[pos] = 46
-            out[pos + 1] = 48
-            return pos + 2
-        if d <= 18:
-            whole = digits // _POW10I[d]
-            frac = digits - whole * _POW10I[d]
-        else:
-            whole = np.int64(0)
-            frac = digits
-        pos = _put_digits(out, pos, whole, 1)
+    m, d = _shortest_digits(a)
+    if d < 0:
+        return -1
+    if x < 0.0:
+        out[pos] = 45
+        pos += 1
+    digits = np.int64(m)
+    if d == 0:
+        pos = _put_digits(out, pos, digits, 1)
         out[pos] = 46
-        return _put_digits(out, pos + 1, frac, d)
-    return -1
+        out[pos + 1] = 48
+        return pos + 2
+    if d <= 18:
+        whole = digits // _POW10I[d]
+        frac = digits - whole * _POW10I[d]
+    else:
+        whole = np.int64(0)
+        frac = digits
+    pos = _put_digits(out, pos, whole, 1)
+    out[pos] = 46
+    return _put_digits(out, pos + 1, frac, d)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _put_two(out, pos, sep, v):
+    """``sep`` then ``v`` (0-99) in two digits."""
+    u = np.uint64(v)
+    q = u // _TEN
     out[pos] = sep
-    out[pos + 1] = 48 + v // 10
-    out[pos + 2] = 48 + v % 10
+    out[pos + 1] = np.uint8(q) + _ZERO
+    out[pos + 2] = np.uint8(u - q * _TEN) + _ZERO
     return pos + 3
 
 
 @njit(cache=True)
+def _split_datetime(v, per_sec):
+    """``(days, seconds of the day, nanoseconds)`` of a datetime64 count.
+
+    One branch per unit so every division is by a constant.
+    """
+    if per_sec == 1_000_000_000:
+        days = v // 86_400_000_000_000
+        rem = v - days * 86_400_000_000_000
+        secs = rem // 1_000_000_000
+        return days, secs, rem - secs * 1_000_000_000
+    if per_sec == 1_000_000:
+        days = v // 86_400_000_000
+        rem = v - days * 86_400_000_000
+        secs = rem // 1_000_000
+        return days, secs, (rem - secs * 1_000_000) * 1000
+    if per_sec == 1000:
+        days = v // 86_400_000
+        rem = v - days * 86_400_000
+        secs = rem // 1000
+        return days, secs, (rem - secs * 1000) * 1_000_000
+    days = v // 86400
+    return days, v - days * 86400, 0
+
+
+@njit(cache=True, inline="always")
 def _put_datetime(out, pos, v, per_sec):
     """``numpy.datetime_as_string(v, unit="auto")`` of a datetime64 count."""
-    per_day = 86400 * per_sec
-    days = v // per_day
-    rem = v - days * per_day
-    # Civil date of a day count (proleptic Gregorian, 400-year eras).
-    z = days + 719468
-    era = z // 146097
-    doe = z - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    day = doy - (153 * mp + 2) // 5 + 1
-    month = mp + 3 if mp < 10 else mp - 9
-    year = yoe + era * 400 + (1 if month <= 2 else 0)
+    days, secs, ns = _split_datetime(v, per_sec)
+    # Civil date of a day count (proleptic Gregorian, 400-year eras),
+    # shifted by whole eras so every division is unsigned.
+    z = np.uint64(days + _EPOCH_SHIFT)
+    era = z // _U146097
+    doe = z - era * _U146097
+    yoe = (doe - doe // _U1460 + doe // _U36524 - doe // _U146096) // _U365
+    doy = doe - (_U365 * yoe + yoe // _U4 - yoe // _U100)
+    mp = (_U5 * doy + _U2) // _U153
+    day = np.int64(doy - (_U153 * mp + _U2) // _U5) + 1
+    month = np.int64(mp) + 3 if mp < 10 else np.int64(mp) - 9
+    year = np.int64(yoe) + (np.int64(era) - _SHIFT_ERAS) * 400 + (1 if month <= 2 else 0)
     # numpy writes the year with "%04lld": the sign counts in the width.
     if year < 0:
         out[pos] = 45
@@ -201,10 +255,8 @@ def _put_datetime(out, pos, v, per_sec):
         pos = _put_digits(out, pos, year, 4)
     pos = _put_two(out, pos, 45, month)
     pos = _put_two(out, pos, 45, day)
-    if rem == 0:
+    if secs == 0 and ns == 0:
         return pos
-    secs = rem // per_sec
-    ns = (rem - secs * per_sec) * (1_000_000_000 // per_sec)
     pos = _put_two(out, pos, 84, secs // 3600)  # 'T'
     pos = _put_two(out, pos, 58, (secs // 60) % 60)  # ':'
     if secs % 60 == 0 and ns == 0:
@@ -269,6 +321,14 @@ def format_keys(keys, fmt, per_sec):
     return buf[:pos], off, failed[:n_failed]
 
 
+@njit(cache=True, inline="always")
+def _copy(out, pos, src, s, e):
+    # A byte loop: a slice assignment per string costs more than these few bytes.
+    for i in range(s, e):
+        out[pos + i - s] = src[i]
+    return pos + e - s
+
+
 @njit(cache=True)
 def take_strings(buf, off, idx):
     """Strings ``idx[i]`` of ``(buf, off)`` as a new ``(buf, off)``; -1 gives ''."""
@@ -285,7 +345,7 @@ def take_strings(buf, off, idx):
     for i in range(n):
         j = idx[i]
         if j >= 0:
-            new_buf[new_off[i]: new_off[i + 1]] = buf[off[j]: off[j + 1]]
+            _copy(new_buf, new_off[i], buf, off[j], off[j + 1])
     return new_buf, new_off
 
 
@@ -310,16 +370,11 @@ def assemble(buf, off, form):
             if shape == FORM_PAIR:
                 out[pos] = 91  # '['
                 pos += 1
-            s, e = off[2 * i], off[2 * i + 1]
-            out[pos: pos + e - s] = buf[s:e]
-            pos += e - s
+            pos = _copy(out, pos, buf, off[2 * i], off[2 * i + 1])
             if shape == FORM_PAIR:
                 out[pos] = 44  # ','
                 out[pos + 1] = 32
-                pos += 2
-                s, e = off[2 * i + 1], off[2 * i + 2]
-                out[pos: pos + e - s] = buf[s:e]
-                pos += e - s
+                pos = _copy(out, pos + 2, buf, off[2 * i + 1], off[2 * i + 2])
                 out[pos] = 93  # ']'
                 pos += 1
             if form[i] & OR_MISSING:
@@ -329,47 +384,78 @@ def assemble(buf, off, form):
 
 
 @njit(cache=True)
-def group_sorted(order, lo, hi, missing):
-    """Distinct ``(lo, hi, missing)`` triples, numbered in sorted order.
+def group_rows(order, prefix, fix, lo, hi, missing):
+    """Distinct ``(lo, hi, missing)`` triples of rows, numbered in sorted order.
 
-    ``order`` sorts ``lo`` (any order among ties). Returns ``first`` (one
-    row of each triple, in triple order) and ``inverse`` (each row's triple).
+    Parameters
+    ----------
+    order : int64 array
+        The rows whose lo is not ``MISSING_KEY``, sorted by ``prefix``.
+    prefix : uint64 array
+        A sort key of each position of ``order``: when ``fix``, an
+        order-preserving prefix of lo whose runs of equal values still need
+        ordering by the whole triple; otherwise ``order`` is final.
+    fix : bool
+        Whether runs of equal prefix are to be ordered (by insertion).
+    lo, hi, missing : arrays
+        Every class's triple.
+
+    Returns
+    -------
+    first : int64 array
+        One row of each triple, in triple order; the rows whose lo is
+        ``MISSING_KEY`` (all values missing) share the last triple.
+    inverse : int64 array
+        Every row's triple.
+    ok : bool
+        False (and nothing else meaningful) when a run of equal prefix is
+        longer than ``_INSERTION_RUN``: the caller sorts another way.
     """
-    n = order.shape[0]
-    # Order every run of equal lo by (hi, missing).
-    s = 0
-    while s < n:
-        e = s + 1
-        while e < n and lo[order[e]] == lo[order[s]]:
-            e += 1
-        if e - s > 1:
-            run = order[s:e]
-            by_hi = run[np.argsort(hi[run])]
-            # Within equal hi, rows without a missing value first.
-            t = 0
-            while t < by_hi.shape[0]:
-                u = t + 1
-                while u < by_hi.shape[0] and hi[by_hi[u]] == hi[by_hi[t]]:
-                    u += 1
-                w = s + t
-                for q in range(t, u):
-                    if not missing[by_hi[q]]:
-                        order[w] = by_hi[q]
-                        w += 1
-                for q in range(t, u):
-                    if missing[by_hi[q]]:
-                        order[w] = by_hi[q]
-                        w += 1
-                t = u
-        s = e
+    n = lo.shape[0]
+    m = order.shape[0]
     first = np.empty(n, dtype=np.int64)
     inverse = np.empty(n, dtype=np.int64)
-    g = -1
-    for p in range(n):
+    # The triples in order, side by side: the insertion and the scan below
+    # then read memory in sequence rather than at random rows.
+    s_lo = np.empty(m, dtype=np.int64)
+    s_hi = np.empty(m, dtype=np.int64)
+    s_miss = np.empty(m, dtype=np.bool_)
+    for p in range(m):
         r = order[p]
-        if p == 0 or lo[r] != lo[order[p - 1]] or hi[r] != hi[order[p - 1]] \
-                or missing[r] != missing[order[p - 1]]:
+        s_lo[p] = lo[r]
+        s_hi[p] = hi[r]
+        s_miss[p] = missing[r]
+    if fix:
+        s = 0
+        while s < m:
+            e = s + 1
+            while e < m and prefix[e] == prefix[s]:
+                e += 1
+            if e - s > _INSERTION_RUN:
+                return first[:0], inverse, False
+            for p in range(s + 1, e):
+                r, a, b, c = order[p], s_lo[p], s_hi[p], s_miss[p]
+                q = p
+                while q > s and (a < s_lo[q - 1] or (a == s_lo[q - 1] and (
+                        b < s_hi[q - 1] or (b == s_hi[q - 1] and s_miss[q - 1] and not c)))):
+                    order[q], s_lo[q], s_hi[q], s_miss[q] = (order[q - 1], s_lo[q - 1],
+                                                             s_hi[q - 1], s_miss[q - 1])
+                    q -= 1
+                order[q], s_lo[q], s_hi[q], s_miss[q] = r, a, b, c
+            s = e
+    g = -1
+    for p in range(m):
+        if p == 0 or s_lo[p] != s_lo[p - 1] or s_hi[p] != s_hi[p - 1] \
+                or s_miss[p] != s_miss[p - 1]:
             g += 1
-            first[g] = r
-        inverse[r] = g
-    return first[:g + 1], inverse
+            first[g] = order[p]
+        inverse[order[p]] = g
+    if m < n:
+        g += 1
+        first[g] = -1
+        for r in range(n):
+            if lo[r] == MISSING_KEY:
+                if first[g] < 0:
+                    first[g] = r
+                inverse[r] = g
+    return first[:g + 1], inverse, True

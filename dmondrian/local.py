@@ -184,7 +184,10 @@ def publish(df: pd.DataFrame, encoded: list[EncodedQI], part: Partitioning,
     out = df.copy(deep=False)
     for j, qi in enumerate(encoded):
         values, inverse = class_values(qi, j, generalization, part.stats, part.sorted_keys[j])
-        out[qi.name] = _expand(values, inverse, part.class_of_row, qi)
+        # A Series on the frame's own index is stored as is; a bare array
+        # would be copied (1M codes a column).
+        out[qi.name] = pd.Series(_expand(values, inverse, part.class_of_row, qi),
+                                 index=out.index, copy=False)
     if class_column is not None:
         out[class_column] = part.class_of_row
     return out

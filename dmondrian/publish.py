@@ -229,10 +229,50 @@ def _string_index(buf: np.ndarray, off: np.ndarray) -> pd.Index:
     return pd.Index(np.asarray(arr.to_pylist(), dtype=object))
 
 
+def _offsets(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """``values - min`` as uint64 (a wrapped int64 difference is the exact one), and its bits."""
+    offsets = (values - values.min()).view(np.uint64)
+    return offsets, int(offsets.max()).bit_length()
+
+
+def _group_triples(lo, hi, missing) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct (lo, hi, missing) triples in sorted order: ``(first_of_each, inverse)``.
+
+    One ``np.sort`` of uint64 words packing a sort key above the row number
+    (numpy's vectorized sort is several times faster than an argsort): the
+    whole triple when its offsets fit in a word, else a prefix of lo whose
+    ties :func:`dmondrian._labels.group_rows` orders; a lexsort when those
+    ties run long.
+    """
+    rows = np.flatnonzero(lo != K.MISSING_KEY)
+    m = len(rows)
+    idx_bits = max(m - 1, 1).bit_length()
+    fix = False
+    prefix = np.zeros(m, dtype=np.uint64)
+    if m:
+        lo_off, lo_bits = _offsets(lo[rows])
+        hi_off, hi_bits = _offsets(hi[rows])
+        if lo_bits + hi_bits + 1 + idx_bits <= 64:
+            key = (lo_off << np.uint64(hi_bits + 1)) | (hi_off << np.uint64(1))
+            key |= missing[rows].astype(np.uint64)
+        else:
+            key = lo_off >> np.uint64(max(0, lo_bits + idx_bits - 64))
+            fix = True
+        packed = np.sort((key << np.uint64(idx_bits)) | np.arange(m, dtype=np.uint64))
+        rows = rows[(packed & np.uint64((1 << idx_bits) - 1)).astype(np.int64)]
+        prefix = packed >> np.uint64(idx_bits)
+    first, inverse, ok = _labels.group_rows(rows, prefix, fix, lo, hi, missing)
+    if not ok:
+        order = np.lexsort((missing, hi, lo))
+        order = order[: m]  # all-missing rows (lo = MISSING_KEY) sort last
+        first, inverse, ok = _labels.group_rows(order, prefix, False, lo, hi, missing)
+    return first, inverse
+
+
 def _range_labels(qi: EncodedQI, lo, hi, missing) -> tuple[pd.Index, np.ndarray]:
     """Labels of the distinct (lo, hi, missing) triples and each class's label index."""
     lo, hi, missing = (np.ascontiguousarray(a) for a in (lo, hi, missing))
-    first, inverse = _labels.group_sorted(np.argsort(lo), lo, hi, missing)
+    first, inverse = _group_triples(lo, hi, missing)
     u_lo, u_hi, u_missing = lo[first], hi[first], missing[first]
     all_missing = u_lo == K.MISSING_KEY
     single = u_lo == u_hi
