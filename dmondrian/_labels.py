@@ -26,17 +26,11 @@ from numba import njit
 
 from ._kernel import MISSING_KEY, _decode_float_key
 
-# How format_keys reads a key.
+# How format_labels reads a bound.
 FMT_INT = 0
 FMT_FLOAT = 1
 FMT_DATETIME = 2
-
-# Shapes of a label (form & 3), plus OR_MISSING when the class also holds a
-# missing value.
-FORM_MISSING = 0  # "<NA>"
-FORM_SINGLE = 1  # "v"
-FORM_PAIR = 2  # "[lo, hi]"
-OR_MISSING = 4  # + " or <NA>"
+FMT_TABLE = 3
 
 # Key units per second of the datetime units numba formats.
 DATETIME_UNITS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
@@ -61,12 +55,12 @@ _ALONE = float(2 ** 52 - 2)
 _NEAR = 2.0 ** -50
 # Runs of equal lo prefix up to this long are ordered by insertion.
 _INSERTION_RUN = 64
-# Longest entry format_keys writes: "-2147483648-12-31T23:59:59.999999999"
-# for seconds keys is 36 bytes; floats at most 1 + 16 + 1 + 22.
+# Room for one bound: the longest are datetime64[s] counts near -2**63
+# ("-292277022657-01-27T08:29:53", 27 bytes), int64 (20) and fixed-notation
+# floats (at most 22).
 _ENTRY_MAX = 48
 
 _INT64_MIN = np.iinfo(np.int64).min
-_INT64_MIN_TEXT = np.frombuffer(b"-9223372036854775808", dtype=np.uint8)
 _NA = np.frombuffer(b"<NA>", dtype=np.uint8)
 _OR_NA = np.frombuffer(b" or <NA>", dtype=np.uint8)
 
@@ -100,10 +94,9 @@ def _put_bytes(out, pos, text):
 def _put_int(out, pos, v):
     """``str(v)`` of an int64."""
     if v < 0:
-        if v == _INT64_MIN:
-            return _put_bytes(out, pos, _INT64_MIN_TEXT)
         out[pos] = 45  # '-'
-        return _put_digits(out, pos + 1, -v, 1)
+        # The unsigned negation is exact for every int64, -2**63 included.
+        return _put_digits(out, pos + 1, np.uint64(0) - np.uint64(v), 1)
     return _put_digits(out, pos, v, 1)
 
 
@@ -272,55 +265,6 @@ def _put_datetime(out, pos, v, per_sec):
     return _put_digits(out, pos + 1, ns // 1_000_000, 3)
 
 
-@njit(cache=True)
-def format_keys(keys, fmt, per_sec):
-    """Format int64 keys as value strings.
-
-    Parameters
-    ----------
-    keys : int64 array
-        Integers (``FMT_INT``), order-preserving float keys (``FMT_FLOAT``,
-        see :func:`dmondrian.qi.float_keys`) or datetime64 counts of
-        ``per_sec`` units a second (``FMT_DATETIME``). ``MISSING_KEY`` gives
-        an empty string.
-    fmt : int
-        One of ``FMT_INT``, ``FMT_FLOAT``, ``FMT_DATETIME``.
-    per_sec : int
-        Datetime units per second (ignored otherwise).
-
-    Returns
-    -------
-    buf, off : uint8 array, int64 array
-        String ``i`` is ``buf[off[i]:off[i + 1]]``.
-    failed : int64 array
-        Indices of floats left empty for ``repr`` (scientific notation, or a
-        shortest form not proven here).
-    """
-    n = keys.shape[0]
-    buf = np.empty(n * _ENTRY_MAX, dtype=np.uint8)
-    off = np.empty(n + 1, dtype=np.int64)
-    failed = np.empty(n, dtype=np.int64)
-    n_failed = 0
-    pos = 0
-    off[0] = 0
-    for i in range(n):
-        k = keys[i]
-        if k != MISSING_KEY:
-            if fmt == FMT_INT:
-                pos = _put_int(buf, pos, k)
-            elif fmt == FMT_FLOAT:
-                end = _put_float(buf, pos, _decode_float_key(k))
-                if end < 0:
-                    failed[n_failed] = i
-                    n_failed += 1
-                else:
-                    pos = end
-            else:
-                pos = _put_datetime(buf, pos, k, per_sec)
-        off[i + 1] = pos
-    return buf[:pos], off, failed[:n_failed]
-
-
 @njit(cache=True, inline="always")
 def _copy(out, pos, src, s, e):
     # A byte loop: a slice assignment per string costs more than these few bytes.
@@ -349,113 +293,246 @@ def take_strings(buf, off, idx):
     return new_buf, new_off
 
 
-@njit(cache=True)
-def assemble(buf, off, form):
-    """Labels from value strings: label ``i`` uses strings ``2i`` (lo) and ``2i + 1`` (hi).
+@njit(cache=True, inline="always")
+def _put_value(out, pos, k, fmt, per_sec, t_buf, t_off):
+    """Write one present value; -1 when a float is left to ``repr``."""
+    if fmt == FMT_INT:
+        return _put_int(out, pos, k)
+    if fmt == FMT_FLOAT:
+        return _put_float(out, pos, _decode_float_key(k))
+    if fmt == FMT_DATETIME:
+        return _put_datetime(out, pos, k, per_sec)
+    return _copy(out, pos, t_buf, t_off[k], t_off[k + 1])
 
-    ``form[i]`` is ``FORM_MISSING``, ``FORM_SINGLE`` or ``FORM_PAIR``, plus
-    ``OR_MISSING`` to append `` or <NA>``.
-    """
-    n = form.shape[0]
-    size = off[2 * n] - off[0] + n * (4 + _OR_NA.shape[0])
-    out = np.empty(size, dtype=np.uint8)
-    out_off = np.empty(n + 1, dtype=np.int64)
-    out_off[0] = 0
+
+@njit(cache=True, inline="always")
+def _label_loop(lo, hi, missing, fmt, per_sec, t_buf, t_off, out, off, failed):
+    """Write every label; returns (bytes written, labels failed)."""
+    n_failed = 0
     pos = 0
-    for i in range(n):
-        shape = form[i] & 3
-        if shape == FORM_MISSING:
+    off[0] = 0
+    for i in range(lo.shape[0]):
+        a, b = lo[i], hi[i]
+        start = pos
+        if a == MISSING_KEY:
             pos = _put_bytes(out, pos, _NA)
         else:
-            if shape == FORM_PAIR:
+            if a != b:
                 out[pos] = 91  # '['
                 pos += 1
-            pos = _copy(out, pos, buf, off[2 * i], off[2 * i + 1])
-            if shape == FORM_PAIR:
+            pos = _put_value(out, pos, a, fmt, per_sec, t_buf, t_off)
+            if pos >= 0 and a != b:
                 out[pos] = 44  # ','
                 out[pos + 1] = 32
-                pos = _copy(out, pos + 2, buf, off[2 * i + 1], off[2 * i + 2])
-                out[pos] = 93  # ']'
-                pos += 1
-            if form[i] & OR_MISSING:
+                pos = _put_value(out, pos + 2, b, fmt, per_sec, t_buf, t_off)
+                if pos >= 0:
+                    out[pos] = 93  # ']'
+                    pos += 1
+            if pos < 0:
+                failed[n_failed] = i
+                n_failed += 1
+                pos = start
+            elif missing[i]:
                 pos = _put_bytes(out, pos, _OR_NA)
-        out_off[i + 1] = pos
-    return out[:pos], out_off
+        off[i + 1] = pos
+    return pos, n_failed
 
 
 @njit(cache=True)
-def group_rows(order, prefix, fix, lo, hi, missing):
-    """Distinct ``(lo, hi, missing)`` triples of rows, numbered in sorted order.
+def format_labels(lo, hi, missing, fmt, per_sec, t_buf, t_off):
+    """Range labels, one per ``(lo, hi, missing)``.
 
     Parameters
     ----------
-    order : int64 array
-        The rows whose lo is not ``MISSING_KEY``, sorted by ``prefix``.
-    prefix : uint64 array
-        A sort key of each position of ``order``: when ``fix``, an
-        order-preserving prefix of lo whose runs of equal values still need
-        ordering by the whole triple; otherwise ``order`` is final.
-    fix : bool
-        Whether runs of equal prefix are to be ordered (by insertion).
-    lo, hi, missing : arrays
-        Every class's triple.
+    lo, hi : int64 arrays
+        Bounds: integers (``FMT_INT``), order-preserving float keys
+        (``FMT_FLOAT``, see :func:`dmondrian.qi.float_keys`), datetime64
+        counts of ``per_sec`` units a second (``FMT_DATETIME``) or indices of
+        strings of ``(t_buf, t_off)`` (``FMT_TABLE``). ``lo = MISSING_KEY``
+        marks a class whose values are all missing.
+    missing : bool array
+        Whether the class also holds a missing value.
+    fmt, per_sec : int
+        How to write a bound (``per_sec`` only for datetimes).
+    t_buf, t_off : uint8 array, int64 array
+        The strings ``FMT_TABLE`` bounds index (string ``i`` is
+        ``t_buf[t_off[i]:t_off[i + 1]]``); ignored otherwise.
 
     Returns
     -------
-    first : int64 array
-        One row of each triple, in triple order; the rows whose lo is
-        ``MISSING_KEY`` (all values missing) share the last triple.
-    inverse : int64 array
-        Every row's triple.
-    ok : bool
-        False (and nothing else meaningful) when a run of equal prefix is
-        longer than ``_INSERTION_RUN``: the caller sorts another way.
+    buf, off : uint8 array, int64 array
+        Label ``i`` is ``buf[off[i]:off[i + 1]]``: ``<NA>``, ``v`` or
+        ``[lo, hi]``, then `` or <NA>`` when ``missing``.
+    failed : int64 array
+        Labels left empty because a float bound is left to ``repr``
+        (scientific notation, or a shortest form not proven here).
     """
     n = lo.shape[0]
-    m = order.shape[0]
-    first = np.empty(n, dtype=np.int64)
-    inverse = np.empty(n, dtype=np.int64)
-    # The triples in order, side by side: the insertion and the scan below
-    # then read memory in sequence rather than at random rows.
-    s_lo = np.empty(m, dtype=np.int64)
-    s_hi = np.empty(m, dtype=np.int64)
-    s_miss = np.empty(m, dtype=np.bool_)
+    widest = _ENTRY_MAX
+    if fmt == FMT_TABLE:
+        for i in range(t_off.shape[0] - 1):
+            widest = max(widest, t_off[i + 1] - t_off[i])
+    out = np.empty(n * (2 * widest + 4 + _OR_NA.shape[0]), dtype=np.uint8)
+    off = np.empty(n + 1, dtype=np.int64)
+    failed = np.empty(n, dtype=np.int64)
+    # One loop per format, each with its writer inlined under a constant
+    # format: a shared loop branching per value runs several times slower.
+    if fmt == FMT_INT:
+        size, n_failed = _label_loop(lo, hi, missing, FMT_INT, per_sec, t_buf, t_off, out, off,
+                                     failed)
+    elif fmt == FMT_FLOAT:
+        size, n_failed = _label_loop(lo, hi, missing, FMT_FLOAT, per_sec, t_buf, t_off, out,
+                                     off, failed)
+    elif fmt == FMT_DATETIME:
+        size, n_failed = _label_loop(lo, hi, missing, FMT_DATETIME, per_sec, t_buf, t_off, out,
+                                     off, failed)
+    else:
+        size, n_failed = _label_loop(lo, hi, missing, FMT_TABLE, per_sec, t_buf, t_off, out,
+                                     off, failed)
+    return out[:size], off, failed[:n_failed]
+
+
+@njit(cache=True, inline="always")
+def _bit_length(u):
+    bits = 0
+    while bits < 64 and (u >> np.uint64(bits)) != 0:
+        bits += 1
+    return bits
+
+
+@njit(cache=True)
+def pack_triples(lo, hi, missing, j):
+    """Sort words for the ``(lo, hi, missing)`` triples of column ``j``.
+
+    Parameters
+    ----------
+    lo, hi, missing : 2-D arrays
+        Per-class bounds of every QI (:func:`dmondrian._kernel.class_statistics`).
+    j : int
+        The QI's column.
+
+    Returns
+    -------
+    rows : int64 array
+        The classes whose lo is not ``MISSING_KEY``.
+    lo_r, hi_r, missing_r : arrays
+        Their triples.
+    packed : uint64 array
+        For position ``p`` of ``rows``: a sort key shifted above ``p``, so
+        sorting the words sorts the positions. The key is the whole triple
+        (offsets from the minima) when it fits in the word with ``p``, else
+        the top bits of lo's offset (``exact`` False).
+    idx_bits : int
+        Bits under the key.
+    exact : bool
+        Whether the key is the whole triple.
+    """
+    n = lo.shape[0]
+    rows = np.empty(n, dtype=np.int64)
+    lo_r = np.empty(n, dtype=np.int64)
+    hi_r = np.empty(n, dtype=np.int64)
+    missing_r = np.empty(n, dtype=np.bool_)
+    m = 0
+    lo_min = hi_min = MISSING_KEY
+    lo_max = hi_max = _INT64_MIN
+    for r in range(n):
+        a = lo[r, j]
+        if a != MISSING_KEY:
+            b = hi[r, j]
+            rows[m], lo_r[m], hi_r[m], missing_r[m] = r, a, b, missing[r, j]
+            m += 1
+            lo_min, lo_max = min(lo_min, a), max(lo_max, a)
+            hi_min, hi_max = min(hi_min, b), max(hi_max, b)
+    idx_bits = _bit_length(np.uint64(max(m - 1, 1)))
+    lo_bits = _bit_length(np.uint64(lo_max) - np.uint64(lo_min))
+    hi_bits = _bit_length(np.uint64(hi_max) - np.uint64(hi_min))
+    exact = lo_bits + hi_bits + 1 + idx_bits <= 64
+    shift = np.uint64(0 if exact else max(0, lo_bits + idx_bits - 64))
+    packed = np.empty(m, dtype=np.uint64)
+    u_idx, u_hi1, one = np.uint64(idx_bits), np.uint64(hi_bits + 1), np.uint64(1)
     for p in range(m):
-        r = order[p]
-        s_lo[p] = lo[r]
-        s_hi[p] = hi[r]
-        s_miss[p] = missing[r]
-    if fix:
-        s = 0
-        while s < m:
-            e = s + 1
-            while e < m and prefix[e] == prefix[s]:
-                e += 1
-            if e - s > _INSERTION_RUN:
-                return first[:0], inverse, False
-            for p in range(s + 1, e):
-                r, a, b, c = order[p], s_lo[p], s_hi[p], s_miss[p]
-                q = p
-                while q > s and (a < s_lo[q - 1] or (a == s_lo[q - 1] and (
-                        b < s_hi[q - 1] or (b == s_hi[q - 1] and s_miss[q - 1] and not c)))):
-                    order[q], s_lo[q], s_hi[q], s_miss[q] = (order[q - 1], s_lo[q - 1],
-                                                             s_hi[q - 1], s_miss[q - 1])
-                    q -= 1
-                order[q], s_lo[q], s_hi[q], s_miss[q] = r, a, b, c
-            s = e
+        key = (np.uint64(lo_r[p]) - np.uint64(lo_min)) >> shift
+        if exact:
+            key = (key << u_hi1) | ((np.uint64(hi_r[p]) - np.uint64(hi_min)) << one)
+            if missing_r[p]:
+                key |= one
+        packed[p] = (key << u_idx) | np.uint64(p)
+    return rows[:m], lo_r[:m], hi_r[:m], missing_r[:m], packed, idx_bits, exact
+
+
+@njit(cache=True)
+def group_packed(n, rows, lo_r, hi_r, missing_r, packed, idx_bits, exact):
+    """Distinct triples from :func:`pack_triples`' output, its words sorted.
+
+    Equal words of an ``exact`` key are one triple; otherwise runs of equal
+    key (a prefix of lo) are ordered and split by the whole triple, by
+    insertion. The ``n - len(rows)`` classes with every value missing share
+    one last triple.
+
+    Returns
+    -------
+    inverse : int64 array
+        Every class's triple.
+    u_lo, u_hi, u_missing : arrays
+        The distinct triples, in sorted order.
+    ok : bool
+        False (nothing else meaningful) when a run of equal key is longer
+        than ``_INSERTION_RUN``: the caller sorts another way.
+    """
+    m = rows.shape[0]
+    mask = np.uint64((1 << idx_bits) - 1)
+    u_idx = np.uint64(idx_bits)
+    inverse = np.full(n, -1, dtype=np.int64)
+    u_lo = np.empty(m + 1, dtype=np.int64)
+    u_hi = np.empty(m + 1, dtype=np.int64)
+    u_missing = np.empty(m + 1, dtype=np.bool_)
+    run = np.empty(_INSERTION_RUN, dtype=np.int64)
     g = -1
-    for p in range(m):
-        if p == 0 or s_lo[p] != s_lo[p - 1] or s_hi[p] != s_hi[p - 1] \
-                or s_miss[p] != s_miss[p - 1]:
+    s = 0
+    while s < m:
+        key = packed[s] >> u_idx
+        e = s + 1
+        while e < m and packed[e] >> u_idx == key:
+            e += 1
+        if exact or e - s == 1:
+            # One triple (an exact key, or a lone prefix).
             g += 1
-            first[g] = order[p]
-        inverse[order[p]] = g
+            p = np.int64(packed[s] & mask)
+            u_lo[g], u_hi[g], u_missing[g] = lo_r[p], hi_r[p], missing_r[p]
+            for t in range(s, e):
+                inverse[rows[np.int64(packed[t] & mask)]] = g
+        else:
+            if e - s > _INSERTION_RUN:
+                return inverse, u_lo[:0], u_hi[:0], u_missing[:0], False
+            # Positions of the run in triple order, then split where it changes.
+            for t in range(s, e):
+                p = np.int64(packed[t] & mask)
+                q = t - s
+                while q > 0 and _triple_less(lo_r, hi_r, missing_r, p, run[q - 1]):
+                    run[q] = run[q - 1]
+                    q -= 1
+                run[q] = p
+            for q in range(e - s):
+                p = run[q]
+                if q == 0 or _triple_less(lo_r, hi_r, missing_r, run[q - 1], p):
+                    g += 1
+                    u_lo[g], u_hi[g], u_missing[g] = lo_r[p], hi_r[p], missing_r[p]
+                inverse[rows[p]] = g
+        s = e
     if m < n:
         g += 1
-        first[g] = -1
+        u_lo[g], u_hi[g], u_missing[g] = MISSING_KEY, _INT64_MIN, True
         for r in range(n):
-            if lo[r] == MISSING_KEY:
-                if first[g] < 0:
-                    first[g] = r
+            if inverse[r] < 0:
                 inverse[r] = g
-    return first[:g + 1], inverse, True
+    return inverse, u_lo[:g + 1], u_hi[:g + 1], u_missing[:g + 1], True
+
+
+@njit(cache=True, inline="always")
+def _triple_less(lo, hi, missing, a, b):
+    """Whether triple ``a`` sorts before triple ``b``."""
+    if lo[a] != lo[b]:
+        return lo[a] < lo[b]
+    if hi[a] != hi[b]:
+        return hi[a] < hi[b]
+    return missing[b] and not missing[a]

@@ -180,7 +180,8 @@ def _utf8_table(strings) -> tuple[np.ndarray, np.ndarray]:
     encoded = [s.encode("utf-8") for s in strings]
     off = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in encoded], out=off[1:])
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8), off
+    # A writable buffer: numba compiles read-only arrays separately.
+    return np.frombuffer(bytearray(b"".join(encoded)), dtype=np.uint8), off
 
 
 def _python_strings(qi: EncodedQI, values: np.ndarray) -> list[str]:
@@ -197,29 +198,6 @@ def _python_strings(qi: EncodedQI, values: np.ndarray) -> list[str]:
     return list(map(repr, decoded.tolist()))
 
 
-def _value_strings(qi: EncodedQI, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Labels of keys as ``(buf, off)``; ``MISSING_KEY`` gives an empty string."""
-    per_sec = _labels.DATETIME_UNITS.get(qi.value_type, 0)
-    if qi.kind == QIKind.NUMERIC or (qi.kind == QIKind.DATETIME and qi.tz is None and per_sec):
-        fmt = (_labels.FMT_DATETIME if qi.kind == QIKind.DATETIME else
-               _labels.FMT_FLOAT if qi.kernel_kind == K.KIND_FLOAT else _labels.FMT_INT)
-        buf, off, failed = _labels.format_keys(keys, fmt, per_sec)
-        if not len(failed):
-            return buf, off
-        # Splice repr's strings in: a take over the formatted strings followed by them.
-        r_buf, r_off = _utf8_table(_python_strings(qi, keys[failed]))
-        idx = np.arange(len(keys))
-        idx[failed] = len(keys) + np.arange(len(failed))
-        return _labels.take_strings(np.concatenate([buf, r_buf]),
-                                    np.concatenate([off, off[-1] + r_off[1:]]), idx)
-    present = keys != K.MISSING_KEY
-    values, inverse = np.unique(keys[present], return_inverse=True)
-    idx = np.full(len(keys), -1, dtype=np.int64)
-    idx[present] = inverse
-    t_buf, t_off = _utf8_table(_python_strings(qi, values))
-    return _labels.take_strings(t_buf, t_off, idx)
-
-
 def _string_index(buf: np.ndarray, off: np.ndarray) -> pd.Index:
     """An Index of the strings of ``(buf, off)``, of the dtype pandas gives Python strings."""
     arr = pa.LargeStringArray.from_buffers(len(off) - 1, pa.py_buffer(off), pa.py_buffer(buf))
@@ -229,61 +207,87 @@ def _string_index(buf: np.ndarray, off: np.ndarray) -> pd.Index:
     return pd.Index(np.asarray(arr.to_pylist(), dtype=object))
 
 
-def _offsets(values: np.ndarray) -> tuple[np.ndarray, int]:
-    """``values - min`` as uint64 (a wrapped int64 difference is the exact one), and its bits."""
-    offsets = (values - values.min()).view(np.uint64)
-    return offsets, int(offsets.max()).bit_length()
+def _group_triples(lo, hi, missing, j: int):
+    """Distinct (lo, hi, missing) triples of column ``j``, in sorted order, and each class's.
 
+    Classes with every value missing (lo = ``MISSING_KEY``) share the last
+    triple. The sort is one ``np.sort`` of the words of
+    :func:`dmondrian._labels.pack_triples` (numpy's vectorized sort of plain
+    words is several times faster than an argsort or a lexsort); a lexsort
+    when the words hold only a prefix of lo and its ties run long.
 
-def _group_triples(lo, hi, missing) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct (lo, hi, missing) triples in sorted order: ``(first_of_each, inverse)``.
-
-    One ``np.sort`` of uint64 words packing a sort key above the row number
-    (numpy's vectorized sort is several times faster than an argsort): the
-    whole triple when its offsets fit in a word, else a prefix of lo whose
-    ties :func:`dmondrian._labels.group_rows` orders; a lexsort when those
-    ties run long.
+    Returns
+    -------
+    u_lo, u_hi, u_missing, inverse : arrays
     """
-    rows = np.flatnonzero(lo != K.MISSING_KEY)
-    m = len(rows)
-    idx_bits = max(m - 1, 1).bit_length()
-    fix = False
-    prefix = np.zeros(m, dtype=np.uint64)
-    if m:
-        lo_off, lo_bits = _offsets(lo[rows])
-        hi_off, hi_bits = _offsets(hi[rows])
-        if lo_bits + hi_bits + 1 + idx_bits <= 64:
-            key = (lo_off << np.uint64(hi_bits + 1)) | (hi_off << np.uint64(1))
-            key |= missing[rows].astype(np.uint64)
-        else:
-            key = lo_off >> np.uint64(max(0, lo_bits + idx_bits - 64))
-            fix = True
-        packed = np.sort((key << np.uint64(idx_bits)) | np.arange(m, dtype=np.uint64))
-        rows = rows[(packed & np.uint64((1 << idx_bits) - 1)).astype(np.int64)]
-        prefix = packed >> np.uint64(idx_bits)
-    first, inverse, ok = _labels.group_rows(rows, prefix, fix, lo, hi, missing)
+    rows, lo_r, hi_r, missing_r, packed, idx_bits, exact = _labels.pack_triples(
+        lo, hi, missing, j)
+    packed.sort()
+    n = len(lo)
+    inverse, u_lo, u_hi, u_missing, ok = _labels.group_packed(
+        n, rows, lo_r, hi_r, missing_r, packed, idx_bits, exact)
     if not ok:
-        order = np.lexsort((missing, hi, lo))
-        order = order[: m]  # all-missing rows (lo = MISSING_KEY) sort last
-        first, inverse, ok = _labels.group_rows(order, prefix, False, lo, hi, missing)
-    return first, inverse
+        order = np.lexsort((missing_r, hi_r, lo_r))
+        # Exact words again: each triple's rank in lexsort order.
+        triples = [lo_r[order], hi_r[order], missing_r[order]]
+        changed = np.zeros(len(order), dtype=np.uint64)
+        for a in triples:
+            changed[1:] |= a[1:] != a[:-1]
+        rank = np.cumsum(changed)
+        packed = (rank << np.uint64(idx_bits)) | np.arange(len(order), dtype=np.uint64)
+        inverse, u_lo, u_hi, u_missing, ok = _labels.group_packed(
+            n, rows[order], *triples, packed, idx_bits, True)
+    return u_lo, u_hi, u_missing, inverse
 
 
-def _range_labels(qi: EncodedQI, lo, hi, missing) -> tuple[pd.Index, np.ndarray]:
-    """Labels of the distinct (lo, hi, missing) triples and each class's label index."""
-    lo, hi, missing = (np.ascontiguousarray(a) for a in (lo, hi, missing))
-    first, inverse = _group_triples(lo, hi, missing)
-    u_lo, u_hi, u_missing = lo[first], hi[first], missing[first]
-    all_missing = u_lo == K.MISSING_KEY
-    single = u_lo == u_hi
-    form = np.where(single, _labels.FORM_SINGLE, _labels.FORM_PAIR)
-    form[all_missing] = _labels.FORM_MISSING
-    form[u_missing & ~all_missing] |= _labels.OR_MISSING
-    keys = np.empty(2 * len(first), dtype=np.int64)
-    keys[0::2] = u_lo
-    keys[1::2] = np.where(single | all_missing, K.MISSING_KEY, u_hi)
-    buf, off = _labels.assemble(*_value_strings(qi, keys), form)
-    labels = _string_index(buf, off)
+_NO_TABLE = (np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
+
+
+def _format_labels(qi: EncodedQI, u_lo, u_hi, u_missing) -> tuple[np.ndarray, np.ndarray]:
+    """Labels of distinct triples as ``(buf, off)``, in numba; Python strings where it cannot."""
+    per_sec = _labels.DATETIME_UNITS.get(qi.value_type, 0)
+    table = _NO_TABLE
+    if qi.kind == QIKind.NUMERIC:
+        fmt = _labels.FMT_FLOAT if qi.kernel_kind == K.KIND_FLOAT else _labels.FMT_INT
+    elif qi.kind == QIKind.DATETIME and qi.tz is None and per_sec:
+        fmt = _labels.FMT_DATETIME
+    else:
+        # Ordinal codes index the category names; other values (tz-aware
+        # datetimes, unusual units) index their distinct values' strings.
+        fmt = _labels.FMT_TABLE
+        present = u_lo != K.MISSING_KEY
+        if qi.kind == QIKind.ORDINAL:
+            values = np.arange(len(qi.categories))
+        else:
+            values, idx = np.unique(np.concatenate([u_lo[present], u_hi[present]]),
+                                    return_inverse=True)
+            u_lo, u_hi = u_lo.copy(), u_hi.copy()
+            u_lo[present], u_hi[present] = np.split(idx, 2)
+        table = _utf8_table(_python_strings(qi, values))
+    buf, off, failed = _labels.format_labels(u_lo, u_hi, u_missing, fmt, per_sec, *table)
+    if len(failed):
+        # Floats repr writes in scientific notation (or whose shortest form
+        # numba cannot prove): those labels in Python, spliced in by a take
+        # over the formatted labels followed by them.
+        extra = _utf8_table([_python_label(qi, *t) for t in
+                             zip(u_lo[failed], u_hi[failed], u_missing[failed])])
+        idx = np.arange(len(u_lo))
+        idx[failed] = len(u_lo) + np.arange(len(failed))
+        buf, off = _labels.take_strings(np.concatenate([buf, extra[0]]),
+                                        np.concatenate([off, off[-1] + extra[1][1:]]), idx)
+    return buf, off
+
+
+def _python_label(qi: EncodedQI, lo, hi, missing) -> str:
+    lo_s, hi_s = _python_strings(qi, np.array([lo, hi], dtype=np.int64))
+    text = lo_s if lo == hi else f"[{lo_s}, {hi_s}]"
+    return text + _OR_MISSING if missing else text
+
+
+def _range_labels(qi: EncodedQI, lo, hi, missing, j: int) -> tuple[pd.Index, np.ndarray]:
+    """Labels of the distinct (lo, hi, missing) triples of column ``j``, and each class's."""
+    u_lo, u_hi, u_missing, inverse = _group_triples(lo, hi, missing, j)
+    labels = _string_index(*_format_labels(qi, u_lo, u_hi, u_missing))
     if qi.kind == QIKind.ORDINAL and not labels.is_unique:
         # Category names can make two ranges read alike ("[a, b]" the name
         # and the range a..b): merge them, as one published value.
@@ -382,7 +386,7 @@ def class_values(qi: EncodedQI, j: int, generalization: str, stats, sorted_row) 
         return _distinct_labels(*_nominal_labels(qi, sorted_row, class_of_pos, n_classes))
     if qi.kind == QIKind.HIERARCHY:
         return _distinct_labels(*_hierarchy_labels(qi, lo[:, j], hi[:, j]))
-    return _range_labels(qi, lo[:, j], hi[:, j], missing[:, j])
+    return _range_labels(qi, lo, hi, missing, j)
 
 
 def _code_dtype(n_labels: int):

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import dmondrian
 from dmondrian import _kernel as K
 from dmondrian import _labels
-from dmondrian.publish import _group_triples, expand_labels
+from dmondrian.publish import _NO_TABLE, _group_triples, expand_labels
 from dmondrian.qi import float_keys
 
 INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
@@ -30,6 +30,14 @@ def strings(buf, off) -> list[str]:
     return [data[off[i]: off[i + 1]].decode() for i in range(len(off) - 1)]
 
 
+def format_values(keys, fmt, per_sec=0):
+    """Each key alone (a one-value class): ``(strings, indices left to repr)``."""
+    keys = np.asarray(keys, dtype=np.int64)
+    buf, off, failed = _labels.format_labels(keys, keys, np.zeros(len(keys), dtype=bool), fmt,
+                                             per_sec, *_NO_TABLE)
+    return strings(buf, off), set(failed.tolist())
+
+
 def raw_float_keys(values) -> np.ndarray:
     """Order-preserving keys without folding -0.0 into 0.0 (float_keys does)."""
     bits = np.asarray(values, dtype=np.float64).view(np.int64)
@@ -38,9 +46,7 @@ def raw_float_keys(values) -> np.ndarray:
 
 def check_floats(values):
     values = np.asarray(values, dtype=np.float64)
-    buf, off, failed = _labels.format_keys(raw_float_keys(values), _labels.FMT_FLOAT, 0)
-    got = strings(buf, off)
-    failed = set(failed.tolist())
+    got, failed = format_values(raw_float_keys(values), _labels.FMT_FLOAT)
     for i, v in enumerate(values.tolist()):
         if i in failed:
             assert got[i] == ""
@@ -92,10 +98,9 @@ def test_float_ties_between_two_shortest_strings_are_left_to_repr():
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(INT64_MIN, INT64_MAX - 1), min_size=1, max_size=40))
 def test_ints_match_str(values):
-    keys = np.asarray(values, dtype=np.int64)
-    buf, off, failed = _labels.format_keys(keys, _labels.FMT_INT, 0)
-    assert strings(buf, off) == [str(v) for v in values]
-    assert len(failed) == 0
+    got, failed = format_values(values, _labels.FMT_INT)
+    assert got == [str(v) for v in values]
+    assert not failed
 
 
 # Datetime counts that hit every unit numpy's "auto" picks (days, minutes,
@@ -116,9 +121,8 @@ def test_datetimes_match_numpy_auto_unit(unit):
     @given(st.lists(datetime_counts(per_sec), min_size=1, max_size=40))
     def check(values):
         keys = np.asarray(values, dtype=np.int64)
-        buf, off, _ = _labels.format_keys(keys, _labels.FMT_DATETIME, per_sec)
         expected = np.datetime_as_string(keys.view(f"datetime64[{unit}]"), unit="auto")
-        assert strings(buf, off) == expected.tolist()
+        assert format_values(keys, _labels.FMT_DATETIME, per_sec)[0] == expected.tolist()
 
     check()
 
@@ -129,43 +133,54 @@ def test_datetime_edges_match_numpy():
                  -86400 * per_sec, -(719_468 * 86400 + 1) * per_sec,  # 0000-02-29T23:59:59
                  -(719_468 + 146_097) * 86400 * per_sec]  # year -400
         keys = np.array([v for v in edges if INT64_MIN < v < INT64_MAX], dtype=np.int64)
-        buf, off, _ = _labels.format_keys(keys, _labels.FMT_DATETIME, per_sec)
         expected = np.datetime_as_string(keys.view(f"datetime64[{unit}]"), unit="auto")
-        assert strings(buf, off) == expected.tolist()
-
-
-def test_missing_key_formats_as_an_empty_string():
-    for fmt, per_sec, key in ((_labels.FMT_INT, 0, 7), (_labels.FMT_DATETIME, 1, 7),
-                              (_labels.FMT_FLOAT, 0, float_keys(np.array([1.5]))[0])):
-        buf, off, failed = _labels.format_keys(
-            np.array([K.MISSING_KEY, key, K.MISSING_KEY], dtype=np.int64), fmt, per_sec)
-        got = strings(buf, off)
-        assert got[0] == got[2] == "" and got[1] != "" and len(failed) == 0
+        assert format_values(keys, _labels.FMT_DATETIME, per_sec)[0] == expected.tolist()
 
 
 text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.lists(text, min_size=1, max_size=10), st.data())
-def test_take_and_assemble_build_the_documented_forms(table, data):
-    encoded = [s.encode() for s in table]
+def table_labels(table, lo, hi, missing):
+    encoded = [t.encode() for t in table]
     off = np.zeros(len(table) + 1, dtype=np.int64)
     off[1:] = np.cumsum([len(b) for b in encoded])
-    buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    buf = np.frombuffer(bytearray(b"".join(encoded)), dtype=np.uint8)
+    got = _labels.format_labels(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64),
+                                np.asarray(missing, dtype=bool), _labels.FMT_TABLE, 0, buf, off)
+    assert len(got[2]) == 0
+    return strings(got[0], got[1])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(text, min_size=1, max_size=10), st.data())
+def test_labels_have_the_documented_forms(table, data):
     n = data.draw(st.integers(1, 8))
-    idx = np.asarray(data.draw(st.lists(st.integers(-1, len(table) - 1), min_size=2 * n,
-                                        max_size=2 * n)), dtype=np.int64)
-    forms = np.asarray(data.draw(st.lists(st.sampled_from([0, 1, 2, 5, 6]), min_size=n,
-                                          max_size=n)), dtype=np.int64)
-    v_buf, v_off = _labels.take_strings(buf, off, idx)
-    values = [table[i] if i >= 0 else "" for i in idx]
-    assert strings(v_buf, v_off) == values
-    labels = strings(*_labels.assemble(v_buf, v_off, forms))
-    for i, form in enumerate(forms):
-        lo, hi = values[2 * i], values[2 * i + 1]
-        base = {0: "<NA>", 1: lo, 2: f"[{lo}, {hi}]"}[form & 3]
-        assert labels[i] == base + (" or <NA>" if form & 4 else "")
+    index = st.integers(0, len(table) - 1)
+    lo = data.draw(st.lists(st.one_of(index, st.just(K.MISSING_KEY)), min_size=n, max_size=n))
+    hi = [a if a == K.MISSING_KEY or data.draw(st.booleans()) else data.draw(index)
+          for a in lo]
+    missing = [a == K.MISSING_KEY or data.draw(st.booleans()) for a in lo]
+    labels = table_labels(table, lo, hi, missing)
+    for label, a, b, m in zip(labels, lo, hi, missing):
+        if a == K.MISSING_KEY:
+            assert label == "<NA>"
+            continue
+        base = table[a] if a == b else f"[{table[a]}, {table[b]}]"
+        assert label == base + (" or <NA>" if m else "")
+
+
+def test_range_forms_of_numbers():
+    keys = np.array([3, 3, -7, K.MISSING_KEY], dtype=np.int64)
+    hi = np.array([3, 12, 5, np.iinfo(np.int64).min], dtype=np.int64)
+    buf, off, failed = _labels.format_labels(keys, hi, np.array([False, True, False, True]),
+                                             _labels.FMT_INT, 0, *_NO_TABLE)
+    assert strings(buf, off) == ["3", "[3, 12] or <NA>", "[-7, 5]", "<NA>"]
+    floats = float_keys(np.array([1.5, 1e-7, 2.0]))
+    buf, off, failed = _labels.format_labels(floats[[0, 1]], floats[[2, 2]],
+                                             np.array([True, False]), _labels.FMT_FLOAT, 0,
+                                             *_NO_TABLE)
+    # A label with a bound repr writes in scientific notation is left whole.
+    assert strings(buf, off) == ["[1.5, 2.0] or <NA>", ""] and failed.tolist() == [1]
 
 
 def reference_groups(lo, hi, missing):
@@ -177,6 +192,13 @@ def reference_groups(lo, hi, missing):
         ids.setdefault(t, len(ids))
     inverse = np.array([ids[t] for t in zip(lo.tolist(), hi.tolist(), missing.tolist())])
     return list(ids), inverse
+
+
+def group(lo, hi, missing):
+    """_group_triples on one column of a two-column table (the other column is noise)."""
+    noise = np.arange(len(lo))[::-1]
+    table = [np.column_stack([noise, a]) for a in (lo, hi)]
+    return _group_triples(*table, np.column_stack([noise % 2 == 0, missing]), 1)
 
 
 def classes(draw_values):
@@ -204,10 +226,9 @@ def classes(draw_values):
                  classes(st.integers(0, 2 ** 62))))
 def test_grouping_matches_a_lexsort(case):
     lo, hi, missing = case
-    first, inverse = _group_triples(lo, hi, missing)
+    u_lo, u_hi, u_missing, inverse = group(lo, hi, missing)
     triples, expected_inverse = reference_groups(lo, hi, missing)
-    got = list(zip(lo[first].tolist(), hi[first].tolist(), missing[first].tolist()))
-    assert got == triples
+    assert list(zip(u_lo.tolist(), u_hi.tolist(), u_missing.tolist())) == triples
     assert np.array_equal(inverse, expected_inverse)
 
 
@@ -218,9 +239,9 @@ def test_grouping_long_ties_of_a_wide_lo_fall_back_to_lexsort():
     lo = np.concatenate([np.zeros(200, dtype=np.int64), [2 ** 62, -(2 ** 62)]])
     hi = np.concatenate([rng.integers(0, 2 ** 62, 200), [2 ** 62, 0]])
     missing = rng.random(202) < 0.5
-    first, inverse = _group_triples(lo, hi, missing)
+    u_lo, u_hi, u_missing, inverse = group(lo, hi, missing)
     triples, expected_inverse = reference_groups(lo, hi, missing)
-    assert list(zip(lo[first].tolist(), hi[first].tolist(), missing[first].tolist())) == triples
+    assert list(zip(u_lo.tolist(), u_hi.tolist(), u_missing.tolist())) == triples
     assert np.array_equal(inverse, expected_inverse)
 
 
@@ -362,5 +383,4 @@ def test_ordinal_names_that_read_like_ranges_merge_into_one_value():
 def test_census_like_float_keys_take_no_repr():
     # Whole-unit incomes and cents: every value on the numba path.
     values = np.round(np.random.default_rng(3).lognormal(10, 1, 2000), 2)
-    _, _, failed = _labels.format_keys(float_keys(values), _labels.FMT_FLOAT, 0)
-    assert len(failed) == 0
+    assert not format_values(float_keys(values), _labels.FMT_FLOAT)[1]
