@@ -267,75 +267,10 @@ def _put_datetime(out, pos, v, per_sec):
 
 @njit(cache=True, inline="always")
 def _copy(out, pos, src, s, e):
-    # A byte loop: a slice assignment per string costs more than these few bytes.
+    # A byte loop: a slice assignment per string costs more than its few bytes.
     for i in range(s, e):
         out[pos + i - s] = src[i]
     return pos + e - s
-
-
-@njit(cache=True)
-def take_strings(buf, off, idx):
-    """Strings ``idx[i]`` of ``(buf, off)`` as a new ``(buf, off)``; -1 gives ''."""
-    n = idx.shape[0]
-    new_off = np.empty(n + 1, dtype=np.int64)
-    new_off[0] = 0
-    total = 0
-    for i in range(n):
-        j = idx[i]
-        if j >= 0:
-            total += off[j + 1] - off[j]
-        new_off[i + 1] = total
-    new_buf = np.empty(total, dtype=np.uint8)
-    for i in range(n):
-        j = idx[i]
-        if j >= 0:
-            _copy(new_buf, new_off[i], buf, off[j], off[j + 1])
-    return new_buf, new_off
-
-
-@njit(cache=True, inline="always")
-def _put_value(out, pos, k, fmt, per_sec, t_buf, t_off):
-    """Write one present value; -1 when a float is left to ``repr``."""
-    if fmt == FMT_INT:
-        return _put_int(out, pos, k)
-    if fmt == FMT_FLOAT:
-        return _put_float(out, pos, _decode_float_key(k))
-    if fmt == FMT_DATETIME:
-        return _put_datetime(out, pos, k, per_sec)
-    return _copy(out, pos, t_buf, t_off[k], t_off[k + 1])
-
-
-@njit(cache=True, inline="always")
-def _label_loop(lo, hi, missing, fmt, per_sec, t_buf, t_off, out, off, failed):
-    """Write every label; returns (bytes written, labels failed)."""
-    n_failed = 0
-    pos = 0
-    off[0] = 0
-    for i in range(lo.shape[0]):
-        a, b = lo[i], hi[i]
-        start = pos
-        if a == MISSING_KEY:
-            pos = _put_bytes(out, pos, _NA)
-        else:
-            if a != b:
-                out[pos] = 91  # '['
-                pos += 1
-            pos = _put_value(out, pos, a, fmt, per_sec, t_buf, t_off)
-            if pos >= 0 and a != b:
-                out[pos] = 44  # ','
-                out[pos + 1] = 32
-                pos = _put_value(out, pos + 2, b, fmt, per_sec, t_buf, t_off)
-                if pos >= 0:
-                    out[pos] = 93  # ']'
-                    pos += 1
-            if pos < 0:
-                failed[n_failed] = i
-                n_failed += 1
-                pos = start
-            elif missing[i]:
-                pos = _put_bytes(out, pos, _OR_NA)
-        off[i + 1] = pos
-    return pos, n_failed
 
 
 @njit(cache=True)
@@ -368,28 +303,65 @@ def format_labels(lo, hi, missing, fmt, per_sec, t_buf, t_off):
         (scientific notation, or a shortest form not proven here).
     """
     n = lo.shape[0]
-    widest = _ENTRY_MAX
+    size = n * (2 * _ENTRY_MAX + 4 + _OR_NA.shape[0])
     if fmt == FMT_TABLE:
-        for i in range(t_off.shape[0] - 1):
-            widest = max(widest, t_off[i + 1] - t_off[i])
-    out = np.empty(n * (2 * widest + 4 + _OR_NA.shape[0]), dtype=np.uint8)
+        # Table strings have any length: the exact size.
+        size = 0
+        for i in range(n):
+            a, b = lo[i], hi[i]
+            if a == MISSING_KEY:
+                size += _NA.shape[0]
+                continue
+            size += t_off[a + 1] - t_off[a] + _OR_NA.shape[0] * missing[i]
+            if a != b:
+                size += t_off[b + 1] - t_off[b] + 4
+    out = np.empty(size, dtype=np.uint8)
     off = np.empty(n + 1, dtype=np.int64)
     failed = np.empty(n, dtype=np.int64)
-    # One loop per format, each with its writer inlined under a constant
-    # format: a shared loop branching per value runs several times slower.
-    if fmt == FMT_INT:
-        size, n_failed = _label_loop(lo, hi, missing, FMT_INT, per_sec, t_buf, t_off, out, off,
-                                     failed)
-    elif fmt == FMT_FLOAT:
-        size, n_failed = _label_loop(lo, hi, missing, FMT_FLOAT, per_sec, t_buf, t_off, out,
-                                     off, failed)
-    elif fmt == FMT_DATETIME:
-        size, n_failed = _label_loop(lo, hi, missing, FMT_DATETIME, per_sec, t_buf, t_off, out,
-                                     off, failed)
-    else:
-        size, n_failed = _label_loop(lo, hi, missing, FMT_TABLE, per_sec, t_buf, t_off, out,
-                                     off, failed)
-    return out[:size], off, failed[:n_failed]
+    n_failed = 0
+    pos = 0
+    off[0] = 0
+    for i in range(n):
+        a, b = lo[i], hi[i]
+        start = pos
+        if a == MISSING_KEY:
+            pos = _put_bytes(out, pos, _NA)
+            off[i + 1] = pos
+            continue
+        pair = a != b
+        if pair:
+            out[pos] = 91  # '['
+            pos += 1
+        # One call site per writer: each is inlined once (compile time grows
+        # with every inlined copy).
+        for side in range(2 if pair else 1):
+            if side:
+                out[pos] = 44  # ','
+                out[pos + 1] = 32
+                pos += 2
+            k = b if side else a
+            if fmt == FMT_INT:
+                pos = _put_int(out, pos, k)
+            elif fmt == FMT_FLOAT:
+                pos = _put_float(out, pos, _decode_float_key(k))
+                if pos < 0:
+                    break
+            elif fmt == FMT_DATETIME:
+                pos = _put_datetime(out, pos, k, per_sec)
+            else:
+                pos = _copy(out, pos, t_buf, t_off[k], t_off[k + 1])
+        if pos < 0:
+            failed[n_failed] = i
+            n_failed += 1
+            pos = start
+        else:
+            if pair:
+                out[pos] = 93  # ']'
+                pos += 1
+            if missing[i]:
+                pos = _put_bytes(out, pos, _OR_NA)
+        off[i + 1] = pos
+    return out[:pos], off, failed[:n_failed]
 
 
 @njit(cache=True, inline="always")

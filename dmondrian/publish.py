@@ -267,14 +267,15 @@ def _format_labels(qi: EncodedQI, u_lo, u_hi, u_missing) -> tuple[np.ndarray, np
     buf, off, failed = _labels.format_labels(u_lo, u_hi, u_missing, fmt, per_sec, *table)
     if len(failed):
         # Floats repr writes in scientific notation (or whose shortest form
-        # numba cannot prove): those labels in Python, spliced in by a take
-        # over the formatted labels followed by them.
-        extra = _utf8_table([_python_label(qi, *t) for t in
-                             zip(u_lo[failed], u_hi[failed], u_missing[failed])])
+        # numba cannot prove): those labels in Python, spliced in by copying
+        # strings of a table of the labels followed by them.
+        extra_buf, extra_off = _utf8_table([_python_label(qi, *t) for t in
+                                            zip(u_lo[failed], u_hi[failed], u_missing[failed])])
         idx = np.arange(len(u_lo))
         idx[failed] = len(u_lo) + np.arange(len(failed))
-        buf, off = _labels.take_strings(np.concatenate([buf, extra[0]]),
-                                        np.concatenate([off, off[-1] + extra[1][1:]]), idx)
+        buf, off, _ = _labels.format_labels(
+            idx, idx, np.zeros(len(idx), dtype=bool), _labels.FMT_TABLE, 0,
+            np.concatenate([buf, extra_buf]), np.concatenate([off, off[-1] + extra_off[1:]]))
     return buf, off
 
 
