@@ -297,10 +297,8 @@ def _range_labels(qi: EncodedQI, lo, hi, missing, j: int) -> tuple[pd.Index, np.
     return labels, inverse
 
 
-def _set_label(categories, codes) -> str:
-    if len(codes) == 1:
-        return str(categories[codes[0]])
-    return "{" + ", ".join(str(categories[c]) for c in codes) + "}"
+def _set_label(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else "{" + ", ".join(names) + "}"
 
 
 # Up to this many codes, class sets are compared as bitmasks (64 codes a word).
@@ -308,12 +306,18 @@ _MASK_CODES = 4096
 
 
 def _nominal_labels(qi: EncodedQI, sorted_row, class_of_pos, n_classes):
+    names = [str(c) for c in qi.categories]
     if qi.card <= _MASK_CODES:
         words = (qi.card + 63) // 64
         masks = K.class_code_masks(sorted_row, class_of_pos, n_classes, words).view(np.int64)
         first, inverse = _distinct_rows(*masks.T)
         bits = np.unpackbits(masks[first].view(np.uint8), axis=1, bitorder="little")
-        labels = [_set_label(qi.categories, np.flatnonzero(row)) for row in bits]
+        # Every member of every set in one nonzero (row-major: sets in order,
+        # codes ascending), then one slice of names per set.
+        set_of, codes = np.nonzero(bits)
+        members = [names[c] for c in codes.tolist()]
+        ends = np.cumsum(np.bincount(set_of, minlength=len(first))).tolist()
+        labels = [_set_label(members[a:b]) for a, b in zip([0, *ends[:-1]], ends)]
         return np.asarray(labels, dtype=object), inverse
     offsets, codes = K.class_code_sets(sorted_row, class_of_pos, n_classes)
     cache: dict[bytes, int] = {}
@@ -326,7 +330,7 @@ def _nominal_labels(qi: EncodedQI, sorted_row, class_of_pos, n_classes):
         if idx is None:
             idx = len(labels)
             cache[key] = idx
-            labels.append(_set_label(qi.categories, members))
+            labels.append(_set_label([names[m] for m in members.tolist()]))
         inverse[c] = idx
     return np.asarray(labels, dtype=object), inverse
 
@@ -390,10 +394,14 @@ def class_values(qi: EncodedQI, j: int, generalization: str, stats, sorted_row) 
     return _range_labels(qi, lo, hi, missing, j)
 
 
+# Largest category counts pandas keeps in int8, int16 and int32 codes.
+_CODE_DTYPES = [(np.iinfo(t).max, t) for t in (np.int8, np.int16, np.int32)]
+
+
 def _code_dtype(n_labels: int):
     """The code dtype pandas gives a Categorical of ``n_labels`` categories."""
-    for dtype in (np.int8, np.int16, np.int32):
-        if n_labels < np.iinfo(dtype).max:
+    for bound, dtype in _CODE_DTYPES:
+        if n_labels < bound:
             return dtype
     return np.int64
 
