@@ -385,25 +385,21 @@ def pack_triples(lo, hi, missing, j):
 
     Returns
     -------
-    rows : int64 array
-        The classes whose lo is not ``MISSING_KEY``.
-    lo_r, hi_r, missing_r : arrays
-        Their triples.
-    packed : uint64 array
-        For position ``p`` of ``rows``: a sort key shifted above ``p``, so
-        sorting the words sorts the positions. The key is the whole triple
-        (offsets from the minima) when it fits in the word with ``p``, else
-        the top bits of lo's offset (``exact`` False).
+    triples : int64 array (m, 4)
+        ``lo, hi, missing, class`` of the ``m`` classes whose lo is not
+        ``MISSING_KEY`` (a row of 32 bytes: one cache line a random read).
+    packed : uint64 array (m,)
+        For position ``p``: a sort key shifted above ``p``, so sorting the
+        words sorts the positions. The key is the whole triple (offsets from
+        the minima) when it fits in the word with ``p``, else the top bits of
+        lo's offset (``exact`` False).
     idx_bits : int
         Bits under the key.
     exact : bool
         Whether the key is the whole triple.
     """
     n = lo.shape[0]
-    rows = np.empty(n, dtype=np.int64)
-    lo_r = np.empty(n, dtype=np.int64)
-    hi_r = np.empty(n, dtype=np.int64)
-    missing_r = np.empty(n, dtype=np.bool_)
+    triples = np.empty((n, 4), dtype=np.int64)
     m = 0
     lo_min = hi_min = MISSING_KEY
     lo_max = hi_max = _INT64_MIN
@@ -411,7 +407,7 @@ def pack_triples(lo, hi, missing, j):
         a = lo[r, j]
         if a != MISSING_KEY:
             b = hi[r, j]
-            rows[m], lo_r[m], hi_r[m], missing_r[m] = r, a, b, missing[r, j]
+            triples[m, 0], triples[m, 1], triples[m, 2], triples[m, 3] = a, b, missing[r, j], r
             m += 1
             lo_min, lo_max = min(lo_min, a), max(lo_max, a)
             hi_min, hi_max = min(hi_min, b), max(hi_max, b)
@@ -423,23 +419,22 @@ def pack_triples(lo, hi, missing, j):
     packed = np.empty(m, dtype=np.uint64)
     u_idx, u_hi1, one = np.uint64(idx_bits), np.uint64(hi_bits + 1), np.uint64(1)
     for p in range(m):
-        key = (np.uint64(lo_r[p]) - np.uint64(lo_min)) >> shift
+        key = (np.uint64(triples[p, 0]) - np.uint64(lo_min)) >> shift
         if exact:
-            key = (key << u_hi1) | ((np.uint64(hi_r[p]) - np.uint64(hi_min)) << one)
-            if missing_r[p]:
-                key |= one
+            key = (key << u_hi1) | ((np.uint64(triples[p, 1]) - np.uint64(hi_min)) << one)
+            key |= np.uint64(triples[p, 2])
         packed[p] = (key << u_idx) | np.uint64(p)
-    return rows[:m], lo_r[:m], hi_r[:m], missing_r[:m], packed, idx_bits, exact
+    return triples[:m], packed, idx_bits, exact
 
 
 @njit(cache=True)
-def group_packed(n, rows, lo_r, hi_r, missing_r, packed, idx_bits, exact):
+def group_packed(n, triples, packed, idx_bits, exact):
     """Distinct triples from :func:`pack_triples`' output, its words sorted.
 
     Equal words of an ``exact`` key are one triple; otherwise runs of equal
     key (a prefix of lo) are ordered and split by the whole triple, by
-    insertion. The ``n - len(rows)`` classes with every value missing share
-    one last triple.
+    insertion. The ``n - len(triples)`` classes with every value missing
+    share one last triple.
 
     Returns
     -------
@@ -451,7 +446,7 @@ def group_packed(n, rows, lo_r, hi_r, missing_r, packed, idx_bits, exact):
         False (nothing else meaningful) when a run of equal key is longer
         than ``_INSERTION_RUN``: the caller sorts another way.
     """
-    m = rows.shape[0]
+    m = triples.shape[0]
     mask = np.uint64((1 << idx_bits) - 1)
     u_idx = np.uint64(idx_bits)
     inverse = np.full(n, -1, dtype=np.int64)
@@ -470,9 +465,9 @@ def group_packed(n, rows, lo_r, hi_r, missing_r, packed, idx_bits, exact):
             # One triple (an exact key, or a lone prefix).
             g += 1
             p = np.int64(packed[s] & mask)
-            u_lo[g], u_hi[g], u_missing[g] = lo_r[p], hi_r[p], missing_r[p]
+            u_lo[g], u_hi[g], u_missing[g] = triples[p, 0], triples[p, 1], triples[p, 2]
             for t in range(s, e):
-                inverse[rows[np.int64(packed[t] & mask)]] = g
+                inverse[triples[np.int64(packed[t] & mask), 3]] = g
         else:
             if e - s > _INSERTION_RUN:
                 return inverse, u_lo[:0], u_hi[:0], u_missing[:0], False
@@ -480,16 +475,16 @@ def group_packed(n, rows, lo_r, hi_r, missing_r, packed, idx_bits, exact):
             for t in range(s, e):
                 p = np.int64(packed[t] & mask)
                 q = t - s
-                while q > 0 and _triple_less(lo_r, hi_r, missing_r, p, run[q - 1]):
+                while q > 0 and _triple_less(triples, p, run[q - 1]):
                     run[q] = run[q - 1]
                     q -= 1
                 run[q] = p
             for q in range(e - s):
                 p = run[q]
-                if q == 0 or _triple_less(lo_r, hi_r, missing_r, run[q - 1], p):
+                if q == 0 or _triple_less(triples, run[q - 1], p):
                     g += 1
-                    u_lo[g], u_hi[g], u_missing[g] = lo_r[p], hi_r[p], missing_r[p]
-                inverse[rows[p]] = g
+                    u_lo[g], u_hi[g], u_missing[g] = triples[p, 0], triples[p, 1], triples[p, 2]
+                inverse[triples[p, 3]] = g
         s = e
     if m < n:
         g += 1
@@ -501,10 +496,9 @@ def group_packed(n, rows, lo_r, hi_r, missing_r, packed, idx_bits, exact):
 
 
 @njit(cache=True, inline="always")
-def _triple_less(lo, hi, missing, a, b):
-    """Whether triple ``a`` sorts before triple ``b``."""
-    if lo[a] != lo[b]:
-        return lo[a] < lo[b]
-    if hi[a] != hi[b]:
-        return hi[a] < hi[b]
-    return missing[b] and not missing[a]
+def _triple_less(triples, a, b):
+    """Whether the triple at position ``a`` sorts before the one at ``b``."""
+    for c in range(3):
+        if triples[a, c] != triples[b, c]:
+            return triples[a, c] < triples[b, c]
+    return False

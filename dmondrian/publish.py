@@ -220,23 +220,20 @@ def _group_triples(lo, hi, missing, j: int):
     -------
     u_lo, u_hi, u_missing, inverse : arrays
     """
-    rows, lo_r, hi_r, missing_r, packed, idx_bits, exact = _labels.pack_triples(
-        lo, hi, missing, j)
+    triples, packed, idx_bits, exact = _labels.pack_triples(lo, hi, missing, j)
     packed.sort()
     n = len(lo)
-    inverse, u_lo, u_hi, u_missing, ok = _labels.group_packed(
-        n, rows, lo_r, hi_r, missing_r, packed, idx_bits, exact)
+    inverse, u_lo, u_hi, u_missing, ok = _labels.group_packed(n, triples, packed, idx_bits,
+                                                              exact)
     if not ok:
-        order = np.lexsort((missing_r, hi_r, lo_r))
+        triples = triples[np.lexsort(triples[:, 2::-1].T)]
         # Exact words again: each triple's rank in lexsort order.
-        triples = [lo_r[order], hi_r[order], missing_r[order]]
-        changed = np.zeros(len(order), dtype=np.uint64)
-        for a in triples:
-            changed[1:] |= a[1:] != a[:-1]
-        rank = np.cumsum(changed)
-        packed = (rank << np.uint64(idx_bits)) | np.arange(len(order), dtype=np.uint64)
-        inverse, u_lo, u_hi, u_missing, ok = _labels.group_packed(
-            n, rows[order], *triples, packed, idx_bits, True)
+        changed = np.zeros(len(triples), dtype=np.uint64)
+        changed[1:] = (triples[1:, :3] != triples[:-1, :3]).any(axis=1)
+        packed = (np.cumsum(changed) << np.uint64(idx_bits)) | np.arange(len(triples),
+                                                                           dtype=np.uint64)
+        inverse, u_lo, u_hi, u_missing, ok = _labels.group_packed(n, triples, packed, idx_bits,
+                                                                  True)
     return u_lo, u_hi, u_missing, inverse
 
 
