@@ -477,32 +477,45 @@ def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, priv,
 
 
 @njit(cache=True)
-def _partition(src_keys, src_rows, dst_keys, dst_rows, go_left, j, s, e, n_left,
-               t, eq_value, need_eq, rank, child_lo, child_hi, child_miss):
+def _partition(src, dst, d, j, s, e, n_left, t, eq_value, need_eq, rank,
+               child_lo, child_hi, child_miss):
     """Move the rows of ``[s, e)`` to the other buffer, left child first.
 
-    While moving, it measures each child's bounds and missing count of every
-    QI (``child_*[side, q]``), so the children never rescan for their spans.
+    Every row of the matrix moves (keys, the sensitive codes, the row ids),
+    and then each child's bounds and missing count are measured for the
+    ``d`` QIs (``child_*[side, q]``), so the children never rescan for
+    their spans.
     """
-    row = src_keys[j]
-    use_rank = rank.shape[0] > 0
-    taken = 0
-    for i in range(s, e):
-        go_left[i], taken = _goes_left(row[i], use_rank, rank, t, eq_value, need_eq, taken)
-    d = src_keys.shape[0]
-    # 2-D indexing throughout: a row view per QI would cost a reference-count
-    # round trip each, which dominates on the many small nodes near the leaves.
-    for q in range(d):
-        li = s
-        ri = s + n_left
+    row = src[j]
+    rows = src.shape[0]
+    li = s
+    ri = s + n_left
+    if need_eq == 0 and rank.shape[0] == 0:
+        # The common cut (numeric, strict): a branch-free side test and one
+        # position per row shared by every key row. Moving a whole column
+        # of the matrix at once is ~3x faster than one key row at a time,
+        # whose two write cursors must be recomputed per row.
         for i in range(s, e):
-            # Branch-free: the side is data-dependent and would mispredict.
-            g = go_left[i]
-            dst_keys[q, ri + g * (li - ri)] = src_keys[q, i]
+            g = np.int64(row[i] <= t)
+            p = ri + g * (li - ri)
+            for q in range(rows):
+                dst[q, p] = src[q, i]
             li += g
             ri += 1 - g
-        # Contiguous min/max passes vectorize; tracking both sides inside the
-        # scatter loop would branch on the side again.
+    else:
+        use_rank = rank.shape[0] > 0
+        taken = 0
+        for i in range(s, e):
+            go, taken = _goes_left(row[i], use_rank, rank, t, eq_value, need_eq, taken)
+            g = np.int64(go)
+            p = ri + g * (li - ri)
+            for q in range(rows):
+                dst[q, p] = src[q, i]
+            li += g
+            ri += 1 - g
+    # Contiguous min/max passes vectorize; tracking both sides inside the
+    # move would branch on the side again.
+    for q in range(d):
         for side in range(2):
             a = s if side == 0 else s + n_left
             b = s + n_left if side == 0 else e
@@ -510,7 +523,7 @@ def _partition(src_keys, src_rows, dst_keys, dst_rows, go_left, j, s, e, n_left,
             hi = _INT_MIN
             miss = 0
             for i in range(a, b):
-                v = dst_keys[q, i]
+                v = dst[q, i]
                 is_missing = v == MISSING_KEY
                 miss += is_missing
                 lo = min(lo, v)
@@ -518,17 +531,10 @@ def _partition(src_keys, src_rows, dst_keys, dst_rows, go_left, j, s, e, n_left,
             child_lo[side, q] = lo
             child_hi[side, q] = hi
             child_miss[side, q] = miss
-    li = s
-    ri = s + n_left
-    for i in range(s, e):
-        g = go_left[i]
-        dst_rows[ri + g * (li - ri)] = src_rows[i]
-        li += g
-        ri += 1 - g
 
 
 @njit(cache=True)
-def _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, lo, hi, miss,
+def _split_node(bufs_keys, s, e, depth, buf, lo, hi, miss,
                 child_lo, child_hi, child_miss, kinds, scales, cards, relaxed, priv,
                 max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start,
                 spans_buf, scratch):
@@ -544,8 +550,8 @@ def _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, lo, hi, miss,
     n = e - s
     src_keys = bufs_keys[buf]
     if n >= 2 * priv[0][P_K] and (max_depth < 0 or depth < max_depth):
-        # A sensitive column rides along as the last key row; it is never cut.
-        d = src_keys.shape[0] if priv[0][P_SENS_ROW] < 0 else priv[0][P_SENS_ROW]
+        # Rows of the matrix past the d QIs ride along and are never cut.
+        d = kinds.shape[0]
         spans = spans_buf
         for j in range(d):
             spans[j] = _node_span(src_keys, j, s, e, lo[j], hi[j], miss[j], kinds[j],
@@ -565,19 +571,21 @@ def _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, lo, hi, miss,
                 src_keys, j, s, e, lo[j], hi[j], miss[j], kinds[j], cards[j], relaxed,
                 priv, h_parent, h_lo, h_hi, h_leafnode, hoffs[j], loffs[j], scratch)
             if n_left > 0:
-                _partition(src_keys, bufs_rows[buf], bufs_keys[1 - buf], bufs_rows[1 - buf],
-                           go_left, j, s, e, n_left, t, eq_value, need_eq, rank,
-                           child_lo, child_hi, child_miss)
+                _partition(src_keys, bufs_keys[1 - buf], d, j, s, e, n_left, t, eq_value,
+                           need_eq, rank, child_lo, child_hi, child_miss)
                 return n_left
     if buf == 1:
-        bufs_keys[0][:, s:e] = src_keys[:, s:e]
-        bufs_rows[0][s:e] = bufs_rows[1][s:e]
+        # Explicit loops: a 2-D slice assignment goes through numba's generic
+        # broadcasting, which costs more than the copy on the many tiny classes.
+        for q in range(src_keys.shape[0]):
+            for i in range(s, e):
+                bufs_keys[0, q, i] = src_keys[q, i]
     leaf_start[s] = True
     return 0
 
 
 @njit(cache=True)
-def _run_subtree(bufs_keys, bufs_rows, go_left, s0, e0, depth0, buf0, lo0, hi0, miss0,
+def _run_subtree(bufs_keys, s0, e0, depth0, buf0, lo0, hi0, miss0,
                  kinds, scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
                  h_leafnode, hoffs, loffs, leaf_start):
     """Finish one subtree depth-first."""
@@ -600,7 +608,7 @@ def _run_subtree(bufs_keys, bufs_rows, go_left, s0, e0, depth0, buf0, lo0, hi0, 
     while top > 0:
         top -= 1
         s, e, depth, buf = st[top, 0], st[top, 1], st[top, 2], st[top, 3]
-        n_left = _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, st_lo[top],
+        n_left = _split_node(bufs_keys, s, e, depth, buf, st_lo[top],
                              st_hi[top], st_miss[top], child_lo, child_hi, child_miss, kinds,
                              scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
                              h_leafnode, hoffs, loffs, leaf_start, spans_buf, scratch)
@@ -629,7 +637,7 @@ def _grow(a):
 
 
 @njit(cache=True, parallel=True)
-def _split_level(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
+def _split_level(bufs_keys, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
                  cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs,
                  loffs, leaf_start):
     """Split every node of one breadth-first level, in parallel.
@@ -643,7 +651,7 @@ def _split_level(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds
     c_hi = np.empty((m, 2, d), dtype=np.int64)
     c_miss = np.empty((m, 2, d), dtype=np.int64)
     for i in prange(m):
-        lefts[i] = _split_node(bufs_keys, bufs_rows, go_left, fr[i, 0], fr[i, 1], fr[i, 2],
+        lefts[i] = _split_node(bufs_keys, fr[i, 0], fr[i, 1], fr[i, 2],
                                fr[i, 3], fr_lo[i], fr_hi[i], fr_miss[i], c_lo[i], c_hi[i],
                                c_miss[i], kinds, scales, cards, relaxed, priv, max_depth,
                                h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start,
@@ -652,12 +660,12 @@ def _split_level(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds
 
 
 @njit(cache=True, parallel=True)
-def _run_subtrees(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
+def _run_subtrees(bufs_keys, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
                   cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs,
                   loffs, leaf_start):
     """Finish independent subtrees depth-first, one per thread at a time."""
     for i in prange(fr.shape[0]):
-        _run_subtree(bufs_keys, bufs_rows, go_left, fr[i, 0], fr[i, 1], fr[i, 2], fr[i, 3],
+        _run_subtree(bufs_keys, fr[i, 0], fr[i, 1], fr[i, 2], fr[i, 3],
                      fr_lo[i], fr_hi[i], fr_miss[i], kinds, scales, cards, relaxed, priv,
                      max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start)
 
@@ -690,13 +698,15 @@ def _next_level(fr, lefts, c_lo, c_hi, c_miss):
 @njit(cache=True)
 def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth,
                        h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs):
-    """Run Mondrian over a ``(d, n)`` key matrix.
+    """Run Mondrian over a key matrix of ``d`` QIs and ``n`` rows.
 
     Parameters
     ----------
-    bufs_keys : int64 array (2, d, n)
-        The kernel's double buffer; ``bufs_keys[0]`` holds the
-        order-preserving keys, one row per QI (see :mod:`dmondrian.qi`).
+    bufs_keys : int64 array (2, r, n)
+        The kernel's double buffer. ``bufs_keys[0]`` holds, one row each, the
+        ``d`` QIs' order-preserving keys (see :mod:`dmondrian.qi`), then any
+        rows that only ride along (the sensitive codes at row ``d`` when a
+        sensitive constraint is on), and last the row numbers ``0..n-1``.
     kinds, scales, cards : arrays (d,)
         Per QI: kernel kind, global scale normalizing spans, and code
         cardinality (nominal kinds).
@@ -712,18 +722,14 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth
     Returns
     -------
     order : int64 array (n,)
-        Row numbers in class order.
+        Row numbers in class order (a view of ``bufs_keys[0, -1]``).
     class_start : bool array (n,)
         True at the first position of each class in ``order``.
     sorted_keys : int64 array (d, n)
-        The keys in class order (a view of ``bufs_keys[0]``).
+        The keys in class order (a view of ``bufs_keys[0, :d]``).
     """
-    d, n = bufs_keys.shape[1], bufs_keys.shape[2]
+    d, n = kinds.shape[0], bufs_keys.shape[2]
     keys = bufs_keys[0]
-    bufs_rows = np.empty((2, n), dtype=np.int64)
-    for i in range(n):
-        bufs_rows[0, i] = i
-    go_left = np.empty(n, dtype=np.uint8)
     leaf_start = np.zeros(n, dtype=np.bool_)
 
     fr = np.zeros((1, 4), dtype=np.int64)
@@ -735,22 +741,22 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth
         fr_lo[0, j], fr_hi[0, j], fr_miss[0, j] = _segment_stats(keys[j], 0, n)
     if n < _PARALLEL_MIN_ROWS:
         # Thread start-up and hand-over cost more than small tables take.
-        _run_subtree(bufs_keys, bufs_rows, go_left, 0, n, 0, 0, fr_lo[0], fr_hi[0], fr_miss[0],
+        _run_subtree(bufs_keys, 0, n, 0, 0, fr_lo[0], fr_hi[0], fr_miss[0],
                      kinds, scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
                      h_leafnode, hoffs, loffs, leaf_start)
-        return bufs_rows[0], leaf_start, bufs_keys[0]
+        return bufs_keys[0, -1], leaf_start, bufs_keys[0, :d]
     # Breadth-first top levels, each level's nodes split in parallel, until
     # there are enough independent subtrees to keep every thread busy.
     while 0 < fr.shape[0] < _PARALLEL_FRONTIER:
         lefts, c_lo, c_hi, c_miss = _split_level(
-            bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales, cards,
+            bufs_keys, fr, fr_lo, fr_hi, fr_miss, kinds, scales, cards,
             relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
             leaf_start)
         fr, fr_lo, fr_hi, fr_miss = _next_level(fr, lefts, c_lo, c_hi, c_miss)
-    _run_subtrees(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
+    _run_subtrees(bufs_keys, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
                   cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs,
                   loffs, leaf_start)
-    return bufs_rows[0], leaf_start, bufs_keys[0]
+    return bufs_keys[0, -1], leaf_start, bufs_keys[0, :d]
 
 
 @njit(cache=True)
