@@ -759,7 +759,7 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth
     return bufs_keys[0, -1], leaf_start, bufs_keys[0, :d]
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def class_statistics(sorted_keys, class_start, kinds, cards):
     """Per-class bounds of every QI, read from the class-ordered key matrix.
 
@@ -777,36 +777,52 @@ def class_statistics(sorted_keys, class_start, kinds, cards):
         Number of present (non-missing) values.
     """
     d, n = sorted_keys.shape
+    starts = np.flatnonzero(class_start)
+    n_classes = starts.shape[0]
     class_of_pos = np.empty(n, dtype=np.int64)
-    c = -1
-    for i in range(n):
-        if class_start[i]:
-            c += 1
-        class_of_pos[i] = c
-    n_classes = c + 1
-    lo = np.full((n_classes, d), MISSING_KEY, dtype=np.int64)
-    hi = np.full((n_classes, d), np.iinfo(np.int64).min, dtype=np.int64)
-    missing = np.zeros((n_classes, d), dtype=np.bool_)
-    total = np.zeros((n_classes, d), dtype=np.float64)
-    present = np.zeros((n_classes, d), dtype=np.int64)
-    for j in range(d):
-        row = sorted_keys[j]
-        kind = kinds[j]
-        numeric = kind == KIND_INT or kind == KIND_FLOAT
-        for i in range(n):
-            c = class_of_pos[i]
-            v = row[i]
-            if v == MISSING_KEY:
-                missing[c, j] = True
-                continue
-            present[c, j] += 1
-            if v < lo[c, j]:
-                lo[c, j] = v
-            if v > hi[c, j]:
-                hi[c, j] = v
-            if numeric:
-                total[c, j] += _key_value(v, kind)
+    lo = np.empty((n_classes, d), dtype=np.int64)
+    hi = np.empty((n_classes, d), dtype=np.int64)
+    missing = np.empty((n_classes, d), dtype=np.bool_)
+    total = np.empty((n_classes, d), dtype=np.float64)
+    present = np.empty((n_classes, d), dtype=np.int64)
+    # Classes are independent contiguous runs: threads take whole classes, and
+    # each sum runs in position order, so results do not depend on threading.
+    for c in prange(n_classes):
+        s = starts[c]
+        e = starts[c + 1] if c + 1 < n_classes else n
+        for i in range(s, e):
+            class_of_pos[i] = c
+        for j in range(d):
+            kind = kinds[j]
+            numeric = kind == KIND_INT or kind == KIND_FLOAT
+            c_lo = MISSING_KEY
+            c_hi = _INT_MIN
+            c_total = 0.0
+            c_present = 0
+            for i in range(s, e):
+                v = sorted_keys[j, i]
+                if v == MISSING_KEY:
+                    continue
+                c_present += 1
+                c_lo = min(c_lo, v)
+                c_hi = max(c_hi, v)
+                if numeric:
+                    c_total += _key_value(v, kind)
+            lo[c, j] = c_lo
+            hi[c, j] = c_hi
+            missing[c, j] = c_present < e - s
+            total[c, j] = c_total
+            present[c, j] = c_present
     return class_of_pos, lo, hi, missing, total, present
+
+
+@njit(cache=True, parallel=True)
+def rows_to_classes(order, class_of_pos):
+    """Class id of every row in input order (``order`` lists rows by position)."""
+    class_of_row = np.empty_like(class_of_pos)
+    for i in prange(order.shape[0]):
+        class_of_row[order[i]] = class_of_pos[i]
+    return class_of_row
 
 
 @njit(cache=True)

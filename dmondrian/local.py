@@ -161,8 +161,7 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
         bufs, kinds, scales, cards, mode == "relaxed", (ip, privacy.fp, privacy.q),
         int(max_depth), h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs)
     stats = K.class_statistics(sorted_keys, class_start, kinds, cards)
-    class_of_row = np.empty_like(order)
-    class_of_row[order] = stats[0]
+    class_of_row = K.rows_to_classes(order, stats[0])
     return Partitioning(class_of_row, int(stats[1].shape[0]), stats, sorted_keys)
 
 
