@@ -192,14 +192,42 @@ def _cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv):
     return _hist_ok(left, n_left, ip, fp, q) and _hist_ok(total - left, n - n_left, ip, fp, q)
 
 
+@njit(cache=True, inline="always")
+def _popcount(x):
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+# Nominal QIs with at most this many codes count a node's distinct codes
+# with a one-word bitmask while its rows are moved, instead of a pass of
+# their own with a table per node.
+_MASK_CARD = 64
+
+
 @njit(cache=True)
-def _segment_stats(row, s, e):
-    """(lowest present key, highest present key, number of missing) of a segment."""
+def _column_stats(mat, q, s, e, kind, card):
+    """Per-QI statistics of rows ``[s, e)``: ``(lo, hi, aux)``.
+
+    For ordered kinds, the lowest and highest present key and ``aux`` the
+    number of missing values. For nominal kinds ``aux`` is the number of
+    distinct codes (missing is a code of its own), or -1 when the QI has too
+    many codes for a bitmask and the span must count them itself.
+    """
+    if kind == KIND_NOMINAL:
+        if card > _MASK_CARD:
+            return 0, 0, -1
+        mask = np.uint64(0)
+        one = np.uint64(1)
+        for i in range(s, e):
+            mask |= one << np.uint64(mat[q, i])
+        return 0, 0, _popcount(mask)
     lo = MISSING_KEY
     hi = _INT_MIN
     miss = 0
     for i in range(s, e):
-        v = row[i]
+        v = mat[q, i]
         is_missing = v == MISSING_KEY
         miss += is_missing
         lo = min(lo, v)  # MISSING_KEY is the largest key: it never lowers lo
@@ -212,21 +240,23 @@ def _node_span(keys, j, s, e, lo, hi, miss, kind, scale, card,
                h_parent, h_lo, h_hi, h_leafnode, hoff, loff):
     """Normalized span of QI ``j`` over rows ``[s, e)``: the NCP its range would cost.
 
-    ``lo``, ``hi`` and ``miss`` are the node's bounds of the QI (present
-    values) and its number of missing values, maintained by the parent's
-    split so no pass over the rows is needed except for nominal QIs.
+    ``lo``, ``hi`` and ``miss`` are the node's statistics of the QI (see
+    :func:`_column_stats`), measured by the parent's split so no pass over
+    the rows is needed (except for nominal QIs with many codes).
     """
     if scale <= 0.0:
         return 0.0
     if kind == KIND_NOMINAL:
-        row = keys[j]
-        seen = np.zeros(card, dtype=np.bool_)
-        distinct = 0
-        for i in range(s, e):
-            c = row[i]
-            if not seen[c]:
-                seen[c] = True
-                distinct += 1
+        distinct = miss  # see _column_stats
+        if distinct < 0:
+            row = keys[j]
+            seen = np.zeros(card, dtype=np.bool_)
+            distinct = 0
+            for i in range(s, e):
+                c = row[i]
+                if not seen[c]:
+                    seen[c] = True
+                    distinct += 1
         return (distinct - 1) / scale
     if lo == MISSING_KEY:  # only missing values: nothing to cut
         return 0.0
@@ -478,13 +508,13 @@ def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, priv,
 
 @njit(cache=True)
 def _partition(src, dst, d, j, s, e, n_left, t, eq_value, need_eq, rank,
-               child_lo, child_hi, child_miss):
+               child_lo, child_hi, child_miss, kinds, cards):
     """Move the rows of ``[s, e)`` to the other buffer, left child first.
 
     Every row of the matrix moves (keys, the sensitive codes, the row ids),
-    and then each child's bounds and missing count are measured for the
-    ``d`` QIs (``child_*[side, q]``), so the children never rescan for
-    their spans.
+    and then each child's statistics are measured for the ``d`` QIs
+    (``child_*[side, q]``, see :func:`_column_stats`), so the children never
+    rescan for their spans.
     """
     row = src[j]
     rows = src.shape[0]
@@ -513,24 +543,14 @@ def _partition(src, dst, d, j, s, e, n_left, t, eq_value, need_eq, rank,
                 dst[q, p] = src[q, i]
             li += g
             ri += 1 - g
-    # Contiguous min/max passes vectorize; tracking both sides inside the
-    # move would branch on the side again.
+    # Contiguous passes vectorize; tracking both sides inside the move would
+    # branch on the side again.
     for q in range(d):
         for side in range(2):
             a = s if side == 0 else s + n_left
             b = s + n_left if side == 0 else e
-            lo = MISSING_KEY
-            hi = _INT_MIN
-            miss = 0
-            for i in range(a, b):
-                v = dst[q, i]
-                is_missing = v == MISSING_KEY
-                miss += is_missing
-                lo = min(lo, v)
-                hi = max(hi, _INT_MIN if is_missing else v)
-            child_lo[side, q] = lo
-            child_hi[side, q] = hi
-            child_miss[side, q] = miss
+            child_lo[side, q], child_hi[side, q], child_miss[side, q] = _column_stats(
+                dst, q, a, b, kinds[q], cards[q])
 
 
 @njit(cache=True)
@@ -572,7 +592,7 @@ def _split_node(bufs_keys, s, e, depth, buf, lo, hi, miss,
                 priv, h_parent, h_lo, h_hi, h_leafnode, hoffs[j], loffs[j], scratch)
             if n_left > 0:
                 _partition(src_keys, bufs_keys[1 - buf], d, j, s, e, n_left, t, eq_value,
-                           need_eq, rank, child_lo, child_hi, child_miss)
+                           need_eq, rank, child_lo, child_hi, child_miss, kinds, cards)
                 return n_left
     if buf == 1:
         # Explicit loops: a 2-D slice assignment goes through numba's generic
@@ -738,7 +758,8 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth
     fr_hi = np.empty((1, d), dtype=np.int64)
     fr_miss = np.empty((1, d), dtype=np.int64)
     for j in range(d):
-        fr_lo[0, j], fr_hi[0, j], fr_miss[0, j] = _segment_stats(keys[j], 0, n)
+        fr_lo[0, j], fr_hi[0, j], fr_miss[0, j] = _column_stats(keys, j, 0, n, kinds[j],
+                                                                cards[j])
     if n < _PARALLEL_MIN_ROWS:
         # Thread start-up and hand-over cost more than small tables take.
         _run_subtree(bufs_keys, 0, n, 0, 0, fr_lo[0], fr_hi[0], fr_miss[0],

@@ -268,7 +268,7 @@ def _encode_nominal(series: pd.Series) -> EncodedQI:
     missing = codes < 0
     card = len(categories) + 1  # the last code stands for missing
     keys = np.where(missing, card - 1, codes)
-    distinct = len(np.unique(keys))
+    distinct = int(np.count_nonzero(np.bincount(keys, minlength=card)))
     return EncodedQI(series.name, QIKind.NOMINAL, K.KIND_NOMINAL, keys, float(distinct - 1),
                      card=card, categories=[*categories, MISSING_LABEL], dtype=series.dtype)
 
