@@ -780,35 +780,13 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth
     return bufs_keys[0, -1], leaf_start, bufs_keys[0, :d]
 
 
-@njit(cache=True, parallel=True)
-def class_statistics(sorted_keys, class_start, kinds, cards):
-    """Per-class bounds of every QI, read from the class-ordered key matrix.
-
-    Returns
-    -------
-    class_of_pos : int64 array (n,)
-        Class id of each position.
-    lo, hi : int64 arrays (n_classes, d)
-        Smallest and largest present key (``MISSING_KEY`` when all missing).
-    missing : bool array (n_classes, d)
-        Whether the class holds a missing value.
-    total : float64 array (n_classes, d)
-        Sum of decoded present values (numeric kinds), for mean generalization.
-    present : int64 array (n_classes, d)
-        Number of present (non-missing) values.
-    """
+@njit(cache=True)
+def _class_stats_range(sorted_keys, starts, kinds, c0, c1, class_of_pos, lo, hi, missing,
+                       total, present):
+    """Fill the statistics of classes ``c0..c1-1`` (see :func:`class_statistics`)."""
     d, n = sorted_keys.shape
-    starts = np.flatnonzero(class_start)
     n_classes = starts.shape[0]
-    class_of_pos = np.empty(n, dtype=np.int64)
-    lo = np.empty((n_classes, d), dtype=np.int64)
-    hi = np.empty((n_classes, d), dtype=np.int64)
-    missing = np.empty((n_classes, d), dtype=np.bool_)
-    total = np.empty((n_classes, d), dtype=np.float64)
-    present = np.empty((n_classes, d), dtype=np.int64)
-    # Classes are independent contiguous runs: threads take whole classes, and
-    # each sum runs in position order, so results do not depend on threading.
-    for c in prange(n_classes):
+    for c in range(c0, c1):
         s = starts[c]
         e = starts[c + 1] if c + 1 < n_classes else n
         for i in range(s, e):
@@ -834,15 +812,73 @@ def class_statistics(sorted_keys, class_start, kinds, cards):
             missing[c, j] = c_present < e - s
             total[c, j] = c_total
             present[c, j] = c_present
+
+
+# Work is handed to threads in this many chunks, so uneven chunks even out.
+_CHUNKS = 64
+
+
+@njit(cache=True, parallel=True)
+def _class_stats_parallel(sorted_keys, starts, kinds, class_of_pos, lo, hi, missing, total,
+                          present):
+    m = starts.shape[0]
+    for b in prange(_CHUNKS):
+        _class_stats_range(sorted_keys, starts, kinds, b * m // _CHUNKS, (b + 1) * m // _CHUNKS,
+                           class_of_pos, lo, hi, missing, total, present)
+
+
+@njit(cache=True)
+def class_statistics(sorted_keys, class_start, kinds, cards):
+    """Per-class bounds of every QI, read from the class-ordered key matrix.
+
+    Returns
+    -------
+    class_of_pos : int64 array (n,)
+        Class id of each position.
+    lo, hi : int64 arrays (n_classes, d)
+        Smallest and largest present key (``MISSING_KEY`` when all missing).
+    missing : bool array (n_classes, d)
+        Whether the class holds a missing value.
+    total : float64 array (n_classes, d)
+        Sum of decoded present values (numeric kinds), for mean generalization.
+    present : int64 array (n_classes, d)
+        Number of present (non-missing) values.
+    """
+    d, n = sorted_keys.shape
+    starts = np.flatnonzero(class_start)
+    m = starts.shape[0]
+    class_of_pos = np.empty(n, dtype=np.int64)
+    lo = np.empty((m, d), dtype=np.int64)
+    hi = np.empty((m, d), dtype=np.int64)
+    missing = np.empty((m, d), dtype=np.bool_)
+    total = np.empty((m, d), dtype=np.float64)
+    present = np.empty((m, d), dtype=np.int64)
+    # Classes are independent contiguous runs, and each sum runs in position
+    # order, so the result does not depend on how threads share them.
+    if n < _PARALLEL_MIN_ROWS:
+        _class_stats_range(sorted_keys, starts, kinds, 0, m, class_of_pos, lo, hi, missing,
+                           total, present)
+    else:
+        _class_stats_parallel(sorted_keys, starts, kinds, class_of_pos, lo, hi, missing, total,
+                              present)
     return class_of_pos, lo, hi, missing, total, present
 
 
 @njit(cache=True, parallel=True)
+def _scatter_parallel(order, values, out):
+    for i in prange(order.shape[0]):
+        out[order[i]] = values[i]
+
+
+@njit(cache=True)
 def rows_to_classes(order, class_of_pos):
     """Class id of every row in input order (``order`` lists rows by position)."""
     class_of_row = np.empty_like(class_of_pos)
-    for i in prange(order.shape[0]):
-        class_of_row[order[i]] = class_of_pos[i]
+    if order.shape[0] < _PARALLEL_MIN_ROWS:
+        for i in range(order.shape[0]):
+            class_of_row[order[i]] = class_of_pos[i]
+    else:
+        _scatter_parallel(order, class_of_pos, class_of_row)
     return class_of_row
 
 
