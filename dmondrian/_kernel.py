@@ -236,6 +236,18 @@ def _column_stats(mat, q, s, e, kind, card):
 
 
 @njit(cache=True)
+def _distinct_codes(keys, j, s, e, card):
+    """Number of distinct codes of nominal QI ``j`` in rows ``[s, e)``."""
+    seen = np.zeros(card, dtype=np.bool_)
+    distinct = 0
+    for i in range(s, e):
+        c = keys[j, i]
+        distinct += not seen[c]
+        seen[c] = True
+    return distinct
+
+
+@njit(cache=True)
 def _node_span(keys, j, s, e, lo, hi, miss, kind, scale, card,
                h_parent, h_lo, h_hi, h_leafnode, hoff, loff):
     """Normalized span of QI ``j`` over rows ``[s, e)``: the NCP its range would cost.
@@ -247,16 +259,7 @@ def _node_span(keys, j, s, e, lo, hi, miss, kind, scale, card,
     if scale <= 0.0:
         return 0.0
     if kind == KIND_NOMINAL:
-        distinct = miss  # see _column_stats
-        if distinct < 0:
-            row = keys[j]
-            seen = np.zeros(card, dtype=np.bool_)
-            distinct = 0
-            for i in range(s, e):
-                c = row[i]
-                if not seen[c]:
-                    seen[c] = True
-                    distinct += 1
+        distinct = miss if miss >= 0 else _distinct_codes(keys, j, s, e, card)
         return (distinct - 1) / scale
     if lo == MISSING_KEY:  # only missing values: nothing to cut
         return 0.0
@@ -642,11 +645,15 @@ def _run_subtree(bufs_keys, s0, e0, depth0, buf0, lo0, hi0, miss0,
         mid = s + n_left
         # Right child below the left one, so the left is finished first.
         st[top, 0], st[top, 1], st[top, 2], st[top, 3] = mid, e, depth + 1, 1 - buf
-        st_lo[top], st_hi[top], st_miss[top] = child_lo[1], child_hi[1], child_miss[1]
-        top += 1
-        st[top, 0], st[top, 1], st[top, 2], st[top, 3] = s, mid, depth + 1, 1 - buf
-        st_lo[top], st_hi[top], st_miss[top] = child_lo[0], child_hi[0], child_miss[0]
-        top += 1
+        st[top + 1, 0], st[top + 1, 1], st[top + 1, 2], st[top + 1, 3] = s, mid, depth + 1, 1 - buf
+        # Element loops: numba's row-slice assignment goes through generic
+        # broadcasting, which costs more than the copy on these tiny rows.
+        for q in range(d):
+            st_lo[top, q], st_hi[top, q], st_miss[top, q] = (
+                child_lo[1, q], child_hi[1, q], child_miss[1, q])
+            st_lo[top + 1, q], st_hi[top + 1, q], st_miss[top + 1, q] = (
+                child_lo[0, q], child_hi[0, q], child_miss[0, q])
+        top += 2
 
 
 @njit(cache=True)
