@@ -44,10 +44,11 @@ def int_keys(raw, missing):
 
 
 @njit(cache=True)
-def datetime_keys(raw):
-    """Keys of datetime64 values viewed as int64 (NaT is ``INT64_MIN``).
+def sentinel_keys(raw, missing_at_or_below):
+    """Keys of int64 values where any value ``<= missing_at_or_below`` is missing.
 
-    Returns ``(keys, lo, hi)``.
+    Datetimes viewed as int64 mark NaT as ``INT64_MIN``; category codes mark
+    missing as -1. Returns ``(keys, lo, hi)``.
     """
     n = raw.shape[0]
     keys = np.empty(n, dtype=np.int64)
@@ -55,7 +56,7 @@ def datetime_keys(raw):
     hi = _INT_MIN
     for i in range(n):
         v = raw[i]
-        if v == _INT_MIN:
+        if v <= missing_at_or_below:
             keys[i] = MISSING_KEY
             continue
         keys[i] = v
@@ -96,20 +97,3 @@ def float_keys(values):
         hi = max(hi, b)
     return keys, lo, hi, first_inf
 
-
-@njit(cache=True)
-def code_keys(codes):
-    """Keys of category codes (int64; -1 is missing). Returns ``(keys, lo, hi)``."""
-    n = codes.shape[0]
-    keys = np.empty(n, dtype=np.int64)
-    lo = MISSING_KEY
-    hi = _INT_MIN
-    for i in range(n):
-        v = codes[i]
-        if v < 0:
-            keys[i] = MISSING_KEY
-            continue
-        keys[i] = v
-        lo = min(lo, v)
-        hi = max(hi, v)
-    return keys, lo, hi

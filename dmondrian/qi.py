@@ -226,7 +226,8 @@ def _encode_datetime(series: pd.Series) -> EncodedQI:
     values = series.to_numpy() if tz is None else series.dt.tz_convert("UTC").dt.tz_localize(
         None).to_numpy()
     unit = np.datetime_data(values.dtype)[0]
-    keys, lo, hi = _keys.datetime_keys(np.ascontiguousarray(values).view(np.int64))
+    keys, lo, hi = _keys.sentinel_keys(np.ascontiguousarray(values).view(np.int64),
+                                       np.iinfo(np.int64).min)
     scale = float(hi) - float(lo) if lo != K.MISSING_KEY else 0.0
     return EncodedQI(name, QIKind.DATETIME, K.KIND_INT, keys, scale, value_type=unit, tz=tz,
                      dtype=dtype)
@@ -238,7 +239,7 @@ def _encode_ordinal(series: pd.Series) -> EncodedQI:
         raise UnsupportedDtypeError(
             name, f"column {name!r} must be a pandas Categorical to be ordinal, not {series.dtype}"
         )
-    keys, lo, hi = _keys.code_keys(series.cat.codes.to_numpy().astype(np.int64))
+    keys, lo, hi = _keys.sentinel_keys(series.cat.codes.to_numpy().astype(np.int64), -1)
     scale = float(hi - lo) if lo != K.MISSING_KEY else 0.0
     return EncodedQI(name, QIKind.ORDINAL, K.KIND_ORDINAL, keys, scale,
                      categories=list(series.cat.categories), dtype=series.dtype)
