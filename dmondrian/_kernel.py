@@ -161,7 +161,7 @@ def _goes_left(key, use_rank, rank, t, eq_value, need_eq, taken):
     return False, taken
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv):
     """The one place that decides whether a cut may happen.
 
@@ -206,7 +206,7 @@ def _popcount(x):
 _MASK_CARD = 64
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _column_stats(mat, q, s, e, kind, card):
     """Per-QI statistics of rows ``[s, e)``: ``(lo, hi, aux)``.
 
@@ -247,7 +247,7 @@ def _distinct_codes(keys, j, s, e, card):
     return distinct
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _node_span(keys, j, s, e, lo, hi, miss, kind, scale, card,
                h_parent, h_lo, h_hi, h_leafnode, hoff, loff):
     """Normalized span of QI ``j`` over rows ``[s, e)``: the NCP its range would cost.
@@ -413,7 +413,7 @@ def _rank_at(cum, pos):
     return r
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _choose(keys, j, s, e, l1, t1, l2, t2, rank, priv):
     """Pick the allowed cut nearest the middle among ``<= t1`` and ``<= t2``.
 
@@ -509,7 +509,7 @@ def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, priv,
     return 0, 0, 0, 0, no_rank
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _partition(src, dst, d, j, s, e, n_left, t, eq_value, need_eq, rank,
                child_lo, child_hi, child_miss, kinds, cards):
     """Move the rows of ``[s, e)`` to the other buffer, left child first.
