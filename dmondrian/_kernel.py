@@ -570,9 +570,8 @@ def _split_node(bufs_keys, s, e, depth, buf, lo, hi, miss,
     that is not split becomes a class: its data is brought to buffer 0 (where
     the class statistics are read) and its first position is flagged.
     """
-    n = e - s
     src_keys = bufs_keys[buf]
-    if n >= 2 * priv[0][P_K] and (max_depth < 0 or depth < max_depth):
+    if not _is_class(e - s, depth, priv, max_depth):
         # Rows of the matrix past the d QIs ride along and are never cut.
         d = kinds.shape[0]
         spans = spans_buf
@@ -597,14 +596,26 @@ def _split_node(bufs_keys, s, e, depth, buf, lo, hi, miss,
                 _partition(src_keys, bufs_keys[1 - buf], d, j, s, e, n_left, t, eq_value,
                            need_eq, rank, child_lo, child_hi, child_miss, kinds, cards)
                 return n_left
+    _make_class(bufs_keys, s, e, buf, leaf_start)
+    return 0
+
+
+@njit(cache=True, inline="always", _nrt=False)
+def _make_class(bufs_keys, s, e, buf, leaf_start):
+    """Make node ``[s, e)`` a class: bring its rows to buffer 0 and flag its start."""
     if buf == 1:
         # Explicit loops: a 2-D slice assignment goes through numba's generic
         # broadcasting, which costs more than the copy on the many tiny classes.
-        for q in range(src_keys.shape[0]):
+        for q in range(bufs_keys.shape[1]):
             for i in range(s, e):
-                bufs_keys[0, q, i] = src_keys[q, i]
+                bufs_keys[0, q, i] = bufs_keys[1, q, i]
     leaf_start[s] = True
-    return 0
+
+
+@njit(cache=True, inline="always")
+def _is_class(n, depth, priv, max_depth):
+    """Whether a node of ``n`` rows at ``depth`` can only be a class (no split tried)."""
+    return n < 2 * priv[0][P_K] or (max_depth >= 0 and depth >= max_depth)
 
 
 @njit(cache=True)
@@ -631,6 +642,10 @@ def _run_subtree(bufs_keys, s0, e0, depth0, buf0, lo0, hi0, miss0,
     while top > 0:
         top -= 1
         s, e, depth, buf = st[top, 0], st[top, 1], st[top, 2], st[top, 3]
+        if _is_class(e - s, depth, priv, max_depth):
+            # Most nodes near the leaves: skip the call and its many arguments.
+            _make_class(bufs_keys, s, e, buf, leaf_start)
+            continue
         n_left = _split_node(bufs_keys, s, e, depth, buf, st_lo[top],
                              st_hi[top], st_miss[top], child_lo, child_hi, child_miss, kinds,
                              scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
