@@ -17,7 +17,10 @@ d. First call in a fresh interpreter: import + one small anonymize, with the
    numba cache on disk warm, and cold (empty cache dir: JIT compilation).
 
 Machines here are shared and noisy: each case reports the best of
-``--repeat`` runs, and case c is a ratio of two timings taken side by side.
+``--repeat`` runs (with that run's CPU seconds, all threads, which load from
+other processes inflates less than wall time), and case c is a ratio of two
+timings taken side by side. Cases a to c also report one more run split into
+its stages (encode, partition, publish) to show where the time goes.
 """
 
 from __future__ import annotations
@@ -41,13 +44,28 @@ K = 10
 
 
 def best_of(fn, repeat):
-    times = []
+    """Best wall time of ``repeat`` calls, the CPU time of that call, and its result."""
+    best = (float("inf"), 0.0)
     result = None
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), result
+        best = min(best, (time.perf_counter() - t0, time.process_time() - c0))
+    return best, result
+
+
+def stages(df, qis):
+    """Seconds of each stage of one ``anonymize`` call: encode, partition, publish."""
+    from dmondrian import local
+
+    t0 = time.perf_counter()
+    encoded = local.encode_table(df, qis)
+    t1 = time.perf_counter()
+    part = local.partition(encoded, K)
+    t2 = time.perf_counter()
+    local.publish(df, encoded, part)
+    t3 = time.perf_counter()
+    return {"encode": t1 - t0, "partition": t2 - t1, "publish": t3 - t2}
 
 
 def case_adult(repeat):
@@ -58,20 +76,22 @@ def case_adult(repeat):
     except dmondrian.errors.DMondrianError as exc:
         return {"case": "a", "skipped": str(exc)}
     dmondrian.anonymize(adult, ADULT_QUASI_IDENTIFIERS, K)  # warm caches
-    seconds, out = best_of(lambda: dmondrian.anonymize(adult, ADULT_QUASI_IDENTIFIERS, K),
-                           repeat)
+    (seconds, cpu), out = best_of(
+        lambda: dmondrian.anonymize(adult, ADULT_QUASI_IDENTIFIERS, K), repeat)
     classes = out.groupby(ADULT_QUASI_IDENTIFIERS, observed=True).ngroups
     return {"case": "a", "what": "Adult 30,162 rows x 8 QIs, k=10", "rows": len(adult),
-            "seconds": seconds, "classes": classes, "target_seconds": 0.050}
+            "seconds": seconds, "cpu_seconds": cpu, "classes": classes,
+            "stages": stages(adult, ADULT_QUASI_IDENTIFIERS), "target_seconds": 0.050}
 
 
 def case_numeric(repeat, n_rows):
     df = make_census(n_rows, seed=1, columns=["age", "zip", "income", "birth_date"])
     qis = ["age", "zip", "income", "birth_date"]
     dmondrian.anonymize(df.head(10_000), qis, K)
-    seconds, out = best_of(lambda: dmondrian.anonymize(df, qis, K), repeat)
+    (seconds, cpu), out = best_of(lambda: dmondrian.anonymize(df, qis, K), repeat)
     return {"case": "b", "what": f"{n_rows:,} rows x 4 numeric QIs, k=10", "rows": n_rows,
-            "seconds": seconds, "target_seconds": 0.5}
+            "seconds": seconds, "cpu_seconds": cpu, "stages": stages(df, qis),
+            "target_seconds": 0.5}
 
 
 def _numpy_values(series):
@@ -97,6 +117,7 @@ def case_ratio(repeat, n_rows):
         sort.append(time.perf_counter() - t0)
     return {"case": "c", "what": f"{n_rows:,} rows x 5 QIs, k=10 vs numpy argsort of the 5",
             "rows": n_rows, "seconds": min(anon), "argsort_seconds": min(sort),
+            "stages": stages(df, qis),
             "ratio": min(anon) / min(sort), "target_ratio": 0.75}
 
 
@@ -149,6 +170,10 @@ def main(argv=None):
             notes.append(f"cold (JIT compile) {r['cold_compile_seconds']:.1f} s")
         if "classes" in r:
             notes.append(f"{r['classes']} classes")
+        if "cpu_seconds" in r:
+            notes.append(f"CPU {r['cpu_seconds']:.3f} s")
+        if "stages" in r:
+            notes.append("stages " + " / ".join(f"{k} {v:.3f}" for k, v in r["stages"].items()))
         print(f"{r['case']:<5}{r['what']:<62}{r['seconds']:>10.3f}  {'; '.join(notes)}")
     report = {"benchmark": "local", "dmondrian": dmondrian.__version__,
               "python": platform.python_version(), "cpus": os.cpu_count(),

@@ -161,7 +161,7 @@ def _goes_left(key, use_rank, rank, t, eq_value, need_eq, taken):
     return False, taken
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv):
     """The one place that decides whether a cut may happen.
 
@@ -192,14 +192,42 @@ def _cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv):
     return _hist_ok(left, n_left, ip, fp, q) and _hist_ok(total - left, n - n_left, ip, fp, q)
 
 
-@njit(cache=True)
-def _segment_stats(row, s, e):
-    """(lowest present key, highest present key, number of missing) of a segment."""
+@njit(cache=True, inline="always")
+def _popcount(x):
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+# Nominal QIs with at most this many codes count a node's distinct codes
+# with a one-word bitmask while its rows are moved, instead of a pass of
+# their own with a table per node.
+_MASK_CARD = 64
+
+
+@njit(cache=True, inline="always")
+def _column_stats(mat, q, s, e, kind, card):
+    """Per-QI statistics of rows ``[s, e)``: ``(lo, hi, aux)``.
+
+    For ordered kinds, the lowest and highest present key and ``aux`` the
+    number of missing values. For nominal kinds ``aux`` is the number of
+    distinct codes (missing is a code of its own), or -1 when the QI has too
+    many codes for a bitmask and the span must count them itself.
+    """
+    if kind == KIND_NOMINAL:
+        if card > _MASK_CARD:
+            return 0, 0, -1
+        mask = np.uint64(0)
+        one = np.uint64(1)
+        for i in range(s, e):
+            mask |= one << np.uint64(mat[q, i])
+        return 0, 0, _popcount(mask)
     lo = MISSING_KEY
     hi = _INT_MIN
     miss = 0
     for i in range(s, e):
-        v = row[i]
+        v = mat[q, i]
         is_missing = v == MISSING_KEY
         miss += is_missing
         lo = min(lo, v)  # MISSING_KEY is the largest key: it never lowers lo
@@ -208,25 +236,30 @@ def _segment_stats(row, s, e):
 
 
 @njit(cache=True)
+def _distinct_codes(keys, j, s, e, card):
+    """Number of distinct codes of nominal QI ``j`` in rows ``[s, e)``."""
+    seen = np.zeros(card, dtype=np.bool_)
+    distinct = 0
+    for i in range(s, e):
+        c = keys[j, i]
+        distinct += not seen[c]
+        seen[c] = True
+    return distinct
+
+
+@njit(cache=True, inline="always")
 def _node_span(keys, j, s, e, lo, hi, miss, kind, scale, card,
                h_parent, h_lo, h_hi, h_leafnode, hoff, loff):
     """Normalized span of QI ``j`` over rows ``[s, e)``: the NCP its range would cost.
 
-    ``lo``, ``hi`` and ``miss`` are the node's bounds of the QI (present
-    values) and its number of missing values, maintained by the parent's
-    split so no pass over the rows is needed except for nominal QIs.
+    ``lo``, ``hi`` and ``miss`` are the node's statistics of the QI (see
+    :func:`_column_stats`), measured by the parent's split so no pass over
+    the rows is needed (except for nominal QIs with many codes).
     """
     if scale <= 0.0:
         return 0.0
     if kind == KIND_NOMINAL:
-        row = keys[j]
-        seen = np.zeros(card, dtype=np.bool_)
-        distinct = 0
-        for i in range(s, e):
-            c = row[i]
-            if not seen[c]:
-                seen[c] = True
-                distinct += 1
+        distinct = miss if miss >= 0 else _distinct_codes(keys, j, s, e, card)
         return (distinct - 1) / scale
     if lo == MISSING_KEY:  # only missing values: nothing to cut
         return 0.0
@@ -380,7 +413,7 @@ def _rank_at(cum, pos):
     return r
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _choose(keys, j, s, e, l1, t1, l2, t2, rank, priv):
     """Pick the allowed cut nearest the middle among ``<= t1`` and ``<= t2``.
 
@@ -476,59 +509,55 @@ def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, priv,
     return 0, 0, 0, 0, no_rank
 
 
-@njit(cache=True)
-def _partition(src_keys, src_rows, dst_keys, dst_rows, go_left, j, s, e, n_left,
-               t, eq_value, need_eq, rank, child_lo, child_hi, child_miss):
+@njit(cache=True, _nrt=False)
+def _partition(src, dst, d, j, s, e, n_left, t, eq_value, need_eq, rank,
+               child_lo, child_hi, child_miss, kinds, cards):
     """Move the rows of ``[s, e)`` to the other buffer, left child first.
 
-    While moving, it measures each child's bounds and missing count of every
-    QI (``child_*[side, q]``), so the children never rescan for their spans.
+    Every row of the matrix moves (keys, the sensitive codes, the row ids),
+    and then each child's statistics are measured for the ``d`` QIs
+    (``child_*[side, q]``, see :func:`_column_stats`), so the children never
+    rescan for their spans.
     """
-    row = src_keys[j]
-    use_rank = rank.shape[0] > 0
-    taken = 0
-    for i in range(s, e):
-        go_left[i], taken = _goes_left(row[i], use_rank, rank, t, eq_value, need_eq, taken)
-    d = src_keys.shape[0]
-    # 2-D indexing throughout: a row view per QI would cost a reference-count
-    # round trip each, which dominates on the many small nodes near the leaves.
-    for q in range(d):
-        li = s
-        ri = s + n_left
+    row = src[j]
+    rows = src.shape[0]
+    li = s
+    ri = s + n_left
+    if need_eq == 0 and rank.shape[0] == 0:
+        # The common cut (numeric, strict): a branch-free side test and one
+        # position per row shared by every key row. Moving a whole column
+        # of the matrix at once is ~3x faster than one key row at a time,
+        # whose two write cursors must be recomputed per row.
         for i in range(s, e):
-            # Branch-free: the side is data-dependent and would mispredict.
-            g = go_left[i]
-            dst_keys[q, ri + g * (li - ri)] = src_keys[q, i]
+            g = np.int64(row[i] <= t)
+            p = ri + g * (li - ri)
+            for q in range(rows):
+                dst[q, p] = src[q, i]
             li += g
             ri += 1 - g
-        # Contiguous min/max passes vectorize; tracking both sides inside the
-        # scatter loop would branch on the side again.
+    else:
+        use_rank = rank.shape[0] > 0
+        taken = 0
+        for i in range(s, e):
+            go, taken = _goes_left(row[i], use_rank, rank, t, eq_value, need_eq, taken)
+            g = np.int64(go)
+            p = ri + g * (li - ri)
+            for q in range(rows):
+                dst[q, p] = src[q, i]
+            li += g
+            ri += 1 - g
+    # Contiguous passes vectorize; tracking both sides inside the move would
+    # branch on the side again.
+    for q in range(d):
         for side in range(2):
             a = s if side == 0 else s + n_left
             b = s + n_left if side == 0 else e
-            lo = MISSING_KEY
-            hi = _INT_MIN
-            miss = 0
-            for i in range(a, b):
-                v = dst_keys[q, i]
-                is_missing = v == MISSING_KEY
-                miss += is_missing
-                lo = min(lo, v)
-                hi = max(hi, _INT_MIN if is_missing else v)
-            child_lo[side, q] = lo
-            child_hi[side, q] = hi
-            child_miss[side, q] = miss
-    li = s
-    ri = s + n_left
-    for i in range(s, e):
-        g = go_left[i]
-        dst_rows[ri + g * (li - ri)] = src_rows[i]
-        li += g
-        ri += 1 - g
+            child_lo[side, q], child_hi[side, q], child_miss[side, q] = _column_stats(
+                dst, q, a, b, kinds[q], cards[q])
 
 
 @njit(cache=True)
-def _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, lo, hi, miss,
+def _split_node(bufs_keys, s, e, depth, buf, lo, hi, miss,
                 child_lo, child_hi, child_miss, kinds, scales, cards, relaxed, priv,
                 max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start,
                 spans_buf, scratch):
@@ -541,11 +570,10 @@ def _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, lo, hi, miss,
     that is not split becomes a class: its data is brought to buffer 0 (where
     the class statistics are read) and its first position is flagged.
     """
-    n = e - s
     src_keys = bufs_keys[buf]
-    if n >= 2 * priv[0][P_K] and (max_depth < 0 or depth < max_depth):
-        # A sensitive column rides along as the last key row; it is never cut.
-        d = src_keys.shape[0] if priv[0][P_SENS_ROW] < 0 else priv[0][P_SENS_ROW]
+    if not _is_class(e - s, depth, priv, max_depth):
+        # Rows of the matrix past the d QIs ride along and are never cut.
+        d = kinds.shape[0]
         spans = spans_buf
         for j in range(d):
             spans[j] = _node_span(src_keys, j, s, e, lo[j], hi[j], miss[j], kinds[j],
@@ -565,19 +593,33 @@ def _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, lo, hi, miss,
                 src_keys, j, s, e, lo[j], hi[j], miss[j], kinds[j], cards[j], relaxed,
                 priv, h_parent, h_lo, h_hi, h_leafnode, hoffs[j], loffs[j], scratch)
             if n_left > 0:
-                _partition(src_keys, bufs_rows[buf], bufs_keys[1 - buf], bufs_rows[1 - buf],
-                           go_left, j, s, e, n_left, t, eq_value, need_eq, rank,
-                           child_lo, child_hi, child_miss)
+                _partition(src_keys, bufs_keys[1 - buf], d, j, s, e, n_left, t, eq_value,
+                           need_eq, rank, child_lo, child_hi, child_miss, kinds, cards)
                 return n_left
-    if buf == 1:
-        bufs_keys[0][:, s:e] = src_keys[:, s:e]
-        bufs_rows[0][s:e] = bufs_rows[1][s:e]
-    leaf_start[s] = True
+    _make_class(bufs_keys, s, e, buf, leaf_start)
     return 0
 
 
+@njit(cache=True, inline="always", _nrt=False)
+def _make_class(bufs_keys, s, e, buf, leaf_start):
+    """Make node ``[s, e)`` a class: bring its rows to buffer 0 and flag its start."""
+    if buf == 1:
+        # Explicit loops: a 2-D slice assignment goes through numba's generic
+        # broadcasting, which costs more than the copy on the many tiny classes.
+        for q in range(bufs_keys.shape[1]):
+            for i in range(s, e):
+                bufs_keys[0, q, i] = bufs_keys[1, q, i]
+    leaf_start[s] = True
+
+
+@njit(cache=True, inline="always")
+def _is_class(n, depth, priv, max_depth):
+    """Whether a node of ``n`` rows at ``depth`` can only be a class (no split tried)."""
+    return n < 2 * priv[0][P_K] or (max_depth >= 0 and depth >= max_depth)
+
+
 @njit(cache=True)
-def _run_subtree(bufs_keys, bufs_rows, go_left, s0, e0, depth0, buf0, lo0, hi0, miss0,
+def _run_subtree(bufs_keys, s0, e0, depth0, buf0, lo0, hi0, miss0,
                  kinds, scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
                  h_leafnode, hoffs, loffs, leaf_start):
     """Finish one subtree depth-first."""
@@ -600,7 +642,11 @@ def _run_subtree(bufs_keys, bufs_rows, go_left, s0, e0, depth0, buf0, lo0, hi0, 
     while top > 0:
         top -= 1
         s, e, depth, buf = st[top, 0], st[top, 1], st[top, 2], st[top, 3]
-        n_left = _split_node(bufs_keys, bufs_rows, go_left, s, e, depth, buf, st_lo[top],
+        if _is_class(e - s, depth, priv, max_depth):
+            # Most nodes near the leaves: skip the call and its many arguments.
+            _make_class(bufs_keys, s, e, buf, leaf_start)
+            continue
+        n_left = _split_node(bufs_keys, s, e, depth, buf, st_lo[top],
                              st_hi[top], st_miss[top], child_lo, child_hi, child_miss, kinds,
                              scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
                              h_leafnode, hoffs, loffs, leaf_start, spans_buf, scratch)
@@ -614,11 +660,15 @@ def _run_subtree(bufs_keys, bufs_rows, go_left, s0, e0, depth0, buf0, lo0, hi0, 
         mid = s + n_left
         # Right child below the left one, so the left is finished first.
         st[top, 0], st[top, 1], st[top, 2], st[top, 3] = mid, e, depth + 1, 1 - buf
-        st_lo[top], st_hi[top], st_miss[top] = child_lo[1], child_hi[1], child_miss[1]
-        top += 1
-        st[top, 0], st[top, 1], st[top, 2], st[top, 3] = s, mid, depth + 1, 1 - buf
-        st_lo[top], st_hi[top], st_miss[top] = child_lo[0], child_hi[0], child_miss[0]
-        top += 1
+        st[top + 1, 0], st[top + 1, 1], st[top + 1, 2], st[top + 1, 3] = s, mid, depth + 1, 1 - buf
+        # Element loops: numba's row-slice assignment goes through generic
+        # broadcasting, which costs more than the copy on these tiny rows.
+        for q in range(d):
+            st_lo[top, q], st_hi[top, q], st_miss[top, q] = (
+                child_lo[1, q], child_hi[1, q], child_miss[1, q])
+            st_lo[top + 1, q], st_hi[top + 1, q], st_miss[top + 1, q] = (
+                child_lo[0, q], child_hi[0, q], child_miss[0, q])
+        top += 2
 
 
 @njit(cache=True)
@@ -629,7 +679,7 @@ def _grow(a):
 
 
 @njit(cache=True, parallel=True)
-def _split_level(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
+def _split_level(bufs_keys, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
                  cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs,
                  loffs, leaf_start):
     """Split every node of one breadth-first level, in parallel.
@@ -643,7 +693,7 @@ def _split_level(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds
     c_hi = np.empty((m, 2, d), dtype=np.int64)
     c_miss = np.empty((m, 2, d), dtype=np.int64)
     for i in prange(m):
-        lefts[i] = _split_node(bufs_keys, bufs_rows, go_left, fr[i, 0], fr[i, 1], fr[i, 2],
+        lefts[i] = _split_node(bufs_keys, fr[i, 0], fr[i, 1], fr[i, 2],
                                fr[i, 3], fr_lo[i], fr_hi[i], fr_miss[i], c_lo[i], c_hi[i],
                                c_miss[i], kinds, scales, cards, relaxed, priv, max_depth,
                                h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start,
@@ -652,12 +702,12 @@ def _split_level(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds
 
 
 @njit(cache=True, parallel=True)
-def _run_subtrees(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
+def _run_subtrees(bufs_keys, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
                   cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs,
                   loffs, leaf_start):
     """Finish independent subtrees depth-first, one per thread at a time."""
     for i in prange(fr.shape[0]):
-        _run_subtree(bufs_keys, bufs_rows, go_left, fr[i, 0], fr[i, 1], fr[i, 2], fr[i, 3],
+        _run_subtree(bufs_keys, fr[i, 0], fr[i, 1], fr[i, 2], fr[i, 3],
                      fr_lo[i], fr_hi[i], fr_miss[i], kinds, scales, cards, relaxed, priv,
                      max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start)
 
@@ -690,13 +740,15 @@ def _next_level(fr, lefts, c_lo, c_hi, c_miss):
 @njit(cache=True)
 def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth,
                        h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs):
-    """Run Mondrian over a ``(d, n)`` key matrix.
+    """Run Mondrian over a key matrix of ``d`` QIs and ``n`` rows.
 
     Parameters
     ----------
-    bufs_keys : int64 array (2, d, n)
-        The kernel's double buffer; ``bufs_keys[0]`` holds the
-        order-preserving keys, one row per QI (see :mod:`dmondrian.qi`).
+    bufs_keys : int64 array (2, r, n)
+        The kernel's double buffer. ``bufs_keys[0]`` holds, one row each, the
+        ``d`` QIs' order-preserving keys (see :mod:`dmondrian.qi`), then any
+        rows that only ride along (the sensitive codes at row ``d`` when a
+        sensitive constraint is on), and last the row numbers ``0..n-1``.
     kinds, scales, cards : arrays (d,)
         Per QI: kernel kind, global scale normalizing spans, and code
         cardinality (nominal kinds).
@@ -712,18 +764,14 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth
     Returns
     -------
     order : int64 array (n,)
-        Row numbers in class order.
+        Row numbers in class order (a view of ``bufs_keys[0, -1]``).
     class_start : bool array (n,)
         True at the first position of each class in ``order``.
     sorted_keys : int64 array (d, n)
-        The keys in class order (a view of ``bufs_keys[0]``).
+        The keys in class order (a view of ``bufs_keys[0, :d]``).
     """
-    d, n = bufs_keys.shape[1], bufs_keys.shape[2]
+    d, n = kinds.shape[0], bufs_keys.shape[2]
     keys = bufs_keys[0]
-    bufs_rows = np.empty((2, n), dtype=np.int64)
-    for i in range(n):
-        bufs_rows[0, i] = i
-    go_left = np.empty(n, dtype=np.uint8)
     leaf_start = np.zeros(n, dtype=np.bool_)
 
     fr = np.zeros((1, 4), dtype=np.int64)
@@ -732,25 +780,73 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth
     fr_hi = np.empty((1, d), dtype=np.int64)
     fr_miss = np.empty((1, d), dtype=np.int64)
     for j in range(d):
-        fr_lo[0, j], fr_hi[0, j], fr_miss[0, j] = _segment_stats(keys[j], 0, n)
+        fr_lo[0, j], fr_hi[0, j], fr_miss[0, j] = _column_stats(keys, j, 0, n, kinds[j],
+                                                                cards[j])
     if n < _PARALLEL_MIN_ROWS:
         # Thread start-up and hand-over cost more than small tables take.
-        _run_subtree(bufs_keys, bufs_rows, go_left, 0, n, 0, 0, fr_lo[0], fr_hi[0], fr_miss[0],
+        _run_subtree(bufs_keys, 0, n, 0, 0, fr_lo[0], fr_hi[0], fr_miss[0],
                      kinds, scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
                      h_leafnode, hoffs, loffs, leaf_start)
-        return bufs_rows[0], leaf_start, bufs_keys[0]
+        return bufs_keys[0, -1], leaf_start, bufs_keys[0, :d]
     # Breadth-first top levels, each level's nodes split in parallel, until
     # there are enough independent subtrees to keep every thread busy.
     while 0 < fr.shape[0] < _PARALLEL_FRONTIER:
         lefts, c_lo, c_hi, c_miss = _split_level(
-            bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales, cards,
+            bufs_keys, fr, fr_lo, fr_hi, fr_miss, kinds, scales, cards,
             relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
             leaf_start)
         fr, fr_lo, fr_hi, fr_miss = _next_level(fr, lefts, c_lo, c_hi, c_miss)
-    _run_subtrees(bufs_keys, bufs_rows, go_left, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
+    _run_subtrees(bufs_keys, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
                   cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs,
                   loffs, leaf_start)
-    return bufs_rows[0], leaf_start, bufs_keys[0]
+    return bufs_keys[0, -1], leaf_start, bufs_keys[0, :d]
+
+
+@njit(cache=True)
+def _class_stats_range(sorted_keys, starts, kinds, c0, c1, class_of_pos, lo, hi, missing,
+                       total, present):
+    """Fill the statistics of classes ``c0..c1-1`` (see :func:`class_statistics`)."""
+    d, n = sorted_keys.shape
+    n_classes = starts.shape[0]
+    for c in range(c0, c1):
+        s = starts[c]
+        e = starts[c + 1] if c + 1 < n_classes else n
+        for i in range(s, e):
+            class_of_pos[i] = c
+        for j in range(d):
+            kind = kinds[j]
+            numeric = kind == KIND_INT or kind == KIND_FLOAT
+            c_lo = MISSING_KEY
+            c_hi = _INT_MIN
+            c_total = 0.0
+            c_present = 0
+            for i in range(s, e):
+                v = sorted_keys[j, i]
+                if v == MISSING_KEY:
+                    continue
+                c_present += 1
+                c_lo = min(c_lo, v)
+                c_hi = max(c_hi, v)
+                if numeric:
+                    c_total += _key_value(v, kind)
+            lo[c, j] = c_lo
+            hi[c, j] = c_hi
+            missing[c, j] = c_present < e - s
+            total[c, j] = c_total
+            present[c, j] = c_present
+
+
+# Work is handed to threads in this many chunks, so uneven chunks even out.
+_CHUNKS = 64
+
+
+@njit(cache=True, parallel=True)
+def _class_stats_parallel(sorted_keys, starts, kinds, class_of_pos, lo, hi, missing, total,
+                          present):
+    m = starts.shape[0]
+    for b in prange(_CHUNKS):
+        _class_stats_range(sorted_keys, starts, kinds, b * m // _CHUNKS, (b + 1) * m // _CHUNKS,
+                           class_of_pos, lo, hi, missing, total, present)
 
 
 @njit(cache=True)
@@ -771,36 +867,41 @@ def class_statistics(sorted_keys, class_start, kinds, cards):
         Number of present (non-missing) values.
     """
     d, n = sorted_keys.shape
+    starts = np.flatnonzero(class_start)
+    m = starts.shape[0]
     class_of_pos = np.empty(n, dtype=np.int64)
-    c = -1
-    for i in range(n):
-        if class_start[i]:
-            c += 1
-        class_of_pos[i] = c
-    n_classes = c + 1
-    lo = np.full((n_classes, d), MISSING_KEY, dtype=np.int64)
-    hi = np.full((n_classes, d), np.iinfo(np.int64).min, dtype=np.int64)
-    missing = np.zeros((n_classes, d), dtype=np.bool_)
-    total = np.zeros((n_classes, d), dtype=np.float64)
-    present = np.zeros((n_classes, d), dtype=np.int64)
-    for j in range(d):
-        row = sorted_keys[j]
-        kind = kinds[j]
-        numeric = kind == KIND_INT or kind == KIND_FLOAT
-        for i in range(n):
-            c = class_of_pos[i]
-            v = row[i]
-            if v == MISSING_KEY:
-                missing[c, j] = True
-                continue
-            present[c, j] += 1
-            if v < lo[c, j]:
-                lo[c, j] = v
-            if v > hi[c, j]:
-                hi[c, j] = v
-            if numeric:
-                total[c, j] += _key_value(v, kind)
+    lo = np.empty((m, d), dtype=np.int64)
+    hi = np.empty((m, d), dtype=np.int64)
+    missing = np.empty((m, d), dtype=np.bool_)
+    total = np.empty((m, d), dtype=np.float64)
+    present = np.empty((m, d), dtype=np.int64)
+    # Classes are independent contiguous runs, and each sum runs in position
+    # order, so the result does not depend on how threads share them.
+    if n < _PARALLEL_MIN_ROWS:
+        _class_stats_range(sorted_keys, starts, kinds, 0, m, class_of_pos, lo, hi, missing,
+                           total, present)
+    else:
+        _class_stats_parallel(sorted_keys, starts, kinds, class_of_pos, lo, hi, missing, total,
+                              present)
     return class_of_pos, lo, hi, missing, total, present
+
+
+@njit(cache=True, parallel=True)
+def _scatter_parallel(order, values, out):
+    for i in prange(order.shape[0]):
+        out[order[i]] = values[i]
+
+
+@njit(cache=True)
+def rows_to_classes(order, class_of_pos):
+    """Class id of every row in input order (``order`` lists rows by position)."""
+    class_of_row = np.empty_like(class_of_pos)
+    if order.shape[0] < _PARALLEL_MIN_ROWS:
+        for i in range(order.shape[0]):
+            class_of_row[order[i]] = class_of_pos[i]
+    else:
+        _scatter_parallel(order, class_of_pos, class_of_row)
+    return class_of_row
 
 
 @njit(cache=True)

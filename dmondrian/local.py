@@ -141,9 +141,9 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
     n = len(encoded[0].keys)
     d = len(encoded)
     sensitive = privacy.sensitive_codes
-    rows = d + (sensitive is not None)
+    rows = d + (sensitive is not None) + 1
     # Both halves of the kernel's double buffer, the first filled with the keys;
-    # the sensitive codes ride along as one more row that is never cut.
+    # the sensitive codes and the row numbers ride along as rows never cut.
     bufs = np.empty((2, rows, n), dtype=np.int64)
     for j, qi in enumerate(encoded):
         bufs[0, j] = qi.keys
@@ -151,20 +151,17 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
     if sensitive is not None:
         bufs[0, d] = sensitive
         ip[K.P_SENS_ROW] = d
-    pad = [0] * (rows - d)
-    kinds = np.asarray([qi.kernel_kind for qi in encoded] + pad, dtype=np.int64)
+    bufs[0, -1] = np.arange(n)
+    kinds = np.asarray([qi.kernel_kind for qi in encoded], dtype=np.int64)
     scales = [qi.scale for qi in encoded] if scales is None else list(scales)
-    scales = np.asarray(scales + pad, dtype=np.float64)
-    cards = np.asarray([qi.card for qi in encoded] + pad, dtype=np.int64)
+    scales = np.asarray(scales, dtype=np.float64)
+    cards = np.asarray([qi.card for qi in encoded], dtype=np.int64)
     h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs = _hierarchy_arrays(encoded)
-    hoffs = np.concatenate([hoffs, np.zeros(rows - d, dtype=np.int64)])
-    loffs = np.concatenate([loffs, np.zeros(rows - d, dtype=np.int64)])
     order, class_start, sorted_keys = K.mondrian_partition(
         bufs, kinds, scales, cards, mode == "relaxed", (ip, privacy.fp, privacy.q),
         int(max_depth), h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs)
     stats = K.class_statistics(sorted_keys, class_start, kinds, cards)
-    class_of_row = np.empty_like(order)
-    class_of_row[order] = stats[0]
+    class_of_row = K.rows_to_classes(order, stats[0])
     return Partitioning(class_of_row, int(stats[1].shape[0]), stats, sorted_keys)
 
 

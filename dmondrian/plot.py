@@ -19,7 +19,6 @@ from matplotlib.ticker import NullLocator, StrMethodFormatter
 from .constraints import check_k
 from .errors import ParameterError, UnsupportedDtypeError
 from .metrics import (
-    _size_summary,
     check_column,
     check_table,
     compute_domains,
@@ -27,6 +26,7 @@ from .metrics import (
     ncp,
     size_distribution,
 )
+from .metrics.sizes import _size_summary
 from .publish import parse_range
 from .qi import QIKind, detect_kind
 

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from . import _kernel as K
+from . import _keys
 from .errors import InvalidValueError, UnsupportedDtypeError
 from .hierarchy import MISSING_LEAF, Hierarchy
 
@@ -89,11 +90,7 @@ def float_keys(values: np.ndarray) -> np.ndarray:
     >>> bool(np.all(np.diff(k[[0, 1, 2, 4]]) > 0)), bool(k[2] == k[3])
     (True, True)
     """
-    # Adding 0.0 turns -0.0 into 0.0, so equal floats get equal keys.
-    bits = (np.asarray(values, dtype=np.float64) + 0.0).view(np.int64)
-    keys = np.where(bits < 0, bits ^ K._FLIP, bits)
-    keys[np.isnan(values)] = K.MISSING_KEY
-    return keys
+    return _keys.float_keys(np.ascontiguousarray(values, dtype=np.float64))[0]
 
 
 def decode_float_keys(keys: np.ndarray) -> np.ndarray:
@@ -174,44 +171,46 @@ def _encode_numeric(series: pd.Series) -> EncodedQI:
     if pd.api.types.is_bool_dtype(dtype):
         series = series.astype("float64")
         dtype = series.dtype
-    missing = series.isna().to_numpy()
     if pd.api.types.is_integer_dtype(dtype):
         unsigned = pd.api.types.is_unsigned_integer_dtype(dtype)
-        raw = series.to_numpy(dtype=np.uint64 if unsigned else np.int64, na_value=0)
+        if isinstance(dtype, np.dtype):  # a numpy integer column has no missing values
+            missing = np.zeros(0, dtype=bool)
+            raw = series.to_numpy()
+        else:
+            missing = series.isna().to_numpy()
+            raw = series.to_numpy(dtype=np.uint64 if unsigned else np.int64, na_value=0)
         if unsigned and raw.size and raw.max() > np.iinfo(np.int64).max:
             raise InvalidValueError(
                 name, f"column {name!r} holds unsigned integers above 2**63 - 1"
             )
-        keys = raw.astype(np.int64)
-        if (keys[~missing] == K.MISSING_KEY).any():
+        keys, lo, hi, reserved = _keys.int_keys(
+            np.ascontiguousarray(raw, dtype=np.int64), np.ascontiguousarray(missing))
+        if reserved:
             raise InvalidValueError(
                 name, f"column {name!r} holds 2**63 - 1, which is reserved for missing values"
             )
-        keys[missing] = K.MISSING_KEY
-        return _numeric_result(name, keys, K.KIND_INT, "int", dtype)
+        return _numeric_result(name, keys, lo, hi, K.KIND_INT, "int", dtype)
     values = series.to_numpy(dtype=np.float64, na_value=np.nan)
-    if np.isinf(values).any():
-        bad = series[np.isinf(values)].index[0]
+    keys, lo, hi, first_inf = _keys.float_keys(np.ascontiguousarray(values))
+    if first_inf >= 0:
+        bad = series.index[first_inf]
         raise InvalidValueError(
             name, f"column {name!r} holds an infinite value (first at index {bad!r}); "
             "Mondrian needs finite bounds"
         )
-    return _numeric_result(name, float_keys(values), K.KIND_FLOAT, "float", dtype)
+    return _numeric_result(name, keys, lo, hi, K.KIND_FLOAT, "float", dtype)
 
 
-def _numeric_result(name, keys, kernel_kind, value_type, dtype) -> EncodedQI:
-    present = keys[keys != K.MISSING_KEY]
-    if present.size:
-        lo, hi = present.min(), present.max()
-        if kernel_kind == K.KIND_FLOAT:
-            # min() keeps the scale finite when the range of huge floats overflows.
-            lo_v, hi_v = decode_float_keys(np.array([lo, hi]))
-            with np.errstate(over="ignore"):
-                scale = min(float(hi_v - lo_v), K._FLOAT_MAX)
-        else:
-            scale = float(hi) - float(lo)
-    else:
+def _numeric_result(name, keys, lo, hi, kernel_kind, value_type, dtype) -> EncodedQI:
+    if lo == K.MISSING_KEY:  # every value is missing
         scale = 0.0
+    elif kernel_kind == K.KIND_FLOAT:
+        # min() keeps the scale finite when the range of huge floats overflows.
+        lo_v, hi_v = decode_float_keys(np.array([lo, hi]))
+        with np.errstate(over="ignore"):
+            scale = min(float(hi_v - lo_v), K._FLOAT_MAX)
+    else:
+        scale = float(hi) - float(lo)
     return EncodedQI(name, QIKind.NUMERIC, kernel_kind, keys, scale, value_type=value_type,
                      dtype=dtype)
 
@@ -227,10 +226,9 @@ def _encode_datetime(series: pd.Series) -> EncodedQI:
     values = series.to_numpy() if tz is None else series.dt.tz_convert("UTC").dt.tz_localize(
         None).to_numpy()
     unit = np.datetime_data(values.dtype)[0]
-    keys = values.view(np.int64).copy()
-    keys[np.isnat(values)] = K.MISSING_KEY
-    present = keys[keys != K.MISSING_KEY]
-    scale = float(present.max()) - float(present.min()) if present.size else 0.0
+    keys, lo, hi = _keys.sentinel_keys(np.ascontiguousarray(values).view(np.int64),
+                                       np.iinfo(np.int64).min)
+    scale = float(hi) - float(lo) if lo != K.MISSING_KEY else 0.0
     return EncodedQI(name, QIKind.DATETIME, K.KIND_INT, keys, scale, value_type=unit, tz=tz,
                      dtype=dtype)
 
@@ -241,10 +239,8 @@ def _encode_ordinal(series: pd.Series) -> EncodedQI:
         raise UnsupportedDtypeError(
             name, f"column {name!r} must be a pandas Categorical to be ordinal, not {series.dtype}"
         )
-    codes = series.cat.codes.to_numpy().astype(np.int64)
-    keys = np.where(codes < 0, K.MISSING_KEY, codes)
-    present = codes[codes >= 0]
-    scale = float(present.max() - present.min()) if present.size else 0.0
+    keys, lo, hi = _keys.sentinel_keys(series.cat.codes.to_numpy().astype(np.int64), -1)
+    scale = float(hi - lo) if lo != K.MISSING_KEY else 0.0
     return EncodedQI(name, QIKind.ORDINAL, K.KIND_ORDINAL, keys, scale,
                      categories=list(series.cat.categories), dtype=series.dtype)
 
@@ -273,7 +269,7 @@ def _encode_nominal(series: pd.Series) -> EncodedQI:
     missing = codes < 0
     card = len(categories) + 1  # the last code stands for missing
     keys = np.where(missing, card - 1, codes)
-    distinct = len(np.unique(keys))
+    distinct = int(np.count_nonzero(np.bincount(keys, minlength=card)))
     return EncodedQI(series.name, QIKind.NOMINAL, K.KIND_NOMINAL, keys, float(distinct - 1),
                      card=card, categories=[*categories, MISSING_LABEL], dtype=series.dtype)
 

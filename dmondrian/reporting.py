@@ -25,13 +25,6 @@ from .metrics import (
     Privacy,
     Risk,
     SizeSummary,
-    _check_threshold,
-    _check_weights,
-    _finish_size_counts,
-    _ncp_finish,
-    _ncp_plan,
-    _prosecutor,
-    _size_counts_of,
     check_column,
     class_keys,
     class_sizes,
@@ -42,6 +35,9 @@ from .metrics import (
     run,
     size_distribution,
 )
+from .metrics.certainty_penalty import _check_weights, _ncp_finish, _ncp_plan
+from .metrics.risk import _check_threshold, _prosecutor
+from .metrics.sizes import _finish_size_counts, _size_counts_of
 from .verification import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics, jsonable
 
 __all__ = ["Report", "report"]

@@ -24,15 +24,13 @@ import pandas as pd
 from .constraints import check_k
 from .errors import ParameterError, UnsupportedDtypeError
 from .metrics import (
-    _N,
-    _groupby,
-    _meta,
     check_column,
     class_keys,
     class_sizes,
     compute,
     is_dask,
 )
+from .metrics._frames import _N, _groupby, _meta
 
 __all__ = ["VerifyResult", "verify", "class_statistics"]
 

@@ -67,7 +67,7 @@ def test_summary_decisions_equal_kernel_decisions(df, min_size, relaxed):
     priv = (privacy.ip, privacy.fp, privacy.q)
     scratch = np.empty(K._SMALL, dtype=np.int64)
     for j, e in enumerate(encoded):
-        lo, hi, miss = K._segment_stats(keys[j], 0, n)
+        lo, hi, miss = K._column_stats(keys, j, 0, n, e.kernel_kind, e.card)
         expected = K._node_span(keys, j, 0, n, lo, hi, miss, e.kernel_kind, e.scale, e.card,
                                 h_parent, h_lo, h_hi, h_leaf, hoffs[j], loffs[j])
         assert spans[j] == expected, (j, spans[j], expected)

@@ -1,0 +1,99 @@
+"""Table plumbing every metric shares: pandas/Dask helpers, one-pass computing, class keys.
+
+A metric asks for group-by sizes, value counts and reductions here; a Dask
+table stays lazy until :func:`run` (or :func:`compute`) materializes the
+parts of several metrics together, so only summaries reach the client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..errors import MissingColumnError, ParameterError
+from ..validation import check_quasi_identifiers
+
+# Internal column names; chosen so they cannot clash with a user's QI names.
+_N = "__dmondrian_n__"
+_SIZE = "__dmondrian_size__"
+_VALUE = "__dmondrian_value__"
+
+
+def is_dask(obj) -> bool:
+    """Whether ``obj`` is a Dask collection (checked without importing Dask)."""
+    return type(obj).__module__.startswith("dask.")
+
+
+def compute(*objs):
+    """Materialize Dask collections among ``objs`` in one pass; others pass through."""
+    lazy = [i for i, o in enumerate(objs) if is_dask(o)]
+    if not lazy:
+        return objs
+    import dask
+
+    done = dask.compute(*[objs[i] for i in lazy])
+    out = list(objs)
+    for i, value in zip(lazy, done, strict=True):
+        out[i] = value
+    return tuple(out)
+
+
+@dataclass
+class Deferred:
+    """Parts to compute (Dask collections, or values already known) and how to finish them.
+
+    :func:`run` computes the parts of several Deferreds in one Dask pass, so
+    a report reads a larger-than-RAM table as few times as possible.
+    """
+
+    parts: list
+    finish: Callable
+
+
+def run(*deferred: Deferred) -> list:
+    """Compute every Deferred's parts together and return their finished results."""
+    done = iter(compute(*[p for d in deferred for p in d.parts]))
+    return [d.finish([next(done) for _ in d.parts]) for d in deferred]
+
+
+def check_table(table, name: str = "table"):
+    """Raise :class:`ParameterError` unless ``table`` is a pandas or Dask DataFrame."""
+    if isinstance(table, pd.DataFrame):
+        return table
+    if is_dask(table) and hasattr(table, "columns") and hasattr(table, "groupby"):
+        return table
+    raise ParameterError(name, f"{name} must be a pandas or Dask DataFrame, got "
+                               f"{type(table).__name__}")
+
+
+def check_column(table, column, what: str):
+    """Raise :class:`MissingColumnError` unless ``column`` is in ``table``."""
+    if column not in list(table.columns):
+        raise MissingColumnError(column, f"{what} column {column!r} is not a column of the table")
+    return column
+
+
+def class_keys(table, quasi_identifiers, class_column=None) -> tuple[list, list]:
+    """Validated QIs and the columns that define equivalence classes."""
+    check_table(table)
+    qis = check_quasi_identifiers(quasi_identifiers, table.columns)
+    if class_column is None:
+        return qis, qis
+    check_column(table, class_column, "class")
+    return qis, [class_column]
+
+
+def _groupby(table, keys):
+    return table.groupby(keys, observed=True, dropna=False)
+
+
+def class_sizes(table, keys):
+    """Size of every class (lazy for Dask: a partitioned Series, never collected)."""
+    g = _groupby(table, keys)
+    return g.size(split_out=True) if is_dask(table) else g.size()
+
+
+def _meta(col) -> pd.Series:
+    return col._meta if is_dask(col) else col

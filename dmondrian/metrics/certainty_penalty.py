@@ -1,0 +1,249 @@
+"""Normalized certainty penalty (NCP / GCP): how much a release generalizes each QI."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InvalidValueError, MissingColumnError, ParameterError, ParseError
+from ..publish import parse_range, parse_set
+from ..qi import QIKind
+from ..validation import check_mapping
+from ._frames import _VALUE, _groupby, _meta, class_keys, compute, is_dask
+from .domains import _FLOAT_MAX, Domain, compute_domains
+
+
+@dataclass(frozen=True)
+class NCP:
+    """Normalized certainty penalty of a release.
+
+    Attributes
+    ----------
+    per_attribute : dict
+        ``{qi: NCP}``, each the mean cost over records, in [0, 1].
+    overall : float
+        The weighted mean of ``per_attribute`` (the GCP).
+    weights : dict
+        ``{qi: weight}``, normalized to sum to 1.
+    """
+
+    per_attribute: dict
+    overall: float
+    weights: dict
+
+
+def _is_missing(label) -> bool:
+    return label is None or (not isinstance(label, str) and pd.isna(label))
+
+
+def _label_cost(label, domain: Domain, column, node_of) -> float:
+    """NCP of one published value (see the :mod:`dmondrian.metrics` docstring)."""
+    if _is_missing(label):
+        return 0.0
+    text = str(label)
+    kind = domain.kind
+    try:
+        if kind == QIKind.NOMINAL:
+            return (len(parse_set(text)) - 1) / domain.scale if domain.scale > 0 else 0.0
+        if kind == QIKind.HIERARCHY:
+            node = node_of.get(text)
+            if node is None:
+                raise ParseError(f"{text!r} is not a node of the hierarchy")
+            return (domain.hierarchy.n_leaves_under(node) - 1) / domain.scale \
+                if domain.scale > 0 else 0.0
+        interval = parse_range(text, kind)
+    except ParseError as exc:
+        raise InvalidValueError(column, f"column {column!r} holds {text!r}, which is not a "
+                                        f"published {kind} value: {exc}") from None
+    if interval.lo is None:  # only missing values
+        return 0.0
+    if interval.missing:  # "[lo, hi] or <NA>" tells an analyst nothing
+        return 1.0
+    if domain.scale <= 0:
+        return 0.0
+    if kind == QIKind.ORDINAL:
+        lo, hi = (_ordinal_code(v, domain, column) for v in (interval.lo, interval.hi))
+        return (hi - lo) / domain.scale
+    if kind == QIKind.DATETIME:
+        return float((interval.hi - interval.lo) / pd.Timedelta(1, "ns")) / domain.scale
+    with np.errstate(over="ignore"):
+        return min(float(interval.hi) - float(interval.lo), _FLOAT_MAX) / domain.scale
+
+
+def _ordinal_code(label: str, domain: Domain, column) -> int:
+    try:
+        return domain.categories.index(label)
+    except ValueError:
+        raise InvalidValueError(column, f"column {column!r} publishes {label!r}, which is not "
+                                        f"a category of the original column") from None
+
+
+def _node_index(domain: Domain) -> dict:
+    if domain.hierarchy is None:
+        return {}
+    return {label: i for i, label in enumerate(domain.hierarchy.labels)}
+
+
+def label_costs(labels, domain: Domain, column=None) -> np.ndarray:
+    """NCP of each published value in ``labels`` for a QI with ``domain``.
+
+    Examples
+    --------
+    >>> label_costs(["[20, 30]", "25", "<NA>", "[20, 30] or <NA>"],
+    ...             Domain("numeric", 40.0, 20, 60)).tolist()
+    [0.25, 0.0, 0.0, 1.0]
+    """
+    node_of = _node_index(domain)
+    return np.fromiter((_label_cost(v, domain, column, node_of) for v in labels),
+                       dtype=np.float64, count=len(labels))
+
+
+def _publishes_numbers(meta: pd.Series) -> bool:
+    dtype = meta.dtype
+    if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(dtype):
+        return False
+    return bool(pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_datetime64_any_dtype(dtype))
+
+
+def _value_cost_plan(released, original, q, keys):
+    """Per-class bounds of a QI published as numbers (midpoint/mean), from the originals."""
+    if original is None:
+        raise ParameterError("original", f"column {q!r} is published as numbers (midpoint or "
+                                         "mean), so its NCP needs the row-aligned original table")
+    if not is_dask(released) and not released.index.equals(original.index):
+        raise ParameterError("original", "original must be row-aligned with the released table "
+                                         "(same index) to measure midpoint/mean columns")
+    frame = released[keys].assign(**{_VALUE: original[q]})
+    agg = _groupby(frame, keys)[_VALUE].agg(["min", "max", "count", "size"])
+    return agg
+
+
+def _value_costs(stats: pd.DataFrame, domain: Domain) -> float:
+    """Sum over classes of size * cost, with the engine's missing-value rule."""
+    lo, hi = stats["min"], stats["max"]
+    if domain.kind == QIKind.DATETIME:
+        span = ((hi - lo) / pd.Timedelta(1, "ns")).to_numpy(dtype=np.float64, na_value=0.0)
+    else:
+        span = (hi.astype("float64") - lo.astype("float64")).to_numpy(dtype=np.float64,
+                                                                      na_value=0.0)
+    present = stats["count"].to_numpy()
+    size = stats["size"].to_numpy()
+    cost = span / domain.scale if domain.scale > 0 else np.zeros(len(span))
+    cost = np.where((present > 0) & (present < size), 1.0, np.where(present == 0, 0.0, cost))
+    return float((cost * size).sum())
+
+
+def _check_weights(weights, qis) -> dict:
+    if weights is None:
+        raw = {q: 1.0 for q in qis}
+    elif isinstance(weights, Mapping):
+        check_mapping("weights", weights, qis)
+        raw = {q: weights.get(q, 0.0) for q in qis}
+    else:
+        seq = list(weights)
+        if len(seq) != len(qis):
+            raise ParameterError("weights", f"weights has {len(seq)} entries for "
+                                            f"{len(qis)} quasi-identifiers")
+        raw = dict(zip(qis, seq, strict=True))
+    for q, w in raw.items():
+        if isinstance(w, bool) or not isinstance(w, numbers.Real) or not math.isfinite(w) or w < 0:
+            raise ParameterError("weights", f"weight of {q!r} must be a finite number >= 0, "
+                                            f"got {w!r}")
+    total = float(sum(raw.values()))
+    if total <= 0:
+        raise ParameterError("weights", "weights must not all be zero")
+    return {q: float(w) / total for q, w in raw.items()}
+
+
+def _ncp_plan(released, qis, keys, original):
+    plans = {}
+    for q in qis:
+        if _publishes_numbers(_meta(released[q])):
+            plans[q] = ("values", _value_cost_plan(released, original, q, keys))
+        else:
+            plans[q] = ("labels", released[q].value_counts(dropna=False))
+    return plans
+
+
+def _ncp_finish(plans, done, qis, domains, weights, n_records) -> NCP:
+    per = {}
+    for q, value in zip(qis, done, strict=True):
+        how = plans[q][0]
+        if how == "labels":
+            value = value[value > 0]  # unused categories (and Dask's placeholder)
+            costs = label_costs(list(value.index), domains[q], q)
+            total = float((costs * value.to_numpy(dtype=np.float64)).sum())
+        else:
+            total = _value_costs(value, domains[q])
+        per[q] = total / n_records if n_records else 0.0
+    overall = float(sum(weights[q] * per[q] for q in qis))
+    return NCP(per, overall, weights)
+
+
+def resolve_domains(quasi_identifiers, original=None, domains=None, hierarchies=None,
+                    qi_kinds=None) -> dict:
+    """Domains from ``domains`` if given, else measured on ``original``."""
+    if domains is not None:
+        if not isinstance(domains, Mapping):
+            raise ParameterError("domains", "domains must be a mapping column -> Domain "
+                                            "(see compute_domains)")
+        for q in quasi_identifiers:
+            if q not in domains:
+                raise MissingColumnError(q, f"domains has no entry for quasi-identifier {q!r}")
+            if not isinstance(domains[q], Domain):
+                raise ParameterError("domains", f"domains[{q!r}] must be a Domain, "
+                                                f"got {type(domains[q]).__name__}")
+        return dict(domains)
+    if original is None:
+        raise ParameterError("original", "NCP is measured against the original table's global "
+                                         "domains: pass original= or domains=")
+    return compute_domains(original, quasi_identifiers, hierarchies, qi_kinds)
+
+
+def ncp(released, quasi_identifiers, original=None, *, domains=None, hierarchies=None,
+        qi_kinds=None, weights=None, class_column=None) -> NCP:
+    """Normalized certainty penalty (NCP / GCP) of a release, per QI and overall.
+
+    Parameters
+    ----------
+    released : pandas or Dask DataFrame
+        The released table.
+    quasi_identifiers : list of column names
+        Its published QI columns.
+    original : pandas or Dask DataFrame, optional
+        The original table; its global domains normalize the penalty. Needed
+        (row-aligned) for QIs published as numbers (midpoint/mean).
+    domains : dict, optional
+        Precomputed :func:`compute_domains`, instead of ``original``.
+    hierarchies, qi_kinds : dict, optional
+        As given to :func:`dmondrian.anonymize`.
+    weights : dict or sequence, optional
+        Non-negative weight per QI; equal weights by default.
+    class_column : str, optional
+        Class column (used for QIs published as numbers).
+
+    Returns
+    -------
+    NCP
+
+    Examples
+    --------
+    >>> orig = pd.DataFrame({"age": [20, 30, 40, 60], "sex": ["F", "M", "F", "M"]})
+    >>> rel = pd.DataFrame({"age": ["[20, 30]", "[20, 30]", "[40, 60]", "[40, 60]"],
+    ...                     "sex": ["{F, M}", "{F, M}", "{F, M}", "{F, M}"]})
+    >>> r = ncp(rel, ["age", "sex"], orig)
+    >>> r.per_attribute["age"], r.per_attribute["sex"], r.overall
+    (0.375, 1.0, 0.6875)
+    """
+    qis, keys = class_keys(released, quasi_identifiers, class_column)
+    doms = resolve_domains(qis, original, domains, hierarchies, qi_kinds)
+    w = _check_weights(weights, qis)
+    plans = _ncp_plan(released, qis, keys, original)
+    n = released.shape[0]
+    done = compute(n, *[p[1] for p in plans.values()])
+    return _ncp_finish(plans, done[1:], qis, doms, w, int(done[0]))
