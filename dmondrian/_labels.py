@@ -1,9 +1,12 @@
-"""Published range labels, formatted in numba into one byte buffer.
+"""Range labels in numba: the distinct classes of a QI, then their labels in one buffer.
 
-A QI's labels are built as Arrow does strings: one ``uint8`` buffer of UTF-8
-bytes and int64 offsets (string ``i`` is ``buf[off[i]:off[i + 1]]``), so
-70,000 labels cost a few milliseconds and no Python object each. The bytes
-are exactly what :mod:`dmondrian.publish` documents:
+:func:`pack_triples` and :func:`group_packed` find the distinct
+``(lo, hi, missing)`` triples of a QI's classes in sorted order around one
+``np.sort`` of packed words. :func:`format_labels` writes their labels as
+Arrow stores strings: one ``uint8`` buffer of UTF-8 bytes and int64 offsets
+(label ``i`` is ``buf[off[i]:off[i + 1]]``), so 70,000 labels cost a few
+milliseconds and no Python object each. The bytes are exactly what
+:mod:`dmondrian.publish` documents:
 
 * integers as ``str(int)``;
 * floats as Python's ``repr`` (the shortest string that reads back to the
@@ -12,7 +15,9 @@ are exactly what :mod:`dmondrian.publish` documents:
   whose shortest form this cannot prove) are left to ``repr`` by the caller;
 * naive datetimes as ``numpy.datetime_as_string(unit="auto")``: the date, then
   only the time fields up to the last non-zero one (hours and minutes
-  together, fractions in groups of three digits).
+  together, fractions in groups of three digits);
+* anything else (ordinal names, tz-aware datetimes) as strings the caller
+  makes once per distinct value, copied from a table.
 
 Every function compiles once (one signature each, ``cache=True``).
 """

@@ -18,8 +18,9 @@ contain ``<NA>``). Numbers are written in Python's shortest round-trip form,
 so :func:`parse_range` gives back the exact bounds, negatives and floats
 included. Datetimes are ISO 8601 with the shortest unit that loses nothing.
 
-Each class's label is built once and expanded to rows as a pandas
-Categorical, never formatted per row.
+Each class's label is built once (range labels in numba, see
+:mod:`dmondrian._labels`) and expanded to rows as a pandas Categorical, never
+formatted per row.
 
 ``generalization="midpoint"`` / ``"mean"`` publish, for numeric and datetime
 QIs, the midpoint of the class range or the class mean (microaggregation with a
@@ -436,5 +437,5 @@ def expand_labels(labels: pd.Index, inverse: np.ndarray, class_of_row: np.ndarra
     >>> expand_labels(pd.Index(["[1, 2]", "3"]), np.array([1, 0]), np.array([0, 1, 1])).tolist()
     ['3', '[1, 2]', '[1, 2]']
     """
-    codes = np.asarray(inverse).astype(_code_dtype(len(labels)))[class_of_row]
+    codes = np.take(np.asarray(inverse).astype(_code_dtype(len(labels))), class_of_row)
     return pd.Categorical.from_codes(codes, dtype=_label_dtype(labels), validate=False)
