@@ -98,11 +98,13 @@ def _put_bytes(out, pos, text):
 @njit(cache=True, inline="always")
 def _put_int(out, pos, v):
     """``str(v)`` of an int64."""
+    u = np.uint64(v)
     if v < 0:
         out[pos] = 45  # '-'
+        pos += 1
         # The unsigned negation is exact for every int64, -2**63 included.
-        return _put_digits(out, pos + 1, np.uint64(0) - np.uint64(v), 1)
-    return _put_digits(out, pos, v, 1)
+        u = np.uint64(0) - u
+    return _put_digits(out, pos, u, 1)
 
 
 @njit(cache=True)
@@ -160,41 +162,32 @@ def _shortest_digits(a):
 def _put_float(out, pos, x):
     """``repr(x)`` when Python writes it in fixed notation (``1e-4 <= |x| < 1e16``)
     and :func:`_shortest_digits` proves its digits; else -1, for ``repr``."""
-    if x == 0.0:
-        if math.copysign(1.0, x) < 0.0:
-            out[pos] = 45
-            pos += 1
-        out[pos] = 48
-        out[pos + 1] = 46
-        out[pos + 2] = 48
-        return pos + 3
     a = abs(x)
-    if not (a >= 1e-4 and a < 1e16):
+    if a == 0.0:
+        m, d = 0.0, 0
+    elif a >= 1e-4 and a < 1e16:
+        m, d = _shortest_digits(a)
+        if d < 0:
+            return -1
+    else:
         return -1
-    m, d = _shortest_digits(a)
-    if d < 0:
-        return -1
-    if x < 0.0:
+    if math.copysign(1.0, x) < 0.0:  # -0.0 included
         out[pos] = 45
         pos += 1
-    digits = np.int64(m)
-    if d == 0:
-        pos = _put_digits(out, pos, digits, 1)
-        out[pos] = 46
-        out[pos + 1] = 48
-        return pos + 2
-    if d <= 18:
-        whole = digits // _POW10I[d]
-        frac = digits - whole * _POW10I[d]
-    else:
-        whole = np.int64(0)
-        frac = digits
+    # Whole part, then at least one decimal ("1.0").
+    digits = np.uint64(m)
+    # (No division for whole numbers: a 64-bit division costs as much as
+    # writing their digits.)
+    whole = digits if d == 0 else (digits // _POW10U[d] if d < 20 else np.uint64(0))
     pos = _put_digits(out, pos, whole, 1)
     out[pos] = 46
-    return _put_digits(out, pos + 1, frac, d)
+    if d == 0:
+        out[pos + 1] = 48
+        return pos + 2
+    return _put_digits(out, pos + 1, digits - whole * _POW10U[min(d, 19)], d)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _put_two(out, pos, sep, v):
     """``sep`` then ``v`` (0-99) in two digits."""
     u = np.uint64(v)
@@ -248,10 +241,10 @@ def _put_datetime(out, pos, v, per_sec):
     # numpy writes the year with "%04lld": the sign counts in the width.
     if year < 0:
         out[pos] = 45
-        pos = _put_digits(out, pos + 1, -year, 3)
-    else:
-        pos = _put_digits(out, pos, year, 4)
-    pos = _put_two(out, pos, 45, month)
+        pos += 1
+    pos = _put_digits(out, pos, abs(year), 3 if year < 0 else 4)
+    # Then the fields up to the last non-zero one: hours come with minutes.
+    pos = _put_two(out, pos, 45, month)  # '-'
     pos = _put_two(out, pos, 45, day)
     if secs == 0 and ns == 0:
         return pos
@@ -260,14 +253,11 @@ def _put_datetime(out, pos, v, per_sec):
     if secs % 60 == 0 and ns == 0:
         return pos
     pos = _put_two(out, pos, 58, secs % 60)
-    if ns == 0:
+    if not ns:
         return pos
     out[pos] = 46  # '.'
-    if ns % 1000 != 0:
-        return _put_digits(out, pos + 1, ns, 9)
-    if ns % 1_000_000 != 0:
-        return _put_digits(out, pos + 1, ns // 1000, 6)
-    return _put_digits(out, pos + 1, ns // 1_000_000, 3)
+    width = 9 if ns % 1000 else (6 if ns % 1_000_000 else 3)
+    return _put_digits(out, pos + 1, ns // _POW10I[9 - width], width)
 
 
 @njit(cache=True, inline="always")

@@ -250,17 +250,14 @@ def _format_labels(qi: EncodedQI, u_lo, u_hi, u_missing) -> tuple[np.ndarray, np
     elif qi.kind == QIKind.DATETIME and qi.tz is None and per_sec:
         fmt = _labels.FMT_DATETIME
     else:
-        # Ordinal codes index the category names; other values (tz-aware
-        # datetimes, unusual units) index their distinct values' strings.
+        # Ordinal names, tz-aware datetimes, unusual units: the strings of the
+        # distinct bounds, made in Python, and the bounds as indices into them.
         fmt = _labels.FMT_TABLE
         present = u_lo != K.MISSING_KEY
-        if qi.kind == QIKind.ORDINAL:
-            values = np.arange(len(qi.categories))
-        else:
-            values, idx = np.unique(np.concatenate([u_lo[present], u_hi[present]]),
-                                    return_inverse=True)
-            u_lo, u_hi = u_lo.copy(), u_hi.copy()
-            u_lo[present], u_hi[present] = np.split(idx, 2)
+        values, idx = np.unique(np.concatenate([u_lo[present], u_hi[present]]),
+                                return_inverse=True)
+        u_lo, u_hi = u_lo.copy(), u_hi.copy()
+        u_lo[present], u_hi[present] = np.split(idx, 2)
         table = _utf8_table(_python_strings(qi, values))
     buf, off, failed = _labels.format_labels(u_lo, u_hi, u_missing, fmt, per_sec, *table)
     if len(failed):
