@@ -92,6 +92,7 @@ from __future__ import annotations
 
 import numbers
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -142,7 +143,10 @@ __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "app
 SAMPLE_ROWS = 2048
 _MAX_ROUNDS = 64
 _SPLIT_EVERY = 8
-_INTERNAL = ["__dm_index", "__dm_leaf", "__dm_pos", "__dm_bin"]
+# Columns riding along through the shuffle besides the data: the input index and
+# position; the leaf id becomes the shuffled frame's index.
+_INTERNAL = ["__dm_index", "__dm_pos"]
+_LEAF = "__dm_leaf"
 # The numba kernel is parallel inside; concurrent calls from several threads of
 # one worker would oversubscribe it (and the workqueue layer forbids them).
 _KERNEL_LOCK = threading.Lock()
@@ -442,10 +446,17 @@ class TopPlan:
     columns: list
     index_name: object
     sensitive: _Sensitive | None = None
+    #: Wall seconds of each step run so far, in order (``{label: seconds}``).
+    timings: dict = field(default_factory=dict)
 
     @property
     def n_leaves(self) -> int:
         return int(self.leaf_counts.shape[0])
+
+    @property
+    def leaf_dtype(self) -> np.dtype:
+        """Narrowest integer type holding every leaf id (fewer bytes through the shuffle)."""
+        return np.min_scalar_type(-max(1, self.n_leaves))
 
     @property
     def bin_of_leaf(self) -> np.ndarray:
@@ -494,12 +505,22 @@ def plan(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="strict
 
 
 def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
+    timings, clock = {}, time.perf_counter()
+
+    def lap(label):
+        nonlocal clock
+        now = time.perf_counter()
+        timings[label] = now - clock
+        clock = now
+
     leaf_rows = opts.leaf_rows or default_leaf_rows(client, ddf._meta, len(opts.qis),
                                                     _measured_row_bytes(client, ddf))
     leaf_rows = max(leaf_rows, 2 * opts.k)
+    lap("leaf size")
     cfg = PlanConfig(opts.k, opts.mode == "relaxed", leaf_rows, opts.max_depth)
     domain, root = _domain_pass(client, ddf, opts, progress,
                                 sample_rows * 2 ** cfg.max_levels)
+    lap("pass 1: domain")
     if domain.n_rows == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
     KAnonymity(opts.k).check_table(domain.n_rows)
@@ -526,6 +547,7 @@ def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
         passes += 1
         sketch = _region_pass(client, ddf, opts, domain, nodes, leaves, cfg, sample_rows,
                               progress, f"pass {passes}: cut {len(roots)} region(s)")
+        lap(f"pass {passes}: cut {len(roots)} region(s)")
         for slot, j in enumerate(leaves):
             if nodes[j].fresh:
                 nodes[j].summary = sketch.region(slot)
@@ -540,12 +562,13 @@ def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
         passes += 2
         _keep_diverse_cuts(nodes, _leaf_histograms(client, ddf, opts, domain, nodes, sens,
                                                    progress), sens)
+        lap("sensitive passes")
     leaves = _leaves(nodes)
     counts = np.asarray([int(nodes[j].n) for j in leaves], dtype=np.int64)
     depths = np.asarray([nodes[j].depth for j in leaves], dtype=np.int64)
     return TopPlan(domain, _cut_tree(nodes, leaves), counts, depths,
                    _pack_bins(counts, leaf_rows), passes, leaf_rows, opts,
-                   list(ddf.columns), ddf._meta.index.name, sens)
+                   list(ddf.columns), ddf._meta.index.name, sens, timings)
 
 
 # -- step 2b: sensitive constraints on exact leaf histograms ------------------------------------
@@ -648,15 +671,14 @@ def _internal_names(top: TopPlan) -> list:
 
 
 def _attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.DataFrame:
-    """Route a partition's rows; add leaf, input position and output partition."""
+    """Route a partition's rows; add leaf, input index and input position."""
     number = partition_info["number"] if partition_info else 0
     keys = encode_keys(df, top.domain)
     leaf = route(keys, top.tree, tie_unit(keys) if top.tree.has_ties else None)
     out = df.set_axis(_internal_names(top), axis=1)
     out["__dm_index"] = df.index
-    out["__dm_leaf"] = leaf
     out["__dm_pos"] = (np.int64(number) << np.int64(32)) + np.arange(len(df), dtype=np.int64)
-    out["__dm_bin"] = top.bin_of_leaf[leaf]
+    out[_LEAF] = leaf.astype(top.leaf_dtype)
     return out
 
 
@@ -718,7 +740,12 @@ def _as_strings(column: pd.Series) -> pd.Series:
         return column.astype(_string_dtype())
     import pyarrow as pa
 
-    labels = pa.array([str(c) for c in column.cat.categories], type=pa.string())
+    categories = column.cat.categories
+    if pd.api.types.is_string_dtype(categories.dtype) and categories.inferred_type == "string":
+        # One C-level conversion, not a Python str() per category.
+        labels = pa.array(categories.to_numpy(dtype=object), type=pa.string())
+    else:
+        labels = pa.array([str(c) for c in categories], type=pa.string())
     codes = column.cat.codes.to_numpy()
     values = labels.take(pa.array(codes, mask=codes < 0))
     return pd.Series(pd.arrays.ArrowStringArray(values), index=column.index, name=column.name)
@@ -733,7 +760,7 @@ def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
     """
     b = partition_info["number"] if partition_info else None
     expected = top.bins[b] if b is not None else []
-    leaf = df["__dm_leaf"].to_numpy(dtype=np.int64)
+    leaf = df.index.to_numpy(dtype=np.int64)
     order = np.lexsort((df["__dm_pos"].to_numpy(dtype=np.int64), leaf))
     ids, starts, counts = np.unique(leaf[order], return_index=True, return_counts=True)
     if ids.tolist() != list(expected) or not np.array_equal(counts, top.leaf_counts[ids]):
@@ -746,7 +773,7 @@ def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
         return meta
     opts = top.options
     names = dict(zip(_internal_names(top), top.columns, strict=True))
-    frame = df.take(order).drop(columns=_INTERNAL[1:3]).rename(columns=names)
+    frame = df.take(order).drop(columns="__dm_pos").rename(columns=names)
     frame.index = pd.Index(frame.pop("__dm_index").to_numpy(), name=top.index_name)
     qi_frame = _restore_dtypes(frame[opts.qis].copy(), top)
     codes = (top.sensitive.codes(frame[opts.sensitive]) if top.sensitive is not None
@@ -792,12 +819,14 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
 
     spec = delayed(top, traverse=False, name=f"dmondrian-plan-{uuid.uuid4().hex}")
     routed_meta = ddf._meta.set_axis(_internal_names(top), axis=1).assign(
-        __dm_index=ddf._meta.index, __dm_leaf=np.int64(0), __dm_pos=np.int64(0),
-        __dm_bin=np.int64(0))
+        __dm_index=ddf._meta.index, __dm_pos=np.int64(0))
+    routed_meta[_LEAF] = np.zeros(0, dtype=top.leaf_dtype)
     routed = ddf.map_partitions(_attach_leaf, spec, meta=routed_meta)
-    n_bins = len(top.bins)
-    shuffled = routed.set_index("__dm_bin", divisions=tuple(range(n_bins + 1)),
-                                shuffle_method=shuffle_method)
+    # Bins are runs of consecutive leaf ids, so the leaf id itself, with each
+    # bin's first leaf as a division, sends every leaf to its bin: no bin
+    # column through the shuffle.
+    divisions = (*(ids[0] for ids in top.bins), top.n_leaves - 1)
+    shuffled = routed.set_index(_LEAF, divisions=divisions, shuffle_method=shuffle_method)
     meta = _output_meta(ddf._meta, top)
     return shuffled.map_partitions(_anonymize_bin, spec, meta, meta=meta,
                                    clear_divisions=True)
@@ -886,7 +915,9 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, write, *, client, progress, 
     c, owned = resolve_client(client)
     try:
         top = plan(ddf, quasi_identifiers, k, client=c, progress=progress, **options)
+        start = time.perf_counter()
         run(c, write(apply_plan(ddf, top, _distributed_shuffle())), progress, label)
+        top.timings["route, shuffle, anonymize, write"] = time.perf_counter() - start
         return top
     finally:
         release(owned)

@@ -130,11 +130,24 @@ def encode_keys(df: pd.DataFrame, domain: GlobalDomain) -> np.ndarray:
                 codes = np.where(codes < 0, -1, remap[np.maximum(codes, 0)])
             keys[j] = np.where(codes < 0, K.MISSING_KEY, codes)
         else:
-            local = encode_qi(s, kind=QIKind.NOMINAL)
-            remap = _map_codes(name, local.categories[:-1], domain.category_index(j),
-                               domain.slots[j] - 1)
-            keys[j] = remap[local.keys]
+            keys[j] = _nominal_keys(s, domain.category_index(j), domain.slots[j] - 1)
     return keys
+
+
+def _nominal_keys(s: pd.Series, index: pd.Index, missing_code) -> np.ndarray:
+    """Global codes of a nominal column: local factorize, then one lookup per distinct value.
+
+    Same codes as encoding the column locally and remapping its sorted
+    categories, without sorting them or counting distinct keys.
+    """
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        codes, uniques = s.cat.codes.to_numpy(), list(s.cat.categories)
+    else:
+        codes, uniques = pd.factorize(s, use_na_sentinel=True)
+        uniques = list(uniques)
+    remap = _map_codes(s.name, uniques, index, missing_code)
+    # Missing (-1) takes the last entry of remap: the missing code.
+    return remap[np.where(codes < 0, len(uniques), codes)]
 
 
 def slot_keys(keys_row: np.ndarray, j: int, domain: GlobalDomain) -> np.ndarray:

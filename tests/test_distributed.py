@@ -201,7 +201,7 @@ def test_partition_refuses_a_leaf_with_unexpected_rows(client):
     ddf = dd.from_pandas(df, npartitions=3)
     top = D.plan(ddf, ["age", "zip"], 5, leaf_rows=300, client=client)
     routed = D._attach_leaf(df, top, {"number": 0})
-    part = routed[routed["__dm_bin"] == 0].set_index("__dm_bin")
+    part = routed[top.bin_of_leaf[routed["__dm_leaf"]] == 0].set_index("__dm_leaf")
     meta = D._output_meta(df.iloc[:0], top)
     assert len(D._anonymize_bin(part, top, meta, {"number": 0})) == len(part)
     with pytest.raises(RuntimeError, match="Refusing to publish"):
