@@ -12,7 +12,9 @@ same LocalCluster, side by side:
 * dmondrian: ``anonymize_to_parquet`` (domain pass, top-phase passes, route,
   p2p shuffle, local engine per leaf, write).
 
-Reported: both times and their ratio (target <= 1.5), passes over the data in
+Reported: both times and their ratio (target <= 1.5), the CPU seconds of the
+worker processes and the client for each and their ratio (the figure to compare
+when the machine is shared and wall times are noisy), passes over the data in
 the top phase, leaves and the largest leaf, and the peak memory of any worker
 process (sampled from the scheduler's heartbeats) against its limit.
 
@@ -57,6 +59,30 @@ def write_input(path: Path, rows: int, rows_per_file: int) -> None:
         n = min(rows_per_file, rows - start)
         df = make_census(n, seed=0, start=start)[QIS + KEEP]
         df.to_parquet(path / f"part-{i:05d}.parquet", index=False)
+
+
+def _process_cpu() -> float:
+    import psutil
+
+    t = psutil.Process().cpu_times()
+    return t.user + t.system
+
+
+class CpuSeconds:
+    """CPU seconds used by the worker processes and this one (robust to a busy machine)."""
+
+    def __init__(self, client):
+        self.client, self.seconds = client, 0.0
+
+    def _total(self):
+        return sum(self.client.run(_process_cpu).values()) + _process_cpu()
+
+    def __enter__(self):
+        self._start = self._total()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = self._total() - self._start
 
 
 class PeakMemory:
@@ -239,9 +265,11 @@ def main(argv=None):
             limit = min(w["memory_limit"] for w in
                         client.scheduler_info(n_workers=-1)["workers"].values())
             client.run(_warm)  # imports and numba cache loads stay out of the timings
-            with PeakMemory(client) as mem_base, get_task_stream(client) as ts_base:
+            with (PeakMemory(client) as mem_base, get_task_stream(client) as ts_base,
+                  CpuSeconds(client) as cpu_base):
                 base_s = baseline(client, src, scratch / "baseline")
-            with PeakMemory(client) as mem_anon, get_task_stream(client) as ts_anon:
+            with (PeakMemory(client) as mem_anon, get_task_stream(client) as ts_anon,
+                  CpuSeconds(client) as cpu_anon):
                 anon_s, top = anonymize(client, src, scratch / "anonymized", args.leaf_rows)
             leaf_profile = profile_leaf(src, top) if args.profile_leaf else None
         result = {
@@ -249,12 +277,16 @@ def main(argv=None):
             "threads_per_worker": args.threads, "memory_limit_bytes": limit,
             "input_parquet_bytes": input_bytes, "generate_s": round(gen_s, 2),
             "baseline_shuffle_s": round(base_s, 2), "anonymize_s": round(anon_s, 2),
-            "ratio": round(anon_s / base_s, 3), "top_phase_passes": top.passes,
+            "ratio": round(anon_s / base_s, 3),
+            "baseline_cpu_s": round(cpu_base.seconds, 2),
+            "anonymize_cpu_s": round(cpu_anon.seconds, 2),
+            "cpu_ratio": round(cpu_anon.seconds / cpu_base.seconds, 3),
+            "top_phase_passes": top.passes,
             "leaves": top.n_leaves, "leaf_rows": top.leaf_rows,
             "largest_leaf": int(top.leaf_counts.max()),
             "peak_worker_memory_baseline": int(mem_base.peak),
             "peak_worker_memory_anonymize": int(mem_anon.peak),
-            "phase_wall_s": {label: round(s, 2) for label, s in top.timings.items()},
+            "phase_wall_s": {lab: round(s, 2) for lab, s in getattr(top, "timings", {}).items()},
             "task_compute_s_baseline": task_seconds(ts_base.data),
             "task_compute_s_anonymize": task_seconds(ts_anon.data),
             "python": platform.python_version(), "cpus": os.cpu_count(),

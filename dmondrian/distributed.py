@@ -94,13 +94,14 @@ import numbers
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from . import _kernel as K
-from .cluster import release, resolve_client, run, worker_memory_per_thread
+from .cluster import cores_per_worker, release, resolve_client, run, worker_memory_per_thread
 from .constraints import (
     KAnonymity,
     KernelPrivacy,
@@ -433,6 +434,10 @@ class TopPlan:
         Passes over the data made by the top phase (domain pass included).
     leaf_rows : int
         The leaf size used.
+    timings : dict
+        Wall seconds of each pass run so far, by label.
+    kernel_threads : int or None
+        Threads one task's numba kernel may use (the host's cores per worker).
     """
 
     domain: GlobalDomain
@@ -448,6 +453,8 @@ class TopPlan:
     sensitive: _Sensitive | None = None
     #: Wall seconds of each step run so far, in order (``{label: seconds}``).
     timings: dict = field(default_factory=dict)
+    #: Threads the numba kernel may use in one task (None: numba's default).
+    kernel_threads: int | None = None
 
     @property
     def n_leaves(self) -> int:
@@ -568,7 +575,8 @@ def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
     depths = np.asarray([nodes[j].depth for j in leaves], dtype=np.int64)
     return TopPlan(domain, _cut_tree(nodes, leaves), counts, depths,
                    _pack_bins(counts, leaf_rows), passes, leaf_rows, opts,
-                   list(ddf.columns), ddf._meta.index.name, sens, timings)
+                   list(ddf.columns), ddf._meta.index.name, sens, timings,
+                   cores_per_worker(client))
 
 
 # -- step 2b: sensitive constraints on exact leaf histograms ------------------------------------
@@ -718,7 +726,7 @@ def _anonymize_leaf(frame: pd.DataFrame, leaf_id: int, top: TopPlan,
     if top.sensitive is not None:
         base = top.sensitive.privacy
         privacy = KernelPrivacy(base.ip, base.fp, base.q, sensitive_codes)
-    with _KERNEL_LOCK:
+    with _KERNEL_LOCK, _kernel_threads(top.kernel_threads):
         part = partition(encoded, opts.k, mode=opts.mode, max_depth=depth,
                          scales=top.domain.scales, privacy=privacy)
     out = publish(frame, encoded, part, opts.generalization, opts.class_column)
@@ -728,6 +736,28 @@ def _anonymize_leaf(frame: pd.DataFrame, leaf_id: int, top: TopPlan,
     for q in _label_columns(top):
         out[q] = _as_strings(out[q])
     return out
+
+
+@contextmanager
+def _kernel_threads(n: int | None):
+    """Run the numba kernel on at most ``n`` threads (this thread's setting only).
+
+    Each worker process has its share of the host's cores: a kernel spreading
+    over every core would fight the other workers' tasks for them (measured:
+    slower and more CPU than one thread when the other core is busy). The
+    result does not depend on the number of threads.
+    """
+    import numba
+
+    if n is None or n >= numba.config.NUMBA_NUM_THREADS:
+        yield
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, n))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def _as_strings(column: pd.Series) -> pd.Series:

@@ -6,6 +6,8 @@ in test_distributed_clusters.py.
 
 from __future__ import annotations
 
+import os
+
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
@@ -194,6 +196,32 @@ def test_repeated_runs_are_identical(client):
     runs = [D.anonymize(ddf, CENSUS_QIS, 5, leaf_rows=700, client=client, mode="relaxed",
                         class_column="cls").compute() for _ in range(2)]
     pd.testing.assert_frame_equal(runs[0], runs[1])
+
+
+def test_kernel_thread_count_does_not_change_the_output(client):
+    df = make_census(6000, seed=11)
+    ddf = dd.from_pandas(df, npartitions=4)
+    top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=900, client=client, class_column="cls")
+    assert 1 <= top.kernel_threads <= os.cpu_count()
+    runs = []
+    for threads in (1, None):
+        top.kernel_threads = threads
+        runs.append(D.apply_plan(ddf, top).compute())
+    pd.testing.assert_frame_equal(runs[0], runs[1])
+
+
+def test_leaf_ids_travel_as_the_narrowest_integer_index(client):
+    df = mixed_table(3000, seed=12)
+    top = D.plan(dd.from_pandas(df, npartitions=3), ["age", "zip"], 5, leaf_rows=200,
+                 client=client)
+    routed = D._attach_leaf(df, top, {"number": 0})
+    assert top.n_leaves > 1
+    assert routed["__dm_leaf"].dtype == np.min_scalar_type(-top.n_leaves)
+    assert routed["__dm_leaf"].tolist() == D.route(D.encode_keys(df, top.domain),
+                                                   top.tree).tolist()
+    # Each bin is a run of consecutive leaves: the leaf id alone finds the bin.
+    assert [i for ids in top.bins for i in ids] == list(range(top.n_leaves))
+    assert "__dm_bin" not in routed.columns
 
 
 def test_partition_refuses_a_leaf_with_unexpected_rows(client):
