@@ -773,9 +773,9 @@ def _as_strings(column: pd.Series) -> pd.Series:
     categories = column.cat.categories
     if pd.api.types.is_string_dtype(categories.dtype) and categories.inferred_type == "string":
         # One C-level conversion, not a Python str() per category.
-        labels = pa.array(categories.to_numpy(dtype=object), type=pa.string())
+        labels = pa.array(categories.to_numpy(dtype=object), type=pa.large_string())
     else:
-        labels = pa.array([str(c) for c in categories], type=pa.string())
+        labels = pa.array([str(c) for c in categories], type=pa.large_string())
     codes = column.cat.codes.to_numpy()
     values = labels.take(pa.array(codes, mask=codes < 0))
     return pd.Series(pd.arrays.ArrowStringArray(values), index=column.index, name=column.name)
