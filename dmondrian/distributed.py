@@ -144,10 +144,11 @@ __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "app
 SAMPLE_ROWS = 2048
 _MAX_ROUNDS = 64
 _SPLIT_EVERY = 8
-# Columns riding along through the shuffle besides the data: the input index and
-# position; the leaf id becomes the shuffled frame's index.
-_INTERNAL = ["__dm_index", "__dm_pos"]
-_LEAF = "__dm_leaf"
+# Columns riding along through the shuffle besides the data: the input position
+# and, unless every partition's index is its row positions, the input index; the
+# leaf id becomes the shuffled frame's index.
+_POS, _INDEX, _LEAF = "__dm_pos", "__dm_index", "__dm_leaf"
+_ROW_MASK = np.int64(0xFFFFFFFF)
 # The numba kernel is parallel inside; concurrent calls from several threads of
 # one worker would oversubscribe it (and the workqueue layer forbids them).
 _KERNEL_LOCK = threading.Lock()
@@ -220,15 +221,18 @@ def _row_bytes(meta: pd.DataFrame) -> float:
     return row
 
 
-def _measured_row_bytes(client, ddf) -> float | None:
-    """Bytes per row of the first partition in memory (one partition read)."""
+def _row_bytes_future(client, ddf):
+    """Future of the first partition's in-memory bytes per row (None when it is empty).
+
+    Submitted before the domain pass, which it then runs alongside.
+    """
     from dask import delayed
 
     def measure(part):
-        return float(part.memory_usage(deep=True).sum()), len(part)
+        rows = len(part)
+        return float(part.memory_usage(deep=True).sum()) / rows if rows else None
 
-    total, rows = client.compute(delayed(measure)(ddf.to_delayed()[0])).result()
-    return total / rows if rows else None
+    return client.compute(delayed(measure)(ddf.to_delayed()[0]))
 
 
 def default_leaf_rows(client, meta: pd.DataFrame, n_qis: int, row_bytes=None) -> int:
@@ -273,7 +277,8 @@ def _domain_pass(client, ddf, opts: _Options, progress, sample_size):
     partials = [sketch_d(p, i, opts.qis, opts.kinds, sample_size) for i, p in enumerate(parts)]
     merged = run(client, _tree_reduce(partials, merge_domain), progress,
                  "pass 1: global domain")
-    return build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta)
+    return (*build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta),
+            merged.positional_index)
 
 
 # -- step 2: the top phase ---------------------------------------------------------------------
@@ -438,6 +443,8 @@ class TopPlan:
         Wall seconds of each pass run so far, by label.
     kernel_threads : int or None
         Threads one task's numba kernel may use (the host's cores per worker).
+    positional_index : bool
+        Whether every input partition's index was its row positions.
     """
 
     domain: GlobalDomain
@@ -455,6 +462,9 @@ class TopPlan:
     timings: dict = field(default_factory=dict)
     #: Threads the numba kernel may use in one task (None: numba's default).
     kernel_threads: int | None = None
+    #: Every input partition's index is 0..n-1: the shuffle ships no index column
+    #: (the position restores it).
+    positional_index: bool = False
 
     @property
     def n_leaves(self) -> int:
@@ -520,14 +530,14 @@ def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
         timings[label] = now - clock
         clock = now
 
+    row_bytes = None if opts.leaf_rows else _row_bytes_future(client, ddf)
+    domain, root, positional = _domain_pass(client, ddf, opts, progress,
+                                sample_rows * 2 ** PlanConfig.max_levels)
     leaf_rows = opts.leaf_rows or default_leaf_rows(client, ddf._meta, len(opts.qis),
-                                                    _measured_row_bytes(client, ddf))
+                                                    row_bytes.result())
     leaf_rows = max(leaf_rows, 2 * opts.k)
-    lap("leaf size")
     cfg = PlanConfig(opts.k, opts.mode == "relaxed", leaf_rows, opts.max_depth)
-    domain, root = _domain_pass(client, ddf, opts, progress,
-                                sample_rows * 2 ** cfg.max_levels)
-    lap("pass 1: domain")
+    lap("pass 1: domain (and leaf size)")
     if domain.n_rows == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
     KAnonymity(opts.k).check_table(domain.n_rows)
@@ -576,7 +586,7 @@ def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
     return TopPlan(domain, _cut_tree(nodes, leaves), counts, depths,
                    _pack_bins(counts, leaf_rows), passes, leaf_rows, opts,
                    list(ddf.columns), ddf._meta.index.name, sens, timings,
-                   cores_per_worker(client))
+                   cores_per_worker(client), positional)
 
 
 # -- step 2b: sensitive constraints on exact leaf histograms ------------------------------------
@@ -684,8 +694,15 @@ def _attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.Data
     keys = encode_keys(df, top.domain)
     leaf = route(keys, top.tree, tie_unit(keys) if top.tree.has_ties else None)
     out = df.set_axis(_internal_names(top), axis=1)
-    out["__dm_index"] = df.index
-    out["__dm_pos"] = (np.int64(number) << np.int64(32)) + np.arange(len(df), dtype=np.int64)
+    if top.positional_index:
+        if not (isinstance(df.index, pd.RangeIndex) and df.index.start == 0
+                and df.index.step == 1):
+            raise RuntimeError(
+                f"dmondrian: input partition {number} no longer has the index 0..n-1 it had "
+                "in the domain pass; the input must be deterministic")
+    else:
+        out[_INDEX] = df.index
+    out[_POS] = (np.int64(number) << np.int64(32)) + np.arange(len(df), dtype=np.int64)
     out[_LEAF] = leaf.astype(top.leaf_dtype)
     return out
 
@@ -791,7 +808,7 @@ def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
     b = partition_info["number"] if partition_info else None
     expected = top.bins[b] if b is not None else []
     leaf = df.index.to_numpy(dtype=np.int64)
-    order = np.lexsort((df["__dm_pos"].to_numpy(dtype=np.int64), leaf))
+    order = np.lexsort((df[_POS].to_numpy(dtype=np.int64), leaf))
     ids, starts, counts = np.unique(leaf[order], return_index=True, return_counts=True)
     if ids.tolist() != list(expected) or not np.array_equal(counts, top.leaf_counts[ids]):
         # A leaf cut short would publish classes the top phase never counted.
@@ -803,8 +820,10 @@ def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
         return meta
     opts = top.options
     names = dict(zip(_internal_names(top), top.columns, strict=True))
-    frame = df.take(order).drop(columns="__dm_pos").rename(columns=names)
-    frame.index = pd.Index(frame.pop("__dm_index").to_numpy(), name=top.index_name)
+    frame = df.take(order).rename(columns=names)
+    pos = frame.pop(_POS).to_numpy(dtype=np.int64)
+    index = pos & _ROW_MASK if top.positional_index else frame.pop(_INDEX).to_numpy()
+    frame.index = pd.Index(index, name=top.index_name)
     qi_frame = _restore_dtypes(frame[opts.qis].copy(), top)
     codes = (top.sensitive.codes(frame[opts.sensitive]) if top.sensitive is not None
              else np.zeros(len(frame), dtype=np.int64))
@@ -848,8 +867,10 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
     from dask import delayed
 
     spec = delayed(top, traverse=False, name=f"dmondrian-plan-{uuid.uuid4().hex}")
-    routed_meta = ddf._meta.set_axis(_internal_names(top), axis=1).assign(
-        __dm_index=ddf._meta.index, __dm_pos=np.int64(0))
+    routed_meta = ddf._meta.set_axis(_internal_names(top), axis=1)
+    if not top.positional_index:
+        routed_meta[_INDEX] = ddf._meta.index
+    routed_meta[_POS] = np.zeros(0, dtype=np.int64)
     routed_meta[_LEAF] = np.zeros(0, dtype=top.leaf_dtype)
     routed = ddf.map_partitions(_attach_leaf, spec, meta=routed_meta)
     # Bins are runs of consecutive leaf ids, so the leaf id itself, with each

@@ -224,6 +224,25 @@ def test_leaf_ids_travel_as_the_narrowest_integer_index(client):
     assert "__dm_bin" not in routed.columns
 
 
+def test_positional_partition_index_is_restored_without_shipping_it(client):
+    df = make_census(4000, seed=13)
+    ddf = dd.from_pandas(df, npartitions=3)
+    starts = {p: int(ddf.divisions[p]) for p in range(ddf.npartitions)}
+    # As read_parquet gives it: every partition indexed 0..n-1.
+    positional = ddf.map_partitions(lambda p: p.reset_index(drop=True))
+    labelled = positional.map_partitions(lambda p: p.set_axis(pd.Index(p.index.to_numpy())))
+    outs = []
+    for frame in (positional, labelled):
+        top = D.plan(frame, CENSUS_QIS, 5, leaf_rows=600, client=client)
+        outs.append((top, D.apply_plan(frame, top).compute()))
+    (top_pos, out_pos), (top_lab, out_lab) = outs
+    assert top_pos.positional_index and not top_lab.positional_index
+    pd.testing.assert_frame_equal(out_pos, out_lab)
+    bounds = np.asarray(list(starts.values()) + [len(df)])
+    part = np.searchsorted(bounds, out_pos["person_id"].to_numpy(), side="right") - 1
+    assert (out_pos.index.to_numpy() == out_pos["person_id"].to_numpy() - bounds[part]).all()
+
+
 def test_partition_refuses_a_leaf_with_unexpected_rows(client):
     df = mixed_table(1200, seed=8)
     ddf = dd.from_pandas(df, npartitions=3)
