@@ -30,14 +30,19 @@ that fit in memory ("leaves") are handed to the local engine.
    undone (its regions merged back, that QI not tried again there).
    Approximation may cost information, never privacy: every kept cut is
    checked on exact counts.
-3. **Shuffle.** Every row is routed to its leaf (vectorized, one tree level
-   per step, :mod:`dmondrian.routing`), leaves are packed into output
-   partitions of at most ``leaf_rows`` rows, and a ``set_index`` with
-   explicit divisions moves each leaf entirely into its partition (p2p on a
-   distributed cluster). Each output partition first checks that it received
-   exactly the rows the top phase counted for each of its leaves, then runs
-   the local engine on each leaf, rows in input order, with the global
-   scales and the remaining depth.
+3. **Shuffle.** Every row is routed to its leaf (a compiled walk down the
+   cut tree, :mod:`dmondrian.routing`), leaves are packed into output
+   partitions of at most ``leaf_rows`` rows (runs of consecutive leaf ids),
+   and a ``set_index`` on the leaf id, with each partition's first leaf as a
+   division, moves each leaf entirely into its partition (p2p on a
+   distributed cluster). Besides the data only the leaf id (the narrowest
+   integer type), the input position and, unless every partition is indexed
+   ``0..n-1`` as ``read_parquet`` gives it, the input index go through the
+   shuffle. Each output partition first checks that it received exactly the
+   rows the top phase counted for each of its leaves, then runs the local
+   engine on each leaf, rows in input order, with the global scales and the
+   remaining depth (its numba kernel on the host's cores per worker, so
+   workers sharing a host do not oversubscribe it).
 4. **Output.** A lazy dask DataFrame with the input's columns, QIs published
    as the local engine publishes them (labels as strings), the input's index
    values (divisions unknown), rows grouped by leaf. ``class_column`` ids are
@@ -64,9 +69,12 @@ Sizes and limits
 * ``leaf_rows`` defaults to a tenth of one worker thread's memory divided by
   the measured in-memory size of a row (first partition), clipped to
   [1,000, 4,000,000]: a leaf is held about twice by the task that anonymizes it.
-* A top-phase pass reads only the QI columns; it decides up to six levels, so
-  ``n`` rows need about ``1 + log2(n / leaf_rows) / 6`` passes plus the shuffle
-  (typically 2 or 3 passes).
+* A top-phase pass reads only the QI columns; it decides up to six levels
+  (one more than a balanced tree would need, for branches that uneven cuts
+  leave too big), so ``n`` rows need about ``1 + log2(n / leaf_rows) / 6``
+  passes plus the shuffle (typically 2 or 3 passes). The first partition's
+  row size (for the default ``leaf_rows``) is measured alongside the domain
+  pass. ``TopPlan.timings`` holds the wall time of every pass.
 * p2p buffers up to ``distributed.p2p.comm.buffer`` (1 GiB by default) per
   worker: with workers of a few GB or less, lower it (e.g. to an eighth of
   the worker memory) or the shuffle, not the engine, runs out of memory.
