@@ -153,11 +153,10 @@ def cores_per_worker(client) -> int | None:
     ...     cores_per_worker(c) >= 1
     True
     """
-    import os
     from urllib.parse import urlsplit
 
     try:
-        cores = client.run(os.cpu_count)
+        cores = client.run(_usable_cores)
         workers = client.scheduler_info(n_workers=-1)["workers"]
     except Exception:  # noqa: BLE001 - an unknown layout keeps numba's default
         return None
@@ -170,3 +169,10 @@ def cores_per_worker(client) -> int | None:
             host_cores[host] = max(host_cores.get(host, 0), int(cores[address]))
     shares = [max(1, host_cores[h] // count[h]) for h in count if h in host_cores]
     return min(shares) if shares else None
+
+
+def _usable_cores() -> int:
+    """Cores this process may run on (CPU affinity and cgroup quotas counted)."""
+    from dask.system import CPU_COUNT
+
+    return CPU_COUNT
