@@ -70,8 +70,8 @@ Sizes and limits
   the measured in-memory size of a row (first partition), clipped to
   [1,000, 4,000,000]: a leaf is held about twice by the task that anonymizes it.
 * A top-phase pass reads only the QI columns; it decides up to six levels
-  (one more than a balanced tree would need, for branches that uneven cuts
-  leave too big), so ``n`` rows need about ``1 + log2(n / leaf_rows) / 6``
+  of a balanced tree (plus one for branches that uneven cuts leave too big),
+  so ``n`` rows need about ``1 + log2(n / leaf_rows) / 6``
   passes plus the shuffle (typically 2 or 3 passes). The first partition's
   row size (for the default ``leaf_rows``) is measured alongside the domain
   pass. ``TopPlan.timings`` holds the wall time of every pass.
