@@ -115,7 +115,6 @@ from .constraints import (
     KernelPrivacy,
     encode_sensitive,
     kernel_privacy,
-    resolve_constraints,
 )
 from .domain import build_domain, domain_sketch, merge_domain
 from .errors import InfeasibleError, InvalidValueError, ParameterError
@@ -133,16 +132,7 @@ from .routing import (
     tie_unit,
 )
 from .sketch import Summary, merge_sketches, summarize
-from .validation import (
-    GENERALIZATIONS,
-    MODES,
-    check_choice,
-    check_class_column,
-    check_mapping,
-    check_max_depth,
-    check_quasi_identifiers,
-    check_sensitive,
-)
+from .validation import check_options
 
 __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "apply_plan",
            "TopPlan", "default_leaf_rows"]
@@ -193,16 +183,10 @@ def _check_options(ddf, quasi_identifiers, k, mode, generalization, max_depth, h
 
     if not isinstance(ddf, dd.DataFrame):
         raise ParameterError("ddf", f"expected a dask DataFrame, got {type(ddf).__name__}")
-    qis = check_quasi_identifiers(quasi_identifiers, ddf.columns)
-    constraints, sensitive = resolve_constraints(k, **(privacy or {}))
-    sensitive = check_sensitive(sensitive, ddf.columns, qis)
-    constraint = constraints[0]
-    check_choice("mode", mode, MODES)
-    check_choice("generalization", generalization, GENERALIZATIONS)
-    depth = check_max_depth(max_depth)
-    hierarchies = check_mapping("hierarchies", hierarchies, qis)
-    qi_kinds = check_mapping("qi_kinds", qi_kinds, qis)
-    class_column = check_class_column(class_column, ddf.columns)
+    checked = check_options(ddf.columns, quasi_identifiers, k, mode=mode,
+                            generalization=generalization, max_depth=max_depth,
+                            hierarchies=hierarchies, qi_kinds=qi_kinds,
+                            class_column=class_column, **(privacy or {}))
     if leaf_rows is not None and (isinstance(leaf_rows, bool)
                                   or not isinstance(leaf_rows, numbers.Integral)
                                   or leaf_rows < 1):
@@ -210,11 +194,12 @@ def _check_options(ddf, quasi_identifiers, k, mode, generalization, max_depth, h
                                           f"got {leaf_rows!r}")
     # Encoding the empty meta frame raises the local engine's typed errors for
     # unsupported dtypes and kinds, and coerces hierarchy files to trees.
-    probe = encode_table(ddf._meta, qis, hierarchies, qi_kinds)
+    probe = encode_table(ddf._meta, checked.qis, checked.hierarchies, checked.qi_kinds)
     trees = {qi.name: qi.hierarchy for qi in probe if qi.kind == QIKind.HIERARCHY}
-    return _Options(qis, constraint.min_size(), mode, generalization, depth, trees,
-                    [qi.kind for qi in probe], class_column,
-                    None if leaf_rows is None else int(leaf_rows), constraints, sensitive)
+    return _Options(checked.qis, checked.k, checked.mode, checked.generalization,
+                    checked.max_depth, trees, [qi.kind for qi in probe], checked.class_column,
+                    None if leaf_rows is None else int(leaf_rows), checked.constraints,
+                    checked.sensitive)
 
 
 def _row_bytes(meta: pd.DataFrame) -> float:
