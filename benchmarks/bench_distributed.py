@@ -12,9 +12,18 @@ same LocalCluster, side by side:
 * dmondrian: ``anonymize_to_parquet`` (domain pass, top-phase passes, route,
   p2p shuffle, local engine per leaf, write).
 
-Reported: both times and their ratio (target <= 1.5), passes over the data in
+Reported: both times and their ratio (target <= 1.5), the CPU seconds of the
+worker processes and the client for each and their ratio (the figure to compare
+when the machine is shared and wall times are noisy), passes over the data in
 the top phase, leaves and the largest leaf, and the peak memory of any worker
 process (sampled from the scheduler's heartbeats) against its limit.
+
+Per phase: the wall time of every top-phase pass and of the final
+route-shuffle-anonymize-write pass (``TopPlan.timings``), and from the Dask
+task stream the compute seconds workers spent per task prefix (read, route,
+shuffle, anonymize, write). ``--profile-leaf`` also profiles the local engine
+on one output partition in this process (validation/encode, partition,
+publish, conversion to strings).
 
 ``--quality`` also runs the local engine in memory on the same rows and
 compares average NCP (from per-class original bounds), the 2M-row quality
@@ -50,6 +59,30 @@ def write_input(path: Path, rows: int, rows_per_file: int) -> None:
         n = min(rows_per_file, rows - start)
         df = make_census(n, seed=0, start=start)[QIS + KEEP]
         df.to_parquet(path / f"part-{i:05d}.parquet", index=False)
+
+
+def _process_cpu() -> float:
+    import psutil
+
+    t = psutil.Process().cpu_times()
+    return t.user + t.system
+
+
+class CpuSeconds:
+    """CPU seconds used by the worker processes and this one (robust to a busy machine)."""
+
+    def __init__(self, client):
+        self.client, self.seconds = client, 0.0
+
+    def _total(self):
+        return sum(self.client.run(_process_cpu).values()) + _process_cpu()
+
+    def __enter__(self):
+        self._start = self._total()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = self._total() - self._start
 
 
 class PeakMemory:
@@ -99,6 +132,52 @@ def anonymize(client, src: Path, dst: Path, leaf_rows):
     top = anonymize_to_parquet(dd.read_parquet(src), dst, QIS, K, client=client,
                                leaf_rows=leaf_rows, class_column="cls", progress=False)
     return time.perf_counter() - t0, top
+
+
+def task_seconds(stream) -> dict:
+    """Worker compute seconds per task prefix, from ``client.get_task_stream()`` records."""
+    from dask.utils import key_split
+
+    out: dict = {}
+    for rec in stream:
+        for ss in rec.get("startstops", ()):
+            if ss["action"] == "compute":
+                prefix = key_split(rec["key"])
+                out[prefix] = out.get(prefix, 0.0) + ss["stop"] - ss["start"]
+    return {p: round(s, 2) for p, s in sorted(out.items(), key=lambda kv: -kv[1])}
+
+
+def profile_leaf(src: Path, top) -> dict:
+    """Seconds the local engine spends per step on the first output partition, in process."""
+    import cProfile
+    import pstats
+
+    import dask.dataframe as dd
+
+    from dmondrian import distributed as D
+
+    pieces = []
+    for i, f in enumerate(sorted(src.iterdir())):  # one file is one input partition
+        routed = D._attach_leaf(pd.read_parquet(f), top, {"number": i})
+        pieces.append(routed[top.bin_of_leaf[routed["__dm_leaf"]] == 0])
+    part = pd.concat(pieces).set_index("__dm_leaf")
+    meta = D._output_meta(dd.read_parquet(src)._meta, top)
+    D._anonymize_bin(part, top, meta, {"number": 0})  # warm caches
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    D._anonymize_bin(part, top, meta, {"number": 0})
+    prof.disable()
+    total = time.perf_counter() - t0
+    stats = pstats.Stats(prof).stats
+    wanted = {"encode_table": "encode", "partition": "partition", "publish": "publish",
+              "_as_strings": "to strings", "_restore_dtypes": "restore dtypes",
+              "check_table": "validation", "_anonymize_leaf": "all leaves"}
+    out = {"rows": len(part), "leaves": int(part.index.nunique()), "total_s": total}
+    for (_file, _line, name), row in stats.items():
+        if name in wanted and "dmondrian" in _file:
+            out[wanted[name] + "_s"] = out.get(wanted[name] + "_s", 0.0) + row[3]
+    return {key: round(v, 3) if isinstance(v, float) else v for key, v in out.items()}
 
 
 def average_ncp(original: pd.DataFrame, classes: np.ndarray) -> float:
@@ -156,13 +235,15 @@ def main(argv=None):
     ap.add_argument("--rows-per-file", type=int, default=1_000_000)
     ap.add_argument("--leaf-rows", type=int, default=None)
     ap.add_argument("--quality", action="store_true", help="compare NCP with the local engine")
+    ap.add_argument("--profile-leaf", action="store_true",
+                    help="profile the local engine on one output partition")
     ap.add_argument("--tmp", default=None, help="scratch directory (default: system temp)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "distributed.json"))
     args = ap.parse_args(argv)
     rows = 500_000 if args.quick else args.rows
 
     from dask import config
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster, get_task_stream
 
     scratch = Path(tempfile.mkdtemp(prefix="dmondrian-bench-", dir=args.tmp))
     try:
@@ -184,22 +265,34 @@ def main(argv=None):
             limit = min(w["memory_limit"] for w in
                         client.scheduler_info(n_workers=-1)["workers"].values())
             client.run(_warm)  # imports and numba cache loads stay out of the timings
-            with PeakMemory(client) as mem_base:
+            with (PeakMemory(client) as mem_base, get_task_stream(client) as ts_base,
+                  CpuSeconds(client) as cpu_base):
                 base_s = baseline(client, src, scratch / "baseline")
-            with PeakMemory(client) as mem_anon:
+            with (PeakMemory(client) as mem_anon, get_task_stream(client) as ts_anon,
+                  CpuSeconds(client) as cpu_anon):
                 anon_s, top = anonymize(client, src, scratch / "anonymized", args.leaf_rows)
+            leaf_profile = profile_leaf(src, top) if args.profile_leaf else None
         result = {
             "rows": rows, "qis": QIS, "k": K, "workers": args.workers,
             "threads_per_worker": args.threads, "memory_limit_bytes": limit,
             "input_parquet_bytes": input_bytes, "generate_s": round(gen_s, 2),
             "baseline_shuffle_s": round(base_s, 2), "anonymize_s": round(anon_s, 2),
-            "ratio": round(anon_s / base_s, 3), "top_phase_passes": top.passes,
+            "ratio": round(anon_s / base_s, 3),
+            "baseline_cpu_s": round(cpu_base.seconds, 2),
+            "anonymize_cpu_s": round(cpu_anon.seconds, 2),
+            "cpu_ratio": round(cpu_anon.seconds / cpu_base.seconds, 3),
+            "top_phase_passes": top.passes,
             "leaves": top.n_leaves, "leaf_rows": top.leaf_rows,
             "largest_leaf": int(top.leaf_counts.max()),
             "peak_worker_memory_baseline": int(mem_base.peak),
             "peak_worker_memory_anonymize": int(mem_anon.peak),
+            "phase_wall_s": {lab: round(s, 2) for lab, s in getattr(top, "timings", {}).items()},
+            "task_compute_s_baseline": task_seconds(ts_base.data),
+            "task_compute_s_anonymize": task_seconds(ts_anon.data),
             "python": platform.python_version(), "cpus": os.cpu_count(),
         }
+        if leaf_profile is not None:
+            result["leaf_profile"] = leaf_profile
         if args.quality:
             result.update(quality(src, scratch / "anonymized"))
     finally:

@@ -22,7 +22,7 @@ import os
 import sys
 from contextlib import contextmanager
 
-__all__ = ["resolve_client", "session", "run", "worker_memory_per_thread"]
+__all__ = ["resolve_client", "session", "run", "worker_memory_per_thread", "cores_per_worker"]
 
 _ANNOUNCED: set = set()
 
@@ -127,3 +127,52 @@ def worker_memory_per_thread(client) -> float | None:
     per_thread = [w["memory_limit"] / max(1, w["nthreads"]) for w in workers.values()
                   if w.get("memory_limit")]
     return min(per_thread) if per_thread else None
+
+
+
+def cores_per_worker(client) -> int | None:
+    """Cores each worker process may use without oversubscribing its host, None if unknown.
+
+    Workers on one host share its cores: with two workers on two cores, a
+    task that starts its own thread pool (the numba kernel, one call at a
+    time per worker) should use one core, not two. The smallest share over
+    the hosts.
+
+    Parameters
+    ----------
+    client : distributed.Client
+
+    Returns
+    -------
+    int or None
+
+    Examples
+    --------
+    >>> from distributed import Client
+    >>> with Client(processes=False, n_workers=1, dashboard_address=":0") as c:
+    ...     cores_per_worker(c) >= 1
+    True
+    """
+    from urllib.parse import urlsplit
+
+    try:
+        cores = client.run(_usable_cores)
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+    except Exception:  # noqa: BLE001 - an unknown layout keeps numba's default
+        return None
+    # In-process workers (inproc:// addresses) share this process's host.
+    count, host_cores = {}, {}
+    for address in workers:
+        host = urlsplit(address).hostname or "localhost"
+        count[host] = count.get(host, 0) + 1
+        if cores.get(address):
+            host_cores[host] = max(host_cores.get(host, 0), int(cores[address]))
+    shares = [max(1, host_cores[h] // count[h]) for h in count if h in host_cores]
+    return min(shares) if shares else None
+
+
+def _usable_cores() -> int:
+    """Cores this process may run on (CPU affinity and cgroup quotas counted)."""
+    from dask.system import CPU_COUNT
+
+    return CPU_COUNT

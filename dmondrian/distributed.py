@@ -30,14 +30,19 @@ that fit in memory ("leaves") are handed to the local engine.
    undone (its regions merged back, that QI not tried again there).
    Approximation may cost information, never privacy: every kept cut is
    checked on exact counts.
-3. **Shuffle.** Every row is routed to its leaf (vectorized, one tree level
-   per step, :mod:`dmondrian.routing`), leaves are packed into output
-   partitions of at most ``leaf_rows`` rows, and a ``set_index`` with
-   explicit divisions moves each leaf entirely into its partition (p2p on a
-   distributed cluster). Each output partition first checks that it received
-   exactly the rows the top phase counted for each of its leaves, then runs
-   the local engine on each leaf, rows in input order, with the global
-   scales and the remaining depth.
+3. **Shuffle.** Every row is routed to its leaf (a compiled walk down the
+   cut tree, :mod:`dmondrian.routing`), leaves are packed into output
+   partitions of at most ``leaf_rows`` rows (runs of consecutive leaf ids),
+   and a ``set_index`` on the leaf id, with each partition's first leaf as a
+   division, moves each leaf entirely into its partition (p2p on a
+   distributed cluster). Besides the data only the leaf id (the narrowest
+   integer type), the input position and, unless every partition is indexed
+   ``0..n-1`` as ``read_parquet`` gives it, the input index go through the
+   shuffle. Each output partition first checks that it received exactly the
+   rows the top phase counted for each of its leaves, then runs the local
+   engine on each leaf, rows in input order, with the global scales and the
+   remaining depth (its numba kernel on the host's cores per worker, so
+   workers sharing a host do not oversubscribe it).
 4. **Output.** A lazy dask DataFrame with the input's columns, QIs published
    as the local engine publishes them (labels as strings), the input's index
    values (divisions unknown), rows grouped by leaf. ``class_column`` ids are
@@ -64,9 +69,12 @@ Sizes and limits
 * ``leaf_rows`` defaults to a tenth of one worker thread's memory divided by
   the measured in-memory size of a row (first partition), clipped to
   [1,000, 4,000,000]: a leaf is held about twice by the task that anonymizes it.
-* A top-phase pass reads only the QI columns; it decides up to six levels, so
-  ``n`` rows need about ``1 + log2(n / leaf_rows) / 6`` passes plus the shuffle
-  (typically 2 or 3 passes).
+* A top-phase pass reads only the QI columns; it decides up to six levels
+  of a balanced tree (plus one for branches that uneven cuts leave too big),
+  so ``n`` rows need about ``1 + log2(n / leaf_rows) / 6``
+  passes plus the shuffle (typically 2 or 3 passes). The first partition's
+  row size (for the default ``leaf_rows``) is measured alongside the domain
+  pass. ``TopPlan.timings`` holds the wall time of every pass.
 * p2p buffers up to ``distributed.p2p.comm.buffer`` (1 GiB by default) per
   worker: with workers of a few GB or less, lower it (e.g. to an eighth of
   the worker memory) or the shuffle, not the engine, runs out of memory.
@@ -92,20 +100,21 @@ from __future__ import annotations
 
 import numbers
 import threading
+import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from . import _kernel as K
-from .cluster import release, resolve_client, run, worker_memory_per_thread
+from .cluster import cores_per_worker, release, resolve_client, run, worker_memory_per_thread
 from .constraints import (
     KAnonymity,
     KernelPrivacy,
     encode_sensitive,
     kernel_privacy,
-    resolve_constraints,
 )
 from .domain import build_domain, domain_sketch, merge_domain
 from .errors import InfeasibleError, InvalidValueError, ParameterError
@@ -123,16 +132,7 @@ from .routing import (
     tie_unit,
 )
 from .sketch import Summary, merge_sketches, summarize
-from .validation import (
-    GENERALIZATIONS,
-    MODES,
-    check_choice,
-    check_class_column,
-    check_mapping,
-    check_max_depth,
-    check_quasi_identifiers,
-    check_sensitive,
-)
+from .validation import check_options
 
 __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "apply_plan",
            "TopPlan", "default_leaf_rows"]
@@ -142,7 +142,11 @@ __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "app
 SAMPLE_ROWS = 2048
 _MAX_ROUNDS = 64
 _SPLIT_EVERY = 8
-_INTERNAL = ["__dm_index", "__dm_leaf", "__dm_pos", "__dm_bin"]
+# Columns riding along through the shuffle besides the data: the input position
+# and, unless every partition's index is its row positions, the input index; the
+# leaf id becomes the shuffled frame's index.
+_POS, _INDEX, _LEAF = "__dm_pos", "__dm_index", "__dm_leaf"
+_ROW_MASK = np.int64(0xFFFFFFFF)
 # The numba kernel is parallel inside; concurrent calls from several threads of
 # one worker would oversubscribe it (and the workqueue layer forbids them).
 _KERNEL_LOCK = threading.Lock()
@@ -179,16 +183,10 @@ def _check_options(ddf, quasi_identifiers, k, mode, generalization, max_depth, h
 
     if not isinstance(ddf, dd.DataFrame):
         raise ParameterError("ddf", f"expected a dask DataFrame, got {type(ddf).__name__}")
-    qis = check_quasi_identifiers(quasi_identifiers, ddf.columns)
-    constraints, sensitive = resolve_constraints(k, **(privacy or {}))
-    sensitive = check_sensitive(sensitive, ddf.columns, qis)
-    constraint = constraints[0]
-    check_choice("mode", mode, MODES)
-    check_choice("generalization", generalization, GENERALIZATIONS)
-    depth = check_max_depth(max_depth)
-    hierarchies = check_mapping("hierarchies", hierarchies, qis)
-    qi_kinds = check_mapping("qi_kinds", qi_kinds, qis)
-    class_column = check_class_column(class_column, ddf.columns)
+    checked = check_options(ddf.columns, quasi_identifiers, k, mode=mode,
+                            generalization=generalization, max_depth=max_depth,
+                            hierarchies=hierarchies, qi_kinds=qi_kinds,
+                            class_column=class_column, **(privacy or {}))
     if leaf_rows is not None and (isinstance(leaf_rows, bool)
                                   or not isinstance(leaf_rows, numbers.Integral)
                                   or leaf_rows < 1):
@@ -196,11 +194,12 @@ def _check_options(ddf, quasi_identifiers, k, mode, generalization, max_depth, h
                                           f"got {leaf_rows!r}")
     # Encoding the empty meta frame raises the local engine's typed errors for
     # unsupported dtypes and kinds, and coerces hierarchy files to trees.
-    probe = encode_table(ddf._meta, qis, hierarchies, qi_kinds)
+    probe = encode_table(ddf._meta, checked.qis, checked.hierarchies, checked.qi_kinds)
     trees = {qi.name: qi.hierarchy for qi in probe if qi.kind == QIKind.HIERARCHY}
-    return _Options(qis, constraint.min_size(), mode, generalization, depth, trees,
-                    [qi.kind for qi in probe], class_column,
-                    None if leaf_rows is None else int(leaf_rows), constraints, sensitive)
+    return _Options(checked.qis, checked.k, checked.mode, checked.generalization,
+                    checked.max_depth, trees, [qi.kind for qi in probe], checked.class_column,
+                    None if leaf_rows is None else int(leaf_rows), checked.constraints,
+                    checked.sensitive)
 
 
 def _row_bytes(meta: pd.DataFrame) -> float:
@@ -215,15 +214,18 @@ def _row_bytes(meta: pd.DataFrame) -> float:
     return row
 
 
-def _measured_row_bytes(client, ddf) -> float | None:
-    """Bytes per row of the first partition in memory (one partition read)."""
+def _row_bytes_future(client, ddf):
+    """Future of the first partition's in-memory bytes per row (None when it is empty).
+
+    Submitted before the domain pass, which it then runs alongside.
+    """
     from dask import delayed
 
     def measure(part):
-        return float(part.memory_usage(deep=True).sum()), len(part)
+        rows = len(part)
+        return float(part.memory_usage(deep=True).sum()) / rows if rows else None
 
-    total, rows = client.compute(delayed(measure)(ddf.to_delayed()[0])).result()
-    return total / rows if rows else None
+    return client.compute(delayed(measure)(ddf.to_delayed()[0]))
 
 
 def default_leaf_rows(client, meta: pd.DataFrame, n_qis: int, row_bytes=None) -> int:
@@ -268,7 +270,8 @@ def _domain_pass(client, ddf, opts: _Options, progress, sample_size):
     partials = [sketch_d(p, i, opts.qis, opts.kinds, sample_size) for i, p in enumerate(parts)]
     merged = run(client, _tree_reduce(partials, merge_domain), progress,
                  "pass 1: global domain")
-    return build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta)
+    return (*build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta),
+            merged.positional_index)
 
 
 # -- step 2: the top phase ---------------------------------------------------------------------
@@ -429,6 +432,12 @@ class TopPlan:
         Passes over the data made by the top phase (domain pass included).
     leaf_rows : int
         The leaf size used.
+    timings : dict
+        Wall seconds of each pass run so far, by label.
+    kernel_threads : int or None
+        Threads one task's numba kernel may use (the host's cores per worker).
+    positional_index : bool
+        Whether every input partition's index was its row positions.
     """
 
     domain: GlobalDomain
@@ -442,10 +451,22 @@ class TopPlan:
     columns: list
     index_name: object
     sensitive: _Sensitive | None = None
+    #: Wall seconds of each step run so far, in order (``{label: seconds}``).
+    timings: dict = field(default_factory=dict)
+    #: Threads the numba kernel may use in one task (None: numba's default).
+    kernel_threads: int | None = None
+    #: Every input partition's index is 0..n-1: the shuffle ships no index column
+    #: (the position restores it).
+    positional_index: bool = False
 
     @property
     def n_leaves(self) -> int:
         return int(self.leaf_counts.shape[0])
+
+    @property
+    def leaf_dtype(self) -> np.dtype:
+        """Narrowest integer type holding every leaf id (fewer bytes through the shuffle)."""
+        return np.min_scalar_type(-max(1, self.n_leaves))
 
     @property
     def bin_of_leaf(self) -> np.ndarray:
@@ -494,12 +515,22 @@ def plan(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="strict
 
 
 def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
+    timings, clock = {}, time.perf_counter()
+
+    def lap(label):
+        nonlocal clock
+        now = time.perf_counter()
+        timings[label] = now - clock
+        clock = now
+
+    row_bytes = None if opts.leaf_rows else _row_bytes_future(client, ddf)
+    domain, root, positional = _domain_pass(client, ddf, opts, progress,
+                                sample_rows * 2 ** PlanConfig.max_levels)
     leaf_rows = opts.leaf_rows or default_leaf_rows(client, ddf._meta, len(opts.qis),
-                                                    _measured_row_bytes(client, ddf))
+                                                    row_bytes.result())
     leaf_rows = max(leaf_rows, 2 * opts.k)
     cfg = PlanConfig(opts.k, opts.mode == "relaxed", leaf_rows, opts.max_depth)
-    domain, root = _domain_pass(client, ddf, opts, progress,
-                                sample_rows * 2 ** cfg.max_levels)
+    lap("pass 1: domain (and leaf size)")
     if domain.n_rows == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
     KAnonymity(opts.k).check_table(domain.n_rows)
@@ -526,6 +557,7 @@ def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
         passes += 1
         sketch = _region_pass(client, ddf, opts, domain, nodes, leaves, cfg, sample_rows,
                               progress, f"pass {passes}: cut {len(roots)} region(s)")
+        lap(f"pass {passes}: cut {len(roots)} region(s)")
         for slot, j in enumerate(leaves):
             if nodes[j].fresh:
                 nodes[j].summary = sketch.region(slot)
@@ -540,12 +572,14 @@ def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
         passes += 2
         _keep_diverse_cuts(nodes, _leaf_histograms(client, ddf, opts, domain, nodes, sens,
                                                    progress), sens)
+        lap("sensitive passes")
     leaves = _leaves(nodes)
     counts = np.asarray([int(nodes[j].n) for j in leaves], dtype=np.int64)
     depths = np.asarray([nodes[j].depth for j in leaves], dtype=np.int64)
     return TopPlan(domain, _cut_tree(nodes, leaves), counts, depths,
                    _pack_bins(counts, leaf_rows), passes, leaf_rows, opts,
-                   list(ddf.columns), ddf._meta.index.name, sens)
+                   list(ddf.columns), ddf._meta.index.name, sens, timings,
+                   cores_per_worker(client), positional)
 
 
 # -- step 2b: sensitive constraints on exact leaf histograms ------------------------------------
@@ -648,15 +682,21 @@ def _internal_names(top: TopPlan) -> list:
 
 
 def _attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.DataFrame:
-    """Route a partition's rows; add leaf, input position and output partition."""
+    """Route a partition's rows; add leaf, input index and input position."""
     number = partition_info["number"] if partition_info else 0
     keys = encode_keys(df, top.domain)
     leaf = route(keys, top.tree, tie_unit(keys) if top.tree.has_ties else None)
     out = df.set_axis(_internal_names(top), axis=1)
-    out["__dm_index"] = df.index
-    out["__dm_leaf"] = leaf
-    out["__dm_pos"] = (np.int64(number) << np.int64(32)) + np.arange(len(df), dtype=np.int64)
-    out["__dm_bin"] = top.bin_of_leaf[leaf]
+    if top.positional_index:
+        if not (isinstance(df.index, pd.RangeIndex) and df.index.start == 0
+                and df.index.step == 1):
+            raise RuntimeError(
+                f"dmondrian: input partition {number} no longer has the index 0..n-1 it had "
+                "in the domain pass; the input must be deterministic")
+    else:
+        out[_INDEX] = df.index
+    out[_POS] = (np.int64(number) << np.int64(32)) + np.arange(len(df), dtype=np.int64)
+    out[_LEAF] = leaf.astype(top.leaf_dtype)
     return out
 
 
@@ -696,7 +736,7 @@ def _anonymize_leaf(frame: pd.DataFrame, leaf_id: int, top: TopPlan,
     if top.sensitive is not None:
         base = top.sensitive.privacy
         privacy = KernelPrivacy(base.ip, base.fp, base.q, sensitive_codes)
-    with _KERNEL_LOCK:
+    with _KERNEL_LOCK, _kernel_threads(top.kernel_threads):
         part = partition(encoded, opts.k, mode=opts.mode, max_depth=depth,
                          scales=top.domain.scales, privacy=privacy)
     out = publish(frame, encoded, part, opts.generalization, opts.class_column)
@@ -706,6 +746,28 @@ def _anonymize_leaf(frame: pd.DataFrame, leaf_id: int, top: TopPlan,
     for q in _label_columns(top):
         out[q] = _as_strings(out[q])
     return out
+
+
+@contextmanager
+def _kernel_threads(n: int | None):
+    """Run the numba kernel on at most ``n`` threads (this thread's setting only).
+
+    Each worker process has its share of the host's cores: a kernel spreading
+    over every core would fight the other workers' tasks for them (measured:
+    slower and more CPU than one thread when the other core is busy). The
+    result does not depend on the number of threads.
+    """
+    import numba
+
+    if n is None or n >= numba.config.NUMBA_NUM_THREADS:
+        yield
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, n))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def _as_strings(column: pd.Series) -> pd.Series:
@@ -718,7 +780,12 @@ def _as_strings(column: pd.Series) -> pd.Series:
         return column.astype(_string_dtype())
     import pyarrow as pa
 
-    labels = pa.array([str(c) for c in column.cat.categories], type=pa.string())
+    categories = column.cat.categories
+    if pd.api.types.is_string_dtype(categories.dtype) and categories.inferred_type == "string":
+        # One C-level conversion, not a Python str() per category.
+        labels = pa.array(categories.to_numpy(dtype=object), type=pa.large_string())
+    else:
+        labels = pa.array([str(c) for c in categories], type=pa.large_string())
     codes = column.cat.codes.to_numpy()
     values = labels.take(pa.array(codes, mask=codes < 0))
     return pd.Series(pd.arrays.ArrowStringArray(values), index=column.index, name=column.name)
@@ -733,8 +800,8 @@ def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
     """
     b = partition_info["number"] if partition_info else None
     expected = top.bins[b] if b is not None else []
-    leaf = df["__dm_leaf"].to_numpy(dtype=np.int64)
-    order = np.lexsort((df["__dm_pos"].to_numpy(dtype=np.int64), leaf))
+    leaf = df.index.to_numpy(dtype=np.int64)
+    order = np.lexsort((df[_POS].to_numpy(dtype=np.int64), leaf))
     ids, starts, counts = np.unique(leaf[order], return_index=True, return_counts=True)
     if ids.tolist() != list(expected) or not np.array_equal(counts, top.leaf_counts[ids]):
         # A leaf cut short would publish classes the top phase never counted.
@@ -746,8 +813,10 @@ def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
         return meta
     opts = top.options
     names = dict(zip(_internal_names(top), top.columns, strict=True))
-    frame = df.take(order).drop(columns=_INTERNAL[1:3]).rename(columns=names)
-    frame.index = pd.Index(frame.pop("__dm_index").to_numpy(), name=top.index_name)
+    frame = df.take(order).rename(columns=names)
+    pos = frame.pop(_POS).to_numpy(dtype=np.int64)
+    index = pos & _ROW_MASK if top.positional_index else frame.pop(_INDEX).to_numpy()
+    frame.index = pd.Index(index, name=top.index_name)
     qi_frame = _restore_dtypes(frame[opts.qis].copy(), top)
     codes = (top.sensitive.codes(frame[opts.sensitive]) if top.sensitive is not None
              else np.zeros(len(frame), dtype=np.int64))
@@ -791,13 +860,17 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
     from dask import delayed
 
     spec = delayed(top, traverse=False, name=f"dmondrian-plan-{uuid.uuid4().hex}")
-    routed_meta = ddf._meta.set_axis(_internal_names(top), axis=1).assign(
-        __dm_index=ddf._meta.index, __dm_leaf=np.int64(0), __dm_pos=np.int64(0),
-        __dm_bin=np.int64(0))
+    routed_meta = ddf._meta.set_axis(_internal_names(top), axis=1)
+    if not top.positional_index:
+        routed_meta[_INDEX] = ddf._meta.index
+    routed_meta[_POS] = np.zeros(0, dtype=np.int64)
+    routed_meta[_LEAF] = np.zeros(0, dtype=top.leaf_dtype)
     routed = ddf.map_partitions(_attach_leaf, spec, meta=routed_meta)
-    n_bins = len(top.bins)
-    shuffled = routed.set_index("__dm_bin", divisions=tuple(range(n_bins + 1)),
-                                shuffle_method=shuffle_method)
+    # Bins are runs of consecutive leaf ids, so the leaf id itself, with each
+    # bin's first leaf as a division, sends every leaf to its bin: no bin
+    # column through the shuffle.
+    divisions = (*(ids[0] for ids in top.bins), top.n_leaves - 1)
+    shuffled = routed.set_index(_LEAF, divisions=divisions, shuffle_method=shuffle_method)
     meta = _output_meta(ddf._meta, top)
     return shuffled.map_partitions(_anonymize_bin, spec, meta, meta=meta,
                                    clear_divisions=True)
@@ -886,7 +959,9 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, write, *, client, progress, 
     c, owned = resolve_client(client)
     try:
         top = plan(ddf, quasi_identifiers, k, client=c, progress=progress, **options)
+        start = time.perf_counter()
         run(c, write(apply_plan(ddf, top, _distributed_shuffle())), progress, label)
+        top.timings["route, shuffle, anonymize, write"] = time.perf_counter() - start
         return top
     finally:
         release(owned)

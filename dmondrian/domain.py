@@ -41,6 +41,12 @@ class DomainSketch:
     sample: pd.DataFrame
     priority: np.ndarray
     sample_size: int
+    #: Every partition seen has the default index 0..n-1 (row positions).
+    positional_index: bool = False
+
+
+def _positional(index: pd.Index) -> bool:
+    return isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
 
 
 def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
@@ -81,7 +87,7 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
         prio, sample_size)[:sample_size]
     sample = df[qis].iloc[take].reset_index(drop=True)
     return DomainSketch(len(df), lo, hi, missing, values, categories, sample, prio[take],
-                        sample_size)
+                        sample_size, _positional(df.index))
 
 
 def merge_domain(*sketches: DomainSketch) -> DomainSketch:
@@ -104,7 +110,8 @@ def merge_domain(*sketches: DomainSketch) -> DomainSketch:
     return DomainSketch(sum(s.n for s in sketches), np.minimum.reduce([s.lo for s in sketches]),
                         np.maximum.reduce([s.hi for s in sketches]),
                         np.sum([s.missing for s in sketches], axis=0), values, categories,
-                        sample, prio, first.sample_size)
+                        sample, prio, first.sample_size,
+                        all(s.positional_index for s in sketches))
 
 
 def _category_order(name, kind, vc: pd.Series, seen_lists: set, meta_dtype) -> list:

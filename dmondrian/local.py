@@ -39,21 +39,11 @@ from .constraints import (
     KernelPrivacy,
     encode_sensitive,
     kernel_privacy,
-    resolve_constraints,
 )
 from .errors import InfeasibleError, ParameterError
 from .publish import class_values, expand_labels
 from .qi import EncodedQI, QIKind, encode_qi
-from .validation import (
-    GENERALIZATIONS,
-    MODES,
-    check_choice,
-    check_class_column,
-    check_mapping,
-    check_max_depth,
-    check_quasi_identifiers,
-    check_sensitive,
-)
+from .validation import check_options
 
 __all__ = ["anonymize", "encode_table", "partition", "publish", "Partitioning"]
 
@@ -261,30 +251,23 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, *, mode: str = "stric
     if not isinstance(df, pd.DataFrame):
         raise ParameterError("df", f"anonymize expects a pandas DataFrame, got "
                                    f"{type(df).__name__}")
-    qis = check_quasi_identifiers(quasi_identifiers, df.columns)
-    constraint_list, sensitive = resolve_constraints(k, l=l, l_kind=l_kind, c=c, t=t,
-                                                     sensitive=sensitive,
-                                                     constraints=constraints)
-    sensitive = check_sensitive(sensitive, df.columns, qis)
-    check_choice("mode", mode, MODES)
-    check_choice("generalization", generalization, GENERALIZATIONS)
-    depth = check_max_depth(max_depth)
-    hierarchies = check_mapping("hierarchies", hierarchies, qis)
-    qi_kinds = check_mapping("qi_kinds", qi_kinds, qis)
-    class_column = check_class_column(class_column, df.columns)
+    opts = check_options(df.columns, quasi_identifiers, k, mode=mode,
+                         generalization=generalization, max_depth=max_depth,
+                         hierarchies=hierarchies, qi_kinds=qi_kinds, class_column=class_column,
+                         l=l, l_kind=l_kind, c=c, t=t, sensitive=sensitive,
+                         constraints=constraints)
     if len(df) == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
-    for cst in constraint_list:
+    for cst in opts.constraints:
         cst.check_table(len(df))
-    privacy = None
-    if sensitive is not None:
-        codes, values, ordered = encode_sensitive(df[sensitive])
+    if opts.sensitive is not None:
+        codes, values, ordered = encode_sensitive(df[opts.sensitive])
         counts = np.bincount(codes, minlength=len(values)).astype(float)
-        for cst in constraint_list:
+        for cst in opts.constraints:
             cst.check_distribution(counts)
-        privacy = kernel_privacy(constraint_list, codes, len(values), ordered)
+        privacy = kernel_privacy(opts.constraints, codes, len(values), ordered)
     else:
-        privacy = kernel_privacy(constraint_list)
-    encoded = encode_table(df, qis, hierarchies, qi_kinds)
-    part = partition(encoded, mode=mode, max_depth=depth, privacy=privacy)
-    return publish(df, encoded, part, generalization, class_column)
+        privacy = kernel_privacy(opts.constraints)
+    encoded = encode_table(df, opts.qis, opts.hierarchies, opts.qi_kinds)
+    part = partition(encoded, mode=opts.mode, max_depth=opts.max_depth, privacy=privacy)
+    return publish(df, encoded, part, opts.generalization, opts.class_column)

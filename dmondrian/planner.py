@@ -66,8 +66,12 @@ class PlanConfig:
     #: Plan a child further only while its estimated size exceeds this fraction
     #: of leaf_rows, so sampling noise rarely leaves a leaf just above it.
     fill: float = 0.9
-    #: Most levels one pass decides.
+    #: Most levels of a balanced tree one pass decides (the sample is sized for them).
     max_levels: int = 6
+    #: Levels a pass may plan beyond that, only for the branches that uneven
+    #: cuts (ties, few distinct values) leave too big: without them such a
+    #: branch costs one more pass over the data.
+    extra_levels: int = 1
     #: Fewest sample rows a region needs before the sample may decide its cut.
     min_sample: int = 64
 
@@ -279,14 +283,15 @@ def plan_subtree(summary: Summary, domain: GlobalDomain, cfg: PlanConfig, depth:
 
     The root of the subtree uses ``summary`` (exact after a pass); its
     descendants use summaries estimated from the part of the sample they
-    receive. Planning below a node stops when it is estimated to fit in
+    receive. Planning goes ``cfg.extra_levels`` deeper than a balanced tree
+    would need, and below a node stops when it is estimated to fit in
     ``cfg.fill * cfg.leaf_rows`` rows, when its sample gets too thin to be
     trusted, or at ``cfg.max_depth``. Every count used here is checked
     exactly by the next pass before a cut is kept.
     """
     if levels is None:
         need = max(1.0, summary.n / (cfg.fill * cfg.leaf_rows))
-        levels = int(min(cfg.max_levels, max(1, np.ceil(np.log2(need)))))
+        levels = int(min(cfg.max_levels, max(1, np.ceil(np.log2(need))))) + cfg.extra_levels
     node = PlanNode(summary.n, summary)
     complete = summary.exact and summary.sample_keys.shape[1] == summary.n
     if (levels <= 0 or summary.n < 2 * cfg.min_size

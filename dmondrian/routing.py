@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from numba import njit
 
 from . import _kernel as K
 from .errors import UnsupportedDtypeError
@@ -130,11 +131,24 @@ def encode_keys(df: pd.DataFrame, domain: GlobalDomain) -> np.ndarray:
                 codes = np.where(codes < 0, -1, remap[np.maximum(codes, 0)])
             keys[j] = np.where(codes < 0, K.MISSING_KEY, codes)
         else:
-            local = encode_qi(s, kind=QIKind.NOMINAL)
-            remap = _map_codes(name, local.categories[:-1], domain.category_index(j),
-                               domain.slots[j] - 1)
-            keys[j] = remap[local.keys]
+            keys[j] = _nominal_keys(s, domain.category_index(j), domain.slots[j] - 1)
     return keys
+
+
+def _nominal_keys(s: pd.Series, index: pd.Index, missing_code) -> np.ndarray:
+    """Global codes of a nominal column: local factorize, then one lookup per distinct value.
+
+    Same codes as encoding the column locally and remapping its sorted
+    categories, without sorting them or counting distinct keys.
+    """
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        codes, uniques = s.cat.codes.to_numpy(), list(s.cat.categories)
+    else:
+        codes, uniques = pd.factorize(s, use_na_sentinel=True)
+        uniques = list(uniques)
+    remap = _map_codes(s.name, uniques, index, missing_code)
+    # Missing (-1) takes the last entry of remap: the missing code.
+    return remap[np.where(codes < 0, len(uniques), codes)]
 
 
 def slot_keys(keys_row: np.ndarray, j: int, domain: GlobalDomain) -> np.ndarray:
@@ -226,7 +240,7 @@ class CutTree:
 
 
 def route(keys: np.ndarray, tree: CutTree, tie: np.ndarray | None = None) -> np.ndarray:
-    """Leaf slot of every row (columns of ``keys``), one tree level per step.
+    """Leaf slot of every row (columns of ``keys``).
 
     Examples
     --------
@@ -237,20 +251,34 @@ def route(keys: np.ndarray, tree: CutTree, tie: np.ndarray | None = None) -> np.
     >>> route(np.array([[3, 9, 5]]), tree).tolist()
     [0, 1, 0]
     """
+    keys = np.ascontiguousarray(keys, dtype=np.int64)
+    use_tie = tie is not None
+    tie = np.ascontiguousarray(tie, dtype=np.float64) if use_tie else np.zeros(1)
+    return _route_rows(keys, np.asarray(tree.qi, dtype=np.int64),
+                       np.asarray(tree.t, dtype=np.int64), np.asarray(tree.eq, dtype=np.int64),
+                       np.asarray(tree.frac, dtype=np.float64),
+                       np.asarray(tree.rank_off, dtype=np.int64),
+                       np.asarray(tree.ranks, dtype=np.int64),
+                       np.asarray(tree.left, dtype=np.int64),
+                       np.asarray(tree.right, dtype=np.int64),
+                       np.asarray(tree.leaf, dtype=np.int64), tie, use_tie)
+
+
+@njit(cache=True, nogil=True)
+def _route_rows(keys, qi, t, eq, frac, rank_off, ranks, left, right, leaf, tie, use_tie):
+    # One walk down the tree per row: a handful of compares, where level-by-level
+    # numpy gathers cost a pass over the rows per level.
     n = keys.shape[1]
-    node = np.zeros(n, dtype=np.int64)
-    active = np.flatnonzero(np.broadcast_to(tree.qi[0] >= 0, (n,)))
-    with np.errstate(over="ignore"):
-        while active.size:
-            nd = node[active]
-            v = keys[tree.qi[nd], active]
-            ro = tree.rank_off[nd]
-            ranked = ro >= 0
-            if ranked.any():
-                v = np.where(ranked, tree.ranks[np.where(ranked, ro + v, 0)], v)
-            go_left = v <= tree.t[nd]
-            if tie is not None:
-                go_left |= (v == tree.eq[nd]) & (tie[active] < tree.frac[nd])
-            node[active] = np.where(go_left, tree.left[nd], tree.right[nd])
-            active = active[tree.qi[node[active]] >= 0]
-    return tree.leaf[node]
+    out = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        node = 0
+        while qi[node] >= 0:
+            v = keys[qi[node], i]
+            if rank_off[node] >= 0:
+                v = ranks[rank_off[node] + v]
+            go_left = v <= t[node]
+            if use_tie and not go_left:
+                go_left = v == eq[node] and tie[i] < frac[node]
+            node = left[node] if go_left else right[node]
+        out[i] = leaf[node]
+    return out

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from . import _kernel as K
 
@@ -118,22 +119,9 @@ def summarize(keys: np.ndarray, region: np.ndarray, n_regions: int, exact: dict,
     >>> sk.count.tolist(), sk.lo[:, 0].tolist(), sk.hi[:, 0].tolist(), sk.sample_keys.tolist()
     ([2, 2], [5, 1], [7, 3], [[5, 7]])
     """
-    d, n = keys.shape
-    count = np.bincount(region, minlength=n_regions).astype(np.int64)
-    lo = np.full((n_regions, d), K.MISSING_KEY, dtype=np.int64)
-    hi = np.full((n_regions, d), _INT_MIN, dtype=np.int64)
-    missing = np.zeros((n_regions, d), dtype=np.int64)
-    for j in range(d):
-        row = keys[j]
-        is_missing = row == K.MISSING_KEY
-        if is_missing.any():
-            missing[:, j] = np.bincount(region[is_missing], minlength=n_regions)
-            present = ~is_missing
-            r, v = region[present], row[present]
-        else:
-            r, v = region, row
-        np.minimum.at(lo[:, j], r, v)
-        np.maximum.at(hi[:, j], r, v)
+    count, lo, hi, missing = _region_bounds(np.ascontiguousarray(keys, dtype=np.int64),
+                                            np.ascontiguousarray(region, dtype=np.int64),
+                                            int(n_regions), K.MISSING_KEY)
     hist = {}
     for j, slot_row in exact.items():
         s = int(slots[j])
@@ -141,6 +129,29 @@ def summarize(keys: np.ndarray, region: np.ndarray, n_regions: int, exact: dict,
     keep = priority < rates[region]
     return RegionSketch(count, lo, hi, missing, hist, np.asarray(slots, dtype=np.int64),
                         keys[:, keep], region[keep], 1.0 / rates[region[keep]])
+
+
+@njit(cache=True, nogil=True)
+def _region_bounds(keys, region, n_regions, missing_key):
+    """Rows, smallest and largest present key, and missing keys, per region and QI."""
+    d, n = keys.shape
+    count = np.zeros(n_regions, dtype=np.int64)
+    lo = np.full((n_regions, d), missing_key, dtype=np.int64)
+    hi = np.full((n_regions, d), _INT_MIN, dtype=np.int64)
+    missing = np.zeros((n_regions, d), dtype=np.int64)
+    for i in range(n):
+        count[region[i]] += 1
+    for j in range(d):  # one key row at a time: sequential reads
+        for i in range(n):
+            r, v = region[i], keys[j, i]
+            if v == missing_key:
+                missing[r, j] += 1
+            else:
+                if v < lo[r, j]:
+                    lo[r, j] = v
+                if v > hi[r, j]:
+                    hi[r, j] = v
+    return count, lo, hi, missing
 
 
 def merge_sketches(*sketches: RegionSketch) -> RegionSketch:

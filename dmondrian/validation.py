@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
+from dataclasses import dataclass
 
+from .constraints import resolve_constraints
 from .errors import DuplicateColumnError, MissingColumnError, ParameterError
 
 MODES = ("strict", "relaxed")
@@ -90,3 +92,75 @@ def check_sensitive(sensitive, columns, qis):
         raise ParameterError("sensitive", f"sensitive column {sensitive!r} is also a "
                                           "quasi-identifier; it must not be generalized")
     return sensitive
+
+
+@dataclass(frozen=True)
+class Options:
+    """The checked options of one anonymization, as both engines use them.
+
+    ``max_depth`` is -1 for unlimited (the kernel's convention);
+    ``constraints`` always starts with the k-anonymity constraint.
+    """
+
+    qis: list
+    constraints: list
+    sensitive: object
+    mode: str
+    generalization: str
+    max_depth: int
+    hierarchies: dict
+    qi_kinds: dict
+    class_column: object
+
+    @property
+    def k(self) -> int:
+        return self.constraints[0].min_size()
+
+
+def check_options(columns, quasi_identifiers, k, *, mode="strict", generalization="range",
+                  max_depth=None, hierarchies=None, qi_kinds=None, class_column=None,
+                  l=None, l_kind="distinct", c=None, t=None, sensitive=None,  # noqa: E741
+                  constraints=None) -> Options:
+    """Check every option of an anonymization against the table's columns.
+
+    The local and the distributed engine take the same options and call this
+    one function, so a bad option gets the same typed error from both.
+
+    Parameters
+    ----------
+    columns : sequence
+        The table's column names.
+    quasi_identifiers, k, mode, generalization, max_depth, hierarchies, qi_kinds,
+    class_column, l, l_kind, c, t, sensitive, constraints
+        As in :func:`dmondrian.anonymize`.
+
+    Returns
+    -------
+    Options
+
+    Examples
+    --------
+    >>> opts = check_options(["age", "zip", "disease"], ["age", "zip"], 5, l=2,
+    ...                      sensitive="disease")
+    >>> opts.k, opts.max_depth, [type(c).__name__ for c in opts.constraints]
+    (5, -1, ['KAnonymity', 'DistinctLDiversity'])
+    >>> check_options(["age"], ["agee"], 5)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dmondrian.errors.MissingColumnError: quasi-identifier 'agee' is not a column of the ...
+    """
+    qis = check_quasi_identifiers(quasi_identifiers, columns)
+    constraint_list, sensitive = resolve_constraints(k, l=l, l_kind=l_kind, c=c, t=t,
+                                                     sensitive=sensitive,
+                                                     constraints=constraints)
+    return Options(
+        qis=qis,
+        constraints=constraint_list,
+        sensitive=check_sensitive(sensitive, columns, qis),
+        mode=check_choice("mode", mode, MODES),
+        generalization=check_choice("generalization", generalization, GENERALIZATIONS),
+        max_depth=check_max_depth(max_depth),
+        hierarchies=check_mapping("hierarchies", hierarchies, qis),
+        qi_kinds=check_mapping("qi_kinds", qi_kinds, qis),
+        class_column=check_class_column(class_column, columns),
+    )

@@ -6,6 +6,8 @@ in test_distributed_clusters.py.
 
 from __future__ import annotations
 
+import os
+
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
@@ -196,12 +198,57 @@ def test_repeated_runs_are_identical(client):
     pd.testing.assert_frame_equal(runs[0], runs[1])
 
 
+def test_kernel_thread_count_does_not_change_the_output(client):
+    df = make_census(6000, seed=11)
+    ddf = dd.from_pandas(df, npartitions=4)
+    top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=900, client=client, class_column="cls")
+    assert 1 <= top.kernel_threads <= os.cpu_count()
+    runs = []
+    for threads in (1, None):
+        top.kernel_threads = threads
+        runs.append(D.apply_plan(ddf, top).compute())
+    pd.testing.assert_frame_equal(runs[0], runs[1])
+
+
+def test_leaf_ids_travel_as_the_narrowest_integer_index(client):
+    df = mixed_table(3000, seed=12)
+    top = D.plan(dd.from_pandas(df, npartitions=3), ["age", "zip"], 5, leaf_rows=200,
+                 client=client)
+    routed = D._attach_leaf(df, top, {"number": 0})
+    assert top.n_leaves > 1
+    assert routed["__dm_leaf"].dtype == np.min_scalar_type(-top.n_leaves)
+    assert routed["__dm_leaf"].tolist() == D.route(D.encode_keys(df, top.domain),
+                                                   top.tree).tolist()
+    # Each bin is a run of consecutive leaves: the leaf id alone finds the bin.
+    assert [i for ids in top.bins for i in ids] == list(range(top.n_leaves))
+    assert "__dm_bin" not in routed.columns
+
+
+def test_positional_partition_index_is_restored_without_shipping_it(client):
+    df = make_census(4000, seed=13)
+    ddf = dd.from_pandas(df, npartitions=3)
+    starts = {p: int(ddf.divisions[p]) for p in range(ddf.npartitions)}
+    # As read_parquet gives it: every partition indexed 0..n-1.
+    positional = ddf.map_partitions(lambda p: p.reset_index(drop=True))
+    labelled = positional.map_partitions(lambda p: p.set_axis(pd.Index(p.index.to_numpy())))
+    outs = []
+    for frame in (positional, labelled):
+        top = D.plan(frame, CENSUS_QIS, 5, leaf_rows=600, client=client)
+        outs.append((top, D.apply_plan(frame, top).compute()))
+    (top_pos, out_pos), (top_lab, out_lab) = outs
+    assert top_pos.positional_index and not top_lab.positional_index
+    pd.testing.assert_frame_equal(out_pos, out_lab)
+    bounds = np.asarray(list(starts.values()) + [len(df)])
+    part = np.searchsorted(bounds, out_pos["person_id"].to_numpy(), side="right") - 1
+    assert (out_pos.index.to_numpy() == out_pos["person_id"].to_numpy() - bounds[part]).all()
+
+
 def test_partition_refuses_a_leaf_with_unexpected_rows(client):
     df = mixed_table(1200, seed=8)
     ddf = dd.from_pandas(df, npartitions=3)
     top = D.plan(ddf, ["age", "zip"], 5, leaf_rows=300, client=client)
     routed = D._attach_leaf(df, top, {"number": 0})
-    part = routed[routed["__dm_bin"] == 0].set_index("__dm_bin")
+    part = routed[top.bin_of_leaf[routed["__dm_leaf"]] == 0].set_index("__dm_leaf")
     meta = D._output_meta(df.iloc[:0], top)
     assert len(D._anonymize_bin(part, top, meta, {"number": 0})) == len(part)
     with pytest.raises(RuntimeError, match="Refusing to publish"):

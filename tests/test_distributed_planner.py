@@ -154,3 +154,53 @@ def test_route_follows_the_cut_rule():
     first = (keys[0] <= 4) | ((keys[0] == 5) & (tie < 0.5))
     np.testing.assert_array_equal(leaf == 2, ~first)
     np.testing.assert_array_equal(leaf == 0, first & (keys[1] <= 2))
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.booleans())
+@settings(max_examples=40, deadline=None)
+def test_route_equals_walking_each_row_down_the_tree(seed, n_cuts, ties):
+    """Random trees with nominal rank cuts and relaxed tie splits: each row's leaf is the
+    one reached by applying the cut rule node by node."""
+    from dmondrian.routing import CutTree
+
+    rng = np.random.default_rng(seed)
+    d, n, card = 3, 300, 6
+    keys = rng.integers(0, card, (d, n))
+    keys[0, rng.random(n) < 0.1] = K.MISSING_KEY  # missing numeric keys go right
+    # Grow a random tree: split a random leaf n_cuts times.
+    qi, t, eq, frac, rank_off, left, right = [-1], [0], [0], [0.0], [-1], [-1], [-1]
+    ranks = [np.zeros(1, dtype=np.int64)]
+    offset = 1
+    for _ in range(n_cuts):
+        node = int(rng.choice([i for i in range(len(qi)) if qi[i] < 0]))
+        j = int(rng.integers(0, d))
+        qi[node], t[node] = j, int(rng.integers(0, card))
+        eq[node] = t[node] + 1
+        frac[node] = float(rng.random()) if ties else 0.0
+        if j == 2:  # a nominal cut compares frequency ranks, not keys
+            rank_off[node] = offset
+            ranks.append(rng.permutation(card).astype(np.int64))
+            offset += card
+        left[node], right[node] = len(qi), len(qi) + 1
+        for _side in range(2):
+            qi.append(-1), t.append(0), eq.append(0), frac.append(0.0)
+            rank_off.append(-1), left.append(-1), right.append(-1)
+    leaf_nodes = [i for i in range(len(qi)) if qi[i] < 0]
+    leaf = np.full(len(qi), -1)
+    leaf[leaf_nodes] = np.arange(len(leaf_nodes))
+    arr = {name: np.asarray(v) for name, v in
+           dict(qi=qi, t=t, eq=eq, rank_off=rank_off, left=left, right=right).items()}
+    tree = CutTree(frac=np.asarray(frac), ranks=np.concatenate(ranks), leaf=leaf, **arr)
+    tie = tie_unit(keys)
+    expected = []
+    for i in range(n):
+        node = 0
+        while qi[node] >= 0:
+            v = int(keys[qi[node], i])
+            if rank_off[node] >= 0:
+                v = int(tree.ranks[rank_off[node] + v])
+            go_left = v <= t[node] or (v == eq[node] and tie[i] < frac[node])
+            node = left[node] if go_left else right[node]
+        expected.append(leaf[node])
+    got = route(keys, tree, tie if tree.has_ties else None)
+    assert got.tolist() == expected
