@@ -384,3 +384,61 @@ def test_census_like_float_keys_take_no_repr():
     # Whole-unit incomes and cents: every value on the numba path.
     values = np.round(np.random.default_rng(3).lognormal(10, 1, 2000), 2)
     assert not format_values(float_keys(values), _labels.FMT_FLOAT)[1]
+
+
+# -- categories are distinct even when two classes publish alike ---------------------------
+# (pandas is not asked to check: expand_labels builds the dtype on the fast path)
+
+TREE = ["Private;*", "Self-emp-not-inc;Self-employ;*", "Self-emp-inc;Self-employ;*",
+        "Federal-gov;gov;*", "Local-gov;gov;*", "State-gov;gov;*"]
+ANCESTORS = {line.split(";")[0]: line.split(";") for line in TREE}
+
+
+def lowest_common_ancestor(leaves) -> str:
+    paths = [ANCESTORS[leaf][::-1] for leaf in leaves]  # root first
+    common = [level[0] for level in zip(*paths) if len(set(level)) == 1]
+    return common[-1]
+
+
+def assert_distinct_categories(published):
+    categories = list(published.cat.categories)
+    assert len(set(categories)) == len(categories)
+    assert published.dtype == pd.CategoricalDtype(categories)  # pandas' own checks
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from(sorted(ANCESTORS))), min_size=2,
+                max_size=40), st.integers(1, 3))
+def test_hierarchy_classes_sharing_an_ancestor_share_one_category(rows, k):
+    # Classes cut apart by x can hold different leaves under the same ancestor.
+    df = pd.DataFrame(rows, columns=["x", "w"])
+    assume(len(df) >= k)
+    out = dmondrian.anonymize(df, ["x", "w"], k, hierarchies={"w": TREE}, class_column="_c")
+    assert_distinct_categories(out["w"])
+    for _, members in df.groupby(out["_c"]):
+        published = set(out.loc[members.index, "w"].astype(str))
+        assert published == {lowest_common_ancestor(members["w"])}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["a", "a, b", "b", "b, c", "c"])),
+                min_size=2, max_size=40), st.integers(1, 3))
+def test_nominal_sets_that_read_alike_share_one_category(rows, k):
+    # {"a, b", "c"} and {"a", "b, c"} both publish "{a, b, c}".
+    df = pd.DataFrame(rows, columns=["x", "w"])
+    assume(len(df) >= k)
+    out = dmondrian.anonymize(df, ["x", "w"], k, class_column="_c")
+    assert_distinct_categories(out["w"])
+    for _, members in df.groupby(out["_c"]):
+        names = sorted(set(members["w"]))
+        label = names[0] if len(names) == 1 else "{" + ", ".join(names) + "}"
+        assert set(out.loc[members.index, "w"].astype(str)) == {label}
+
+
+def test_two_classes_with_sets_that_read_alike():
+    df = pd.DataFrame({"x": [0, 0, 0, 0, 9, 9, 9, 9],
+                       "w": ["a, b", "c", "a, b", "c", "a", "b, c", "a", "b, c"]})
+    out = dmondrian.anonymize(df, ["x", "w"], 4, class_column="_c")
+    assert out["_c"].nunique() == 2
+    assert out["w"].astype(str).tolist() == ["{a, b, c}"] * 8
+    assert_distinct_categories(out["w"])
