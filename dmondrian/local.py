@@ -41,7 +41,7 @@ from .constraints import (
     kernel_privacy,
 )
 from .errors import InfeasibleError, ParameterError
-from .publish import class_values
+from .publish import class_values, expand_labels
 from .qi import EncodedQI, QIKind, encode_qi
 from .validation import check_options
 
@@ -157,16 +157,12 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
 
 def _expand(values, inverse, class_of_row, qi: EncodedQI):
     """Turn per-class published values into a row-aligned column."""
-    if values.dtype.kind in "fM":
-        column = values[inverse][class_of_row]
-        if qi.kind == QIKind.DATETIME and qi.tz is not None:
-            return pd.DatetimeIndex(column).tz_localize("UTC").tz_convert(qi.tz)
-        return column
-    # Distinct classes may share a label (two code ranges with the same
-    # common ancestor, or values whose strings coincide): merge them.
-    codes, labels = pd.factorize(values)
-    return pd.Categorical.from_codes(codes[inverse][class_of_row], categories=labels,
-                                     validate=False)
+    if isinstance(values, pd.Index):
+        return expand_labels(values, inverse, class_of_row)
+    column = values[inverse][class_of_row]
+    if qi.kind == QIKind.DATETIME and qi.tz is not None:
+        return pd.DatetimeIndex(column).tz_localize("UTC").tz_convert(qi.tz)
+    return column
 
 
 def publish(df: pd.DataFrame, encoded: list[EncodedQI], part: Partitioning,
@@ -175,7 +171,10 @@ def publish(df: pd.DataFrame, encoded: list[EncodedQI], part: Partitioning,
     out = df.copy(deep=False)
     for j, qi in enumerate(encoded):
         values, inverse = class_values(qi, j, generalization, part.stats, part.sorted_keys[j])
-        out[qi.name] = _expand(values, inverse, part.class_of_row, qi)
+        # A Series on the frame's own index is stored as is; a bare array
+        # would be copied (1M codes a column).
+        out[qi.name] = pd.Series(_expand(values, inverse, part.class_of_row, qi),
+                                 index=out.index, copy=False)
     if class_column is not None:
         out[class_column] = part.class_of_row
     return out

@@ -18,8 +18,9 @@ contain ``<NA>``). Numbers are written in Python's shortest round-trip form,
 so :func:`parse_range` gives back the exact bounds, negatives and floats
 included. Datetimes are ISO 8601 with the shortest unit that loses nothing.
 
-Each class's label is built once and expanded to rows as a pandas
-Categorical, never formatted per row.
+Each class's label is built once (range labels in numba, see
+:mod:`dmondrian._labels`) and expanded to rows as a pandas Categorical, never
+formatted per row.
 
 ``generalization="midpoint"`` / ``"mean"`` publish, for numeric and datetime
 QIs, the midpoint of the class range or the class mean (microaggregation with a
@@ -33,14 +34,16 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from . import _kernel as K
+from . import _labels
 from .errors import ParseError
 from .qi import MISSING_LABEL, EncodedQI, QIKind, decode_float_keys
 
-__all__ = ["Interval", "parse_range", "parse_set", "class_values", "MISSING_LABEL"]
+__all__ = ["Interval", "parse_range", "parse_set", "class_values", "expand_labels",
+           "MISSING_LABEL"]
 
-_STR = np.dtypes.StringDType()
 _OR_MISSING = " or " + MISSING_LABEL
 
 
@@ -173,50 +176,124 @@ def _decode(qi: EncodedQI, keys: np.ndarray) -> np.ndarray:
     return keys
 
 
-def _value_strings(qi: EncodedQI, keys: np.ndarray) -> np.ndarray:
-    """Labels of present keys, formatting each distinct value once."""
-    values, inverse = np.unique(keys, return_inverse=True)
+def _utf8_table(strings) -> tuple[np.ndarray, np.ndarray]:
+    """Python strings as one UTF-8 buffer and offsets (see :mod:`dmondrian._labels`)."""
+    encoded = [s.encode("utf-8") for s in strings]
+    off = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=off[1:])
+    # A writable buffer: numba compiles read-only arrays separately.
+    return np.frombuffer(bytearray(b"".join(encoded)), dtype=np.uint8), off
+
+
+def _python_strings(qi: EncodedQI, values: np.ndarray) -> list[str]:
+    """Labels of distinct present keys the numba formatter does not write."""
     if qi.kind == QIKind.ORDINAL:
-        cats = np.asarray([str(c) for c in qi.categories], dtype=_STR)
-        return cats[values][inverse]
+        return [str(qi.categories[v]) for v in values]
     decoded = _decode(qi, values)
     if qi.kind == QIKind.DATETIME:
         if qi.tz is not None:
             stamps = pd.DatetimeIndex(decoded).tz_localize("UTC").tz_convert(qi.tz)
-            text = np.asarray([t.isoformat() for t in stamps], dtype=_STR)
-        else:
-            text = np.datetime_as_string(decoded, unit="auto").astype(_STR)
-    elif decoded.dtype.kind == "f":
-        # Python's repr is the shortest string that reads back to the same
-        # float, and is faster here than numpy's Dragon4 cast.
-        text = np.asarray(list(map(repr, decoded.tolist())), dtype=_STR)
+            return [t.isoformat() for t in stamps]
+        return np.datetime_as_string(decoded, unit="auto").tolist()
+    # Python's repr is the shortest string that reads back to the same float.
+    return list(map(repr, decoded.tolist()))
+
+
+def _string_index(buf: np.ndarray, off: np.ndarray) -> pd.Index:
+    """An Index of the strings of ``(buf, off)``, of the dtype pandas gives Python strings."""
+    arr = pa.LargeStringArray.from_buffers(len(off) - 1, pa.py_buffer(off), pa.py_buffer(buf))
+    dtype = pd.Index(np.array([""], dtype=object)).dtype
+    if isinstance(dtype, pd.StringDtype):
+        return pd.Index(pd.array(arr, dtype=dtype))
+    return pd.Index(np.asarray(arr.to_pylist(), dtype=object))
+
+
+def _group_triples(lo, hi, missing, j: int):
+    """Distinct (lo, hi, missing) triples of column ``j``, in sorted order, and each class's.
+
+    Classes with every value missing (lo = ``MISSING_KEY``) share the last
+    triple. The sort is one ``np.sort`` of the words of
+    :func:`dmondrian._labels.pack_triples` (numpy's vectorized sort of plain
+    words is several times faster than an argsort or a lexsort); a lexsort
+    when the words hold only a prefix of lo and its ties run long.
+
+    Returns
+    -------
+    u_lo, u_hi, u_missing, inverse : arrays
+    """
+    triples, packed, idx_bits, exact = _labels.pack_triples(lo, hi, missing, j)
+    packed.sort()
+    n = len(lo)
+    inverse, u_lo, u_hi, u_missing, ok = _labels.group_packed(n, triples, packed, idx_bits,
+                                                              exact)
+    if not ok:
+        triples = triples[np.lexsort(triples[:, 2::-1].T)]
+        # Exact words again: each triple's rank in lexsort order.
+        changed = np.zeros(len(triples), dtype=np.uint64)
+        changed[1:] = (triples[1:, :3] != triples[:-1, :3]).any(axis=1)
+        packed = (np.cumsum(changed) << np.uint64(idx_bits)) | np.arange(len(triples),
+                                                                           dtype=np.uint64)
+        inverse, u_lo, u_hi, u_missing, ok = _labels.group_packed(n, triples, packed, idx_bits,
+                                                                  True)
+    return u_lo, u_hi, u_missing, inverse
+
+
+_NO_TABLE = (np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
+
+
+def _format_labels(qi: EncodedQI, u_lo, u_hi, u_missing) -> tuple[np.ndarray, np.ndarray]:
+    """Labels of distinct triples as ``(buf, off)``, in numba; Python strings where it cannot."""
+    per_sec = _labels.DATETIME_UNITS.get(qi.value_type, 0)
+    table = _NO_TABLE
+    if qi.kind == QIKind.NUMERIC:
+        fmt = _labels.FMT_FLOAT if qi.kernel_kind == K.KIND_FLOAT else _labels.FMT_INT
+    elif qi.kind == QIKind.DATETIME and qi.tz is None and per_sec:
+        fmt = _labels.FMT_DATETIME
     else:
-        text = decoded.astype(_STR)
-    return text[inverse]
+        # Ordinal names, tz-aware datetimes, unusual units: the strings of the
+        # distinct bounds, made in Python, and the bounds as indices into them.
+        fmt = _labels.FMT_TABLE
+        present = u_lo != K.MISSING_KEY
+        values, idx = np.unique(np.concatenate([u_lo[present], u_hi[present]]),
+                                return_inverse=True)
+        u_lo, u_hi = u_lo.copy(), u_hi.copy()
+        u_lo[present], u_hi[present] = np.split(idx, 2)
+        table = _utf8_table(_python_strings(qi, values))
+    buf, off, failed = _labels.format_labels(u_lo, u_hi, u_missing, fmt, per_sec, *table)
+    if len(failed):
+        # Floats repr writes in scientific notation (or whose shortest form
+        # numba cannot prove): those labels in Python, spliced in by copying
+        # strings of a table of the labels followed by them.
+        extra_buf, extra_off = _utf8_table([_python_label(qi, *t) for t in
+                                            zip(u_lo[failed], u_hi[failed], u_missing[failed])])
+        idx = np.arange(len(u_lo))
+        idx[failed] = len(u_lo) + np.arange(len(failed))
+        buf, off, _ = _labels.format_labels(
+            idx, idx, np.zeros(len(idx), dtype=bool), _labels.FMT_TABLE, 0,
+            np.concatenate([buf, extra_buf]), np.concatenate([off, off[-1] + extra_off[1:]]))
+    return buf, off
 
 
-def _range_labels(qi: EncodedQI, lo, hi, missing) -> tuple[np.ndarray, np.ndarray]:
-    """Labels of the distinct (lo, hi, missing) triples and each class's label index."""
-    first, inverse = _distinct_rows(lo, hi, missing.astype(np.int64))
-    u_lo, u_hi, u_missing = lo[first], hi[first], missing[first]
-    all_missing = u_lo == K.MISSING_KEY
-    lo_s = np.full(len(first), MISSING_LABEL, dtype=_STR)
-    hi_s = lo_s.copy()
-    both = _value_strings(qi, np.concatenate([u_lo[~all_missing], u_hi[~all_missing]]))
-    lo_s[~all_missing] = both[: len(both) // 2]
-    hi_s[~all_missing] = both[len(both) // 2:]
-    pair = np.strings.add(np.strings.add(np.strings.add(np.strings.add("[", lo_s), ", "), hi_s),
-                          "]")
-    labels = np.where(u_lo == u_hi, lo_s, pair)
-    labels = np.where(u_missing & ~all_missing, np.strings.add(labels, _OR_MISSING), labels)
-    labels = np.where(all_missing, MISSING_LABEL, labels)
-    return labels.astype(object), inverse
+def _python_label(qi: EncodedQI, lo, hi, missing) -> str:
+    lo_s, hi_s = _python_strings(qi, np.array([lo, hi], dtype=np.int64))
+    text = lo_s if lo == hi else f"[{lo_s}, {hi_s}]"
+    return text + _OR_MISSING if missing else text
 
 
-def _set_label(categories, codes) -> str:
-    if len(codes) == 1:
-        return str(categories[codes[0]])
-    return "{" + ", ".join(str(categories[c]) for c in codes) + "}"
+def _range_labels(qi: EncodedQI, lo, hi, missing, j: int) -> tuple[pd.Index, np.ndarray]:
+    """Labels of the distinct (lo, hi, missing) triples of column ``j``, and each class's."""
+    u_lo, u_hi, u_missing, inverse = _group_triples(lo, hi, missing, j)
+    labels = _string_index(*_format_labels(qi, u_lo, u_hi, u_missing))
+    if qi.kind == QIKind.ORDINAL and not labels.is_unique:
+        # Category names can make two ranges read alike ("[a, b]" the name
+        # and the range a..b): merge them, as one published value.
+        codes, labels = pd.factorize(labels)
+        inverse = codes[inverse]
+    return labels, inverse
+
+
+def _set_label(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else "{" + ", ".join(names) + "}"
 
 
 # Up to this many codes, class sets are compared as bitmasks (64 codes a word).
@@ -224,12 +301,18 @@ _MASK_CODES = 4096
 
 
 def _nominal_labels(qi: EncodedQI, sorted_row, class_of_pos, n_classes):
+    names = [str(c) for c in qi.categories]
     if qi.card <= _MASK_CODES:
         words = (qi.card + 63) // 64
         masks = K.class_code_masks(sorted_row, class_of_pos, n_classes, words).view(np.int64)
         first, inverse = _distinct_rows(*masks.T)
         bits = np.unpackbits(masks[first].view(np.uint8), axis=1, bitorder="little")
-        labels = [_set_label(qi.categories, np.flatnonzero(row)) for row in bits]
+        # Every member of every set in one nonzero (row-major: sets in order,
+        # codes ascending), then one slice of names per set.
+        set_of, codes = np.nonzero(bits)
+        members = [names[c] for c in codes.tolist()]
+        ends = np.cumsum(np.bincount(set_of, minlength=len(first))).tolist()
+        labels = [_set_label(members[a:b]) for a, b in zip([0, *ends[:-1]], ends)]
         return np.asarray(labels, dtype=object), inverse
     offsets, codes = K.class_code_sets(sorted_row, class_of_pos, n_classes)
     cache: dict[bytes, int] = {}
@@ -242,7 +325,7 @@ def _nominal_labels(qi: EncodedQI, sorted_row, class_of_pos, n_classes):
         if idx is None:
             idx = len(labels)
             cache[key] = idx
-            labels.append(_set_label(qi.categories, members))
+            labels.append(_set_label([names[m] for m in members.tolist()]))
         inverse[c] = idx
     return np.asarray(labels, dtype=object), inverse
 
@@ -277,14 +360,22 @@ def _numeric_summary(qi: EncodedQI, how: str, lo, hi, total, present) -> np.ndar
     return out
 
 
+def _distinct_labels(values: np.ndarray, inverse: np.ndarray) -> tuple[pd.Index, np.ndarray]:
+    """Merge classes whose labels coincide (two code ranges with the same common
+    ancestor, set members whose names contain ", "): one published value each."""
+    codes, uniques = pd.factorize(values)
+    return pd.Index(uniques, tupleize_cols=False), codes[inverse]
+
+
 def class_values(qi: EncodedQI, j: int, generalization: str, stats, sorted_row) -> tuple:
     """Published value of every class for one QI.
 
     ``j`` is the QI's row in the key matrix and ``stats`` the output of
     :func:`dmondrian._kernel.class_statistics`. Returns ``(values, inverse)``
     where ``values[inverse[c]]`` is class ``c``'s published value.
-    ``values`` holds distinct labels (strings) or, for midpoint/mean, one
-    number per class with ``inverse`` the identity.
+    ``values`` is a pandas Index of distinct labels (strings) or, for
+    midpoint/mean, an array of one number per class with ``inverse`` the
+    identity.
     """
     class_of_pos, lo, hi, missing, total, present = stats
     n_classes = lo.shape[0]
@@ -292,7 +383,56 @@ def class_values(qi: EncodedQI, j: int, generalization: str, stats, sorted_row) 
         return (_numeric_summary(qi, generalization, lo[:, j], hi[:, j], total[:, j],
                                  present[:, j]), np.arange(n_classes))
     if qi.kind == QIKind.NOMINAL:
-        return _nominal_labels(qi, sorted_row, class_of_pos, n_classes)
+        return _distinct_labels(*_nominal_labels(qi, sorted_row, class_of_pos, n_classes))
     if qi.kind == QIKind.HIERARCHY:
-        return _hierarchy_labels(qi, lo[:, j], hi[:, j])
-    return _range_labels(qi, lo[:, j], hi[:, j], missing[:, j])
+        return _distinct_labels(*_hierarchy_labels(qi, lo[:, j], hi[:, j]))
+    return _range_labels(qi, lo, hi, missing, j)
+
+
+# Largest category counts pandas keeps in int8, int16 and int32 codes.
+_CODE_DTYPES = [(np.iinfo(t).max, t) for t in (np.int8, np.int16, np.int32)]
+
+
+def _code_dtype(n_labels: int):
+    """The code dtype pandas gives a Categorical of ``n_labels`` categories."""
+    for bound, dtype in _CODE_DTYPES:
+        if n_labels < bound:
+            return dtype
+    return np.int64
+
+
+def _label_dtype(labels: pd.Index) -> pd.CategoricalDtype:
+    # The labels are distinct and never missing by construction; pandas'
+    # public constructor would check that again by hashing every label as a
+    # Python string, which costs more than building them.
+    fastpath = getattr(pd.CategoricalDtype, "_from_fastpath", None)
+    if fastpath is None:  # pragma: no cover - pandas without the fast path
+        return pd.CategoricalDtype(labels)
+    return fastpath(labels, False)
+
+
+def expand_labels(labels: pd.Index, inverse: np.ndarray, class_of_row: np.ndarray
+                  ) -> pd.Categorical:
+    """Row-aligned Categorical of class labels.
+
+    Parameters
+    ----------
+    labels : pandas.Index
+        Distinct labels, as :func:`class_values` returns them.
+    inverse : ndarray of int
+        Label index of every class.
+    class_of_row : ndarray of int
+        Class of every row.
+
+    Returns
+    -------
+    pandas.Categorical
+        Row ``i`` is ``labels[inverse[class_of_row[i]]]``.
+
+    Examples
+    --------
+    >>> expand_labels(pd.Index(["[1, 2]", "3"]), np.array([1, 0]), np.array([0, 1, 1])).tolist()
+    ['3', '[1, 2]', '[1, 2]']
+    """
+    codes = np.take(np.asarray(inverse).astype(_code_dtype(len(labels))), class_of_row)
+    return pd.Categorical.from_codes(codes, dtype=_label_dtype(labels), validate=False)
