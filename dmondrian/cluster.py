@@ -129,7 +129,6 @@ def worker_memory_per_thread(client) -> float | None:
     return min(per_thread) if per_thread else None
 
 
-
 def cores_per_worker(client) -> int | None:
     """Cores each worker process may use without oversubscribing its host, None if unknown.
 

@@ -103,7 +103,7 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pandas as pd
@@ -132,7 +132,7 @@ from .routing import (
     tie_unit,
 )
 from .sketch import Summary, merge_sketches, summarize
-from .validation import check_options
+from .validation import Options, check_options
 
 __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "apply_plan",
            "TopPlan", "default_leaf_rows"]
@@ -162,19 +162,13 @@ def _string_dtype():
 # -- step 0: options ---------------------------------------------------------------------------
 
 
-@dataclass
-class _Options:
-    qis: list
-    k: int
-    mode: str
-    generalization: str
-    max_depth: int
-    hierarchies: dict
+@dataclass(frozen=True)
+class _Options(Options):
+    """The checked options, with ``hierarchies`` coerced to trees, plus what only
+    the distributed engine needs: each QI's kind and ``leaf_rows``."""
+
     kinds: list
-    class_column: object
     leaf_rows: int | None
-    constraints: list = field(default_factory=list)
-    sensitive: object = None
 
 
 def _check_options(ddf, quasi_identifiers, k, mode, generalization, max_depth, hierarchies,
@@ -196,10 +190,9 @@ def _check_options(ddf, quasi_identifiers, k, mode, generalization, max_depth, h
     # unsupported dtypes and kinds, and coerces hierarchy files to trees.
     probe = encode_table(ddf._meta, checked.qis, checked.hierarchies, checked.qi_kinds)
     trees = {qi.name: qi.hierarchy for qi in probe if qi.kind == QIKind.HIERARCHY}
-    return _Options(checked.qis, checked.k, checked.mode, checked.generalization,
-                    checked.max_depth, trees, [qi.kind for qi in probe], checked.class_column,
-                    None if leaf_rows is None else int(leaf_rows), checked.constraints,
-                    checked.sensitive)
+    shared = {f.name: getattr(checked, f.name) for f in fields(Options)}
+    return _Options(**{**shared, "hierarchies": trees}, kinds=[qi.kind for qi in probe],
+                    leaf_rows=None if leaf_rows is None else int(leaf_rows))
 
 
 def _row_bytes(meta: pd.DataFrame) -> float:

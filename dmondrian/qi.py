@@ -201,16 +201,19 @@ def _encode_numeric(series: pd.Series) -> EncodedQI:
     return _numeric_result(name, keys, lo, hi, K.KIND_FLOAT, "float", dtype)
 
 
+def _key_span(lo, hi) -> float:
+    """Global scale of a QI whose value is its key: ``hi - lo``, 0 when all are missing."""
+    return 0.0 if lo == K.MISSING_KEY else float(hi) - float(lo)
+
+
 def _numeric_result(name, keys, lo, hi, kernel_kind, value_type, dtype) -> EncodedQI:
-    if lo == K.MISSING_KEY:  # every value is missing
-        scale = 0.0
-    elif kernel_kind == K.KIND_FLOAT:
+    if kernel_kind == K.KIND_FLOAT and lo != K.MISSING_KEY:
         # min() keeps the scale finite when the range of huge floats overflows.
         lo_v, hi_v = decode_float_keys(np.array([lo, hi]))
         with np.errstate(over="ignore"):
             scale = min(float(hi_v - lo_v), K._FLOAT_MAX)
     else:
-        scale = float(hi) - float(lo)
+        scale = _key_span(lo, hi)
     return EncodedQI(name, QIKind.NUMERIC, kernel_kind, keys, scale, value_type=value_type,
                      dtype=dtype)
 
@@ -228,7 +231,7 @@ def _encode_datetime(series: pd.Series) -> EncodedQI:
     unit = np.datetime_data(values.dtype)[0]
     keys, lo, hi = _keys.sentinel_keys(np.ascontiguousarray(values).view(np.int64),
                                        np.iinfo(np.int64).min)
-    scale = float(hi) - float(lo) if lo != K.MISSING_KEY else 0.0
+    scale = _key_span(lo, hi)
     return EncodedQI(name, QIKind.DATETIME, K.KIND_INT, keys, scale, value_type=unit, tz=tz,
                      dtype=dtype)
 
@@ -240,7 +243,7 @@ def _encode_ordinal(series: pd.Series) -> EncodedQI:
             name, f"column {name!r} must be a pandas Categorical to be ordinal, not {series.dtype}"
         )
     keys, lo, hi = _keys.sentinel_keys(series.cat.codes.to_numpy().astype(np.int64), -1)
-    scale = float(hi - lo) if lo != K.MISSING_KEY else 0.0
+    scale = _key_span(lo, hi)
     return EncodedQI(name, QIKind.ORDINAL, K.KIND_ORDINAL, keys, scale,
                      categories=list(series.cat.categories), dtype=series.dtype)
 
