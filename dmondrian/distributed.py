@@ -61,10 +61,13 @@ Guarantees
   position, and leaves are processed in input order, so retries, lost workers
   and repeated runs on the same input and partitioning give identical output.
 * Relaxed mode splits median ties as the local engine does: the first tied
-  rows in input order go left. So when every region's sample is complete
-  (a table up to a few hundred thousand rows), the top phase makes exactly
-  the local engine's cuts and the release equals the local engine's, whatever
-  ``leaf_rows``.
+  rows in input order go left. So when the client plans from complete
+  samples (the domain pass samples ``SAMPLE_ROWS * 64`` = 131,072 rows, so
+  smaller tables usually are), the top phase makes exactly the local
+  engine's cuts and the release equals the local engine's, whatever
+  ``leaf_rows``, in both modes. On a larger table the medians and tie splits
+  are estimated from samples, so leaves differ somewhat from the local
+  engine's nodes (their counts are still exact).
 * With ``leaf_rows >= len(ddf)`` the single leaf is the whole table and the
   result equals :func:`dmondrian.local.anonymize`'s.
 * The largest leaf has at most ``leaf_rows`` rows unless no allowed cut
