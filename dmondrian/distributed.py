@@ -366,7 +366,7 @@ def _region_sketch(df: pd.DataFrame, partition_number: int, spec: _PassSpec):
     """One partition's contribution to a top-phase pass."""
     keys = encode_keys(df, spec.domain)
     positions = row_positions(partition_number, len(df))
-    region = route(keys, spec.tree, positions)
+    region = route(keys, spec.tree, positions if spec.tree.has_ties else None)
     dom = spec.domain
     exact = {j: slot_keys(keys[j], j, dom) for j in range(dom.d) if dom.kinds[j] in EXACT_KINDS}
     return summarize(keys, region, spec.rates.shape[0], exact, dom.slots, spec.rates,
@@ -627,7 +627,8 @@ def _sensitive_domain(client, ddf, opts: _Options, progress) -> _Sensitive:
 def _partition_leaf_histogram(df, partition_number, tree, domain, sens: _Sensitive, column,
                               n_leaves):
     keys = encode_keys(df, domain)
-    leaf = route(keys, tree, row_positions(partition_number, len(df)))
+    leaf = route(keys, tree,
+                 row_positions(partition_number, len(df)) if tree.has_ties else None)
     S = len(sens.values)
     return np.bincount(leaf * S + sens.codes(df[column]), minlength=n_leaves * S)
 
@@ -693,7 +694,7 @@ def _attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.Data
     # The positions that split relaxed ties also order each leaf's rows for
     # the local engine.
     positions = row_positions(number, len(df))
-    leaf = route(keys, top.tree, positions)
+    leaf = route(keys, top.tree, positions if top.tree.has_ties else None)
     out = df.set_axis(_internal_names(top), axis=1)
     if top.positional_index:
         if not (isinstance(df.index, pd.RangeIndex) and df.index.start == 0
