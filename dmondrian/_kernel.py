@@ -15,6 +15,13 @@ How it stays fast
 * The median comes from a histogram select over the node's known key range
   (:func:`_select`), never a sort; a split also measures both children's
   bounds while moving their rows, so spans cost no extra pass.
+* The split of one node (:func:`_split_node` and everything it calls)
+  allocates nothing: it works in a per-thread work space
+  (:func:`_workspace`) and is compiled without reference counting, which
+  would otherwise cost atomic operations on every array argument of every
+  call on the million small nodes near the leaves. numba compiles the
+  callees with the same setting, so none of them may allocate or hand an
+  array back to reference-counted code.
 * A node's position range never changes once it exists, so independent
   subtrees are processed in parallel (``prange``) and the result does not
   depend on thread scheduling: class ids come from a prefix sum over
@@ -333,36 +340,36 @@ def _node_span(keys, j, s, e, lo, hi, miss, kind, scale, card,
 
 @njit(cache=True)
 def _quickselect(a, kth):
-    """The ``kth`` smallest element of ``a``, reordering ``a`` in place (Hoare)."""
+    """The ``kth`` smallest element of ``a``, reordering ``a`` in place.
+
+    Three-way partitions around a median-of-three pivot, written without
+    data-dependent branches: on the small random segments near the leaves a
+    mispredicted branch per element costs more than the comparisons.
+    """
     lo = 0
-    hi = a.shape[0] - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        # Median of three: sorted input stays O(n).
-        if a[mid] < a[lo]:
-            a[mid], a[lo] = a[lo], a[mid]
-        if a[hi] < a[lo]:
-            a[hi], a[lo] = a[lo], a[hi]
-        if a[hi] < a[mid]:
-            a[hi], a[mid] = a[mid], a[hi]
-        pivot = a[mid]
-        i = lo
-        j = hi
-        while i <= j:
-            while a[i] < pivot:
-                i += 1
-            while a[j] > pivot:
-                j -= 1
-            if i <= j:
-                a[i], a[j] = a[j], a[i]
-                i += 1
-                j -= 1
-        if kth <= j:
-            hi = j
-        elif kth >= i:
-            lo = i
+    hi = a.shape[0]
+    while hi - lo > 1:
+        x, y, z = a[lo], a[(lo + hi) // 2], a[hi - 1]
+        pivot = max(min(x, y), min(max(x, y), z))
+        # [lo, lt) < pivot, then [lt, le) == pivot, the rest > pivot.
+        lt = lo
+        for i in range(lo, hi):
+            v = a[i]
+            a[i] = a[lt]
+            a[lt] = v
+            lt += v < pivot
+        le = lt
+        for i in range(lt, hi):
+            v = a[i]
+            a[i] = a[le]
+            a[le] = v
+            le += v == pivot
+        if kth < lt:
+            hi = lt
+        elif kth < le:
+            return pivot
         else:
-            return a[kth]
+            lo = le
     return a[kth]
 
 
@@ -439,7 +446,8 @@ def _nominal_ranks(row, s, e, card, ws):
     """Rank of every code when the node's values are ordered by frequency.
 
     Fills ``rank[code]`` and ``cum``, the cumulative row count by rank, in
-    the work space (see :func:`_workspace`) and returns their views. Most
+    rows ``WS_RANK`` and ``WS_CUM`` of the work space (see :func:`_workspace`;
+    views are not returned: the split runs without reference counting). Most
     frequent first, ties by code (absent codes last), so the order is
     deterministic.
     """
@@ -467,7 +475,6 @@ def _nominal_ranks(row, s, e, card, ws):
         rank[order[r]] = r
         acc += counts[order[r]]
         cum[r] = acc
-    return rank, cum
 
 
 @njit(cache=True, inline="always")
@@ -548,7 +555,9 @@ def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, priv,
     row = keys[j]
     no_rank = ws[WS_RANK, :0]
     if kind == KIND_NOMINAL:
-        rank, cum = _nominal_ranks(row, s, e, card, ws)
+        _nominal_ranks(row, s, e, card, ws)
+        rank = ws[WS_RANK, :card]
+        cum = ws[WS_CUM, :card]
         if relaxed:
             nl = n // 2
             r = _rank_at(cum, nl - 1)
