@@ -51,6 +51,9 @@ _INT_MAX = np.iinfo(np.int64).max
 _BUCKETS = 2048
 # Segments up to this size are selected by copying into a scratch buffer.
 _SMALL = 1024
+# Rows a split moves before folding them into the children's statistics:
+# the block's keys (48 bytes a row at 5 QIs) stay well inside L2.
+_MOVE_BLOCK = 2048
 # Rows of the split's work space (see _workspace): a small segment's copy,
 # counts (select histogram, code counts, seen codes, left histogram), code
 # order (and the right histogram), nominal ranks and their cumulative counts.
@@ -269,24 +272,35 @@ def _column_stats(mat, q, s, e, kind, card):
     distinct codes (missing is a code of its own), or -1 when the QI has too
     many codes for a bitmask and the span must count them itself.
     """
+    lo, hi, aux = _fold_stats(mat, q, s, e, kind, card, MISSING_KEY, _INT_MIN, 0)
+    return _finish_stats(kind, card, lo, hi, aux)
+
+
+@njit(cache=True, inline="always")
+def _fold_stats(mat, q, s, e, kind, card, lo, hi, aux):
+    """Fold rows ``[s, e)`` into running statistics (nominal: ``aux`` is a bitmask)."""
     if kind == KIND_NOMINAL:
-        if card > _MASK_CARD:
-            return 0, 0, -1
-        mask = np.uint64(0)
-        one = np.uint64(1)
-        for i in range(s, e):
-            mask |= one << np.uint64(mat[q, i])
-        return 0, 0, _popcount(mask)
-    lo = MISSING_KEY
-    hi = _INT_MIN
-    miss = 0
+        if card <= _MASK_CARD:
+            mask = np.uint64(aux)
+            one = np.uint64(1)
+            for i in range(s, e):
+                mask |= one << np.uint64(mat[q, i])
+            aux = np.int64(mask)
+        return lo, hi, aux
     for i in range(s, e):
         v = mat[q, i]
         is_missing = v == MISSING_KEY
-        miss += is_missing
+        aux += is_missing
         lo = min(lo, v)  # MISSING_KEY is the largest key: it never lowers lo
         hi = max(hi, _INT_MIN if is_missing else v)
-    return lo, hi, miss
+    return lo, hi, aux
+
+
+@njit(cache=True, inline="always")
+def _finish_stats(kind, card, lo, hi, aux):
+    if kind == KIND_NOMINAL:
+        return 0, 0, (_popcount(np.uint64(aux)) if card <= _MASK_CARD else -1)
+    return lo, hi, aux
 
 
 @njit(cache=True)
@@ -624,7 +638,7 @@ def _partition(src, dst, d, j, s, e, n_left, t, eq_value, need_eq, rank,
     """Move the rows of ``[s, e)`` to the other buffer, left child first.
 
     Every row of the matrix moves (keys, the sensitive codes, the row ids),
-    and then each child's statistics are measured for the ``d`` QIs
+    and each child's statistics are measured for the ``d`` QIs on the way
     (``child_*[side, q]``, see :func:`_column_stats`), so the children never
     rescan for their spans.
     """
@@ -632,37 +646,54 @@ def _partition(src, dst, d, j, s, e, n_left, t, eq_value, need_eq, rank,
     rows = src.shape[0]
     li = s
     ri = s + n_left
-    if need_eq == 0 and rank.shape[0] == 0:
-        # The common cut (numeric, strict): a branch-free side test and one
-        # position per row shared by every key row. Moving a whole column
-        # of the matrix at once is ~3x faster than one key row at a time,
-        # whose two write cursors must be recomputed per row.
-        for i in range(s, e):
-            g = np.int64(row[i] <= t)
-            p = ri + g * (li - ri)
-            for q in range(rows):
-                dst[q, p] = src[q, i]
-            li += g
-            ri += 1 - g
-    else:
-        use_rank = rank.shape[0] > 0
-        taken = 0
-        for i in range(s, e):
-            go, taken = _goes_left(row[i], use_rank, rank, t, eq_value, need_eq, taken)
-            g = np.int64(go)
-            p = ri + g * (li - ri)
-            for q in range(rows):
-                dst[q, p] = src[q, i]
-            li += g
-            ri += 1 - g
-    # Contiguous passes vectorize; tracking both sides inside the move would
-    # branch on the side again.
+    common = need_eq == 0 and rank.shape[0] == 0
+    use_rank = rank.shape[0] > 0
+    taken = 0
     for q in range(d):
         for side in range(2):
-            a = s if side == 0 else s + n_left
-            b = s + n_left if side == 0 else e
-            child_lo[side, q], child_hi[side, q], child_miss[side, q] = _column_stats(
-                dst, q, a, b, kinds[q], cards[q])
+            child_lo[side, q], child_hi[side, q], child_miss[side, q] = MISSING_KEY, _INT_MIN, 0
+    # Rows move in blocks, and each block's two runs of moved rows are folded
+    # into the children's statistics while they are still in cache: large
+    # nodes are bound by memory traffic, and a separate pass would read every
+    # moved key back from memory.
+    for b0 in range(s, e, _MOVE_BLOCK):
+        b1 = min(b0 + _MOVE_BLOCK, e)
+        li0 = li
+        ri0 = ri
+        if common:
+            # The common cut (numeric, strict): a branch-free side test and
+            # one position per row shared by every key row. Moving a whole
+            # column of the matrix at once is ~3x faster than one key row at
+            # a time, whose two write cursors must be recomputed per row.
+            for i in range(b0, b1):
+                g = np.int64(row[i] <= t)
+                p = ri + g * (li - ri)
+                for q in range(rows):
+                    dst[q, p] = src[q, i]
+                li += g
+                ri += 1 - g
+        else:
+            for i in range(b0, b1):
+                go, taken = _goes_left(row[i], use_rank, rank, t, eq_value, need_eq, taken)
+                g = np.int64(go)
+                p = ri + g * (li - ri)
+                for q in range(rows):
+                    dst[q, p] = src[q, i]
+                li += g
+                ri += 1 - g
+        # Contiguous runs vectorize; tracking both sides inside the move
+        # would branch on the side again.
+        for q in range(d):
+            child_lo[0, q], child_hi[0, q], child_miss[0, q] = _fold_stats(
+                dst, q, li0, li, kinds[q], cards[q], child_lo[0, q], child_hi[0, q],
+                child_miss[0, q])
+            child_lo[1, q], child_hi[1, q], child_miss[1, q] = _fold_stats(
+                dst, q, ri0, ri, kinds[q], cards[q], child_lo[1, q], child_hi[1, q],
+                child_miss[1, q])
+    for q in range(d):
+        for side in range(2):
+            child_lo[side, q], child_hi[side, q], child_miss[side, q] = _finish_stats(
+                kinds[q], cards[q], child_lo[side, q], child_hi[side, q], child_miss[side, q])
 
 
 @njit(cache=True, _nrt=False)
@@ -1027,6 +1058,43 @@ def rows_to_classes(order, class_of_pos):
     else:
         _scatter_parallel(order, class_of_pos, class_of_row)
     return class_of_row
+
+
+@njit(cache=True, parallel=True)
+def _fill_parallel(bufs, rows, keys):
+    for b in prange(_CHUNKS):
+        a = b * bufs.shape[2] // _CHUNKS
+        z = (b + 1) * bufs.shape[2] // _CHUNKS
+        for i in range(a, z):
+            for r in range(rows.shape[0]):
+                bufs[0, rows[r], i] = keys[r][i]
+            bufs[0, -1, i] = i
+            # The first writes to fresh memory fault its pages in; done here,
+            # both threads take the faults instead of the (serial) root split.
+            for r in range(bufs.shape[1]):
+                bufs[1, r, i] = 0
+
+
+def fill_buffers(bufs, rows, keys):
+    """Fill the kernel's double buffer: ``bufs[0, rows[r]] = keys[r]``, row ids last.
+
+    Parameters
+    ----------
+    bufs : int64 array (2, r, n)
+        As :func:`mondrian_partition` takes it, freshly allocated.
+    rows : sequence of int
+        Matrix row of each key array.
+    keys : sequence of int64 arrays (n,)
+        The keys (QIs, then any rows that ride along).
+    """
+    n = bufs.shape[2]
+    if n < _PARALLEL_MIN_ROWS:
+        for r, row in zip(rows, keys, strict=True):
+            bufs[0, r] = row
+        bufs[0, -1] = np.arange(n)
+        return
+    _fill_parallel(bufs, np.asarray(rows, dtype=np.int64),
+                   tuple(np.ascontiguousarray(k, dtype=np.int64) for k in keys))
 
 
 @njit(cache=True)
