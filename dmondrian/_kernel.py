@@ -15,6 +15,13 @@ How it stays fast
 * The median comes from a histogram select over the node's known key range
   (:func:`_select`), never a sort; a split also measures both children's
   bounds while moving their rows, so spans cost no extra pass.
+* The split of one node (:func:`_split_node` and everything it calls)
+  allocates nothing: it works in a per-thread work space
+  (:func:`_workspace`) and is compiled without reference counting, which
+  would otherwise cost atomic operations on every array argument of every
+  call on the million small nodes near the leaves. numba compiles the
+  callees with the same setting, so none of them may allocate or hand an
+  array back to reference-counted code.
 * A node's position range never changes once it exists, so independent
   subtrees are processed in parallel (``prange``) and the result does not
   depend on thread scheduling: class ids come from a prefix sum over
@@ -39,10 +46,18 @@ _FLIP = np.int64(0x7FFFFFFFFFFFFFFF)
 _FLOAT_MAX = np.finfo(np.float64).max
 _TINY = 5e-324
 _INT_MIN = np.iinfo(np.int64).min
+_INT_MAX = np.iinfo(np.int64).max
 # Buckets of the histogram median select: 16 KiB of counters stay in L1.
 _BUCKETS = 2048
 # Segments up to this size are selected by copying into a scratch buffer.
 _SMALL = 1024
+# Rows a split moves before folding them into the children's statistics:
+# the block's keys (48 bytes a row at 5 QIs) stay well inside L2.
+_MOVE_BLOCK = 2048
+# Rows of the split's work space (see _workspace): a small segment's copy,
+# counts (select histogram, code counts, seen codes, left histogram), code
+# order (and the right histogram), nominal ranks and their cumulative counts.
+WS_SCRATCH, WS_COUNTS, WS_ORDER, WS_RANK, WS_CUM = 0, 1, 2, 3, 4
 
 # How many nodes the breadth-first top phase makes before handing whole
 # subtrees to threads: enough that two cores stay busy when subtrees differ in
@@ -117,14 +132,19 @@ def _hist_ok(h, m, ip, fp, q):
         if entropy < fp[P_LOG_L] - 1e-12:
             return False
     if ip[P_RC_L] > 0:
-        r = np.sort(h)[::-1]
+        # r1 < c * (r_l + ... + r_m) over the counts sorted descending; the
+        # tail is the total minus the l-1 largest, so nothing is sorted (the
+        # kernel's hot path allocates nothing).
         ell = ip[P_RC_L]
-        if r.shape[0] < ell or r[ell - 1] == 0:
+        nonzero = 0
+        total = 0
+        for c in range(h.shape[0]):
+            nonzero += h[c] > 0
+            total += h[c]
+        if nonzero < ell:
             return False
-        tail = 0
-        for c in range(ell - 1, r.shape[0]):
-            tail += r[c]
-        if not r[0] < fp[P_RC_C] * tail:
+        tail = total - _largest_sum(h, ell - 1)
+        if not _largest_sum(h, 1) < fp[P_RC_C] * tail:
             return False
     if fp[P_T] >= 0.0:
         # Earth Mover's Distance to the whole table (Li, Li & Venkatasubramanian
@@ -146,6 +166,32 @@ def _hist_ok(h, m, ip, fp, q):
     return True
 
 
+@njit(cache=True)
+def _largest_sum(h, count):
+    """Sum of the ``count`` largest entries of ``h``, without reordering it."""
+    total = 0
+    taken = 0
+    bound = _INT_MAX
+    while taken < count:
+        v = -1
+        mult = 0
+        for c in range(h.shape[0]):
+            x = h[c]
+            if x < bound:
+                if x > v:
+                    v = x
+                    mult = 1
+                elif x == v:
+                    mult += 1
+        if v < 0:
+            break
+        use = min(mult, count - taken)
+        total += use * v
+        taken += use
+        bound = v
+    return total
+
+
 @njit(cache=True, inline="always")
 def _goes_left(key, use_rank, rank, t, eq_value, need_eq, taken):
     """The side rule of a cut, shared by the check and the move so they agree.
@@ -162,7 +208,7 @@ def _goes_left(key, use_rank, rank, t, eq_value, need_eq, taken):
 
 
 @njit(cache=True, inline="always")
-def _cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv):
+def _cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv, ws):
     """The one place that decides whether a cut may happen.
 
     Both children must hold at least k rows and, when a sensitive constraint
@@ -173,23 +219,34 @@ def _cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv):
     n = e - s
     if n_left <= 0 or n_left >= n or n_left < ip[P_K] or n - n_left < ip[P_K]:
         return False
-    srow = ip[P_SENS_ROW]
-    if srow < 0:
+    if ip[P_SENS_ROW] < 0:
         return True
+    return _sensitive_cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv, ws)
+
+
+@njit(cache=True)
+def _sensitive_cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv, ws):
+    """The sensitive-attribute half of :func:`_cut_ok`: both children's histograms."""
+    ip, fp, q = priv
+    n = e - s
+    srow = ip[P_SENS_ROW]
     S = ip[P_N_SENS]
-    left = np.zeros(S, dtype=np.int64)
-    total = np.zeros(S, dtype=np.int64)
+    # Rows that _find_cut no longer needs once it asks (rank and cum stay).
+    left = ws[WS_COUNTS, :S]
+    right = ws[WS_ORDER, :S]
+    left[:] = 0
+    right[:] = 0
     row = keys[j]
     sens = keys[srow]
     use_rank = rank.shape[0] > 0
     taken = 0
     for i in range(s, e):
         go, taken = _goes_left(row[i], use_rank, rank, t, eq_value, need_eq, taken)
-        c = sens[i]
-        total[c] += 1
         if go:
-            left[c] += 1
-    return _hist_ok(left, n_left, ip, fp, q) and _hist_ok(total - left, n - n_left, ip, fp, q)
+            left[sens[i]] += 1
+        else:
+            right[sens[i]] += 1
+    return _hist_ok(left, n_left, ip, fp, q) and _hist_ok(right, n - n_left, ip, fp, q)
 
 
 @njit(cache=True, inline="always")
@@ -215,41 +272,53 @@ def _column_stats(mat, q, s, e, kind, card):
     distinct codes (missing is a code of its own), or -1 when the QI has too
     many codes for a bitmask and the span must count them itself.
     """
+    lo, hi, aux = _fold_stats(mat, q, s, e, kind, card, MISSING_KEY, _INT_MIN, 0)
+    return _finish_stats(kind, card, lo, hi, aux)
+
+
+@njit(cache=True, inline="always")
+def _fold_stats(mat, q, s, e, kind, card, lo, hi, aux):
+    """Fold rows ``[s, e)`` into running statistics (nominal: ``aux`` is a bitmask)."""
     if kind == KIND_NOMINAL:
-        if card > _MASK_CARD:
-            return 0, 0, -1
-        mask = np.uint64(0)
-        one = np.uint64(1)
-        for i in range(s, e):
-            mask |= one << np.uint64(mat[q, i])
-        return 0, 0, _popcount(mask)
-    lo = MISSING_KEY
-    hi = _INT_MIN
-    miss = 0
+        if card <= _MASK_CARD:
+            mask = np.uint64(aux)
+            one = np.uint64(1)
+            for i in range(s, e):
+                mask |= one << np.uint64(mat[q, i])
+            aux = np.int64(mask)
+        return lo, hi, aux
     for i in range(s, e):
         v = mat[q, i]
         is_missing = v == MISSING_KEY
-        miss += is_missing
+        aux += is_missing
         lo = min(lo, v)  # MISSING_KEY is the largest key: it never lowers lo
         hi = max(hi, _INT_MIN if is_missing else v)
-    return lo, hi, miss
+    return lo, hi, aux
+
+
+@njit(cache=True, inline="always")
+def _finish_stats(kind, card, lo, hi, aux):
+    if kind == KIND_NOMINAL:
+        return 0, 0, (_popcount(np.uint64(aux)) if card <= _MASK_CARD else -1)
+    return lo, hi, aux
 
 
 @njit(cache=True)
-def _distinct_codes(keys, j, s, e, card):
+def _distinct_codes(keys, j, s, e, card, ws):
     """Number of distinct codes of nominal QI ``j`` in rows ``[s, e)``."""
-    seen = np.zeros(card, dtype=np.bool_)
+    seen = ws[WS_COUNTS, :card]
+    seen[:] = 0
     distinct = 0
     for i in range(s, e):
         c = keys[j, i]
-        distinct += not seen[c]
-        seen[c] = True
+        distinct += seen[c] == 0
+        seen[c] = 1
     return distinct
 
 
 @njit(cache=True, inline="always")
 def _node_span(keys, j, s, e, lo, hi, miss, kind, scale, card,
-               h_parent, h_lo, h_hi, h_leafnode, hoff, loff):
+               h_parent, h_lo, h_hi, h_leafnode, hoff, loff, ws):
     """Normalized span of QI ``j`` over rows ``[s, e)``: the NCP its range would cost.
 
     ``lo``, ``hi`` and ``miss`` are the node's statistics of the QI (see
@@ -259,7 +328,7 @@ def _node_span(keys, j, s, e, lo, hi, miss, kind, scale, card,
     if scale <= 0.0:
         return 0.0
     if kind == KIND_NOMINAL:
-        distinct = miss if miss >= 0 else _distinct_codes(keys, j, s, e, card)
+        distinct = miss if miss >= 0 else _distinct_codes(keys, j, s, e, card, ws)
         return (distinct - 1) / scale
     if lo == MISSING_KEY:  # only missing values: nothing to cut
         return 0.0
@@ -285,52 +354,54 @@ def _node_span(keys, j, s, e, lo, hi, miss, kind, scale, card,
 
 @njit(cache=True)
 def _quickselect(a, kth):
-    """The ``kth`` smallest element of ``a``, reordering ``a`` in place (Hoare)."""
+    """The ``kth`` smallest element of ``a``, reordering ``a`` in place.
+
+    Three-way partitions around a median-of-three pivot, written without
+    data-dependent branches: on the small random segments near the leaves a
+    mispredicted branch per element costs more than the comparisons.
+    """
     lo = 0
-    hi = a.shape[0] - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        # Median of three: sorted input stays O(n).
-        if a[mid] < a[lo]:
-            a[mid], a[lo] = a[lo], a[mid]
-        if a[hi] < a[lo]:
-            a[hi], a[lo] = a[lo], a[hi]
-        if a[hi] < a[mid]:
-            a[hi], a[mid] = a[mid], a[hi]
-        pivot = a[mid]
-        i = lo
-        j = hi
-        while i <= j:
-            while a[i] < pivot:
-                i += 1
-            while a[j] > pivot:
-                j -= 1
-            if i <= j:
-                a[i], a[j] = a[j], a[i]
-                i += 1
-                j -= 1
-        if kth <= j:
-            hi = j
-        elif kth >= i:
-            lo = i
+    hi = a.shape[0]
+    while hi - lo > 1:
+        x, y, z = a[lo], a[(lo + hi) // 2], a[hi - 1]
+        pivot = max(min(x, y), min(max(x, y), z))
+        # [lo, lt) < pivot, then [lt, le) == pivot, the rest > pivot.
+        lt = lo
+        for i in range(lo, hi):
+            v = a[i]
+            a[i] = a[lt]
+            a[lt] = v
+            lt += v < pivot
+        le = lt
+        for i in range(lt, hi):
+            v = a[i]
+            a[i] = a[le]
+            a[le] = v
+            le += v == pivot
+        if kth < lt:
+            hi = lt
+        elif kth < le:
+            return pivot
         else:
-            return a[kth]
+            lo = le
     return a[kth]
 
 
 @njit(cache=True)
-def _select(row, s, e, lo, hi, kth, scratch):
+def _select(row, s, e, lo, hi, kth, ws, spare):
     """The ``kth`` smallest present key of a segment, without reordering it.
 
     Returns ``(value, n_less, n_equal)``. Present keys lie in ``[lo, hi]``.
-    Small segments are copied into ``scratch`` and quickselected. Large ones histogram the keys
+    ``spare`` is a row of at least ``e`` free slots (the other buffer's, whose
+    ``[s, e)`` the split overwrites anyway). Small segments are copied into
+    the work space and quickselected. Large ones histogram the keys
     into 2048 buckets of the known range (one read-only pass), then select
     inside the one bucket holding rank ``kth``: two streaming passes instead
     of a copy, a select and two counting passes, and the counts come free.
     """
     n = e - s
     if n <= _SMALL:
-        buf = scratch[:n]
+        buf = ws[WS_SCRATCH, :n]
         for i in range(n):
             buf[i] = row[s + i]
         value = _quickselect(buf, kth)
@@ -346,7 +417,8 @@ def _select(row, s, e, lo, hi, kth, scratch):
         shift += 1
     ushift = np.uint64(shift)
     ulo = np.uint64(lo)
-    counts = np.zeros(_BUCKETS, dtype=np.int64)
+    counts = ws[WS_COUNTS, :_BUCKETS]
+    counts[:] = 0
     for i in range(s, e):
         v = row[i]
         if v != MISSING_KEY:
@@ -358,7 +430,7 @@ def _select(row, s, e, lo, hi, kth, scratch):
         b += 1
     if shift == 0:  # one key per bucket: the histogram is exact
         return np.int64(ulo + np.uint64(b)), below, counts[b]
-    inside = np.empty(counts[b], dtype=np.int64)
+    inside = spare[s: s + counts[b]]
     q = 0
     ub = np.uint64(b)
     for i in range(s, e):
@@ -366,7 +438,7 @@ def _select(row, s, e, lo, hi, kth, scratch):
         if v != MISSING_KEY and ((np.uint64(v) - ulo) >> ushift) == ub:
             inside[q] = v
             q += 1
-    value = np.partition(inside, kth - below)[kth - below]
+    value = _quickselect(inside, kth - below)
     less = below
     equal = 0
     for i in range(q):
@@ -384,24 +456,71 @@ def _count_le(row, s, e, t):
 
 
 @njit(cache=True)
-def _nominal_ranks(row, s, e, card):
+def _nominal_ranks(row, s, e, card, ws):
     """Rank of every code when the node's values are ordered by frequency.
 
-    Returns ``(rank, cum)``: ``rank[code]`` and the cumulative row count by rank.
-    Most frequent first, ties by code, so the order is deterministic.
+    Fills ``rank[code]`` and ``cum``, the cumulative row count by rank, in
+    rows ``WS_RANK`` and ``WS_CUM`` of the work space (see :func:`_workspace`;
+    views are not returned: the split runs without reference counting). Most
+    frequent first, ties by code (absent codes last), so the order is
+    deterministic.
     """
-    counts = np.zeros(card, dtype=np.int64)
+    counts = ws[WS_COUNTS, :card]
+    order = ws[WS_ORDER]
+    rank = ws[WS_RANK, :card]
+    cum = ws[WS_CUM, :card]
+    counts[:] = 0
     for i in range(s, e):
         counts[row[i]] += 1
-    order = np.argsort(-counts, kind="mergesort")
-    rank = np.empty(card, dtype=np.int64)
-    cum = np.empty(card, dtype=np.int64)
+    m = 0
+    for c in range(card):
+        if counts[c] > 0:
+            order[m] = c
+            m += 1
+    # Only the codes present need sorting; the absent follow in code order.
+    _sort_by_count(order, m, counts)
+    r = m
+    for c in range(card):
+        if counts[c] == 0:
+            order[r] = c
+            r += 1
     acc = 0
     for r in range(card):
         rank[order[r]] = r
         acc += counts[order[r]]
         cum[r] = acc
-    return rank, cum
+
+
+@njit(cache=True, inline="always")
+def _before(a, b, counts):
+    """Frequency order: more rows first, then the smaller code."""
+    return counts[a] > counts[b] or (counts[a] == counts[b] and a < b)
+
+
+@njit(cache=True)
+def _sort_by_count(order, m, counts):
+    """Heapsort ``order[:m]`` (distinct codes) in place into frequency order."""
+    # Sift-down builds a heap whose root is the *last* code in frequency
+    # order, so popping roots to the back leaves the front-to-back order.
+    for start in range(m // 2 - 1, -1, -1):
+        _sift(order, start, m, counts)
+    for end in range(m - 1, 0, -1):
+        order[0], order[end] = order[end], order[0]
+        _sift(order, 0, end, counts)
+
+
+@njit(cache=True, inline="always")
+def _sift(order, root, end, counts):
+    while True:
+        child = 2 * root + 1
+        if child >= end:
+            return
+        if child + 1 < end and _before(order[child], order[child + 1], counts):
+            child += 1
+        if not _before(order[root], order[child], counts):
+            return
+        order[root], order[child] = order[child], order[root]
+        root = child
 
 
 @njit(cache=True)
@@ -414,14 +533,14 @@ def _rank_at(cum, pos):
 
 
 @njit(cache=True, inline="always")
-def _choose(keys, j, s, e, l1, t1, l2, t2, rank, priv):
+def _choose(keys, j, s, e, l1, t1, l2, t2, rank, priv, ws):
     """Pick the allowed cut nearest the middle among ``<= t1`` and ``<= t2``.
 
     Returns 1, 2, or 0 when neither is allowed.
     """
     n = e - s
-    ok2 = _cut_ok(keys, j, s, e, l2, t2, -1, 0, rank, priv)
-    ok1 = l1 != l2 and _cut_ok(keys, j, s, e, l1, t1, -1, 0, rank, priv)
+    ok2 = _cut_ok(keys, j, s, e, l2, t2, -1, 0, rank, priv, ws)
+    ok1 = l1 != l2 and _cut_ok(keys, j, s, e, l1, t1, -1, 0, rank, priv, ws)
     if ok1 and ok2:
         # Classic Mondrian cuts at "<= median" (l2); "< median" wins only when
         # ties make it strictly more balanced.
@@ -435,31 +554,35 @@ def _choose(keys, j, s, e, l1, t1, l2, t2, rank, priv):
     return 0
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, priv,
-              h_parent, h_lo, h_hi, h_leafnode, hoff, loff, scratch):
+              h_parent, h_lo, h_hi, h_leafnode, hoff, loff, ws, spare):
     """Find an allowed cut of QI ``j``.
 
     Returns ``(n_left, t, eq_value, need_eq, rank)``: a row goes left when its
     (ranked) key is ``<= t``, or equals ``eq_value`` while fewer than
     ``need_eq`` such rows went left. ``n_left == 0`` means no allowed cut.
+    ``rank`` is a view of the work space ``ws`` (empty for ordered kinds);
+    ``spare`` is free room for :func:`_select`.
     """
     n = e - s
     row = keys[j]
-    no_rank = scratch[:0]
+    no_rank = ws[WS_RANK, :0]
     if kind == KIND_NOMINAL:
-        rank, cum = _nominal_ranks(row, s, e, card)
+        _nominal_ranks(row, s, e, card, ws)
+        rank = ws[WS_RANK, :card]
+        cum = ws[WS_CUM, :card]
         if relaxed:
             nl = n // 2
             r = _rank_at(cum, nl - 1)
             below = cum[r - 1] if r > 0 else 0
-            if not _cut_ok(keys, j, s, e, nl, r - 1, r, nl - below, rank, priv):
+            if not _cut_ok(keys, j, s, e, nl, r - 1, r, nl - below, rank, priv, ws):
                 return 0, 0, 0, 0, rank
             return nl, r - 1, r, nl - below, rank
         r = _rank_at(cum, (n - 1) // 2)
         l1 = cum[r - 1] if r > 0 else 0
         l2 = cum[r]
-        which = _choose(keys, j, s, e, l1, r - 1, l2, r, rank, priv)
+        which = _choose(keys, j, s, e, l1, r - 1, l2, r, rank, priv, ws)
         if which == 1:
             return l1, r - 1, -1, 0, rank
         if which == 2:
@@ -474,19 +597,19 @@ def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, priv,
         if nl - 1 >= present:  # the left half reaches into the missing rows
             t, eq_value, need_eq = MISSING_KEY - 1, MISSING_KEY, nl - present
         else:
-            med, less, _ = _select(row, s, e, lo, hi, nl - 1, scratch)
+            med, less, _ = _select(row, s, e, lo, hi, nl - 1, ws, spare)
             t, eq_value, need_eq = med - 1, med, nl - less
-        if not _cut_ok(keys, j, s, e, nl, t, eq_value, need_eq, no_rank, priv):
+        if not _cut_ok(keys, j, s, e, nl, t, eq_value, need_eq, no_rank, priv, ws):
             return 0, 0, 0, 0, no_rank
         return nl, t, eq_value, need_eq, no_rank
 
     m = (n - 1) // 2
     if m >= present:
         # The median row is missing: the only cut is present | missing.
-        if _cut_ok(keys, j, s, e, present, MISSING_KEY - 1, -1, 0, no_rank, priv):
+        if _cut_ok(keys, j, s, e, present, MISSING_KEY - 1, -1, 0, no_rank, priv, ws):
             return present, MISSING_KEY - 1, -1, 0, no_rank
         return 0, 0, 0, 0, no_rank
-    med, less, equal = _select(row, s, e, lo, hi, m, scratch)
+    med, less, equal = _select(row, s, e, lo, hi, m, ws, spare)
     if kind == KIND_HIERARCHY:
         lca = _hier_lca(lo, hi, hoff, h_parent, h_lo, h_hi, h_leafnode, loff)
         child = h_leafnode[loff + med]
@@ -501,7 +624,7 @@ def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, priv,
         t2 = med
         l1 = less
         l2 = less + equal
-    which = _choose(keys, j, s, e, l1, t1, l2, t2, no_rank, priv)
+    which = _choose(keys, j, s, e, l1, t1, l2, t2, no_rank, priv, ws)
     if which == 1:
         return l1, t1, -1, 0, no_rank
     if which == 2:
@@ -515,7 +638,7 @@ def _partition(src, dst, d, j, s, e, n_left, t, eq_value, need_eq, rank,
     """Move the rows of ``[s, e)`` to the other buffer, left child first.
 
     Every row of the matrix moves (keys, the sensitive codes, the row ids),
-    and then each child's statistics are measured for the ``d`` QIs
+    and each child's statistics are measured for the ``d`` QIs on the way
     (``child_*[side, q]``, see :func:`_column_stats`), so the children never
     rescan for their spans.
     """
@@ -523,50 +646,69 @@ def _partition(src, dst, d, j, s, e, n_left, t, eq_value, need_eq, rank,
     rows = src.shape[0]
     li = s
     ri = s + n_left
-    if need_eq == 0 and rank.shape[0] == 0:
-        # The common cut (numeric, strict): a branch-free side test and one
-        # position per row shared by every key row. Moving a whole column
-        # of the matrix at once is ~3x faster than one key row at a time,
-        # whose two write cursors must be recomputed per row.
-        for i in range(s, e):
-            g = np.int64(row[i] <= t)
-            p = ri + g * (li - ri)
-            for q in range(rows):
-                dst[q, p] = src[q, i]
-            li += g
-            ri += 1 - g
-    else:
-        use_rank = rank.shape[0] > 0
-        taken = 0
-        for i in range(s, e):
-            go, taken = _goes_left(row[i], use_rank, rank, t, eq_value, need_eq, taken)
-            g = np.int64(go)
-            p = ri + g * (li - ri)
-            for q in range(rows):
-                dst[q, p] = src[q, i]
-            li += g
-            ri += 1 - g
-    # Contiguous passes vectorize; tracking both sides inside the move would
-    # branch on the side again.
+    common = need_eq == 0 and rank.shape[0] == 0
+    use_rank = rank.shape[0] > 0
+    taken = 0
     for q in range(d):
         for side in range(2):
-            a = s if side == 0 else s + n_left
-            b = s + n_left if side == 0 else e
-            child_lo[side, q], child_hi[side, q], child_miss[side, q] = _column_stats(
-                dst, q, a, b, kinds[q], cards[q])
+            child_lo[side, q], child_hi[side, q], child_miss[side, q] = MISSING_KEY, _INT_MIN, 0
+    # Rows move in blocks, and each block's two runs of moved rows are folded
+    # into the children's statistics while they are still in cache: large
+    # nodes are bound by memory traffic, and a separate pass would read every
+    # moved key back from memory.
+    for b0 in range(s, e, _MOVE_BLOCK):
+        b1 = min(b0 + _MOVE_BLOCK, e)
+        li0 = li
+        ri0 = ri
+        if common:
+            # The common cut (numeric, strict): a branch-free side test and
+            # one position per row shared by every key row. Moving a whole
+            # column of the matrix at once is ~3x faster than one key row at
+            # a time, whose two write cursors must be recomputed per row.
+            for i in range(b0, b1):
+                g = np.int64(row[i] <= t)
+                p = ri + g * (li - ri)
+                for q in range(rows):
+                    dst[q, p] = src[q, i]
+                li += g
+                ri += 1 - g
+        else:
+            for i in range(b0, b1):
+                go, taken = _goes_left(row[i], use_rank, rank, t, eq_value, need_eq, taken)
+                g = np.int64(go)
+                p = ri + g * (li - ri)
+                for q in range(rows):
+                    dst[q, p] = src[q, i]
+                li += g
+                ri += 1 - g
+        # Contiguous runs vectorize; tracking both sides inside the move
+        # would branch on the side again.
+        for q in range(d):
+            child_lo[0, q], child_hi[0, q], child_miss[0, q] = _fold_stats(
+                dst, q, li0, li, kinds[q], cards[q], child_lo[0, q], child_hi[0, q],
+                child_miss[0, q])
+            child_lo[1, q], child_hi[1, q], child_miss[1, q] = _fold_stats(
+                dst, q, ri0, ri, kinds[q], cards[q], child_lo[1, q], child_hi[1, q],
+                child_miss[1, q])
+    for q in range(d):
+        for side in range(2):
+            child_lo[side, q], child_hi[side, q], child_miss[side, q] = _finish_stats(
+                kinds[q], cards[q], child_lo[side, q], child_hi[side, q], child_miss[side, q])
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _split_node(bufs_keys, s, e, depth, buf, lo, hi, miss,
                 child_lo, child_hi, child_miss, kinds, scales, cards, relaxed, priv,
                 max_depth, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start,
-                spans_buf, scratch):
+                spans_buf, ws):
     """Split node ``[s, e)`` living in buffer ``buf``; return the left size or 0.
 
-    ``spans_buf`` (d floats) and ``scratch`` (``_SMALL`` ints) are the
-    caller's reusable work space. ``lo``, ``hi``, ``miss`` are the node's
-    per-QI bounds; on a split the children's are written to ``child_*``
-    (row 0 left, row 1 right). A node
+    ``spans_buf`` (d floats) and ``ws`` (see :func:`_workspace`) are the
+    caller's reusable work space: the split allocates nothing, so it is
+    compiled without reference counting, which otherwise costs a pair of
+    atomic operations per array argument on each of the many small nodes.
+    ``lo``, ``hi``, ``miss`` are the node's per-QI bounds; on a split the
+    children's are written to ``child_*`` (row 0 left, row 1 right). A node
     that is not split becomes a class: its data is brought to buffer 0 (where
     the class statistics are read) and its first position is flagged.
     """
@@ -578,7 +720,7 @@ def _split_node(bufs_keys, s, e, depth, buf, lo, hi, miss,
         for j in range(d):
             spans[j] = _node_span(src_keys, j, s, e, lo[j], hi[j], miss[j], kinds[j],
                                   scales[j], cards[j], h_parent, h_lo, h_hi, h_leafnode,
-                                  hoffs[j], loffs[j])
+                                  hoffs[j], loffs[j], ws)
         # Widest normalized span first; ties by QI order, for determinism.
         # (d is small: picking the maximum each time beats sorting.)
         for _ in range(d):
@@ -591,7 +733,8 @@ def _split_node(bufs_keys, s, e, depth, buf, lo, hi, miss,
             spans[j] = -1.0
             n_left, t, eq_value, need_eq, rank = _find_cut(
                 src_keys, j, s, e, lo[j], hi[j], miss[j], kinds[j], cards[j], relaxed,
-                priv, h_parent, h_lo, h_hi, h_leafnode, hoffs[j], loffs[j], scratch)
+                priv, h_parent, h_lo, h_hi, h_leafnode, hoffs[j], loffs[j], ws,
+                bufs_keys[1 - buf, 0])
             if n_left > 0:
                 _partition(src_keys, bufs_keys[1 - buf], d, j, s, e, n_left, t, eq_value,
                            need_eq, rank, child_lo, child_hi, child_miss, kinds, cards)
@@ -635,7 +778,7 @@ def _run_subtree(bufs_keys, s0, e0, depth0, buf0, lo0, hi0, miss0,
     child_hi = np.empty((2, d), dtype=np.int64)
     child_miss = np.empty((2, d), dtype=np.int64)
     spans_buf = np.empty(d, dtype=np.float64)
-    scratch = np.empty(_SMALL, dtype=np.int64)
+    ws = _workspace(cards, priv)
     st[0, 0], st[0, 1], st[0, 2], st[0, 3] = s0, e0, depth0, buf0
     st_lo[0], st_hi[0], st_miss[0] = lo0, hi0, miss0
     top = 1
@@ -649,7 +792,7 @@ def _run_subtree(bufs_keys, s0, e0, depth0, buf0, lo0, hi0, miss0,
         n_left = _split_node(bufs_keys, s, e, depth, buf, st_lo[top],
                              st_hi[top], st_miss[top], child_lo, child_hi, child_miss, kinds,
                              scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
-                             h_leafnode, hoffs, loffs, leaf_start, spans_buf, scratch)
+                             h_leafnode, hoffs, loffs, leaf_start, spans_buf, ws)
         if n_left == 0:
             continue
         if top + 2 > st.shape[0]:
@@ -669,6 +812,19 @@ def _run_subtree(bufs_keys, s0, e0, depth0, buf0, lo0, hi0, miss0,
             st_lo[top + 1, q], st_hi[top + 1, q], st_miss[top + 1, q] = (
                 child_lo[0, q], child_hi[0, q], child_miss[0, q])
         top += 2
+
+
+@njit(cache=True)
+def _workspace(cards, priv):
+    """The split's work space: ``(5, w)`` int64, one row per use (``WS_*``).
+
+    ``w`` covers the largest of a small segment's copy, the select histogram,
+    a nominal QI's codes and the sensitive codes.
+    """
+    w = max(_SMALL, _BUCKETS, priv[0][P_N_SENS])
+    for c in cards:
+        w = max(w, c)
+    return np.empty((5, w), dtype=np.int64)
 
 
 @njit(cache=True)
@@ -697,7 +853,7 @@ def _split_level(bufs_keys, fr, fr_lo, fr_hi, fr_miss, kinds, scales,
                                fr[i, 3], fr_lo[i], fr_hi[i], fr_miss[i], c_lo[i], c_hi[i],
                                c_miss[i], kinds, scales, cards, relaxed, priv, max_depth,
                                h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start,
-                               np.empty(d, dtype=np.float64), np.empty(_SMALL, dtype=np.int64))
+                               np.empty(d, dtype=np.float64), _workspace(cards, priv))
     return lefts, c_lo, c_hi, c_miss
 
 
@@ -902,6 +1058,43 @@ def rows_to_classes(order, class_of_pos):
     else:
         _scatter_parallel(order, class_of_pos, class_of_row)
     return class_of_row
+
+
+@njit(cache=True, parallel=True)
+def _fill_parallel(bufs, rows, keys):
+    for b in prange(_CHUNKS):
+        a = b * bufs.shape[2] // _CHUNKS
+        z = (b + 1) * bufs.shape[2] // _CHUNKS
+        for i in range(a, z):
+            for r in range(rows.shape[0]):
+                bufs[0, rows[r], i] = keys[r][i]
+            bufs[0, -1, i] = i
+            # The first writes to fresh memory fault its pages in; done here,
+            # both threads take the faults instead of the (serial) root split.
+            for r in range(bufs.shape[1]):
+                bufs[1, r, i] = 0
+
+
+def fill_buffers(bufs, rows, keys):
+    """Fill the kernel's double buffer: ``bufs[0, rows[r]] = keys[r]``, row ids last.
+
+    Parameters
+    ----------
+    bufs : int64 array (2, r, n)
+        As :func:`mondrian_partition` takes it, freshly allocated.
+    rows : sequence of int
+        Matrix row of each key array.
+    keys : sequence of int64 arrays (n,)
+        The keys (QIs, then any rows that ride along).
+    """
+    n = bufs.shape[2]
+    if n < _PARALLEL_MIN_ROWS:
+        for r, row in zip(rows, keys, strict=True):
+            bufs[0, r] = row
+        bufs[0, -1] = np.arange(n)
+        return
+    _fill_parallel(bufs, np.asarray(rows, dtype=np.int64),
+                   tuple(np.ascontiguousarray(k, dtype=np.int64) for k in keys))
 
 
 @njit(cache=True)

@@ -268,7 +268,7 @@ def _copy(out, pos, src, s, e):
     return pos + e - s
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def format_labels(lo, hi, missing, fmt, per_sec, t_buf, t_off):
     """Range labels, one per ``(lo, hi, missing)``.
 
@@ -367,7 +367,7 @@ def _bit_length(u):
     return bits
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pack_triples(lo, hi, missing, j):
     """Sort words for the ``(lo, hi, missing)`` triples of column ``j``.
 
@@ -422,7 +422,7 @@ def pack_triples(lo, hi, missing, j):
     return triples[:m], packed, idx_bits, exact
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def group_packed(n, triples, packed, idx_bits, exact):
     """Distinct triples from :func:`pack_triples`' output, its words sorted.
 

@@ -28,8 +28,10 @@ both pass the constraint, and the root passes it.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -46,6 +48,10 @@ from .qi import EncodedQI, QIKind, encode_qi
 from .validation import check_options
 
 __all__ = ["anonymize", "encode_table", "partition", "publish", "Partitioning"]
+
+# From this many rows, publishing runs one QI column per thread; below it,
+# thread hand-off costs more than it saves.
+_PARALLEL_PUBLISH_ROWS = 500_000
 
 
 @dataclass
@@ -135,13 +141,12 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
     # Both halves of the kernel's double buffer, the first filled with the keys;
     # the sensitive codes and the row numbers ride along as rows never cut.
     bufs = np.empty((2, rows, n), dtype=np.int64)
-    for j, qi in enumerate(encoded):
-        bufs[0, j] = qi.keys
+    keys = [qi.keys for qi in encoded]
     ip = privacy.ip.copy()
     if sensitive is not None:
-        bufs[0, d] = sensitive
+        keys.append(sensitive)
         ip[K.P_SENS_ROW] = d
-    bufs[0, -1] = np.arange(n)
+    K.fill_buffers(bufs, range(len(keys)), keys)
     kinds = np.asarray([qi.kernel_kind for qi in encoded], dtype=np.int64)
     scales = [qi.scale for qi in encoded] if scales is None else list(scales)
     scales = np.asarray(scales, dtype=np.float64)
@@ -169,12 +174,25 @@ def publish(df: pd.DataFrame, encoded: list[EncodedQI], part: Partitioning,
             generalization: str = "range", class_column=None) -> pd.DataFrame:
     """Replace the QI columns of ``df`` by their published generalization."""
     out = df.copy(deep=False)
-    for j, qi in enumerate(encoded):
+
+    def column(j):
+        qi = encoded[j]
         values, inverse = class_values(qi, j, generalization, part.stats, part.sorted_keys[j])
+        return _expand(values, inverse, part.class_of_row, qi)
+
+    columns = range(len(encoded))
+    threads = min(numba.get_num_threads(), len(encoded))
+    if threads > 1 and len(df) >= _PARALLEL_PUBLISH_ROWS:
+        # Columns are independent and their work (sorts, numba label
+        # writers, gathers) runs without the GIL: one thread per core.
+        with ThreadPoolExecutor(threads) as pool:
+            published = list(pool.map(column, columns))
+    else:
+        published = [column(j) for j in columns]
+    for qi, values in zip(encoded, published, strict=True):
         # A Series on the frame's own index is stored as is; a bare array
         # would be copied (1M codes a column).
-        out[qi.name] = pd.Series(_expand(values, inverse, part.class_of_row, qi),
-                                 index=out.index, copy=False)
+        out[qi.name] = pd.Series(values, index=out.index, copy=False)
     if class_column is not None:
         out[class_column] = part.class_of_row
     return out

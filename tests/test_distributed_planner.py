@@ -14,6 +14,7 @@ import pandas as pd
 from distributed_helpers import JOB_HIERARCHY
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba import njit
 
 from dmondrian import _kernel as K
 from dmondrian.constraints import KAnonymity, kernel_privacy
@@ -53,6 +54,29 @@ def _domain(df):
     return build_domain(sk, QIS, KINDS, trees, df.iloc[:0])
 
 
+@njit(_nrt=False)
+def _kernel_find_cut(keys, j, n, lo, hi, miss, kind, card, relaxed, priv, h_parent, h_lo, h_hi,
+                     h_leaf, hoff, loff, ws, spare, out, rank_out):
+    # The kernel's split runs without reference counting, so its views into
+    # the work space are copied out here, in kind, rather than boxed.
+    n_left, t, eq, need, rank = K._find_cut(keys, j, 0, n, lo, hi, miss, kind, card, relaxed,
+                                            priv, h_parent, h_lo, h_hi, h_leaf, hoff, loff, ws,
+                                            spare)
+    out[0], out[1], out[2], out[3] = n_left, t, eq, need
+    for i in range(rank.shape[0]):
+        rank_out[i] = rank[i]
+    return rank.shape[0]
+
+
+def _kernel_cut(keys, j, n, lo, hi, miss, kind, card, relaxed, priv, *trees, ws):
+    """``_kernel._find_cut`` on rows ``[0, n)``: ``(n_left, t, eq, need, rank)``."""
+    out = np.empty(4, dtype=np.int64)
+    rank = np.empty(max(card, 1), dtype=np.int64)
+    m = _kernel_find_cut(keys, j, n, lo, hi, miss, kind, card, relaxed, priv, *trees, ws,
+                         np.empty(n, dtype=np.int64), out, rank)
+    return (*out.tolist(), rank[:m])
+
+
 @settings(max_examples=60, deadline=None)
 @given(tables(), st.integers(1, 6), st.booleans())
 def test_summary_decisions_equal_kernel_decisions(df, min_size, relaxed):
@@ -67,17 +91,17 @@ def test_summary_decisions_equal_kernel_decisions(df, min_size, relaxed):
     spans = region_spans(root, domain)
     privacy = kernel_privacy([KAnonymity(min_size)])
     priv = (privacy.ip, privacy.fp, privacy.q)
-    scratch = np.empty(K._SMALL, dtype=np.int64)
+    ws = K._workspace(np.asarray([e.card for e in encoded]), priv)
     for j, e in enumerate(encoded):
         lo, hi, miss = K._column_stats(keys, j, 0, n, e.kernel_kind, e.card)
         expected = K._node_span(keys, j, 0, n, lo, hi, miss, e.kernel_kind, e.scale, e.card,
-                                h_parent, h_lo, h_hi, h_leaf, hoffs[j], loffs[j])
+                                h_parent, h_lo, h_hi, h_leaf, hoffs[j], loffs[j], ws)
         assert spans[j] == expected, (j, spans[j], expected)
         if expected <= 0:
             continue
-        n_left, t, eq, need, rank = K._find_cut(keys, j, 0, n, lo, hi, miss, e.kernel_kind,
+        n_left, t, eq, need, rank = _kernel_cut(keys, j, n, lo, hi, miss, e.kernel_kind,
                                                 e.card, relaxed, priv, h_parent, h_lo, h_hi,
-                                                h_leaf, hoffs[j], loffs[j], scratch)
+                                                h_leaf, hoffs[j], loffs[j], ws=ws)
         cut = find_cut(root, j, domain, relaxed, min_size)
         if n_left == 0:
             assert cut is None
