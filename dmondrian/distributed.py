@@ -55,10 +55,19 @@ Guarantees
   local engine keeps every class of a leaf at least ``k``, and each output
   partition refuses to publish a leaf whose row count differs from the
   counted one.
-* Determinism: routing depends only on values (median ties of relaxed cuts
-  are split by a hash of the row's QI keys), samples on a hash of each row's
+* Determinism: routing depends only on values and each row's input position
+  (partition number and offset in it: median ties of relaxed cuts go left
+  by input order, the local kernel's rule), samples on a hash of each row's
   position, and leaves are processed in input order, so retries, lost workers
-  and repeated runs give identical output.
+  and repeated runs on the same input and partitioning give identical output.
+* Relaxed mode splits median ties as the local engine does: the first tied
+  rows in input order go left. So when the client plans from complete
+  samples (the domain pass samples ``SAMPLE_ROWS * 64`` = 131,072 rows, so
+  smaller tables usually are), the top phase makes exactly the local
+  engine's cuts and the release equals the local engine's, whatever
+  ``leaf_rows``, in both modes. On a larger table the medians and tie splits
+  are estimated from samples, so leaves differ somewhat from the local
+  engine's nodes (their counts are still exact).
 * With ``leaf_rows >= len(ddf)`` the single leaf is the whole table and the
   result equals :func:`dmondrian.local.anonymize`'s.
 * The largest leaf has at most ``leaf_rows`` rows unless no allowed cut
@@ -127,9 +136,9 @@ from .routing import (
     GlobalDomain,
     encode_keys,
     route,
+    row_positions,
     row_priority,
     slot_keys,
-    tie_unit,
 )
 from .sketch import Summary, merge_sketches, summarize
 from .validation import Options, check_options
@@ -325,7 +334,7 @@ def _cut_tree(nodes, leaves) -> CutTree:
     qi = np.full(m, -1, dtype=np.int64)
     t = np.zeros(m, dtype=np.int64)
     eq = np.zeros(m, dtype=np.int64)
-    frac = np.zeros(m)
+    tie_before = np.zeros(m, dtype=np.int64)
     rank_off = np.full(m, -1, dtype=np.int64)
     left = np.full(m, -1, dtype=np.int64)
     right = np.full(m, -1, dtype=np.int64)
@@ -337,13 +346,13 @@ def _cut_tree(nodes, leaves) -> CutTree:
         if c is None:
             leaf[pos] = slot[j]
             continue
-        qi[pos], t[pos], eq[pos], frac[pos] = c.qi, c.t, c.eq, c.frac
+        qi[pos], t[pos], eq[pos], tie_before[pos] = c.qi, c.t, c.eq, c.tie_before
         if c.ranks is not None:
             rank_off[pos] = offset
             ranks.append(c.ranks)
             offset += c.ranks.shape[0]
         left[pos], right[pos] = index[nodes[j].left], index[nodes[j].right]
-    return CutTree(qi, t, eq, frac, rank_off, np.concatenate(ranks), left, right, leaf)
+    return CutTree(qi, t, eq, tie_before, rank_off, np.concatenate(ranks), left, right, leaf)
 
 
 @dataclass
@@ -356,11 +365,12 @@ class _PassSpec:
 def _region_sketch(df: pd.DataFrame, partition_number: int, spec: _PassSpec):
     """One partition's contribution to a top-phase pass."""
     keys = encode_keys(df, spec.domain)
-    region = route(keys, spec.tree, tie_unit(keys) if spec.tree.has_ties else None)
+    positions = row_positions(partition_number, len(df))
+    region = route(keys, spec.tree, positions if spec.tree.has_ties else None)
     dom = spec.domain
     exact = {j: slot_keys(keys[j], j, dom) for j in range(dom.d) if dom.kinds[j] in EXACT_KINDS}
     return summarize(keys, region, spec.rates.shape[0], exact, dom.slots, spec.rates,
-                     row_priority(partition_number, len(df)))
+                     row_priority(partition_number, len(df)), positions)
 
 
 def _sample_rate(n: float, cfg: PlanConfig, sample_rows: int) -> float:
@@ -614,9 +624,11 @@ def _sensitive_domain(client, ddf, opts: _Options, progress) -> _Sensitive:
     return _Sensitive(values, ordered, privacy)
 
 
-def _partition_leaf_histogram(df, tree, domain, sens: _Sensitive, column, n_leaves):
+def _partition_leaf_histogram(df, partition_number, tree, domain, sens: _Sensitive, column,
+                              n_leaves):
     keys = encode_keys(df, domain)
-    leaf = route(keys, tree, tie_unit(keys) if tree.has_ties else None)
+    leaf = route(keys, tree,
+                 row_positions(partition_number, len(df)) if tree.has_ties else None)
     S = len(sens.values)
     return np.bincount(leaf * S + sens.codes(df[column]), minlength=n_leaves * S)
 
@@ -630,7 +642,8 @@ def _leaf_histograms(client, ddf, opts, domain, nodes, sens: _Sensitive, progres
                    name=f"dmondrian-tree-{uuid.uuid4().hex}")
     parts = ddf[[*opts.qis, opts.sensitive]].to_delayed(optimize_graph=True)
     hist_d = delayed(_partition_leaf_histogram, pure=True)
-    partials = [hist_d(p, tree, domain, sens, opts.sensitive, len(leaves)) for p in parts]
+    partials = [hist_d(p, i, tree, domain, sens, opts.sensitive, len(leaves))
+                for i, p in enumerate(parts)]
     total = run(client, _tree_reduce(partials, lambda *a: np.sum(a, axis=0)), progress,
                 "pass: sensitive values per leaf")
     flat = np.asarray(total).reshape(len(leaves), len(sens.values))
@@ -678,7 +691,10 @@ def _attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.Data
     """Route a partition's rows; add leaf, input index and input position."""
     number = partition_info["number"] if partition_info else 0
     keys = encode_keys(df, top.domain)
-    leaf = route(keys, top.tree, tie_unit(keys) if top.tree.has_ties else None)
+    # The positions that split relaxed ties also order each leaf's rows for
+    # the local engine.
+    positions = row_positions(number, len(df))
+    leaf = route(keys, top.tree, positions if top.tree.has_ties else None)
     out = df.set_axis(_internal_names(top), axis=1)
     if top.positional_index:
         if not (isinstance(df.index, pd.RangeIndex) and df.index.start == 0
@@ -688,7 +704,7 @@ def _attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.Data
                 "in the domain pass; the input must be deterministic")
     else:
         out[_INDEX] = df.index
-    out[_POS] = (np.int64(number) << np.int64(32)) + np.arange(len(df), dtype=np.int64)
+    out[_POS] = positions
     out[_LEAF] = leaf.astype(top.leaf_dtype)
     return out
 

@@ -2,7 +2,8 @@
 
 Each partition yields a :class:`DomainSketch` (row count; numeric and datetime
 key bounds; value counts of nominal, ordinal and hierarchy QIs; missing
-counts; a fixed-size row sample: the rows with the smallest priorities).
+counts; a fixed-size row sample: the rows with the smallest priorities, with
+their input positions).
 Sketches merge associatively. The client turns the merged sketch into the
 :class:`~dmondrian.routing.GlobalDomain` (codes, scales) and the root
 region's exact :class:`~dmondrian.sketch.Summary`, so the first top-phase
@@ -20,7 +21,7 @@ from . import _kernel as K
 from .errors import UnsupportedDtypeError
 from .hierarchy import MISSING_LEAF
 from .qi import QIKind, _factorize, decode_float_keys, encode_qi
-from .routing import EXACT_KINDS, GlobalDomain, encode_keys, row_priority
+from .routing import EXACT_KINDS, GlobalDomain, encode_keys, row_positions, row_priority
 from .sketch import Summary
 
 __all__ = ["DomainSketch", "domain_sketch", "merge_domain", "build_domain"]
@@ -40,6 +41,8 @@ class DomainSketch:
     categories: dict
     sample: pd.DataFrame
     priority: np.ndarray
+    #: Input positions of the sample's rows (:func:`~dmondrian.routing.row_positions`).
+    positions: np.ndarray
     sample_size: int
     #: Every partition seen has the default index 0..n-1 (row positions).
     positional_index: bool = False
@@ -87,7 +90,8 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
         prio, sample_size)[:sample_size]
     sample = df[qis].iloc[take].reset_index(drop=True)
     return DomainSketch(len(df), lo, hi, missing, values, categories, sample, prio[take],
-                        sample_size, _positional(df.index))
+                        row_positions(partition, len(df))[take], sample_size,
+                        _positional(df.index))
 
 
 def merge_domain(*sketches: DomainSketch) -> DomainSketch:
@@ -104,13 +108,14 @@ def merge_domain(*sketches: DomainSketch) -> DomainSketch:
                   for j in first.categories}
     sample = pd.concat([s.sample for s in sketches], ignore_index=True)
     prio = np.concatenate([s.priority for s in sketches])
+    pos = np.concatenate([s.positions for s in sketches])
     if len(prio) > first.sample_size:
         take = np.argpartition(prio, first.sample_size)[:first.sample_size]
-        sample, prio = sample.iloc[take].reset_index(drop=True), prio[take]
+        sample, prio, pos = sample.iloc[take].reset_index(drop=True), prio[take], pos[take]
     return DomainSketch(sum(s.n for s in sketches), np.minimum.reduce([s.lo for s in sketches]),
                         np.maximum.reduce([s.hi for s in sketches]),
                         np.sum([s.missing for s in sketches], axis=0), values, categories,
-                        sample, prio, first.sample_size,
+                        sample, prio, pos, first.sample_size,
                         all(s.positional_index for s in sketches))
 
 
@@ -194,5 +199,6 @@ def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict
     for j in range(d):
         if kinds[j] == QIKind.HIERARCHY:
             missing[j] = 0.0  # missing is a leaf of the tree, not a missing key
-    root = Summary(float(sketch.n), lo, hi, missing, hist, keys, weights, exact=True, d=d)
+    root = Summary(float(sketch.n), lo, hi, missing, hist, keys, weights, sketch.positions,
+                   exact=True, d=d)
     return domain, root

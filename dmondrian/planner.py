@@ -9,13 +9,16 @@ region's :class:`~dmondrian.sketch.Summary` instead of its rows:
 * :func:`find_cut` is :func:`dmondrian._kernel._find_cut` on a weighted
   histogram: strict cuts at the median (``<= median`` or ``< median``,
   whichever is allowed and more balanced, as :func:`dmondrian._kernel._choose`),
-  relaxed cuts at position ``n // 2`` with the median's ties split; nominal QIs
+  relaxed cuts at position ``n // 2`` with the median's ties split as the
+  kernel splits them (the first ones in input order go left, up to
+  ``n // 2`` rows: a threshold on the rows' input positions); nominal QIs
   in frequency order, hierarchy QIs at a child boundary of the LCA;
 * :func:`choose_cut` tries the QIs from the widest span down, like
   :func:`dmondrian._kernel._split_node`.
 
 On an exact summary with a complete sample they return exactly the kernel's
-cut (the tests check this on random data). On a sampled summary the numeric
+cut, and send exactly the kernel's rows left (the tests check this on random
+data). On a sampled summary the numeric
 median is estimated; nominal, ordinal and hierarchy QIs use exact counts at
 the first level of a round. :func:`plan_subtree` then keeps cutting the sample
 for a few more levels, so one pass over the data decides several levels.
@@ -29,7 +32,7 @@ import numpy as np
 
 from . import _kernel as K
 from .qi import QIKind, decode_float_keys
-from .routing import EXACT_KINDS, GlobalDomain, slot_keys, tie_unit
+from .routing import ALL_TIES, EXACT_KINDS, NO_TIES, GlobalDomain, slot_keys
 from .sketch import Summary
 
 __all__ = ["Cut", "PlanNode", "PlanConfig", "region_spans", "find_cut", "choose_cut",
@@ -38,10 +41,11 @@ __all__ = ["Cut", "PlanNode", "PlanConfig", "region_spans", "find_cut", "choose_
 
 @dataclass
 class Cut:
-    """One cut: a row goes left when ``v <= t`` or (``v == eq`` and tie < ``frac``).
+    """One cut: a row goes left when ``v <= t`` or (``v == eq`` and position < ``tie_before``).
 
-    A row's tie number is :func:`dmondrian.routing.tie_unit` of its QI keys;
-    ``frac`` is a threshold on it (0 for strict cuts).
+    A row's position is its input position
+    (:func:`dmondrian.routing.row_positions`); ``tie_before`` is
+    :data:`~dmondrian.routing.NO_TIES` for strict cuts.
 
     ``v`` is the row's key of QI ``qi``, or ``ranks[key]`` for a nominal cut.
     ``n_left`` is the (estimated, or exact) number of rows going left.
@@ -50,7 +54,7 @@ class Cut:
     qi: int
     t: int
     eq: int
-    frac: float
+    tie_before: int
     ranks: np.ndarray | None
     n_left: float
 
@@ -174,24 +178,29 @@ def _axis(summary: Summary, j: int, domain: GlobalDomain):
     return values[nz], counts[nz], None
 
 
-def _tie_threshold(summary: Summary, j: int, v: int, ranks, share: float) -> float:
-    """Tie number below which a row tied at ``v`` goes left, so ``share`` of them do.
+def _tie_threshold(summary: Summary, j: int, v: int, ranks, share: float) -> int:
+    """Input position before which a row tied at ``v`` goes left, so ``share`` of them do.
 
-    A quantile of the tied sample rows' tie numbers rather than ``share``
-    itself: after an earlier cut at the same value, a region's tied rows all
-    have tie numbers in a sub-range, and a fixed fraction would move all or
-    none of them. On a complete sample the split is exact up to identical rows.
+    The kernel sends the first tied rows of a node left, in input order: the
+    threshold is the position of the first tied sample row past ``share`` of
+    the tied rows' weight. On a complete sample that is exactly the kernel's
+    split. A quantile of the positions present rather than a fixed one: after
+    earlier cuts, a region's tied rows may lie anywhere in the input.
     """
-    keys = summary.sample_keys
+    keys, pos = summary.sample_keys, summary.sample_pos
     vals = keys[j] if ranks is None else ranks[keys[j]]
     tied = vals == v
-    if share <= 0.0 or not tied.any():
-        return float(np.clip(share, 0.0, 1.0)) if not tied.any() else 0.0
-    u = tie_unit(keys[:, tied])
-    order = np.argsort(u, kind="stable")
+    if not tied.any():
+        # No tied row sampled: the region's rows stand in for where its tied
+        # rows lie (the next pass counts what the cut really does).
+        tied = np.ones(vals.shape[0], dtype=bool)
+        if not tied.any():
+            return ALL_TIES if share >= 0.5 else NO_TIES
+    p = pos[tied]
+    order = np.argsort(p, kind="stable")
     cw = np.cumsum(summary.sample_w[tied][order])
     m = int(np.searchsorted(cw, share * cw[-1] * (1 - 1e-12), side="left")) + 1
-    return float(u[order[m]]) if m < order.shape[0] else 1.0
+    return int(p[order[m]]) if m < order.shape[0] else ALL_TIES
 
 
 def find_cut(summary: Summary, j: int, domain: GlobalDomain, relaxed: bool,
@@ -240,9 +249,9 @@ def find_cut(summary: Summary, j: int, domain: GlobalDomain, relaxed: bool,
     l1i, l2i = int(round(l1)), int(round(l2))
     which = _choose_sizes(n, l1i, l2i, min_size)
     if which == 1:
-        return Cut(j, t1, t1, 0.0, ranks, float(l1i))
+        return Cut(j, t1, t1, NO_TIES, ranks, float(l1i))
     if which == 2:
-        return Cut(j, t2, t2, 0.0, ranks, float(l2i))
+        return Cut(j, t2, t2, NO_TIES, ranks, float(l2i))
     return None
 
 
@@ -261,14 +270,23 @@ def choose_cut(summary: Summary, domain: GlobalDomain, relaxed: bool, min_size: 
     return None
 
 
-def goes_left(cut: Cut, keys: np.ndarray, tie: np.ndarray | None) -> np.ndarray:
-    """Which rows (columns of ``keys``) a cut sends left; same rule as routing."""
+def goes_left(cut: Cut, keys: np.ndarray, positions: np.ndarray | None) -> np.ndarray:
+    """Which rows (columns of ``keys``, at input ``positions``) a cut sends left.
+
+    The rule of :func:`dmondrian.routing.route`.
+
+    Examples
+    --------
+    >>> cut = Cut(qi=0, t=4, eq=5, tie_before=11, ranks=None, n_left=3.0)
+    >>> goes_left(cut, np.array([[5, 3, 5, 9]]), np.array([10, 11, 12, 13])).tolist()
+    [True, True, False, False]
+    """
     v = keys[cut.qi]
     if cut.ranks is not None:
         v = cut.ranks[v]
     left = v <= cut.t
-    if cut.frac > 0 and tie is not None:
-        left |= (v == cut.eq) & (tie < cut.frac)
+    if cut.tie_before > NO_TIES and positions is not None:
+        left |= (v == cut.eq) & (positions < cut.tie_before)
     return left
 
 
@@ -302,19 +320,18 @@ def plan_subtree(summary: Summary, domain: GlobalDomain, cfg: PlanConfig, depth:
     if cut is None:
         return node
     node.cut = cut
-    keys, w = summary.sample_keys, summary.sample_w
-    tie = tie_unit(keys) if cut.frac > 0 else None
-    left = goes_left(cut, keys, tie)
-    exact_cut = (summary.exact and domain.kinds[cut.qi] in EXACT_KINDS and cut.frac == 0
-                 and not complete)
+    keys, w, pos = summary.sample_keys, summary.sample_w, summary.sample_pos
+    left = goes_left(cut, keys, pos)
+    exact_cut = (summary.exact and domain.kinds[cut.qi] in EXACT_KINDS
+                 and cut.tie_before == NO_TIES and not complete)
     total_w = w.sum()
     sides = []
     for mask, n_exact in ((left, cut.n_left), (~left, summary.n - cut.n_left)):
         # Exact counts where the summary has them; otherwise the sample's share.
         n_side = n_exact if exact_cut or total_w == 0 else summary.n * w[mask].sum() / total_w
         sk = keys[:, mask]
-        child = Summary.from_sample(sk, w[mask], n_side, _exact_slots(sk, domain),
-                                    exact=complete)
+        child = Summary.from_sample(sk, w[mask], pos[mask], n_side,
+                                    _exact_slots(sk, domain), exact=complete)
         if n_side > cfg.fill * cfg.leaf_rows:
             sides.append(plan_subtree(child, domain, cfg, depth + 1, (), levels - 1))
         else:

@@ -11,12 +11,15 @@ measured once over the whole dataset:
 * hierarchy: DFS leaf code in the global tree.
 
 A :class:`CutTree` holds the cuts the client decided, as flat arrays. Routing
-sends every row of a partition down the tree one level at a time with vector
-operations (no per-row Python). A cut sends a row left when its key (or, for a
-nominal cut, the key's frequency rank) is ``<= t``; a relaxed cut also sends a
-fraction ``frac`` of the rows equal to ``eq`` left, chosen by a hash of the
-row's QI keys, so routing depends on the values only: every pass, every retry
-and every worker route a row identically.
+sends every row of a partition down the tree in one compiled walk per row. A
+cut sends a row left when its key (or, for a nominal cut, the key's frequency
+rank) is ``<= t``. A relaxed cut also sends left the rows equal to ``eq`` whose
+input position (:func:`row_positions`: partition number and offset in it) is
+before ``tie_before``: the first tied rows in input order, which is the local
+kernel's rule (it sends the first ``need_eq`` tied rows of a node left, and a
+node's rows are in input order). The split depends on the values and on each
+row's position only, both fixed by the input and its partitioning: every pass,
+every retry and every worker route a row identically.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ from . import _kernel as K
 from .errors import UnsupportedDtypeError
 from .qi import QIKind, encode_qi
 
-__all__ = ["GlobalDomain", "CutTree", "encode_keys", "slot_keys", "route", "tie_unit",
-           "row_priority"]
+__all__ = ["GlobalDomain", "CutTree", "encode_keys", "slot_keys", "route", "row_positions",
+           "row_priority", "NO_TIES", "ALL_TIES"]
 
 # Kinds whose per-region value counts are kept exactly: small code spaces.
 EXACT_KINDS = (QIKind.NOMINAL, QIKind.ORDINAL, QIKind.HIERARCHY)
@@ -176,22 +179,26 @@ def _unit(h: np.ndarray) -> np.ndarray:
     return (h >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
 
 
-def tie_unit(keys: np.ndarray) -> np.ndarray:
-    """A number in [0, 1) per row that depends only on the row's QI keys.
+#: ``tie_before`` of a cut that sends no tied row left (strict cuts).
+NO_TIES = 0
+#: ``tie_before`` of a cut that sends every tied row left.
+ALL_TIES = np.iinfo(np.int64).max
+_OFFSET_BITS = np.int64(32)
 
-    Relaxed cuts split rows tied at the median with it, so the split is the
-    same in every pass and on every retry, whatever the partitioning.
+
+def row_positions(partition: int, n: int) -> np.ndarray:
+    """Input positions of rows ``0..n-1`` of a partition: ``partition * 2**32 + offset``.
+
+    Increasing in input order over the whole table (partitions hold fewer than
+    ``2**32`` rows), the order in which each leaf's rows reach the local
+    engine; relaxed cuts split median ties by it.
 
     Examples
     --------
-    >>> u = tie_unit(np.array([[1, 1, 2], [5, 5, 5]]))
-    >>> bool(u[0] == u[1]), bool(u[0] != u[2]), bool(((0 <= u) & (u < 1)).all())
-    (True, True, True)
+    >>> row_positions(0, 3).tolist(), row_positions(2, 2).tolist()
+    ([0, 1, 2], [8589934592, 8589934593])
     """
-    h = np.full(keys.shape[1], _GOLDEN, dtype=np.uint64)
-    for row in keys:
-        h = _mix(h ^ row.view(np.uint64))
-    return _unit(h)
+    return (np.int64(partition) << _OFFSET_BITS) + np.arange(n, dtype=np.int64)
 
 
 def row_priority(partition: int, n: int, seed: int = 0) -> np.ndarray:
@@ -213,15 +220,16 @@ class CutTree:
 
     ``qi[i] < 0`` marks a leaf; ``leaf[i]`` is then its slot in the pass's
     region numbering. For an internal node a row goes left when
-    ``v <= t[i]`` or (``v == eq[i]`` and its tie number ``< frac[i]``), where
-    ``v`` is the key of QI ``qi[i]``, or ``ranks[rank_off[i] + key]`` when
-    ``rank_off[i] >= 0`` (nominal cuts in frequency order).
+    ``v <= t[i]`` or (``v == eq[i]`` and its input position ``< tie_before[i]``),
+    where ``v`` is the key of QI ``qi[i]``, or ``ranks[rank_off[i] + key]`` when
+    ``rank_off[i] >= 0`` (nominal cuts in frequency order). ``tie_before`` is
+    :data:`NO_TIES` for strict cuts.
     """
 
     qi: np.ndarray
     t: np.ndarray
     eq: np.ndarray
-    frac: np.ndarray
+    tie_before: np.ndarray
     rank_off: np.ndarray
     ranks: np.ndarray
     left: np.ndarray
@@ -232,40 +240,46 @@ class CutTree:
     def single_leaf(cls) -> CutTree:
         z = np.zeros(1, dtype=np.int64)
         m = np.full(1, -1, dtype=np.int64)
-        return cls(m, z, z, np.zeros(1), m, np.zeros(1, dtype=np.int64), m, m, z)
+        return cls(m, z, z, z.copy(), m, np.zeros(1, dtype=np.int64), m, m, z)
 
     @property
     def has_ties(self) -> bool:
-        return bool((self.frac > 0).any())
+        """Whether some cut splits its ties (routing then needs the rows' positions)."""
+        return bool((self.tie_before > NO_TIES).any())
 
 
-def route(keys: np.ndarray, tree: CutTree, tie: np.ndarray | None = None) -> np.ndarray:
+def route(keys: np.ndarray, tree: CutTree, positions: np.ndarray | None = None) -> np.ndarray:
     """Leaf slot of every row (columns of ``keys``).
+
+    ``positions`` are the rows' :func:`row_positions`; without them no tied
+    row goes left (enough for a tree without :attr:`CutTree.has_ties`).
 
     Examples
     --------
-    >>> tree = CutTree(qi=np.array([0, -1, -1]), t=np.array([5, 0, 0]), eq=np.array([5, 0, 0]),
-    ...                frac=np.zeros(3), rank_off=np.array([-1, -1, -1]),
+    >>> tree = CutTree(qi=np.array([0, -1, -1]), t=np.array([4, 0, 0]), eq=np.array([5, 0, 0]),
+    ...                tie_before=np.array([2, 0, 0]), rank_off=np.array([-1, -1, -1]),
     ...                ranks=np.zeros(1, dtype=np.int64), left=np.array([1, -1, -1]),
     ...                right=np.array([2, -1, -1]), leaf=np.array([-1, 0, 1]))
-    >>> route(np.array([[3, 9, 5]]), tree).tolist()
-    [0, 1, 0]
+    >>> route(np.array([[3, 9, 5, 5]]), tree, row_positions(0, 4)).tolist()
+    [0, 1, 1, 1]
+    >>> route(np.array([[5, 5, 3, 9]]), tree, row_positions(0, 4)).tolist()
+    [0, 0, 0, 1]
     """
     keys = np.ascontiguousarray(keys, dtype=np.int64)
-    use_tie = tie is not None
-    tie = np.ascontiguousarray(tie, dtype=np.float64) if use_tie else np.zeros(1)
+    use_tie = positions is not None
+    pos = np.ascontiguousarray(positions, dtype=np.int64) if use_tie else np.zeros(1, np.int64)
     return _route_rows(keys, np.asarray(tree.qi, dtype=np.int64),
                        np.asarray(tree.t, dtype=np.int64), np.asarray(tree.eq, dtype=np.int64),
-                       np.asarray(tree.frac, dtype=np.float64),
+                       np.asarray(tree.tie_before, dtype=np.int64),
                        np.asarray(tree.rank_off, dtype=np.int64),
                        np.asarray(tree.ranks, dtype=np.int64),
                        np.asarray(tree.left, dtype=np.int64),
                        np.asarray(tree.right, dtype=np.int64),
-                       np.asarray(tree.leaf, dtype=np.int64), tie, use_tie)
+                       np.asarray(tree.leaf, dtype=np.int64), pos, use_tie)
 
 
 @njit(cache=True, nogil=True)
-def _route_rows(keys, qi, t, eq, frac, rank_off, ranks, left, right, leaf, tie, use_tie):
+def _route_rows(keys, qi, t, eq, tie_before, rank_off, ranks, left, right, leaf, pos, use_tie):
     # One walk down the tree per row: a handful of compares, where level-by-level
     # numpy gathers cost a pass over the rows per level.
     n = keys.shape[1]
@@ -278,7 +292,7 @@ def _route_rows(keys, qi, t, eq, frac, rank_off, ranks, left, right, leaf, tie, 
                 v = ranks[rank_off[node] + v]
             go_left = v <= t[node]
             if use_tie and not go_left:
-                go_left = v == eq[node] and tie[i] < frac[node]
+                go_left = v == eq[node] and pos[i] < tie_before[node]
             node = left[node] if go_left else right[node]
         out[i] = leaf[node]
     return out

@@ -15,7 +15,8 @@ Per region and QI a sketch holds
   deterministic hash of its position, uniform in [0, 1)) is below its
   region's rate, and then stands for ``1 / rate`` rows. Because whole rows are
   kept, the client can run several levels of Mondrian on the sample; because
-  rates are per region, a small region is sampled densely.
+  rates are per region, a small region is sampled densely. A sampled row
+  keeps its input position too: relaxed cuts split median ties by position.
 
 The median of a numeric QI comes from the sample (its quantile estimates are
 unbiased whatever the partition layout, unlike per-partition quantiles
@@ -55,6 +56,7 @@ class RegionSketch:
     sample_keys: np.ndarray
     sample_region: np.ndarray
     sample_weight: np.ndarray
+    sample_pos: np.ndarray
 
     @property
     def n_regions(self) -> int:
@@ -73,8 +75,8 @@ class RegionSketch:
         mine = self.sample_region == r
         return Summary(float(self.count[r]), self.lo[r].copy(), self.hi[r].copy(),
                        self.missing[r].astype(np.float64), hist,
-                       self.sample_keys[:, mine], self.sample_weight[mine], exact=True,
-                       d=d)
+                       self.sample_keys[:, mine], self.sample_weight[mine],
+                       self.sample_pos[mine], exact=True, d=d)
 
 
 def _sparse_counts(cells: np.ndarray, n_cells: int, weights=None):
@@ -87,7 +89,8 @@ def _sparse_counts(cells: np.ndarray, n_cells: int, weights=None):
 
 
 def summarize(keys: np.ndarray, region: np.ndarray, n_regions: int, exact: dict,
-              slots: np.ndarray, rates: np.ndarray, priority: np.ndarray) -> RegionSketch:
+              slots: np.ndarray, rates: np.ndarray, priority: np.ndarray,
+              positions: np.ndarray) -> RegionSketch:
     """Summarize one partition's rows by region.
 
     Parameters
@@ -106,6 +109,8 @@ def summarize(keys: np.ndarray, region: np.ndarray, n_regions: int, exact: dict,
         Sampling rate of each region (0 keeps no sample).
     priority : float64 array (n,)
         Each row's sampling priority in [0, 1).
+    positions : int64 array (n,)
+        Each row's input position (:func:`dmondrian.routing.row_positions`).
 
     Returns
     -------
@@ -115,9 +120,11 @@ def summarize(keys: np.ndarray, region: np.ndarray, n_regions: int, exact: dict,
     --------
     >>> keys = np.array([[5, 1, 7, 3]])
     >>> sk = summarize(keys, np.array([0, 1, 0, 1]), 2, {}, np.zeros(1, np.int64),
-    ...                np.array([1.0, 0.0]), np.array([0.1, 0.2, 0.3, 0.4]))
+    ...                np.array([1.0, 0.0]), np.array([0.1, 0.2, 0.3, 0.4]), np.arange(4))
     >>> sk.count.tolist(), sk.lo[:, 0].tolist(), sk.hi[:, 0].tolist(), sk.sample_keys.tolist()
     ([2, 2], [5, 1], [7, 3], [[5, 7]])
+    >>> sk.sample_pos.tolist()
+    [0, 2]
     """
     count, lo, hi, missing = _region_bounds(np.ascontiguousarray(keys, dtype=np.int64),
                                             np.ascontiguousarray(region, dtype=np.int64),
@@ -128,7 +135,8 @@ def summarize(keys: np.ndarray, region: np.ndarray, n_regions: int, exact: dict,
         hist[j] = _sparse_counts(region * s + slot_row, n_regions * s)
     keep = priority < rates[region]
     return RegionSketch(count, lo, hi, missing, hist, np.asarray(slots, dtype=np.int64),
-                        keys[:, keep], region[keep], 1.0 / rates[region[keep]])
+                        keys[:, keep], region[keep], 1.0 / rates[region[keep]],
+                        np.asarray(positions, dtype=np.int64)[keep])
 
 
 @njit(cache=True, nogil=True)
@@ -172,7 +180,8 @@ def merge_sketches(*sketches: RegionSketch) -> RegionSketch:
     return RegionSketch(count, lo, hi, missing, hist, first.slots,
                         np.concatenate([s.sample_keys for s in sketches], axis=1),
                         np.concatenate([s.sample_region for s in sketches]),
-                        np.concatenate([s.sample_weight for s in sketches]))
+                        np.concatenate([s.sample_weight for s in sketches]),
+                        np.concatenate([s.sample_pos for s in sketches]))
 
 
 @dataclass
@@ -182,7 +191,8 @@ class Summary:
     ``exact`` says whether ``n``, bounds, missing counts and histograms are
     exact (from a pass) or estimated from a sample. ``hist[j]`` is a dense
     count per slot for exact-count QIs. ``sample_keys`` (d, m) with
-    ``sample_w`` are the region's weighted row sample.
+    ``sample_w`` are the region's weighted row sample, ``sample_pos`` the
+    sampled rows' input positions.
     """
 
     n: float
@@ -192,15 +202,17 @@ class Summary:
     hist: dict
     sample_keys: np.ndarray
     sample_w: np.ndarray
+    sample_pos: np.ndarray
     exact: bool
     d: int
 
     @classmethod
-    def from_sample(cls, keys: np.ndarray, w: np.ndarray, n: float, exact_slots: dict,
-                    exact: bool = False) -> Summary:
+    def from_sample(cls, keys: np.ndarray, w: np.ndarray, pos: np.ndarray, n: float,
+                    exact_slots: dict, exact: bool = False) -> Summary:
         """Estimate a region's summary from its weighted sample.
 
-        ``n`` is the region's (estimated) size; weights are rescaled to it.
+        ``pos`` are the sampled rows' input positions; ``n`` is the region's
+        (estimated) size; weights are rescaled to it.
         ``exact_slots`` maps exact-count QIs to ``(slot keys of the sample, slots)``.
         """
         d, m = keys.shape
@@ -218,7 +230,7 @@ class Summary:
                 lo[j], hi[j] = present.min(), present.max()
         hist = {j: np.bincount(s_row, weights=ww, minlength=s).astype(np.float64)
                 for j, (s_row, s) in exact_slots.items()}
-        return cls(float(n), lo, hi, missing, hist, keys, w, exact, d)
+        return cls(float(n), lo, hi, missing, hist, keys, w, pos, exact, d)
 
     @classmethod
     def merge(cls, parts: list[Summary]) -> Summary:
@@ -233,4 +245,5 @@ class Summary:
                    {j: np.sum([p.hist[j] for p in parts], axis=0) for j in first.hist},
                    np.concatenate([p.sample_keys for p in parts], axis=1),
                    np.concatenate([p.sample_w for p in parts]),
+                   np.concatenate([p.sample_pos for p in parts]),
                    all(p.exact for p in parts), first.d)

@@ -53,6 +53,12 @@ def _same_values(a: pd.DataFrame, b: pd.DataFrame):
         assert a[col].astype(str).tolist() == b[col].astype(str).tolist(), col
 
 
+def _same_classes(a, b):
+    """Two class labellings of the same rows group them identically."""
+    pairs = pd.DataFrame({"a": np.asarray(a), "b": np.asarray(b)})
+    assert len(pairs.drop_duplicates()) == pairs["a"].nunique() == pairs["b"].nunique()
+
+
 # -- equivalence -------------------------------------------------------------------------------
 
 
@@ -67,6 +73,36 @@ def test_one_leaf_equals_local_engine(client, mode, generalization):
     got = _collect(D.anonymize(ddf, MIXED_QIS, 7, leaf_rows=len(df), client=client, **options))
     _same_values(got, expected)
     assert got.index.equals(expected.index)
+
+
+def _uneven_partitions(df):
+    """A tiny, a one-row, an empty and two large partitions: positions span partitions."""
+    from dask import delayed
+
+    n = len(df)
+    cuts = [0, 10, 11, n // 2, n // 2, n]
+    pieces = [delayed(lambda f: f, pure=True)(df.iloc[a:b])
+              for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    return dd.from_delayed(pieces, meta=df.iloc[:0], verify_meta=False)
+
+
+@pytest.mark.parametrize("mode", ["strict", "relaxed"])
+def test_small_leaves_equal_local_engine_when_samples_are_complete(client, mode):
+    # A table this small is planned from a complete sample, and relaxed cuts
+    # send left the very tied rows the kernel would (the first in input order):
+    # the top phase makes the local engine's cuts, so many small leaves give
+    # the local release, on every QI kind, with missing values and duplicates.
+    df = mixed_table(3000, seed=21)
+    options = dict(mode=mode, class_column="cls", hierarchies={"job": JOB_HIERARCHY})
+    expected = local.anonymize(df, MIXED_QIS, 4, **options)
+    top = D.plan(_uneven_partitions(df), MIXED_QIS, 4, leaf_rows=250, client=client, **options)
+    got = _collect(D.apply_plan(_uneven_partitions(df), top))
+    assert top.n_leaves >= 12
+    if mode == "relaxed":
+        assert top.tree.has_ties  # some top-phase cut split the rows tied at its median
+    assert got.index.equals(expected.index)
+    _same_values(got.drop(columns="cls"), expected.drop(columns="cls"))
+    _same_classes(got["cls"], expected["cls"])
 
 
 def test_dispatch_and_estimator_accept_dask(client):
@@ -119,32 +155,46 @@ def test_quality_and_balance_on_census(client, sample_rows):
     _assert_valid(df, out, CENSUS_QIS, k)
 
 
-@pytest.mark.parametrize("k", [5, 50])
-def test_quality_on_adult(client, k):
+@pytest.mark.parametrize("k,mode", [(5, "strict"), (50, "strict"), (5, "relaxed"),
+                                    (10, "relaxed")])
+def test_quality_on_adult(client, k, mode):
+    # Issue #3: with leaves far smaller than the table, NCP within +2 % of the
+    # local engine's. Relaxed mode holds it only if the top phase splits median
+    # ties in the kernel's order (a hash of the QI values cost +2.4 % at k=5).
     df = load_adult()
     if df is None:
         pytest.skip("set DMONDRIAN_ADULT_DIR to the UCI Adult directory to run this test")
     assert len(df) == 30162
-    top, out, ncp = _release_and_ncp(client, df, ADULT_QIS, k, 2000)
-    reference = _local_ncp(df, ADULT_QIS, k)
+    top, out, ncp = _release_and_ncp(client, df, ADULT_QIS, k, 2000, mode=mode)
+    reference = _local_ncp(df, ADULT_QIS, k, mode=mode)
     assert top.n_leaves >= 16
     assert ncp <= reference * 1.02, (ncp, reference)
     assert out.groupby("cls").size().min() >= k
     _assert_valid(df, out, ADULT_QIS, k)
 
 
-def test_relaxed_top_phase_splits_median_ties(client):
+@pytest.mark.parametrize("sample_rows", [D.SAMPLE_ROWS, 32])
+def test_relaxed_top_phase_splits_median_ties(client, sample_rows):
     rng = np.random.default_rng(5)
     n = 8000
     df = pd.DataFrame({"a": rng.choice([0, 1, 2], n, p=[.1, .8, .1]),
                        "b": rng.integers(0, 1000, n), "x": np.arange(n)})
-    top, out, ncp = _release_and_ncp(client, df, ["a", "b"], 4, 1000, mode="relaxed")
-    assert (top.tree.frac > 0).any()  # some top-phase cut split a tie
+    top, out, ncp = _release_and_ncp(client, df, ["a", "b"], 4, 1000, mode="relaxed",
+                                     sample_rows=sample_rows)
+    assert top.tree.has_ties  # some top-phase cut split a tie
     assert top.leaf_counts.max() <= 1000
     assert out.groupby("cls").size().min() >= 4
-    # The top phase splits a tie by a hash of the rows' QI values, the kernel by
-    # row order: on this tie-heavy toy table that costs up to ~10 % NCP.
-    assert ncp <= _local_ncp(df, ["a", "b"], 4, mode="relaxed") * 1.15
+    _assert_valid(df, out, ["a", "b"], 4)
+    # 80 % of the rows share a = 1: every cut on a splits that tie. Ties go left
+    # in input order, as in the kernel, so with a complete sample (8,000 rows)
+    # the classes are the local engine's.
+    reference = local.anonymize(df, ["a", "b"], 4, mode="relaxed", class_column="cls")
+    if sample_rows == D.SAMPLE_ROWS:
+        _same_classes(out["cls"], reference.loc[out.index, "cls"])
+    # A sparse sample (2,048 rows at the root) only estimates the medians and
+    # where a tie's split lies: leaves of 430-580 rows instead of 500 cost this
+    # toy table (NCP 0.004) about 12 %, with either tie rule.
+    assert ncp <= average_ncp(df, reference["cls"].to_numpy(), ["a", "b"]) * 1.15
 
 
 # -- adversarial partition layouts -------------------------------------------------------------

@@ -3,6 +3,8 @@
 Property tests on random small tables: the planner's spans and cuts computed
 from a region's *summary* equal the kernel's computed from its *rows*; sketches
 merge to the sketch of the union; routing agrees with the planner's own rule.
+Relaxed cuts send the very rows the kernel sends left (its first tied rows in
+input order), not just as many.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dmondrian.domain import build_domain, domain_sketch, merge_domain
 from dmondrian.hierarchy import Hierarchy
 from dmondrian.local import _hierarchy_arrays, encode_table
 from dmondrian.planner import find_cut, goes_left, region_spans
-from dmondrian.routing import encode_keys, route, tie_unit
+from dmondrian.routing import encode_keys, route, row_positions
 from dmondrian.sketch import merge_sketches, summarize
 
 QIS = ["num", "flt", "ord", "nom", "job"]
@@ -107,15 +109,18 @@ def test_summary_decisions_equal_kernel_decisions(df, min_size, relaxed):
         assert cut is not None and (cut.n_left, cut.t) == (n_left, t), (j, cut, n_left, t)
         if rank.shape[0]:
             np.testing.assert_array_equal(cut.ranks, rank)
-        left = goes_left(cut, keys, tie_unit(keys)).sum()
         if relaxed:
             assert cut.eq == eq
-            # Tied rows are chosen by a hash of their QI values; identical rows
-            # go together, so the count can fall short only by duplicates.
-            duplicates = n - len(df.astype(str).drop_duplicates())
-            assert n_left - duplicates <= left <= n_left
-        else:
-            assert left == n_left
+        np.testing.assert_array_equal(goes_left(cut, keys, row_positions(0, n)),
+                                      _kernel_left(keys[j], t, eq, need, rank))
+
+
+def _kernel_left(row, t, eq, need, rank):
+    """The rows the kernel's cut moves left: key (or rank) <= t, then the first
+    ``need`` rows equal to ``eq`` in row order (``_kernel._goes_left``)."""
+    v = rank[row] if rank.shape[0] else row
+    tied = v == eq
+    return (v <= t) | (tied & (np.cumsum(tied) <= need))
 
 
 @settings(max_examples=25, deadline=None)
@@ -128,12 +133,14 @@ def test_sketches_merge_like_the_union(df, n_parts, seed):
     owner = rng.integers(0, n_parts, len(df))
     rates = np.array([1.0, 0.5, 0.0])
     prio = rng.random(len(df))
+    pos = row_positions(0, len(df))
     exact = {j: keys[j] for j in (3, 4)}
 
     def sketch(mask):
         return summarize(keys[:, mask], region[mask], 3, exact={j: v[mask] for j, v in
                                                                    exact.items()},
-                         slots=domain.slots, rates=rates, priority=prio[mask])
+                         slots=domain.slots, rates=rates, priority=prio[mask],
+                         positions=pos[mask])
 
     whole = sketch(np.ones(len(df), dtype=bool))
     merged = merge_sketches(*[sketch(owner == p) for p in range(n_parts)])
@@ -142,7 +149,11 @@ def test_sketches_merge_like_the_union(df, n_parts, seed):
     for j in exact:
         for a, b in zip(whole.hist[j], merged.hist[j], strict=True):
             np.testing.assert_array_equal(a, b)
-    assert sorted(map(tuple, whole.sample_keys.T)) == sorted(map(tuple, merged.sample_keys.T))
+    # Sampled rows keep their positions: the same (position, keys) rows either way.
+    rows = [sorted(map(tuple, np.vstack([s.sample_pos, s.sample_keys]).T))
+            for s in (whole, merged)]
+    assert rows[0] == rows[1]
+    np.testing.assert_array_equal(np.sort(whole.sample_pos), pos[prio < rates[region]])
     assert (whole.region(1).n, whole.region(2).sample_keys.shape[1]) == (
         (region == 1).sum(), 0)
 
@@ -169,13 +180,13 @@ def test_route_follows_the_cut_rule():
     from dmondrian.routing import CutTree
 
     tree = CutTree(qi=np.array([0, 1, -1, -1, -1]), t=np.array([4, 2, 0, 0, 0]),
-                   eq=np.array([5, 2, 0, 0, 0]), frac=np.array([0.5, 0.0, 0, 0, 0]),
+                   eq=np.array([5, 2, 0, 0, 0]), tie_before=np.array([250, 0, 0, 0, 0]),
                    rank_off=np.full(5, -1), ranks=np.zeros(1, dtype=np.int64),
                    left=np.array([1, 2, -1, -1, -1]), right=np.array([4, 3, -1, -1, -1]),
                    leaf=np.array([-1, -1, 0, 1, 2]))
-    tie = tie_unit(keys)
-    leaf = route(keys, tree, tie)
-    first = (keys[0] <= 4) | ((keys[0] == 5) & (tie < 0.5))
+    pos = row_positions(0, 500)
+    leaf = route(keys, tree, pos)
+    first = (keys[0] <= 4) | ((keys[0] == 5) & (pos < 250))
     np.testing.assert_array_equal(leaf == 2, ~first)
     np.testing.assert_array_equal(leaf == 0, first & (keys[1] <= 2))
 
@@ -183,16 +194,18 @@ def test_route_follows_the_cut_rule():
 @given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.booleans())
 @settings(max_examples=40, deadline=None)
 def test_route_equals_walking_each_row_down_the_tree(seed, n_cuts, ties):
-    """Random trees with nominal rank cuts and relaxed tie splits: each row's leaf is the
-    one reached by applying the cut rule node by node."""
+    """Random trees with nominal rank cuts and relaxed tie splits (on the positions of
+    a random partition): each row's leaf is the one reached by applying the cut rule
+    node by node."""
     from dmondrian.routing import CutTree
 
     rng = np.random.default_rng(seed)
     d, n, card = 3, 300, 6
+    pos = row_positions(int(rng.integers(0, 1000)), n)
     keys = rng.integers(0, card, (d, n))
     keys[0, rng.random(n) < 0.1] = K.MISSING_KEY  # missing numeric keys go right
     # Grow a random tree: split a random leaf n_cuts times.
-    qi, t, eq, frac, rank_off, left, right = [-1], [0], [0], [0.0], [-1], [-1], [-1]
+    qi, t, eq, before, rank_off, left, right = [-1], [0], [0], [0], [-1], [-1], [-1]
     ranks = [np.zeros(1, dtype=np.int64)]
     offset = 1
     for _ in range(n_cuts):
@@ -200,22 +213,22 @@ def test_route_equals_walking_each_row_down_the_tree(seed, n_cuts, ties):
         j = int(rng.integers(0, d))
         qi[node], t[node] = j, int(rng.integers(0, card))
         eq[node] = t[node] + 1
-        frac[node] = float(rng.random()) if ties else 0.0
+        before[node] = int(pos[0] + rng.integers(0, n + 1)) if ties else 0
         if j == 2:  # a nominal cut compares frequency ranks, not keys
             rank_off[node] = offset
             ranks.append(rng.permutation(card).astype(np.int64))
             offset += card
         left[node], right[node] = len(qi), len(qi) + 1
         for _side in range(2):
-            qi.append(-1), t.append(0), eq.append(0), frac.append(0.0)
+            qi.append(-1), t.append(0), eq.append(0), before.append(0)
             rank_off.append(-1), left.append(-1), right.append(-1)
     leaf_nodes = [i for i in range(len(qi)) if qi[i] < 0]
     leaf = np.full(len(qi), -1)
     leaf[leaf_nodes] = np.arange(len(leaf_nodes))
     arr = {name: np.asarray(v) for name, v in
            dict(qi=qi, t=t, eq=eq, rank_off=rank_off, left=left, right=right).items()}
-    tree = CutTree(frac=np.asarray(frac), ranks=np.concatenate(ranks), leaf=leaf, **arr)
-    tie = tie_unit(keys)
+    tree = CutTree(tie_before=np.asarray(before), ranks=np.concatenate(ranks), leaf=leaf,
+                   **arr)
     expected = []
     for i in range(n):
         node = 0
@@ -223,8 +236,8 @@ def test_route_equals_walking_each_row_down_the_tree(seed, n_cuts, ties):
             v = int(keys[qi[node], i])
             if rank_off[node] >= 0:
                 v = int(tree.ranks[rank_off[node] + v])
-            go_left = v <= t[node] or (v == eq[node] and tie[i] < frac[node])
+            go_left = v <= t[node] or (v == eq[node] and pos[i] < before[node])
             node = left[node] if go_left else right[node]
         expected.append(leaf[node])
-    got = route(keys, tree, tie if tree.has_ties else None)
+    got = route(keys, tree, pos)
     assert got.tolist() == expected
