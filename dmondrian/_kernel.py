@@ -30,6 +30,8 @@ How it stays fast
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 from numba import njit, prange, types
 from numba.extending import intrinsic
@@ -1061,40 +1063,62 @@ def rows_to_classes(order, class_of_pos):
 
 
 @njit(cache=True, parallel=True)
-def _fill_parallel(bufs, rows, keys):
+def _copy_parallel(dst, src):
     for b in prange(_CHUNKS):
-        a = b * bufs.shape[2] // _CHUNKS
-        z = (b + 1) * bufs.shape[2] // _CHUNKS
+        for i in range(b * dst.shape[0] // _CHUNKS, (b + 1) * dst.shape[0] // _CHUNKS):
+            dst[i] = src[i]
+
+
+@njit(cache=True, parallel=True)
+def _ids_and_touch(bufs):
+    n = bufs.shape[2]
+    for b in prange(_CHUNKS):
+        a = b * n // _CHUNKS
+        z = (b + 1) * n // _CHUNKS
         for i in range(a, z):
-            for r in range(rows.shape[0]):
-                bufs[0, rows[r], i] = keys[r][i]
             bufs[0, -1, i] = i
-            # The first writes to fresh memory fault its pages in; done here,
-            # both threads take the faults instead of the (serial) root split.
-            for r in range(bufs.shape[1]):
+        # The first write to fresh memory faults its pages in: done here, both
+        # threads take the faults instead of the (serial) root split.
+        for r in range(bufs.shape[1]):
+            for i in range(a, z):
                 bufs[1, r, i] = 0
 
 
-def fill_buffers(bufs, rows, keys):
-    """Fill the kernel's double buffer: ``bufs[0, rows[r]] = keys[r]``, row ids last.
+def double_buffer(keys, rows: int, n: int) -> np.ndarray:
+    """The kernel's double buffer, its first half filled: ``keys``, then row ids.
 
     Parameters
     ----------
-    bufs : int64 array (2, r, n)
-        As :func:`mondrian_partition` takes it, freshly allocated.
-    rows : sequence of int
-        Matrix row of each key array.
     keys : sequence of int64 arrays (n,)
-        The keys (QIs, then any rows that ride along).
+        The QIs' keys, then any rows that ride along (sensitive codes).
+    rows : int
+        Rows of each half: ``len(keys) + 1`` (the row ids come last).
+    n : int
+        Number of table rows.
+
+    Returns
+    -------
+    int64 array (2, rows, n)
+        As :func:`mondrian_partition` takes it.
     """
-    n = bufs.shape[2]
     if n < _PARALLEL_MIN_ROWS:
-        for r, row in zip(rows, keys, strict=True):
+        bufs = np.empty((2, rows, n), dtype=np.int64)
+        for r, row in enumerate(keys):
             bufs[0, r] = row
         bufs[0, -1] = np.arange(n)
-        return
-    _fill_parallel(bufs, np.asarray(rows, dtype=np.int64),
-                   tuple(np.ascontiguousarray(k, dtype=np.int64) for k in keys))
+        return bufs
+    # Plain 4 KiB pages from an anonymous map: numpy would ask for
+    # transparent huge pages, and where the system compacts memory on demand
+    # to serve them (THP "madvise" with defrag "madvise", a common default)
+    # faulting in this ~1 GB buffer cost more than half of partitioning it.
+    # The buffer is streamed through, so small pages cost no speed.
+    size = 2 * rows * n
+    bufs = np.frombuffer(mmap.mmap(-1, 8 * size), dtype=np.int64, count=size)
+    bufs = bufs.reshape(2, rows, n)
+    for r, row in enumerate(keys):
+        _copy_parallel(bufs[0, r], np.ascontiguousarray(row, dtype=np.int64))
+    _ids_and_touch(bufs)
+    return bufs
 
 
 @njit(cache=True)

@@ -18,7 +18,7 @@ from numba import njit
 from ._kernel import _FLIP, _INT_MIN, MISSING_KEY
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def int_keys(raw, missing):
     """Keys of int64 values; ``missing`` is a bool mask, or empty when none is.
 
@@ -43,7 +43,7 @@ def int_keys(raw, missing):
     return keys, lo, hi, reserved
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sentinel_keys(raw, missing_at_or_below):
     """Keys of int64 values where any value ``<= missing_at_or_below`` is missing.
 
@@ -65,7 +65,7 @@ def sentinel_keys(raw, missing_at_or_below):
     return keys, lo, hi
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def float_keys(values):
     """Order-preserving keys of float64 values; NaN is missing.
 

@@ -49,9 +49,9 @@ from .validation import check_options
 
 __all__ = ["anonymize", "encode_table", "partition", "publish", "Partitioning"]
 
-# From this many rows, publishing runs one QI column per thread; below it,
-# thread hand-off costs more than it saves.
-_PARALLEL_PUBLISH_ROWS = 500_000
+# From this many rows, encoding and publishing run one QI column per thread;
+# below it, thread hand-off costs more than it saves.
+_PARALLEL_COLUMN_ROWS = 500_000
 
 
 @dataclass
@@ -80,8 +80,24 @@ def encode_table(df: pd.DataFrame, quasi_identifiers, hierarchies=None, qi_kinds
     """Encode the QI columns of ``df`` (see :func:`dmondrian.qi.encode_qi`)."""
     hierarchies = hierarchies or {}
     qi_kinds = qi_kinds or {}
-    return [encode_qi(df[q], kind=qi_kinds.get(q), hierarchy=hierarchies.get(q))
-            for q in quasi_identifiers]
+    qis = list(quasi_identifiers)
+    return _per_column(lambda j: encode_qi(df[qis[j]], kind=qi_kinds.get(qis[j]),
+                                           hierarchy=hierarchies.get(qis[j])),
+                       len(qis), len(df))
+
+
+def _per_column(fn, count: int, n_rows: int) -> list:
+    """``[fn(j) for j in range(count)]``, one QI column per thread on large tables.
+
+    Columns are independent and their work (numba passes, numpy sorts and
+    gathers) runs without the GIL. Results, and the first error in column
+    order, are the same either way.
+    """
+    threads = min(numba.get_num_threads(), count)
+    if threads > 1 and n_rows >= _PARALLEL_COLUMN_ROWS:
+        with ThreadPoolExecutor(threads) as pool:
+            return list(pool.map(fn, range(count)))
+    return [fn(j) for j in range(count)]
 
 
 def _hierarchy_arrays(encoded: list[EncodedQI]):
@@ -140,13 +156,12 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
     rows = d + (sensitive is not None) + 1
     # Both halves of the kernel's double buffer, the first filled with the keys;
     # the sensitive codes and the row numbers ride along as rows never cut.
-    bufs = np.empty((2, rows, n), dtype=np.int64)
     keys = [qi.keys for qi in encoded]
     ip = privacy.ip.copy()
     if sensitive is not None:
         keys.append(sensitive)
         ip[K.P_SENS_ROW] = d
-    K.fill_buffers(bufs, range(len(keys)), keys)
+    bufs = K.double_buffer(keys, rows, n)
     kinds = np.asarray([qi.kernel_kind for qi in encoded], dtype=np.int64)
     scales = [qi.scale for qi in encoded] if scales is None else list(scales)
     scales = np.asarray(scales, dtype=np.float64)
@@ -180,15 +195,7 @@ def publish(df: pd.DataFrame, encoded: list[EncodedQI], part: Partitioning,
         values, inverse = class_values(qi, j, generalization, part.stats, part.sorted_keys[j])
         return _expand(values, inverse, part.class_of_row, qi)
 
-    columns = range(len(encoded))
-    threads = min(numba.get_num_threads(), len(encoded))
-    if threads > 1 and len(df) >= _PARALLEL_PUBLISH_ROWS:
-        # Columns are independent and their work (sorts, numba label
-        # writers, gathers) runs without the GIL: one thread per core.
-        with ThreadPoolExecutor(threads) as pool:
-            published = list(pool.map(column, columns))
-    else:
-        published = [column(j) for j in columns]
+    published = _per_column(column, len(encoded), len(df))
     for qi, values in zip(encoded, published, strict=True):
         # A Series on the frame's own index is stored as is; a bare array
         # would be copied (1M codes a column).
