@@ -364,7 +364,18 @@ def _quickselect(a, kth):
     """
     lo = 0
     hi = a.shape[0]
+    # Introselect's guard: inputs built to defeat the median of three would
+    # make the loop quadratic; past a logarithmic budget, heapsort the rest.
+    budget = 8
+    m = hi
+    while m > 0:
+        budget += 2
+        m >>= 1
     while hi - lo > 1:
+        budget -= 1
+        if budget < 0:
+            _heapsort(a, lo, hi)
+            return a[kth]
         x, y, z = a[lo], a[(lo + hi) // 2], a[hi - 1]
         pivot = max(min(x, y), min(max(x, y), z))
         # [lo, lt) < pivot, then [lt, le) == pivot, the rest > pivot.
@@ -387,6 +398,31 @@ def _quickselect(a, kth):
         else:
             lo = le
     return a[kth]
+
+
+@njit(cache=True)
+def _heapsort(a, lo, hi):
+    """Sort ``a[lo:hi]`` in place, in O(n log n) whatever the input."""
+    n = hi - lo
+    for start in range(n // 2 - 1, -1, -1):
+        _sift_down(a, lo, start, n)
+    for end in range(n - 1, 0, -1):
+        a[lo], a[lo + end] = a[lo + end], a[lo]
+        _sift_down(a, lo, 0, end)
+
+
+@njit(cache=True, inline="always")
+def _sift_down(a, lo, root, end):
+    while True:
+        child = 2 * root + 1
+        if child >= end:
+            return
+        if child + 1 < end and a[lo + child] < a[lo + child + 1]:
+            child += 1
+        if not a[lo + root] < a[lo + child]:
+            return
+        a[lo + root], a[lo + child] = a[lo + child], a[lo + root]
+        root = child
 
 
 @njit(cache=True)

@@ -140,3 +140,29 @@ def test_kernel_frequency_ranks_match_a_stable_sort(codes, card):
     expected[order] = np.arange(card)
     np.testing.assert_array_equal(rank, expected)
     np.testing.assert_array_equal(cum, np.cumsum(counts[order]))
+
+
+def test_kernel_select_survives_a_median_of_three_killer():
+    # Organ-pipe sequences (Musser 1997) are the classic bad case for
+    # median-of-three pivots; whether the select keeps partitioning or falls
+    # back to its heapsort, the order statistic must be right, and the
+    # heapsort must sort exactly the range it is given.
+    from dmondrian import _kernel as K
+
+    n = 1 << 12
+    k = n // 2
+    a = np.empty(n, dtype=np.int64)
+    for i in range(1, k + 1):
+        if i % 2:
+            a[i - 1] = i
+            a[i] = k + i
+        a[k + i - 1] = 2 * i
+    for kth in (0, n // 2, n - 1):
+        work = a.copy()
+        assert K._quickselect(work, kth) == np.sort(a)[kth]
+    for rng_seed in range(3):
+        b = np.random.default_rng(rng_seed).integers(0, 50, 3000)
+        work = b.copy()
+        K._heapsort(work, 100, 2900)
+        np.testing.assert_array_equal(work[100:2900], np.sort(b[100:2900]))
+        np.testing.assert_array_equal(work[:100], b[:100])
