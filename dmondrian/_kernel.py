@@ -54,12 +54,14 @@ _BUCKETS = 2048
 # Segments up to this size are selected by copying into a scratch buffer.
 _SMALL = 1024
 # Rows a split moves before folding them into the children's statistics:
-# the block's keys (48 bytes a row at 5 QIs) stay well inside L2.
+# at 5 QIs a block reads and writes 96 KiB each, which L2 still holds when
+# the fold reads the written half back.
 _MOVE_BLOCK = 2048
 # Rows of the split's work space (see _workspace): a small segment's copy,
-# counts (select histogram, code counts, seen codes, left histogram), code
-# order (and the right histogram), nominal ranks and their cumulative counts.
-WS_SCRATCH, WS_COUNTS, WS_ORDER, WS_RANK, WS_CUM = 0, 1, 2, 3, 4
+# counts (select histogram, code counts, left histogram), code order (and the
+# right histogram), nominal ranks and their cumulative counts, and the codes
+# seen in a node (kept all zeros between calls).
+WS_SCRATCH, WS_COUNTS, WS_ORDER, WS_RANK, WS_CUM, WS_SEEN = 0, 1, 2, 3, 4, 5
 
 # How many nodes the breadth-first top phase makes before handing whole
 # subtrees to threads: enough that two cores stay busy when subtrees differ in
@@ -96,7 +98,7 @@ def _key_value(key, kind):
     return np.float64(key)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _hier_lca(lo, hi, off, h_parent, h_lo, h_hi, h_leafnode, loff):
     node = h_leafnode[loff + lo]
     while not (h_lo[off + node] <= lo and hi <= h_hi[off + node]):
@@ -116,7 +118,7 @@ P_K, P_SENS_ROW, P_N_SENS, P_L_DISTINCT, P_RC_L, P_T_ORDERED = 0, 1, 2, 3, 4, 5
 P_LOG_L, P_RC_C, P_T = 0, 1, 2
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _hist_ok(h, m, ip, fp, q):
     """Whether a class of ``m`` rows with sensitive histogram ``h`` passes."""
     if ip[P_L_DISTINCT] > 0:
@@ -168,7 +170,7 @@ def _hist_ok(h, m, ip, fp, q):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _largest_sum(h, count):
     """Sum of the ``count`` largest entries of ``h``, without reordering it."""
     total = 0
@@ -226,7 +228,7 @@ def _cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv, ws):
     return _sensitive_cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv, ws)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _sensitive_cut_ok(keys, j, s, e, n_left, t, eq_value, need_eq, rank, priv, ws):
     """The sensitive-attribute half of :func:`_cut_ok`: both children's histograms."""
     ip, fp, q = priv
@@ -305,16 +307,19 @@ def _finish_stats(kind, card, lo, hi, aux):
     return lo, hi, aux
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _distinct_codes(keys, j, s, e, card, ws):
     """Number of distinct codes of nominal QI ``j`` in rows ``[s, e)``."""
-    seen = ws[WS_COUNTS, :card]
-    seen[:] = 0
+    # The work space row holds zeros between calls: only the codes seen here
+    # are set, then reset, so a node costs its rows, not the QI's codes.
+    seen = ws[WS_SEEN]
     distinct = 0
     for i in range(s, e):
         c = keys[j, i]
         distinct += seen[c] == 0
         seen[c] = 1
+    for i in range(s, e):
+        seen[keys[j, i]] = 0
     return distinct
 
 
@@ -354,9 +359,15 @@ def _node_span(keys, j, s, e, lo, hi, miss, kind, scale, card,
     return span if span > 0.0 else _TINY
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _quickselect(a, kth):
-    """The ``kth`` smallest element of ``a``, reordering ``a`` in place.
+    """The ``kth`` smallest element of ``a``, reordering ``a`` in place."""
+    return _quickselect_rounds(a, kth, -1)
+
+
+@njit(cache=True, _nrt=False)
+def _quickselect_rounds(a, kth, rounds):
+    """:func:`_quickselect` with at most ``rounds`` partitions (-1: the usual budget).
 
     Three-way partitions around a median-of-three pivot, written without
     data-dependent branches: on the small random segments near the leaves a
@@ -364,20 +375,31 @@ def _quickselect(a, kth):
     """
     lo = 0
     hi = a.shape[0]
-    # Introselect's guard: inputs built to defeat the median of three would
-    # make the loop quadratic; past a logarithmic budget, heapsort the rest.
-    budget = 8
-    m = hi
-    while m > 0:
-        budget += 2
-        m >>= 1
+    # Introselect's guard: inputs that defeat the pivot choice would make the
+    # loop quadratic; past a logarithmic budget, heapsort the rest.
+    budget = rounds
+    if budget < 0:
+        budget = 8
+        m = hi
+        while m > 0:
+            budget += 2
+            m >>= 1
     while hi - lo > 1:
         budget -= 1
         if budget < 0:
             _heapsort(a, lo, hi)
             return a[kth]
-        x, y, z = a[lo], a[(lo + hi) // 2], a[hi - 1]
-        pivot = max(min(x, y), min(max(x, y), z))
+        n = hi - lo
+        if n < 48:
+            pivot = _median3(a[lo], a[lo + n // 2], a[hi - 1])
+        else:
+            # Tukey's ninther: sorted and reversed runs (a column with its
+            # missing keys at one end, say) stay linear.
+            step = n // 8
+            mid = lo + n // 2
+            pivot = _median3(_median3(a[lo], a[lo + step], a[lo + 2 * step]),
+                             _median3(a[mid - step], a[mid], a[mid + step]),
+                             _median3(a[hi - 1 - 2 * step], a[hi - 1 - step], a[hi - 1]))
         # [lo, lt) < pivot, then [lt, le) == pivot, the rest > pivot.
         lt = lo
         for i in range(lo, hi):
@@ -400,7 +422,12 @@ def _quickselect(a, kth):
     return a[kth]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _median3(x, y, z):
+    return max(min(x, y), min(max(x, y), z))
+
+
+@njit(cache=True, _nrt=False)
 def _heapsort(a, lo, hi):
     """Sort ``a[lo:hi]`` in place, in O(n log n) whatever the input."""
     n = hi - lo
@@ -425,13 +452,13 @@ def _sift_down(a, lo, root, end):
         root = child
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _select(row, s, e, lo, hi, kth, ws, spare):
     """The ``kth`` smallest present key of a segment, without reordering it.
 
     Returns ``(value, n_less, n_equal)``. Present keys lie in ``[lo, hi]``.
-    ``spare`` is a row of at least ``e`` free slots (the other buffer's, whose
-    ``[s, e)`` the split overwrites anyway). Small segments are copied into
+    ``spare`` is a row whose ``[s, e)`` is free (the other buffer's, which the
+    split overwrites anyway). Small segments are copied into
     the work space and quickselected. Large ones histogram the keys
     into 2048 buckets of the known range (one read-only pass), then select
     inside the one bucket holding rank ``kth``: two streaming passes instead
@@ -485,7 +512,7 @@ def _select(row, s, e, lo, hi, kth, ws, spare):
     return value, less, equal
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _count_le(row, s, e, t):
     c = 0
     for i in range(s, e):
@@ -493,7 +520,7 @@ def _count_le(row, s, e, t):
     return c
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _nominal_ranks(row, s, e, card, ws):
     """Rank of every code when the node's values are ordered by frequency.
 
@@ -535,7 +562,7 @@ def _before(a, b, counts):
     return counts[a] > counts[b] or (counts[a] == counts[b] and a < b)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _sort_by_count(order, m, counts):
     """Heapsort ``order[:m]`` (distinct codes) in place into frequency order."""
     # Sift-down builds a heap whose root is the *last* code in frequency
@@ -561,7 +588,7 @@ def _sift(order, root, end, counts):
         root = child
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _rank_at(cum, pos):
     """Smallest rank whose cumulative count exceeds row position ``pos``."""
     r = 0
@@ -597,11 +624,12 @@ def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, priv,
               h_parent, h_lo, h_hi, h_leafnode, hoff, loff, ws, spare):
     """Find an allowed cut of QI ``j``.
 
-    Returns ``(n_left, t, eq_value, need_eq, rank)``: a row goes left when its
-    (ranked) key is ``<= t``, or equals ``eq_value`` while fewer than
-    ``need_eq`` such rows went left. ``n_left == 0`` means no allowed cut.
-    ``rank`` is a view of the work space ``ws`` (empty for ordered kinds);
-    ``spare`` is free room for :func:`_select`.
+    Returns ``(n_left, t, eq_value, need_eq, ranked)``: a row goes left when
+    its key (its frequency rank, ``ws[WS_RANK, key]``, when ``ranked``) is
+    ``<= t``, or equals ``eq_value`` while fewer than ``need_eq`` such rows
+    went left. ``n_left == 0`` means no allowed cut. (A flag, not the view:
+    without reference counting, a returned view is not safe to hand back to
+    reference-counted code.) ``spare`` is free room for :func:`_select`.
     """
     n = e - s
     row = keys[j]
@@ -615,38 +643,38 @@ def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, priv,
             r = _rank_at(cum, nl - 1)
             below = cum[r - 1] if r > 0 else 0
             if not _cut_ok(keys, j, s, e, nl, r - 1, r, nl - below, rank, priv, ws):
-                return 0, 0, 0, 0, rank
-            return nl, r - 1, r, nl - below, rank
+                return 0, 0, 0, 0, True
+            return nl, r - 1, r, nl - below, True
         r = _rank_at(cum, (n - 1) // 2)
         l1 = cum[r - 1] if r > 0 else 0
         l2 = cum[r]
         which = _choose(keys, j, s, e, l1, r - 1, l2, r, rank, priv, ws)
         if which == 1:
-            return l1, r - 1, -1, 0, rank
+            return l1, r - 1, -1, 0, True
         if which == 2:
-            return l2, r, -1, 0, rank
-        return 0, 0, 0, 0, rank
+            return l2, r, -1, 0, True
+        return 0, 0, 0, 0, True
 
     present = n - miss
     if relaxed:
         nl = n // 2
         if nl < priv[0][P_K] or n - nl < priv[0][P_K]:
-            return 0, 0, 0, 0, no_rank
+            return 0, 0, 0, 0, False
         if nl - 1 >= present:  # the left half reaches into the missing rows
             t, eq_value, need_eq = MISSING_KEY - 1, MISSING_KEY, nl - present
         else:
             med, less, _ = _select(row, s, e, lo, hi, nl - 1, ws, spare)
             t, eq_value, need_eq = med - 1, med, nl - less
         if not _cut_ok(keys, j, s, e, nl, t, eq_value, need_eq, no_rank, priv, ws):
-            return 0, 0, 0, 0, no_rank
-        return nl, t, eq_value, need_eq, no_rank
+            return 0, 0, 0, 0, False
+        return nl, t, eq_value, need_eq, False
 
     m = (n - 1) // 2
     if m >= present:
         # The median row is missing: the only cut is present | missing.
         if _cut_ok(keys, j, s, e, present, MISSING_KEY - 1, -1, 0, no_rank, priv, ws):
-            return present, MISSING_KEY - 1, -1, 0, no_rank
-        return 0, 0, 0, 0, no_rank
+            return present, MISSING_KEY - 1, -1, 0, False
+        return 0, 0, 0, 0, False
     med, less, equal = _select(row, s, e, lo, hi, m, ws, spare)
     if kind == KIND_HIERARCHY:
         lca = _hier_lca(lo, hi, hoff, h_parent, h_lo, h_hi, h_leafnode, loff)
@@ -664,10 +692,10 @@ def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, priv,
         l2 = less + equal
     which = _choose(keys, j, s, e, l1, t1, l2, t2, no_rank, priv, ws)
     if which == 1:
-        return l1, t1, -1, 0, no_rank
+        return l1, t1, -1, 0, False
     if which == 2:
-        return l2, t2, -1, 0, no_rank
-    return 0, 0, 0, 0, no_rank
+        return l2, t2, -1, 0, False
+    return 0, 0, 0, 0, False
 
 
 @njit(cache=True, _nrt=False)
@@ -769,11 +797,12 @@ def _split_node(bufs_keys, s, e, depth, buf, lo, hi, miss,
             if spans[j] <= 0.0:
                 break
             spans[j] = -1.0
-            n_left, t, eq_value, need_eq, rank = _find_cut(
+            n_left, t, eq_value, need_eq, ranked = _find_cut(
                 src_keys, j, s, e, lo[j], hi[j], miss[j], kinds[j], cards[j], relaxed,
                 priv, h_parent, h_lo, h_hi, h_leafnode, hoffs[j], loffs[j], ws,
                 bufs_keys[1 - buf, 0])
             if n_left > 0:
+                rank = ws[WS_RANK, :cards[j] if ranked else 0]
                 _partition(src_keys, bufs_keys[1 - buf], d, j, s, e, n_left, t, eq_value,
                            need_eq, rank, child_lo, child_hi, child_miss, kinds, cards)
                 return n_left
@@ -854,7 +883,7 @@ def _run_subtree(bufs_keys, s0, e0, depth0, buf0, lo0, hi0, miss0,
 
 @njit(cache=True)
 def _workspace(cards, priv):
-    """The split's work space: ``(5, w)`` int64, one row per use (``WS_*``).
+    """The split's work space: ``(6, w)`` int64, one row per use (``WS_*``).
 
     ``w`` covers the largest of a small segment's copy, the select histogram,
     a nominal QI's codes and the sensitive codes.
@@ -862,7 +891,7 @@ def _workspace(cards, priv):
     w = max(_SMALL, _BUCKETS, priv[0][P_N_SENS])
     for c in cards:
         w = max(w, c)
-    return np.empty((5, w), dtype=np.int64)
+    return np.zeros((6, w), dtype=np.int64)
 
 
 @njit(cache=True)
@@ -1149,7 +1178,9 @@ def double_buffer(keys, rows: int, n: int) -> np.ndarray:
     # faulting in this ~1 GB buffer cost more than half of partitioning it.
     # The buffer is streamed through, so small pages cost no speed.
     size = 2 * rows * n
-    bufs = np.frombuffer(mmap.mmap(-1, 8 * size), dtype=np.int64, count=size)
+    # Private, as numpy's own memory is: a forked child's writes stay its own.
+    private = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
+    bufs = np.frombuffer(mmap.mmap(-1, 8 * size, **private), dtype=np.int64, count=size)
     bufs = bufs.reshape(2, rows, n)
     for r, row in enumerate(keys):
         _copy_parallel(bufs[0, r], np.ascontiguousarray(row, dtype=np.int64))
@@ -1157,7 +1188,7 @@ def double_buffer(keys, rows: int, n: int) -> np.ndarray:
     return bufs
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def class_code_sets(sorted_row, class_of_pos, n_classes):
     """Distinct codes of one nominal QI per class, as CSR ``(offsets, codes)``.
 
@@ -1181,7 +1212,7 @@ def class_code_sets(sorted_row, class_of_pos, n_classes):
     return offsets, codes[:out]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def class_code_masks(sorted_row, class_of_pos, n_classes, words):
     """Set of codes of one nominal QI per class, as a bitmask of ``words`` words.
 

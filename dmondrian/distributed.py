@@ -738,7 +738,11 @@ def _anonymize_leaf(frame: pd.DataFrame, leaf_id: int, top: TopPlan,
     opts = top.options
     trees = {q: top.domain.hierarchies[j] for j, q in enumerate(opts.qis)
              if top.domain.hierarchies[j] is not None}
-    encoded = encode_table(frame, opts.qis, trees, dict(zip(opts.qis, opts.kinds, strict=True)))
+    # The thread count (numba's, per thread) also sizes the local engine's
+    # per-column thread pools: one worker core, one thread.
+    with _kernel_threads(top.kernel_threads):
+        encoded = encode_table(frame, opts.qis, trees,
+                               dict(zip(opts.qis, opts.kinds, strict=True)))
     depth = -1 if opts.max_depth < 0 else max(0, opts.max_depth
                                                    - int(top.leaf_depths[leaf_id]))
     privacy = None
@@ -748,7 +752,8 @@ def _anonymize_leaf(frame: pd.DataFrame, leaf_id: int, top: TopPlan,
     with _KERNEL_LOCK, _kernel_threads(top.kernel_threads):
         part = partition(encoded, opts.k, mode=opts.mode, max_depth=depth,
                          scales=top.domain.scales, privacy=privacy)
-    out = publish(frame, encoded, part, opts.generalization, opts.class_column)
+    with _kernel_threads(top.kernel_threads):
+        out = publish(frame, encoded, part, opts.generalization, opts.class_column)
     if opts.class_column is not None:
         out[opts.class_column] = (np.int64(leaf_id) << np.int64(32)) + out[
             opts.class_column].to_numpy(dtype=np.int64)

@@ -26,8 +26,9 @@ Guarantee: every class has at least ``k`` rows, for any input with
 both pass the constraint, and the root passes it.
 
 Threads: on large tables, steps 1 and 5 run one QI column per thread and the
-kernel splits independent subtrees in parallel (as many threads as numba is
-given, ``NUMBA_NUM_THREADS``). The result does not depend on the thread count.
+kernel splits independent subtrees in parallel, with as many threads as
+``numba.get_num_threads()`` (``NUMBA_NUM_THREADS``, or less after
+``numba.set_num_threads``). The result does not depend on the thread count.
 """
 
 from __future__ import annotations
@@ -85,7 +86,10 @@ def encode_table(df: pd.DataFrame, quasi_identifiers, hierarchies=None, qi_kinds
     hierarchies = hierarchies or {}
     qi_kinds = qi_kinds or {}
     qis = list(quasi_identifiers)
-    return _per_column(lambda j: encode_qi(df[qis[j]], kind=qi_kinds.get(qis[j]),
+    # Columns are taken from the frame here, not in the threads: pandas does
+    # not promise that concurrent lookups on one frame are safe.
+    columns = [df[q] for q in qis]
+    return _per_column(lambda j: encode_qi(columns[j], kind=qi_kinds.get(qis[j]),
                                            hierarchy=hierarchies.get(qis[j])),
                        len(qis), len(df))
 
@@ -93,9 +97,12 @@ def encode_table(df: pd.DataFrame, quasi_identifiers, hierarchies=None, qi_kinds
 def _per_column(fn, count: int, n_rows: int) -> list:
     """``[fn(j) for j in range(count)]``, one QI column per thread on large tables.
 
-    Columns are independent and their work (numba passes, numpy sorts and
-    gathers) runs without the GIL. Results, and the first error in column
-    order, are the same either way.
+    Columns are independent and most of their work (numba passes, numpy
+    sorts and gathers) releases the GIL; nominal and hierarchy columns spend
+    part of theirs in Python, which threads do not speed up. Results, and the
+    first error in column order, are the same either way. The pool has
+    ``numba.get_num_threads()`` threads, so a caller that limits numba's
+    threads limits these too.
     """
     threads = min(numba.get_num_threads(), count)
     if threads > 1 and n_rows >= _PARALLEL_COLUMN_ROWS:

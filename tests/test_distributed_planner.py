@@ -14,7 +14,6 @@ import pandas as pd
 from distributed_helpers import JOB_HIERARCHY
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from numba import njit
 
 from dmondrian import _kernel as K
 from dmondrian.constraints import KAnonymity, kernel_privacy
@@ -54,27 +53,11 @@ def _domain(df):
     return build_domain(sk, QIS, KINDS, trees, df.iloc[:0])
 
 
-@njit(_nrt=False)
-def _kernel_find_cut(keys, j, n, lo, hi, miss, kind, card, relaxed, priv, h_parent, h_lo, h_hi,
-                     h_leaf, hoff, loff, ws, spare, out, rank_out):
-    # The kernel's split runs without reference counting, so its views into
-    # the work space are copied out here, in kind, rather than boxed.
-    n_left, t, eq, need, rank = K._find_cut(keys, j, 0, n, lo, hi, miss, kind, card, relaxed,
-                                            priv, h_parent, h_lo, h_hi, h_leaf, hoff, loff, ws,
-                                            spare)
-    out[0], out[1], out[2], out[3] = n_left, t, eq, need
-    for i in range(rank.shape[0]):
-        rank_out[i] = rank[i]
-    return rank.shape[0]
-
-
 def _kernel_cut(keys, j, n, lo, hi, miss, kind, card, relaxed, priv, *trees, ws):
     """``_kernel._find_cut`` on rows ``[0, n)``: ``(n_left, t, eq, need, rank)``."""
-    out = np.empty(4, dtype=np.int64)
-    rank = np.empty(max(card, 1), dtype=np.int64)
-    m = _kernel_find_cut(keys, j, n, lo, hi, miss, kind, card, relaxed, priv, *trees, ws,
-                         np.empty(n, dtype=np.int64), out, rank)
-    return (*out.tolist(), rank[:m])
+    n_left, t, eq, need, ranked = K._find_cut(keys, j, 0, n, lo, hi, miss, kind, card, relaxed,
+                                              priv, *trees, ws, np.empty(n, dtype=np.int64))
+    return n_left, t, eq, need, ws[K.WS_RANK, :card if ranked else 0].copy()
 
 
 @settings(max_examples=60, deadline=None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from checks import assert_valid_release
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -110,17 +111,60 @@ def test_distinct_values_split_down_to_k(n, k, mode):
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(-(2**63), 2**63 - 1) | st.integers(-3, 3), min_size=1,
-                max_size=300), st.data())
-def test_kernel_select_finds_the_kth_smallest(values, data):
-    # The kernel's median select is branch-free and three-way; any slip in its
-    # bookkeeping shows as a wrong order statistic, ties and extremes included.
+                max_size=300), st.integers(-1, 2), st.data())
+def test_kernel_select_finds_the_kth_smallest(values, rounds, data):
+    # The kernel's median select is branch-free and three-way, and falls back
+    # to a heapsort of what is left after a budget of rounds (forced here with
+    # 0-2 rounds); any slip shows as a wrong order statistic.
     from dmondrian import _kernel as K
 
     a = np.asarray(values, dtype=np.int64)
     kth = data.draw(st.integers(0, len(a) - 1))
     work = a.copy()
-    assert K._quickselect(work, kth) == np.sort(a)[kth]
+    assert K._quickselect_rounds(work, kth, rounds) == np.sort(a)[kth]
     np.testing.assert_array_equal(np.sort(work), np.sort(a))
+
+
+@pytest.mark.parametrize("shape", ["sorted", "reversed", "organ-pipe", "sawtooth"])
+def test_kernel_select_on_runs(shape):
+    # Runs are what real columns look like (sorted inputs, missing keys at
+    # one end); every order statistic must come out right on them.
+    from dmondrian import _kernel as K
+
+    n = 3001
+    base = np.arange(n, dtype=np.int64)
+    a = {"sorted": base, "reversed": base[::-1].copy(),
+         "organ-pipe": np.concatenate([base[: n // 2], base[n // 2:][::-1]]),
+         "sawtooth": base % 97}[shape]
+    for kth in (0, 1, n // 3, n // 2, n - 2, n - 1):
+        assert K._quickselect(a.copy(), kth) == np.sort(a)[kth]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1025, 5000), st.sampled_from([3, 1000, 2**40, 2**62]),
+       st.sampled_from([0.0, 0.3]), st.data())
+def test_kernel_histogram_select_matches_numpy(seed, n, spread, p_missing, data):
+    # Segments over 1,024 rows take the histogram path, which copies the
+    # median's bucket into the other buffer's free segment: it must give
+    # numpy's order statistic and counts, and write nowhere outside [s, e).
+    from dmondrian import _kernel as K
+
+    rng = np.random.default_rng(seed)
+    s = int(rng.integers(0, 50))
+    e = s + n
+    row = rng.integers(-spread, spread, e + 20, dtype=np.int64)
+    row[rng.random(row.shape[0]) < p_missing] = K.MISSING_KEY
+    seg = row[s:e]
+    present = np.sort(seg[seg != K.MISSING_KEY])
+    if len(present) == 0:
+        return
+    kth = data.draw(st.integers(0, len(present) - 1))
+    spare = np.full(row.shape[0], -7, dtype=np.int64)
+    ws = rng.integers(-99, 99, (6, 4096)).astype(np.int64)
+    value, less, equal = K._select(row, s, e, present[0], present[-1], kth, ws, spare)
+    assert value == present[kth]
+    assert (less, equal) == ((present < value).sum(), (present == value).sum())
+    assert (spare[:s] == -7).all() and (spare[e:] == -7).all()
 
 
 @settings(max_examples=100, deadline=None)
@@ -131,7 +175,10 @@ def test_kernel_frequency_ranks_match_a_stable_sort(codes, card):
     from dmondrian import _kernel as K
 
     row = np.asarray(codes, dtype=np.int64)
-    ws = np.zeros((5, max(card, 2048)), dtype=np.int64)
+    # The kernel's work space is reused from node to node: start from garbage
+    # and rank twice in the same one.
+    ws = np.random.default_rng(card).integers(-9, 9, (6, max(card, 2048))).astype(np.int64)
+    K._nominal_ranks(row[::-1], 0, len(row), card, ws)
     K._nominal_ranks(row, 0, len(row), card, ws)
     rank, cum = ws[K.WS_RANK, :card], ws[K.WS_CUM, :card]
     counts = np.bincount(row, minlength=card)
@@ -141,28 +188,3 @@ def test_kernel_frequency_ranks_match_a_stable_sort(codes, card):
     np.testing.assert_array_equal(rank, expected)
     np.testing.assert_array_equal(cum, np.cumsum(counts[order]))
 
-
-def test_kernel_select_survives_a_median_of_three_killer():
-    # Organ-pipe sequences (Musser 1997) are the classic bad case for
-    # median-of-three pivots; whether the select keeps partitioning or falls
-    # back to its heapsort, the order statistic must be right, and the
-    # heapsort must sort exactly the range it is given.
-    from dmondrian import _kernel as K
-
-    n = 1 << 12
-    k = n // 2
-    a = np.empty(n, dtype=np.int64)
-    for i in range(1, k + 1):
-        if i % 2:
-            a[i - 1] = i
-            a[i] = k + i
-        a[k + i - 1] = 2 * i
-    for kth in (0, n // 2, n - 1):
-        work = a.copy()
-        assert K._quickselect(work, kth) == np.sort(a)[kth]
-    for rng_seed in range(3):
-        b = np.random.default_rng(rng_seed).integers(0, 50, 3000)
-        work = b.copy()
-        K._heapsort(work, 100, 2900)
-        np.testing.assert_array_equal(work[100:2900], np.sort(b[100:2900]))
-        np.testing.assert_array_equal(work[:100], b[:100])
