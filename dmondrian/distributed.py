@@ -135,6 +135,7 @@ from .routing import (
     CutTree,
     GlobalDomain,
     encode_keys,
+    leaf_order,
     route,
     row_positions,
     row_priority,
@@ -814,9 +815,8 @@ def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
     """
     b = partition_info["number"] if partition_info else None
     expected = top.bins[b] if b is not None else []
-    leaf = df.index.to_numpy(dtype=np.int64)
-    order = np.lexsort((df[_POS].to_numpy(dtype=np.int64), leaf))
-    ids, starts, counts = np.unique(leaf[order], return_index=True, return_counts=True)
+    order, ids, starts, counts = leaf_order(df.index.to_numpy(dtype=np.int64),
+                                            df[_POS].to_numpy(dtype=np.int64), top.n_leaves)
     if ids.tolist() != list(expected) or not np.array_equal(counts, top.leaf_counts[ids]):
         # A leaf cut short would publish classes the top phase never counted.
         raise RuntimeError(

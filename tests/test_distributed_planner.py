@@ -224,3 +224,24 @@ def test_route_equals_walking_each_row_down_the_tree(seed, n_cuts, ties):
         expected.append(leaf[node])
     got = route(keys, tree, pos)
     assert got.tolist() == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 3000), st.integers(1, 40), st.integers(1, 8))
+def test_leaf_order_is_a_lexsort_by_leaf_then_position(seed, n, n_leaves, runs):
+    # Rows reach an output partition as runs in position order (one per input
+    # partition, in any order); the leaf order must be the plain lexsort.
+    from dmondrian.routing import leaf_order
+
+    rng = np.random.default_rng(seed)
+    positions = rng.permutation(10 * n + 1)[:n].astype(np.int64)
+    cuts = np.sort(rng.integers(0, n + 1, runs - 1))
+    positions = np.concatenate([np.sort(p) for p in np.split(positions, cuts)])
+    leaf = rng.integers(0, n_leaves, n)
+    order, ids, starts, counts = leaf_order(leaf, positions, n_leaves)
+    expected = np.lexsort((positions, leaf))
+    np.testing.assert_array_equal(order, expected)
+    e_ids, e_starts, e_counts = np.unique(leaf[expected], return_index=True, return_counts=True)
+    np.testing.assert_array_equal(ids, e_ids)
+    np.testing.assert_array_equal(starts, e_starts)
+    np.testing.assert_array_equal(counts, e_counts)
