@@ -387,7 +387,7 @@ def _quickselect_rounds(a, kth, rounds):
     while hi - lo > 1:
         budget -= 1
         if budget < 0:
-            _heapsort(a, lo, hi)
+            _heapsort(a, lo, hi, a[:0], False)
             return a[kth]
         n = hi - lo
         if n < 48:
@@ -428,25 +428,39 @@ def _median3(x, y, z):
 
 
 @njit(cache=True, _nrt=False)
-def _heapsort(a, lo, hi):
-    """Sort ``a[lo:hi]`` in place, in O(n log n) whatever the input."""
+def _heapsort(a, lo, hi, counts, by_count):
+    """Sort ``a[lo:hi]`` in place, in O(n log n) whatever the input.
+
+    Ascending values, or with ``by_count`` codes in frequency order (see
+    :func:`_precedes`).
+    """
+    # Sift-down builds a heap whose root comes *last* in the order, so popping
+    # roots to the back leaves the range sorted front to back.
     n = hi - lo
     for start in range(n // 2 - 1, -1, -1):
-        _sift_down(a, lo, start, n)
+        _sift_down(a, lo, start, n, counts, by_count)
     for end in range(n - 1, 0, -1):
         a[lo], a[lo + end] = a[lo + end], a[lo]
-        _sift_down(a, lo, 0, end)
+        _sift_down(a, lo, 0, end, counts, by_count)
 
 
 @njit(cache=True, inline="always")
-def _sift_down(a, lo, root, end):
+def _precedes(x, y, counts, by_count):
+    """The heapsort's order: ``x < y``, or more rows first then the smaller code."""
+    if by_count:
+        return counts[x] > counts[y] or (counts[x] == counts[y] and x < y)
+    return x < y
+
+
+@njit(cache=True, inline="always")
+def _sift_down(a, lo, root, end, counts, by_count):
     while True:
         child = 2 * root + 1
         if child >= end:
             return
-        if child + 1 < end and a[lo + child] < a[lo + child + 1]:
+        if child + 1 < end and _precedes(a[lo + child], a[lo + child + 1], counts, by_count):
             child += 1
-        if not a[lo + root] < a[lo + child]:
+        if not _precedes(a[lo + root], a[lo + child], counts, by_count):
             return
         a[lo + root], a[lo + child] = a[lo + child], a[lo + root]
         root = child
@@ -543,7 +557,7 @@ def _nominal_ranks(row, s, e, card, ws):
             order[m] = c
             m += 1
     # Only the codes present need sorting; the absent follow in code order.
-    _sort_by_count(order, m, counts)
+    _heapsort(order, 0, m, counts, True)
     r = m
     for c in range(card):
         if counts[c] == 0:
@@ -554,38 +568,6 @@ def _nominal_ranks(row, s, e, card, ws):
         rank[order[r]] = r
         acc += counts[order[r]]
         cum[r] = acc
-
-
-@njit(cache=True, inline="always")
-def _before(a, b, counts):
-    """Frequency order: more rows first, then the smaller code."""
-    return counts[a] > counts[b] or (counts[a] == counts[b] and a < b)
-
-
-@njit(cache=True, _nrt=False)
-def _sort_by_count(order, m, counts):
-    """Heapsort ``order[:m]`` (distinct codes) in place into frequency order."""
-    # Sift-down builds a heap whose root is the *last* code in frequency
-    # order, so popping roots to the back leaves the front-to-back order.
-    for start in range(m // 2 - 1, -1, -1):
-        _sift(order, start, m, counts)
-    for end in range(m - 1, 0, -1):
-        order[0], order[end] = order[end], order[0]
-        _sift(order, 0, end, counts)
-
-
-@njit(cache=True, inline="always")
-def _sift(order, root, end, counts):
-    while True:
-        child = 2 * root + 1
-        if child >= end:
-            return
-        if child + 1 < end and _before(order[child], order[child + 1], counts):
-            child += 1
-        if not _before(order[root], order[child], counts):
-            return
-        order[root], order[child] = order[child], order[root]
-        root = child
 
 
 @njit(cache=True, _nrt=False)
