@@ -367,7 +367,7 @@ def _region_sketch(df: pd.DataFrame, partition_number: int, spec: _PassSpec):
     """One partition's contribution to a top-phase pass."""
     keys = encode_keys(df, spec.domain)
     positions = row_positions(partition_number, len(df))
-    region = route(keys, spec.tree, positions if spec.tree.has_ties else None)
+    region = route(keys, spec.tree, positions)
     dom = spec.domain
     exact = {j: slot_keys(keys[j], j, dom) for j in range(dom.d) if dom.kinds[j] in EXACT_KINDS}
     return summarize(keys, region, spec.rates.shape[0], exact, dom.slots, spec.rates,
@@ -628,8 +628,7 @@ def _sensitive_domain(client, ddf, opts: _Options, progress) -> _Sensitive:
 def _partition_leaf_histogram(df, partition_number, tree, domain, sens: _Sensitive, column,
                               n_leaves):
     keys = encode_keys(df, domain)
-    leaf = route(keys, tree,
-                 row_positions(partition_number, len(df)) if tree.has_ties else None)
+    leaf = route(keys, tree, row_positions(partition_number, len(df)))
     S = len(sens.values)
     return np.bincount(leaf * S + sens.codes(df[column]), minlength=n_leaves * S)
 
@@ -695,7 +694,7 @@ def _attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.Data
     # The positions that split relaxed ties also order each leaf's rows for
     # the local engine.
     positions = row_positions(number, len(df))
-    leaf = route(keys, top.tree, positions if top.tree.has_ties else None)
+    leaf = route(keys, top.tree, positions)
     out = df.set_axis(_internal_names(top), axis=1)
     if top.positional_index:
         if not (isinstance(df.index, pd.RangeIndex) and df.index.start == 0
@@ -739,21 +738,20 @@ def _anonymize_leaf(frame: pd.DataFrame, leaf_id: int, top: TopPlan,
     opts = top.options
     trees = {q: top.domain.hierarchies[j] for j, q in enumerate(opts.qis)
              if top.domain.hierarchies[j] is not None}
-    # The thread count (numba's, per thread) also sizes the local engine's
-    # per-column thread pools: one worker core, one thread.
-    with _kernel_threads(top.kernel_threads):
-        encoded = encode_table(frame, opts.qis, trees,
-                               dict(zip(opts.qis, opts.kinds, strict=True)))
     depth = -1 if opts.max_depth < 0 else max(0, opts.max_depth
                                                    - int(top.leaf_depths[leaf_id]))
     privacy = None
     if top.sensitive is not None:
         base = top.sensitive.privacy
         privacy = KernelPrivacy(base.ip, base.fp, base.q, sensitive_codes)
-    with _KERNEL_LOCK, _kernel_threads(top.kernel_threads):
-        part = partition(encoded, opts.k, mode=opts.mode, max_depth=depth,
-                         scales=top.domain.scales, privacy=privacy)
+    # The thread count (numba's, per thread) sizes the kernel and the local
+    # engine's per-column thread pools alike: one worker core, one thread.
     with _kernel_threads(top.kernel_threads):
+        encoded = encode_table(frame, opts.qis, trees,
+                               dict(zip(opts.qis, opts.kinds, strict=True)))
+        with _KERNEL_LOCK:
+            part = partition(encoded, opts.k, mode=opts.mode, max_depth=depth,
+                             scales=top.domain.scales, privacy=privacy)
         out = publish(frame, encoded, part, opts.generalization, opts.class_column)
     if opts.class_column is not None:
         out[opts.class_column] = (np.int64(leaf_id) << np.int64(32)) + out[

@@ -316,7 +316,8 @@ def route(keys: np.ndarray, tree: CutTree, positions: np.ndarray | None = None) 
     """Leaf slot of every row (columns of ``keys``).
 
     ``positions`` are the rows' :func:`row_positions`; without them no tied
-    row goes left (enough for a tree without :attr:`CutTree.has_ties`).
+    row goes left (enough for a tree without :attr:`CutTree.has_ties`, whose
+    walk skips them anyway).
 
     Examples
     --------
@@ -330,7 +331,7 @@ def route(keys: np.ndarray, tree: CutTree, positions: np.ndarray | None = None) 
     [0, 0, 0, 1]
     """
     keys = np.ascontiguousarray(keys, dtype=np.int64)
-    use_tie = positions is not None
+    use_tie = positions is not None and tree.has_ties
     pos = np.ascontiguousarray(positions, dtype=np.int64) if use_tie else np.zeros(1, np.int64)
     return _route_rows(keys, np.asarray(tree.qi, dtype=np.int64),
                        np.asarray(tree.t, dtype=np.int64), np.asarray(tree.eq, dtype=np.int64),
