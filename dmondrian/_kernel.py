@@ -943,7 +943,7 @@ def _next_level(fr, lefts, c_lo, c_hi, c_miss):
 
 
 @njit(cache=True)
-def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth,
+def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth, roots,
                        h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs):
     """Run Mondrian over a key matrix of ``d`` QIs and ``n`` rows.
 
@@ -963,6 +963,14 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth
         The privacy constraint (see the comment above :func:`_hist_ok`).
     max_depth : int
         Maximum number of cuts from the root to a class; -1 for no limit.
+    roots : int64 array (m, 2)
+        Independent root nodes, as ``(start, depth)`` rows in increasing
+        ``start`` order, the first at 0: root ``i`` holds positions
+        ``start[i]`` to ``start[i + 1]`` (the last, to ``n``) and counts its
+        depth from ``depth[i]`` against ``max_depth``. One root ``(0, 0)`` is
+        plain Mondrian; the distributed engine passes an output partition's
+        leaves, each already ``depth`` cuts below the table's root, so one
+        call does them all and numbers their classes in position order.
     h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs : int64 arrays
         Concatenated hierarchy trees and each QI's offsets into them.
 
@@ -979,19 +987,24 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, relaxed, priv, max_depth
     keys = bufs_keys[0]
     leaf_start = np.zeros(n, dtype=np.bool_)
 
-    fr = np.zeros((1, 4), dtype=np.int64)
-    fr[0, 1] = n
-    fr_lo = np.empty((1, d), dtype=np.int64)
-    fr_hi = np.empty((1, d), dtype=np.int64)
-    fr_miss = np.empty((1, d), dtype=np.int64)
-    for j in range(d):
-        fr_lo[0, j], fr_hi[0, j], fr_miss[0, j] = _column_stats(keys, j, 0, n, kinds[j],
-                                                                cards[j])
+    m = roots.shape[0]
+    fr = np.zeros((m, 4), dtype=np.int64)
+    fr_lo = np.empty((m, d), dtype=np.int64)
+    fr_hi = np.empty((m, d), dtype=np.int64)
+    fr_miss = np.empty((m, d), dtype=np.int64)
+    for i in range(m):
+        fr[i, 0] = roots[i, 0]
+        fr[i, 1] = roots[i + 1, 0] if i + 1 < m else n
+        fr[i, 2] = roots[i, 1]
+        for j in range(d):
+            fr_lo[i, j], fr_hi[i, j], fr_miss[i, j] = _column_stats(
+                keys, j, fr[i, 0], fr[i, 1], kinds[j], cards[j])
     if n < _PARALLEL_MIN_ROWS:
         # Thread start-up and hand-over cost more than small tables take.
-        _run_subtree(bufs_keys, 0, n, 0, 0, fr_lo[0], fr_hi[0], fr_miss[0],
-                     kinds, scales, cards, relaxed, priv, max_depth, h_parent, h_lo, h_hi,
-                     h_leafnode, hoffs, loffs, leaf_start)
+        for i in range(m):
+            _run_subtree(bufs_keys, fr[i, 0], fr[i, 1], fr[i, 2], 0, fr_lo[i], fr_hi[i],
+                         fr_miss[i], kinds, scales, cards, relaxed, priv, max_depth, h_parent,
+                         h_lo, h_hi, h_leafnode, hoffs, loffs, leaf_start)
         return bufs_keys[0, -1], leaf_start, bufs_keys[0, :d]
     # Breadth-first top levels, each level's nodes split in parallel, until
     # there are enough independent subtrees to keep every thread busy.

@@ -128,6 +128,7 @@ from .constraints import (
 from .domain import build_domain, domain_sketch, merge_domain
 from .errors import InfeasibleError, InvalidValueError, ParameterError
 from .local import encode_table, partition, publish
+from .parquet_sink import ParquetSink, empty_like
 from .planner import Cut, PlanConfig, PlanNode, plan_subtree, sizes_allowed
 from .qi import QIKind
 from .routing import (
@@ -727,37 +728,45 @@ def _label_columns(top: TopPlan) -> list:
             if opts.generalization == "range" or kind not in numbers]
 
 
-def _anonymize_leaf(frame: pd.DataFrame, leaf_id: int, top: TopPlan,
-                    sensitive_codes=None) -> pd.DataFrame:
-    """The local engine on one leaf's QI columns (plus the class column if asked).
+def _release_bin(frame: pd.DataFrame, ids, starts, top: TopPlan) -> pd.DataFrame:
+    """The local engine on every leaf of one output partition, in one call.
 
-    With a sensitive constraint, ``sensitive_codes`` are the leaf's rows'
-    codes in the global sensitive domain; the leaf is checked against the
-    whole dataset's distribution (t-closeness), not its own.
+    ``frame`` holds the partition's QI columns (and the sensitive one), rows
+    grouped by leaf in input order; leaf ``ids[i]`` starts at row
+    ``starts[i]``. The bin is encoded once and the kernel cuts each leaf as
+    its own root (:func:`dmondrian.local.partition`'s ``roots``), ``depth``
+    cuts below the table's root: leaves never mix, and each is cut exactly as
+    a run of the local engine on it alone would cut it (codes keep the global
+    order; spans use the global scales). Returns the published QI columns
+    (labels as Categoricals) and the class column if asked.
     """
     opts = top.options
     trees = {q: top.domain.hierarchies[j] for j, q in enumerate(opts.qis)
              if top.domain.hierarchies[j] is not None}
-    depth = -1 if opts.max_depth < 0 else max(0, opts.max_depth
-                                                   - int(top.leaf_depths[leaf_id]))
     privacy = None
     if top.sensitive is not None:
         base = top.sensitive.privacy
-        privacy = KernelPrivacy(base.ip, base.fp, base.q, sensitive_codes)
+        # Each leaf is checked against the whole dataset's distribution
+        # (t-closeness), not its own.
+        privacy = KernelPrivacy(base.ip, base.fp, base.q, top.sensitive.codes(
+            frame[opts.sensitive]))
+    roots = np.column_stack([starts, top.leaf_depths[ids]]).astype(np.int64)
+    qi_frame = _restore_dtypes(frame[opts.qis].copy(), top)
     # The thread count (numba's, per thread) sizes the kernel and the local
     # engine's per-column thread pools alike: one worker core, one thread.
     with _kernel_threads(top.kernel_threads):
-        encoded = encode_table(frame, opts.qis, trees,
+        encoded = encode_table(qi_frame, opts.qis, trees,
                                dict(zip(opts.qis, opts.kinds, strict=True)))
         with _KERNEL_LOCK:
-            part = partition(encoded, opts.k, mode=opts.mode, max_depth=depth,
-                             scales=top.domain.scales, privacy=privacy)
-        out = publish(frame, encoded, part, opts.generalization, opts.class_column)
+            part = partition(encoded, opts.k, mode=opts.mode, max_depth=opts.max_depth,
+                             scales=top.domain.scales, privacy=privacy, roots=roots)
+        out = publish(qi_frame, encoded, part, opts.generalization)
     if opts.class_column is not None:
-        out[opts.class_column] = (np.int64(leaf_id) << np.int64(32)) + out[
-            opts.class_column].to_numpy(dtype=np.int64)
-    for q in _label_columns(top):
-        out[q] = _as_strings(out[q])
+        # Ids unique over the table: the leaf id, then the class's rank in its leaf.
+        first = part.stats[0][starts]
+        run = np.repeat(np.arange(len(ids)), np.diff(np.append(starts, len(frame))))
+        out[opts.class_column] = ((np.asarray(ids, dtype=np.int64)[run] << np.int64(32))
+                                  + part.class_of_row - first[run])
     return out
 
 
@@ -804,12 +813,13 @@ def _as_strings(column: pd.Series) -> pd.Series:
     return pd.Series(pd.arrays.ArrowStringArray(values), index=column.index, name=column.name)
 
 
-def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
-                   partition_info=None) -> pd.DataFrame:
-    """Run the local engine on every leaf of one output partition.
+def _bin_frame(df: pd.DataFrame, top: TopPlan, partition_info) -> pd.DataFrame | None:
+    """One output partition's rows, anonymized, in leaf then input order.
 
-    Only the QI columns go through the engine; the other columns (maybe wide)
-    are reordered once, by leaf then input position, and never copied again.
+    Every column keeps its input dtype but the published ones (labels as
+    Categoricals, ``generalization`` numbers, the class column). None when
+    the partition is empty. Only the QI columns go through the engine; the
+    other columns (maybe wide) are reordered once and never copied again.
     """
     b = partition_info["number"] if partition_info else None
     expected = top.bins[b] if b is not None else []
@@ -822,25 +832,26 @@ def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
             f"{counts.tolist()} rows; expected leaves {list(expected)} with "
             f"{top.leaf_counts[expected].tolist()} rows. Refusing to publish.")
     if len(df) == 0:
-        return meta
-    opts = top.options
+        return None
     names = dict(zip(_internal_names(top), top.columns, strict=True))
     frame = df.take(order).rename(columns=names)
     pos = frame.pop(_POS).to_numpy(dtype=np.int64)
     index = pos & _ROW_MASK if top.positional_index else frame.pop(_INDEX).to_numpy()
     frame.index = pd.Index(index, name=top.index_name)
-    qi_frame = _restore_dtypes(frame[opts.qis].copy(), top)
-    codes = (top.sensitive.codes(frame[opts.sensitive]) if top.sensitive is not None
-             else np.zeros(len(frame), dtype=np.int64))
-    pieces = [_anonymize_leaf(qi_frame.iloc[s:s + c], int(i), top,
-                              codes[s:s + c] if top.sensitive is not None else None)
-              for i, s, c in zip(ids, starts, counts, strict=True)]
-    published = pieces[0] if len(pieces) == 1 else pd.concat(pieces)
+    published = _release_bin(frame, ids, starts, top)
     for col in published.columns:
-        values = published[col]
-        if values.dtype != meta[col].dtype:
-            values = values.astype(meta[col].dtype)
-        frame[col] = values.array
+        frame[col] = published[col].array
+    return frame
+
+
+def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
+                   partition_info=None) -> pd.DataFrame:
+    """Run the local engine on every leaf of one output partition; labels as strings."""
+    frame = _bin_frame(df, top, partition_info)
+    if frame is None:
+        return meta
+    for q in _label_columns(top):
+        frame[q] = _as_strings(frame[q])
     frame = frame[list(meta.columns)]
     mismatched = {c: t for c, t in meta.dtypes.items() if frame[c].dtype != t}
     return frame.astype(mismatched) if mismatched else frame
@@ -859,16 +870,8 @@ def _output_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
     return out
 
 
-def apply_plan(ddf, top: TopPlan, shuffle_method=None):
-    """Build the lazy shuffle-and-anonymize graph for a plan (steps 3-4).
-
-    ``shuffle_method`` goes to ``set_index``; None lets dask choose when the
-    graph is computed (p2p with a default distributed client, else on disk).
-
-    Returns
-    -------
-    dask.dataframe.DataFrame
-    """
+def _shuffled(ddf, top: TopPlan, shuffle_method):
+    """The routed rows moved to their output partitions, and the plan as a graph constant."""
     from dask import delayed
 
     spec = delayed(top, traverse=False, name=f"dmondrian-plan-{uuid.uuid4().hex}")
@@ -882,9 +885,49 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
     # bin's first leaf as a division, sends every leaf to its bin: no bin
     # column through the shuffle.
     divisions = (*(ids[0] for ids in top.bins), top.n_leaves - 1)
-    shuffled = routed.set_index(_LEAF, divisions=divisions, shuffle_method=shuffle_method)
+    return routed.set_index(_LEAF, divisions=divisions, shuffle_method=shuffle_method), spec
+
+
+def apply_plan(ddf, top: TopPlan, shuffle_method=None):
+    """Build the lazy shuffle-and-anonymize graph for a plan (steps 3-4).
+
+    ``shuffle_method`` goes to ``set_index``; None lets dask choose when the
+    graph is computed (p2p with a default distributed client, else on disk).
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+    """
+    shuffled, spec = _shuffled(ddf, top, shuffle_method)
     meta = _output_meta(ddf._meta, top)
     return shuffled.map_partitions(_anonymize_bin, spec, meta, meta=meta,
+                                   clear_divisions=True)
+
+
+def _write_bin(df: pd.DataFrame, top: TopPlan, sink: ParquetSink, meta: pd.DataFrame,
+               partition_info=None) -> pd.DataFrame:
+    """Anonymize one output partition and write it; return its row count."""
+    labels = _label_columns(top)
+    frame = _bin_frame(df, top, partition_info)
+    if frame is None:
+        frame = empty_like(meta, labels)
+    frame = frame[list(meta.columns)]
+    mismatched = {c: t for c, t in meta.dtypes.items()
+                  if c not in labels and frame[c].dtype != t}
+    if mismatched:
+        frame = frame.astype(mismatched)
+    number = partition_info["number"] if partition_info else 0
+    return pd.DataFrame({"rows": [sink.write(frame, number)]})
+
+
+def _write_parquet(ddf, top: TopPlan, sink: ParquetSink, shuffle_method):
+    """The lazy graph that anonymizes every output partition and writes it with ``sink``."""
+    from dask import delayed
+
+    shuffled, spec = _shuffled(ddf, top, shuffle_method)
+    sink_d = delayed(sink, traverse=False, name=f"dmondrian-sink-{uuid.uuid4().hex}")
+    return shuffled.map_partitions(_write_bin, spec, sink_d, _output_meta(ddf._meta, top),
+                                   meta=pd.DataFrame({"rows": np.zeros(0, dtype=np.int64)}),
                                    clear_divisions=True)
 
 
@@ -966,37 +1009,56 @@ def _distributed_shuffle() -> str:
     return "p2p"
 
 
-def _anonymize_and_write(ddf, quasi_identifiers, k, write, *, client, progress, label,
+def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, client, progress, label,
                          **options) -> TopPlan:
     c, owned = resolve_client(client)
     try:
         top = plan(ddf, quasi_identifiers, k, client=c, progress=progress, **options)
         start = time.perf_counter()
-        run(c, write(apply_plan(ddf, top, _distributed_shuffle())), progress, label)
+        result = run(c, build(top), progress, label)
         top.timings["route, shuffle, anonymize, write"] = time.perf_counter() - start
+        if isinstance(result, pd.DataFrame) and int(result["rows"].sum()) != top.domain.n_rows:
+            raise RuntimeError(f"dmondrian: wrote {int(result['rows'].sum())} rows of "
+                               f"{top.domain.n_rows}")
         return top
     finally:
         release(owned)
 
 
 def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, client=None, progress=None,
-                         write_options=None, **options) -> TopPlan:
-    """Anonymize and write Parquet, the whole job on one cluster.
+                         write_options=None, storage_options=None, **options) -> TopPlan:
+    """Anonymize and write a Parquet dataset, the whole job on one cluster.
 
-    An embedded LocalCluster (when no cluster is found) lives until the files
-    are written. ``write_options`` go to ``DataFrame.to_parquet``; other
-    keywords are :func:`anonymize`'s.
+    Each output partition is written by the task that anonymizes it, as
+    ``path/part.<i>.parquet``, labels stored as Parquet dictionaries (read
+    back as Categoricals; see :mod:`dmondrian.parquet_sink`). An embedded
+    LocalCluster (when no cluster is found) lives until the files are written.
+
+    Parameters
+    ----------
+    ddf, quasi_identifiers, k
+        As in :func:`anonymize`, whose other keywords are accepted too.
+    path : str or os.PathLike
+        The dataset folder (local path or fsspec URL).
+    write_options : dict, optional
+        ``write_index`` (default True) and keywords for
+        :func:`pyarrow.parquet.write_table` (``compression``, ...).
+    storage_options : dict, optional
+        Keywords for the fsspec filesystem of ``path``.
 
     Returns
     -------
     TopPlan
-        The plan that was applied (leaf sizes, number of passes).
+        The plan that was applied (leaf sizes, number of passes, timings).
     """
-    kw = dict(write_options or {})
-    return _anonymize_and_write(
-        ddf, quasi_identifiers, k, lambda out: out.to_parquet(path, compute=False, **kw),
-        client=client, progress=progress, label=f"pass: shuffle, anonymize, write {path}",
-        **options)
+    def build(top):
+        sink = ParquetSink.create(path, _output_meta(ddf._meta, top), _label_columns(top),
+                                  write_options, storage_options)
+        return _write_parquet(ddf, top, sink, _distributed_shuffle())
+
+    return _anonymize_and_write(ddf, quasi_identifiers, k, build, client=client,
+                                progress=progress,
+                                label=f"pass: shuffle, anonymize, write {path}", **options)
 
 
 def anonymize_to_csv(ddf, path, quasi_identifiers, k, *, client=None, progress=None,
@@ -1004,6 +1066,8 @@ def anonymize_to_csv(ddf, path, quasi_identifiers, k, *, client=None, progress=N
     """Like :func:`anonymize_to_parquet`, writing CSV files (``path`` may hold ``*``)."""
     kw = dict(write_options or {})
     return _anonymize_and_write(
-        ddf, quasi_identifiers, k, lambda out: out.to_csv(path, compute=False, **kw),
+        ddf, quasi_identifiers, k,
+        lambda top: apply_plan(ddf, top, _distributed_shuffle()).to_csv(
+            path, compute=False, **kw),
         client=client, progress=progress, label=f"pass: shuffle, anonymize, write {path}",
         **options)

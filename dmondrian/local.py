@@ -133,8 +133,8 @@ def _hierarchy_arrays(encoded: list[EncodedQI]):
 
 
 def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: str = "strict",
-              max_depth: int = -1, scales=None, privacy: KernelPrivacy | None = None
-              ) -> Partitioning:
+              max_depth: int = -1, scales=None, privacy: KernelPrivacy | None = None,
+              roots=None) -> Partitioning:
     """Run Mondrian on encoded QIs and return each row's equivalence class.
 
     Parameters
@@ -154,6 +154,12 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
         The constraints in kernel form (see
         :func:`dmondrian.constraints.kernel_privacy`), with the sensitive
         codes when l-diversity or t-closeness is asked.
+    roots : int64 array (m, 2), optional
+        Rows ``(start, depth)``: cut each run of rows from one ``start`` to
+        the next as its own table, already ``depth`` cuts below the root
+        (see :func:`dmondrian._kernel.mondrian_partition`). Default: the
+        whole table, depth 0. Classes are numbered in row order, so a run's
+        classes come after the previous run's.
 
     Returns
     -------
@@ -178,9 +184,16 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
     scales = np.asarray(scales, dtype=np.float64)
     cards = np.asarray([qi.card for qi in encoded], dtype=np.int64)
     h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs = _hierarchy_arrays(encoded)
+    roots = np.zeros((1, 2), dtype=np.int64) if roots is None else np.asarray(roots, np.int64)
+    starts = roots[:, 0]
+    if (roots.ndim != 2 or roots.shape[1] != 2 or starts.size == 0 or starts[0] != 0
+            or starts[-1] >= max(n, 1) or np.any(np.diff(starts) <= 0)):
+        # An empty run would flag a class start past the end of the table.
+        raise ValueError("roots must be (start, depth) rows, starts increasing from 0 "
+                         "and below the row count")
     order, class_start, sorted_keys = K.mondrian_partition(
         bufs, kinds, scales, cards, mode == "relaxed", (ip, privacy.fp, privacy.q),
-        int(max_depth), h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs)
+        int(max_depth), roots, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs)
     stats = K.class_statistics(sorted_keys, class_start, kinds, cards)
     class_of_row = K.rows_to_classes(order, stats[0])
     return Partitioning(class_of_row, int(stats[1].shape[0]), stats, sorted_keys)

@@ -1,0 +1,140 @@
+"""Write a release to a Parquet dataset, one file per output partition.
+
+The distributed engine publishes each QI of an output partition as a pandas
+Categorical: the distinct class labels once, and a code per row. Parquet can
+store exactly that (a dictionary page, then the codes), and pyarrow writes an
+Arrow ``DictionaryArray`` to it directly. Going through ``dask``'s
+``to_parquet`` would first turn the labels into one string per row, which the
+writer then hashes back into a dictionary: measured on 2.4M rows of 5 label
+columns, 1.3 s against 0.45 s for the dictionary written as is (with the
+column statistics off, below).
+
+Choices, and why:
+
+* Every file has the same schema: labels are ``dictionary<int32, string>``
+  (pandas picks 8-, 16- or 32-bit codes by the number of categories, which
+  would give the files of one dataset different types), every other column
+  keeps the type of the input.
+* No min/max statistics for label columns. Arrow computes them on a
+  dictionary column by gathering the referenced labels, which costs as much
+  as the rest of the write; and the lexicographic bounds of labels such as
+  ``[25, 30]`` cannot prune a range query. Every other column keeps them.
+* Files are named ``part.<i>.parquet`` like ``dask``'s, so
+  ``dask.dataframe.read_parquet`` and ``pandas.read_parquet`` read the folder
+  back, labels as Categoricals (as the local engine returns them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from dask.dataframe.utils import meta_nonempty
+
+__all__ = ["ParquetSink"]
+
+LABEL_TYPE = pa.dictionary(pa.int32(), pa.string())
+
+
+@dataclass
+class ParquetSink:
+    """Where and how the output partitions are written (picklable, sent to workers).
+
+    Attributes
+    ----------
+    fs : fsspec.AbstractFileSystem
+        The destination's filesystem.
+    root : str
+        The dataset folder, as ``fs`` names it.
+    schema : pyarrow.Schema
+        The schema of every file.
+    write_index : bool
+        Whether the index is stored as a column (read back as the index).
+    options : dict
+        Keywords for :func:`pyarrow.parquet.write_table`.
+    """
+
+    fs: object
+    root: str
+    schema: pa.Schema
+    write_index: bool
+    options: dict
+
+    @classmethod
+    def create(cls, path, meta: pd.DataFrame, label_columns, write_options=None,
+               storage_options=None) -> ParquetSink:
+        """Prepare the folder ``path`` (any fsspec URL) for a release shaped like ``meta``.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Dataset folder; created if needed.
+        meta : pandas.DataFrame
+            Empty frame with the output's columns, dtypes and index name.
+        label_columns : list
+            Columns published as labels (Categoricals of strings).
+        write_options : dict, optional
+            ``write_index`` (default True) and keywords for
+            :func:`pyarrow.parquet.write_table` (``compression``,
+            ``row_group_size``, ``write_statistics``, ...).
+        storage_options : dict, optional
+            Keywords for the fsspec filesystem.
+
+        Returns
+        -------
+        ParquetSink
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> meta = pd.DataFrame({"age": pd.Categorical([]), "pay": pd.Series([], dtype="int64")})
+        >>> sink = ParquetSink.create("memory://doc/release", meta, ["age"])
+        >>> sink.write(pd.DataFrame({"age": pd.Categorical(["[20, 29]", "[20, 29]"]),
+        ...                          "pay": [10, 20]}), 0)
+        2
+        >>> import fsspec
+        >>> with fsspec.open("memory://doc/release/part.0.parquet", "rb") as fh:
+        ...     back = pd.read_parquet(fh)
+        >>> back["age"].tolist(), str(back["age"].dtype)
+        (['[20, 29]', '[20, 29]'], 'category')
+        """
+        import fsspec
+
+        options = dict(write_options or {})
+        write_index = bool(options.pop("write_index", True))
+        fs, root = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
+        fs.makedirs(root, exist_ok=True)
+        labels = {str(c) for c in label_columns}
+        # A non-empty stand-in: an empty object column has no Arrow type.
+        probe = meta_nonempty(meta)
+        for col in labels:
+            probe[col] = pd.Categorical(["label"] * len(probe))
+        schema = pa.Schema.from_pandas(probe, preserve_index=write_index)
+        for i, f in enumerate(schema):
+            if f.name in labels:
+                schema = schema.set(i, pa.field(f.name, LABEL_TYPE))
+            elif pa.types.is_dictionary(f.type):
+                # One code width for every file, whatever its number of categories.
+                schema = schema.set(i, pa.field(f.name, pa.dictionary(
+                    pa.int32(), f.type.value_type, f.type.ordered)))
+        if "write_statistics" not in options:
+            options["write_statistics"] = [f.name for f in schema if f.type != LABEL_TYPE]
+        return cls(fs, root, schema, write_index, options)
+
+    def write(self, frame: pd.DataFrame, number: int) -> int:
+        """Write one output partition as ``part.<number>.parquet``; return its row count."""
+        table = pa.Table.from_pandas(frame, schema=self.schema, preserve_index=self.write_index)
+        with self.fs.open(f"{self.root}/part.{int(number)}.parquet", "wb") as fh:
+            pq.write_table(table, fh, **self.options)
+        return int(table.num_rows)
+
+
+def empty_like(meta: pd.DataFrame, label_columns) -> pd.DataFrame:
+    """An empty frame of ``meta``'s columns, labels as Categoricals (for empty partitions)."""
+    out = meta.copy()
+    for col in label_columns:
+        out[col] = pd.Categorical(np.array([], dtype=object))
+    return out
