@@ -172,7 +172,7 @@ def profile_leaf(src: Path, top) -> dict:
     stats = pstats.Stats(prof).stats
     wanted = {"encode_table": "encode", "partition": "partition", "publish": "publish",
               "_as_strings": "to strings", "_restore_dtypes": "restore dtypes",
-              "check_table": "validation", "_anonymize_leaf": "all leaves"}
+              "_release_bin": "engine (all leaves)"}
     out = {"rows": len(part), "leaves": int(part.index.nunique()), "total_s": total}
     for (_file, _line, name), row in stats.items():
         if name in wanted and "dmondrian" in _file:

@@ -97,6 +97,41 @@ def test_row_order_does_not_change_the_classes(case):
         assert out2[q].astype(str).loc[df.index].tolist() == out[q].astype(str).tolist()
 
 
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables(min_rows=2), st.data())
+def test_independent_roots_cut_like_separate_tables(case, data):
+    """Runs of rows given as roots are cut exactly as each run alone would be.
+
+    The distributed engine cuts all the leaves of an output partition in one
+    call, each ``depth`` cuts below the table's root: the result must be the
+    one a separate call per leaf (with ``max_depth`` reduced by that depth)
+    gives, class ids following on in row order.
+    """
+    from dmondrian import local
+
+    df, qis, k, mode = case
+    n = len(df)
+    trees = {"h": JOB_TREE.with_missing_leaf()} if "h" in qis else None
+    cuts = sorted(data.draw(st.sets(st.integers(1, n - 1), max_size=4), label="cuts"))
+    starts = np.array([0, *cuts], dtype=np.int64)
+    depths = np.array(data.draw(st.lists(st.integers(0, 4), min_size=len(starts),
+                                         max_size=len(starts)), label="depths"))
+    max_depth = data.draw(st.sampled_from([-1, 2, 6]), label="max_depth")
+    whole = local.encode_table(df, qis, trees)
+    scales = [qi.scale for qi in whole]
+    together = local.partition(whole, k, mode=mode, max_depth=max_depth, scales=scales,
+                               roots=np.column_stack([starts, depths]))
+    ends = [*cuts, n]
+    offset = 0
+    for s, e, depth in zip(starts, ends, depths, strict=True):
+        alone = local.partition(local.encode_table(df.iloc[s:e], qis, trees), k, mode=mode,
+                                max_depth=-1 if max_depth < 0 else max(0, max_depth - depth),
+                                scales=scales)
+        np.testing.assert_array_equal(together.class_of_row[s:e] - offset, alone.class_of_row)
+        offset += alone.n_classes
+    assert together.n_classes == offset
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(2, 400), st.integers(1, 50), st.sampled_from(["strict", "relaxed"]))
 def test_distinct_values_split_down_to_k(n, k, mode):
