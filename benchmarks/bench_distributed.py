@@ -159,8 +159,8 @@ def profile_leaf(src: Path, top) -> dict:
     pieces = []
     for i, f in enumerate(sorted(src.iterdir())):  # one file is one input partition
         routed = D._attach_leaf(pd.read_parquet(f), top, {"number": i})
-        pieces.append(routed[top.bin_of_leaf[routed["__dm_leaf"]] == 0])
-    part = pd.concat(pieces).set_index("__dm_leaf")
+        pieces.append(routed[routed["_partitions"] == 0])
+    part = pd.concat(pieces)
     meta = D._output_meta(dd.read_parquet(src)._meta, top)
     D._anonymize_bin(part, top, meta, {"number": 0})  # warm caches
     prof = cProfile.Profile()

@@ -33,20 +33,27 @@ that fit in memory ("leaves") are handed to the local engine.
 3. **Shuffle.** Every row is routed to its leaf (a compiled walk down the
    cut tree, :mod:`dmondrian.routing`), leaves are packed into output
    partitions of at most ``leaf_rows`` rows (runs of consecutive leaf ids),
-   and a ``set_index`` on the leaf id, with each partition's first leaf as a
-   division, moves each leaf entirely into its partition (p2p on a
-   distributed cluster). Besides the data only the leaf id (the narrowest
-   integer type), the input position and, unless every partition is indexed
-   ``0..n-1`` as ``read_parquet`` gives it, the input index go through the
-   shuffle. Each output partition first checks that it received exactly the
-   rows the top phase counted for each of its leaves, then runs the local
-   engine on each leaf, rows in input order, with the global scales and the
-   remaining depth (its numba kernel on the host's cores per worker, so
-   workers sharing a host do not oversubscribe it).
-4. **Output.** A lazy dask DataFrame with the input's columns, QIs published
+   and each row is sent to its leaf's output partition by one of dask's
+   shuffles (p2p on a distributed cluster), told the target partition of
+   every row, not asked to search or sort for it. Besides the data only the
+   leaf id (the narrowest integer type), the input position (as the index)
+   and, unless every partition is indexed ``0..n-1`` as ``read_parquet``
+   gives it, the input index go through the shuffle.
+4. **Leaves.** Each output partition first checks that it received exactly
+   the rows the top phase counted for each of its leaves, orders them by
+   leaf then input position, encodes its QI columns once, and runs the local
+   engine's kernel on all its leaves in one call, each leaf an independent
+   root at its depth below the table's root, with the global scales (on the
+   host's cores per worker, so workers sharing a host do not oversubscribe
+   it). Each leaf is cut exactly as the local engine would cut it alone.
+5. **Output.** A lazy dask DataFrame with the input's columns, QIs published
    as the local engine publishes them (labels as strings), the input's index
    values (divisions unknown), rows grouped by leaf. ``class_column`` ids are
    ``leaf_id * 2**32 + local class id``: unique over the whole table.
+   :func:`anonymize_to_parquet` instead writes each output partition from
+   the task that anonymized it, labels as Parquet dictionaries
+   (:mod:`dmondrian.parquet_sink`), which costs less than writing the
+   input's own columns.
 
 Guarantees
 ----------
@@ -153,10 +160,12 @@ __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "app
 SAMPLE_ROWS = 2048
 _MAX_ROUNDS = 64
 _SPLIT_EVERY = 8
-# Columns riding along through the shuffle besides the data: the input position
-# and, unless every partition's index is its row positions, the input index; the
-# leaf id becomes the shuffled frame's index.
-_POS, _INDEX, _LEAF = "__dm_pos", "__dm_index", "__dm_leaf"
+# What rides along through the shuffle besides the data: the input position (as
+# the index), the leaf id, the output partition (dropped by the shuffle) and,
+# unless every partition's index is its row positions, the input index.
+_INDEX, _LEAF = "__dm_index", "__dm_leaf"
+# The name dask's shuffles read target partition numbers from (hashing any other).
+_BIN = "_partitions"
 _ROW_MASK = np.int64(0xFFFFFFFF)
 # The numba kernel is parallel inside; concurrent calls from several threads of
 # one worker would oversubscribe it (and the workqueue layer forbids them).
@@ -689,11 +698,15 @@ def _internal_names(top: TopPlan) -> list:
 
 
 def _attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.DataFrame:
-    """Route a partition's rows; add leaf, input index and input position."""
+    """Route a partition's rows: index them by input position, add leaf and output partition.
+
+    The input index, unless it is the positions 0..n-1, rides along as a column.
+    """
     number = partition_info["number"] if partition_info else 0
     keys = encode_keys(df, top.domain)
     # The positions that split relaxed ties also order each leaf's rows for
-    # the local engine.
+    # the local engine. They travel as the index: the p2p shuffle ships the
+    # index whatever it is, so a position column would cost 8 bytes a row more.
     positions = row_positions(number, len(df))
     leaf = route(keys, top.tree, positions)
     out = df.set_axis(_internal_names(top), axis=1)
@@ -705,8 +718,9 @@ def _attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.Data
                 "in the domain pass; the input must be deterministic")
     else:
         out[_INDEX] = df.index
-    out[_POS] = positions
     out[_LEAF] = leaf.astype(top.leaf_dtype)
+    out[_BIN] = top.bin_of_leaf[leaf]
+    out.index = pd.Index(positions)
     return out
 
 
@@ -823,8 +837,9 @@ def _bin_frame(df: pd.DataFrame, top: TopPlan, partition_info) -> pd.DataFrame |
     """
     b = partition_info["number"] if partition_info else None
     expected = top.bins[b] if b is not None else []
-    order, ids, starts, counts = leaf_order(df.index.to_numpy(dtype=np.int64),
-                                            df[_POS].to_numpy(dtype=np.int64), top.n_leaves)
+    positions = df.index.to_numpy(dtype=np.int64)
+    order, ids, starts, counts = leaf_order(df[_LEAF].to_numpy(dtype=np.int64), positions,
+                                            top.n_leaves)
     if ids.tolist() != list(expected) or not np.array_equal(counts, top.leaf_counts[ids]):
         # A leaf cut short would publish classes the top phase never counted.
         raise RuntimeError(
@@ -833,10 +848,12 @@ def _bin_frame(df: pd.DataFrame, top: TopPlan, partition_info) -> pd.DataFrame |
             f"{top.leaf_counts[expected].tolist()} rows. Refusing to publish.")
     if len(df) == 0:
         return None
-    names = dict(zip(_internal_names(top), top.columns, strict=True))
-    frame = df.take(order).rename(columns=names)
-    pos = frame.pop(_POS).to_numpy(dtype=np.int64)
-    index = pos & _ROW_MASK if top.positional_index else frame.pop(_INDEX).to_numpy()
+    internal = _internal_names(top)
+    carried = internal if top.positional_index else [*internal, _INDEX]
+    frame = df[carried].take(order)
+    index = (positions[order] & _ROW_MASK if top.positional_index
+             else frame.pop(_INDEX).to_numpy())
+    frame.columns = top.columns
     frame.index = pd.Index(index, name=top.index_name)
     published = _release_bin(frame, ids, starts, top)
     for col in published.columns:
@@ -878,14 +895,27 @@ def _shuffled(ddf, top: TopPlan, shuffle_method):
     routed_meta = ddf._meta.set_axis(_internal_names(top), axis=1)
     if not top.positional_index:
         routed_meta[_INDEX] = ddf._meta.index
-    routed_meta[_POS] = np.zeros(0, dtype=np.int64)
     routed_meta[_LEAF] = np.zeros(0, dtype=top.leaf_dtype)
+    routed_meta[_BIN] = np.zeros(0, dtype=np.int64)
+    routed_meta.index = pd.Index(np.zeros(0, dtype=np.int64))
     routed = ddf.map_partitions(_attach_leaf, spec, meta=routed_meta)
-    # Bins are runs of consecutive leaf ids, so the leaf id itself, with each
-    # bin's first leaf as a division, sends every leaf to its bin: no bin
-    # column through the shuffle.
-    divisions = (*(ids[0] for ids in top.bins), top.n_leaves - 1)
-    return routed.set_index(_LEAF, divisions=divisions, shuffle_method=shuffle_method), spec
+    return _shuffle_to_bins(routed, len(top.bins), shuffle_method), spec
+
+
+def _shuffle_to_bins(routed, n_bins: int, shuffle_method):
+    """Move every row to the output partition its ``_partitions`` column names.
+
+    dask's own shuffles (p2p, tasks, disk) take a column of this name as the
+    target partitions themselves, which is what ``set_index`` lowers to after
+    computing it with a binary search. Here it is computed while routing, so
+    the shuffle is built directly: no search, and no ``set_index`` that
+    would copy and sort every output partition only for the engine to
+    reorder it again.
+    """
+    from dask.dataframe.dask_expr import new_collection
+    from dask.dataframe.dask_expr._shuffle import Shuffle
+
+    return new_collection(Shuffle(routed.expr, _BIN, n_bins, False, shuffle_method))
 
 
 def apply_plan(ddf, top: TopPlan, shuffle_method=None):

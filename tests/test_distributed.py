@@ -301,9 +301,11 @@ def test_leaf_ids_travel_as_the_narrowest_integer_index(client):
     assert routed["__dm_leaf"].dtype == np.min_scalar_type(-top.n_leaves)
     assert routed["__dm_leaf"].tolist() == D.route(D.encode_keys(df, top.domain),
                                                    top.tree).tolist()
-    # Each bin is a run of consecutive leaves: the leaf id alone finds the bin.
+    # Each bin is a run of consecutive leaves; the shuffle reads the bin from
+    # "_partitions", and the input positions travel as the index.
     assert [i for ids in top.bins for i in ids] == list(range(top.n_leaves))
-    assert "__dm_bin" not in routed.columns
+    assert routed["_partitions"].tolist() == top.bin_of_leaf[routed["__dm_leaf"]].tolist()
+    assert routed.index.tolist() == list(range(len(df)))
 
 
 def test_positional_partition_index_is_restored_without_shipping_it(client):
@@ -330,7 +332,7 @@ def test_partition_refuses_a_leaf_with_unexpected_rows(client):
     ddf = dd.from_pandas(df, npartitions=3)
     top = D.plan(ddf, ["age", "zip"], 5, leaf_rows=300, client=client)
     routed = D._attach_leaf(df, top, {"number": 0})
-    part = routed[top.bin_of_leaf[routed["__dm_leaf"]] == 0].set_index("__dm_leaf")
+    part = routed[routed["_partitions"] == 0]
     meta = D._output_meta(df.iloc[:0], top)
     assert len(D._anonymize_bin(part, top, meta, {"number": 0})) == len(part)
     with pytest.raises(RuntimeError, match="Refusing to publish"):
