@@ -173,7 +173,7 @@ def profile_leaf(src: Path, top) -> dict:
     wanted = {"encode_table": "encode", "partition": "partition", "publish": "publish",
               "_as_strings": "to strings", "_restore_dtypes": "restore dtypes",
               "_release_bin": "engine (all leaves)"}
-    out = {"rows": len(part), "leaves": int(part.index.nunique()), "total_s": total}
+    out = {"rows": len(part), "leaves": int(part["__dm_leaf"].nunique()), "total_s": total}
     for (_file, _line, name), row in stats.items():
         if name in wanted and "dmondrian" in _file:
             out[wanted[name] + "_s"] = out.get(wanted[name] + "_s", 0.0) + row[3]

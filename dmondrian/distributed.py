@@ -910,9 +910,10 @@ def _shuffle_to_bins(routed, n_bins: int, shuffle_method):
     computing it with a binary search. Here it is computed while routing, so
     the shuffle is built directly: no search, and no ``set_index`` that
     would copy and sort every output partition only for the engine to
-    reorder it again.
+    reorder it again. (dask's ``Shuffle`` expression is internal; it has
+    taken these arguments since dask-expr moved into dask, 2025.1.)
     """
-    from dask.dataframe.dask_expr import new_collection
+    from dask.dataframe.dask_expr._collection import new_collection
     from dask.dataframe.dask_expr._shuffle import Shuffle
 
     return new_collection(Shuffle(routed.expr, _BIN, n_bins, False, shuffle_method))
