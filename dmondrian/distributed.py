@@ -765,7 +765,7 @@ def _release_bin(frame: pd.DataFrame, ids, starts, top: TopPlan) -> pd.DataFrame
         privacy = KernelPrivacy(base.ip, base.fp, base.q, top.sensitive.codes(
             frame[opts.sensitive]))
     roots = np.column_stack([starts, top.leaf_depths[ids]]).astype(np.int64)
-    qi_frame = _restore_dtypes(frame[opts.qis].copy(), top)
+    qi_frame = _restore_dtypes(pd.DataFrame({q: frame[q] for q in opts.qis}, copy=False), top)
     # The thread count (numba's, per thread) sizes the kernel and the local
     # engine's per-column thread pools alike: one worker core, one thread.
     with _kernel_threads(top.kernel_threads):
