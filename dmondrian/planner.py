@@ -171,8 +171,14 @@ def _axis(summary: Summary, j: int, domain: GlobalDomain):
     n_present = summary.n - summary.missing[j]
     wp = w[~is_missing].sum()
     w = np.where(is_missing, 0.0, w * (n_present / wp if wp > 0 else 0.0))
-    values, inv = np.unique(row, return_inverse=True)
-    counts = np.bincount(inv.ravel(), weights=w, minlength=values.shape[0])
+    if w.shape[0] and w[0] == w.max() == w.min() and not is_missing.any():
+        # One weight for every row (a region's sample): counts by a plain
+        # sort, without the inverse permutation.
+        values, counts = np.unique(row, return_counts=True)
+        counts = counts * w[0]
+    else:
+        values, inv = np.unique(row, return_inverse=True)
+        counts = np.bincount(inv.ravel(), weights=w, minlength=values.shape[0])
     if summary.missing[j] > 0:
         if values[-1] != K.MISSING_KEY:
             values = np.append(values, K.MISSING_KEY)
@@ -353,8 +359,9 @@ def plan_subtree(summary: Summary, domain: GlobalDomain, cfg: PlanConfig, depth:
     for mask, n_exact in ((left, cut.n_left), (~left, summary.n - cut.n_left)):
         # Exact counts where the summary has them; otherwise the sample's share.
         n_side = n_exact if exact_cut or total_w == 0 else summary.n * w[mask].sum() / total_w
-        sk = keys[:, mask]
-        child = Summary.from_sample(sk, w[mask], pos[mask], n_side,
+        rows = np.flatnonzero(mask)  # gathers by index: cheaper than a boolean mask on 2-D
+        sk = keys.take(rows, axis=1)
+        child = Summary.from_sample(sk, w[rows], pos[rows], n_side,
                                     _exact_slots(sk, domain), exact=complete)
         if n_side > cfg.fill * cfg.leaf_rows:
             sides.append(plan_subtree(child, domain, cfg, depth + 1, (), levels - 1))

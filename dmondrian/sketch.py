@@ -162,6 +162,25 @@ def _region_bounds(keys, region, n_regions, missing_key):
     return count, lo, hi, missing
 
 
+@njit(cache=True, nogil=True)
+def _key_bounds(keys, missing_key, lo, hi):
+    """Smallest and largest present key of every row of ``keys`` (into ``lo``, ``hi``);
+    returns the number of missing keys per row."""
+    d, m = keys.shape
+    n_missing = np.zeros(d, dtype=np.int64)
+    for j in range(d):
+        for i in range(m):
+            v = keys[j, i]
+            if v == missing_key:
+                n_missing[j] += 1
+            else:
+                if v < lo[j]:
+                    lo[j] = v
+                if v > hi[j]:
+                    hi[j] = v
+    return n_missing
+
+
 def merge_sketches(*sketches: RegionSketch) -> RegionSketch:
     """Combine the sketches of disjoint sets of rows (associative and commutative)."""
     first = sketches[0]
@@ -221,13 +240,9 @@ class Summary:
         lo = np.full(d, K.MISSING_KEY, dtype=np.int64)
         hi = np.full(d, _INT_MIN, dtype=np.int64)
         missing = np.zeros(d, dtype=np.float64)
-        for j in range(d):
-            row = keys[j]
-            is_missing = row == K.MISSING_KEY
-            missing[j] = ww[is_missing].sum()
-            present = row[~is_missing]
-            if present.size:
-                lo[j], hi[j] = present.min(), present.max()
+        n_missing = _key_bounds(keys, K.MISSING_KEY, lo, hi)
+        for j in np.flatnonzero(n_missing):
+            missing[j] = ww[keys[j] == K.MISSING_KEY].sum()
         hist = {j: np.bincount(s_row, weights=ww, minlength=s).astype(np.float64)
                 for j, (s_row, s) in exact_slots.items()}
         return cls(float(n), lo, hi, missing, hist, keys, w, pos, exact, d)
