@@ -350,7 +350,9 @@ def plan_subtree(summary: Summary, domain: GlobalDomain, cfg: PlanConfig, depth:
     if cut is None:
         return node
     node.cut = cut
-    keys, w, pos = summary.sample_keys, summary.sample_w, summary.sample_pos
+    # C order once, so each child's rows are gathered without copying the rest.
+    keys = np.ascontiguousarray(summary.sample_keys)
+    w, pos = summary.sample_w, summary.sample_pos
     left = goes_left(cut, keys, pos)
     exact_cut = (summary.exact and domain.kinds[cut.qi] in EXACT_KINDS
                  and cut.tie_before == NO_TIES and not complete)

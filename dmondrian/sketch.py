@@ -25,7 +25,7 @@ averaged together). Anything privacy depends on, the counts, is exact.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
@@ -57,6 +57,7 @@ class RegionSketch:
     sample_region: np.ndarray
     sample_weight: np.ndarray
     sample_pos: np.ndarray
+    _by_region: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_regions(self) -> int:
@@ -72,10 +73,19 @@ class RegionSketch:
             dense = np.zeros(s, dtype=np.float64)
             dense[cells[a:b] - r * s] = counts[a:b]
             hist[j] = dense
-        mine = self.sample_region == r
+        if self._by_region is None:
+            # Every region's sample rows, in sample order, found once: a mask per
+            # region would scan the whole sample for each of hundreds of regions.
+            # (Gathers from a C-ordered copy: column gathers of another layout
+            # copy the whole array first.)
+            order = np.argsort(self.sample_region, kind="stable")
+            starts = np.searchsorted(self.sample_region[order], np.arange(self.n_regions + 1))
+            self._by_region = (order, starts, np.ascontiguousarray(self.sample_keys))
+        order, starts, keys = self._by_region
+        mine = order[starts[r]:starts[r + 1]]
         return Summary(float(self.count[r]), self.lo[r].copy(), self.hi[r].copy(),
                        self.missing[r].astype(np.float64), hist,
-                       self.sample_keys[:, mine], self.sample_weight[mine],
+                       keys.take(mine, axis=1), self.sample_weight[mine],
                        self.sample_pos[mine], exact=True, d=d)
 
 
