@@ -9,10 +9,14 @@ that fit in memory ("leaves") are handed to the local engine.
 
 1. **Domain pass.** One pass over every partition (QI columns only) measures
    each QI's global domain: row count, key bounds, category sets (values
-   counts), missing counts, plus a fixed-size uniform row sample
+   counts), missing counts, plus a uniform row sample
    (:mod:`dmondrian.domain`). The global domain fixes the codes and the
    scales that normalize spans everywhere, inside each leaf too, so a span
-   means the same in every region and NCP is measured on one scale.
+   means the same in every region and NCP is measured on one scale. The
+   sample is sized before the pass, from the table's size (Parquet footers
+   or in-memory frames give it; else the first partition's rows times the
+   number of partitions) and the leaf size: ``SAMPLE_ROWS`` rows per leaf
+   the table should make, so the next pass can plan the whole tree.
 2. **Top phase.** While some region holds more than ``leaf_rows`` rows, the
    client decides cuts (:mod:`dmondrian.planner`) the way the local kernel
    would: the QI with the widest normalized span (``_kernel._node_span``),
@@ -21,7 +25,8 @@ that fit in memory ("leaves") are handed to the local engine.
    datetime QIs at the median of the region's weighted row sample. One pass
    may decide several levels: below the first cut the client keeps cutting
    the region's sample (Mondrian on a per-region sample) until the pieces are
-   estimated to fit.
+   estimated to fit, as deep as the sample supports (about ``SAMPLE_ROWS``
+   sample rows per expected leaf).
    The cut values are embedded as constants in the graph of the next pass,
    which routes every row through the candidate tree and returns, per
    candidate region, an exact count, exact bounds and value counts, and a new
@@ -69,8 +74,8 @@ Guarantees
   and repeated runs on the same input and partitioning give identical output.
 * Relaxed mode splits median ties as the local engine does: the first tied
   rows in input order go left. So when the client plans from complete
-  samples (the domain pass samples ``SAMPLE_ROWS * 64`` = 131,072 rows, so
-  smaller tables usually are), the top phase makes exactly the local
+  samples (the domain pass samples at least ``SAMPLE_ROWS * 64`` = 131,072
+  rows, so smaller tables usually are), the top phase makes exactly the local
   engine's cuts and the release equals the local engine's, whatever
   ``leaf_rows``, in both modes. On a larger table the medians and tie splits
   are estimated from samples, so leaves differ somewhat from the local
@@ -85,11 +90,15 @@ Sizes and limits
 * ``leaf_rows`` defaults to a tenth of one worker thread's memory divided by
   the measured in-memory size of a row (first partition), clipped to
   [1,000, 4,000,000]: a leaf is held about twice by the task that anonymizes it.
-* A top-phase pass reads only the QI columns; it decides up to six levels
-  of a balanced tree (plus one for branches that uneven cuts leave too big),
-  so ``n`` rows need about ``1 + log2(n / leaf_rows) / 6``
-  passes plus the shuffle (typically 2 or 3 passes). The first partition's
-  row size (for the default ``leaf_rows``) is measured alongside the domain
+* A top-phase pass reads only the QI columns. The domain pass's sample
+  (``SAMPLE_ROWS`` rows per expected leaf, at most ``2**10`` leaves: 2M rows
+  at the default) lets the first
+  region pass plan the whole tree (plus one level for branches that uneven
+  cuts leave too big); that pass's exact counts confirm it. So up to about
+  ``1,000 * leaf_rows`` rows take 2 passes plus the shuffle; a region a pass
+  leaves too big is sampled for six more levels the next pass. The first
+  partition's row size (for the default ``leaf_rows``, and its row count
+  when the table's size is not known) is measured alongside the domain
   pass. ``TopPlan.timings`` holds the wall time of every pass.
 * p2p buffers up to ``distributed.p2p.comm.buffer`` (1 GiB by default) per
   worker: with workers of a few GB or less, lower it (e.g. to an eighth of
@@ -158,6 +167,10 @@ __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "app
 #: Rows sampled per leaf the client expects to make; a region expected to
 #: split into 2**L leaves is sampled with 2**L times this many rows.
 SAMPLE_ROWS = 2048
+#: The domain pass samples ``SAMPLE_ROWS`` rows for each of up to 2**10 leaves
+#: the table is expected to make (2M rows, 80 MB of keys at the default), so
+#: the first region pass can plan that many leaves.
+_MAX_SAMPLE_LEVELS = 10
 _MAX_ROUNDS = 64
 _SPLIT_EVERY = 8
 # What rides along through the shuffle besides the data: the input position (as
@@ -227,20 +240,6 @@ def _row_bytes(meta: pd.DataFrame) -> float:
     return row
 
 
-def _row_bytes_future(client, ddf):
-    """Future of the first partition's in-memory bytes per row (None when it is empty).
-
-    Submitted before the domain pass, which it then runs alongside.
-    """
-    from dask import delayed
-
-    def measure(part):
-        rows = len(part)
-        return float(part.memory_usage(deep=True).sum()) / rows if rows else None
-
-    return client.compute(delayed(measure)(ddf.to_delayed()[0]))
-
-
 def default_leaf_rows(client, meta: pd.DataFrame, n_qis: int, row_bytes=None) -> int:
     """Leaf size from worker memory: a leaf's local run must fit one thread's share.
 
@@ -250,10 +249,13 @@ def default_leaf_rows(client, meta: pd.DataFrame, n_qis: int, row_bytes=None) ->
     Parquet writer. Clipped to [1,000, 4,000,000] rows.
     """
     per_thread = worker_memory_per_thread(client) if client is not None else None
+    return _leaf_rows_for(per_thread, row_bytes or _row_bytes(meta), n_qis)
+
+
+def _leaf_rows_for(per_thread: float | None, row_bytes: float, n_qis: int) -> int:
     if per_thread is None:
         per_thread = 2e9
-    row = row_bytes or _row_bytes(meta)
-    cost = 2 * row + 80 * n_qis
+    cost = 2 * row_bytes + 80 * n_qis
     return int(min(4_000_000, max(1_000, 0.1 * per_thread / cost)))
 
 
@@ -275,16 +277,94 @@ def _qi_partitions(ddf, qis):
     return ddf[qis].to_delayed(optimize_graph=True)
 
 
-def _domain_pass(client, ddf, opts: _Options, progress, sample_size):
+def _known_lengths(ddf) -> tuple | None:
+    """Rows of every partition when dask knows them without reading the data, else None.
+
+    Parquet footers and in-memory frames give them (the expression dask
+    itself uses for ``len``); anything else would need a pass over the data.
+    """
+    try:
+        from dask.dataframe.dask_expr._expr import Lengths, Literal
+
+        expr = Lengths(ddf.expr).optimize(fuse=False)
+    except Exception:  # noqa: BLE001 - a private API of dask: the probe is the fallback
+        return None
+    if isinstance(expr, Literal):
+        lengths = tuple(int(v) for v in expr.value)
+        if len(lengths) == ddf.npartitions:
+            return lengths
+    return None
+
+
+def _probe(part: pd.DataFrame):
+    """Rows of the first partition, and its in-memory bytes per row (None when empty)."""
+    rows = len(part)
+    return rows, float(part.memory_usage(deep=True).sum()) / rows if rows else None
+
+
+@dataclass(frozen=True)
+class _Sizing:
+    """The leaf size and the domain pass's sample, fixed before the pass samples.
+
+    The sample is the ``sample_size`` rows of smallest priority
+    (``SAMPLE_ROWS`` per leaf the table is expected to make, for at least
+    ``2**PlanConfig.max_levels`` leaves). A partition offers only its rows
+    below ``rate``, twice the share the estimated size asks for, so the
+    sample is exact unless the table is more than twice its estimate; a
+    wrong estimate costs sample rows (then a pass), never client memory.
+    """
+
+    leaf_rows: int
+    n_estimate: int
+    sample_size: int
+    rate: float
+
+
+def _expected_levels(n: float, leaf_rows: int, fill: float) -> int:
+    """Levels of a balanced tree cutting ``n`` rows into leaves of ``fill * leaf_rows``."""
+    return int(max(0.0, np.ceil(np.log2(max(n, 1.0) / (fill * leaf_rows)))))
+
+
+def _sizing(probe, n_known, n_partitions, leaf_rows, per_thread, meta_row_bytes, n_qis, k,
+            sample_rows) -> _Sizing:
+    """Size the domain pass's sample from the table's (estimated) size and the leaf size.
+
+    ``n_known`` is the exact row count when dask knows it, else the first
+    partition's rows times the number of partitions estimate it.
+    """
+    first_rows, row_bytes = probe if probe is not None else (0, None)
+    n_est = int(n_known) if n_known is not None else int(first_rows) * int(n_partitions)
+    if leaf_rows is None:
+        leaf_rows = _leaf_rows_for(per_thread, row_bytes or meta_row_bytes, n_qis)
+    leaf_rows = max(int(leaf_rows), 2 * k)
+    levels = _expected_levels(n_est, leaf_rows, PlanConfig.fill)
+    levels = min(_MAX_SAMPLE_LEVELS, max(PlanConfig.max_levels, levels))
+    size = int(sample_rows) * 2 ** levels
+    return _Sizing(leaf_rows, n_est, size, min(1.0, 2.0 * size / max(n_est, 1)))
+
+
+def _domain_pass(client, ddf, opts: _Options, progress, sample_rows: int):
+    """Pass 1: the global domain, the root's summary, and the leaf size."""
     from dask import delayed
 
+    lengths = _known_lengths(ddf)
+    probe = None
+    if lengths is None or opts.leaf_rows is None:
+        # The first partition, read alongside the pass, gives the row size of
+        # the default leaf_rows and, without known lengths, the table's size.
+        probe = delayed(_probe, pure=True)(ddf.to_delayed()[0])
+    per_thread = worker_memory_per_thread(client) if opts.leaf_rows is None else None
+    sizing = delayed(_sizing, pure=True)(
+        probe, None if lengths is None else sum(lengths), ddf.npartitions, opts.leaf_rows,
+        per_thread, _row_bytes(ddf._meta), len(opts.qis), opts.k, sample_rows)
     parts = _qi_partitions(ddf, opts.qis)
     sketch_d = delayed(domain_sketch, pure=True)
-    partials = [sketch_d(p, i, opts.qis, opts.kinds, sample_size) for i, p in enumerate(parts)]
-    merged = run(client, _tree_reduce(partials, merge_domain), progress,
-                 "pass 1: global domain")
-    return (*build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta),
-            merged.positional_index)
+    partials = [sketch_d(p, i, opts.qis, opts.kinds, sizing.sample_size, rate=sizing.rate)
+                for i, p in enumerate(parts)]
+    merged, sizing = run(client, [_tree_reduce(partials, merge_domain), sizing], progress,
+                         "pass 1: global domain")
+    domain, root = build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta)
+    return domain, root, merged.positional_index, sizing
 
 
 # -- step 2: the top phase ---------------------------------------------------------------------
@@ -385,8 +465,7 @@ def _region_sketch(df: pd.DataFrame, partition_number: int, spec: _PassSpec):
 
 
 def _sample_rate(n: float, cfg: PlanConfig, sample_rows: int) -> float:
-    levels = np.clip(np.ceil(np.log2(max(n, 1.0) / (cfg.fill * cfg.leaf_rows))), 0,
-                     cfg.max_levels)
+    levels = min(_expected_levels(n, cfg.leaf_rows, cfg.fill), cfg.max_levels)
     return float(min(1.0, sample_rows * 2.0 ** levels / max(n, 1.0)))
 
 
@@ -537,13 +616,10 @@ def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
         timings[label] = now - clock
         clock = now
 
-    row_bytes = None if opts.leaf_rows else _row_bytes_future(client, ddf)
-    domain, root, positional = _domain_pass(client, ddf, opts, progress,
-                                sample_rows * 2 ** PlanConfig.max_levels)
-    leaf_rows = opts.leaf_rows or default_leaf_rows(client, ddf._meta, len(opts.qis),
-                                                    row_bytes.result())
-    leaf_rows = max(leaf_rows, 2 * opts.k)
-    cfg = PlanConfig(opts.k, opts.mode == "relaxed", leaf_rows, opts.max_depth)
+    domain, root, positional, sizing = _domain_pass(client, ddf, opts, progress, sample_rows)
+    leaf_rows = sizing.leaf_rows
+    cfg = PlanConfig(opts.k, opts.mode == "relaxed", leaf_rows, opts.max_depth,
+                     sample_rows=sample_rows)
     lap("pass 1: domain (and leaf size)")
     if domain.n_rows == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")

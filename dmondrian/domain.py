@@ -2,8 +2,9 @@
 
 Each partition yields a :class:`DomainSketch` (row count; numeric and datetime
 key bounds; value counts of nominal, ordinal and hierarchy QIs; missing
-counts; a fixed-size row sample: the rows with the smallest priorities, with
-their input positions).
+counts; a row sample with the rows' input positions: the rows whose
+priority is below a rate, at most ``sample_size`` of them, those with the
+smallest priorities).
 Sketches merge associatively. The client turns the merged sketch into the
 :class:`~dmondrian.routing.GlobalDomain` (codes, scales) and the root
 region's exact :class:`~dmondrian.sketch.Summary`, so the first top-phase
@@ -53,8 +54,32 @@ def _positional(index: pd.Index) -> bool:
 
 
 def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
-                  sample_size: int) -> DomainSketch:
+                  sample_size: int, rate: float = 1.0) -> DomainSketch:
     """Domain sketch of one partition (``df`` holds at least the QI columns).
+
+    The sample holds the rows whose priority
+    (:func:`~dmondrian.routing.row_priority`, seed 1) is below ``rate``; past
+    ``sample_size`` rows, the ``sample_size`` smallest priorities. Merged
+    sketches keep the same rule, so the merged sample is uniform: the rows
+    below ``rate`` if at most ``sample_size`` are, else the ``sample_size``
+    smallest priorities over the whole table.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        One partition.
+    partition : int
+        Its partition number (fixes the rows' positions and priorities).
+    qis, kinds : list
+        QI column names and their :class:`~dmondrian.qi.QIKind`.
+    sample_size : int
+        Most sample rows kept.
+    rate : float, default 1.0
+        Sampling rate: the expected fraction of rows sampled.
+
+    Returns
+    -------
+    DomainSketch
 
     Examples
     --------
@@ -62,6 +87,8 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
     >>> sk = domain_sketch(df, 0, ["age", "sex"], ["numeric", "nominal"], 2)
     >>> sk.n, int(sk.missing[0]), sk.values[1].to_dict(), len(sk.sample)
     (3, 1, {'F': 2, 'M': 1}, 2)
+    >>> len(domain_sketch(df, 0, ["age", "sex"], ["numeric", "nominal"], 2, rate=0.0).sample)
+    0
     """
     d = len(qis)
     lo = np.full(d, K.MISSING_KEY, dtype=np.int64)
@@ -86,8 +113,9 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
             if present.size:
                 lo[j], hi[j] = present.min(), present.max()
     prio = row_priority(partition, len(df), seed=1)
-    take = np.arange(len(df)) if len(df) <= sample_size else np.argpartition(
-        prio, sample_size)[:sample_size]
+    take = np.flatnonzero(prio < rate)
+    if take.shape[0] > sample_size:
+        take = take[np.argpartition(prio[take], sample_size)[:sample_size]]
     sample = df[qis].iloc[take].reset_index(drop=True)
     return DomainSketch(len(df), lo, hi, missing, values, categories, sample, prio[take],
                         row_positions(partition, len(df))[take], sample_size,

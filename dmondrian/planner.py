@@ -36,7 +36,7 @@ from .routing import ALL_TIES, EXACT_KINDS, NO_TIES, GlobalDomain, slot_keys
 from .sketch import Summary
 
 __all__ = ["Cut", "PlanNode", "PlanConfig", "region_spans", "find_cut", "choose_cut",
-           "goes_left", "plan_subtree", "sizes_allowed"]
+           "goes_left", "plan_subtree", "planned_levels", "sizes_allowed"]
 
 
 @dataclass
@@ -70,14 +70,18 @@ class PlanConfig:
     #: Plan a child further only while its estimated size exceeds this fraction
     #: of leaf_rows, so sampling noise rarely leaves a leaf just above it.
     fill: float = 0.9
-    #: Most levels of a balanced tree one pass decides (the sample is sized for them).
+    #: Levels of a balanced tree a region pass samples a region for (the
+    #: domain pass samples for at least this many, more on a larger table).
     max_levels: int = 6
-    #: Levels a pass may plan beyond that, only for the branches that uneven
-    #: cuts (ties, few distinct values) leave too big: without them such a
-    #: branch costs one more pass over the data.
+    #: Levels a pass may plan beyond what the sample supports, only for the
+    #: branches that uneven cuts (ties, few distinct values) leave too big:
+    #: without them such a branch costs one more pass over the data.
     extra_levels: int = 1
     #: Fewest sample rows a region needs before the sample may decide its cut.
     min_sample: int = 64
+    #: Sample rows per expected leaf: a sample of ``m`` rows supports about
+    #: ``log2(m / sample_rows)`` levels of cuts.
+    sample_rows: int = 2048
 
 
 @dataclass
@@ -167,8 +171,14 @@ def _axis(summary: Summary, j: int, domain: GlobalDomain):
     n_present = summary.n - summary.missing[j]
     wp = w[~is_missing].sum()
     w = np.where(is_missing, 0.0, w * (n_present / wp if wp > 0 else 0.0))
-    values, inv = np.unique(row, return_inverse=True)
-    counts = np.bincount(inv.ravel(), weights=w, minlength=values.shape[0])
+    if w.shape[0] and w[0] == w.max() == w.min() and not is_missing.any():
+        # One weight for every row (a region's sample): counts by a plain
+        # sort, without the inverse permutation.
+        values, counts = np.unique(row, return_counts=True)
+        counts = counts * w[0]
+    else:
+        values, inv = np.unique(row, return_inverse=True)
+        counts = np.bincount(inv.ravel(), weights=w, minlength=values.shape[0])
     if summary.missing[j] > 0:
         if values[-1] != K.MISSING_KEY:
             values = np.append(values, K.MISSING_KEY)
@@ -295,23 +305,43 @@ def _exact_slots(keys: np.ndarray, domain: GlobalDomain) -> dict:
             for j in range(domain.d) if domain.kinds[j] in EXACT_KINDS}
 
 
+def planned_levels(summary: Summary, cfg: PlanConfig, complete: bool = False) -> int:
+    """Levels a pass plans below a region: those a balanced tree needs, at least one,
+    and no more than its sample supports (``cfg.sample_rows`` rows per expected
+    leaf) unless the sample is the whole region.
+
+    Examples
+    --------
+    >>> cfg = PlanConfig(min_size=5, relaxed=False, leaf_rows=1000, sample_rows=100)
+    >>> big = Summary.from_sample(np.zeros((1, 3200)), np.ones(3200), np.arange(3200),
+    ...                           1e6, {})
+    >>> planned_levels(big, cfg), planned_levels(big, cfg, complete=True)
+    (5, 11)
+    """
+    need = max(1.0, summary.n / (cfg.fill * cfg.leaf_rows))
+    levels = max(1, int(np.ceil(np.log2(need))))
+    if not complete:
+        m = max(1, summary.sample_keys.shape[1])
+        levels = min(levels, max(1, int(round(np.log2(m / cfg.sample_rows)))))
+    return levels
+
+
 def plan_subtree(summary: Summary, domain: GlobalDomain, cfg: PlanConfig, depth: int,
                  banned=(), levels: int | None = None) -> PlanNode:
     """Cut a region for up to ``levels`` levels, deeper levels decided on its sample.
 
     The root of the subtree uses ``summary`` (exact after a pass); its
     descendants use summaries estimated from the part of the sample they
-    receive. Planning goes ``cfg.extra_levels`` deeper than a balanced tree
-    would need, and below a node stops when it is estimated to fit in
+    receive. Planning goes :func:`planned_levels` deep plus
+    ``cfg.extra_levels``, and below a node stops when it is estimated to fit in
     ``cfg.fill * cfg.leaf_rows`` rows, when its sample gets too thin to be
     trusted, or at ``cfg.max_depth``. Every count used here is checked
     exactly by the next pass before a cut is kept.
     """
-    if levels is None:
-        need = max(1.0, summary.n / (cfg.fill * cfg.leaf_rows))
-        levels = int(min(cfg.max_levels, max(1, np.ceil(np.log2(need))))) + cfg.extra_levels
-    node = PlanNode(summary.n, summary)
     complete = summary.exact and summary.sample_keys.shape[1] == summary.n
+    if levels is None:
+        levels = planned_levels(summary, cfg, complete) + cfg.extra_levels
+    node = PlanNode(summary.n, summary)
     if (levels <= 0 or summary.n < 2 * cfg.min_size
             or (cfg.max_depth >= 0 and depth >= cfg.max_depth)
             or (not complete and summary.sample_keys.shape[1] < cfg.min_sample)):
@@ -320,7 +350,9 @@ def plan_subtree(summary: Summary, domain: GlobalDomain, cfg: PlanConfig, depth:
     if cut is None:
         return node
     node.cut = cut
-    keys, w, pos = summary.sample_keys, summary.sample_w, summary.sample_pos
+    # C order once, so each child's rows are gathered without copying the rest.
+    keys = np.ascontiguousarray(summary.sample_keys)
+    w, pos = summary.sample_w, summary.sample_pos
     left = goes_left(cut, keys, pos)
     exact_cut = (summary.exact and domain.kinds[cut.qi] in EXACT_KINDS
                  and cut.tie_before == NO_TIES and not complete)
@@ -329,8 +361,9 @@ def plan_subtree(summary: Summary, domain: GlobalDomain, cfg: PlanConfig, depth:
     for mask, n_exact in ((left, cut.n_left), (~left, summary.n - cut.n_left)):
         # Exact counts where the summary has them; otherwise the sample's share.
         n_side = n_exact if exact_cut or total_w == 0 else summary.n * w[mask].sum() / total_w
-        sk = keys[:, mask]
-        child = Summary.from_sample(sk, w[mask], pos[mask], n_side,
+        rows = np.flatnonzero(mask)  # gathers by index: cheaper than a boolean mask on 2-D
+        sk = keys.take(rows, axis=1)
+        child = Summary.from_sample(sk, w[rows], pos[rows], n_side,
                                     _exact_slots(sk, domain), exact=complete)
         if n_side > cfg.fill * cfg.leaf_rows:
             sides.append(plan_subtree(child, domain, cfg, depth + 1, (), levels - 1))

@@ -25,7 +25,7 @@ averaged together). Anything privacy depends on, the counts, is exact.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
@@ -57,6 +57,7 @@ class RegionSketch:
     sample_region: np.ndarray
     sample_weight: np.ndarray
     sample_pos: np.ndarray
+    _by_region: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_regions(self) -> int:
@@ -72,10 +73,19 @@ class RegionSketch:
             dense = np.zeros(s, dtype=np.float64)
             dense[cells[a:b] - r * s] = counts[a:b]
             hist[j] = dense
-        mine = self.sample_region == r
+        if self._by_region is None:
+            # Every region's sample rows, in sample order, found once: a mask per
+            # region would scan the whole sample for each of hundreds of regions.
+            # (Gathers from a C-ordered copy: column gathers of another layout
+            # copy the whole array first.)
+            order = np.argsort(self.sample_region, kind="stable")
+            starts = np.searchsorted(self.sample_region[order], np.arange(self.n_regions + 1))
+            self._by_region = (order, starts, np.ascontiguousarray(self.sample_keys))
+        order, starts, keys = self._by_region
+        mine = order[starts[r]:starts[r + 1]]
         return Summary(float(self.count[r]), self.lo[r].copy(), self.hi[r].copy(),
                        self.missing[r].astype(np.float64), hist,
-                       self.sample_keys[:, mine], self.sample_weight[mine],
+                       keys.take(mine, axis=1), self.sample_weight[mine],
                        self.sample_pos[mine], exact=True, d=d)
 
 
@@ -162,6 +172,25 @@ def _region_bounds(keys, region, n_regions, missing_key):
     return count, lo, hi, missing
 
 
+@njit(cache=True, nogil=True)
+def _key_bounds(keys, missing_key, lo, hi):
+    """Smallest and largest present key of every row of ``keys`` (into ``lo``, ``hi``);
+    returns the number of missing keys per row."""
+    d, m = keys.shape
+    n_missing = np.zeros(d, dtype=np.int64)
+    for j in range(d):
+        for i in range(m):
+            v = keys[j, i]
+            if v == missing_key:
+                n_missing[j] += 1
+            else:
+                if v < lo[j]:
+                    lo[j] = v
+                if v > hi[j]:
+                    hi[j] = v
+    return n_missing
+
+
 def merge_sketches(*sketches: RegionSketch) -> RegionSketch:
     """Combine the sketches of disjoint sets of rows (associative and commutative)."""
     first = sketches[0]
@@ -221,13 +250,9 @@ class Summary:
         lo = np.full(d, K.MISSING_KEY, dtype=np.int64)
         hi = np.full(d, _INT_MIN, dtype=np.int64)
         missing = np.zeros(d, dtype=np.float64)
-        for j in range(d):
-            row = keys[j]
-            is_missing = row == K.MISSING_KEY
-            missing[j] = ww[is_missing].sum()
-            present = row[~is_missing]
-            if present.size:
-                lo[j], hi[j] = present.min(), present.max()
+        n_missing = _key_bounds(keys, K.MISSING_KEY, lo, hi)
+        for j in np.flatnonzero(n_missing):
+            missing[j] = ww[keys[j] == K.MISSING_KEY].sum()
         hist = {j: np.bincount(s_row, weights=ww, minlength=s).astype(np.float64)
                 for j, (s_row, s) in exact_slots.items()}
         return cls(float(n), lo, hi, missing, hist, keys, w, pos, exact, d)

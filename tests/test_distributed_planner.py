@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from distributed_helpers import JOB_HIERARCHY
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -245,3 +246,135 @@ def test_leaf_order_is_a_lexsort_by_leaf_then_position(seed, n, n_leaves, runs):
     np.testing.assert_array_equal(ids, e_ids)
     np.testing.assert_array_equal(starts, e_starts)
     np.testing.assert_array_equal(counts, e_counts)
+
+
+# -- sample sizing: one region pass plans the whole tree ---------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 400), min_size=1, max_size=6), st.floats(0.0, 1.0),
+       st.integers(1, 300))
+def test_domain_sample_is_the_smallest_priorities_below_the_rate(sizes, rate, size):
+    # Whatever the partitioning, the merged sample is the `size` rows of smallest
+    # priority among those below `rate`: a uniform sample of known size.
+    from dmondrian.routing import row_priority
+
+    frames = [pd.DataFrame({"num": np.arange(n, dtype=np.int64)}) for n in sizes]
+    parts = [domain_sketch(f, i, ["num"], ["numeric"], size, rate=rate)
+             for i, f in enumerate(frames)]
+    merged = merge_domain(*parts)
+    prio = np.concatenate([row_priority(i, n, seed=1) for i, n in enumerate(sizes)])
+    pos = np.concatenate([row_positions(i, n) for i, n in enumerate(sizes)])
+    below = np.flatnonzero(prio < rate)
+    expected = below[np.argsort(prio[below], kind="stable")[:size]]
+    assert sorted(merged.positions.tolist()) == sorted(pos[expected].tolist())
+    assert merged.n == sum(sizes) and len(merged.sample) == len(expected)
+
+
+def test_sizing_samples_for_every_expected_leaf():
+    from dmondrian import distributed as D
+    from dmondrian.planner import PlanConfig
+
+    at_least = D.SAMPLE_ROWS * 2 ** PlanConfig.max_levels
+    small = D._sizing(None, 3_000, 5, 250, None, 64.0, 3, 4, D.SAMPLE_ROWS)
+    assert (small.sample_size, small.rate, small.leaf_rows) == (at_least, 1.0, 250)
+    # 100M rows in leaves of 393,667: 282 leaves of 0.9 * leaf_rows -> 2**9.
+    big = D._sizing(None, 100_000_000, 100, 393_667, None, 64.0, 5, 10, D.SAMPLE_ROWS)
+    assert big.sample_size == D.SAMPLE_ROWS * 2**9
+    assert big.rate == pytest.approx(2 * big.sample_size / 1e8)
+    # Capped at 2**_MAX_SAMPLE_LEVELS leaves, and leaves of at least 2k rows.
+    huge = D._sizing(None, 10**12, 100, 1_000, None, 64.0, 5, 10, D.SAMPLE_ROWS)
+    assert huge.sample_size == D.SAMPLE_ROWS * 2 ** D._MAX_SAMPLE_LEVELS
+    assert D._sizing(None, 10, 1, 3, None, 64.0, 1, 5, 64).leaf_rows == 10
+    # Unknown size: the first partition's rows times the partitions; its bytes
+    # per row set the default leaf size.
+    probed = D._sizing((1_000_000, 100.0), None, 100, None, 2e9, 64.0, 5, 10, D.SAMPLE_ROWS)
+    assert probed.n_estimate == 100_000_000
+    assert probed.leaf_rows == D._leaf_rows_for(2e9, 100.0, 5)
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client
+
+    with Client(processes=False, n_workers=1, threads_per_worker=2,
+                dashboard_address=":0") as c:
+        yield c
+
+
+def test_known_lengths_need_no_pass(tmp_path):
+    import dask.dataframe as dd
+    from dask import delayed
+
+    from dmondrian import distributed as D
+
+    df = pd.DataFrame({"a": np.arange(30), "b": ["x"] * 30})
+    df.iloc[:12].to_parquet(tmp_path / "p0.parquet")
+    df.iloc[12:].to_parquet(tmp_path / "p1.parquet")
+    assert D._known_lengths(dd.read_parquet(tmp_path)) == (12, 18)
+    assert D._known_lengths(dd.from_pandas(df, npartitions=3)) == (10, 10, 10)
+    unknown = dd.from_delayed([delayed(lambda: df)()], meta=df.iloc[:0], verify_meta=False)
+    assert D._known_lengths(unknown) is None
+
+
+@pytest.mark.parametrize("known", [True, False])
+def test_one_region_pass_plans_a_deep_tree(client, known):
+    # 100,000 rows in leaves of at most 500: about 2**8 leaves, two levels more
+    # than the old fixed sample (256 * 2**6 rows here) supported, so it took
+    # three passes. Sampled for 2**8 leaves, one region pass plans them all and
+    # its exact counts confirm them, whether the table's size is known or
+    # estimated from its first partition. (256 sample rows per leaf estimate
+    # a leaf's size within a few %; far fewer would leave some above 500.)
+    import dask.dataframe as dd
+    from dask import delayed
+    from distributed_helpers import CENSUS_QIS, make_census
+
+    from dmondrian import distributed as D
+
+    df = make_census(100_000, seed=8)
+    if known:
+        ddf = dd.from_pandas(df, npartitions=4)
+    else:
+        pieces = [delayed(lambda f: f, pure=True)(df.iloc[i:i + 25_000])
+                  for i in range(0, len(df), 25_000)]
+        ddf = dd.from_delayed(pieces, meta=df.iloc[:0], verify_meta=False)
+    top = D.plan(ddf, CENSUS_QIS, 10, leaf_rows=500, client=client, sample_rows=256)
+    assert top.passes == 2
+    assert top.n_leaves >= 2**7 and top.leaf_counts.sum() == len(df)
+    assert top.leaf_counts.max() <= 500 and top.leaf_counts.min() >= 10
+
+
+# -- cheaper passes: same results --------------------------------------------------------------
+
+
+def test_row_priority_is_splitmix_of_the_position():
+    from dmondrian.routing import row_priority
+
+    def reference(partition, n, seed):
+        with np.errstate(over="ignore"):
+            x = np.arange(n, dtype=np.uint64) ^ (np.uint64(partition << 32) ^ np.uint64(seed))
+            x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            x = (x ^ (x >> np.uint64(31))) + np.uint64(0x9E3779B97F4A7C15)
+        return (x >> np.uint64(11)).astype(np.float64) / 2.0**53
+
+    for partition, n, seed in [(0, 1000, 0), (7, 513, 1), (2**20, 64, 0), (3, 0, 1)]:
+        np.testing.assert_array_equal(row_priority(partition, n, seed), reference(partition, n,
+                                                                                   seed))
+
+
+@pytest.mark.parametrize("dtype", ["str", "object", "string[python]", "large_string[pyarrow]"])
+def test_nominal_keys_whatever_the_string_storage(dtype):
+    import pyarrow as pa
+
+    from dmondrian.errors import UnsupportedDtypeError
+    from dmondrian.routing import GlobalDomain
+
+    if dtype == "large_string[pyarrow]":
+        dtype = pd.ArrowDtype(pa.large_string())
+    dom = GlobalDomain(["c"], ["nominal"], np.array([K.KIND_NOMINAL]), np.array([2.0]),
+                       np.array([4]), [["", "a", "b"]], [None], 6)
+    col = pd.Series(["b", None, "", "a", "b", None], dtype=dtype, name="c")
+    assert encode_keys(col.to_frame(), dom).tolist() == [[2, 3, 0, 1, 2, 3]]
+    with pytest.raises(UnsupportedDtypeError, match="'zz'"):
+        encode_keys(pd.Series(["a", None, "zz"], dtype=dtype, name="c").to_frame(), dom)
