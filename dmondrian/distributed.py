@@ -1159,8 +1159,9 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, client=None, progre
         The plan that was applied (leaf sizes, number of passes, timings).
     """
     def build(top):
+        classes = [] if top.options.class_column is None else [top.options.class_column]
         sink = ParquetSink.create(path, _output_meta(ddf._meta, top), _label_columns(top),
-                                  write_options, storage_options)
+                                  write_options, storage_options, dictionary_columns=classes)
         return _write_parquet(ddf, top, sink, _distributed_shuffle())
 
     return _anonymize_and_write(ddf, quasi_identifiers, k, build, client=client,

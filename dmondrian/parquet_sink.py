@@ -19,6 +19,15 @@ Choices, and why:
   dictionary column by gathering the referenced labels, which costs as much
   as the rest of the write; and the lexicographic bounds of labels such as
   ``[25, 30]`` cannot prune a range query. Every other column keeps them.
+* Dictionary encoding (unless ``use_dictionary`` is given) for labels,
+  text and Categorical columns, not for the input's numbers and dates, which
+  are mostly distinct (ids, amounts, timestamps): for them the writer hashes
+  every value only to overflow the dictionary page and fall back to plain
+  encoding. Measured on a 278k-row output partition of the census benchmark
+  (``person_id``, ``income``, the index): 0.105 s and 5.90 MB with
+  dictionaries everywhere, 0.057 s and 5.73 MB without them on those three.
+  The class ids, with about one distinct value in k rows, keep theirs (the
+  file would grow 8 % without).
 * Files are named ``part.<i>.parquet`` like ``dask``'s, so
   ``dask.dataframe.read_parquet`` and ``pandas.read_parquet`` read the folder
   back, labels as Categoricals (as the local engine returns them).
@@ -65,7 +74,7 @@ class ParquetSink:
 
     @classmethod
     def create(cls, path, meta: pd.DataFrame, label_columns, write_options=None,
-               storage_options=None) -> ParquetSink:
+               storage_options=None, dictionary_columns=()) -> ParquetSink:
         """Prepare the folder ``path`` (any fsspec URL) for a release shaped like ``meta``.
 
         Parameters
@@ -82,6 +91,9 @@ class ParquetSink:
             ``row_group_size``, ``write_statistics``, ...).
         storage_options : dict, optional
             Keywords for the fsspec filesystem.
+        dictionary_columns : sequence, optional
+            Numeric columns to dictionary-encode all the same (few distinct
+            values, such as class ids).
 
         Returns
         -------
@@ -122,6 +134,9 @@ class ParquetSink:
                     pa.int32(), f.type.value_type, f.type.ordered)))
         if "write_statistics" not in options:
             options["write_statistics"] = [f.name for f in schema if f.type != LABEL_TYPE]
+        if "use_dictionary" not in options:
+            wanted = labels | {str(c) for c in dictionary_columns}
+            options["use_dictionary"] = [f.name for f in schema if _dictionary_pays(f, wanted)]
         return cls(fs, root, schema, write_index, options)
 
     def write(self, frame: pd.DataFrame, number: int) -> int:
@@ -130,6 +145,19 @@ class ParquetSink:
         with self.fs.open(f"{self.root}/part.{int(number)}.parquet", "wb") as fh:
             pq.write_table(table, fh, **self.options)
         return int(table.num_rows)
+
+
+def _dictionary_pays(f: pa.Field, wanted) -> bool:
+    """Whether a column is worth dictionary-encoding: labels, text, and ``wanted``.
+
+    Numbers and dates of the input (ids, amounts, timestamps) are mostly
+    distinct: the writer would hash every value, overflow the dictionary page
+    and fall back to plain encoding anyway.
+    """
+    if f.name in wanted or pa.types.is_dictionary(f.type):
+        return True
+    return not (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+                or pa.types.is_temporal(f.type))
 
 
 def empty_like(meta: pd.DataFrame, label_columns) -> pd.DataFrame:

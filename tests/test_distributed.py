@@ -247,6 +247,11 @@ def test_parquet_release_equals_the_lazy_release(client, tmp_path):
         stats = {n: meta.column(i).statistics for i, n in enumerate(names)}
         assert stats["age"] is None or not stats["age"].has_min_max
         assert stats["person_id"].has_min_max
+        # Dictionaries for labels and class ids, not for the input's distinct numbers.
+        encodings = {n: meta.column(i).encodings for i, n in enumerate(names)}
+        assert any("DICTIONARY" in e for e in encodings["age"])
+        assert any("DICTIONARY" in e for e in encodings["cls"])
+        assert not any("DICTIONARY" in e for e in encodings["person_id"])
     back = pd.read_parquet(tmp_path / "out").sort_index()
     assert isinstance(back["age"].dtype, pd.CategoricalDtype)
     _same_values(back[list(lazy.columns)], lazy)
