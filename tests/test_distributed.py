@@ -258,6 +258,20 @@ def test_parquet_release_equals_the_lazy_release(client, tmp_path):
     assert len(dd.read_parquet(tmp_path / "out").compute()) == len(df)
 
 
+@pytest.mark.parametrize("method", ["tasks", "disk"])
+def test_every_shuffle_sends_rows_to_the_planned_partition(client, method):
+    """The task and disk shuffles read the routed partition numbers as p2p does."""
+    import dask
+
+    ddf = dd.from_pandas(make_census(8000, seed=21), npartitions=4)
+    top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=500, client=client, class_column="cls")
+    assert len(top.bins) > 4
+    expected = _collect(D.apply_plan(ddf, top, "p2p"))
+    with dask.config.set(scheduler="sync"):
+        got = _collect(D.apply_plan(ddf, top, method))
+    pd.testing.assert_frame_equal(got, expected)
+
+
 def test_adversarial_partition_layouts(client):
     df = make_census(12_000, seed=6)
     k, leaf_rows = 8, 1500
