@@ -34,7 +34,14 @@ that fit in memory ("leaves") are handed to the local engine.
    partitions). A candidate cut leaving a side with fewer than ``k`` rows is
    undone (its regions merged back, that QI not tried again there).
    Approximation may cost information, never privacy: every kept cut is
-   checked on exact counts.
+   checked on exact counts. When the domain pass's sample planned the whole
+   tree, :func:`anonymize_to_parquet` skips that counting pass: the shuffle
+   pass counts every input partition's leaves as it routes them, and a
+   verdict on the summed counts (:func:`_settle`), which every output
+   partition waits for, undoes the disallowed cuts the same way (the leaves
+   of an undone cut, all in one output partition, are cut again as one).
+   Should an undone cut span output partitions, nothing is written and the
+   counting pass runs after all.
 3. **Shuffle.** Every row is routed to its leaf (a compiled walk down the
    cut tree, :mod:`dmondrian.routing`), leaves are packed into output
    partitions of at most ``leaf_rows`` rows (runs of consecutive leaf ids),
@@ -522,7 +529,8 @@ class TopPlan:
     bins : list of list of int
         Leaf ids of every output partition.
     passes : int
-        Passes over the data made by the top phase (domain pass included).
+        Passes over the data made by the top phase (domain pass included); the
+        shuffle pass of :func:`anonymize_to_parquet` may do the last one's counting.
     leaf_rows : int
         The leaf size used.
     timings : dict
@@ -551,6 +559,12 @@ class TopPlan:
     #: Every input partition's index is 0..n-1: the shuffle ships no index column
     #: (the position restores it).
     positional_index: bool = False
+    #: Whether ``leaf_counts`` are exact. False only for a plan whose counts are
+    #: left to the shuffle pass (:func:`_write_parquet_counting`); such a plan
+    #: cannot be applied lazily.
+    counted: bool = True
+    #: Cuts of the candidate tree that the exact counts undid in the shuffle pass.
+    undone_cuts: int = 0
 
     @property
     def n_leaves(self) -> int:
@@ -585,12 +599,14 @@ def _pack_bins(counts: np.ndarray, leaf_rows: int) -> list:
 def plan(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="strict",
          max_depth=None, hierarchies=None, qi_kinds=None, class_column=None,
          generalization="range", progress=None, sample_rows=SAMPLE_ROWS, l=None,  # noqa: E741
-         l_kind="distinct", c=None, t=None, sensitive=None, constraints=None) -> TopPlan:
+         l_kind="distinct", c=None, t=None, sensitive=None, constraints=None,
+         _defer_counts=False) -> TopPlan:
     """Run the domain pass and the top phase; return the cut tree (steps 1-2).
 
     Parameters are those of :func:`anonymize`; ``sample_rows`` sets the
     sample size per expected leaf (larger: more accurate medians, bigger
-    sketches). The passes run now, on the resolved cluster.
+    sketches). The passes run now, on the resolved cluster. (``_defer_counts``
+    is :func:`anonymize_to_parquet`'s: see :func:`_write_parquet_counting`.)
 
     Returns
     -------
@@ -602,12 +618,14 @@ def plan(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="strict
                                constraints=constraints))
     cluster_client, owned = resolve_client(client)
     try:
-        return _plan(cluster_client, ddf, opts, progress, int(sample_rows))
+        return _plan(cluster_client, ddf, opts, progress, int(sample_rows),
+                     defer_counts=_defer_counts)
     finally:
         release(owned)
 
 
-def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
+def _plan(client, ddf, opts: _Options, progress, sample_rows: int,
+          defer_counts: bool = False) -> TopPlan:
     timings, clock = {}, time.perf_counter()
 
     def lap(label):
@@ -632,6 +650,7 @@ def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
                 and (opts.max_depth < 0 or nd.depth < opts.max_depth))
 
     passes, open_ = 1, [j for j in [0] if needs_cut(j)]
+    counted = True
     while open_ and passes <= _MAX_ROUNDS:
         roots = []
         for j in open_:
@@ -642,6 +661,12 @@ def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
                 _graft(nodes, j, sub)
                 roots.append(j)
         if not roots:
+            break
+        if (defer_counts and passes == 1 and opts.sensitive is None
+                and not any(needs_cut(j) for j in _leaves(nodes))):
+            # The domain sample planned the whole tree: its exact counts can
+            # come from the shuffle pass itself (the plan is then uncounted).
+            counted = False
             break
         leaves = _leaves(nodes)
         passes += 1
@@ -664,12 +689,12 @@ def _plan(client, ddf, opts: _Options, progress, sample_rows: int) -> TopPlan:
                                                    progress), sens)
         lap("sensitive passes")
     leaves = _leaves(nodes)
-    counts = np.asarray([int(nodes[j].n) for j in leaves], dtype=np.int64)
+    counts = np.asarray([int(round(nodes[j].n)) for j in leaves], dtype=np.int64)
     depths = np.asarray([nodes[j].depth for j in leaves], dtype=np.int64)
     return TopPlan(domain, _cut_tree(nodes, leaves), counts, depths,
                    _pack_bins(counts, leaf_rows), passes, leaf_rows, opts,
                    list(ddf.columns), ddf._meta.index.name, sens, timings,
-                   cores_per_worker(client), positional)
+                   cores_per_worker(client), positional, counted)
 
 
 # -- step 2b: sensitive constraints on exact leaf histograms ------------------------------------
@@ -818,12 +843,12 @@ def _label_columns(top: TopPlan) -> list:
             if opts.generalization == "range" or kind not in numbers]
 
 
-def _release_bin(frame: pd.DataFrame, ids, starts, top: TopPlan) -> pd.DataFrame:
+def _release_bin(frame: pd.DataFrame, ids, starts, depths, top: TopPlan) -> pd.DataFrame:
     """The local engine on every leaf of one output partition, in one call.
 
     ``frame`` holds the partition's QI columns (and the sensitive one), rows
-    grouped by leaf in input order; leaf ``ids[i]`` starts at row
-    ``starts[i]``. The bin is encoded once and the kernel cuts each leaf as
+    grouped by leaf in input order; leaf ``ids[i]``, ``depths[i]`` cuts below
+    the root, starts at row ``starts[i]``. The bin is encoded once and the kernel cuts each leaf as
     its own root (:func:`dmondrian.local.partition`'s ``roots``), ``depth``
     cuts below the table's root: leaves never mix, and each is cut exactly as
     a run of the local engine on it alone would cut it (codes keep the global
@@ -840,7 +865,7 @@ def _release_bin(frame: pd.DataFrame, ids, starts, top: TopPlan) -> pd.DataFrame
         # (t-closeness), not its own.
         privacy = KernelPrivacy(base.ip, base.fp, base.q, top.sensitive.codes(
             frame[opts.sensitive]))
-    roots = np.column_stack([starts, top.leaf_depths[ids]]).astype(np.int64)
+    roots = np.column_stack([starts, depths]).astype(np.int64)
     qi_frame = _restore_dtypes(pd.DataFrame({q: frame[q] for q in opts.qis}, copy=False), top)
     # The thread count (numba's, per thread) sizes the kernel and the local
     # engine's per-column thread pools alike: one worker core, one thread.
@@ -903,25 +928,30 @@ def _as_strings(column: pd.Series) -> pd.Series:
     return pd.Series(pd.arrays.ArrowStringArray(values), index=column.index, name=column.name)
 
 
-def _bin_frame(df: pd.DataFrame, top: TopPlan, partition_info) -> pd.DataFrame | None:
+def _bin_frame(df: pd.DataFrame, top: TopPlan, partition_info,
+               verdict: _Verdict | None = None) -> pd.DataFrame | None:
     """One output partition's rows, anonymized, in leaf then input order.
 
     Every column keeps its input dtype but the published ones (labels as
     Categoricals, ``generalization`` numbers, the class column). None when
     the partition is empty. Only the QI columns go through the engine; the
     other columns (maybe wide) are reordered once and never copied again.
+    An uncounted plan comes with the ``verdict`` of its exact counts.
     """
+    if verdict is None and not top.counted:
+        raise RuntimeError("dmondrian: an uncounted plan needs its verdict")
+    exact = top.leaf_counts if verdict is None else verdict.counts
     b = partition_info["number"] if partition_info else None
     expected = top.bins[b] if b is not None else []
     positions = df.index.to_numpy(dtype=np.int64)
     order, ids, starts, counts = leaf_order(df[_LEAF].to_numpy(dtype=np.int64), positions,
                                             top.n_leaves)
-    if ids.tolist() != list(expected) or not np.array_equal(counts, top.leaf_counts[ids]):
-        # A leaf cut short would publish classes the top phase never counted.
+    if ids.tolist() != list(expected) or not np.array_equal(counts, exact[ids]):
+        # A leaf cut short would publish classes that were never counted.
         raise RuntimeError(
             f"dmondrian: output partition {b} received leaves {ids.tolist()} with "
             f"{counts.tolist()} rows; expected leaves {list(expected)} with "
-            f"{top.leaf_counts[expected].tolist()} rows. Refusing to publish.")
+            f"{exact[expected].tolist()} rows. Refusing to publish.")
     if len(df) == 0:
         return None
     internal = _internal_names(top)
@@ -931,7 +961,12 @@ def _bin_frame(df: pd.DataFrame, top: TopPlan, partition_info) -> pd.DataFrame |
              else frame.pop(_INDEX).to_numpy())
     frame.columns = top.columns
     frame.index = pd.Index(index, name=top.index_name)
-    published = _release_bin(frame, ids, starts, top)
+    depths = top.leaf_depths[ids]
+    if verdict is not None:
+        # Leaves whose cut the exact counts undid are cut again as one root.
+        keep = np.flatnonzero(np.diff(verdict.root[ids], prepend=-1) != 0)
+        ids, starts, depths = verdict.root[ids][keep], starts[keep], verdict.depth[ids][keep]
+    published = _release_bin(frame, ids, starts, depths, top)
     for col in published.columns:
         frame[col] = published[col].array
     return frame
@@ -967,15 +1002,22 @@ def _shuffled(ddf, top: TopPlan, shuffle_method):
     """The routed rows moved to their output partitions, and the plan as a graph constant."""
     from dask import delayed
 
+    if not top.counted:
+        raise ParameterError("top", "this plan's leaf counts are not exact yet; only "
+                                    "anonymize_to_parquet can apply it")
     spec = delayed(top, traverse=False, name=f"dmondrian-plan-{uuid.uuid4().hex}")
+    routed = ddf.map_partitions(_attach_leaf, spec, meta=_routed_meta(ddf, top))
+    return _shuffle_to_bins(routed, len(top.bins), shuffle_method), spec
+
+
+def _routed_meta(ddf, top: TopPlan) -> pd.DataFrame:
     routed_meta = ddf._meta.set_axis(_internal_names(top), axis=1)
     if not top.positional_index:
         routed_meta[_INDEX] = ddf._meta.index
     routed_meta[_LEAF] = np.zeros(0, dtype=top.leaf_dtype)
     routed_meta[_BIN] = np.zeros(0, dtype=np.int64)
     routed_meta.index = pd.Index(np.zeros(0, dtype=np.int64))
-    routed = ddf.map_partitions(_attach_leaf, spec, meta=routed_meta)
-    return _shuffle_to_bins(routed, len(top.bins), shuffle_method), spec
+    return routed_meta
 
 
 def _shuffle_to_bins(routed, n_bins: int, shuffle_method):
@@ -1012,10 +1054,10 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
 
 
 def _write_bin(df: pd.DataFrame, top: TopPlan, sink: ParquetSink, meta: pd.DataFrame,
-               partition_info=None) -> pd.DataFrame:
+               partition_info=None, verdict=None) -> pd.DataFrame:
     """Anonymize one output partition and write it; return its row count."""
     labels = _label_columns(top)
-    frame = _bin_frame(df, top, partition_info)
+    frame = _bin_frame(df, top, partition_info, verdict)
     if frame is None:
         frame = empty_like(meta, labels)
     frame = frame[list(meta.columns)]
@@ -1031,11 +1073,124 @@ def _write_parquet(ddf, top: TopPlan, sink: ParquetSink, shuffle_method):
     """The lazy graph that anonymizes every output partition and writes it with ``sink``."""
     from dask import delayed
 
+    if not top.counted:
+        return _write_parquet_counting(ddf, top, sink, shuffle_method)
     shuffled, spec = _shuffled(ddf, top, shuffle_method)
     sink_d = delayed(sink, traverse=False, name=f"dmondrian-sink-{uuid.uuid4().hex}")
     return shuffled.map_partitions(_write_bin, spec, sink_d, _output_meta(ddf._meta, top),
                                    meta=pd.DataFrame({"rows": np.zeros(0, dtype=np.int64)}),
                                    clear_divisions=True)
+
+
+# -- step 3b: exact counts from the shuffle pass itself -----------------------------------------
+
+
+class _Recount(Exception):
+    """The exact counts undid a cut the output partitions cannot undo alone."""
+
+
+@dataclass
+class _Verdict:
+    """The exact counts of an uncounted plan, and the cuts they keep.
+
+    ``counts[i]`` is candidate leaf ``i``'s exact row count; ``root[i]`` the
+    first candidate leaf of the leaf it ends in (itself, unless a cut above it
+    was undone) and ``depth[i]`` that leaf's depth.
+    """
+
+    counts: np.ndarray
+    root: np.ndarray
+    depth: np.ndarray
+    undone: int
+
+
+def _leaf_counts(routed: pd.DataFrame, n_leaves: int) -> np.ndarray:
+    return np.bincount(routed[_LEAF].to_numpy(dtype=np.int64), minlength=n_leaves)
+
+
+def _sum_counts(*parts) -> np.ndarray:
+    return np.sum(parts, axis=0)
+
+
+def _settle(counts: np.ndarray, top: TopPlan) -> _Verdict:
+    """Check every cut of the candidate tree on exact counts (``_keep_allowed_cuts``).
+
+    A disallowed cut is undone, from the root down; its leaves become one.
+    That is done by the output partition holding them, so a disallowed cut
+    whose leaves lie in several partitions, or a partition holding far more
+    rows than planned, raises :class:`_Recount` before anything is written.
+    """
+    tree, k = top.tree, top.options.k
+    m = tree.qi.shape[0]
+    sub = np.zeros(m, dtype=np.int64)
+    first = np.zeros(m, dtype=np.int64)
+    last = np.zeros(m, dtype=np.int64)
+    # Children have larger node numbers than their parent (preorder).
+    for i in range(m - 1, -1, -1):
+        if tree.qi[i] < 0:
+            sub[i] = counts[tree.leaf[i]]
+            first[i] = last[i] = tree.leaf[i]
+        else:
+            lt, rt = tree.left[i], tree.right[i]
+            sub[i] = sub[lt] + sub[rt]
+            first[i], last[i] = first[lt], last[rt]
+    root = np.arange(top.n_leaves, dtype=np.int64)
+    depth = top.leaf_depths.copy()
+    bin_of = top.bin_of_leaf
+    undone, stack = 0, [(0, 0)]
+    while stack:
+        i, level = stack.pop()
+        if tree.qi[i] < 0:
+            continue
+        lt, rt = tree.left[i], tree.right[i]
+        if sizes_allowed(sub[lt], sub[rt], k):
+            stack.extend(((lt, level + 1), (rt, level + 1)))
+            continue
+        if bin_of[first[i]] != bin_of[last[i]]:
+            raise _Recount(f"a cut with {sub[lt]} | {sub[rt]} rows spans output partitions")
+        undone += 1
+        root[first[i]:last[i] + 1] = first[i]
+        depth[first[i]:last[i] + 1] = level
+    per_bin = np.bincount(bin_of, weights=counts, minlength=len(top.bins))
+    if per_bin.max() > 2 * top.leaf_rows:
+        raise _Recount(f"an output partition holds {int(per_bin.max())} rows, "
+                       f"over twice leaf_rows={top.leaf_rows}")
+    return _Verdict(np.asarray(counts, dtype=np.int64), root, depth, undone)
+
+
+def _write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method):
+    """Write an uncounted plan: the shuffle pass counts its leaves exactly on the way.
+
+    Each input partition is routed once; its leaf counts are summed (tree
+    reduction) into a verdict (:func:`_settle`) that every output partition
+    waits for. The counts are complete when the shuffle's inputs are, so no
+    output partition waits longer or holds more memory; it then checks what
+    it received against the exact counts, as after a counting pass. This
+    saves the top phase's last pass, which only counted.
+
+    Returns
+    -------
+    list of dask.delayed.Delayed
+        One row-count frame per output partition, then the verdict.
+    """
+    import dask.dataframe as dd
+    from dask import delayed
+
+    spec = delayed(top, traverse=False, name=f"dmondrian-plan-{uuid.uuid4().hex}")
+    sink_d = delayed(sink, traverse=False, name=f"dmondrian-sink-{uuid.uuid4().hex}")
+    attach = delayed(_attach_leaf, pure=True)
+    # Delayed routed partitions, so that the counts and the shuffle share them.
+    routed = [attach(p, spec, {"number": i})
+              for i, p in enumerate(ddf.to_delayed(optimize_graph=True))]
+    count = delayed(_leaf_counts, pure=True)
+    totals = _tree_reduce([count(r, top.n_leaves) for r in routed], _sum_counts)
+    verdict = delayed(_settle, pure=True)(totals, spec)
+    routed_ddf = dd.from_delayed(routed, meta=_routed_meta(ddf, top), verify_meta=False)
+    shuffled = _shuffle_to_bins(routed_ddf, len(top.bins), shuffle_method)
+    write = delayed(_write_bin, pure=True)
+    meta = _output_meta(ddf._meta, top)
+    return [*(write(part, spec, sink_d, meta, {"number": b}, verdict)
+              for b, part in enumerate(shuffled.to_delayed(optimize_graph=True))), verdict]
 
 
 # -- entry points ------------------------------------------------------------------------------
@@ -1117,13 +1272,25 @@ def _distributed_shuffle() -> str:
 
 
 def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, client, progress, label,
-                         **options) -> TopPlan:
+                         defer_counts=False, **options) -> TopPlan:
     c, owned = resolve_client(client)
     try:
-        top = plan(ddf, quasi_identifiers, k, client=c, progress=progress, **options)
+        top = plan(ddf, quasi_identifiers, k, client=c, progress=progress,
+                   _defer_counts=defer_counts, **options)
         start = time.perf_counter()
-        result = run(c, build(top), progress, label)
+        try:
+            result = run(c, build(top), progress, label)
+        except _Recount:
+            # Rare: the sample misjudged a cut the output partitions cannot
+            # undo alone. Nothing was written; count in a pass of its own.
+            top = plan(ddf, quasi_identifiers, k, client=c, progress=progress, **options)
+            result = run(c, build(top), progress, label)
         top.timings["route, shuffle, anonymize, write"] = time.perf_counter() - start
+        if not top.counted:
+            verdict = result.pop()
+            top.leaf_counts, top.leaf_depths = verdict.counts, verdict.depth
+            top.counted, top.undone_cuts = True, verdict.undone
+            result = pd.concat(result)
         if isinstance(result, pd.DataFrame) and int(result["rows"].sum()) != top.domain.n_rows:
             raise RuntimeError(f"dmondrian: wrote {int(result['rows'].sum())} rows of "
                                f"{top.domain.n_rows}")
@@ -1166,7 +1333,8 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, client=None, progre
 
     return _anonymize_and_write(ddf, quasi_identifiers, k, build, client=client,
                                 progress=progress,
-                                label=f"pass: shuffle, anonymize, write {path}", **options)
+                                label=f"pass: shuffle, anonymize, write {path}",
+                                defer_counts=True, **options)
 
 
 def anonymize_to_csv(ddf, path, quasi_identifiers, k, *, client=None, progress=None,

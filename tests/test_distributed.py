@@ -272,6 +272,127 @@ def test_every_shuffle_sends_rows_to_the_planned_partition(client, method):
     pd.testing.assert_frame_equal(got, expected)
 
 
+def test_parquet_writer_counts_leaves_in_the_shuffle_pass(client, tmp_path, monkeypatch):
+    """One top pass: the leaves are counted exactly while the rows are routed, once."""
+    df = make_census(20000, seed=23)
+    ddf = dd.from_pandas(df, npartitions=5)
+    options = dict(leaf_rows=1500, class_column="cls", client=client)
+    counted = D.plan(ddf, CENSUS_QIS, 10, **options)
+    lazy = _collect(D.apply_plan(ddf, counted))
+    calls = tmp_path / "calls"
+    route = D._attach_leaf
+
+    def logged(*args, **kwargs):
+        with open(calls, "a") as fh:
+            fh.write("x")
+        return route(*args, **kwargs)
+
+    monkeypatch.setattr(D, "_attach_leaf", logged)
+    top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 10, **options)
+    assert counted.passes == 2 and top.passes == 1
+    assert calls.read_text() == "x" * ddf.npartitions  # routed once, counted and shuffled
+    assert top.counted and top.undone_cuts == 0
+    np.testing.assert_array_equal(top.leaf_counts, counted.leaf_counts)
+    back = pd.read_parquet(tmp_path / "out").sort_index()
+    _same_values(back[list(lazy.columns)], lazy)
+
+
+def test_uncounted_plan_cannot_be_applied_lazily(client):
+    ddf = dd.from_pandas(make_census(6000, seed=24), npartitions=3)
+    top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=800, client=client, _defer_counts=True)
+    assert not top.counted
+    with pytest.raises(errors.ParameterError, match="not exact"):
+        D.apply_plan(ddf, top)
+
+
+def _uncounted(client, one_bin):
+    ddf = dd.from_pandas(make_census(6000, seed=25), npartitions=3)
+    top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=800, client=client, _defer_counts=True)
+    if one_bin:
+        top.bins, top.leaf_rows = [list(range(top.n_leaves))], 10**9
+    return ddf, top
+
+
+def _sibling_leaves(tree):
+    """A cut whose two sides are single leaves: (node, left leaf, right leaf)."""
+    for i in range(len(tree.qi)):
+        lt, rt = tree.left[i], tree.right[i]
+        if tree.qi[i] >= 0 and tree.qi[lt] < 0 and tree.qi[rt] < 0:
+            return i, int(tree.leaf[lt]), int(tree.leaf[rt])
+    raise AssertionError("no such cut")
+
+
+def test_exact_counts_undo_a_cut_inside_an_output_partition(client):
+    ddf, top = _uncounted(client, one_bin=True)
+    assert D._settle(top.leaf_counts, top).undone == 0
+    _, a, b = _sibling_leaves(top.tree)
+    counts = top.leaf_counts.copy()
+    counts[b] = top.options.k - 1  # the sample misjudged this side
+    verdict = D._settle(counts, top)
+    assert verdict.undone == 1
+    assert verdict.root[a] == verdict.root[b] == a
+    assert verdict.depth[a] == top.leaf_depths[a] - 1
+    others = np.setdiff1d(np.arange(top.n_leaves), [a, b])
+    np.testing.assert_array_equal(verdict.root[others], others)
+
+
+def test_exact_counts_refuse_what_one_partition_cannot_undo(client):
+    ddf, top = _uncounted(client, one_bin=False)
+    _, a, b = _sibling_leaves(top.tree)
+    top.bins = [[i] for i in range(top.n_leaves)]
+    counts = top.leaf_counts.copy()
+    counts[b] = 0
+    with pytest.raises(D._Recount, match="spans output partitions"):
+        D._settle(counts, top)
+    counts = top.leaf_counts.copy()
+    counts[a] = 3 * top.leaf_rows
+    with pytest.raises(D._Recount, match="over twice leaf_rows"):
+        D._settle(counts, top)
+
+
+def test_merged_leaves_are_cut_again_as_one(client):
+    """A partition given a verdict that undid a cut runs the kernel on the union."""
+    ddf, top = _uncounted(client, one_bin=True)
+    df = ddf.compute()
+    routed = pd.concat([D._attach_leaf(p, top, {"number": i})
+                        for i, p in enumerate(ddf.partitions[j].compute()
+                                              for j in range(ddf.npartitions))])
+    counts = np.bincount(routed["__dm_leaf"].to_numpy(dtype=np.int64), minlength=top.n_leaves)
+    node, a, b = _sibling_leaves(top.tree)
+    top.options = top.options.__class__(**{**top.options.__dict__, "class_column": "cls"})
+    k = top.options.k
+    verdict = D._settle(counts, top)
+    forced = D._Verdict(counts, verdict.root.copy(), verdict.depth.copy(), 1)
+    forced.root[[a, b]], forced.depth[[a, b]] = a, top.leaf_depths[a] - 1
+    out = D._bin_frame(routed, top, {"number": 0}, forced)
+    assert len(out) == len(df)
+    sizes = out.groupby("cls").size()
+    assert sizes.min() >= k
+    leaf_of_row = pd.Series(routed["__dm_leaf"].to_numpy(),
+                            index=routed["__dm_index"].to_numpy()).loc[out.index].to_numpy()
+    merged = np.isin(leaf_of_row, [a, b])
+    assert merged.sum() == counts[a] + counts[b]
+    # The union is one leaf, whose classes carry the first leaf's id.
+    assert set(out["cls"].to_numpy()[merged] >> 32) == {a}
+    assert set(out["cls"].to_numpy()[~merged] >> 32) == set(leaf_of_row[~merged])
+    _assert_valid(df, out.sort_index(), CENSUS_QIS, k)
+
+
+def test_writer_falls_back_to_a_counting_pass(client, tmp_path, monkeypatch):
+    ddf = dd.from_pandas(make_census(8000, seed=26), npartitions=4)
+    options = dict(leaf_rows=900, class_column="cls", client=client)
+    lazy = _collect(D.anonymize(ddf, CENSUS_QIS, 5, **options))
+
+    def refuse(counts, top):
+        raise D._Recount("forced by the test")
+
+    monkeypatch.setattr(D, "_settle", refuse)
+    top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 5, **options)
+    assert top.passes == 2 and top.counted
+    back = pd.read_parquet(tmp_path / "out").sort_index()
+    _same_values(back[list(lazy.columns)], lazy)
+
+
 def test_adversarial_partition_layouts(client):
     df = make_census(12_000, seed=6)
     k, leaf_rows = 8, 1500
