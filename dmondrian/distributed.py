@@ -942,7 +942,8 @@ def _bin_frame(df: pd.DataFrame, top: TopPlan, partition_info,
         raise RuntimeError("dmondrian: an uncounted plan needs its verdict")
     exact = top.leaf_counts if verdict is None else verdict.counts
     b = partition_info["number"] if partition_info else None
-    expected = top.bins[b] if b is not None else []
+    # A candidate leaf of an uncounted plan may hold no row: it cannot arrive.
+    expected = [i for i in top.bins[b] if exact[i] > 0] if b is not None else []
     positions = df.index.to_numpy(dtype=np.int64)
     order, ids, starts, counts = leaf_order(df[_LEAF].to_numpy(dtype=np.int64), positions,
                                             top.n_leaves)
@@ -980,8 +981,13 @@ def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
         return meta
     for q in _label_columns(top):
         frame[q] = _as_strings(frame[q])
+    return _conform(frame, meta)
+
+
+def _conform(frame: pd.DataFrame, meta: pd.DataFrame, keep=()) -> pd.DataFrame:
+    """``frame``'s columns in ``meta``'s order and dtypes, but the columns in ``keep``."""
     frame = frame[list(meta.columns)]
-    mismatched = {c: t for c, t in meta.dtypes.items() if frame[c].dtype != t}
+    mismatched = {c: t for c, t in meta.dtypes.items() if c not in keep and frame[c].dtype != t}
     return frame.astype(mismatched) if mismatched else frame
 
 
@@ -1060,11 +1066,8 @@ def _write_bin(df: pd.DataFrame, top: TopPlan, sink: ParquetSink, meta: pd.DataF
     frame = _bin_frame(df, top, partition_info, verdict)
     if frame is None:
         frame = empty_like(meta, labels)
-    frame = frame[list(meta.columns)]
-    mismatched = {c: t for c, t in meta.dtypes.items()
-                  if c not in labels and frame[c].dtype != t}
-    if mismatched:
-        frame = frame.astype(mismatched)
+    # Labels stay Categoricals: the sink writes them as Parquet dictionaries.
+    frame = _conform(frame, meta, keep=labels)
     number = partition_info["number"] if partition_info else 0
     return pd.DataFrame({"rows": [sink.write(frame, number)]})
 

@@ -378,6 +378,23 @@ def test_merged_leaves_are_cut_again_as_one(client):
     _assert_valid(df, out.sort_index(), CENSUS_QIS, k)
 
 
+def test_a_candidate_leaf_without_rows_is_not_awaited(client):
+    """A leaf the exact counts find empty is merged, and its partition does not wait for it."""
+    ddf, top = _uncounted(client, one_bin=True)
+    routed = pd.concat([D._attach_leaf(ddf.partitions[j].compute(), top, {"number": j})
+                        for j in range(ddf.npartitions)])
+    _, a, b = _sibling_leaves(top.tree)
+    routed = routed[routed["__dm_leaf"] != b]  # as if the sample had misjudged leaf b
+    counts = np.bincount(routed["__dm_leaf"].to_numpy(dtype=np.int64), minlength=top.n_leaves)
+    verdict = D._settle(counts, top)
+    assert counts[b] == 0 and verdict.root[b] == verdict.root[a]
+    out = D._bin_frame(routed, top, {"number": 0}, verdict)
+    assert len(out) == len(routed)
+    assert out.groupby(out["age"].astype(str) + out["zip"].astype(str)
+                       + out["birth_date"].astype(str) + out["sex"].astype(str)
+                       + out["education"].astype(str)).size().min() >= top.options.k
+
+
 def test_writer_falls_back_to_a_counting_pass(client, tmp_path, monkeypatch):
     ddf = dd.from_pandas(make_census(8000, seed=26), npartitions=4)
     options = dict(leaf_rows=900, class_column="cls", client=client)
