@@ -190,6 +190,17 @@ _ROW_MASK = np.int64(0xFFFFFFFF)
 # The numba kernel is parallel inside; concurrent calls from several threads of
 # one worker would oversubscribe it (and the workqueue layer forbids them).
 _KERNEL_LOCK = threading.Lock()
+# One work space for the kernel's buffers per worker thread: output
+# partitions come one after another, and fresh memory would be faulted in
+# page by page each time.
+_WORKSPACES = threading.local()
+
+
+def _workspace() -> K.WorkSpace:
+    ws = getattr(_WORKSPACES, "space", None)
+    if ws is None:
+        ws = _WORKSPACES.space = K.WorkSpace()
+    return ws
 
 
 def _string_dtype():
@@ -874,7 +885,8 @@ def _release_bin(frame: pd.DataFrame, ids, starts, depths, top: TopPlan) -> pd.D
                                dict(zip(opts.qis, opts.kinds, strict=True)))
         with _KERNEL_LOCK:
             part = partition(encoded, opts.k, mode=opts.mode, max_depth=opts.max_depth,
-                             scales=top.domain.scales, privacy=privacy, roots=roots)
+                             scales=top.domain.scales, privacy=privacy, roots=roots,
+                             workspace=_workspace())
         out = publish(qi_frame, encoded, part, opts.generalization)
     if opts.class_column is not None:
         # Ids unique over the table: the leaf id, then the class's rank in its leaf.

@@ -134,7 +134,7 @@ def _hierarchy_arrays(encoded: list[EncodedQI]):
 
 def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: str = "strict",
               max_depth: int = -1, scales=None, privacy: KernelPrivacy | None = None,
-              roots=None) -> Partitioning:
+              roots=None, workspace: K.WorkSpace | None = None) -> Partitioning:
     """Run Mondrian on encoded QIs and return each row's equivalence class.
 
     Parameters
@@ -160,6 +160,10 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
         (see :func:`dmondrian._kernel.mondrian_partition`). Default: the
         whole table, depth 0. Classes are numbered in row order, so a run's
         classes come after the previous run's.
+    workspace : dmondrian._kernel.WorkSpace, optional
+        Memory kept for the kernel's buffers from one call to the next (for
+        a caller partitioning many tables in turn). The result's
+        ``sorted_keys`` then lives in it, valid until its next use.
 
     Returns
     -------
@@ -178,7 +182,8 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
     if sensitive is not None:
         keys.append(sensitive)
         ip[K.P_SENS_ROW] = d
-    bufs = K.double_buffer(keys, rows, n)
+    bufs = K.double_buffer(keys, rows, n,
+                           None if workspace is None else workspace.take(2 * rows * n))
     kinds = np.asarray([qi.kernel_kind for qi in encoded], dtype=np.int64)
     scales = [qi.scale for qi in encoded] if scales is None else list(scales)
     scales = np.asarray(scales, dtype=np.float64)
