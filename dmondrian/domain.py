@@ -17,13 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from numba import njit
 
 from . import _kernel as K
 from .errors import UnsupportedDtypeError
 from .hierarchy import MISSING_LEAF
 from .qi import QIKind, _factorize, decode_float_keys, encode_qi
-from .routing import EXACT_KINDS, GlobalDomain, encode_keys, row_positions, row_priority
-from .sketch import Summary
+from .routing import EXACT_KINDS, GlobalDomain, encode_keys, sample_below
+from .sketch import Summary, _key_bounds
 
 __all__ = ["DomainSketch", "domain_sketch", "merge_domain", "build_domain"]
 
@@ -98,28 +99,50 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
     for j, (q, kind) in enumerate(zip(qis, kinds, strict=True)):
         s = df[q]
         if kind in EXACT_KINDS:
-            missing[j] = int(s.isna().sum())
-            vc = s.value_counts(dropna=True, sort=False)
             if isinstance(s.dtype, pd.CategoricalDtype):
                 categories[j] = {tuple(s.cat.categories)}
-                vc = vc[vc > 0]
-            vc.index = pd.Index(list(vc.index), dtype=object)
-            values[j] = vc.astype(np.int64)
+            missing[j], values[j] = _value_counts(s)
         else:
+            # One pass for the bounds and the missing count (numpy's mask, copy,
+            # min and max cost five).
             keys = encode_qi(s, kind=kind).keys
-            is_missing = keys == K.MISSING_KEY
-            missing[j] = int(is_missing.sum())
-            present = keys[~is_missing]
-            if present.size:
-                lo[j], hi[j] = present.min(), present.max()
-    prio = row_priority(partition, len(df), seed=1)
-    take = np.flatnonzero(prio < rate)
+            missing[j] = _key_bounds(keys[None, :], K.MISSING_KEY, lo[j:j + 1], hi[j:j + 1])[0]
+    take, prio = sample_below(partition, len(df), rate, seed=1)
     if take.shape[0] > sample_size:
-        take = take[np.argpartition(prio[take], sample_size)[:sample_size]]
+        keep = np.argpartition(prio, sample_size)[:sample_size]
+        take, prio = take[keep], prio[keep]
     sample = df[qis].iloc[take].reset_index(drop=True)
-    return DomainSketch(len(df), lo, hi, missing, values, categories, sample, prio[take],
-                        row_positions(partition, len(df))[take], sample_size,
-                        _positional(df.index))
+    positions = (np.int64(partition) << np.int64(32)) + take
+    return DomainSketch(len(df), lo, hi, missing, values, categories, sample, prio,
+                        positions, sample_size, _positional(df.index))
+
+
+def _value_counts(s: pd.Series) -> tuple[int, pd.Series]:
+    """Missing count and the count of every present value, in order of first
+    appearance (category order for a categorical), values as an object index."""
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        # A bincount of the codes: pandas' categorical value_counts costs ten times more.
+        cats = s.cat.categories
+        counts, n_missing = _code_counts(s.cat.codes.to_numpy(), len(cats))
+        present = np.flatnonzero(counts)
+        index = pd.Index(list(cats.take(present)), dtype=object)
+        return int(n_missing), pd.Series(counts[present], index=index, name="count")
+    missing = int(s.isna().sum())
+    vc = s.value_counts(dropna=True, sort=False)
+    vc.index = pd.Index(list(vc.index), dtype=object)
+    return missing, vc.astype(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _code_counts(codes, n_categories):
+    counts = np.zeros(n_categories, dtype=np.int64)
+    n_missing = 0
+    for c in codes:
+        if c < 0:
+            n_missing += 1
+        else:
+            counts[c] += 1
+    return counts, n_missing
 
 
 def merge_domain(*sketches: DomainSketch) -> DomainSketch:

@@ -35,7 +35,7 @@ from .errors import UnsupportedDtypeError
 from .qi import QIKind, encode_qi
 
 __all__ = ["GlobalDomain", "CutTree", "encode_keys", "slot_keys", "route", "row_positions",
-           "row_priority", "leaf_order", "NO_TIES", "ALL_TIES"]
+           "row_priority", "sample_below", "leaf_order", "NO_TIES", "ALL_TIES"]
 
 # Kinds whose per-region value counts are kept exactly: small code spaces.
 EXACT_KINDS = (QIKind.NOMINAL, QIKind.ORDINAL, QIKind.HIERARCHY)
@@ -209,6 +209,25 @@ def _priorities(base, n):
     return out
 
 
+@njit(cache=True, nogil=True)
+def _priorities_below(base, n, rate):
+    # _priorities, keeping only the rows below rate: no array of n priorities.
+    take = np.empty(n, dtype=np.int64)
+    prio = np.empty(n, dtype=np.float64)
+    m = 0
+    for i in range(n):
+        x = np.uint64(i) ^ base
+        x = (x ^ (x >> np.uint64(30))) * _M1
+        x = (x ^ (x >> np.uint64(27))) * _M2
+        x = (x ^ (x >> np.uint64(31))) + _GOLDEN
+        p = np.float64(x >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+        if p < rate:
+            take[m] = i
+            prio[m] = p
+            m += 1
+    return take[:m].copy(), prio[:m].copy()
+
+
 #: ``tie_before`` of a cut that sends no tied row left (strict cuts).
 NO_TIES = 0
 #: ``tie_before`` of a cut that sends every tied row left.
@@ -302,8 +321,27 @@ def row_priority(partition: int, n: int, seed: int = 0) -> np.ndarray:
     A row is in a region's sample when its priority is below the region's
     sampling rate (or among the smallest ones for a fixed-size sample).
     """
-    base = np.uint64((int(partition) << 32) & 0xFFFFFFFFFFFFFFFF) ^ np.uint64(seed)
-    return _priorities(base, int(n))
+    return _priorities(_priority_base(partition, seed), int(n))
+
+
+def _priority_base(partition: int, seed: int) -> np.uint64:
+    return np.uint64((int(partition) << 32) & 0xFFFFFFFFFFFFFFFF) ^ np.uint64(seed)
+
+
+def sample_below(partition: int, n: int, rate: float, seed: int = 0):
+    """The rows of a partition whose :func:`row_priority` is below ``rate``, and their priorities.
+
+    Same as ``np.flatnonzero(row_priority(partition, n, seed) < rate)`` and
+    those priorities, without the array of every row's priority.
+
+    Examples
+    --------
+    >>> take, prio = sample_below(3, 1000, 0.1, seed=1)
+    >>> all_prio = row_priority(3, 1000, seed=1)
+    >>> bool((take == np.flatnonzero(all_prio < 0.1)).all() and (prio == all_prio[take]).all())
+    True
+    """
+    return _priorities_below(_priority_base(partition, seed), int(n), float(rate))
 
 
 # -- the cut tree ----------------------------------------------------------------------------
