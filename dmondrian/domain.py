@@ -102,7 +102,7 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
             if isinstance(s.dtype, pd.CategoricalDtype):
                 categories[j] = {tuple(s.cat.categories)}
             missing[j], values[j] = _value_counts(s)
-        else:
+        elif not _plain_bounds(s, kind, j, lo, hi, missing):
             # One pass for the bounds and the missing count (numpy's mask, copy,
             # min and max cost five).
             keys = encode_qi(s, kind=kind).keys
@@ -115,6 +115,42 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
     positions = (np.int64(partition) << np.int64(32)) + take
     return DomainSketch(len(df), lo, hi, missing, values, categories, sample, prio,
                         positions, sample_size, _positional(df.index))
+
+
+def _plain_bounds(s: pd.Series, kind: str, j: int, lo, hi, missing) -> bool:
+    """Key bounds and missing count of a numpy int or datetime64 column, read from its values
+    (their keys, as :func:`~dmondrian.qi.encode_qi` gives them, need no array); False for
+    any other column, or one holding the reserved missing key (encode_qi refuses it)."""
+    dtype = s.dtype
+    if not isinstance(dtype, np.dtype):
+        return False
+    if kind == QIKind.NUMERIC and dtype.kind == "i":
+        raw, nat_missing = s.to_numpy(), False
+    elif kind == QIKind.DATETIME and dtype.kind == "M":
+        raw, nat_missing = s.to_numpy().view(np.int64), True
+    else:
+        return False
+    a, b, n_missing, reserved = _int_bounds(raw, nat_missing)
+    if reserved:
+        return False
+    lo[j], hi[j], missing[j] = a, b, n_missing
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _int_bounds(raw, nat_missing):
+    # Keys of these columns are their values. In datetimes NaT (INT64_MIN) is
+    # missing, and so is Timestamp.max, whose value is the missing key.
+    lo, hi, n_missing, reserved = K.MISSING_KEY, _INT_MIN, 0, False
+    for x in raw:
+        v = np.int64(x)
+        if nat_missing and (v == _INT_MIN or v == K.MISSING_KEY):
+            n_missing += 1
+            continue
+        reserved |= v == K.MISSING_KEY
+        lo = min(lo, v)
+        hi = max(hi, v)
+    return lo, hi, n_missing, reserved and not nat_missing
 
 
 def _value_counts(s: pd.Series) -> tuple[int, pd.Series]:

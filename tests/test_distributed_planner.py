@@ -392,8 +392,9 @@ def key_tables(draw):
     n = draw(st.integers(0, 80))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     ints = rng.choice(np.array([np.iinfo(np.int64).min, -3, 0, 5, 2**62], dtype=np.int64), n)
-    dates = pd.Series(pd.to_datetime(rng.integers(0, 10**6, n), unit="s"))
+    dates = pd.Series(pd.to_datetime(rng.integers(0, 10**6, n), unit="s")).astype("M8[ns]")
     dates[rng.random(n) < 0.2] = pd.NaT
+    dates[rng.random(n) < 0.05] = pd.Timestamp.max  # its value is the missing key
     ords = pd.Categorical(rng.choice(list("abc") + [None], n),
                           categories=draw(st.sampled_from([list("abc"), list("cb") + ["a"],
                                                            list("ab") + ["c"]])),
