@@ -542,3 +542,29 @@ def test_domain_sketch_equals_the_plain_passes(df, partition, rate, size):
         pd.testing.assert_series_equal(sk.values[j], values[j])
         assert list(map(type, sk.values[j].index)) == list(map(type, values[j].index))
     pd.testing.assert_frame_equal(sk.sample, df[qis].iloc[take].reset_index(drop=True))
+
+
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["a", "b", "", "ccc", "é"])), max_size=60),
+       st.integers(0, 40), st.integers(1, 3), st.booleans())
+@settings(max_examples=80, deadline=None)
+def test_arrow_string_counts_are_value_counts(values, prefix, n_chunks, large):
+    # Whatever the prefix whose values are looked up first (values first seen later
+    # are counted apart; a prefix of many values falls back): pandas' counts, in
+    # order of first appearance.
+    from unittest import mock
+
+    import pyarrow as pa
+
+    from dmondrian import domain
+
+    kind = pa.large_string() if large else pa.string()
+    cuts = np.linspace(0, len(values), n_chunks + 1).astype(int)
+    arr = pa.chunked_array([pa.array(values[a:b], type=kind) for a, b in zip(cuts, cuts[1:])],
+                           type=kind)
+    s = pd.Series(pd.arrays.ArrowExtensionArray(arr))
+    with mock.patch.object(domain, "_PREFIX_ROWS", prefix):
+        n_missing, got = domain._value_counts(s)
+    want = s.value_counts(dropna=True, sort=False)
+    want.index = pd.Index(list(want.index), dtype=object)
+    assert n_missing == sum(v is None for v in values)
+    pd.testing.assert_series_equal(got, want.astype(np.int64))
