@@ -318,7 +318,8 @@ def row_positions(partition: int, n: int) -> np.ndarray:
     >>> row_positions(0, 3).tolist(), row_positions(2, 2).tolist()
     ([0, 1, 2], [8589934592, 8589934593])
     """
-    return (np.int64(partition) << _OFFSET_BITS) + np.arange(n, dtype=np.int64)
+    start = int(np.int64(partition) << _OFFSET_BITS)
+    return np.arange(start, start + n, dtype=np.int64)  # one pass, no temporary
 
 
 def leaf_order(leaf: np.ndarray, positions: np.ndarray, n_leaves: int):
