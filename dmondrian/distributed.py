@@ -827,7 +827,7 @@ def _attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.Data
     index = pd.Index(positions, copy=False)
     out = df.set_axis(_internal_names(top), axis=1).set_axis(index, axis=0)
     if not top.positional_index:
-        out[_INDEX] = pd.Series(df.index, index=index, copy=False)
+        out[_INDEX] = df.index  # as it is (a MultiIndex makes no Series)
     out[_LEAF] = pd.Series(leaf, index=index, copy=False)
     out[_BIN] = pd.Series(bins, index=index, copy=False)
     return out
