@@ -34,11 +34,12 @@ from . import _kernel as K
 from .errors import UnsupportedDtypeError
 from .qi import QIKind, encode_qi
 
-__all__ = ["GlobalDomain", "CutTree", "encode_keys", "slot_keys", "route", "row_positions",
-           "row_priority", "leaf_order", "NO_TIES", "ALL_TIES"]
+__all__ = ["GlobalDomain", "CutTree", "encode_keys", "slot_keys", "route", "route_bins",
+           "row_positions", "row_priority", "sample_below", "leaf_order", "NO_TIES", "ALL_TIES"]
 
 # Kinds whose per-region value counts are kept exactly: small code spaces.
 EXACT_KINDS = (QIKind.NOMINAL, QIKind.ORDINAL, QIKind.HIERARCHY)
+_INT64_MIN = np.iinfo(np.int64).min
 
 
 @dataclass
@@ -119,27 +120,84 @@ def encode_keys(df: pd.DataFrame, domain: GlobalDomain) -> np.ndarray:
     """
     n = len(df)
     keys = np.empty((domain.d, n), dtype=np.int64)
+    # Every column is encoded straight into its row of ``keys`` where it can be:
+    # a temporary array per column and its copy cost as much as the encoding.
     for j, (name, kind) in enumerate(zip(domain.names, domain.kinds, strict=True)):
         s = df[name]
         if kind in (QIKind.NUMERIC, QIKind.DATETIME):
-            keys[j] = encode_qi(s, kind=kind).keys
+            if not _plain_keys_into(s, kind, keys[j]):
+                keys[j] = encode_qi(s, kind=kind).keys
         elif kind == QIKind.HIERARCHY:
             keys[j] = encode_qi(s, hierarchy=domain.hierarchies[j]).keys
         elif kind == QIKind.ORDINAL:
             if not isinstance(s.dtype, pd.CategoricalDtype):
                 s = s.astype(domain.ordinal_dtype(j))
-            codes = s.cat.codes.to_numpy().astype(np.int64)
+            n_cats = len(s.cat.categories)
             if list(s.cat.categories) != list(domain.categories[j]):
                 remap = _map_codes(name, list(s.cat.categories), domain.category_index(j), -1)
-                codes = np.where(codes < 0, -1, remap[np.maximum(codes, 0)])
-            keys[j] = np.where(codes < 0, K.MISSING_KEY, codes)
+            else:
+                remap = np.arange(n_cats + 1, dtype=np.int64)
+            _remap_into(s.cat.codes.to_numpy(), remap, K.MISSING_KEY, keys[j])
         else:
-            keys[j] = _nominal_keys(s, domain.category_index(j), domain.slots[j] - 1)
+            _nominal_keys_into(s, domain.category_index(j), domain.slots[j] - 1, keys[j])
     return keys
 
 
-def _nominal_keys(s: pd.Series, index: pd.Index, missing_code) -> np.ndarray:
-    """Global codes of a nominal column: local factorize, then one lookup per distinct value.
+def _plain_keys_into(s: pd.Series, kind: str, out: np.ndarray) -> bool:
+    """Keys of a numpy int or datetime64 column into ``out``, as :func:`encode_qi` gives them;
+    False for any other column, or one holding the reserved missing key (which
+    :func:`encode_qi` then refuses with its typed error)."""
+    dtype = s.dtype
+    if not isinstance(dtype, np.dtype):
+        return False
+    if kind == QIKind.NUMERIC and dtype.kind == "i":
+        return not _int_keys_into(s.to_numpy(), False, out)
+    if kind == QIKind.DATETIME and dtype.kind == "M":
+        _int_keys_into(s.to_numpy().view(np.int64), True, out)
+        return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _int_keys_into(raw, nat_missing, out):
+    """``out[i] = raw[i]`` (NaT, INT64_MIN, missing when ``nat_missing``); whether a
+    value is the reserved ``MISSING_KEY`` (checked for plain integers only)."""
+    reserved = False
+    for i in range(raw.shape[0]):
+        v = np.int64(raw[i])
+        if nat_missing:
+            if v == _INT64_MIN:
+                v = K.MISSING_KEY
+        else:
+            reserved |= v == K.MISSING_KEY
+        out[i] = v
+    return reserved and not nat_missing
+
+
+@njit(cache=True, nogil=True)
+def _remap_into(codes, remap, missing_value, out):
+    """``out[i] = remap[codes[i]]``, or ``missing_value`` where the code is negative."""
+    for i in range(codes.shape[0]):
+        c = codes[i]
+        out[i] = missing_value if c < 0 else remap[c]
+
+
+@njit(cache=True, nogil=True)
+def _arrow_codes_into(codes, bits, bit_offset, missing_value, out):
+    """An Arrow int32 chunk into ``out``, ``missing_value`` where its validity bit is off."""
+    masked = bits.shape[0] > 0
+    for i in range(codes.shape[0]):
+        if masked:
+            k = bit_offset + i
+            if not (bits[k >> 3] >> (k & 7)) & 1:
+                out[i] = missing_value
+                continue
+        out[i] = codes[i]
+
+
+def _nominal_keys_into(s: pd.Series, index: pd.Index, missing_code, out: np.ndarray) -> None:
+    """Global codes of a nominal column into ``out``: local factorize, then one lookup per
+    distinct value.
 
     Same codes as encoding the column locally and remapping its sorted
     categories, without sorting them or counting distinct keys.
@@ -147,24 +205,23 @@ def _nominal_keys(s: pd.Series, index: pd.Index, missing_code) -> np.ndarray:
     if isinstance(s.dtype, pd.CategoricalDtype):
         codes, uniques = s.cat.codes.to_numpy(), list(s.cat.categories)
     else:
-        keys = _arrow_nominal_keys(s, index, missing_code)
-        if keys is not None:
-            return keys
+        if _arrow_nominal_keys_into(s, index, missing_code, out):
+            return
         codes, uniques = pd.factorize(s, use_na_sentinel=True)
         uniques = list(uniques)
     remap = _map_codes(s.name, uniques, index, missing_code)
     # Missing (-1) takes the last entry of remap: the missing code.
-    return remap[np.where(codes < 0, len(uniques), codes)]
+    _remap_into(codes, remap, remap[-1], out)
 
 
-def _arrow_nominal_keys(s: pd.Series, index: pd.Index, missing_code) -> np.ndarray | None:
+def _arrow_nominal_keys_into(s: pd.Series, index: pd.Index, missing_code, out) -> bool:
     """Global codes of an Arrow-backed string column by one hash lookup per row in
-    Arrow (a third cheaper than factorizing it); None for any other column."""
+    Arrow (a third cheaper than factorizing it); False for any other column."""
     dtype = s.dtype
     arrow = (isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow") or (
         isinstance(dtype, pd.ArrowDtype) and dtype.kind in "OU")
     if not arrow:
-        return None
+        return False
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -172,13 +229,26 @@ def _arrow_nominal_keys(s: pd.Series, index: pd.Index, missing_code) -> np.ndarr
     try:
         value_set = pa.array(list(index), type=values.type)
     except (pa.ArrowInvalid, pa.ArrowTypeError):  # categories that are not strings
-        return None
+        return False
     codes = pc.index_in(values, value_set=value_set)
     if codes.null_count != values.null_count:
         unseen = pc.and_(codes.is_null(), values.is_valid())
         bad = pc.filter(values, unseen)[0].as_py()
         _map_codes(s.name, [bad], index, missing_code)  # raises the typed error
-    return codes.fill_null(missing_code).to_numpy().astype(np.int64)
+    chunks = codes.chunks if isinstance(codes, pa.ChunkedArray) else [codes]
+    at = 0
+    for chunk in chunks:
+        m = len(chunk)
+        if m:
+            # The chunk's buffers, read in place: fill_null, to_numpy and a cast to
+            # int64 would each write the whole column once more.
+            validity, data = chunk.buffers()[:2]
+            raw = np.frombuffer(data, dtype=np.int32)[chunk.offset:chunk.offset + m]
+            bits = (np.zeros(0, np.uint8) if validity is None or chunk.null_count == 0
+                    else np.frombuffer(validity, dtype=np.uint8))
+            _arrow_codes_into(raw, bits, chunk.offset, np.int64(missing_code), out[at:at + m])
+        at += m
+    return True
 
 
 def slot_keys(keys_row: np.ndarray, j: int, domain: GlobalDomain) -> np.ndarray:
@@ -209,6 +279,25 @@ def _priorities(base, n):
     return out
 
 
+@njit(cache=True, nogil=True)
+def _priorities_below(base, n, rate):
+    # _priorities, keeping only the rows below rate: no array of n priorities.
+    take = np.empty(n, dtype=np.int64)
+    prio = np.empty(n, dtype=np.float64)
+    m = 0
+    for i in range(n):
+        x = np.uint64(i) ^ base
+        x = (x ^ (x >> np.uint64(30))) * _M1
+        x = (x ^ (x >> np.uint64(27))) * _M2
+        x = (x ^ (x >> np.uint64(31))) + _GOLDEN
+        p = np.float64(x >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+        if p < rate:
+            take[m] = i
+            prio[m] = p
+            m += 1
+    return take[:m].copy(), prio[:m].copy()
+
+
 #: ``tie_before`` of a cut that sends no tied row left (strict cuts).
 NO_TIES = 0
 #: ``tie_before`` of a cut that sends every tied row left.
@@ -229,7 +318,8 @@ def row_positions(partition: int, n: int) -> np.ndarray:
     >>> row_positions(0, 3).tolist(), row_positions(2, 2).tolist()
     ([0, 1, 2], [8589934592, 8589934593])
     """
-    return (np.int64(partition) << _OFFSET_BITS) + np.arange(n, dtype=np.int64)
+    start = int(np.int64(partition) << _OFFSET_BITS)
+    return np.arange(start, start + n, dtype=np.int64)  # one pass, no temporary
 
 
 def leaf_order(leaf: np.ndarray, positions: np.ndarray, n_leaves: int):
@@ -302,8 +392,27 @@ def row_priority(partition: int, n: int, seed: int = 0) -> np.ndarray:
     A row is in a region's sample when its priority is below the region's
     sampling rate (or among the smallest ones for a fixed-size sample).
     """
-    base = np.uint64((int(partition) << 32) & 0xFFFFFFFFFFFFFFFF) ^ np.uint64(seed)
-    return _priorities(base, int(n))
+    return _priorities(_priority_base(partition, seed), int(n))
+
+
+def _priority_base(partition: int, seed: int) -> np.uint64:
+    return np.uint64((int(partition) << 32) & 0xFFFFFFFFFFFFFFFF) ^ np.uint64(seed)
+
+
+def sample_below(partition: int, n: int, rate: float, seed: int = 0):
+    """The rows of a partition whose :func:`row_priority` is below ``rate``, and their priorities.
+
+    Same as ``np.flatnonzero(row_priority(partition, n, seed) < rate)`` and
+    those priorities, without the array of every row's priority.
+
+    Examples
+    --------
+    >>> take, prio = sample_below(3, 1000, 0.1, seed=1)
+    >>> all_prio = row_priority(3, 1000, seed=1)
+    >>> bool((take == np.flatnonzero(all_prio < 0.1)).all() and (prio == all_prio[take]).all())
+    True
+    """
+    return _priorities_below(_priority_base(partition, seed), int(n), float(rate))
 
 
 # -- the cut tree ----------------------------------------------------------------------------
@@ -362,16 +471,60 @@ def route(keys: np.ndarray, tree: CutTree, positions: np.ndarray | None = None) 
     [0, 0, 0, 1]
     """
     keys = np.ascontiguousarray(keys, dtype=np.int64)
+    leaf = np.empty(keys.shape[1], dtype=np.int64)
+    _route(keys, tree, positions, leaf, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return leaf
+
+
+def route_bins(keys: np.ndarray, tree: CutTree, positions: np.ndarray | None,
+               bin_of_leaf: np.ndarray, leaf_dtype) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`route`, and each row's output partition, in the same walk.
+
+    Parameters
+    ----------
+    keys, tree, positions
+        As for :func:`route`.
+    bin_of_leaf : int array (n_leaves,)
+        Output partition of every leaf.
+    leaf_dtype : numpy dtype
+        Integer type of the returned leaf ids (narrow: they travel through the shuffle).
+
+    Returns
+    -------
+    leaf : array of ``leaf_dtype`` (n,)
+        ``route(keys, tree, positions)``.
+    bins : int64 array (n,)
+        ``bin_of_leaf[leaf]``.
+
+    Examples
+    --------
+    >>> tree = CutTree(qi=np.array([0, -1, -1]), t=np.array([4, 0, 0]), eq=np.array([5, 0, 0]),
+    ...                tie_before=np.array([0, 0, 0]), rank_off=np.array([-1, -1, -1]),
+    ...                ranks=np.zeros(1, dtype=np.int64), left=np.array([1, -1, -1]),
+    ...                right=np.array([2, -1, -1]), leaf=np.array([-1, 0, 1]))
+    >>> leaf, bins = route_bins(np.array([[3, 9, 5]]), tree, None, np.array([7, 8]), np.int8)
+    >>> leaf.tolist(), leaf.dtype.name, bins.tolist()
+    ([0, 1, 1], 'int8', [7, 8, 8])
+    """
+    keys = np.ascontiguousarray(keys, dtype=np.int64)
+    leaf = np.empty(keys.shape[1], dtype=leaf_dtype)
+    bins = np.empty(keys.shape[1], dtype=np.int64)
+    _route(keys, tree, positions, leaf, bins, np.asarray(bin_of_leaf, dtype=np.int64))
+    return leaf, bins
+
+
+def _route(keys, tree: CutTree, positions, out_leaf, out_bin, bin_of_leaf) -> None:
     use_tie = positions is not None and tree.has_ties
     pos = np.ascontiguousarray(positions, dtype=np.int64) if use_tie else np.zeros(1, np.int64)
-    return _route_rows(keys, np.asarray(tree.qi, dtype=np.int64),
-                       np.asarray(tree.t, dtype=np.int64), np.asarray(tree.eq, dtype=np.int64),
-                       np.asarray(tree.tie_before, dtype=np.int64),
-                       np.asarray(tree.rank_off, dtype=np.int64),
-                       np.asarray(tree.ranks, dtype=np.int64),
-                       np.asarray(tree.left, dtype=np.int64),
-                       np.asarray(tree.right, dtype=np.int64),
-                       np.asarray(tree.leaf, dtype=np.int64), pos, use_tie)
+    _route_rows(keys, np.asarray(tree.qi, dtype=np.int64),
+                np.asarray(tree.t, dtype=np.int64), np.asarray(tree.eq, dtype=np.int64),
+                np.asarray(tree.tie_before, dtype=np.int64),
+                np.asarray(tree.rank_off, dtype=np.int64),
+                np.asarray(tree.ranks, dtype=np.int64),
+                np.asarray(tree.left, dtype=np.int64),
+                np.asarray(tree.right, dtype=np.int64),
+                np.asarray(tree.leaf, dtype=np.int64), pos, use_tie, out_leaf, out_bin,
+                bin_of_leaf)
 
 
 #: Rows walked down the tree together: their walks are independent, so the
@@ -380,7 +533,8 @@ _ROUTE_BLOCK = 256
 
 
 @njit(cache=True, nogil=True)
-def _route_rows(keys, qi, t, eq, tie_before, rank_off, ranks, left, right, leaf, pos, use_tie):
+def _route_rows(keys, qi, t, eq, tie_before, rank_off, ranks, left, right, leaf, pos, use_tie,
+                out, out_bin, bin_of_leaf):
     # A block of rows steps down one level at a time with branch-free steps
     # (a leaf steps to itself), about twice as fast as one row's walk to its
     # leaf after another, whose every cut is a mispredicted branch.
@@ -410,8 +564,14 @@ def _route_rows(keys, qi, t, eq, tie_before, rank_off, ranks, left, right, leaf,
                 depth[c] = depth[j] + 1
                 stack[top] = c
                 top += 1
+    # Each node's leaf and output partition (the latter only when out_bin is wanted).
+    with_bin = out_bin.shape[0] > 0
+    bin_of_node = np.zeros(m, dtype=np.int64)
+    if with_bin:
+        for j in range(m):
+            if qi[j] < 0:
+                bin_of_node[j] = bin_of_leaf[leaf[j]]
     n = keys.shape[1]
-    out = np.empty(n, dtype=np.int64)
     node = np.empty(_ROUTE_BLOCK, dtype=np.int64)
     for s in range(0, n, _ROUTE_BLOCK):
         b_n = min(_ROUTE_BLOCK, n - s)
@@ -436,4 +596,6 @@ def _route_rows(keys, qi, t, eq, tie_before, rank_off, ranks, left, right, leaf,
                     break
         for b in range(b_n):
             out[s + b] = leaf[node[b]]
-    return out
+        if with_bin:
+            for b in range(b_n):
+                out_bin[s + b] = bin_of_node[node[b]]

@@ -465,6 +465,25 @@ def test_leaf_ids_travel_as_the_narrowest_integer_index(client):
     assert routed.index.tolist() == list(range(len(df)))
 
 
+def test_routing_carries_any_input_index_as_a_column(client):
+    # Routed columns are added without copies; an input index of any kind still
+    # rides along as one column, by position, and the rest is routed as before.
+    df = mixed_table(1500, seed=14)
+    top = D.plan(dd.from_pandas(df, npartitions=2), ["age", "zip"], 5, leaf_rows=300,
+                 client=client)
+    top.positional_index = False
+    plain = D._attach_leaf(df.reset_index(drop=True), top, {"number": 3})
+    n = len(df)
+    for index in (pd.date_range("2020", periods=n, freq="h", tz="UTC"),
+                  pd.Index([f"r{i}" for i in range(n)], dtype="str"),
+                  pd.MultiIndex.from_arrays([np.arange(n), np.arange(n) % 7])):
+        routed = D._attach_leaf(df.set_axis(index), top, {"number": 3})
+        assert routed.index.tolist() == D.row_positions(3, n).tolist()
+        assert routed["__dm_index"].tolist() == list(index)
+        pd.testing.assert_frame_equal(routed.drop(columns="__dm_index"),
+                                      plain.drop(columns="__dm_index"))
+
+
 def test_positional_partition_index_is_restored_without_shipping_it(client):
     df = make_census(4000, seed=13)
     ddf = dd.from_pandas(df, npartitions=3)

@@ -22,6 +22,7 @@ from dmondrian.domain import build_domain, domain_sketch, merge_domain
 from dmondrian.hierarchy import Hierarchy
 from dmondrian.local import _hierarchy_arrays, encode_table
 from dmondrian.planner import find_cut, goes_left, region_spans
+from dmondrian.qi import encode_qi
 from dmondrian.routing import encode_keys, route, row_positions
 from dmondrian.sketch import merge_sketches, summarize
 
@@ -378,3 +379,192 @@ def test_nominal_keys_whatever_the_string_storage(dtype):
     assert encode_keys(col.to_frame(), dom).tolist() == [[2, 3, 0, 1, 2, 3]]
     with pytest.raises(UnsupportedDtypeError, match="'zz'"):
         encode_keys(pd.Series(["a", None, "zz"], dtype=dtype, name="c").to_frame(), dom)
+
+
+# -- per-row costs: the fused and in-place paths give the plain results ------------------------
+
+
+@st.composite
+def key_tables(draw):
+    """Partitions as workers see them: numpy ints (int64 extremes included), datetimes
+    with NaT, ordinal and nominal columns with missing values, string storage of
+    every kind, Arrow columns in several chunks and sliced."""
+    n = draw(st.integers(0, 80))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    ints = rng.choice(np.array([np.iinfo(np.int64).min, -3, 0, 5, 2**62], dtype=np.int64), n)
+    dates = pd.Series(pd.to_datetime(rng.integers(0, 10**6, n), unit="s")).astype("M8[ns]")
+    dates[rng.random(n) < 0.2] = pd.NaT
+    dates[rng.random(n) < 0.05] = pd.Timestamp.max  # its value is the missing key
+    ords = pd.Categorical(rng.choice(list("abc") + [None], n),
+                          categories=draw(st.sampled_from([list("abc"), list("cb") + ["a"],
+                                                           list("ab") + ["c"]])),
+                          ordered=True)
+    noms = pd.Series(rng.choice(["x", "y", "", "zz", None], n), dtype=object)
+    storage = draw(st.sampled_from(["object", "str", "category", "chunked", "sliced"]))
+    if storage == "category":
+        noms = noms.astype("category")
+    elif storage in ("chunked", "sliced"):
+        import pyarrow as pa
+
+        cut = n // 2
+        chunks = [pa.array(noms[:cut].tolist(), type=pa.large_string()),
+                  pa.array([None, *noms[cut:].tolist()], type=pa.large_string()).slice(1)]
+        arr = pa.chunked_array(chunks, type=pa.large_string())
+        if storage == "sliced":
+            arr = pa.chunked_array([pa.array(["x", *noms.tolist(), "y"],
+                                             type=pa.large_string()).slice(1, n)])
+        noms = pd.Series(pd.arrays.ArrowExtensionArray(arr))
+    elif storage == "str":
+        noms = noms.astype("str")
+    return pd.DataFrame({"i": ints, "d": dates.to_numpy(), "o": ords, "n": noms.to_numpy()
+                         if storage == "object" else noms})
+
+
+def _plain_keys(df, dom):
+    """Keys by the plain route: encode_qi per column, global codes looked up one by one."""
+    out = []
+    for j, (name, kind) in enumerate(zip(dom.names, dom.kinds, strict=True)):
+        s = df[name]
+        if kind in ("numeric", "datetime"):
+            out.append(encode_qi(s, kind=kind).keys)
+        elif kind == "ordinal":
+            cats = dom.categories[j]
+            out.append([K.MISSING_KEY if pd.isna(v) else cats.index(v) for v in s])
+        else:
+            cats = dom.categories[j]
+            out.append([dom.slots[j] - 1 if pd.isna(v) else cats.index(v) for v in s])
+    return np.asarray(out, dtype=np.int64).reshape(len(out), len(df))
+
+
+@given(key_tables())
+@settings(max_examples=80, deadline=None)
+def test_encode_keys_in_place_equals_the_plain_encoding(df):
+    from dmondrian.routing import GlobalDomain
+
+    dom = GlobalDomain(["i", "d", "o", "n"], ["numeric", "datetime", "ordinal", "nominal"],
+                       np.array([K.KIND_INT, K.KIND_INT, K.KIND_ORDINAL, K.KIND_NOMINAL]),
+                       np.ones(4), np.array([0, 0, 4, 5]),
+                       [None, None, list("abc"), ["", "x", "y", "zz"]], [None] * 4, len(df))
+    np.testing.assert_array_equal(encode_keys(df, dom), _plain_keys(df, dom))
+
+
+def test_encode_keys_still_refuses_the_reserved_key_and_unseen_values():
+    from dmondrian.errors import InvalidValueError, UnsupportedDtypeError
+    from dmondrian.routing import GlobalDomain
+
+    dom = GlobalDomain(["i", "o"], ["numeric", "ordinal"], np.array([K.KIND_INT, K.KIND_ORDINAL]),
+                       np.ones(2), np.array([0, 3]), [None, ["a", "b"]], [None, None], 3)
+    ok = pd.DataFrame({"i": [1, 2, 3], "o": pd.Categorical(["b", None, "a"], ordered=True)})
+    assert encode_keys(ok, dom).tolist() == [[1, 2, 3], [1, K.MISSING_KEY, 0]]
+    with pytest.raises(InvalidValueError, match="'i'"):
+        encode_keys(ok.assign(i=[1, K.MISSING_KEY, 3]), dom)
+    with pytest.raises(UnsupportedDtypeError, match="'c'"):
+        encode_keys(ok.assign(o=pd.Categorical(["a", "c", "b"], ordered=True)), dom)
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(1, 30), st.booleans(), st.integers(1, 8))
+@settings(max_examples=40, deadline=None)
+def test_route_bins_is_route_then_the_bin_lookup(seed, n_cuts, ties, n_bins):
+    from dmondrian.routing import CutTree, route_bins
+
+    rng = np.random.default_rng(seed)
+    d, n = 2, 700  # more rows than one routing block
+    pos = row_positions(int(rng.integers(0, 50)), n)
+    keys = rng.integers(0, 5, (d, n))
+    qi, t, eq, before, left, right = [-1], [0], [0], [0], [-1], [-1]
+    for _ in range(n_cuts):
+        node = int(rng.choice([i for i in range(len(qi)) if qi[i] < 0]))
+        qi[node], t[node] = int(rng.integers(0, d)), int(rng.integers(0, 5))
+        eq[node] = t[node] + 1
+        before[node] = int(pos[0] + rng.integers(0, n + 1)) if ties else 0
+        left[node], right[node] = len(qi), len(qi) + 1
+        for _side in range(2):
+            qi.append(-1), t.append(0), eq.append(0), before.append(0)
+            left.append(-1), right.append(-1)
+    leaf = np.full(len(qi), -1)
+    leaf_nodes = [i for i in range(len(qi)) if qi[i] < 0]
+    leaf[leaf_nodes] = np.arange(len(leaf_nodes))
+    tree = CutTree(np.asarray(qi), np.asarray(t), np.asarray(eq), np.asarray(before),
+                   np.full(len(qi), -1), np.zeros(1, dtype=np.int64), np.asarray(left),
+                   np.asarray(right), leaf)
+    bin_of_leaf = np.sort(rng.integers(0, n_bins, len(leaf_nodes)))
+    dtype = np.min_scalar_type(-len(leaf_nodes))
+    got_leaf, got_bin = route_bins(keys, tree, pos, bin_of_leaf, dtype)
+    expected = route(keys, tree, pos)
+    assert got_leaf.dtype == dtype and got_bin.dtype == np.int64
+    np.testing.assert_array_equal(got_leaf, expected)
+    np.testing.assert_array_equal(got_bin, bin_of_leaf[expected])
+
+
+def _plain_domain_sketch(df, partition, qis, kinds, sample_size, rate):
+    """The domain sketch by plain pandas and numpy passes (the definition)."""
+    from dmondrian.routing import row_priority
+
+    d = len(qis)
+    lo = np.full(d, K.MISSING_KEY, dtype=np.int64)
+    hi = np.full(d, np.iinfo(np.int64).min, dtype=np.int64)
+    missing = np.zeros(d, dtype=np.int64)
+    values = {}
+    for j, (q, kind) in enumerate(zip(qis, kinds, strict=True)):
+        s = df[q]
+        if kind in ("nominal", "ordinal"):
+            missing[j] = int(s.isna().sum())
+            vc = s.value_counts(dropna=True, sort=False)
+            if isinstance(s.dtype, pd.CategoricalDtype):
+                vc = vc[vc > 0]
+            vc.index = pd.Index(list(vc.index), dtype=object)
+            values[j] = vc.astype(np.int64)
+        else:
+            keys = encode_qi(s, kind=kind).keys
+            present = keys[keys != K.MISSING_KEY]
+            missing[j] = len(keys) - len(present)
+            if present.size:
+                lo[j], hi[j] = present.min(), present.max()
+    prio = row_priority(partition, len(df), seed=1)
+    take = np.flatnonzero(prio < rate)
+    if take.shape[0] > sample_size:
+        take = take[np.argpartition(prio[take], sample_size)[:sample_size]]
+    return lo, hi, missing, values, take, prio[take], row_positions(partition, len(df))[take]
+
+
+@given(key_tables(), st.integers(0, 9), st.floats(0.0, 1.0), st.integers(1, 60))
+@settings(max_examples=80, deadline=None)
+def test_domain_sketch_equals_the_plain_passes(df, partition, rate, size):
+    qis, kinds = ["i", "d", "o", "n"], ["numeric", "datetime", "ordinal", "nominal"]
+    sk = domain_sketch(df, partition, qis, kinds, size, rate=rate)
+    lo, hi, missing, values, take, prio, pos = _plain_domain_sketch(df, partition, qis, kinds,
+                                                                    size, rate)
+    for got, want in [(sk.lo, lo), (sk.hi, hi), (sk.missing, missing), (sk.priority, prio),
+                      (sk.positions, pos)]:
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    for j in values:
+        pd.testing.assert_series_equal(sk.values[j], values[j])
+        assert list(map(type, sk.values[j].index)) == list(map(type, values[j].index))
+    pd.testing.assert_frame_equal(sk.sample, df[qis].iloc[take].reset_index(drop=True))
+
+
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["a", "b", "", "ccc", "é"])), max_size=60),
+       st.integers(0, 40), st.integers(1, 3), st.booleans())
+@settings(max_examples=80, deadline=None)
+def test_arrow_string_counts_are_value_counts(values, prefix, n_chunks, large):
+    # Whatever the prefix whose values are looked up first (values first seen later
+    # are counted apart; a prefix of many values falls back): pandas' counts, in
+    # order of first appearance.
+    from unittest import mock
+
+    import pyarrow as pa
+
+    from dmondrian import domain
+
+    kind = pa.large_string() if large else pa.string()
+    cuts = np.linspace(0, len(values), n_chunks + 1).astype(int)
+    arr = pa.chunked_array([pa.array(values[a:b], type=kind) for a, b in zip(cuts, cuts[1:])],
+                           type=kind)
+    s = pd.Series(pd.arrays.ArrowExtensionArray(arr))
+    with mock.patch.object(domain, "_PREFIX_ROWS", prefix):
+        n_missing, got = domain._value_counts(s)
+    want = s.value_counts(dropna=True, sort=False)
+    want.index = pd.Index(list(want.index), dtype=object)
+    assert n_missing == sum(v is None for v in values)
+    pd.testing.assert_series_equal(got, want.astype(np.int64))
