@@ -132,6 +132,30 @@ def test_independent_roots_cut_like_separate_tables(case, data):
     assert together.n_classes == offset
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(tables(min_rows=2), min_size=2, max_size=4))
+def test_a_reused_work_space_partitions_like_fresh_memory(cases):
+    """Tables partitioned in turn in one kernel work space (as a Dask worker does) get
+    the classes, statistics and sorted keys that fresh buffers give, whatever the
+    previous table left in it; a smaller table reuses the memory."""
+    from dmondrian import _kernel as K
+    from dmondrian import local
+
+    space = K.WorkSpace()
+    for df, qis, k, mode in cases:
+        trees = {"h": JOB_TREE.with_missing_leaf()} if "h" in qis else None
+        encoded = local.encode_table(df, qis, trees)
+        fresh = local.partition(encoded, k, mode=mode)
+        size = space._space.shape[0]
+        reused = local.partition(encoded, k, mode=mode, workspace=space)
+        need = 2 * (len(qis) + 1) * len(df)
+        assert space._space.shape[0] == (size if size >= need else need + need // 4)
+        np.testing.assert_array_equal(reused.class_of_row, fresh.class_of_row)
+        np.testing.assert_array_equal(reused.sorted_keys, fresh.sorted_keys)
+        for a, b in zip(reused.stats, fresh.stats, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(2, 400), st.integers(1, 50), st.sampled_from(["strict", "relaxed"]))
 def test_distinct_values_split_down_to_k(n, k, mode):
