@@ -21,9 +21,11 @@ process (sampled from the scheduler's heartbeats) against its limit.
 Per phase: the wall time of every top-phase pass and of the final
 route-shuffle-anonymize-write pass (``TopPlan.timings``), and from the Dask
 task stream the compute seconds workers spent per task prefix (read, route,
-shuffle, anonymize, write). ``--profile-leaf`` also profiles the local engine
-on one output partition in this process (validation/encode, partition,
-publish, conversion to strings).
+shuffle, anonymize, write), and the thread CPU and non-CPU seconds of each
+prefix from the workers' own metrics (what the task's thread computed, and
+what it spent waiting: for a core, the GIL, the disk). ``--profile-leaf``
+also profiles the local engine on one output partition in this process
+(validation/encode, partition, publish, conversion to strings).
 
 ``--quality`` also runs the local engine in memory on the same rows and
 compares average NCP (from per-class original bounds), the 2M-row quality
@@ -110,6 +112,46 @@ class PeakMemory:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+
+
+def _worker_metrics(dask_scheduler=None) -> dict:
+    return {k: v for k, v in dask_scheduler.cumulative_worker_metrics.items()
+            if isinstance(k, tuple) and k[-1] == "seconds"}
+
+
+class ThreadCpu:
+    """Worker thread CPU seconds per task prefix over a block, from distributed's metrics.
+
+    A task's compute time in the task stream is wall time: on a shared host it
+    includes the seconds the thread waited for a core. The workers' fine
+    performance metrics split it into ``thread-cpu`` and ``thread-noncpu``;
+    the p2p shuffle's background threads are reported under ``p2p``.
+    """
+
+    def __init__(self, client):
+        self.client = client
+
+    def _snapshot(self) -> dict:
+        # Workers send their metrics with the heartbeat: wait for one.
+        time.sleep(2.5)
+        return self.client.run_on_scheduler(_worker_metrics)
+
+    def __enter__(self):
+        self.before = self._snapshot()
+        return self
+
+    def __exit__(self, *exc):
+        after = self._snapshot()
+        out: dict = {}
+        for key, value in after.items():
+            delta = value - self.before.get(key, 0.0)
+            if key[0] == "execute" and key[2] in ("thread-cpu", "thread-noncpu"):
+                out.setdefault(key[1], [0.0, 0.0])[key[2] == "thread-noncpu"] += delta
+            elif key[0] == "p2p" and key[1].startswith("background"):
+                name = f"p2p {key[1]} {key[2]}"
+                out[name] = [out.get(name, [0.0, 0.0])[0] + delta, 0.0]
+        self.seconds = {p: [round(c, 2), round(w, 2)] for p, (c, w) in
+                        sorted(out.items(), key=lambda kv: -kv[1][0]) if c + w >= 0.005}
 
 
 def baseline(client, src: Path, dst: Path) -> float:
@@ -265,12 +307,15 @@ def main(argv=None):
             limit = min(w["memory_limit"] for w in
                         client.scheduler_info(n_workers=-1)["workers"].values())
             client.run(_warm)  # imports and numba cache loads stay out of the timings
-            with (PeakMemory(client) as mem_base, get_task_stream(client) as ts_base,
-                  CpuSeconds(client) as cpu_base):
-                base_s = baseline(client, src, scratch / "baseline")
-            with (PeakMemory(client) as mem_anon, get_task_stream(client) as ts_anon,
-                  CpuSeconds(client) as cpu_anon):
-                anon_s, top = anonymize(client, src, scratch / "anonymized", args.leaf_rows)
+            with ThreadCpu(client) as thr_base:
+                with (PeakMemory(client) as mem_base, get_task_stream(client) as ts_base,
+                      CpuSeconds(client) as cpu_base):
+                    base_s = baseline(client, src, scratch / "baseline")
+            with ThreadCpu(client) as thr_anon:
+                with (PeakMemory(client) as mem_anon, get_task_stream(client) as ts_anon,
+                      CpuSeconds(client) as cpu_anon):
+                    anon_s, top = anonymize(client, src, scratch / "anonymized",
+                                            args.leaf_rows)
             leaf_profile = profile_leaf(src, top) if args.profile_leaf else None
         result = {
             "rows": rows, "qis": QIS, "k": K, "workers": args.workers,
@@ -289,6 +334,8 @@ def main(argv=None):
             "phase_wall_s": {lab: round(s, 2) for lab, s in getattr(top, "timings", {}).items()},
             "task_compute_s_baseline": task_seconds(ts_base.data),
             "task_compute_s_anonymize": task_seconds(ts_anon.data),
+            "thread_cpu_noncpu_s_baseline": thr_base.seconds,
+            "thread_cpu_noncpu_s_anonymize": thr_anon.seconds,
             "python": platform.python_version(), "cpus": os.cpu_count(),
         }
         if leaf_profile is not None:
