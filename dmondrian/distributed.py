@@ -44,7 +44,9 @@ that fit in memory ("leaves") are handed to the local engine.
    counting pass runs after all.
 3. **Shuffle.** Every row is routed to its leaf (a compiled walk down the
    cut tree, :mod:`dmondrian.routing`), leaves are packed into output
-   partitions of at most ``leaf_rows`` rows (runs of consecutive leaf ids),
+   partitions (runs of consecutive leaf ids) of up to ``TopPlan.bin_rows``
+   rows: about as many as an input partition holds, within memory (see
+   below),
    and each row is sent to its leaf's output partition by one of dask's
    shuffles (p2p on a distributed cluster), told the target partition of
    every row, not asked to search or sort for it. Besides the data only the
@@ -97,6 +99,13 @@ Sizes and limits
 * ``leaf_rows`` defaults to a tenth of one worker thread's memory divided by
   the measured in-memory size of a row (first partition), clipped to
   [1,000, 4,000,000]: a leaf is held about twice by the task that anonymizes it.
+* An output partition packs leaves up to the input's mean partition size,
+  at most what a quarter of a thread's memory holds (by the same measure)
+  and never fewer than ``leaf_rows`` rows (``TopPlan.bin_rows``). The p2p
+  shuffle splits every input partition into a shard per output partition,
+  and its cost grows with their product: at 20M rows in 1M-row partitions,
+  20 output partitions of ~1M rows instead of 80 of one ~250k-row leaf each
+  took 13 % less CPU for the whole run.
 * A top-phase pass reads only the QI columns. The domain pass's sample
   (``SAMPLE_ROWS`` rows per expected leaf, at most ``2**10`` leaves: 2M rows
   at the default) lets the first
@@ -271,11 +280,25 @@ def default_leaf_rows(client, meta: pd.DataFrame, n_qis: int, row_bytes=None) ->
     return _leaf_rows_for(per_thread, row_bytes or _row_bytes(meta), n_qis)
 
 
-def _leaf_rows_for(per_thread: float | None, row_bytes: float, n_qis: int) -> int:
+def _leaf_rows_for(per_thread: float | None, row_bytes: float, n_qis: int,
+                   share: float = 0.1) -> int:
     if per_thread is None:
         per_thread = 2e9
     cost = 2 * row_bytes + 80 * n_qis
-    return int(min(4_000_000, max(1_000, 0.1 * per_thread / cost)))
+    return int(min(4_000_000, max(1_000, share * per_thread / cost)))
+
+
+def _bin_rows(leaf_rows: int, n_rows: int, n_partitions: int, per_thread: float | None,
+              row_bytes: float, n_qis: int) -> int:
+    """Rows an output partition may pack: an input partition's mean, within memory.
+
+    Output partitions as large as the input's keep the shuffle's shards as
+    few as a plain shuffle's; a quarter of a thread's memory (by the leaf
+    size's measure) bounds what one task holds, and one leaf always fits.
+    """
+    mean = -(-max(int(n_rows), 1) // max(int(n_partitions), 1))
+    cap = _leaf_rows_for(per_thread, row_bytes, n_qis, share=0.25)
+    return max(int(leaf_rows), min(mean, cap))
 
 
 # -- step 1: the domain pass -------------------------------------------------------------------
@@ -337,6 +360,9 @@ class _Sizing:
     n_estimate: int
     sample_size: int
     rate: float
+    #: Smallest memory of a worker thread (None if unknown) and the row size used.
+    per_thread: float | None = None
+    row_bytes: float = 0.0
 
 
 def _expected_levels(n: float, leaf_rows: int, fill: float) -> int:
@@ -359,7 +385,8 @@ def _sizing(probe, n_known, n_partitions, leaf_rows, per_thread, meta_row_bytes,
     levels = _expected_levels(n_est, leaf_rows, PlanConfig.fill)
     levels = min(_MAX_SAMPLE_LEVELS, max(PlanConfig.max_levels, levels))
     size = int(sample_rows) * 2 ** levels
-    return _Sizing(leaf_rows, n_est, size, min(1.0, 2.0 * size / max(n_est, 1)))
+    return _Sizing(leaf_rows, n_est, size, min(1.0, 2.0 * size / max(n_est, 1)), per_thread,
+                   float(row_bytes or meta_row_bytes))
 
 
 def _domain_pass(client, ddf, opts: _Options, progress, sample_rows: int):
@@ -372,7 +399,7 @@ def _domain_pass(client, ddf, opts: _Options, progress, sample_rows: int):
         # The first partition, read alongside the pass, gives the row size of
         # the default leaf_rows and, without known lengths, the table's size.
         probe = delayed(_probe, pure=True)(ddf.to_delayed()[0])
-    per_thread = worker_memory_per_thread(client) if opts.leaf_rows is None else None
+    per_thread = worker_memory_per_thread(client)
     sizing = delayed(_sizing, pure=True)(
         probe, None if lengths is None else sum(lengths), ddf.npartitions, opts.leaf_rows,
         per_thread, _row_bytes(ddf._meta), len(opts.qis), opts.k, sample_rows)
@@ -577,6 +604,8 @@ class TopPlan:
     counted: bool = True
     #: Cuts of the candidate tree that the exact counts undid in the shuffle pass.
     undone_cuts: int = 0
+    #: Rows an output partition may pack (:func:`_bin_rows`); 0 means ``leaf_rows``.
+    bin_rows: int = 0
 
     @property
     def n_leaves(self) -> int:
@@ -600,11 +629,11 @@ class TopPlan:
         return cached[1]
 
 
-def _pack_bins(counts: np.ndarray, leaf_rows: int) -> list:
-    """Consecutive leaves per output partition, at most ``leaf_rows`` rows each."""
+def _pack_bins(counts: np.ndarray, bin_rows: int) -> list:
+    """Consecutive leaves per output partition, at most ``bin_rows`` rows each (or one leaf)."""
     bins, current, rows = [], [], 0
     for i, c in enumerate(counts.tolist()):
-        if current and rows + c > leaf_rows:
+        if current and rows + c > bin_rows:
             bins.append(current)
             current, rows = [], 0
         current.append(i)
@@ -708,10 +737,12 @@ def _plan(client, ddf, opts: _Options, progress, sample_rows: int,
     leaves = _leaves(nodes)
     counts = np.asarray([int(round(nodes[j].n)) for j in leaves], dtype=np.int64)
     depths = np.asarray([nodes[j].depth for j in leaves], dtype=np.int64)
+    bin_rows = _bin_rows(leaf_rows, domain.n_rows, ddf.npartitions, sizing.per_thread,
+                         sizing.row_bytes, len(opts.qis))
     return TopPlan(domain, _cut_tree(nodes, leaves), counts, depths,
-                   _pack_bins(counts, leaf_rows), passes, leaf_rows, opts,
+                   _pack_bins(counts, bin_rows), passes, leaf_rows, opts,
                    list(ddf.columns), ddf._meta.index.name, sens, timings,
-                   cores_per_worker(client), positional, counted)
+                   cores_per_worker(client), positional, counted, bin_rows=bin_rows)
 
 
 # -- step 2b: sensitive constraints on exact leaf histograms ------------------------------------
@@ -1175,9 +1206,10 @@ def _settle(counts: np.ndarray, top: TopPlan) -> _Verdict:
         root[first[i]:last[i] + 1] = first[i]
         depth[first[i]:last[i] + 1] = level
     per_bin = np.bincount(bin_of, weights=counts, minlength=len(top.bins))
-    if per_bin.max() > 2 * top.leaf_rows:
+    bin_rows = max(top.bin_rows, top.leaf_rows)
+    if per_bin.max() > 2 * bin_rows:
         raise _Recount(f"an output partition holds {int(per_bin.max())} rows, "
-                       f"over twice leaf_rows={top.leaf_rows}")
+                       f"over twice the {bin_rows} planned")
     return _Verdict(np.asarray(counts, dtype=np.int64), root, depth, undone)
 
 

@@ -151,8 +151,24 @@ def test_quality_and_balance_on_census(client, sample_rows):
     assert ncp <= reference * 1.02, (ncp, reference)
     assert top.n_leaves > 8 and top.leaf_counts.sum() == len(df)
     assert top.leaf_counts.max() <= leaf_rows
-    assert max(top.leaf_counts[b].sum() for b in top.bins) <= leaf_rows
+    # Output partitions pack leaves up to the input's mean partition (8 here).
+    assert top.bin_rows == -(-len(df) // 8)
+    assert all(top.leaf_counts[b].sum() <= top.bin_rows for b in top.bins if len(b) > 1)
+    assert len(top.bins) < top.n_leaves
     _assert_valid(df, out, CENSUS_QIS, k)
+
+
+def test_output_partitions_pack_an_input_partition_within_memory():
+    """Bins hold about an input partition's rows, within a quarter of a thread's memory,
+    never fewer rows than a leaf; consecutive leaves are packed up to that size."""
+    assert D._bin_rows(2000, 30_000, 8, 2e9, 100.0, 5) == 3750
+    # A small worker caps the bins (a quarter of its memory by the leaf's measure)...
+    cap = D._leaf_rows_for(4e8, 100.0, 5, share=0.25)
+    assert cap < 1_000_000 and D._bin_rows(1000, 10**8, 100, 4e8, 100.0, 5) == cap
+    assert cap == int(0.25 * 4e8 / (2 * 100.0 + 80 * 5))
+    # ... but one leaf always fits.
+    assert D._bin_rows(400_000, 10**6, 10, 1e8, 100.0, 5) == 400_000
+    assert D._pack_bins(np.array([3, 3, 3, 7, 1]), 6) == [[0, 1], [2], [3], [4]]
 
 
 @pytest.mark.parametrize("k,mode", [(5, "strict"), (50, "strict"), (5, "relaxed"),
@@ -345,8 +361,8 @@ def test_exact_counts_refuse_what_one_partition_cannot_undo(client):
     with pytest.raises(D._Recount, match="spans output partitions"):
         D._settle(counts, top)
     counts = top.leaf_counts.copy()
-    counts[a] = 3 * top.leaf_rows
-    with pytest.raises(D._Recount, match="over twice leaf_rows"):
+    counts[a] = 3 * max(top.bin_rows, top.leaf_rows)
+    with pytest.raises(D._Recount, match="over twice the"):
         D._settle(counts, top)
 
 
