@@ -125,7 +125,8 @@ class ThreadCpu:
     A task's compute time in the task stream is wall time: on a shared host it
     includes the seconds the thread waited for a core. The workers' fine
     performance metrics split it into ``thread-cpu`` and ``thread-noncpu``;
-    the p2p shuffle's background threads are reported under ``p2p``.
+    the p2p shuffle's background threads are reported under ``p2p``, the
+    seconds spent spilling task results to disk and back under ``spill``.
     """
 
     def __init__(self, client):
@@ -149,6 +150,10 @@ class ThreadCpu:
                 out.setdefault(key[1], [0.0, 0.0])[key[2] == "thread-noncpu"] += delta
             elif key[0] == "p2p" and key[1].startswith("background"):
                 name = f"p2p {key[1]} {key[2]}"
+                out[name] = [out.get(name, [0.0, 0.0])[0] + delta, 0.0]
+            elif key[-2] in ("disk-write", "disk-read") and "p2p" not in key[0]:
+                # Spilling: the worker moving task results to disk and back.
+                name = f"spill {key[-2]}"
                 out[name] = [out.get(name, [0.0, 0.0])[0] + delta, 0.0]
         self.seconds = {p: [round(c, 2), round(w, 2)] for p, (c, w) in
                         sorted(out.items(), key=lambda kv: -kv[1][0]) if c + w >= 0.005}
