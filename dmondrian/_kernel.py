@@ -306,8 +306,29 @@ def _fold_stats(mat, q, s, e, kind, card, lo, hi, aux):
 @njit(cache=True, inline="always")
 def _finish_stats(kind, card, lo, hi, aux):
     if kind == KIND_NOMINAL:
-        return 0, 0, (_popcount(np.uint64(aux)) if card <= _MASK_CARD else -1)
+        if card > _MASK_CARD:
+            return 0, 0, -1
+        mask = np.uint64(aux)
+        distinct = _popcount(mask)
+        # A single code is also the node's value (see _constant): the index
+        # of the mask's only bit.
+        code = _popcount(mask - np.uint64(1)) if distinct == 1 else 0
+        return code, code, distinct
     return lo, hi, aux
+
+
+@njit(cache=True, inline="always")
+def _constant(kind, lo, hi, miss):
+    """Whether a node's statistics say every row has the same key (then ``lo``).
+
+    Ordered kinds: one present value and no missing one, or only missing
+    values (``lo`` is then the missing key). Nominal kinds: one code (kept in
+    ``lo`` by :func:`_finish_stats`; unknown, so never constant, above
+    ``_MASK_CARD`` codes). A constant QI stays constant in every descendant.
+    """
+    if kind == KIND_NOMINAL:
+        return miss == 1
+    return lo == MISSING_KEY or (lo == hi and miss == 0)
 
 
 @njit(cache=True, _nrt=False)
@@ -684,8 +705,8 @@ def _find_cut(keys, j, s, e, lo, hi, miss, kind, card, relaxed, priv,
 
 
 @njit(cache=True, inline="always", _nrt=False)
-def _scatter(src, dst, pos, b0, b1):
-    """Move rows ``b0..b1`` of every key row of ``src`` to positions ``pos`` of ``dst``.
+def _scatter(src, dst, pos, b0, b1, active, n_active):
+    """Move rows ``b0..b1`` of key rows ``active[:n_active]`` to positions ``pos`` of ``dst``.
 
     Four key rows per sweep, unrolled: a loop over a runtime number of rows
     per moved row costs more than the moves (measured 25-30 % slower at 6
@@ -693,12 +714,12 @@ def _scatter(src, dst, pos, b0, b1):
     the same value twice. Unsigned subscripts spare numba's negative-index
     fix-up on every access.
     """
-    last = src.shape[0] - 1
-    for q0 in range(0, last + 1, 4):
-        s0, s1, s2, s3 = src[q0], src[min(q0 + 1, last)], src[min(q0 + 2, last)], src[
-            min(q0 + 3, last)]
-        d0, d1, d2, d3 = dst[q0], dst[min(q0 + 1, last)], dst[min(q0 + 2, last)], dst[
-            min(q0 + 3, last)]
+    last = n_active - 1
+    for q0 in range(0, n_active, 4):
+        r0, r1, r2, r3 = (active[q0], active[min(q0 + 1, last)], active[min(q0 + 2, last)],
+                          active[min(q0 + 3, last)])
+        s0, s1, s2, s3 = src[r0], src[r1], src[r2], src[r3]
+        d0, d1, d2, d3 = dst[r0], dst[r1], dst[r2], dst[r3]
         for i in range(b0, b1):
             p = np.uint64(pos[i - b0])
             u = np.uint64(i)
@@ -709,14 +730,19 @@ def _scatter(src, dst, pos, b0, b1):
 
 
 @njit(cache=True, _nrt=False)
-def _partition(src, dst, d, j, s, e, n_left, t, eq_value, need_eq, rank,
-               child_lo, child_hi, child_miss, kinds, cards, pos):
+def _partition(src, dst, d, j, s, e, n_left, t, eq_value, need_eq, rank, lo, hi, miss,
+               child_lo, child_hi, child_miss, kinds, cards, pos, active):
     """Move the rows of ``[s, e)`` to the other buffer, left child first.
 
-    Every row of the matrix moves (keys, the sensitive codes, the row ids),
-    and each child's statistics are measured for the ``d`` QIs on the way
-    (``child_*[side, q]``, see :func:`_column_stats`), so the children never
-    rescan for their spans. ``pos`` is room for ``_MOVE_BLOCK`` positions.
+    Every row of the matrix moves (keys, the sensitive codes, the row ids)
+    but the QIs constant in the node (``lo``, ``hi``, ``miss`` are its
+    statistics): those keep their value in every descendant, which
+    :func:`_make_class` writes when a class is made, and skipping them moves
+    4 of 6 rows on a typical leaf of the distributed engine, whose top cuts
+    made its sex and education constant. Each child's statistics are
+    measured for the ``d`` QIs on the way (``child_*[side, q]``, see
+    :func:`_column_stats`), so the children never rescan for their spans.
+    ``pos`` is room for ``_MOVE_BLOCK`` positions, ``active`` for a row list.
     """
     row = src[j]
     li = s
@@ -724,6 +750,11 @@ def _partition(src, dst, d, j, s, e, n_left, t, eq_value, need_eq, rank,
     common = need_eq == 0 and rank.shape[0] == 0
     use_rank = rank.shape[0] > 0
     taken = 0
+    n_active = 0
+    for q in range(src.shape[0]):
+        if q >= d or not _constant(kinds[q], lo[q], hi[q], miss[q]):
+            active[n_active] = q
+            n_active += 1
     for q in range(d):
         for side in range(2):
             child_lo[side, q], child_hi[side, q], child_miss[side, q] = MISSING_KEY, _INT_MIN, 0
@@ -750,10 +781,13 @@ def _partition(src, dst, d, j, s, e, n_left, t, eq_value, need_eq, rank,
                 pos[i - b0] = ri + g * (li - ri)
                 li += g
                 ri += 1 - g
-        _scatter(src, dst, pos, b0, b1)
+        _scatter(src, dst, pos, b0, b1, active, n_active)
         # Contiguous runs vectorize; tracking both sides inside the move
         # would branch on the side again.
-        for q in range(d):
+        for a in range(n_active):
+            q = active[a]
+            if q >= d:
+                break
             child_lo[0, q], child_hi[0, q], child_miss[0, q] = _fold_stats(
                 dst, q, li0, li, kinds[q], cards[q], child_lo[0, q], child_hi[0, q],
                 child_miss[0, q])
@@ -761,6 +795,15 @@ def _partition(src, dst, d, j, s, e, n_left, t, eq_value, need_eq, rank,
                 dst, q, ri0, ri, kinds[q], cards[q], child_lo[1, q], child_hi[1, q],
                 child_miss[1, q])
     for q in range(d):
+        if _constant(kinds[q], lo[q], hi[q], miss[q]):
+            # Not moved: the children have the node's value (all missing:
+            # each child's rows are its missing count).
+            for side in range(2):
+                child_lo[side, q], child_hi[side, q] = lo[q], hi[q]
+                child_miss[side, q] = miss[q]
+            if kinds[q] != KIND_NOMINAL and lo[q] == MISSING_KEY:
+                child_miss[0, q], child_miss[1, q] = n_left, e - s - n_left
+            continue
         for side in range(2):
             child_lo[side, q], child_hi[side, q], child_miss[side, q] = _finish_stats(
                 kinds[q], cards[q], child_lo[side, q], child_hi[side, q], child_miss[side, q])
@@ -807,22 +850,33 @@ def _split_node(bufs_keys, s, e, depth, buf, lo, hi, miss,
                 bufs_keys[1 - buf, 0])
             if n_left > 0:
                 rank = ws[WS_RANK, :cards[j] if ranked else 0]
-                # The select's scratch row is free again: it takes the positions.
+                # The select's scratch row is free again: it takes the positions
+                # (and the nominal cumulative counts' row the moved rows' list).
                 _partition(src_keys, bufs_keys[1 - buf], d, j, s, e, n_left, t, eq_value,
-                           need_eq, rank, child_lo, child_hi, child_miss, kinds, cards,
-                           ws[WS_SCRATCH, :_MOVE_BLOCK])
+                           need_eq, rank, lo, hi, miss, child_lo, child_hi, child_miss, kinds,
+                           cards, ws[WS_SCRATCH, :_MOVE_BLOCK], ws[WS_CUM])
                 return n_left
-    _make_class(bufs_keys, s, e, buf, leaf_start)
+    _make_class(bufs_keys, s, e, buf, leaf_start, kinds, lo, hi, miss)
     return 0
 
 
 @njit(cache=True, inline="always", _nrt=False)
-def _make_class(bufs_keys, s, e, buf, leaf_start):
-    """Make node ``[s, e)`` a class: bring its rows to buffer 0 and flag its start."""
-    if buf == 1:
-        # Explicit loops: a 2-D slice assignment goes through numba's generic
-        # broadcasting, which costs more than the copy on the many tiny classes.
-        for q in range(bufs_keys.shape[1]):
+def _make_class(bufs_keys, s, e, buf, leaf_start, kinds, lo, hi, miss):
+    """Make node ``[s, e)`` a class: bring its rows to buffer 0 and flag its start.
+
+    The QIs constant in the node (``lo``, ``hi``, ``miss`` are its
+    statistics) are written from their value: an ancestor may have stopped
+    moving them (see :func:`_partition`).
+    """
+    d = kinds.shape[0]
+    # Explicit loops: a 2-D slice assignment goes through numba's generic
+    # broadcasting, which costs more than the copy on the many tiny classes.
+    for q in range(bufs_keys.shape[1]):
+        if q < d and _constant(kinds[q], lo[q], hi[q], miss[q]):
+            v = lo[q]
+            for i in range(s, e):
+                bufs_keys[0, q, i] = v
+        elif buf == 1:
             for i in range(s, e):
                 bufs_keys[0, q, i] = bufs_keys[1, q, i]
     leaf_start[s] = True
@@ -860,7 +914,8 @@ def _run_subtree(bufs_keys, s0, e0, depth0, buf0, lo0, hi0, miss0,
         s, e, depth, buf = st[top, 0], st[top, 1], st[top, 2], st[top, 3]
         if _is_class(e - s, depth, priv, max_depth):
             # Most nodes near the leaves: skip the call and its many arguments.
-            _make_class(bufs_keys, s, e, buf, leaf_start)
+            _make_class(bufs_keys, s, e, buf, leaf_start, kinds, st_lo[top], st_hi[top],
+                        st_miss[top])
             continue
         n_left = _split_node(bufs_keys, s, e, depth, buf, st_lo[top],
                              st_hi[top], st_miss[top], child_lo, child_hi, child_miss, kinds,

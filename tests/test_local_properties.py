@@ -156,6 +156,44 @@ def test_a_reused_work_space_partitions_like_fresh_memory(cases):
             np.testing.assert_array_equal(a, b)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(20, 600), st.integers(1, 12), st.integers(1, 8), st.integers(0, 2**32 - 1),
+       st.booleans())
+def test_sorted_keys_hold_every_class_rows_keys(n, k, blocks, seed, many_rows):
+    """The kernel's sorted keys are, class by class, the keys of the class's rows.
+
+    QIs that become constant at some depth (block-wise columns, a constant, an
+    all-missing one, a two-code nominal aligned with the blocks) are no longer
+    moved below that depth and are written back when a class is made: what
+    the classes' statistics and labels are read from must still be exact.
+    """
+    from dmondrian import local
+
+    rng = np.random.default_rng(seed)
+    if many_rows:
+        n *= 400  # the kernel's parallel top levels start at 200,000 rows
+    block = rng.integers(0, blocks, n)
+    df = pd.DataFrame({
+        "x": rng.integers(0, 1000, n),
+        "blk": block * 10,
+        "half": np.where(block % 2 == 0, "even", "odd"),
+        "same": np.full(n, 7),
+        "none": np.full(n, np.nan),
+        "day": pd.to_datetime("2021-01-01") + pd.to_timedelta(block, unit="D"),
+    })
+    qis = ["x", "blk", "half", "same", "none", "day"]
+    encoded = local.encode_table(df, qis)
+    part = local.partition(encoded, k)
+    sizes = np.bincount(part.class_of_row)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    by_class = np.argsort(part.class_of_row, kind="stable")
+    for j, qi in enumerate(encoded):
+        for c in rng.choice(part.n_classes, min(part.n_classes, 200), replace=False):
+            got = np.sort(part.sorted_keys[j, starts[c]:starts[c] + sizes[c]])
+            want = np.sort(qi.keys[by_class[starts[c]:starts[c] + sizes[c]]])
+            np.testing.assert_array_equal(got, want, err_msg=f"{qi.name}, class {c}")
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(2, 400), st.integers(1, 50), st.sampled_from(["strict", "relaxed"]))
 def test_distinct_values_split_down_to_k(n, k, mode):
