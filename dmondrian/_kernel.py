@@ -1244,22 +1244,23 @@ def double_buffer(keys, rows: int, n: int, space: np.ndarray | None = None) -> n
         As :func:`mondrian_partition` takes it.
     """
     size = 2 * rows * n
+    small = n < _PARALLEL_MIN_ROWS
+    fresh = space is None and not small
     if space is not None:
         bufs = space[:size].reshape(2, rows, n)
-        for r, row in enumerate(keys):
-            _copy_parallel(bufs[0, r], np.ascontiguousarray(row, dtype=np.int64))
-        bufs[0, -1] = np.arange(n)
-        return bufs
-    if n < _PARALLEL_MIN_ROWS:
+    elif small:
         bufs = np.empty((2, rows, n), dtype=np.int64)
-        for r, row in enumerate(keys):
-            bufs[0, r] = row
-        bufs[0, -1] = np.arange(n)
-        return bufs
-    bufs = _fresh_pages(size).reshape(2, rows, n)
+    else:
+        bufs = _fresh_pages(size).reshape(2, rows, n)
     for r, row in enumerate(keys):
-        _copy_parallel(bufs[0, r], np.ascontiguousarray(row, dtype=np.int64))
-    _ids_and_touch(bufs)
+        if small:
+            bufs[0, r] = row
+        else:
+            _copy_parallel(bufs[0, r], np.ascontiguousarray(row, dtype=np.int64))
+    if fresh:
+        _ids_and_touch(bufs)  # the row ids, and fresh pages faulted in by both threads
+    else:
+        bufs[0, -1] = np.arange(n)
     return bufs
 
 

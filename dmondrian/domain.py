@@ -23,7 +23,16 @@ from . import _kernel as K
 from .errors import UnsupportedDtypeError
 from .hierarchy import MISSING_LEAF
 from .qi import QIKind, _factorize, decode_float_keys, encode_qi
-from .routing import EXACT_KINDS, GlobalDomain, encode_keys, sample_below
+from .routing import (
+    EXACT_KINDS,
+    GlobalDomain,
+    arrow_int32_chunks,
+    arrow_valid,
+    encode_keys,
+    plain_int_values,
+    row_positions,
+    sample_below,
+)
 from .sketch import Summary, _key_bounds
 
 __all__ = ["DomainSketch", "domain_sketch", "merge_domain", "build_domain"]
@@ -112,7 +121,7 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
         keep = np.argpartition(prio, sample_size)[:sample_size]
         take, prio = take[keep], prio[keep]
     sample = df[qis].iloc[take].reset_index(drop=True)
-    positions = (np.int64(partition) << np.int64(32)) + take
+    positions = row_positions(partition, len(df), take)
     return DomainSketch(len(df), lo, hi, missing, values, categories, sample, prio,
                         positions, sample_size, _positional(df.index))
 
@@ -121,16 +130,10 @@ def _plain_bounds(s: pd.Series, kind: str, j: int, lo, hi, missing) -> bool:
     """Key bounds and missing count of a numpy int or datetime64 column, read from its values
     (their keys, as :func:`~dmondrian.qi.encode_qi` gives them, need no array); False for
     any other column, or one holding the reserved missing key (encode_qi refuses it)."""
-    dtype = s.dtype
-    if not isinstance(dtype, np.dtype):
+    plain = plain_int_values(s, kind)
+    if plain is None:
         return False
-    if kind == QIKind.NUMERIC and dtype.kind == "i":
-        raw, nat_missing = s.to_numpy(), False
-    elif kind == QIKind.DATETIME and dtype.kind == "M":
-        raw, nat_missing = s.to_numpy().view(np.int64), True
-    else:
-        return False
-    a, b, n_missing, reserved = _int_bounds(raw, nat_missing)
+    a, b, n_missing, reserved = _int_bounds(*plain)
     if reserved:
         return False
     lo[j], hi[j], missing[j] = a, b, n_missing
@@ -200,13 +203,8 @@ def _arrow_string_counts(s: pd.Series) -> pd.Series | None:
         return None
     codes = pc.index_in(values, value_set=known)
     counts = np.zeros(len(known), dtype=np.int64)
-    for chunk in (codes.chunks if isinstance(codes, pa.ChunkedArray) else [codes]):
-        if len(chunk):
-            validity, data = chunk.buffers()[:2]
-            raw = np.frombuffer(data, dtype=np.int32)[chunk.offset:chunk.offset + len(chunk)]
-            bits = (np.zeros(0, np.uint8) if validity is None or chunk.null_count == 0
-                    else np.frombuffer(validity, dtype=np.uint8))
-            _count_codes(raw, bits, chunk.offset, counts)
+    for raw, bits, offset in arrow_int32_chunks(codes):
+        _count_codes(raw, bits, offset, counts)
     labels = known.to_pylist()
     if codes.null_count > values.null_count:  # values first seen after the prefix
         rest = pc.value_counts(pc.filter(values, pc.and_(codes.is_null(), values.is_valid())))
@@ -218,13 +216,9 @@ def _arrow_string_counts(s: pd.Series) -> pd.Series | None:
 @njit(cache=True, nogil=True)
 def _count_codes(codes, bits, bit_offset, counts):
     """Count the codes of an Arrow int32 chunk whose validity bit is on."""
-    masked = bits.shape[0] > 0
     for i in range(codes.shape[0]):
-        if masked:
-            k = bit_offset + i
-            if not (bits[k >> 3] >> (k & 7)) & 1:
-                continue
-        counts[codes[i]] += 1
+        if arrow_valid(bits, bit_offset + i):
+            counts[codes[i]] += 1
 
 
 @njit(cache=True, nogil=True)

@@ -143,19 +143,25 @@ def encode_keys(df: pd.DataFrame, domain: GlobalDomain) -> np.ndarray:
     return keys
 
 
+def plain_int_values(s: pd.Series, kind: str):
+    """``(values, nat_missing)`` of a numpy int (numeric QI) or datetime64 column, whose
+    keys are its values (datetimes as int64, NaT missing); None for any other column."""
+    dtype = s.dtype
+    if not isinstance(dtype, np.dtype):
+        return None
+    if kind == QIKind.NUMERIC and dtype.kind == "i":
+        return s.to_numpy(), False
+    if kind == QIKind.DATETIME and dtype.kind == "M":
+        return s.to_numpy().view(np.int64), True
+    return None
+
+
 def _plain_keys_into(s: pd.Series, kind: str, out: np.ndarray) -> bool:
     """Keys of a numpy int or datetime64 column into ``out``, as :func:`encode_qi` gives them;
     False for any other column, or one holding the reserved missing key (which
     :func:`encode_qi` then refuses with its typed error)."""
-    dtype = s.dtype
-    if not isinstance(dtype, np.dtype):
-        return False
-    if kind == QIKind.NUMERIC and dtype.kind == "i":
-        return not _int_keys_into(s.to_numpy(), False, out)
-    if kind == QIKind.DATETIME and dtype.kind == "M":
-        _int_keys_into(s.to_numpy().view(np.int64), True, out)
-        return True
-    return False
+    plain = plain_int_values(s, kind)
+    return plain is not None and not _int_keys_into(plain[0], plain[1], out)
 
 
 @njit(cache=True, nogil=True)
@@ -185,14 +191,30 @@ def _remap_into(codes, remap, missing_value, out):
 @njit(cache=True, nogil=True)
 def _arrow_codes_into(codes, bits, bit_offset, missing_value, out):
     """An Arrow int32 chunk into ``out``, ``missing_value`` where its validity bit is off."""
-    masked = bits.shape[0] > 0
     for i in range(codes.shape[0]):
-        if masked:
-            k = bit_offset + i
-            if not (bits[k >> 3] >> (k & 7)) & 1:
-                out[i] = missing_value
-                continue
-        out[i] = codes[i]
+        out[i] = codes[i] if arrow_valid(bits, bit_offset + i) else missing_value
+
+
+@njit(cache=True, inline="always")
+def arrow_valid(bits, k):
+    """Whether bit ``k`` of an Arrow validity bitmap is on (no bitmap: every value is)."""
+    return bits.shape[0] == 0 or (bits[k >> 3] >> (k & 7)) & 1 == 1
+
+
+def arrow_int32_chunks(codes):
+    """``(values, validity bits, bit offset)`` of every non-empty chunk of an Arrow int32
+    (chunked) array, read in place: ``fill_null``, ``to_numpy`` and a cast would each
+    write the whole column once more. The bits are empty when no value is null."""
+    import pyarrow as pa
+
+    for chunk in (codes.chunks if isinstance(codes, pa.ChunkedArray) else [codes]):
+        m = len(chunk)
+        if m:
+            validity, data = chunk.buffers()[:2]
+            raw = np.frombuffer(data, dtype=np.int32)[chunk.offset:chunk.offset + m]
+            bits = (np.zeros(0, np.uint8) if validity is None or chunk.null_count == 0
+                    else np.frombuffer(validity, dtype=np.uint8))
+            yield raw, bits, chunk.offset
 
 
 def _nominal_keys_into(s: pd.Series, index: pd.Index, missing_code, out: np.ndarray) -> None:
@@ -235,19 +257,10 @@ def _arrow_nominal_keys_into(s: pd.Series, index: pd.Index, missing_code, out) -
         unseen = pc.and_(codes.is_null(), values.is_valid())
         bad = pc.filter(values, unseen)[0].as_py()
         _map_codes(s.name, [bad], index, missing_code)  # raises the typed error
-    chunks = codes.chunks if isinstance(codes, pa.ChunkedArray) else [codes]
     at = 0
-    for chunk in chunks:
-        m = len(chunk)
-        if m:
-            # The chunk's buffers, read in place: fill_null, to_numpy and a cast to
-            # int64 would each write the whole column once more.
-            validity, data = chunk.buffers()[:2]
-            raw = np.frombuffer(data, dtype=np.int32)[chunk.offset:chunk.offset + m]
-            bits = (np.zeros(0, np.uint8) if validity is None or chunk.null_count == 0
-                    else np.frombuffer(validity, dtype=np.uint8))
-            _arrow_codes_into(raw, bits, chunk.offset, np.int64(missing_code), out[at:at + m])
-        at += m
+    for raw, bits, offset in arrow_int32_chunks(codes):
+        _arrow_codes_into(raw, bits, offset, np.int64(missing_code), out[at:at + len(raw)])
+        at += len(raw)
     return True
 
 
@@ -265,17 +278,23 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
+@njit(cache=True, inline="always")
+def _priority(i, base):
+    # splitmix64's finalizer of (row ^ base), plus the golden ratio, to 53 bits
+    # in [0, 1).
+    x = np.uint64(i) ^ base
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    x = (x ^ (x >> np.uint64(31))) + _GOLDEN
+    return np.float64(x >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
 @njit(cache=True, nogil=True)
 def _priorities(base, n):
-    # splitmix64's finalizer of (row ^ base), plus the golden ratio, to 53 bits
-    # in [0, 1): one compiled loop instead of a dozen numpy temporaries.
+    # One compiled loop instead of a dozen numpy temporaries.
     out = np.empty(n, dtype=np.float64)
     for i in range(n):
-        x = np.uint64(i) ^ base
-        x = (x ^ (x >> np.uint64(30))) * _M1
-        x = (x ^ (x >> np.uint64(27))) * _M2
-        x = (x ^ (x >> np.uint64(31))) + _GOLDEN
-        out[i] = np.float64(x >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+        out[i] = _priority(i, base)
     return out
 
 
@@ -286,11 +305,7 @@ def _priorities_below(base, n, rate):
     prio = np.empty(n, dtype=np.float64)
     m = 0
     for i in range(n):
-        x = np.uint64(i) ^ base
-        x = (x ^ (x >> np.uint64(30))) * _M1
-        x = (x ^ (x >> np.uint64(27))) * _M2
-        x = (x ^ (x >> np.uint64(31))) + _GOLDEN
-        p = np.float64(x >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+        p = _priority(i, base)
         if p < rate:
             take[m] = i
             prio[m] = p
@@ -306,8 +321,9 @@ _OFFSET_BITS = np.int64(32)
 _INT64_MAX = np.iinfo(np.int64).max
 
 
-def row_positions(partition: int, n: int) -> np.ndarray:
-    """Input positions of rows ``0..n-1`` of a partition: ``partition * 2**32 + offset``.
+def row_positions(partition: int, n: int, rows: np.ndarray | None = None) -> np.ndarray:
+    """Input positions of rows ``0..n-1`` of a partition: ``partition * 2**32 + offset``
+    (only of row numbers ``rows``, when given).
 
     Increasing in input order over the whole table (partitions hold fewer than
     ``2**32`` rows), the order in which each leaf's rows reach the local
@@ -317,8 +333,12 @@ def row_positions(partition: int, n: int) -> np.ndarray:
     --------
     >>> row_positions(0, 3).tolist(), row_positions(2, 2).tolist()
     ([0, 1, 2], [8589934592, 8589934593])
+    >>> row_positions(2, 9, np.array([1, 5])).tolist()
+    [8589934593, 8589934597]
     """
     start = int(np.int64(partition) << _OFFSET_BITS)
+    if rows is not None:
+        return start + np.asarray(rows, dtype=np.int64)
     return np.arange(start, start + n, dtype=np.int64)  # one pass, no temporary
 
 
