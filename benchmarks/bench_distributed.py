@@ -1,7 +1,7 @@
 """Speed and memory of the distributed engine, as a ratio to a plain shuffle.
 
 Run: python benchmarks/bench_distributed.py [--quick] [--rows N] [--workers W]
-         [--memory-limit 2GB] [--quality] [--out PATH]
+         [--memory-limit 2GB] [--repeat R] [--quality] [--out PATH]
 
 One synthetic census Parquet dataset (5 QIs: age, zip, birth_date, sex,
 education; 2 other columns: person_id, income) is written once. Then, on the
@@ -11,6 +11,10 @@ same LocalCluster, side by side:
   data (the p2p shuffle every anonymization must at least pay for);
 * dmondrian: ``anonymize_to_parquet`` (domain pass, top-phase passes, route,
   p2p shuffle, local engine per leaf, write).
+
+``--repeat R`` runs both jobs R times, alternating which goes first, and
+reports the median of the per-round ratios next to every round's: on a shared
+machine one round's ratio can move by 20 % either way.
 
 Reported: both times and their ratio (target <= 1.5), the CPU seconds of the
 worker processes and the client for each and their ratio (the figure to compare
@@ -281,6 +285,9 @@ def main(argv=None):
     ap.add_argument("--memory-limit", default="2GB")
     ap.add_argument("--rows-per-file", type=int, default=1_000_000)
     ap.add_argument("--leaf-rows", type=int, default=None)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of both jobs, alternating which runs first; the medians of "
+                         "the per-round ratios are reported (the other figures: last round)")
     ap.add_argument("--quality", action="store_true", help="compare NCP with the local engine")
     ap.add_argument("--profile-leaf", action="store_true",
                     help="profile the local engine on one output partition")
@@ -315,15 +322,32 @@ def main(argv=None):
             # process, once) stay out of the timings, in the workers and here.
             client.run(_warm)
             _warm()
-            with ThreadCpu(client) as thr_base:
-                with (PeakMemory(client) as mem_base, get_task_stream(client) as ts_base,
-                      CpuSeconds(client) as cpu_base):
-                    base_s = baseline(client, src, scratch / "baseline")
-            with ThreadCpu(client) as thr_anon:
-                with (PeakMemory(client) as mem_anon, get_task_stream(client) as ts_anon,
-                      CpuSeconds(client) as cpu_anon):
-                    anon_s, top = anonymize(client, src, scratch / "anonymized",
-                                            args.leaf_rows)
+            rounds = []
+            for r in range(args.repeat):
+                # Alternate which job goes first, so that a drift of the shared
+                # machine's speed over the run does not favour either.
+                jobs = ["baseline", "anonymize"] if r % 2 == 0 else ["anonymize", "baseline"]
+                last = r == args.repeat - 1
+                for job in jobs:
+                    with ThreadCpu(client) as thr, PeakMemory(client) as mem, \
+                            get_task_stream(client) as ts, CpuSeconds(client) as cpu:
+                        if job == "baseline":
+                            base_s = baseline(client, src, scratch / "baseline")
+                        else:
+                            anon_s, top = anonymize(client, src, scratch / "anonymized",
+                                                    args.leaf_rows)
+                    if job == "baseline":
+                        thr_base, mem_base, ts_base, cpu_base = thr, mem, ts, cpu
+                    else:
+                        thr_anon, mem_anon, ts_anon, cpu_anon = thr, mem, ts, cpu
+                    if not (last and job == "anonymize"):
+                        # The last release stays for --quality.
+                        shutil.rmtree(scratch / job.replace("anonymize", "anonymized"),
+                                      ignore_errors=True)
+                rounds.append({"baseline_s": round(base_s, 2), "anonymize_s": round(anon_s, 2),
+                               "ratio": round(anon_s / base_s, 3),
+                               "cpu_ratio": round(cpu_anon.seconds / cpu_base.seconds, 3)})
+                print(f"round {r + 1}/{args.repeat}: {rounds[-1]}", file=sys.stderr)
             leaf_profile = profile_leaf(src, top) if args.profile_leaf else None
         result = {
             "rows": rows, "qis": QIS, "k": K, "workers": args.workers,
@@ -334,6 +358,9 @@ def main(argv=None):
             "baseline_cpu_s": round(cpu_base.seconds, 2),
             "anonymize_cpu_s": round(cpu_anon.seconds, 2),
             "cpu_ratio": round(cpu_anon.seconds / cpu_base.seconds, 3),
+            "rounds": rounds,
+            "median_ratio": round(float(np.median([r["ratio"] for r in rounds])), 3),
+            "median_cpu_ratio": round(float(np.median([r["cpu_ratio"] for r in rounds])), 3),
             "top_phase_passes": top.passes,
             "leaves": top.n_leaves, "leaf_rows": top.leaf_rows,
             "largest_leaf": int(top.leaf_counts.max()),
