@@ -1229,7 +1229,9 @@ def double_buffer(keys, rows: int, n: int, space: np.ndarray | None = None) -> n
     Parameters
     ----------
     keys : sequence of int64 arrays (n,)
-        The QIs' keys, then any rows that ride along (sensitive codes).
+        The QIs' keys, then any rows that ride along (sensitive codes). A
+        key that already is its row of the buffer (filled in place through
+        :meth:`WorkSpace.buffer`) is not copied.
     rows : int
         Rows of each half: ``len(keys) + 1`` (the row ids come last).
     n : int
@@ -1253,6 +1255,8 @@ def double_buffer(keys, rows: int, n: int, space: np.ndarray | None = None) -> n
     else:
         bufs = _fresh_pages(size).reshape(2, rows, n)
     for r, row in enumerate(keys):
+        if _same_memory(row, bufs[0, r]):
+            continue
         if small:
             bufs[0, r] = row
         else:
@@ -1262,6 +1266,12 @@ def double_buffer(keys, rows: int, n: int, space: np.ndarray | None = None) -> n
     else:
         bufs[0, -1] = np.arange(n)
     return bufs
+
+
+def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` is exactly the array ``b`` (same start, type, shape and strides)."""
+    return (isinstance(a, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+            and a.strides == b.strides and a.ctypes.data == b.ctypes.data)
 
 
 def _fresh_pages(size: int) -> np.ndarray:
@@ -1309,6 +1319,15 @@ class WorkSpace:
             grown[:] = 0  # fault the pages in now, on this thread, once
             self._space = grown
         return self._space[:size]
+
+    def buffer(self, rows: int, n: int) -> np.ndarray:
+        """The ``(2, rows, n)`` double buffer that :func:`double_buffer` builds here.
+
+        A caller that can write a table's keys straight into their rows of
+        ``buffer(rows, n)[0]`` spares the kernel a copy of every key (and
+        itself the arrays it would copy from).
+        """
+        return self.take(2 * rows * n).reshape(2, rows, n)
 
 
 @njit(cache=True, nogil=True)

@@ -49,13 +49,16 @@ that fit in memory ("leaves") are handed to the local engine.
    below),
    and each row is sent to its leaf's output partition by one of dask's
    shuffles (p2p on a distributed cluster), told the target partition of
-   every row, not asked to search or sort for it. Besides the data only the
-   leaf id (the narrowest integer type), the input position (as the index)
-   and, unless every partition is indexed ``0..n-1`` as ``read_parquet``
-   gives it, the input index go through the shuffle.
+   every row, not asked to search or sort for it. The QI columns travel as
+   the global keys routing computed (codes in the narrowest integer type,
+   :mod:`dmondrian.shipped_keys`), the other columns as they are; besides
+   them only the leaf id (the narrowest integer type), the input position
+   (as the index) and, unless every partition is indexed ``0..n-1`` as
+   ``read_parquet`` gives it, the input index go through the shuffle.
 4. **Leaves.** Each output partition first checks that it received exactly
-   the rows the top phase counted for each of its leaves, orders them by
-   leaf then input position, encodes its QI columns once, and runs the local
+   the rows the top phase counted for each of its leaves, gathers the keys
+   into the kernel's buffer by leaf then input position (no second
+   encoding), and runs the local
    engine's kernel on all its leaves in one call, each leaf an independent
    root at its depth below the table's root, with the global scales (on the
    host's cores per worker, so workers sharing a host do not oversubscribe
@@ -175,6 +178,7 @@ from .routing import (
     row_priority,
     slot_keys,
 )
+from .shipped_keys import bin_encodings, gather_keys, key_dtypes, narrow_keys, qi_encodings
 from .sketch import Summary, merge_sketches, summarize
 from .validation import Options, check_options
 
@@ -190,7 +194,8 @@ SAMPLE_ROWS = 2048
 _MAX_SAMPLE_LEVELS = 10
 _MAX_ROUNDS = 64
 _SPLIT_EVERY = 8
-# What rides along through the shuffle besides the data: the input position (as
+# What the shuffle carries: the QIs' global keys (not their values, see
+# dmondrian.shipped_keys), every other column as it is, the input position (as
 # the index), the leaf id, the output partition (dropped by the shuffle) and,
 # unless every partition's index is its row positions, the input index.
 _INDEX, _LEAF = "__dm_index", "__dm_leaf"
@@ -608,6 +613,8 @@ class TopPlan:
     undone_cuts: int = 0
     #: Rows an output partition may pack (:func:`_bin_rows`); 0 means ``leaf_rows``.
     bin_rows: int = 0
+    #: Every QI's encoding without keys (:func:`dmondrian.shipped_keys.qi_encodings`).
+    encodings: list = field(default_factory=list)
 
     @property
     def n_leaves(self) -> int:
@@ -617,6 +624,11 @@ class TopPlan:
     def leaf_dtype(self) -> np.dtype:
         """Narrowest integer type holding every leaf id (fewer bytes through the shuffle)."""
         return np.min_scalar_type(-max(1, self.n_leaves))
+
+    @property
+    def key_dtypes(self) -> list:
+        """The type each QI's keys travel in through the shuffle."""
+        return key_dtypes(self.domain)
 
     @property
     def bin_of_leaf(self) -> np.ndarray:
@@ -744,7 +756,8 @@ def _plan(client, ddf, opts: _Options, progress, sample_rows: int,
     return TopPlan(domain, _cut_tree(nodes, leaves), counts, depths,
                    _pack_bins(counts, bin_rows), passes, leaf_rows, opts,
                    list(ddf.columns), ddf._meta.index.name, sens, timings,
-                   cores_per_worker(client), positional, counted, bin_rows=bin_rows)
+                   cores_per_worker(client), positional, counted, bin_rows=bin_rows,
+                   encodings=qi_encodings(domain, ddf._meta))
 
 
 # -- step 2b: sensitive constraints on exact leaf histograms ------------------------------------
@@ -844,13 +857,22 @@ def _keep_diverse_cuts(nodes, leaf_hist: dict, sens: _Sensitive) -> None:
 # -- step 3: route, shuffle, run the local engine per leaf -------------------------------------
 
 
-def _internal_names(top: TopPlan) -> list:
-    return [f"__dm_c{i}" for i in range(len(top.columns))]
+def _carried(top: TopPlan) -> tuple[list, list, list]:
+    """Positions, internal and own names of the columns that travel as they are
+    (all but the QIs)."""
+    qis = set(top.options.qis)
+    at = [i for i, c in enumerate(top.columns) if c not in qis]
+    return at, [f"__dm_c{i}" for i in at], [top.columns[i] for i in at]
+
+
+def _key_names(top: TopPlan) -> list:
+    return [f"__dm_k{j}" for j in range(top.domain.d)]
 
 
 def _attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.DataFrame:
     """Route a partition's rows: index them by input position, add leaf and output partition.
 
+    The QI columns are replaced by their keys (:mod:`dmondrian.shipped_keys`).
     The input index, unless it is the positions 0..n-1, rides along as a column.
     """
     number = partition_info["number"] if partition_info else 0
@@ -869,23 +891,15 @@ def _attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.Data
     # The new columns join as Series on the output's own index: pandas then takes
     # them as they are (copying arrays handed to it bare costs 5 ms a million rows).
     index = pd.Index(positions, copy=False)
-    out = df.set_axis(_internal_names(top), axis=1).set_axis(index, axis=0)
+    at, internal, _ = _carried(top)
+    out = df.iloc[:, at].set_axis(internal, axis=1).set_axis(index, axis=0)
+    for name, shipped in zip(_key_names(top), narrow_keys(keys, top.key_dtypes), strict=True):
+        out[name] = pd.Series(shipped, index=index, copy=False)
     if not top.positional_index:
         out[_INDEX] = df.index  # as it is (a MultiIndex makes no Series)
     out[_LEAF] = pd.Series(leaf, index=index, copy=False)
     out[_BIN] = pd.Series(bins, index=index, copy=False)
     return out
-
-
-def _restore_dtypes(frame: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
-    """Give categorical QIs the global categories (partitions may have had others)."""
-    dom = top.domain
-    for j, q in enumerate(dom.names):
-        if dom.kinds[j] == QIKind.ORDINAL:
-            frame[q] = frame[q].astype(dom.ordinal_dtype(j))
-        elif dom.kinds[j] == QIKind.NOMINAL and isinstance(frame[q].dtype, pd.CategoricalDtype):
-            frame[q] = frame[q].astype(pd.CategoricalDtype(dom.categories[j]))
-    return frame
 
 
 def _label_columns(top: TopPlan) -> list:
@@ -895,44 +909,51 @@ def _label_columns(top: TopPlan) -> list:
             if opts.generalization == "range" or kind not in numbers]
 
 
-def _release_bin(frame: pd.DataFrame, ids, starts, depths, top: TopPlan) -> pd.DataFrame:
+def _release_bin(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts, depths,
+                 top: TopPlan) -> pd.DataFrame:
     """The local engine on every leaf of one output partition, in one call.
 
-    ``frame`` holds the partition's QI columns (and the sensitive one), rows
-    grouped by leaf in input order; leaf ``ids[i]``, ``depths[i]`` cuts below
-    the root, starts at row ``starts[i]``. The bin is encoded once and the kernel cuts each leaf as
-    its own root (:func:`dmondrian.local.partition`'s ``roots``), ``depth``
-    cuts below the table's root: leaves never mix, and each is cut exactly as
-    a run of the local engine on it alone would cut it (codes keep the global
-    order; spans use the global scales). Returns the published QI columns
-    (labels as Categoricals) and the class column if asked.
+    ``routed`` is the partition as the shuffle delivered it; ``order`` lists
+    its rows grouped by leaf in input order, and ``frame`` holds its other
+    columns in that order (for the sensitive one). Leaf ``ids[i]``,
+    ``depths[i]`` cuts below the root, starts at row ``starts[i]``. The
+    shipped keys are gathered straight into the kernel's buffer and the
+    kernel cuts each leaf as its own root (:func:`dmondrian.local.partition`'s
+    ``roots``), ``depth`` cuts below the table's root: leaves never mix, and
+    each is cut exactly as a run of the local engine on it alone would cut it
+    (codes keep the global order; spans use the global scales). Returns the
+    published QI columns (labels as Categoricals) and the class column if asked.
     """
     opts = top.options
-    trees = {q: top.domain.hierarchies[j] for j, q in enumerate(opts.qis)
-             if top.domain.hierarchies[j] is not None}
-    privacy = None
+    privacy, sensitive = None, []
     if top.sensitive is not None:
         base = top.sensitive.privacy
         # Each leaf is checked against the whole dataset's distribution
         # (t-closeness), not its own.
         privacy = KernelPrivacy(base.ip, base.fp, base.q, top.sensitive.codes(
             frame[opts.sensitive]))
+        sensitive = [privacy.sensitive_codes]
     roots = np.column_stack([starts, depths]).astype(np.int64)
-    qi_frame = _restore_dtypes(pd.DataFrame({q: frame[q] for q in opts.qis}, copy=False), top)
+    d, n = top.domain.d, len(order)
+    workspace = _workspace()
+    # The layout local.partition builds in this work space: keys, the
+    # sensitive codes, then the row ids.
+    key_rows = workspace.buffer(d + len(sensitive) + 1, n)[0, :d]
+    for j, name in enumerate(_key_names(top)):
+        gather_keys(routed[name].to_numpy(), order, key_rows[j])
+    encoded = bin_encodings(top.encodings, key_rows)
     # The thread count (numba's, per thread) sizes the kernel and the local
     # engine's per-column thread pools alike: one worker core, one thread.
     with _kernel_threads(top.kernel_threads):
-        encoded = encode_table(qi_frame, opts.qis, trees,
-                               dict(zip(opts.qis, opts.kinds, strict=True)))
         with _KERNEL_LOCK:
             part = partition(encoded, opts.k, mode=opts.mode, max_depth=opts.max_depth,
                              scales=top.domain.scales, privacy=privacy, roots=roots,
-                             workspace=_workspace())
-        out = publish(qi_frame, encoded, part, opts.generalization)
+                             workspace=workspace)
+        out = publish(pd.DataFrame(index=frame.index), encoded, part, opts.generalization)
     if opts.class_column is not None:
         # Ids unique over the table: the leaf id, then the class's rank in its leaf.
         first = part.stats[0][starts]
-        run = np.repeat(np.arange(len(ids)), np.diff(np.append(starts, len(frame))))
+        run = np.repeat(np.arange(len(ids)), np.diff(np.append(starts, n)))
         out[opts.class_column] = ((np.asarray(ids, dtype=np.int64)[run] << np.int64(32))
                                   + part.class_of_row - first[run])
     return out
@@ -1008,22 +1029,22 @@ def _bin_frame(df: pd.DataFrame, top: TopPlan, partition_info,
             f"{exact[expected].tolist()} rows. Refusing to publish.")
     if len(df) == 0:
         return None
-    internal = _internal_names(top)
-    carried = internal if top.positional_index else [*internal, _INDEX]
-    frame = df[carried].take(order)
+    _, internal, names = _carried(top)
+    frame = df[internal if top.positional_index else [*internal, _INDEX]].take(order)
     index = (positions[order] & _ROW_MASK if top.positional_index
              else frame.pop(_INDEX).to_numpy())
-    frame.columns = top.columns
+    frame.columns = names
     frame.index = pd.Index(index, name=top.index_name)
     depths = top.leaf_depths[ids]
     if verdict is not None:
         # Leaves whose cut the exact counts undid are cut again as one root.
         keep = np.flatnonzero(np.diff(verdict.root[ids], prepend=-1) != 0)
         ids, starts, depths = verdict.root[ids][keep], starts[keep], verdict.depth[ids][keep]
-    published = _release_bin(frame, ids, starts, depths, top)
+    published = _release_bin(df, order, frame, ids, starts, depths, top)
     for col in published.columns:
         frame[col] = published[col].array
-    return frame
+    # The input's column order (the QIs were added last), then the class column.
+    return frame[[*top.columns, *(c for c in published.columns if c not in top.options.qis)]]
 
 
 def _anonymize_bin(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
@@ -1070,7 +1091,10 @@ def _shuffled(ddf, top: TopPlan, shuffle_method):
 
 
 def _routed_meta(ddf, top: TopPlan) -> pd.DataFrame:
-    routed_meta = ddf._meta.set_axis(_internal_names(top), axis=1)
+    _, internal, names = _carried(top)
+    routed_meta = ddf._meta[names].set_axis(internal, axis=1)
+    for name, dtype in zip(_key_names(top), top.key_dtypes, strict=True):
+        routed_meta[name] = np.zeros(0, dtype=dtype)
     if not top.positional_index:
         routed_meta[_INDEX] = ddf._meta.index
     routed_meta[_LEAF] = np.zeros(0, dtype=top.leaf_dtype)
