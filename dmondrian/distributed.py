@@ -163,7 +163,7 @@ from .constraints import (
 from .domain import build_domain, domain_sketch, merge_domain
 from .errors import InfeasibleError, InvalidValueError, ParameterError
 from .local import encode_table, partition, publish
-from .parquet_sink import ParquetSink, empty_like
+from .parquet_sink import ParquetSink, check_column_names, empty_like
 from .planner import Cut, PlanConfig, PlanNode, plan_subtree, sizes_allowed
 from .qi import QIKind
 from .routing import (
@@ -1406,6 +1406,9 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, client=None, progre
     TopPlan
         The plan that was applied (leaf sizes, number of passes, timings).
     """
+    # Before any pass: a name Parquet cannot store would only fail at the end.
+    check_column_names(ddf.columns)
+
     def build(top):
         classes = [] if top.options.class_column is None else [top.options.class_column]
         sink = ParquetSink.create(path, _output_meta(ddf._meta, top), _label_columns(top),

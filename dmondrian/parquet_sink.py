@@ -43,7 +43,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from dask.dataframe.utils import meta_nonempty
 
-__all__ = ["ParquetSink"]
+from .errors import ColumnError
+
+__all__ = ["ParquetSink", "check_column_names"]
 
 LABEL_TYPE = pa.dictionary(pa.int32(), pa.string())
 
@@ -115,6 +117,7 @@ class ParquetSink:
         """
         import fsspec
 
+        check_column_names(meta.columns)
         options = dict(write_options or {})
         write_index = bool(options.pop("write_index", True))
         fs, root = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
@@ -145,6 +148,30 @@ class ParquetSink:
         with self.fs.open(f"{self.root}/part.{int(number)}.parquet", "wb") as fh:
             pq.write_table(table, fh, **self.options)
         return int(table.num_rows)
+
+
+def check_column_names(columns) -> None:
+    """Refuse, naming it, a column Parquet cannot store: its name must be a string.
+
+    Raises
+    ------
+    dmondrian.errors.ColumnError
+        For the first column named by anything else (an int, a tuple, ...).
+
+    Examples
+    --------
+    >>> check_column_names(["age", 5])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dmondrian.errors.ColumnError: column 5 is named by an int; Parquet stores only text names...
+    """
+    for col in columns:
+        if not isinstance(col, str):
+            kind = type(col).__name__
+            article = "an" if kind[:1] in "aeiou" else "a"
+            raise ColumnError(col, f"column {col!r} is named by {article} {kind}; Parquet "
+                                   "stores only text names: rename it "
+                                   "(e.g. df.columns = df.columns.astype(str))")
 
 
 def _dictionary_pays(f: pa.Field, wanted) -> bool:
