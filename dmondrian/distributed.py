@@ -178,7 +178,14 @@ from .routing import (
     row_priority,
     slot_keys,
 )
-from .shipped_keys import bin_encodings, gather_keys, key_dtypes, narrow_keys, qi_encodings
+from .shipped_keys import (
+    bin_encodings,
+    gather_keys,
+    key_dtypes,
+    key_offsets,
+    narrow_keys,
+    qi_encodings,
+)
 from .sketch import Summary, merge_sketches, summarize
 from .validation import Options, check_options
 
@@ -631,6 +638,11 @@ class TopPlan:
         return key_dtypes(self.domain)
 
     @property
+    def key_offsets(self) -> list:
+        """What each QI's keys travel as an offset above (see :mod:`dmondrian.shipped_keys`)."""
+        return key_offsets(self.domain)
+
+    @property
     def bin_of_leaf(self) -> np.ndarray:
         """Output partition of every leaf (read-only; computed once per ``bins``)."""
         cached = self.__dict__.get("_bin_of_leaf")
@@ -893,8 +905,13 @@ def _attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.Data
     index = pd.Index(positions, copy=False)
     at, internal, _ = _carried(top)
     out = df.iloc[:, at].set_axis(internal, axis=1).set_axis(index, axis=0)
-    for name, shipped in zip(_key_names(top), narrow_keys(keys, top.key_dtypes), strict=True):
-        out[name] = pd.Series(shipped, index=index, copy=False)
+    try:
+        shipped = narrow_keys(keys, top.key_dtypes, top.key_offsets, top.domain.names)
+    except ValueError as e:
+        raise RuntimeError(f"dmondrian: input partition {number}: {e}; the input must be "
+                           "deterministic") from None
+    for name, column in zip(_key_names(top), shipped, strict=True):
+        out[name] = pd.Series(column, index=index, copy=False)
     if not top.positional_index:
         out[_INDEX] = df.index  # as it is (a MultiIndex makes no Series)
     out[_LEAF] = pd.Series(leaf, index=index, copy=False)
@@ -939,8 +956,8 @@ def _release_bin(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts, 
     # The layout local.partition builds in this work space: keys, the
     # sensitive codes, then the row ids.
     key_rows = workspace.buffer(d + len(sensitive) + 1, n)[0, :d]
-    for j, name in enumerate(_key_names(top)):
-        gather_keys(routed[name].to_numpy(), order, key_rows[j])
+    for j, (name, offset) in enumerate(zip(_key_names(top), top.key_offsets, strict=True)):
+        gather_keys(routed[name].to_numpy(), order, key_rows[j], offset)
     encoded = bin_encodings(top.encodings, key_rows)
     # The thread count (numba's, per thread) sizes the kernel and the local
     # engine's per-column thread pools alike: one worker core, one thread.
@@ -1407,7 +1424,9 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, client=None, progre
         The plan that was applied (leaf sizes, number of passes, timings).
     """
     # Before any pass: a name Parquet cannot store would only fail at the end.
-    check_column_names(ddf.columns)
+    added = [] if options.get("class_column") is None else [options["class_column"]]
+    check_column_names([*ddf.columns, *added], ddf._meta.index.name
+                       if (write_options or {}).get("write_index", True) else None)
 
     def build(top):
         classes = [] if top.options.class_column is None else [top.options.class_column]

@@ -285,6 +285,7 @@ def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict
     slots = np.zeros(d, dtype=np.int64)
     categories, trees = [None] * d, [None] * d
     lo, hi = sketch.lo.copy(), sketch.hi.copy()
+    key_lo, key_hi = sketch.lo.copy(), sketch.hi.copy()
     hist = {}
     for j, (q, kind) in enumerate(zip(qis, kinds, strict=True)):
         if kind in (QIKind.NUMERIC, QIKind.DATETIME):
@@ -330,7 +331,7 @@ def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict
         nz = np.flatnonzero(counts[:-1] if kind == QIKind.ORDINAL else counts)
         lo[j], hi[j] = (nz.min(), nz.max()) if nz.size else (K.MISSING_KEY, _INT_MIN)
     domain = GlobalDomain(list(qis), list(kinds), kernel_kinds, scales, slots, categories,
-                          trees, int(sketch.n))
+                          trees, int(sketch.n), key_lo=key_lo, key_hi=key_hi)
     keys = encode_keys(sketch.sample, domain)
     m = keys.shape[1]
     weights = np.full(m, sketch.n / m if m else 1.0)

@@ -117,9 +117,9 @@ class ParquetSink:
         """
         import fsspec
 
-        check_column_names(meta.columns)
         options = dict(write_options or {})
         write_index = bool(options.pop("write_index", True))
+        check_column_names(meta.columns, meta.index.name if write_index else None)
         fs, root = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
         fs.makedirs(root, exist_ok=True)
         labels = {str(c) for c in label_columns}
@@ -150,13 +150,17 @@ class ParquetSink:
         return int(table.num_rows)
 
 
-def check_column_names(columns) -> None:
+def check_column_names(columns, index_name=None) -> None:
     """Refuse, naming it, a column Parquet cannot store: its name must be a string.
+
+    ``index_name`` is that of an index written as a column (None: unnamed,
+    which pyarrow names itself).
 
     Raises
     ------
     dmondrian.errors.ColumnError
-        For the first column named by anything else (an int, a tuple, ...).
+        For the first column (or the index) named by anything else (an int,
+        a tuple, ...).
 
     Examples
     --------
@@ -165,7 +169,7 @@ def check_column_names(columns) -> None:
     ...
     dmondrian.errors.ColumnError: column 5 is named by an int; Parquet stores only text names...
     """
-    for col in columns:
+    for col in [*columns, *([] if index_name is None else [index_name])]:
         if not isinstance(col, str):
             kind = type(col).__name__
             article = "an" if kind[:1] in "aeiou" else "a"

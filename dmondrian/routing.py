@@ -66,6 +66,10 @@ class GlobalDomain:
         when any value is missing) or None.
     n_rows : int
         Rows in the dataset.
+    key_lo, key_hi : ndarray of int64, optional
+        Smallest and largest present key of every numeric and datetime QI
+        (``MISSING_KEY`` and ``INT64_MIN`` when all are missing); None when
+        not measured.
     """
 
     names: list
@@ -76,6 +80,8 @@ class GlobalDomain:
     categories: list
     hierarchies: list
     n_rows: int
+    key_lo: np.ndarray | None = None
+    key_hi: np.ndarray | None = None
     _indexes: dict = field(default_factory=dict, repr=False)
 
     @property

@@ -8,18 +8,22 @@ partition gathers them straight into the kernel's buffer:
 1. Nothing is encoded twice: the local engine's encoding of an output
    partition (a factorization of every text column, a copy of every key into
    the kernel's buffer) cost about a tenth of the task.
-2. Fewer bytes cross the network: codes of nominal, ordinal and hierarchy QIs
-   travel in the narrowest signed integer type that holds them (a 2-category
-   text column: 1 byte a row instead of its strings), numbers and dates as the
-   int64 keys they already were.
+2. Fewer bytes cross the network: every QI travels in the narrowest signed
+   integer type that holds its keys' global range, measured by the domain
+   pass. Codes of nominal, ordinal and hierarchy QIs travel as they are (a
+   2-category text column: 1 byte a row instead of its strings); numbers and
+   dates as their offset above the smallest key (ages: 1 byte, 5-digit zip
+   codes: 4), or as the int64 keys themselves when the range needs 8 bytes.
 3. The published values come out the same: the local engine publishes from
    keys and per-QI metadata only (category names, value type, hierarchy),
    which :func:`qi_encodings` derives once from the global domain and the
    input's schema. Nominal codes keep the global order, which is the order
    the local engine gives its own codes, so the kernel cuts alike.
 
-A narrow code of -1 stands for the missing key (an ordinal QI's missing
-value): every other code is non-negative.
+In a narrow type, -1 stands for the missing key (an ordinal, numeric or
+datetime QI's missing value): every other shipped value is non-negative. A
+key outside the range the domain pass measured means the input changed
+between passes; it is refused, never wrapped around.
 """
 
 from __future__ import annotations
@@ -34,58 +38,102 @@ from . import _kernel as K
 from .qi import MISSING_LABEL, EncodedQI, QIKind, encode_qi
 from .routing import GlobalDomain
 
-__all__ = ["key_dtypes", "narrow_keys", "gather_keys", "qi_encodings", "bin_encodings"]
+__all__ = ["key_dtypes", "key_offsets", "narrow_keys", "gather_keys", "qi_encodings",
+           "bin_encodings"]
 
 _NUMBERS = (QIKind.NUMERIC, QIKind.DATETIME)
+_INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+def _key_span(domain: GlobalDomain, j: int) -> int | None:
+    """Largest value a QI ships: its key range (numbers, dates) or top code; None
+    when unknown (numbers of a domain that did not measure their keys)."""
+    if domain.kinds[j] not in _NUMBERS:
+        return max(0, int(domain.slots[j]) - 1)
+    if domain.key_lo is None:
+        return None
+    lo, hi = int(domain.key_lo[j]), int(domain.key_hi[j])
+    return 0 if lo == K.MISSING_KEY else hi - lo
 
 
 def key_dtypes(domain: GlobalDomain) -> list[np.dtype]:
-    """The type each QI's keys travel in: int64 for numbers and dates, else the
-    narrowest signed integer holding its codes and -1.
+    """The type each QI's keys travel in: the narrowest signed integer holding its
+    shipped values and -1, or int64 (the keys themselves).
 
     Examples
     --------
     >>> dom = GlobalDomain(["a", "c"], [QIKind.NUMERIC, QIKind.NOMINAL], np.array([0, 3]),
     ...                    np.array([9.0, 1.0]), np.array([0, 3]), [None, ["x", "y"]],
-    ...                    [None, None], 10)
+    ...                    [None, None], 10, key_lo=np.array([18, 0]),
+    ...                    key_hi=np.array([90, 0]))
     >>> [str(t) for t in key_dtypes(dom)]
-    ['int64', 'int8']
+    ['int8', 'int8']
     """
-    return [np.dtype(np.int64) if kind in _NUMBERS
-            else np.min_scalar_type(-max(1, int(domain.slots[j])))
-            for j, kind in enumerate(domain.kinds)]
-
-
-def narrow_keys(keys: np.ndarray, dtypes: list) -> list[np.ndarray]:
-    """Each row of a ``(d, n)`` key matrix in its travel type (views where it is int64)."""
     out = []
-    for row, dtype in zip(keys, dtypes, strict=True):
-        if dtype == np.int64:
+    for j in range(domain.d):
+        span = _key_span(domain, j)
+        out.append(np.dtype(np.int64) if span is None or span >= _INT64_MAX
+                   else np.min_scalar_type(-(span + 1)))
+    return out
+
+
+def key_offsets(domain: GlobalDomain) -> list[int]:
+    """What is subtracted from each QI's keys before they travel (0 for int64 and codes)."""
+    return [int(domain.key_lo[j])
+            if dtype.itemsize < 8 and domain.kinds[j] in _NUMBERS
+            and domain.key_lo[j] != K.MISSING_KEY else 0
+            for j, dtype in enumerate(key_dtypes(domain))]
+
+
+def narrow_keys(keys: np.ndarray, dtypes: list, offsets: list, names: list) -> list[np.ndarray]:
+    """Each row of a ``(d, n)`` key matrix as it travels (views where it is int64).
+
+    Raises
+    ------
+    ValueError
+        For a row holding a key outside its type's range (the input changed
+        between the domain pass and this one); the message names its QI.
+    """
+    out = []
+    for row, dtype, offset, name in zip(keys, dtypes, offsets, names, strict=True):
+        if dtype.itemsize == 8:
             out.append(row)
-        else:
-            narrow = np.empty(row.shape[0], dtype=dtype)
-            _narrow_into(row, narrow)
-            out.append(narrow)
+            continue
+        narrow = np.empty(row.shape[0], dtype=dtype)
+        if not _narrow_into(row, np.int64(offset), np.int64(np.iinfo(dtype).max), narrow):
+            raise ValueError(f"QI {name!r} holds a value outside the range the domain pass "
+                             "measured")
+        out.append(narrow)
     return out
 
 
 @njit(cache=True, nogil=True)
-def _narrow_into(row, out):
+def _narrow_into(row, offset, top, out):
+    """``out[i] = row[i] - offset`` (missing: -1); False if one falls outside [0, top]."""
+    ok = True
     for i in range(row.shape[0]):
         v = row[i]
-        out[i] = -1 if v == K.MISSING_KEY else v
+        if v == K.MISSING_KEY:
+            out[i] = -1
+        else:
+            u = v - offset
+            ok &= (u >= 0) & (u <= top)
+            out[i] = u
+    return ok
 
 
-def gather_keys(shipped: np.ndarray, order: np.ndarray, out: np.ndarray) -> None:
+def gather_keys(shipped: np.ndarray, order: np.ndarray, out: np.ndarray, offset: int = 0) -> None:
     """``out[i]`` = the int64 key of row ``order[i]`` of a shipped key column."""
-    _gather_into(shipped, order, out, shipped.dtype.itemsize < 8)
+    _gather_into(shipped, order, out, shipped.dtype.itemsize < 8, np.int64(offset))
 
 
 @njit(cache=True, nogil=True)
-def _gather_into(shipped, order, out, narrow):
+def _gather_into(shipped, order, out, narrow, offset):
     for i in range(order.shape[0]):
         v = np.int64(shipped[order[i]])
-        out[i] = K.MISSING_KEY if narrow and v == -1 else v
+        if narrow:
+            v = K.MISSING_KEY if v == -1 else v + offset
+        out[i] = v
 
 
 def qi_encodings(domain: GlobalDomain, meta: pd.DataFrame) -> list[EncodedQI]:
@@ -121,9 +169,10 @@ def bin_encodings(encodings: list[EncodedQI], key_rows: np.ndarray) -> list[Enco
     """The encodings of one output partition whose keys fill ``key_rows`` (d, n).
 
     A nominal QI with more codes than the kernel keeps as a bitmask has its
-    codes renumbered, in place and in the same order, to the ones present:
-    as many as the local engine's own encoding of the rows would give, so the
-    kernel keeps its bitmask path (and knows when the QI is constant).
+    codes renumbered, in place and in the same order, to the ones present
+    (the local engine's own encoding of the rows has as many, plus one
+    reserved for missing), so the kernel keeps its bitmask path where it
+    can (and knows when the QI is constant). The release is the same either way.
     """
     out = []
     for enc, row in zip(encodings, key_rows, strict=True):

@@ -556,6 +556,10 @@ def test_max_depth_counts_top_phase_levels(client):
     # Parquet stores only text column names.
     (lambda ddf: D.anonymize_to_parquet(ddf.rename(columns={"payload": 5}), "never-written",
                                         ["age"], 2), errors.ColumnError),
+    (lambda ddf: D.anonymize_to_parquet(ddf, "never-written", ["age"], 2, class_column=7),
+     errors.ColumnError),
+    (lambda ddf: D.anonymize_to_parquet(ddf.rename_axis(0), "never-written", ["age"], 2),
+     errors.ColumnError),
 ])
 def test_bad_options_raise_typed_errors_before_any_pass(call, error):
     ddf = dd.from_pandas(mixed_table(50), npartitions=2)
