@@ -182,8 +182,10 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
     if sensitive is not None:
         keys.append(sensitive)
         ip[K.P_SENS_ROW] = d
+    # WorkSpace.buffer is the one definition of the layout, so that keys a
+    # caller wrote into it in place are recognized and not copied.
     bufs = K.double_buffer(keys, rows, n,
-                           None if workspace is None else workspace.take(2 * rows * n))
+                           None if workspace is None else workspace.buffer(rows, n).reshape(-1))
     kinds = np.asarray([qi.kernel_kind for qi in encoded], dtype=np.int64)
     scales = [qi.scale for qi in encoded] if scales is None else list(scales)
     scales = np.asarray(scales, dtype=np.float64)
