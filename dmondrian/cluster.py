@@ -133,7 +133,7 @@ def cores_per_worker(client) -> int | None:
     """Cores each worker process may use without oversubscribing its host, None if unknown.
 
     Workers on one host share its cores: with two workers on two cores, a
-    task that starts its own thread pool (the numba kernel, one call at a
+    task that starts its own thread pool (the OpenMP kernel, one call at a
     time per worker) should use one core, not two. The smallest share over
     the hosts.
 
@@ -157,7 +157,7 @@ def cores_per_worker(client) -> int | None:
     try:
         cores = client.run(_usable_cores)
         workers = client.scheduler_info(n_workers=-1)["workers"]
-    except Exception:  # noqa: BLE001 - an unknown layout keeps numba's default
+    except Exception:  # noqa: BLE001 - an unknown layout keeps OpenMP's default
         return None
     # In-process workers (inproc:// addresses) share this process's host.
     count, host_cores = {}, {}

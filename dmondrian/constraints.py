@@ -9,8 +9,8 @@ ask them two things:
   (:meth:`Constraint.check_table`, :meth:`Constraint.check_distribution`),
   so an impossible request fails with a clear error instead of producing a
   meaningless release;
-* their kernel parameters (:func:`kernel_privacy`), which the numba split
-  check (:func:`dmondrian._kernel._cut_ok`) evaluates on the candidate
+* their kernel parameters (:func:`kernel_privacy`), which the kernel's split
+  check (``_cut_ok`` in :mod:`dmondrian._kernel.split`) evaluates on the candidate
   children's sizes and sensitive-value histograms.
 
 =================================== =========================================
@@ -140,7 +140,7 @@ class _SensitiveConstraint(Constraint):
         ip[K.P_SENS_ROW] = 0
         self._kernel(ip, fp)
         q = counts / counts.sum()
-        return not K._hist_ok(counts.astype(np.int64), int(counts.sum()), ip, fp, q)
+        return not K.hist_ok(counts.astype(np.int64), int(counts.sum()), ip, fp, q)
 
 
 class DistinctLDiversity(_SensitiveConstraint):

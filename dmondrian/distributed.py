@@ -146,7 +146,6 @@ import numbers
 import threading
 import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -209,8 +208,8 @@ _INDEX, _LEAF = "__dm_index", "__dm_leaf"
 # The name dask's shuffles read target partition numbers from (hashing any other).
 _BIN = "_partitions"
 _ROW_MASK = np.int64(0xFFFFFFFF)
-# The numba kernel is parallel inside; concurrent calls from several threads of
-# one worker would oversubscribe it (and the workqueue layer forbids them).
+# The kernel is parallel inside; concurrent calls from several threads of
+# one worker would oversubscribe its cores.
 _KERNEL_LOCK = threading.Lock()
 # One work space for the kernel's buffers per worker thread: output
 # partitions come one after another, and fresh memory would be faulted in
@@ -589,7 +588,7 @@ class TopPlan:
     timings : dict
         Wall seconds of each pass run so far, by label.
     kernel_threads : int or None
-        Threads one task's numba kernel may use (the host's cores per worker).
+        Threads one task's kernel may use (the host's cores per worker).
     positional_index : bool
         Whether every input partition's index was its row positions.
     """
@@ -607,7 +606,7 @@ class TopPlan:
     sensitive: _Sensitive | None = None
     #: Wall seconds of each step run so far, in order (``{label: seconds}``).
     timings: dict = field(default_factory=dict)
-    #: Threads the numba kernel may use in one task (None: numba's default).
+    #: Threads the kernel may use in one task (None: OpenMP's default).
     kernel_threads: int | None = None
     #: Every input partition's index is 0..n-1: the shuffle ships no index column
     #: (the position restores it).
@@ -857,8 +856,8 @@ def _keep_diverse_cuts(nodes, leaf_hist: dict, sens: _Sensitive) -> None:
         if nd.cut is None:
             continue
         hl, hr = hist(nd.left), hist(nd.right)
-        if (K._hist_ok(hl, int(hl.sum()), ip, fp, q)
-                and K._hist_ok(hr, int(hr.sum()), ip, fp, q)):
+        if (K.hist_ok(hl, int(hl.sum()), ip, fp, q)
+                and K.hist_ok(hr, int(hr.sum()), ip, fp, q)):
             stack.extend((nd.left, nd.right))
             continue
         leaf_hist[j] = hl + hr
@@ -959,9 +958,9 @@ def _release_bin(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts, 
     for j, (name, offset) in enumerate(zip(_key_names(top), top.key_offsets, strict=True)):
         gather_keys(routed[name].to_numpy(), order, key_rows[j], offset)
     encoded = bin_encodings(top.encodings, key_rows)
-    # The thread count (numba's, per thread) sizes the kernel and the local
+    # The thread budget (this thread's) sizes the kernel and the local
     # engine's per-column thread pools alike: one worker core, one thread.
-    with _kernel_threads(top.kernel_threads):
+    with K.thread_limit(top.kernel_threads):
         with _KERNEL_LOCK:
             part = partition(encoded, opts.k, mode=opts.mode, max_depth=opts.max_depth,
                              scales=top.domain.scales, privacy=privacy, roots=roots,
@@ -974,28 +973,6 @@ def _release_bin(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts, 
         out[opts.class_column] = ((np.asarray(ids, dtype=np.int64)[run] << np.int64(32))
                                   + part.class_of_row - first[run])
     return out
-
-
-@contextmanager
-def _kernel_threads(n: int | None):
-    """Run the numba kernel on at most ``n`` threads (this thread's setting only).
-
-    Each worker process has its share of the host's cores: a kernel spreading
-    over every core would fight the other workers' tasks for them (measured:
-    slower and more CPU than one thread when the other core is busy). The
-    result does not depend on the number of threads.
-    """
-    import numba
-
-    if n is None or n >= numba.config.NUMBA_NUM_THREADS:
-        yield
-        return
-    before = numba.get_num_threads()
-    numba.set_num_threads(max(1, n))
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
 
 
 def _as_strings(column: pd.Series) -> pd.Series:

@@ -27,8 +27,9 @@ both pass the constraint, and the root passes it.
 
 Threads: on large tables, steps 1 and 5 run one QI column per thread and the
 kernel splits independent subtrees in parallel, with as many threads as
-``numba.get_num_threads()`` (``NUMBA_NUM_THREADS``, or less after
-``numba.set_num_threads``). The result does not depend on the thread count.
+:func:`dmondrian._kernel.max_threads` gives (OpenMP's count,
+``OMP_NUM_THREADS``, or a caller's :func:`dmondrian._kernel.thread_limit`).
+The result does not depend on the thread count.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 import pandas as pd
 
@@ -97,14 +97,14 @@ def encode_table(df: pd.DataFrame, quasi_identifiers, hierarchies=None, qi_kinds
 def _per_column(fn, count: int, n_rows: int) -> list:
     """``[fn(j) for j in range(count)]``, one QI column per thread on large tables.
 
-    Columns are independent and most of their work (numba passes, numpy
+    Columns are independent and most of their work (compiled passes, numpy
     sorts and gathers) releases the GIL; nominal and hierarchy columns spend
     part of theirs in Python, which threads do not speed up. Results, and the
-    first error in column order, are the same either way. The pool has
-    ``numba.get_num_threads()`` threads, so a caller that limits numba's
-    threads limits these too.
+    first error in column order, are the same either way. The pool has the
+    kernel's thread budget (:func:`dmondrian._kernel.max_threads`), so a
+    caller that limits the kernel's threads limits these too.
     """
-    threads = min(numba.get_num_threads(), count)
+    threads = min(K.max_threads(), count)
     if threads > 1 and n_rows >= _PARALLEL_COLUMN_ROWS:
         with ThreadPoolExecutor(threads) as pool:
             return list(pool.map(fn, range(count)))
@@ -127,7 +127,7 @@ def _hierarchy_arrays(encoded: list[EncodedQI]):
         parts["leafnode"].append(h.leaf_node)
         n_nodes += len(h.labels)
         n_leaves += len(h.leaves)
-    # numba needs typed (non-empty) arrays even when no QI has a hierarchy.
+    # Non-empty arrays even when no QI has a hierarchy: the kernel takes their address.
     arrays = [np.concatenate(v) if v else np.zeros(1, dtype=np.int64) for v in parts.values()]
     return (*arrays, hoffs, loffs)
 

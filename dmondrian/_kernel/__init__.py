@@ -1,0 +1,49 @@
+"""The compiled Mondrian kernel (Cython, built when the package is installed).
+
+The table arrives as a ``(d, n)`` matrix of order-preserving int64 *keys* (one
+row per quasi-identifier, see :mod:`dmondrian.qi`) and the kernel returns, for
+every row, the id of its equivalence class. It never looks at labels or
+dtypes: everything kind-specific it needs is a small integer code per QI and a
+few flat arrays (global scales, hierarchy trees). Its modules, by concern:
+
+* ``select``: the median of a node's keys (histogram select, quickselect);
+* ``privacy``: whether a cut's children keep l-diversity / t-closeness;
+* ``split``: one node's spans, its cut, and the move of its rows;
+* ``tree``: the whole tree, independent nodes and subtrees on OpenMP threads;
+* ``class_stats``: per-class bounds, sums and code sets for publishing;
+* ``workspace``, ``buffers``: the double buffer the tree is built in;
+* ``threads``: how many threads a call may use;
+* ``keys``, ``labels``, ``routing``, ``scan``, ``shipped``: the passes over
+  columns that encode keys, write labels, and route rows for the Dask engine.
+"""
+
+from .class_stats import class_code_masks, class_code_sets
+from .class_stats import class_statistics as _class_statistics
+from .class_stats import rows_to_classes as _rows_to_classes
+from .constants import *  # noqa: F403
+from .privacy import hist_ok_py as hist_ok
+from .threads import max_threads, thread_limit
+from .tree import mondrian_partition as _mondrian_partition
+from .workspace import WorkSpace, double_buffer
+
+__all__ = [
+    "WorkSpace", "class_code_masks", "class_code_sets", "class_statistics", "double_buffer",
+    "hist_ok", "max_threads", "mondrian_partition", "rows_to_classes", "thread_limit",
+]
+
+
+def mondrian_partition(*args, n_threads=None):
+    """:func:`dmondrian._kernel.tree.mondrian_partition` on this thread's thread budget."""
+    return _mondrian_partition(*args, n_threads=max_threads() if n_threads is None else n_threads)
+
+
+def class_statistics(sorted_keys, class_start, kinds, cards, n_threads=None):
+    """:func:`dmondrian._kernel.class_stats.class_statistics` on this thread's budget."""
+    return _class_statistics(sorted_keys, class_start, kinds, cards,
+                             max_threads() if n_threads is None else n_threads)
+
+
+def rows_to_classes(order, class_of_pos, n_threads=None):
+    """:func:`dmondrian._kernel.class_stats.rows_to_classes` on this thread's budget."""
+    return _rows_to_classes(order, class_of_pos,
+                            max_threads() if n_threads is None else n_threads)

@@ -1,0 +1,110 @@
+# What every level of the split needs to know, bundled once per kernel call:
+# the QIs' kinds and scales, the hierarchy trees, the privacy constraint and
+# the mode. Passed down as one pointer instead of a dozen arrays.
+from ._common cimport i64
+
+# Rows of the split's work space (see workspace_width): a small segment's
+# copy (then a split's row positions), counts (select histogram, code counts,
+# left sensitive histogram), code order (and the right sensitive histogram),
+# nominal ranks, their cumulative counts (then a split's list of moved key
+# rows), and the codes seen in a node (kept all zeros between uses).
+cdef enum:
+    WS_SCRATCH = 0
+    WS_COUNTS = 1
+    WS_ORDER = 2
+    WS_RANK = 3
+    WS_CUM = 4
+    WS_SEEN = 5
+    WS_ROWS = 6
+
+# Indices of the privacy parameters (see constants.py).
+cdef enum:
+    P_K = 0
+    P_SENS_ROW = 1
+    P_N_SENS = 2
+    P_L_DISTINCT = 3
+    P_RC_L = 4
+    P_T_ORDERED = 5
+    P_LOG_L = 0
+    P_RC_C = 1
+    P_T = 2
+
+# Buckets of the histogram median select: 16 KiB of counters stay in L1.
+cdef enum:
+    BUCKETS = 2048
+    # Segments up to this size are selected by copying into the scratch row.
+    SMALL = 1024
+    # Nominal QIs with at most this many codes count a node's distinct codes
+    # with a one-word bitmask while its rows are moved.
+    MASK_CARD = 64
+
+
+cdef struct QIRules:
+    Py_ssize_t d           # number of QIs
+    const i64* kind        # kernel kind of each QI
+    const double* scale    # global scale normalizing its spans
+    const i64* card        # codes of a nominal or ordinal QI
+    const i64* h_parent    # hierarchy trees, concatenated
+    const i64* h_lo
+    const i64* h_hi
+    const i64* h_leafnode
+    const i64* hoff        # each QI's offset into the trees' nodes
+    const i64* loff        # and into their leaves
+
+
+cdef struct Privacy:
+    const i64* ip
+    const double* fp
+    const double* q        # the whole table's sensitive distribution
+    Py_ssize_t n_q
+
+
+cdef struct Rules:
+    QIRules qi
+    Privacy priv
+    bint relaxed
+    i64 max_depth          # -1: no limit
+
+
+cdef struct Buffers:
+    # The double buffer (2, rows, n): key rows of the QIs, the rows riding
+    # along (sensitive codes), then the row ids.
+    i64* data
+    Py_ssize_t rows
+    Py_ssize_t n
+
+
+cdef struct WorkRows:
+    # A thread's work space: WS_ROWS rows of ``width`` int64.
+    i64* data
+    Py_ssize_t width
+
+
+cdef inline i64* buf_row(const Buffers* b, Py_ssize_t which, Py_ssize_t r) noexcept nogil:
+    return b.data + (which * b.rows + r) * b.n
+
+
+cdef inline i64* ws_row(const WorkRows* ws, Py_ssize_t r) noexcept nogil:
+    return ws.data + r * ws.width
+
+
+cdef inline bint is_class(i64 n, i64 depth, const Rules* rules) noexcept nogil:
+    """Whether a node of ``n`` rows at ``depth`` can only be a class (no split tried)."""
+    return n < 2 * rules.priv.ip[P_K] or (rules.max_depth >= 0 and depth >= rules.max_depth)
+
+
+cdef inline bint goes_left(i64 key, const i64* rank, i64 t, i64 eq_value, i64 need_eq,
+                           i64* taken) noexcept nogil:
+    """The side rule of a cut, shared by the check and the move so they agree.
+
+    A row goes left when its key (its frequency rank when ``rank`` is not
+    NULL) is ``<= t``, or equals ``eq_value`` while fewer than ``need_eq``
+    such rows went left (``taken`` counts them).
+    """
+    cdef i64 v = rank[key] if rank != NULL else key
+    if v <= t:
+        return True
+    if v == eq_value and taken[0] < need_eq:
+        taken[0] += 1
+        return True
+    return False

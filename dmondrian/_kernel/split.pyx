@@ -1,0 +1,656 @@
+"""One node of the Mondrian tree: measure its spans, find a cut, move its rows.
+
+The data of a node is a contiguous segment ``[s, e)`` of the key matrix. A
+split writes the two children, left then right, into the *other* of two
+buffers (a kd-tree build), so every pass is sequential and a subtree that
+fits in cache is finished in cache. While moving rows it measures both
+children's per-QI statistics (bounds, missing count, nominal code masks), so
+the children's spans cost no pass of their own.
+
+A split allocates nothing: it works in the caller's work space
+(``WorkRows``, one per thread), which the many small nodes near the leaves
+would otherwise pay for in allocations.
+"""
+
+import numpy as np
+
+from ._common cimport (i64, u64, MISSING_KEY, INT_MIN, FLOAT_MAX, popcount, key_value,
+                       KIND_NOMINAL, KIND_HIERARCHY, KIND_ORDINAL)
+from ._rules cimport (Buffers, Rules, QIRules, Privacy, WorkRows, buf_row, ws_row, is_class,
+                      goes_left, WS_SCRATCH, WS_COUNTS, WS_ORDER, WS_RANK, WS_CUM, WS_SEEN,
+                      WS_ROWS, BUCKETS, SMALL, MASK_CARD, P_K, P_SENS_ROW, P_N_SENS)
+from .select cimport Selected, select_kth, heapsort
+from .privacy cimport sensitive_cut_ok
+
+cdef extern from *:
+    """
+    /* The smallest positive double: a node with two distinct values stays
+       cuttable even when its share of a huge global range underflows. */
+    #define DM_TINY 5e-324
+    """
+    const double TINY "DM_TINY"
+
+# Rows a split moves before folding them into the children's statistics: at
+# 5 QIs a block reads and writes 96 KiB each, which L2 still holds when the
+# fold reads the written half back.
+cdef enum:
+    MOVE_BLOCK = 2048
+
+
+cdef struct Cut:
+    # A row goes left when its key (its frequency rank when ``ranked``) is
+    # <= t, or equals eq_value while fewer than need_eq such rows went left.
+    # n_left == 0: no allowed cut.
+    i64 n_left
+    i64 t
+    i64 eq_value
+    i64 need_eq
+    bint ranked
+
+
+cdef inline void fold_stats(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 kind, i64 card,
+                            i64* lo, i64* hi, i64* aux) noexcept nogil:
+    """Fold rows ``[s, e)`` into running statistics (nominal: ``aux`` is a bitmask)."""
+    cdef Py_ssize_t i
+    cdef u64 mask
+    cdef i64 v, a = aux[0], l = lo[0], h = hi[0], m
+    if kind == KIND_NOMINAL:
+        if card <= MASK_CARD:
+            mask = <u64>a
+            for i in range(s, e):
+                mask |= (<u64>1) << (<u64>row[i])
+            aux[0] = <i64>mask
+        return
+    for i in range(s, e):
+        v = row[i]
+        m = v == MISSING_KEY
+        a += m
+        # MISSING_KEY is the largest key: it never lowers lo.
+        l = v if v < l else l
+        v = INT_MIN if m else v
+        h = v if v > h else h
+    lo[0] = l
+    hi[0] = h
+    aux[0] = a
+
+
+cdef inline void finish_stats(i64 kind, i64 card, i64* lo, i64* hi, i64* aux) noexcept nogil:
+    cdef u64 mask
+    cdef i64 distinct, code
+    if kind != KIND_NOMINAL:
+        return
+    if card > MASK_CARD:
+        lo[0] = 0
+        hi[0] = 0
+        aux[0] = -1
+        return
+    mask = <u64>aux[0]
+    distinct = popcount(mask)
+    # A single code is also the node's value (see is_constant): the index of
+    # the mask's only bit.
+    code = popcount(mask - 1) if distinct == 1 else 0
+    lo[0] = code
+    hi[0] = code
+    aux[0] = distinct
+
+
+cdef void column_stats(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 kind, i64 card,
+                       i64* lo, i64* hi, i64* aux) noexcept nogil:
+    """Per-QI statistics of rows ``[s, e)``: ``(lo, hi, aux)``.
+
+    For ordered kinds, the lowest and highest present key and ``aux`` the
+    number of missing values. For nominal kinds ``aux`` is the number of
+    distinct codes (missing is a code of its own), or -1 when the QI has too
+    many codes for a bitmask and the span must count them itself; a single
+    code is kept in ``lo`` and ``hi``.
+    """
+    lo[0] = MISSING_KEY
+    hi[0] = INT_MIN
+    aux[0] = 0
+    fold_stats(row, s, e, kind, card, lo, hi, aux)
+    finish_stats(kind, card, lo, hi, aux)
+
+
+cdef inline bint is_constant(i64 kind, i64 lo, i64 hi, i64 miss) noexcept nogil:
+    """Whether a node's statistics say every row has the same key (then ``lo``).
+
+    Ordered kinds: one present value and no missing one, or only missing
+    values. Nominal kinds: one code (unknown, so never constant, above
+    MASK_CARD codes). A constant QI stays constant in every descendant.
+    """
+    if kind == KIND_NOMINAL:
+        return miss == 1
+    return lo == MISSING_KEY or (lo == hi and miss == 0)
+
+
+cdef i64 _hier_lca(i64 lo, i64 hi, i64 hoff, i64 loff, const QIRules* qi) noexcept nogil:
+    cdef i64 node = qi.h_leafnode[loff + lo]
+    while not (qi.h_lo[hoff + node] <= lo and hi <= qi.h_hi[hoff + node]):
+        node = qi.h_parent[hoff + node]
+    return node
+
+
+cdef i64 _distinct_codes(const i64* row, Py_ssize_t s, Py_ssize_t e, i64* seen) noexcept nogil:
+    """Number of distinct codes in ``row[s:e]``."""
+    # ``seen`` holds zeros between calls: only the codes seen here are set,
+    # then reset, so a node costs its rows, not the QI's codes.
+    cdef i64 distinct = 0, c
+    cdef Py_ssize_t i
+    for i in range(s, e):
+        c = row[i]
+        distinct += seen[c] == 0
+        seen[c] = 1
+    for i in range(s, e):
+        seen[row[i]] = 0
+    return distinct
+
+
+cdef double node_span(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 lo, i64 hi, i64 miss,
+                      i64 kind, double scale, i64 hoff, i64 loff, const QIRules* qi,
+                      const WorkRows* ws) noexcept nogil:
+    """Normalized span of a QI over rows ``[s, e)``: the NCP its range would cost.
+
+    ``lo``, ``hi`` and ``miss`` are the node's statistics of the QI (see
+    column_stats), measured by the parent's split, so no pass over the rows
+    is needed (except for nominal QIs with many codes).
+    """
+    cdef i64 distinct, node
+    cdef double diff, span
+    if scale <= 0.0:
+        return 0.0
+    if kind == KIND_NOMINAL:
+        distinct = miss if miss >= 0 else _distinct_codes(row, s, e, ws_row(ws, WS_SEEN))
+        return <double>(distinct - 1) / scale
+    if lo == MISSING_KEY:  # only missing values: nothing to cut
+        return 0.0
+    if miss > 0:
+        # A class mixing missing and present values publishes "range or
+        # missing", which tells an analyst nothing: it costs the full penalty.
+        return 1.0
+    if lo == hi:
+        return 0.0
+    if kind == KIND_HIERARCHY:
+        node = _hier_lca(lo, hi, hoff, loff, qi)
+        return <double>(qi.h_hi[hoff + node] - qi.h_lo[hoff + node]) / scale
+    if kind == KIND_ORDINAL:
+        return <double>(hi - lo) / scale
+    diff = key_value(hi, kind) - key_value(lo, kind)
+    if diff > FLOAT_MAX:  # the range of two huge floats overflows
+        diff = FLOAT_MAX
+    span = diff / scale
+    return span if span > 0.0 else TINY
+
+
+cdef void _nominal_ranks(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 card,
+                         const WorkRows* ws) noexcept nogil:
+    """Rank of every code when the node's values are ordered by frequency.
+
+    Fills ``rank[code]`` and ``cum``, the cumulative row count by rank, in
+    rows WS_RANK and WS_CUM of the work space. Most frequent first, ties by
+    code (absent codes last), so the order is deterministic.
+    """
+    cdef i64* counts = ws_row(ws, WS_COUNTS)
+    cdef i64* order = ws_row(ws, WS_ORDER)
+    cdef i64* rank = ws_row(ws, WS_RANK)
+    cdef i64* cum = ws_row(ws, WS_CUM)
+    cdef Py_ssize_t i, c, m = 0, r
+    cdef i64 acc = 0
+    for c in range(card):
+        counts[c] = 0
+    for i in range(s, e):
+        counts[row[i]] += 1
+    for c in range(card):
+        if counts[c] > 0:
+            order[m] = c
+            m += 1
+    # Only the codes present need sorting; the absent follow in code order.
+    heapsort(order, 0, m, counts, True)
+    r = m
+    for c in range(card):
+        if counts[c] == 0:
+            order[r] = c
+            r += 1
+    for r in range(card):
+        rank[order[r]] = r
+        acc += counts[order[r]]
+        cum[r] = acc
+
+
+cdef inline i64 _rank_at(const i64* cum, i64 pos) noexcept nogil:
+    """Smallest rank whose cumulative count exceeds row position ``pos``."""
+    cdef i64 r = 0
+    while cum[r] <= pos:
+        r += 1
+    return r
+
+
+cdef inline i64 _count_le(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 t) noexcept nogil:
+    cdef i64 c = 0
+    cdef Py_ssize_t i
+    for i in range(s, e):
+        c += row[i] <= t
+    return c
+
+
+cdef inline bint _cut_ok(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e,
+                         i64 n_left, i64 t, i64 eq_value, i64 need_eq, const i64* rank,
+                         const Privacy* priv, const WorkRows* ws) noexcept nogil:
+    """The one place that decides whether a cut may happen.
+
+    Both children must hold at least k rows and, when a sensitive constraint
+    is on, satisfy it; their histograms are counted with the very rule the
+    move uses (goes_left), so what is checked is what is made.
+    """
+    cdef i64 n = e - s, k = priv.ip[P_K]
+    if n_left <= 0 or n_left >= n or n_left < k or n - n_left < k:
+        return False
+    if priv.ip[P_SENS_ROW] < 0:
+        return True
+    return sensitive_cut_ok(row, sens, s, e, n_left, t, eq_value, need_eq, rank, priv, ws)
+
+
+cdef inline int _choose(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e,
+                        i64 l1, i64 t1, i64 l2, i64 t2, const i64* rank, const Privacy* priv,
+                        const WorkRows* ws) noexcept nogil:
+    """Pick the allowed cut nearest the middle among ``<= t1`` and ``<= t2``: 1, 2 or 0."""
+    cdef i64 n = e - s, d1, d2
+    cdef bint ok2 = _cut_ok(row, sens, s, e, l2, t2, -1, 0, rank, priv, ws)
+    cdef bint ok1 = l1 != l2 and _cut_ok(row, sens, s, e, l1, t1, -1, 0, rank, priv, ws)
+    if ok1 and ok2:
+        # Classic Mondrian cuts at "<= median" (l2); "< median" wins only when
+        # ties make it strictly more balanced.
+        d1 = 2 * l1 - n
+        d2 = 2 * l2 - n
+        if (d1 if d1 >= 0 else -d1) < (d2 if d2 >= 0 else -d2):
+            return 1
+        return 2
+    if ok2:
+        return 2
+    if ok1:
+        return 1
+    return 0
+
+
+cdef inline Cut _cut(i64 n_left, i64 t, i64 eq_value, i64 need_eq, bint ranked) noexcept nogil:
+    cdef Cut c
+    c.n_left = n_left
+    c.t = t
+    c.eq_value = eq_value
+    c.need_eq = need_eq
+    c.ranked = ranked
+    return c
+
+
+cdef Cut find_cut(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e, i64 lo, i64 hi,
+                  i64 miss, i64 kind, i64 card, i64 hoff, i64 loff, const Rules* rules,
+                  const WorkRows* ws, i64* spare) noexcept nogil:
+    """Find an allowed cut of one QI of node ``[s, e)`` (``row`` is its key row).
+
+    ``spare[s:e]`` is free room for the select.
+    """
+    cdef i64 n = e - s, nl, r, below, l1, l2, t1, t2, present, m, lca, child
+    cdef i64 t, eq_value, need_eq
+    cdef int which
+    cdef const Privacy* priv = &rules.priv
+    cdef const QIRules* qi = &rules.qi
+    cdef const i64* rank
+    cdef const i64* cum
+    cdef Selected sel
+    if kind == KIND_NOMINAL:
+        _nominal_ranks(row, s, e, card, ws)
+        rank = ws_row(ws, WS_RANK)
+        cum = ws_row(ws, WS_CUM)
+        if rules.relaxed:
+            nl = n // 2
+            r = _rank_at(cum, nl - 1)
+            below = cum[r - 1] if r > 0 else 0
+            if not _cut_ok(row, sens, s, e, nl, r - 1, r, nl - below, rank, priv, ws):
+                return _cut(0, 0, 0, 0, True)
+            return _cut(nl, r - 1, r, nl - below, True)
+        r = _rank_at(cum, (n - 1) // 2)
+        l1 = cum[r - 1] if r > 0 else 0
+        l2 = cum[r]
+        which = _choose(row, sens, s, e, l1, r - 1, l2, r, rank, priv, ws)
+        if which == 1:
+            return _cut(l1, r - 1, -1, 0, True)
+        if which == 2:
+            return _cut(l2, r, -1, 0, True)
+        return _cut(0, 0, 0, 0, True)
+
+    present = n - miss
+    if rules.relaxed:
+        nl = n // 2
+        if nl < priv.ip[P_K] or n - nl < priv.ip[P_K]:
+            return _cut(0, 0, 0, 0, False)
+        if nl - 1 >= present:  # the left half reaches into the missing rows
+            t, eq_value, need_eq = MISSING_KEY - 1, MISSING_KEY, nl - present
+        else:
+            sel = select_kth(row, s, e, lo, hi, nl - 1, ws_row(ws, WS_SCRATCH),
+                             ws_row(ws, WS_COUNTS), spare)
+            t, eq_value, need_eq = sel.value - 1, sel.value, nl - sel.less
+        if not _cut_ok(row, sens, s, e, nl, t, eq_value, need_eq, NULL, priv, ws):
+            return _cut(0, 0, 0, 0, False)
+        return _cut(nl, t, eq_value, need_eq, False)
+
+    m = (n - 1) // 2
+    if m >= present:
+        # The median row is missing: the only cut is present | missing.
+        if _cut_ok(row, sens, s, e, present, MISSING_KEY - 1, -1, 0, NULL, priv, ws):
+            return _cut(present, MISSING_KEY - 1, -1, 0, False)
+        return _cut(0, 0, 0, 0, False)
+    sel = select_kth(row, s, e, lo, hi, m, ws_row(ws, WS_SCRATCH), ws_row(ws, WS_COUNTS), spare)
+    if kind == KIND_HIERARCHY:
+        lca = _hier_lca(lo, hi, hoff, loff, qi)
+        child = qi.h_leafnode[loff + sel.value]
+        while qi.h_parent[hoff + child] != lca:
+            child = qi.h_parent[hoff + child]
+        t1 = qi.h_lo[hoff + child] - 1
+        t2 = qi.h_hi[hoff + child]
+        l1 = _count_le(row, s, e, t1)
+        l2 = _count_le(row, s, e, t2)
+    else:
+        t1 = sel.value - 1
+        t2 = sel.value
+        l1 = sel.less
+        l2 = sel.less + sel.equal
+    which = _choose(row, sens, s, e, l1, t1, l2, t2, NULL, priv, ws)
+    if which == 1:
+        return _cut(l1, t1, -1, 0, False)
+    if which == 2:
+        return _cut(l2, t2, -1, 0, False)
+    return _cut(0, 0, 0, 0, False)
+
+
+cdef inline void _scatter(const Buffers* bufs, Py_ssize_t src, const i64* pos, Py_ssize_t b0,
+                          Py_ssize_t b1, const i64* active, Py_ssize_t n_active) noexcept nogil:
+    """Move rows ``b0..b1`` of key rows ``active[:n_active]`` to positions ``pos``.
+
+    Four key rows per sweep, unrolled: a loop over a runtime number of rows
+    per moved row costs more than the moves. A last group of fewer rows
+    repeats its last row, which stores the same value twice.
+    """
+    cdef Py_ssize_t last = n_active - 1, q0, i, dst = 1 - src
+    cdef const i64* s0
+    cdef const i64* s1
+    cdef const i64* s2
+    cdef const i64* s3
+    cdef i64* d0
+    cdef i64* d1
+    cdef i64* d2
+    cdef i64* d3
+    cdef i64 p
+    for q0 in range(0, n_active, 4):
+        s0 = buf_row(bufs, src, active[q0])
+        s1 = buf_row(bufs, src, active[q0 + 1 if q0 + 1 < last else last])
+        s2 = buf_row(bufs, src, active[q0 + 2 if q0 + 2 < last else last])
+        s3 = buf_row(bufs, src, active[q0 + 3 if q0 + 3 < last else last])
+        d0 = buf_row(bufs, dst, active[q0])
+        d1 = buf_row(bufs, dst, active[q0 + 1 if q0 + 1 < last else last])
+        d2 = buf_row(bufs, dst, active[q0 + 2 if q0 + 2 < last else last])
+        d3 = buf_row(bufs, dst, active[q0 + 3 if q0 + 3 < last else last])
+        for i in range(b0, b1):
+            p = pos[i - b0]
+            d0[p] = s0[i]
+            d1[p] = s1[i]
+            d2[p] = s2[i]
+            d3[p] = s3[i]
+
+
+cdef void _move(const Buffers* bufs, Py_ssize_t src, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e,
+                Cut cut, const i64* rank, const i64* lo, const i64* hi, const i64* miss,
+                i64* child_lo, i64* child_hi, i64* child_miss, const Rules* rules,
+                const WorkRows* ws) noexcept nogil:
+    """Move the rows of ``[s, e)`` to the other buffer, left child first.
+
+    Every row of the matrix moves (keys, the sensitive codes, the row ids)
+    but the QIs constant in the node: those keep their value in every
+    descendant, which make_class writes when a class is made (a typical
+    distributed leaf, whose top cuts made some QIs constant, moves far fewer
+    rows). Each child's statistics are measured for the QIs on the way
+    (``child_*[side * d + q]``), so the children never rescan for their spans.
+    """
+    cdef Py_ssize_t d = rules.qi.d, q, side, a, b0, b1, i, n_active = 0
+    cdef Py_ssize_t dst = 1 - src
+    cdef const i64* row = buf_row(bufs, src, j)
+    cdef i64* pos = ws_row(ws, WS_SCRATCH)
+    cdef i64* active = ws_row(ws, WS_CUM)
+    cdef i64 li = s, ri = s + cut.n_left, li0, ri0, g, taken = 0, t = cut.t
+    cdef const i64* kinds = rules.qi.kind
+    cdef const i64* cards = rules.qi.card
+    cdef bint common = cut.need_eq == 0 and rank == NULL
+    cdef i64* dq
+    for q in range(bufs.rows):
+        if q >= d or not is_constant(kinds[q], lo[q], hi[q], miss[q]):
+            active[n_active] = q
+            n_active += 1
+    for q in range(d):
+        for side in range(2):
+            child_lo[side * d + q] = MISSING_KEY
+            child_hi[side * d + q] = INT_MIN
+            child_miss[side * d + q] = 0
+    # Rows move in blocks: each row's destination first (the side rule is
+    # applied once, branch-free in the common numeric strict cut), then every
+    # key row is moved by those positions, then the block's two runs of moved
+    # rows are folded into the children's statistics while still in cache:
+    # large nodes are bound by memory traffic, and a separate pass would read
+    # every moved key back from memory.
+    b0 = s
+    while b0 < e:
+        b1 = b0 + MOVE_BLOCK if b0 + MOVE_BLOCK < e else e
+        li0 = li
+        ri0 = ri
+        if common:
+            for i in range(b0, b1):
+                g = row[i] <= t
+                pos[i - b0] = ri + g * (li - ri)
+                li += g
+                ri += 1 - g
+        else:
+            for i in range(b0, b1):
+                g = goes_left(row[i], rank, t, cut.eq_value, cut.need_eq, &taken)
+                pos[i - b0] = ri + g * (li - ri)
+                li += g
+                ri += 1 - g
+        _scatter(bufs, src, pos, b0, b1, active, n_active)
+        # Contiguous runs vectorize; tracking both sides inside the move
+        # would branch on the side again.
+        for a in range(n_active):
+            q = active[a]
+            if q >= d:
+                break
+            dq = buf_row(bufs, dst, q)
+            fold_stats(dq, li0, li, kinds[q], cards[q], &child_lo[q], &child_hi[q],
+                       &child_miss[q])
+            fold_stats(dq, ri0, ri, kinds[q], cards[q], &child_lo[d + q], &child_hi[d + q],
+                       &child_miss[d + q])
+        b0 = b1
+    for q in range(d):
+        if is_constant(kinds[q], lo[q], hi[q], miss[q]):
+            # Not moved: the children have the node's value (all missing:
+            # each child's rows are its missing count).
+            for side in range(2):
+                child_lo[side * d + q] = lo[q]
+                child_hi[side * d + q] = hi[q]
+                child_miss[side * d + q] = miss[q]
+            if kinds[q] != KIND_NOMINAL and lo[q] == MISSING_KEY:
+                child_miss[q] = cut.n_left
+                child_miss[d + q] = e - s - cut.n_left
+            continue
+        for side in range(2):
+            finish_stats(kinds[q], cards[q], &child_lo[side * d + q], &child_hi[side * d + q],
+                         &child_miss[side * d + q])
+
+
+cdef void make_class(const Buffers* bufs, Py_ssize_t s, Py_ssize_t e, i64 buf,
+                     unsigned char* leaf_start, const Rules* rules, const i64* lo,
+                     const i64* hi, const i64* miss) noexcept nogil:
+    """Make node ``[s, e)`` a class: bring its rows to buffer 0 and flag its start.
+
+    The QIs constant in the node are written from their value: an ancestor
+    may have stopped moving them.
+    """
+    cdef Py_ssize_t d = rules.qi.d, q, i
+    cdef i64* out
+    cdef const i64* src
+    cdef i64 v
+    for q in range(bufs.rows):
+        out = buf_row(bufs, 0, q)
+        if q < d and is_constant(rules.qi.kind[q], lo[q], hi[q], miss[q]):
+            v = lo[q]
+            for i in range(s, e):
+                out[i] = v
+        elif buf == 1:
+            src = buf_row(bufs, 1, q)
+            for i in range(s, e):
+                out[i] = src[i]
+    leaf_start[s] = 1
+
+
+cdef i64 split_node(const Buffers* bufs, Py_ssize_t s, Py_ssize_t e, i64 depth, i64 buf,
+                    const i64* lo, const i64* hi, const i64* miss,
+                    i64* child_lo, i64* child_hi, i64* child_miss, const Rules* rules,
+                    unsigned char* leaf_start, double* spans, const WorkRows* ws) noexcept nogil:
+    """Split node ``[s, e)`` living in buffer ``buf``; return the left size, or 0.
+
+    ``lo``, ``hi``, ``miss`` are the node's per-QI statistics; on a split the
+    children's are written to ``child_*`` (left at ``[0, d)``, right at
+    ``[d, 2d)``). A node that is not split becomes a class. ``spans`` is room
+    for d doubles.
+    """
+    cdef Py_ssize_t d = rules.qi.d, j, q, _
+    cdef const QIRules* qi = &rules.qi
+    cdef i64 srow = rules.priv.ip[P_SENS_ROW]
+    cdef const i64* sens = buf_row(bufs, buf, srow) if srow >= 0 else NULL
+    cdef Cut cut
+    if not is_class(e - s, depth, rules):
+        for j in range(d):
+            spans[j] = node_span(buf_row(bufs, buf, j), s, e, lo[j], hi[j], miss[j],
+                                 qi.kind[j], qi.scale[j], qi.hoff[j], qi.loff[j], qi, ws)
+        # Widest normalized span first; ties by QI order, for determinism.
+        # (d is small: picking the maximum each time beats sorting.)
+        for _ in range(d):
+            j = 0
+            for q in range(1, d):
+                if spans[q] > spans[j]:
+                    j = q
+            if spans[j] <= 0.0:
+                break
+            spans[j] = -1.0
+            cut = find_cut(buf_row(bufs, buf, j), sens, s, e, lo[j], hi[j], miss[j],
+                           qi.kind[j], qi.card[j], qi.hoff[j], qi.loff[j], rules, ws,
+                           buf_row(bufs, 1 - buf, 0))
+            if cut.n_left > 0:
+                _move(bufs, buf, j, s, e, cut, ws_row(ws, WS_RANK) if cut.ranked else NULL,
+                      lo, hi, miss, child_lo, child_hi, child_miss, rules, ws)
+                return cut.n_left
+    make_class(bufs, s, e, buf, leaf_start, rules, lo, hi, miss)
+    return 0
+
+
+cdef Py_ssize_t workspace_width(const i64* cards, Py_ssize_t d, i64 n_sens,
+                                Py_ssize_t rows) noexcept nogil:
+    """Columns of a work space: a small segment's copy, the select histogram,
+    a nominal QI's codes, the sensitive codes and the key rows."""
+    cdef Py_ssize_t w = SMALL if SMALL > BUCKETS else BUCKETS, j
+    w = w if w > n_sens else n_sens
+    w = w if w > rows else rows
+    for j in range(d):
+        w = w if w > cards[j] else cards[j]
+    return w
+
+
+# Python entry points, for the tests: each runs one step on rows [s, e) of a
+# (d, n) key matrix.
+
+cdef Rules _one_qi_rules(const i64[::1] kind, const i64[::1] card, bint relaxed, tuple priv,
+                         const i64[::1] h_parent, const i64[::1] h_lo, const i64[::1] h_hi,
+                         const i64[::1] h_leafnode):
+    cdef Rules r
+    cdef const i64[::1] ip = priv[0]
+    cdef const double[::1] fp = priv[1]
+    cdef const double[::1] qv = priv[2]
+    r.qi.d = 1
+    r.qi.kind = &kind[0]
+    r.qi.card = &card[0]
+    r.qi.h_parent = &h_parent[0]
+    r.qi.h_lo = &h_lo[0]
+    r.qi.h_hi = &h_hi[0]
+    r.qi.h_leafnode = &h_leafnode[0]
+    r.priv.ip = &ip[0]
+    r.priv.fp = &fp[0]
+    r.priv.q = &qv[0] if qv.shape[0] else NULL
+    r.priv.n_q = qv.shape[0]
+    r.relaxed = relaxed
+    r.max_depth = -1
+    return r
+
+
+cdef WorkRows _work_rows(i64[:, ::1] ws):
+    cdef WorkRows w
+    if ws.shape[0] != WS_ROWS:
+        raise ValueError("a work space has one row per use")
+    w.data = &ws[0, 0]
+    w.width = ws.shape[1]
+    return w
+
+
+def workspace(cards, priv, rows=0):
+    """A zeroed split work space for QIs of these code counts, as the kernel makes one."""
+    cdef const i64[::1] c = np.ascontiguousarray(cards, dtype=np.int64)
+    cdef i64 n_sens = priv[0][P_N_SENS]
+    return np.zeros((WS_ROWS, workspace_width(&c[0] if c.shape[0] else NULL, c.shape[0],
+                                              n_sens, rows)), dtype=np.int64)
+
+
+def column_stats_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e, i64 kind,
+                    i64 card):
+    """``(lo, hi, aux)`` of QI ``j`` over rows ``[s, e)`` (see column_stats)."""
+    cdef i64 lo, hi, aux
+    column_stats(&keys[j, 0], s, e, kind, card, &lo, &hi, &aux)
+    return lo, hi, aux
+
+
+def node_span_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e, i64 lo,
+                 i64 hi, i64 miss, i64 kind, double scale, i64 card, h_parent, h_lo, h_hi,
+                 h_leafnode, i64 hoff, i64 loff, i64[:, ::1] ws):
+    """Normalized span of QI ``j`` over rows ``[s, e)``."""
+    cdef const i64[::1] hp = np.ascontiguousarray(h_parent, dtype=np.int64)
+    cdef const i64[::1] hl = np.ascontiguousarray(h_lo, dtype=np.int64)
+    cdef const i64[::1] hh = np.ascontiguousarray(h_hi, dtype=np.int64)
+    cdef const i64[::1] hf = np.ascontiguousarray(h_leafnode, dtype=np.int64)
+    cdef QIRules qi
+    cdef WorkRows w = _work_rows(ws)
+    qi.h_parent = &hp[0]
+    qi.h_lo = &hl[0]
+    qi.h_hi = &hh[0]
+    qi.h_leafnode = &hf[0]
+    return node_span(&keys[j, 0], s, e, lo, hi, miss, kind, scale, hoff, loff, &qi, &w)
+
+
+def nominal_ranks_py(const i64[::1] row, Py_ssize_t s, Py_ssize_t e, i64 card, i64[:, ::1] ws):
+    """Fill the frequency ranks and cumulative counts of codes ``< card`` in ``ws``."""
+    cdef WorkRows w = _work_rows(ws)
+    _nominal_ranks(&row[0], s, e, card, &w)
+
+
+def find_cut_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e, i64 lo,
+                i64 hi, i64 miss, i64 kind, i64 card, bint relaxed, tuple priv, h_parent, h_lo,
+                h_hi, h_leafnode, i64 hoff, i64 loff, i64[:, ::1] ws, i64[::1] spare):
+    """``(n_left, t, eq_value, need_eq, ranked)`` of the kernel's cut of QI ``j``.
+
+    The sensitive codes, when the constraint has them, are key row
+    ``priv[0][P_SENS_ROW]``; the frequency ranks of a ranked cut are left in
+    ``ws[WS_RANK]``.
+    """
+    cdef const i64[::1] kinds = np.array([kind], dtype=np.int64)
+    cdef const i64[::1] cards = np.array([card], dtype=np.int64)
+    cdef const i64[::1] hp = np.ascontiguousarray(h_parent, dtype=np.int64)
+    cdef const i64[::1] hl = np.ascontiguousarray(h_lo, dtype=np.int64)
+    cdef const i64[::1] hh = np.ascontiguousarray(h_hi, dtype=np.int64)
+    cdef const i64[::1] hf = np.ascontiguousarray(h_leafnode, dtype=np.int64)
+    cdef Rules rules = _one_qi_rules(kinds, cards, relaxed, priv, hp, hl, hh, hf)
+    cdef WorkRows w = _work_rows(ws)
+    cdef i64 srow = rules.priv.ip[P_SENS_ROW]
+    cdef Cut cut = find_cut(&keys[j, 0], &keys[srow, 0] if srow >= 0 else NULL, s, e, lo, hi,
+                            miss, kind, card, hoff, loff, &rules, &w, &spare[0])
+    return cut.n_left, cut.t, cut.eq_value, cut.need_eq, bool(cut.ranked)

@@ -1,0 +1,373 @@
+"""The Mondrian tree over a whole table: breadth-first top levels, then subtrees.
+
+A node's position range never changes once it exists, so independent nodes
+and subtrees are split in parallel (OpenMP) and the result does not depend on
+the number of threads or their scheduling: class ids come from a prefix sum
+over "a class starts here" flags in position order (see class_stats).
+
+Each thread finishes its subtrees depth-first with an explicit stack (depth
+can reach n / k on skewed data) and its own work space. The entry point
+releases the GIL: in a Dask worker the event loop (which receives shuffle
+data and answers heartbeats) keeps running while a leaf is partitioned.
+"""
+
+import numpy as np
+
+from cython.parallel cimport prange
+from libc.stdlib cimport malloc, calloc, realloc, free
+
+from ._common cimport i64
+from ._rules cimport Buffers, Rules, WorkRows, is_class, WS_ROWS, P_N_SENS
+from .split cimport column_stats, split_node, make_class, workspace_width
+
+from .constants import PARALLEL_MIN_ROWS as _PARALLEL_MIN_ROWS_PY
+
+cdef extern from *:
+    """
+    /* How many nodes the breadth-first top phase makes before handing whole
+       subtrees to threads: enough that two cores stay busy when subtrees
+       differ in size, few enough that the top phase's per-level overhead
+       stays negligible. */
+    #define DM_PARALLEL_FRONTIER 64
+    """
+    const Py_ssize_t PARALLEL_FRONTIER "DM_PARALLEL_FRONTIER"
+
+cdef Py_ssize_t PARALLEL_MIN_ROWS = _PARALLEL_MIN_ROWS_PY
+
+
+cdef struct Frontier:
+    # m nodes: (start, end, depth, buffer) each, and their per-QI statistics.
+    Py_ssize_t m
+    i64* node      # (m, 4)
+    i64* lo        # (m, d)
+    i64* hi
+    i64* miss
+
+
+cdef void _free_frontier(Frontier* f) noexcept nogil:
+    free(f.node)
+    free(f.lo)
+    free(f.hi)
+    free(f.miss)
+    f.node = f.lo = f.hi = f.miss = NULL
+
+
+cdef bint _alloc_frontier(Frontier* f, Py_ssize_t m, Py_ssize_t d) noexcept nogil:
+    f.m = m
+    f.node = <i64*>malloc((4 * m + 1) * sizeof(i64))
+    f.lo = <i64*>malloc((m * d + 1) * sizeof(i64))
+    f.hi = <i64*>malloc((m * d + 1) * sizeof(i64))
+    f.miss = <i64*>malloc((m * d + 1) * sizeof(i64))
+    return f.node != NULL and f.lo != NULL and f.hi != NULL and f.miss != NULL
+
+
+cdef struct Work:
+    # One thread's memory for splitting nodes: the work space rows, the
+    # spans, and the two children's statistics.
+    WorkRows rows
+    double* spans
+    i64* child   # (3, 2, d): lo, hi, miss of the left then right child
+
+
+cdef bint _alloc_work(Work* w, const Rules* rules, const Buffers* bufs) noexcept nogil:
+    cdef Py_ssize_t d = rules.qi.d
+    w.rows.width = workspace_width(rules.qi.card, d, rules.priv.ip[P_N_SENS], bufs.rows)
+    # Zeroed: the row of codes seen in a node must start (and stay) all zeros.
+    w.rows.data = <i64*>calloc(WS_ROWS * w.rows.width, sizeof(i64))
+    w.spans = <double*>malloc((d + 1) * sizeof(double))
+    w.child = <i64*>malloc((6 * d + 1) * sizeof(i64))
+    return w.rows.data != NULL and w.spans != NULL and w.child != NULL
+
+
+cdef void _free_work(Work* w) noexcept nogil:
+    free(w.rows.data)
+    free(w.spans)
+    free(w.child)
+    w.rows.data = NULL
+    w.spans = NULL
+    w.child = NULL
+
+
+cdef inline void _copy(i64* dst, const i64* src, Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t q
+    for q in range(d):
+        dst[q] = src[q]
+
+
+cdef int _run_subtree(const Buffers* bufs, const Rules* rules, const i64* node, const i64* lo0,
+                      const i64* hi0, const i64* miss0, unsigned char* leaf_start) noexcept nogil:
+    """Finish one subtree depth-first; -1 when memory runs out."""
+    cdef Py_ssize_t d = rules.qi.d, cap = 64, top = 1, nd = d if d > 0 else 1
+    cdef i64 s, e, depth, buf, n_left, mid
+    cdef Work w
+    # Explicit stack: each entry is a node (s, e, depth, buf) and its bounds.
+    cdef i64* st = <i64*>malloc(cap * 4 * sizeof(i64))
+    cdef i64* st_stats = <i64*>malloc(cap * 3 * nd * sizeof(i64))
+    cdef i64* grown
+    cdef i64* stats
+    cdef i64* child
+    if st == NULL or st_stats == NULL or not _alloc_work(&w, rules, bufs):
+        free(st)
+        free(st_stats)
+        _free_work(&w)
+        return -1
+    child = w.child
+    _copy(st, node, 4)
+    _copy(st_stats, lo0, d)
+    _copy(st_stats + d, hi0, d)
+    _copy(st_stats + 2 * d, miss0, d)
+    while top > 0:
+        top -= 1
+        s, e, depth, buf = st[4 * top], st[4 * top + 1], st[4 * top + 2], st[4 * top + 3]
+        stats = st_stats + 3 * d * top
+        if is_class(e - s, depth, rules):
+            # Most nodes near the leaves: skip the split call.
+            make_class(bufs, s, e, buf, leaf_start, rules, stats, stats + d, stats + 2 * d)
+            continue
+        n_left = split_node(bufs, s, e, depth, buf, stats, stats + d, stats + 2 * d,
+                            child, child + 2 * d, child + 4 * d, rules, leaf_start, w.spans,
+                            &w.rows)
+        if n_left == 0:
+            continue
+        if top + 2 > cap:
+            cap *= 2
+            grown = <i64*>realloc(st, cap * 4 * sizeof(i64))
+            if grown == NULL:
+                free(st_stats)
+                free(st)
+                _free_work(&w)
+                return -1
+            st = grown
+            grown = <i64*>realloc(st_stats, cap * 3 * nd * sizeof(i64))
+            if grown == NULL:
+                free(st_stats)
+                free(st)
+                _free_work(&w)
+                return -1
+            st_stats = grown
+            stats = st_stats + 3 * d * top
+        mid = s + n_left
+        # Right child below the left one, so the left is finished first.
+        st[4 * top], st[4 * top + 1], st[4 * top + 2], st[4 * top + 3] = mid, e, depth + 1, 1 - buf
+        st[4 * top + 4], st[4 * top + 5], st[4 * top + 6], st[4 * top + 7] = (
+            s, mid, depth + 1, 1 - buf)
+        # child holds lo (left, right), hi (left, right), miss (left, right).
+        _copy(stats, child + d, d)
+        _copy(stats + d, child + 3 * d, d)
+        _copy(stats + 2 * d, child + 5 * d, d)
+        _copy(stats + 3 * d, child, d)
+        _copy(stats + 4 * d, child + 2 * d, d)
+        _copy(stats + 5 * d, child + 4 * d, d)
+        top += 2
+    free(st)
+    free(st_stats)
+    _free_work(&w)
+    return 0
+
+
+cdef int _split_level(const Buffers* bufs, const Rules* rules, Frontier* fr,
+                      unsigned char* leaf_start, int n_threads) noexcept nogil:
+    """Split every node of one breadth-first level in parallel; ``fr`` becomes the next.
+
+    -1 when memory runs out.
+    """
+    cdef Py_ssize_t d = rules.qi.d, m = fr.m, i, q, side, n_split = 0, k
+    cdef i64* lefts = <i64*>calloc(m + 1, sizeof(i64))
+    cdef i64* child = <i64*>malloc((m * 6 * d + 1) * sizeof(i64))
+    cdef int failed = 0
+    cdef Frontier nxt
+    cdef i64 mid
+    if lefts == NULL or child == NULL:
+        free(lefts)
+        free(child)
+        return -1
+    for i in prange(m, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=1):
+        # A sum, which prange reduces (a plain assignment would be lastprivate).
+        failed += _split_one(bufs, rules, fr, i, child + i * 6 * d, lefts, leaf_start) < 0
+    if failed:
+        free(lefts)
+        free(child)
+        return -1
+    for i in range(m):
+        n_split += lefts[i] > 0
+    if not _alloc_frontier(&nxt, 2 * n_split, d):
+        _free_frontier(&nxt)
+        free(lefts)
+        free(child)
+        return -1
+    k = 0
+    for i in range(m):
+        if lefts[i] == 0:
+            continue
+        mid = fr.node[4 * i] + lefts[i]
+        for side in range(2):
+            nxt.node[4 * k] = fr.node[4 * i] if side == 0 else mid
+            nxt.node[4 * k + 1] = mid if side == 0 else fr.node[4 * i + 1]
+            nxt.node[4 * k + 2] = fr.node[4 * i + 2] + 1
+            nxt.node[4 * k + 3] = 1 - fr.node[4 * i + 3]
+            for q in range(d):
+                nxt.lo[k * d + q] = child[i * 6 * d + side * d + q]
+                nxt.hi[k * d + q] = child[i * 6 * d + 2 * d + side * d + q]
+                nxt.miss[k * d + q] = child[i * 6 * d + 4 * d + side * d + q]
+            k += 1
+    _free_frontier(fr)
+    fr[0] = nxt
+    free(lefts)
+    free(child)
+    return 0
+
+
+cdef int _split_one(const Buffers* bufs, const Rules* rules, const Frontier* fr, Py_ssize_t i,
+                    i64* child, i64* lefts, unsigned char* leaf_start) noexcept nogil:
+    cdef Py_ssize_t d = rules.qi.d
+    cdef Work w
+    if not _alloc_work(&w, rules, bufs):
+        _free_work(&w)
+        return -1
+    lefts[i] = split_node(bufs, fr.node[4 * i], fr.node[4 * i + 1], fr.node[4 * i + 2],
+                          fr.node[4 * i + 3], fr.lo + i * d, fr.hi + i * d, fr.miss + i * d,
+                          child, child + 2 * d, child + 4 * d, rules, leaf_start, w.spans,
+                          &w.rows)
+    _free_work(&w)
+    return 0
+
+
+cdef int _partition_all(const Buffers* bufs, const Rules* rules, const i64* roots,
+                        Py_ssize_t n_roots, unsigned char* leaf_start,
+                        int n_threads) noexcept nogil:
+    cdef Py_ssize_t d = rules.qi.d, n = bufs.n, i, j
+    cdef Frontier fr
+    cdef int failed = 0
+    if not _alloc_frontier(&fr, n_roots, d):
+        _free_frontier(&fr)
+        return -1
+    for i in range(n_roots):
+        fr.node[4 * i] = roots[2 * i]
+        fr.node[4 * i + 1] = roots[2 * i + 2] if i + 1 < n_roots else n
+        fr.node[4 * i + 2] = roots[2 * i + 1]
+        fr.node[4 * i + 3] = 0
+        for j in range(d):
+            column_stats(bufs.data + j * n, fr.node[4 * i], fr.node[4 * i + 1],
+                         rules.qi.kind[j], rules.qi.card[j], &fr.lo[i * d + j],
+                         &fr.hi[i * d + j], &fr.miss[i * d + j])
+    if n < PARALLEL_MIN_ROWS or n_threads <= 1:
+        for i in range(n_roots):
+            if _run_subtree(bufs, rules, fr.node + 4 * i, fr.lo + i * d, fr.hi + i * d,
+                            fr.miss + i * d, leaf_start) < 0:
+                failed = 1
+                break
+        _free_frontier(&fr)
+        return -failed
+    # Breadth-first top levels, each level's nodes split in parallel, until
+    # there are enough independent subtrees to keep every thread busy.
+    while 0 < fr.m < PARALLEL_FRONTIER:
+        if _split_level(bufs, rules, &fr, leaf_start, n_threads) < 0:
+            _free_frontier(&fr)
+            return -1
+    for i in prange(fr.m, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=1):
+        failed += _run_subtree(bufs, rules, fr.node + 4 * i, fr.lo + i * d, fr.hi + i * d,
+                               fr.miss + i * d, leaf_start) < 0
+    _free_frontier(&fr)
+    return -1 if failed else 0
+
+
+def mondrian_partition(bufs_keys, kinds, scales, cards, bint relaxed, tuple priv,
+                       i64 max_depth, roots, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
+                       int n_threads=1):
+    """Run Mondrian over a key matrix of ``d`` QIs and ``n`` rows.
+
+    Parameters
+    ----------
+    bufs_keys : int64 array (2, r, n), C-contiguous
+        The kernel's double buffer (see :func:`dmondrian._kernel.double_buffer`).
+        ``bufs_keys[0]`` holds, one row each, the ``d`` QIs' order-preserving
+        keys (see :mod:`dmondrian.qi`), then any rows that only ride along
+        (the sensitive codes at row ``d`` when a sensitive constraint is on),
+        and last the row numbers ``0..n-1``.
+    kinds, scales, cards : arrays (d,)
+        Per QI: kernel kind, global scale normalizing spans, and code
+        cardinality (nominal kinds).
+    relaxed : bool
+        Relaxed partitioning (median ties may go to both sides).
+    priv : tuple (ip, fp, q)
+        The privacy constraint (see :mod:`dmondrian._kernel.constants`).
+    max_depth : int
+        Maximum number of cuts from the root to a class; -1 for no limit.
+    roots : int64 array (m, 2)
+        Independent root nodes, as ``(start, depth)`` rows in increasing
+        ``start`` order, the first at 0: root ``i`` holds positions
+        ``start[i]`` to ``start[i + 1]`` (the last, to ``n``) and counts its
+        depth from ``depth[i]`` against ``max_depth``. One root ``(0, 0)`` is
+        plain Mondrian; the distributed engine passes an output partition's
+        leaves, each already ``depth`` cuts below the table's root, so one
+        call does them all and numbers their classes in position order.
+    h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs : int64 arrays
+        Concatenated hierarchy trees and each QI's offsets into them.
+    n_threads : int, default 1
+        Threads to split independent nodes on. The result does not depend
+        on it.
+
+    Returns
+    -------
+    order : int64 array (n,)
+        Row numbers in class order (a view of ``bufs_keys[0, -1]``).
+    class_start : bool array (n,)
+        True at the first position of each class in ``order``.
+    sorted_keys : int64 array (d, n)
+        The keys in class order (a view of ``bufs_keys[0, :d]``).
+    """
+    cdef i64[:, :, ::1] bv = bufs_keys
+    cdef const i64[::1] kv = np.ascontiguousarray(kinds, dtype=np.int64)
+    cdef const double[::1] sv = np.ascontiguousarray(scales, dtype=np.float64)
+    cdef const i64[::1] cv = np.ascontiguousarray(cards, dtype=np.int64)
+    cdef const i64[::1] ip = np.ascontiguousarray(priv[0], dtype=np.int64)
+    cdef const double[::1] fp = np.ascontiguousarray(priv[1], dtype=np.float64)
+    cdef const double[::1] qv = np.ascontiguousarray(priv[2], dtype=np.float64)
+    cdef const i64[:, ::1] rv = np.ascontiguousarray(roots, dtype=np.int64)
+    # Non-empty, so every pointer below is valid even when no QI has a tree.
+    cdef const i64[::1] hp = np.append(np.asarray(h_parent, dtype=np.int64), 0)
+    cdef const i64[::1] hl = np.append(np.asarray(h_lo, dtype=np.int64), 0)
+    cdef const i64[::1] hh = np.append(np.asarray(h_hi, dtype=np.int64), 0)
+    cdef const i64[::1] hf = np.append(np.asarray(h_leafnode, dtype=np.int64), 0)
+    cdef const i64[::1] ho = np.append(np.asarray(hoffs, dtype=np.int64), 0)
+    cdef const i64[::1] lf = np.append(np.asarray(loffs, dtype=np.int64), 0)
+    cdef const double[::1] qz = np.append(np.asarray(priv[2], dtype=np.float64), 0.0)
+    cdef Py_ssize_t d = kv.shape[0], n = bv.shape[2]
+    cdef Buffers bufs
+    cdef Rules rules
+    cdef int status
+    if bv.shape[0] != 2 or bv.shape[1] < d + 1:
+        raise ValueError("bufs_keys must be a (2, rows, n) double buffer with the row ids last")
+    if sv.shape[0] != d or cv.shape[0] != d or ho.shape[0] != d + 1 or lf.shape[0] != d + 1:
+        raise ValueError("kinds, scales, cards, hoffs and loffs must have one entry per QI")
+    if ip.shape[0] < 6 or fp.shape[0] < 3:
+        raise ValueError("priv must be the kernel's (ip, fp, q) arrays")
+    leaf_start = np.zeros(n, dtype=np.bool_)
+    cdef unsigned char[::1] ls = leaf_start.view(np.uint8)
+    if n == 0:
+        return bufs_keys[0, -1], leaf_start, bufs_keys[0, :d]
+    bufs.data = &bv[0, 0, 0]
+    bufs.rows = bv.shape[1]
+    bufs.n = n
+    rules.qi.d = d
+    rules.qi.kind = &kv[0] if d else NULL
+    rules.qi.scale = &sv[0] if d else NULL
+    rules.qi.card = &cv[0] if d else NULL
+    rules.qi.h_parent = &hp[0]
+    rules.qi.h_lo = &hl[0]
+    rules.qi.h_hi = &hh[0]
+    rules.qi.h_leafnode = &hf[0]
+    rules.qi.hoff = &ho[0]
+    rules.qi.loff = &lf[0]
+    rules.priv.ip = &ip[0]
+    rules.priv.fp = &fp[0]
+    rules.priv.q = &qz[0]
+    rules.priv.n_q = qv.shape[0]
+    rules.relaxed = relaxed
+    rules.max_depth = max_depth
+    with nogil:
+        status = _partition_all(&bufs, &rules, &rv[0, 0], rv.shape[0], &ls[0],
+                                n_threads if n_threads > 0 else 1)
+    if status < 0:
+        raise MemoryError("not enough memory for the kernel's work space")
+    return bufs_keys[0, -1], leaf_start, bufs_keys[0, :d]
