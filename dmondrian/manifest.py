@@ -37,7 +37,7 @@ __all__ = ["write_manifest", "read_manifest", "check_manifest", "manifest_path",
 #: Identifies the manifest layout; bumped if fields change meaning.
 FORMAT = "dmondrian-manifest/1"
 MANIFEST_SUFFIX = ".manifest.json"
-DEPENDENCIES = ("numpy", "pandas", "numba", "pyarrow", "dask", "distributed", "fsspec",
+DEPENDENCIES = ("numpy", "pandas", "pyarrow", "dask", "distributed", "fsspec",
                 "matplotlib")
 _CHUNK = 1 << 20
 

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dmondrian import _kernel as K
+from dmondrian._kernel.split import column_stats_py, find_cut_py, node_span_py, workspace
 from dmondrian.constraints import KAnonymity, kernel_privacy
 from dmondrian.domain import build_domain, domain_sketch, merge_domain
 from dmondrian.hierarchy import Hierarchy
@@ -56,8 +57,8 @@ def _domain(df):
 
 
 def _kernel_cut(keys, j, n, lo, hi, miss, kind, card, relaxed, priv, *trees, ws):
-    """``_kernel._find_cut`` on rows ``[0, n)``: ``(n_left, t, eq, need, rank)``."""
-    n_left, t, eq, need, ranked = K._find_cut(keys, j, 0, n, lo, hi, miss, kind, card, relaxed,
+    """The kernel's ``find_cut`` on rows ``[0, n)``: ``(n_left, t, eq, need, rank)``."""
+    n_left, t, eq, need, ranked = find_cut_py(keys, j, 0, n, lo, hi, miss, kind, card, relaxed,
                                               priv, *trees, ws, np.empty(n, dtype=np.int64))
     return n_left, t, eq, need, ws[K.WS_RANK, :card if ranked else 0].copy()
 
@@ -76,10 +77,10 @@ def test_summary_decisions_equal_kernel_decisions(df, min_size, relaxed):
     spans = region_spans(root, domain)
     privacy = kernel_privacy([KAnonymity(min_size)])
     priv = (privacy.ip, privacy.fp, privacy.q)
-    ws = K._workspace(np.asarray([e.card for e in encoded]), priv)
+    ws = workspace(np.asarray([e.card for e in encoded]), priv)
     for j, e in enumerate(encoded):
-        lo, hi, miss = K._column_stats(keys, j, 0, n, e.kernel_kind, e.card)
-        expected = K._node_span(keys, j, 0, n, lo, hi, miss, e.kernel_kind, e.scale, e.card,
+        lo, hi, miss = column_stats_py(keys, j, 0, n, e.kernel_kind, e.card)
+        expected = node_span_py(keys, j, 0, n, lo, hi, miss, e.kernel_kind, e.scale, e.card,
                                 h_parent, h_lo, h_hi, h_leaf, hoffs[j], loffs[j], ws)
         assert spans[j] == expected, (j, spans[j], expected)
         if expected <= 0:
@@ -102,7 +103,7 @@ def test_summary_decisions_equal_kernel_decisions(df, min_size, relaxed):
 
 def _kernel_left(row, t, eq, need, rank):
     """The rows the kernel's cut moves left: key (or rank) <= t, then the first
-    ``need`` rows equal to ``eq`` in row order (``_kernel._goes_left``)."""
+    ``need`` rows equal to ``eq`` in row order (the kernel's ``goes_left``)."""
     v = rank[row] if rank.shape[0] else row
     tied = v == eq
     return (v <= t) | (tied & (np.cumsum(tied) <= need))

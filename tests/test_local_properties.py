@@ -213,12 +213,12 @@ def test_kernel_select_finds_the_kth_smallest(values, rounds, data):
     # The kernel's median select is branch-free and three-way, and falls back
     # to a heapsort of what is left after a budget of rounds (forced here with
     # 0-2 rounds); any slip shows as a wrong order statistic.
-    from dmondrian import _kernel as K
+    from dmondrian._kernel.select import quickselect_py
 
     a = np.asarray(values, dtype=np.int64)
     kth = data.draw(st.integers(0, len(a) - 1))
     work = a.copy()
-    assert K._quickselect_rounds(work, kth, rounds) == np.sort(a)[kth]
+    assert quickselect_py(work, kth, rounds) == np.sort(a)[kth]
     np.testing.assert_array_equal(np.sort(work), np.sort(a))
 
 
@@ -226,7 +226,7 @@ def test_kernel_select_finds_the_kth_smallest(values, rounds, data):
 def test_kernel_select_on_runs(shape):
     # Runs are what real columns look like (sorted inputs, missing keys at
     # one end); every order statistic must come out right on them.
-    from dmondrian import _kernel as K
+    from dmondrian._kernel.select import quickselect_py
 
     n = 3001
     base = np.arange(n, dtype=np.int64)
@@ -234,7 +234,7 @@ def test_kernel_select_on_runs(shape):
          "organ-pipe": np.concatenate([base[: n // 2], base[n // 2:][::-1]]),
          "sawtooth": base % 97}[shape]
     for kth in (0, 1, n // 3, n // 2, n - 2, n - 1):
-        assert K._quickselect(a.copy(), kth) == np.sort(a)[kth]
+        assert quickselect_py(a.copy(), kth) == np.sort(a)[kth]
 
 
 @settings(max_examples=60, deadline=None)
@@ -245,6 +245,7 @@ def test_kernel_histogram_select_matches_numpy(seed, n, spread, p_missing, data)
     # median's bucket into the other buffer's free segment: it must give
     # numpy's order statistic and counts, and write nowhere outside [s, e).
     from dmondrian import _kernel as K
+    from dmondrian._kernel.select import select_py
 
     rng = np.random.default_rng(seed)
     s = int(rng.integers(0, 50))
@@ -258,7 +259,7 @@ def test_kernel_histogram_select_matches_numpy(seed, n, spread, p_missing, data)
     kth = data.draw(st.integers(0, len(present) - 1))
     spare = np.full(row.shape[0], -7, dtype=np.int64)
     ws = rng.integers(-99, 99, (6, 4096)).astype(np.int64)
-    value, less, equal = K._select(row, s, e, present[0], present[-1], kth, ws, spare)
+    value, less, equal = select_py(row, s, e, present[0], present[-1], kth, ws, spare)
     assert value == present[kth]
     assert (less, equal) == ((present < value).sum(), (present == value).sum())
     assert (spare[:s] == -7).all() and (spare[e:] == -7).all()
@@ -270,13 +271,14 @@ def test_kernel_frequency_ranks_match_a_stable_sort(codes, card):
     # Nominal cuts order a node's codes by frequency (ties by code) with an
     # in-place heapsort; a stable argsort of the negated counts is the spec.
     from dmondrian import _kernel as K
+    from dmondrian._kernel.split import nominal_ranks_py
 
     row = np.asarray(codes, dtype=np.int64)
     # The kernel's work space is reused from node to node: start from garbage
     # and rank twice in the same one.
     ws = np.random.default_rng(card).integers(-9, 9, (6, max(card, 2048))).astype(np.int64)
-    K._nominal_ranks(row[::-1], 0, len(row), card, ws)
-    K._nominal_ranks(row, 0, len(row), card, ws)
+    nominal_ranks_py(row[::-1].copy(), 0, len(row), card, ws)
+    nominal_ranks_py(row, 0, len(row), card, ws)
     rank, cum = ws[K.WS_RANK, :card], ws[K.WS_CUM, :card]
     counts = np.bincount(row, minlength=card)
     order = np.argsort(-counts, kind="mergesort")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import numba
 import pytest
 
 import dmondrian
+from dmondrian import _kernel as K
 from dmondrian import local
 from dmondrian.synthetic import make_census
 
@@ -15,19 +15,37 @@ QIS = ["age", "zip", "birth_date", "sex", "education", "occupation", "income"]
 @pytest.fixture(scope="module")
 def census():
     # Above the sizes where encoding, publishing and the kernel go parallel.
-    n = max(local._PARALLEL_COLUMN_ROWS, dmondrian._kernel._PARALLEL_MIN_ROWS) + 50_000
+    n = max(local._PARALLEL_COLUMN_ROWS, dmondrian._kernel.PARALLEL_MIN_ROWS) + 50_000
     return make_census(n, seed=11)
 
 
-@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs 2 numba threads")
 @pytest.mark.parametrize("mode", ["strict", "relaxed"])
-def test_one_thread_and_all_threads_publish_the_same_release(census, mode):
-    before = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
+def test_one_thread_and_several_threads_publish_the_same_release(census, mode):
+    # Four threads even on a smaller machine: OpenMP then runs several
+    # threads per core, and any dependence on scheduling would show.
+    with K.thread_limit(1):
         serial = dmondrian.anonymize(census, QIS, 7, mode=mode, class_column="cls")
-    finally:
-        numba.set_num_threads(before)
-    parallel = dmondrian.anonymize(census, QIS, 7, mode=mode, class_column="cls")
+    with K.thread_limit(4):
+        parallel = dmondrian.anonymize(census, QIS, 7, mode=mode, class_column="cls")
     assert serial.equals(parallel)
     assert serial.groupby("cls").size().min() >= 7
+
+
+def test_thread_limit_is_per_thread_and_restored():
+    from concurrent.futures import ThreadPoolExecutor
+
+    default = K.max_threads()
+    with K.thread_limit(3):
+        assert K.max_threads() == 3
+        with ThreadPoolExecutor(1) as pool:  # another thread keeps the default
+            assert pool.submit(K.max_threads).result() == default
+        with K.thread_limit(None):
+            assert K.max_threads() == 3
+    assert K.max_threads() == default
+
+
+def test_the_kernel_was_built_with_openmp():
+    # A build without OpenMP is correct but serial; on these machines gcc has it.
+    from dmondrian._kernel._openmp import built_with_openmp
+
+    assert built_with_openmp()
