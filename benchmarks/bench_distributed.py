@@ -2,6 +2,9 @@
 
 Run: python benchmarks/bench_distributed.py [--quick] [--rows N] [--workers W]
          [--memory-limit 2GB] [--repeat R] [--quality] [--out PATH]
+     python benchmarks/bench_distributed.py --small-memory [--rows 20000000]
+         [--memory-limit 700MB] [--timeout 900]
+     python benchmarks/bench_distributed.py --worker-memory [--rows 2000000]
 
 One synthetic census Parquet dataset (5 QIs: age, zip, birth_date, sex,
 education; 2 other columns: person_id, income) is written once. Then, on the
@@ -34,11 +37,43 @@ also profiles the local engine on one output partition in this process
 ``--quality`` also runs the local engine in memory on the same rows and
 compares average NCP (from per-class original bounds), the 2M-row quality
 check of issue 3 (``--quality --rows 2000000``).
+
+Two more cases run instead of the comparison above:
+
+``--small-memory``
+    Does the lazy path finish on small workers, and at what cost? 20M rows
+    (``--rows``) on 2 workers x 700 MB (``--memory-limit``), started with
+    fresh caches (every worker gets an empty ``HOME``, ``XDG_CACHE_HOME`` and
+    ``NUMBA_CACHE_DIR`` through the ``env`` of its nanny, so a JIT engine
+    compiles inside the job, as on a new cluster), then
+    ``dmondrian.anonymize(dd.read_parquet(...), ...).to_parquet(...)``.
+    Reported: the wall time, how many times workers were paused (their
+    ``worker-status-change`` events on the scheduler) and for how long, the
+    peak worker memory (scheduler heartbeats) against the limit, and whether
+    a worker process was replaced. After ``--timeout`` seconds (default 900)
+    the job is abandoned and reported as "did not finish", with every
+    worker's memory, spilled bytes and status at that moment, instead of
+    hanging. An absolute figure: its question is whether, not how fast.
+``--worker-memory``
+    Memory a job leaves behind in a worker process: 2M census rows
+    (``--rows``), each job on a fresh cluster with fresh caches (as above);
+    after the job and a ``gc.collect()``, each worker's process RSS (psutil,
+    through ``client.run``), compared worker by worker (by name) with the
+    same worker's RSS after a plain ``read_parquet -> shuffle -> to_parquet``
+    of the same data. dmondrian runs twice, each on its own fresh cluster:
+    ``anonymize_to_parquet`` and the lazy ``anonymize(...).to_parquet``.
+    Also the largest worker's RSS of each job (which worker ran the heavier
+    tasks can differ between clusters). Target: dmondrian <= plain + 100 MB.
+    A difference to the plain job
+    rather than an absolute RSS, because the interpreter, pandas, pyarrow and
+    dask already hold most of a worker's memory, whatever the engine.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 import os
 import platform
@@ -276,13 +311,329 @@ def _warm():
     local.anonymize(df, ["a", "b"], 5)
 
 
+# -- fresh clusters: --small-memory and --worker-memory ------------------------------------------
+
+
+def fresh_env(home: Path) -> dict:
+    """Environment for workers with empty HOME, XDG cache and numba cache folders."""
+    for sub in ("cache", "numba"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    return {"HOME": str(home), "XDG_CACHE_HOME": str(home / "cache"),
+            "NUMBA_CACHE_DIR": str(home / "numba")}
+
+
+@contextlib.contextmanager
+def fresh_cluster(args, scratch: Path, tag: str):
+    """A LocalCluster whose workers start with fresh caches, and its client.
+
+    The ``env`` keyword reaches every worker's Nanny, which sets it in the
+    worker process before the worker (and anything the job imports) starts;
+    unlike ``distributed.nanny.pre-spawn-environ`` it does not leak into this
+    process.
+    """
+    import logging
+
+    from dask import config
+    from dask.utils import parse_bytes
+    from distributed import Client, LocalCluster
+
+    buffers = {"distributed.p2p.comm.buffer": parse_bytes(args.memory_limit) // 8,
+               "distributed.p2p.storage.buffer": parse_bytes(args.memory_limit) // 16}
+    env = fresh_env(scratch / f"home-{tag}")
+    with config.set(buffers), LocalCluster(
+            n_workers=args.workers, threads_per_worker=args.threads,
+            memory_limit=args.memory_limit, dashboard_address=":0", env=env,
+            silence_logs=logging.ERROR,
+            local_directory=str(scratch / f"dask-{tag}")) as cluster, \
+            Client(cluster) as client:
+        seen = client.run(_worker_env)
+        for addr, got in seen.items():
+            if got["NUMBA_CACHE_DIR"] != env["NUMBA_CACHE_DIR"] or got["dmondrian_loaded"]:
+                raise RuntimeError(f"worker {addr} did not start fresh: {got}")
+        yield cluster, client
+
+
+def _worker_env() -> dict:
+    return {"HOME": os.environ.get("HOME"), "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR"),
+            "dmondrian_loaded": "dmondrian" in sys.modules}
+
+
+def _rss() -> int:
+    import psutil
+
+    gc.collect()
+    return psutil.Process().memory_info().rss
+
+
+def worker_rss(client) -> dict:
+    """RSS of every worker process after a ``gc.collect()``, keyed by worker name."""
+    names = {a: str(w["name"]) for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
+    return {names[a]: v for a, v in sorted(client.run(_rss).items(), key=lambda kv: names[kv[0]])}
+
+
+def _worker_states(client) -> dict:
+    """Memory (RSS), spilled bytes, status and limit of every worker, by name."""
+    out = {}
+    for addr, w in client.scheduler_info(n_workers=-1)["workers"].items():
+        m = w.get("metrics", {})
+        out[str(w["name"])] = {"address": addr, "status": w.get("status"),
+                               "memory": int(m.get("memory", 0)),
+                               "managed_bytes": int(m.get("managed_bytes", 0)),
+                               "spilled_bytes": m.get("spilled_bytes", {}),
+                               "memory_limit": w.get("memory_limit")}
+    return out
+
+
+class StatusWatch:
+    """Worker addresses seen (a replaced worker process has a new one) and paused samples."""
+
+    def __init__(self, client, every=0.5):
+        self.client, self.every = client, every
+        self.addresses, self.paused_samples = set(), 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self):
+        while not self._stop.is_set():
+            try:
+                workers = self.client.scheduler_info(n_workers=-1)["workers"]
+                self.addresses.update(workers)
+                self.paused_samples += sum(w.get("status") == "paused" for w in workers.values())
+            except Exception:  # noqa: BLE001 - a missed sample is not an error
+                pass
+            self._stop.wait(self.every)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def pauses(client, addresses, now: float) -> dict:
+    """Times each worker was paused and the seconds it spent paused, from scheduler events."""
+    out = {}
+    for addr in sorted(addresses):
+        try:
+            events = client.get_events(addr)
+        except Exception:  # noqa: BLE001 - a worker that left may have no topic
+            continue
+        count, seconds, since = 0, 0.0, None
+        for ts, msg in events:
+            if not isinstance(msg, dict) or msg.get("action") != "worker-status-change":
+                continue
+            if msg.get("status") == "paused":
+                count, since = count + 1, ts
+            elif msg.get("prev-status") == "paused" and since is not None:
+                seconds, since = seconds + ts - since, None
+        if since is not None:
+            seconds += now - since
+        out[addr] = {"pauses": count, "paused_s": round(seconds, 1)}
+    return out
+
+
+def small_memory(args, scratch: Path, src: Path) -> dict:
+    import dask.dataframe as dd
+
+    import dmondrian
+
+    dst = scratch / "anonymized"
+    job: dict = {}
+
+    def run(client):
+        t0 = time.perf_counter()
+        try:
+            out = dmondrian.anonymize(dd.read_parquet(src), QIS, K, client=client,
+                                      progress=False)
+            out.to_parquet(dst)
+            job["seconds"] = time.perf_counter() - t0
+        except BaseException as exc:  # noqa: BLE001 - reported, the main thread decides
+            job["error"] = f"{type(exc).__name__}: {exc}"
+            job["seconds"] = time.perf_counter() - t0
+
+    with fresh_cluster(args, scratch, "small") as (cluster, client):
+        limit = min(w["memory_limit"] for w in
+                    client.scheduler_info(n_workers=-1)["workers"].values())
+        with StatusWatch(client) as watch, PeakMemory(client) as mem:
+            thread = threading.Thread(target=run, args=(client,), daemon=True)
+            t0 = time.time()
+            thread.start()
+            thread.join(args.timeout)
+        finished = not thread.is_alive() and "error" not in job
+        result = {
+            "case": "small-memory", "rows": args.rows, "workers": args.workers,
+            "threads_per_worker": args.threads, "memory_limit_bytes": limit,
+            "path": "dmondrian.anonymize(dd.read_parquet(...)).to_parquet(...)",
+            "fresh_caches": True, "timeout_s": args.timeout,
+            "finished": finished,
+            "wall_s": round(job["seconds"], 2) if "seconds" in job else None,
+            "error": job.get("error"),
+            "peak_worker_memory": int(mem.peak),
+            "peak_over_limit": round(mem.peak / limit, 3),
+            "pauses_by_worker": pauses(client, watch.addresses, time.time()),
+            "paused_samples": watch.paused_samples,
+            "worker_processes_seen": len(watch.addresses),
+        }
+        result["pauses"] = sum(p["pauses"] for p in result["pauses_by_worker"].values())
+        result["worker_replaced"] = len(watch.addresses) > args.workers
+        if thread.is_alive():
+            result["status"] = f"did not finish in {args.timeout:.0f} s"
+            result["workers_at_timeout"] = _worker_states(client)
+        elif "error" in job:
+            result["status"] = f"failed after {job['seconds']:.1f} s: {job['error']}"
+            result["workers_at_end"] = _worker_states(client)
+        else:
+            result["status"] = f"finished in {job['seconds']:.1f} s"
+        result["elapsed_s"] = round(time.time() - t0, 1)
+    return result
+
+
+def _plain_job(client, src: Path, dst: Path) -> None:
+    baseline(client, src, dst)
+
+
+def _anonymize_to_parquet_job(client, src: Path, dst: Path) -> None:
+    import dask.dataframe as dd
+
+    from dmondrian.distributed import anonymize_to_parquet
+
+    anonymize_to_parquet(dd.read_parquet(src), dst, QIS, K, client=client, progress=False)
+
+
+def _lazy_job(client, src: Path, dst: Path) -> None:
+    import dask.dataframe as dd
+
+    import dmondrian
+
+    dmondrian.anonymize(dd.read_parquet(src), QIS, K, client=client,
+                        progress=False).to_parquet(dst)
+
+
+WORKER_MEMORY_JOBS = {
+    "plain read-shuffle-write": _plain_job,
+    "dmondrian anonymize_to_parquet": _anonymize_to_parquet_job,
+    "dmondrian lazy anonymize().to_parquet": _lazy_job,
+}
+
+
+def worker_memory(args, scratch: Path, src: Path) -> dict:
+    jobs = {}
+    for i, (name, job) in enumerate(WORKER_MEMORY_JOBS.items()):
+        with fresh_cluster(args, scratch, f"mem{i}") as (_cluster, client):
+            started = worker_rss(client)
+            t0 = time.perf_counter()
+            job(client, src, scratch / f"out{i}")
+            seconds = time.perf_counter() - t0
+            jobs[name] = {"seconds": round(seconds, 2), "rss_at_start": started,
+                          "rss_after": worker_rss(client)}
+        shutil.rmtree(scratch / f"out{i}", ignore_errors=True)
+        print(f"{name}: {jobs[name]}", file=sys.stderr)
+    plain = jobs["plain read-shuffle-write"]["rss_after"]
+    result = {"case": "worker-memory", "rows": args.rows, "workers": args.workers,
+              "threads_per_worker": args.threads, "memory_limit": args.memory_limit,
+              "fresh_caches": True, "jobs": jobs, "target": "dmondrian <= plain + 100 MB"}
+    for name in list(WORKER_MEMORY_JOBS)[1:]:
+        after = jobs[name]["rss_after"]
+        extra = {w: after[w] - plain[w] for w in after if w in plain}
+        result[f"extra_mb_by_worker ({name})"] = {w: round(v / 2**20, 1)
+                                                  for w, v in extra.items()}
+        result[f"max_extra_mb ({name})"] = round(max(extra.values()) / 2**20, 1)
+        # Which worker ran the heavier tasks can differ between clusters: also largest vs largest.
+        result[f"largest_rss_mb ({name})"] = round(max(after.values()) / 2**20, 1)
+    result["largest_rss_mb (plain)"] = round(max(plain.values()) / 2**20, 1)
+    return result
+
+
+def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int) -> dict:
+    """The default case: plain shuffle vs anonymize_to_parquet on one warm cluster."""
+    from dask import config
+    from dask.utils import parse_bytes
+    from distributed import Client, LocalCluster, get_task_stream
+
+    rows = args.rows
+    # p2p's default 1 GiB send buffer is sized for big workers; both runs get
+    # the same, smaller one.
+    buffers = {"distributed.p2p.comm.buffer": parse_bytes(args.memory_limit) // 8,
+               "distributed.p2p.storage.buffer": parse_bytes(args.memory_limit) // 16}
+    with config.set(buffers), LocalCluster(
+            n_workers=args.workers, threads_per_worker=args.threads,
+            memory_limit=args.memory_limit, dashboard_address=":0",
+            local_directory=str(scratch / "dask")) as cluster, Client(cluster) as client:
+        limit = min(w["memory_limit"] for w in
+                    client.scheduler_info(n_workers=-1)["workers"].values())
+        # Imports and numba cache loads (about 0.9 s in a fresh client
+        # process, once) stay out of the timings, in the workers and here.
+        client.run(_warm)
+        _warm()
+        rounds = []
+        for r in range(args.repeat):
+            # Alternate which job goes first, so that a drift of the shared
+            # machine's speed over the run does not favour either.
+            jobs = ["baseline", "anonymize"] if r % 2 == 0 else ["anonymize", "baseline"]
+            last = r == args.repeat - 1
+            for job in jobs:
+                with ThreadCpu(client) as thr, PeakMemory(client) as mem, \
+                        get_task_stream(client) as ts, CpuSeconds(client) as cpu:
+                    if job == "baseline":
+                        base_s = baseline(client, src, scratch / "baseline")
+                    else:
+                        anon_s, top = anonymize(client, src, scratch / "anonymized",
+                                                args.leaf_rows)
+                if job == "baseline":
+                    thr_base, mem_base, ts_base, cpu_base = thr, mem, ts, cpu
+                else:
+                    thr_anon, mem_anon, ts_anon, cpu_anon = thr, mem, ts, cpu
+                if not (last and job == "anonymize"):
+                    # The last release stays for --quality.
+                    shutil.rmtree(scratch / job.replace("anonymize", "anonymized"),
+                                  ignore_errors=True)
+            rounds.append({"baseline_s": round(base_s, 2), "anonymize_s": round(anon_s, 2),
+                           "ratio": round(anon_s / base_s, 3),
+                           "cpu_ratio": round(cpu_anon.seconds / cpu_base.seconds, 3)})
+            print(f"round {r + 1}/{args.repeat}: {rounds[-1]}", file=sys.stderr)
+        leaf_profile = profile_leaf(src, top) if args.profile_leaf else None
+    result = {
+        "rows": rows, "qis": QIS, "k": K, "workers": args.workers,
+        "threads_per_worker": args.threads, "memory_limit_bytes": limit,
+        "input_parquet_bytes": input_bytes, "generate_s": round(gen_s, 2),
+        "baseline_shuffle_s": round(base_s, 2), "anonymize_s": round(anon_s, 2),
+        "ratio": round(anon_s / base_s, 3),
+        "baseline_cpu_s": round(cpu_base.seconds, 2),
+        "anonymize_cpu_s": round(cpu_anon.seconds, 2),
+        "cpu_ratio": round(cpu_anon.seconds / cpu_base.seconds, 3),
+        "rounds": rounds,
+        "median_ratio": round(float(np.median([r["ratio"] for r in rounds])), 3),
+        "median_cpu_ratio": round(float(np.median([r["cpu_ratio"] for r in rounds])), 3),
+        "top_phase_passes": top.passes,
+        "leaves": top.n_leaves, "leaf_rows": top.leaf_rows,
+        "largest_leaf": int(top.leaf_counts.max()),
+        "peak_worker_memory_baseline": int(mem_base.peak),
+        "peak_worker_memory_anonymize": int(mem_anon.peak),
+        "phase_wall_s": {lab: round(s, 2) for lab, s in getattr(top, "timings", {}).items()},
+        "task_compute_s_baseline": task_seconds(ts_base.data),
+        "task_compute_s_anonymize": task_seconds(ts_anon.data),
+        "thread_cpu_noncpu_s_baseline": thr_base.seconds,
+        "thread_cpu_noncpu_s_anonymize": thr_anon.seconds,
+        "python": platform.python_version(), "cpus": os.cpu_count(),
+    }
+    if leaf_profile is not None:
+        result["leaf_profile"] = leaf_profile
+    if args.quality:
+        result.update(quality(src, scratch / "anonymized"))
+    return result
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=20_000_000)
+    ap.add_argument("--rows", type=int, default=None,
+                    help="rows of census data (default 20M; 2M with --worker-memory)")
     ap.add_argument("--quick", action="store_true", help="500,000 rows")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--memory-limit", default="2GB")
+    ap.add_argument("--memory-limit", default=None,
+                    help="per worker (default 2GB; 700MB with --small-memory)")
     ap.add_argument("--rows-per-file", type=int, default=1_000_000)
     ap.add_argument("--leaf-rows", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=1,
@@ -291,13 +642,27 @@ def main(argv=None):
     ap.add_argument("--quality", action="store_true", help="compare NCP with the local engine")
     ap.add_argument("--profile-leaf", action="store_true",
                     help="profile the local engine on one output partition")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--small-memory", action="store_true",
+                      help="the lazy path on 2 x 700 MB workers with fresh caches, time-bounded")
+    mode.add_argument("--worker-memory", action="store_true",
+                      help="worker RSS after dmondrian vs after a plain shuffle, fresh clusters")
+    ap.add_argument("--timeout", type=float, default=900,
+                    help="--small-memory: seconds before the job is reported unfinished")
     ap.add_argument("--tmp", default=None, help="scratch directory (default: system temp)")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "distributed.json"))
+    ap.add_argument("--out", default=None, help="JSON report (default: results/distributed"
+                                                "[_small_memory|_worker_memory].json)")
     args = ap.parse_args(argv)
-    rows = 500_000 if args.quick else args.rows
-
-    from dask import config
-    from distributed import Client, LocalCluster, get_task_stream
+    if args.quick:
+        args.rows = 500_000
+    elif args.rows is None:
+        args.rows = 2_000_000 if args.worker_memory else 20_000_000
+    rows = args.rows
+    if args.memory_limit is None:
+        args.memory_limit = "700MB" if args.small_memory else "2GB"
+    suffix = "_small_memory" if args.small_memory else "_worker_memory" if args.worker_memory \
+        else ""
+    args.out = args.out or str(Path(__file__).parent / "results" / f"distributed{suffix}.json")
 
     scratch = Path(tempfile.mkdtemp(prefix="dmondrian-bench-", dir=args.tmp))
     try:
@@ -306,77 +671,15 @@ def main(argv=None):
         write_input(src, rows, min(args.rows_per_file, rows))
         gen_s = time.perf_counter() - t0
         input_bytes = sum(f.stat().st_size for f in src.iterdir())
-        from dask.utils import parse_bytes
-
-        # p2p's default 1 GiB send buffer is sized for big workers; both runs get
-        # the same, smaller one.
-        buffers = {"distributed.p2p.comm.buffer": parse_bytes(args.memory_limit) // 8,
-                   "distributed.p2p.storage.buffer": parse_bytes(args.memory_limit) // 16}
-        with config.set(buffers), LocalCluster(
-                n_workers=args.workers, threads_per_worker=args.threads,
-                memory_limit=args.memory_limit, dashboard_address=":0",
-                local_directory=str(scratch / "dask")) as cluster, Client(cluster) as client:
-            limit = min(w["memory_limit"] for w in
-                        client.scheduler_info(n_workers=-1)["workers"].values())
-            # Imports and numba cache loads (about 0.9 s in a fresh client
-            # process, once) stay out of the timings, in the workers and here.
-            client.run(_warm)
-            _warm()
-            rounds = []
-            for r in range(args.repeat):
-                # Alternate which job goes first, so that a drift of the shared
-                # machine's speed over the run does not favour either.
-                jobs = ["baseline", "anonymize"] if r % 2 == 0 else ["anonymize", "baseline"]
-                last = r == args.repeat - 1
-                for job in jobs:
-                    with ThreadCpu(client) as thr, PeakMemory(client) as mem, \
-                            get_task_stream(client) as ts, CpuSeconds(client) as cpu:
-                        if job == "baseline":
-                            base_s = baseline(client, src, scratch / "baseline")
-                        else:
-                            anon_s, top = anonymize(client, src, scratch / "anonymized",
-                                                    args.leaf_rows)
-                    if job == "baseline":
-                        thr_base, mem_base, ts_base, cpu_base = thr, mem, ts, cpu
-                    else:
-                        thr_anon, mem_anon, ts_anon, cpu_anon = thr, mem, ts, cpu
-                    if not (last and job == "anonymize"):
-                        # The last release stays for --quality.
-                        shutil.rmtree(scratch / job.replace("anonymize", "anonymized"),
-                                      ignore_errors=True)
-                rounds.append({"baseline_s": round(base_s, 2), "anonymize_s": round(anon_s, 2),
-                               "ratio": round(anon_s / base_s, 3),
-                               "cpu_ratio": round(cpu_anon.seconds / cpu_base.seconds, 3)})
-                print(f"round {r + 1}/{args.repeat}: {rounds[-1]}", file=sys.stderr)
-            leaf_profile = profile_leaf(src, top) if args.profile_leaf else None
-        result = {
-            "rows": rows, "qis": QIS, "k": K, "workers": args.workers,
-            "threads_per_worker": args.threads, "memory_limit_bytes": limit,
-            "input_parquet_bytes": input_bytes, "generate_s": round(gen_s, 2),
-            "baseline_shuffle_s": round(base_s, 2), "anonymize_s": round(anon_s, 2),
-            "ratio": round(anon_s / base_s, 3),
-            "baseline_cpu_s": round(cpu_base.seconds, 2),
-            "anonymize_cpu_s": round(cpu_anon.seconds, 2),
-            "cpu_ratio": round(cpu_anon.seconds / cpu_base.seconds, 3),
-            "rounds": rounds,
-            "median_ratio": round(float(np.median([r["ratio"] for r in rounds])), 3),
-            "median_cpu_ratio": round(float(np.median([r["cpu_ratio"] for r in rounds])), 3),
-            "top_phase_passes": top.passes,
-            "leaves": top.n_leaves, "leaf_rows": top.leaf_rows,
-            "largest_leaf": int(top.leaf_counts.max()),
-            "peak_worker_memory_baseline": int(mem_base.peak),
-            "peak_worker_memory_anonymize": int(mem_anon.peak),
-            "phase_wall_s": {lab: round(s, 2) for lab, s in getattr(top, "timings", {}).items()},
-            "task_compute_s_baseline": task_seconds(ts_base.data),
-            "task_compute_s_anonymize": task_seconds(ts_anon.data),
-            "thread_cpu_noncpu_s_baseline": thr_base.seconds,
-            "thread_cpu_noncpu_s_anonymize": thr_anon.seconds,
-            "python": platform.python_version(), "cpus": os.cpu_count(),
-        }
-        if leaf_profile is not None:
-            result["leaf_profile"] = leaf_profile
-        if args.quality:
-            result.update(quality(src, scratch / "anonymized"))
+        if args.small_memory:
+            result = {**small_memory(args, scratch, src), "input_parquet_bytes": input_bytes,
+                      "generate_s": round(gen_s, 2)}
+        elif args.worker_memory:
+            result = {**worker_memory(args, scratch, src), "input_parquet_bytes": input_bytes,
+                      "generate_s": round(gen_s, 2)}
+        else:
+            result = compare_jobs(args, scratch, src, gen_s, input_bytes)
+        result.update(python=platform.python_version(), cpus=os.cpu_count())
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     width = max(map(len, result))
@@ -386,6 +689,11 @@ def main(argv=None):
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}", file=sys.stderr)
+    if args.small_memory and not result["finished"]:
+        # A job thread may still be blocked on the closed cluster: do not wait for it.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
