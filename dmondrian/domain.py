@@ -17,9 +17,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from numba import njit
 
-from . import _kernel as K
+from ._kernel.constants import (
+    INT_MIN,
+    KIND_FLOAT,
+    KIND_HIERARCHY,
+    KIND_NOMINAL,
+    KIND_ORDINAL,
+    MISSING_KEY,
+)
+from ._kernel.scan import _code_counts, _count_codes, _int_bounds, _key_bounds
 from .errors import UnsupportedDtypeError
 from .hierarchy import MISSING_LEAF
 from .qi import QIKind, _factorize, decode_float_keys, encode_qi
@@ -27,17 +34,14 @@ from .routing import (
     EXACT_KINDS,
     GlobalDomain,
     arrow_int32_chunks,
-    arrow_valid,
     encode_keys,
     plain_int_values,
     row_positions,
     sample_below,
 )
-from .sketch import Summary, _key_bounds
+from .sketch import Summary
 
 __all__ = ["DomainSketch", "domain_sketch", "merge_domain", "build_domain"]
-
-_INT_MIN = np.iinfo(np.int64).min
 
 
 @dataclass
@@ -101,8 +105,8 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
     0
     """
     d = len(qis)
-    lo = np.full(d, K.MISSING_KEY, dtype=np.int64)
-    hi = np.full(d, _INT_MIN, dtype=np.int64)
+    lo = np.full(d, MISSING_KEY, dtype=np.int64)
+    hi = np.full(d, INT_MIN, dtype=np.int64)
     missing = np.zeros(d, dtype=np.int64)
     values, categories = {}, {}
     for j, (q, kind) in enumerate(zip(qis, kinds, strict=True)):
@@ -115,7 +119,7 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
             # One pass for the bounds and the missing count (numpy's mask, copy,
             # min and max cost five).
             keys = encode_qi(s, kind=kind).keys
-            missing[j] = _key_bounds(keys[None, :], K.MISSING_KEY, lo[j:j + 1], hi[j:j + 1])[0]
+            missing[j] = _key_bounds(keys[None, :], MISSING_KEY, lo[j:j + 1], hi[j:j + 1])[0]
     take, prio = sample_below(partition, len(df), rate, seed=1)
     if take.shape[0] > sample_size:
         keep = np.argpartition(prio, sample_size)[:sample_size]
@@ -138,22 +142,6 @@ def _plain_bounds(s: pd.Series, kind: str, j: int, lo, hi, missing) -> bool:
         return False
     lo[j], hi[j], missing[j] = a, b, n_missing
     return True
-
-
-@njit(cache=True, nogil=True)
-def _int_bounds(raw, nat_missing):
-    # Keys of these columns are their values. In datetimes NaT (INT64_MIN) is
-    # missing, and so is Timestamp.max, whose value is the missing key.
-    lo, hi, n_missing, reserved = K.MISSING_KEY, _INT_MIN, 0, False
-    for x in raw:
-        v = np.int64(x)
-        if nat_missing and (v == _INT_MIN or v == K.MISSING_KEY):
-            n_missing += 1
-            continue
-        reserved |= v == K.MISSING_KEY
-        lo = min(lo, v)
-        hi = max(hi, v)
-    return lo, hi, n_missing, reserved and not nat_missing
 
 
 def _value_counts(s: pd.Series) -> tuple[int, pd.Series]:
@@ -211,26 +199,6 @@ def _arrow_string_counts(s: pd.Series) -> pd.Series | None:
         labels += rest.field(0).to_pylist()
         counts = np.concatenate([counts, rest.field(1).to_numpy().astype(np.int64)])
     return pd.Series(counts, index=pd.Index(labels, dtype=object), name="count")
-
-
-@njit(cache=True, nogil=True)
-def _count_codes(codes, bits, bit_offset, counts):
-    """Count the codes of an Arrow int32 chunk whose validity bit is on."""
-    for i in range(codes.shape[0]):
-        if arrow_valid(bits, bit_offset + i):
-            counts[codes[i]] += 1
-
-
-@njit(cache=True, nogil=True)
-def _code_counts(codes, n_categories):
-    counts = np.zeros(n_categories, dtype=np.int64)
-    n_missing = 0
-    for c in codes:
-        if c < 0:
-            n_missing += 1
-        else:
-            counts[c] += 1
-    return counts, n_missing
 
 
 def merge_domain(*sketches: DomainSketch) -> DomainSketch:
@@ -291,8 +259,8 @@ def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict
         if kind in (QIKind.NUMERIC, QIKind.DATETIME):
             probe = encode_qi(meta[q], kind=kind)
             kernel_kinds[j] = probe.kernel_kind
-            if lo[j] != K.MISSING_KEY:
-                if probe.kernel_kind == K.KIND_FLOAT:
+            if lo[j] != MISSING_KEY:
+                if probe.kernel_kind == KIND_FLOAT:
                     b, a = decode_float_keys(np.array([hi[j], lo[j]]))
                     scales[j] = float(b - a)
                 else:
@@ -311,7 +279,7 @@ def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict
             if n_missing:
                 counts[h.leaf_codes([MISSING_LEAF])[0]] += n_missing
             scales[j] = float(len(h) - 1)
-            kernel_kinds[j] = K.KIND_HIERARCHY
+            kernel_kinds[j] = KIND_HIERARCHY
         else:
             cats = _category_order(q, kind, vc, sketch.categories.get(j, set()), meta[q].dtype)
             categories[j] = cats
@@ -321,15 +289,15 @@ def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict
             counts[-1] = n_missing
             present = np.flatnonzero(counts[:-1])
             if kind == QIKind.ORDINAL:
-                kernel_kinds[j] = K.KIND_ORDINAL
+                kernel_kinds[j] = KIND_ORDINAL
                 if present.size:
                     scales[j] = float(present.max() - present.min())
             else:
-                kernel_kinds[j] = K.KIND_NOMINAL
+                kernel_kinds[j] = KIND_NOMINAL
                 scales[j] = float(np.count_nonzero(counts) - 1)
         hist[j] = counts.astype(np.float64)
         nz = np.flatnonzero(counts[:-1] if kind == QIKind.ORDINAL else counts)
-        lo[j], hi[j] = (nz.min(), nz.max()) if nz.size else (K.MISSING_KEY, _INT_MIN)
+        lo[j], hi[j] = (nz.min(), nz.max()) if nz.size else (MISSING_KEY, INT_MIN)
     domain = GlobalDomain(list(qis), list(kinds), kernel_kinds, scales, slots, categories,
                           trees, int(sketch.n), key_lo=key_lo, key_hi=key_hi)
     keys = encode_keys(sketch.sample, domain)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _kernel as K
+from ._kernel.constants import KIND_FLOAT, MISSING_KEY
 from .qi import QIKind, decode_float_keys
 from .routing import ALL_TIES, EXACT_KINDS, NO_TIES, GlobalDomain, slot_keys
 from .sketch import Summary
@@ -107,7 +107,7 @@ def region_spans(summary: Summary, domain: GlobalDomain) -> np.ndarray:
             spans[j] = (int((summary.hist[j] > 0).sum()) - 1) / scale
             continue
         lo, hi = int(summary.lo[j]), int(summary.hi[j])
-        if lo == K.MISSING_KEY:
+        if lo == MISSING_KEY:
             continue
         if summary.missing[j] > 0:
             spans[j] = 1.0
@@ -117,7 +117,7 @@ def region_spans(summary: Summary, domain: GlobalDomain) -> np.ndarray:
             spans[j] = int(h.node_hi[node] - h.node_lo[node]) / scale
         elif kind == QIKind.ORDINAL:
             spans[j] = (hi - lo) / scale
-        elif domain.kernel_kinds[j] == K.KIND_FLOAT:
+        elif domain.kernel_kinds[j] == KIND_FLOAT:
             b, a = decode_float_keys(np.array([hi, lo]))
             spans[j] = (float(b) - float(a)) / scale
         else:
@@ -158,14 +158,14 @@ def _axis(summary: Summary, j: int, domain: GlobalDomain):
         counts = summary.hist[j]
         values = np.arange(counts.shape[0], dtype=np.int64)
         if kind == QIKind.ORDINAL:
-            values[-1] = K.MISSING_KEY
+            values[-1] = MISSING_KEY
         nz = counts > 0
         return values[nz], counts[nz], None
     row = summary.sample_keys[j]
     w = summary.sample_w.astype(np.float64)
     if row.size == 0:
         return None
-    is_missing = row == K.MISSING_KEY
+    is_missing = row == MISSING_KEY
     # The sample estimates where the median lies among present values; how many
     # values are missing is known exactly.
     n_present = summary.n - summary.missing[j]
@@ -180,8 +180,8 @@ def _axis(summary: Summary, j: int, domain: GlobalDomain):
         values, inv = np.unique(row, return_inverse=True)
         counts = np.bincount(inv.ravel(), weights=w, minlength=values.shape[0])
     if summary.missing[j] > 0:
-        if values[-1] != K.MISSING_KEY:
-            values = np.append(values, K.MISSING_KEY)
+        if values[-1] != MISSING_KEY:
+            values = np.append(values, MISSING_KEY)
             counts = np.append(counts, 0.0)
         counts[-1] = summary.missing[j]
     nz = counts > 0
@@ -251,8 +251,8 @@ def find_cut(summary: Summary, j: int, domain: GlobalDomain, relaxed: bool,
         t1, t2 = int(h.node_lo[child]) - 1, int(h.node_hi[child])
         l1 = le(int(np.searchsorted(values, t1, side="right")))
         l2 = le(int(np.searchsorted(values, t2, side="right")))
-    elif med == K.MISSING_KEY:
-        t1 = t2 = K.MISSING_KEY - 1
+    elif med == MISSING_KEY:
+        t1 = t2 = MISSING_KEY - 1
         l1 = l2 = le(r)
     else:
         t1, t2, l1, l2 = med - 1, med, le(r), float(cum[r])

@@ -35,8 +35,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import _kernel as K
-from . import _keys
+from ._kernel import keys as _keys
+from ._kernel.constants import (
+    FLIP,
+    FLOAT_MAX,
+    KIND_FLOAT,
+    KIND_HIERARCHY,
+    KIND_INT,
+    KIND_NOMINAL,
+    KIND_ORDINAL,
+    MISSING_KEY,
+)
 from .errors import InvalidValueError, UnsupportedDtypeError
 from .hierarchy import MISSING_LEAF, Hierarchy
 
@@ -96,7 +105,7 @@ def float_keys(values: np.ndarray) -> np.ndarray:
 def decode_float_keys(keys: np.ndarray) -> np.ndarray:
     """Inverse of :func:`float_keys` for present (non-missing) keys."""
     keys = np.asarray(keys, dtype=np.int64)
-    return np.where(keys < 0, keys ^ K._FLIP, keys).view(np.float64)
+    return np.where(keys < 0, keys ^ FLIP, keys).view(np.float64)
 
 
 def detect_kind(series: pd.Series, has_hierarchy: bool = False) -> str:
@@ -189,7 +198,7 @@ def _encode_numeric(series: pd.Series) -> EncodedQI:
             raise InvalidValueError(
                 name, f"column {name!r} holds 2**63 - 1, which is reserved for missing values"
             )
-        return _numeric_result(name, keys, lo, hi, K.KIND_INT, "int", dtype)
+        return _numeric_result(name, keys, lo, hi, KIND_INT, "int", dtype)
     values = series.to_numpy(dtype=np.float64, na_value=np.nan)
     keys, lo, hi, first_inf = _keys.float_keys(np.ascontiguousarray(values))
     if first_inf >= 0:
@@ -198,20 +207,20 @@ def _encode_numeric(series: pd.Series) -> EncodedQI:
             name, f"column {name!r} holds an infinite value (first at index {bad!r}); "
             "Mondrian needs finite bounds"
         )
-    return _numeric_result(name, keys, lo, hi, K.KIND_FLOAT, "float", dtype)
+    return _numeric_result(name, keys, lo, hi, KIND_FLOAT, "float", dtype)
 
 
 def _key_span(lo, hi) -> float:
     """Global scale of a QI whose value is its key: ``hi - lo``, 0 when all are missing."""
-    return 0.0 if lo == K.MISSING_KEY else float(hi) - float(lo)
+    return 0.0 if lo == MISSING_KEY else float(hi) - float(lo)
 
 
 def _numeric_result(name, keys, lo, hi, kernel_kind, value_type, dtype) -> EncodedQI:
-    if kernel_kind == K.KIND_FLOAT and lo != K.MISSING_KEY:
+    if kernel_kind == KIND_FLOAT and lo != MISSING_KEY:
         # min() keeps the scale finite when the range of huge floats overflows.
         lo_v, hi_v = decode_float_keys(np.array([lo, hi]))
         with np.errstate(over="ignore"):
-            scale = min(float(hi_v - lo_v), K._FLOAT_MAX)
+            scale = min(float(hi_v - lo_v), FLOAT_MAX)
     else:
         scale = _key_span(lo, hi)
     return EncodedQI(name, QIKind.NUMERIC, kernel_kind, keys, scale, value_type=value_type,
@@ -232,7 +241,7 @@ def _encode_datetime(series: pd.Series) -> EncodedQI:
     keys, lo, hi = _keys.sentinel_keys(np.ascontiguousarray(values).view(np.int64),
                                        np.iinfo(np.int64).min)
     scale = _key_span(lo, hi)
-    return EncodedQI(name, QIKind.DATETIME, K.KIND_INT, keys, scale, value_type=unit, tz=tz,
+    return EncodedQI(name, QIKind.DATETIME, KIND_INT, keys, scale, value_type=unit, tz=tz,
                      dtype=dtype)
 
 
@@ -244,7 +253,7 @@ def _encode_ordinal(series: pd.Series) -> EncodedQI:
         )
     keys, lo, hi = _keys.sentinel_keys(series.cat.codes.to_numpy().astype(np.int64), -1)
     scale = _key_span(lo, hi)
-    return EncodedQI(name, QIKind.ORDINAL, K.KIND_ORDINAL, keys, scale,
+    return EncodedQI(name, QIKind.ORDINAL, KIND_ORDINAL, keys, scale,
                      categories=list(series.cat.categories), dtype=series.dtype)
 
 
@@ -273,7 +282,7 @@ def _encode_nominal(series: pd.Series) -> EncodedQI:
     card = len(categories) + 1  # the last code stands for missing
     keys = np.where(missing, card - 1, codes)
     distinct = int(np.count_nonzero(np.bincount(keys, minlength=card)))
-    return EncodedQI(series.name, QIKind.NOMINAL, K.KIND_NOMINAL, keys, float(distinct - 1),
+    return EncodedQI(series.name, QIKind.NOMINAL, KIND_NOMINAL, keys, float(distinct - 1),
                      card=card, categories=[*categories, MISSING_LABEL], dtype=series.dtype)
 
 
@@ -288,5 +297,5 @@ def _encode_hierarchy(series: pd.Series, hierarchy: Hierarchy) -> EncodedQI:
     keys[~missing] = cat_leaf[codes[~missing]]
     if missing.any():
         keys[missing] = hierarchy.leaf_codes([MISSING_LEAF])[0]
-    return EncodedQI(series.name, QIKind.HIERARCHY, K.KIND_HIERARCHY, keys,
+    return EncodedQI(series.name, QIKind.HIERARCHY, KIND_HIERARCHY, keys,
                      float(len(hierarchy) - 1), hierarchy=hierarchy, dtype=series.dtype)

@@ -28,9 +28,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from numba import njit
 
-from . import _kernel as K
+from ._kernel.constants import MISSING_KEY
+from ._kernel.routing import (
+    _arrow_codes_into,
+    _int_keys_into,
+    _priorities,
+    _priorities_below,
+    _remap_into,
+    _route_rows,
+    _stable_by_leaf,
+)
 from .errors import UnsupportedDtypeError
 from .qi import QIKind, encode_qi
 
@@ -39,7 +47,6 @@ __all__ = ["GlobalDomain", "CutTree", "encode_keys", "slot_keys", "route", "rout
 
 # Kinds whose per-region value counts are kept exactly: small code spaces.
 EXACT_KINDS = (QIKind.NOMINAL, QIKind.ORDINAL, QIKind.HIERARCHY)
-_INT64_MIN = np.iinfo(np.int64).min
 
 
 @dataclass
@@ -143,7 +150,7 @@ def encode_keys(df: pd.DataFrame, domain: GlobalDomain) -> np.ndarray:
                 remap = _map_codes(name, list(s.cat.categories), domain.category_index(j), -1)
             else:
                 remap = np.arange(n_cats + 1, dtype=np.int64)
-            _remap_into(s.cat.codes.to_numpy(), remap, K.MISSING_KEY, keys[j])
+            _remap_into(s.cat.codes.to_numpy(), remap, MISSING_KEY, keys[j])
         else:
             _nominal_keys_into(s, domain.category_index(j), domain.slots[j] - 1, keys[j])
     return keys
@@ -168,43 +175,6 @@ def _plain_keys_into(s: pd.Series, kind: str, out: np.ndarray) -> bool:
     :func:`encode_qi` then refuses with its typed error)."""
     plain = plain_int_values(s, kind)
     return plain is not None and not _int_keys_into(plain[0], plain[1], out)
-
-
-@njit(cache=True, nogil=True)
-def _int_keys_into(raw, nat_missing, out):
-    """``out[i] = raw[i]`` (NaT, INT64_MIN, missing when ``nat_missing``); whether a
-    value is the reserved ``MISSING_KEY`` (checked for plain integers only)."""
-    reserved = False
-    for i in range(raw.shape[0]):
-        v = np.int64(raw[i])
-        if nat_missing:
-            if v == _INT64_MIN:
-                v = K.MISSING_KEY
-        else:
-            reserved |= v == K.MISSING_KEY
-        out[i] = v
-    return reserved and not nat_missing
-
-
-@njit(cache=True, nogil=True)
-def _remap_into(codes, remap, missing_value, out):
-    """``out[i] = remap[codes[i]]``, or ``missing_value`` where the code is negative."""
-    for i in range(codes.shape[0]):
-        c = codes[i]
-        out[i] = missing_value if c < 0 else remap[c]
-
-
-@njit(cache=True, nogil=True)
-def _arrow_codes_into(codes, bits, bit_offset, missing_value, out):
-    """An Arrow int32 chunk into ``out``, ``missing_value`` where its validity bit is off."""
-    for i in range(codes.shape[0]):
-        out[i] = codes[i] if arrow_valid(bits, bit_offset + i) else missing_value
-
-
-@njit(cache=True, inline="always")
-def arrow_valid(bits, k):
-    """Whether bit ``k`` of an Arrow validity bitmap is on (no bitmap: every value is)."""
-    return bits.shape[0] == 0 or (bits[k >> 3] >> (k & 7)) & 1 == 1
 
 
 def arrow_int32_chunks(codes):
@@ -273,58 +243,17 @@ def _arrow_nominal_keys_into(s: pd.Series, index: pd.Index, missing_code, out) -
 def slot_keys(keys_row: np.ndarray, j: int, domain: GlobalDomain) -> np.ndarray:
     """Keys of an exact-count QI as slots ``0..slots-1`` (ordinal missing: the last slot)."""
     if domain.kinds[j] == QIKind.ORDINAL:
-        return np.where(keys_row == K.MISSING_KEY, domain.slots[j] - 1, keys_row)
+        return np.where(keys_row == MISSING_KEY, domain.slots[j] - 1, keys_row)
     return keys_row
 
 
-# -- hashing ---------------------------------------------------------------------------------
-
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-@njit(cache=True, inline="always")
-def _priority(i, base):
-    # splitmix64's finalizer of (row ^ base), plus the golden ratio, to 53 bits
-    # in [0, 1).
-    x = np.uint64(i) ^ base
-    x = (x ^ (x >> np.uint64(30))) * _M1
-    x = (x ^ (x >> np.uint64(27))) * _M2
-    x = (x ^ (x >> np.uint64(31))) + _GOLDEN
-    return np.float64(x >> np.uint64(11)) * (1.0 / 9007199254740992.0)
-
-
-@njit(cache=True, nogil=True)
-def _priorities(base, n):
-    # One compiled loop instead of a dozen numpy temporaries.
-    out = np.empty(n, dtype=np.float64)
-    for i in range(n):
-        out[i] = _priority(i, base)
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _priorities_below(base, n, rate):
-    # _priorities, keeping only the rows below rate: no array of n priorities.
-    take = np.empty(n, dtype=np.int64)
-    prio = np.empty(n, dtype=np.float64)
-    m = 0
-    for i in range(n):
-        p = _priority(i, base)
-        if p < rate:
-            take[m] = i
-            prio[m] = p
-            m += 1
-    return take[:m].copy(), prio[:m].copy()
-
+# -- row positions and priorities ------------------------------------------------------------
 
 #: ``tie_before`` of a cut that sends no tied row left (strict cuts).
 NO_TIES = 0
 #: ``tie_before`` of a cut that sends every tied row left.
 ALL_TIES = np.iinfo(np.int64).max
 _OFFSET_BITS = np.int64(32)
-_INT64_MAX = np.iinfo(np.int64).max
 
 
 def row_positions(partition: int, n: int, rows: np.ndarray | None = None) -> np.ndarray:
@@ -392,24 +321,6 @@ def leaf_order(leaf: np.ndarray, positions: np.ndarray, n_leaves: int):
     ends = np.cumsum(per_leaf)
     counts = per_leaf[ids]
     return order, ids.astype(np.int64), (ends[ids] - counts).astype(np.int64), counts
-
-
-@njit(cache=True, nogil=True)
-def _stable_by_leaf(leaf, by_position, n_leaves):
-    counts = np.zeros(n_leaves, dtype=np.int64)
-    for i in range(leaf.shape[0]):
-        counts[leaf[i]] += 1
-    cursor = np.empty(n_leaves, dtype=np.int64)
-    acc = 0
-    for b in range(n_leaves):
-        cursor[b] = acc
-        acc += counts[b]
-    order = np.empty(leaf.shape[0], dtype=np.int64)
-    for i in by_position:
-        b = leaf[i]
-        order[cursor[b]] = i
-        cursor[b] += 1
-    return order, counts
 
 
 def row_priority(partition: int, n: int, seed: int = 0) -> np.ndarray:
@@ -535,93 +446,15 @@ def route_bins(keys: np.ndarray, tree: CutTree, positions: np.ndarray | None,
     keys = np.ascontiguousarray(keys, dtype=np.int64)
     leaf = np.empty(keys.shape[1], dtype=leaf_dtype)
     bins = np.empty(keys.shape[1], dtype=np.int64)
-    _route(keys, tree, positions, leaf, bins, np.asarray(bin_of_leaf, dtype=np.int64))
+    _route(keys, tree, positions, leaf, bins,
+           np.ascontiguousarray(bin_of_leaf, dtype=np.int64))
     return leaf, bins
 
 
 def _route(keys, tree: CutTree, positions, out_leaf, out_bin, bin_of_leaf) -> None:
     use_tie = positions is not None and tree.has_ties
     pos = np.ascontiguousarray(positions, dtype=np.int64) if use_tie else np.zeros(1, np.int64)
-    _route_rows(keys, np.asarray(tree.qi, dtype=np.int64),
-                np.asarray(tree.t, dtype=np.int64), np.asarray(tree.eq, dtype=np.int64),
-                np.asarray(tree.tie_before, dtype=np.int64),
-                np.asarray(tree.rank_off, dtype=np.int64),
-                np.asarray(tree.ranks, dtype=np.int64),
-                np.asarray(tree.left, dtype=np.int64),
-                np.asarray(tree.right, dtype=np.int64),
-                np.asarray(tree.leaf, dtype=np.int64), pos, use_tie, out_leaf, out_bin,
-                bin_of_leaf)
-
-
-#: Rows walked down the tree together: their walks are independent, so the
-#: CPU overlaps them instead of stalling on each unpredictable branch.
-_ROUTE_BLOCK = 256
-
-
-@njit(cache=True, nogil=True)
-def _route_rows(keys, qi, t, eq, tie_before, rank_off, ranks, left, right, leaf, pos, use_tie,
-                out, out_bin, bin_of_leaf):
-    # A block of rows steps down one level at a time with branch-free steps
-    # (a leaf steps to itself), about twice as fast as one row's walk to its
-    # leaf after another, whose every cut is a mispredicted branch.
-    m = qi.shape[0]
-    # Leaves become nodes that send every row to themselves: QI 0, t = max.
-    child = np.empty(2 * m, dtype=np.int64)
-    step_qi = np.empty(m, dtype=np.int64)
-    step_t = np.empty(m, dtype=np.int64)
-    step_rank = np.empty(m, dtype=np.int64)
-    for j in range(m):
-        internal = qi[j] >= 0
-        child[2 * j] = left[j] if internal else j
-        child[2 * j + 1] = right[j] if internal else j
-        step_qi[j] = qi[j] if internal else 0
-        step_t[j] = t[j] if internal else _INT64_MAX
-        step_rank[j] = rank_off[j] if internal else -1
-    # Levels to step: the tree's height (parents may follow their children).
-    depth = np.zeros(m, dtype=np.int64)
-    stack = np.empty(m, dtype=np.int64)
-    stack[0], top, height = 0, 1, 0
-    while top > 0:
-        top -= 1
-        j = stack[top]
-        height = max(height, depth[j])
-        if qi[j] >= 0:
-            for c in (left[j], right[j]):
-                depth[c] = depth[j] + 1
-                stack[top] = c
-                top += 1
-    # Each node's leaf and output partition (the latter only when out_bin is wanted).
-    with_bin = out_bin.shape[0] > 0
-    bin_of_node = np.zeros(m, dtype=np.int64)
-    if with_bin:
-        for j in range(m):
-            if qi[j] < 0:
-                bin_of_node[j] = bin_of_leaf[leaf[j]]
-    n = keys.shape[1]
-    node = np.empty(_ROUTE_BLOCK, dtype=np.int64)
-    for s in range(0, n, _ROUTE_BLOCK):
-        b_n = min(_ROUTE_BLOCK, n - s)
-        node[:b_n] = 0
-        for _level in range(height):
-            for b in range(b_n):
-                nd = node[b]
-                i = s + b
-                v = keys[step_qi[nd], i]
-                ro = step_rank[nd]
-                if ro >= 0:
-                    v = ranks[ro + v]
-                go_left = v <= step_t[nd]
-                if use_tie:
-                    go_left = go_left | ((v == eq[nd]) & (pos[i] < tie_before[nd]))
-                node[b] = child[2 * nd + 1 - np.int64(go_left)]
-            if _level % 8 == 7:  # a lopsided tree: stop once the block is done
-                busy = False
-                for b in range(b_n):
-                    busy = busy | (qi[node[b]] >= 0)
-                if not busy:
-                    break
-        for b in range(b_n):
-            out[s + b] = leaf[node[b]]
-        if with_bin:
-            for b in range(b_n):
-                out_bin[s + b] = bin_of_node[node[b]]
+    _route_rows(keys, *(np.ascontiguousarray(a, dtype=np.int64)
+                        for a in (tree.qi, tree.t, tree.eq, tree.tie_before, tree.rank_off,
+                                  tree.ranks, tree.left, tree.right, tree.leaf)),
+                pos, use_tie, out_leaf, out_bin, bin_of_leaf)

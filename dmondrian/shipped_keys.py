@@ -32,9 +32,15 @@ import dataclasses
 
 import numpy as np
 import pandas as pd
-from numba import njit
 
-from . import _kernel as K
+from ._kernel.constants import (
+    KIND_HIERARCHY,
+    KIND_NOMINAL,
+    KIND_ORDINAL,
+    MASK_CARD,
+    MISSING_KEY,
+)
+from ._kernel.shipped import _gather_into, _narrow_into
 from .qi import MISSING_LABEL, EncodedQI, QIKind, encode_qi
 from .routing import GlobalDomain
 
@@ -53,7 +59,7 @@ def _key_span(domain: GlobalDomain, j: int) -> int | None:
     if domain.key_lo is None:
         return None
     lo, hi = int(domain.key_lo[j]), int(domain.key_hi[j])
-    return 0 if lo == K.MISSING_KEY else hi - lo
+    return 0 if lo == MISSING_KEY else hi - lo
 
 
 def key_dtypes(domain: GlobalDomain) -> list[np.dtype]:
@@ -81,7 +87,7 @@ def key_offsets(domain: GlobalDomain) -> list[int]:
     """What is subtracted from each QI's keys before they travel (0 for int64 and codes)."""
     return [int(domain.key_lo[j])
             if dtype.itemsize < 8 and domain.kinds[j] in _NUMBERS
-            and domain.key_lo[j] != K.MISSING_KEY else 0
+            and domain.key_lo[j] != MISSING_KEY else 0
             for j, dtype in enumerate(key_dtypes(domain))]
 
 
@@ -107,33 +113,9 @@ def narrow_keys(keys: np.ndarray, dtypes: list, offsets: list, names: list) -> l
     return out
 
 
-@njit(cache=True, nogil=True)
-def _narrow_into(row, offset, top, out):
-    """``out[i] = row[i] - offset`` (missing: -1); False if one falls outside [0, top]."""
-    ok = True
-    for i in range(row.shape[0]):
-        v = row[i]
-        if v == K.MISSING_KEY:
-            out[i] = -1
-        else:
-            u = v - offset
-            ok &= (u >= 0) & (u <= top)
-            out[i] = u
-    return ok
-
-
 def gather_keys(shipped: np.ndarray, order: np.ndarray, out: np.ndarray, offset: int = 0) -> None:
     """``out[i]`` = the int64 key of row ``order[i]`` of a shipped key column."""
     _gather_into(shipped, order, out, shipped.dtype.itemsize < 8, np.int64(offset))
-
-
-@njit(cache=True, nogil=True)
-def _gather_into(shipped, order, out, narrow, offset):
-    for i in range(order.shape[0]):
-        v = np.int64(shipped[order[i]])
-        if narrow:
-            v = K.MISSING_KEY if v == -1 else v + offset
-        out[i] = v
 
 
 def qi_encodings(domain: GlobalDomain, meta: pd.DataFrame) -> list[EncodedQI]:
@@ -150,14 +132,14 @@ def qi_encodings(domain: GlobalDomain, meta: pd.DataFrame) -> list[EncodedQI]:
         if kind in _NUMBERS:
             enc = dataclasses.replace(encode_qi(meta[name], kind=kind), keys=empty, scale=scale)
         elif kind == QIKind.HIERARCHY:
-            enc = EncodedQI(name, kind, K.KIND_HIERARCHY, empty, scale,
+            enc = EncodedQI(name, kind, KIND_HIERARCHY, empty, scale,
                             hierarchy=domain.hierarchies[j], dtype=meta[name].dtype)
         elif kind == QIKind.ORDINAL:
-            enc = EncodedQI(name, kind, K.KIND_ORDINAL, empty, scale,
+            enc = EncodedQI(name, kind, KIND_ORDINAL, empty, scale,
                             categories=list(domain.categories[j]),
                             dtype=domain.ordinal_dtype(j))
         else:
-            enc = EncodedQI(name, kind, K.KIND_NOMINAL, empty, scale,
+            enc = EncodedQI(name, kind, KIND_NOMINAL, empty, scale,
                             card=int(domain.slots[j]),
                             categories=[*domain.categories[j], MISSING_LABEL],
                             dtype=meta[name].dtype)
@@ -177,7 +159,7 @@ def bin_encodings(encodings: list[EncodedQI], key_rows: np.ndarray) -> list[Enco
     out = []
     for enc, row in zip(encodings, key_rows, strict=True):
         enc = dataclasses.replace(enc, keys=row)
-        if enc.kernel_kind == K.KIND_NOMINAL and enc.card > K._MASK_CARD:
+        if enc.kernel_kind == KIND_NOMINAL and enc.card > MASK_CARD:
             present = np.flatnonzero(np.bincount(row, minlength=enc.card))
             remap = np.zeros(enc.card, dtype=np.int64)
             remap[present] = np.arange(present.size)

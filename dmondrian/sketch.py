@@ -28,13 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
 
-from . import _kernel as K
+from ._kernel.constants import INT_MIN, MISSING_KEY
+from ._kernel.scan import _key_bounds, _region_bounds
 
 __all__ = ["RegionSketch", "Summary", "summarize", "merge_sketches"]
 
-_INT_MIN = np.iinfo(np.int64).min
 # Above this many (region, value) cells a dense bincount would waste memory.
 _DENSE_CELLS = 1 << 22
 
@@ -138,7 +137,7 @@ def summarize(keys: np.ndarray, region: np.ndarray, n_regions: int, exact: dict,
     """
     count, lo, hi, missing = _region_bounds(np.ascontiguousarray(keys, dtype=np.int64),
                                             np.ascontiguousarray(region, dtype=np.int64),
-                                            int(n_regions), K.MISSING_KEY)
+                                            int(n_regions), MISSING_KEY)
     hist = {}
     for j, slot_row in exact.items():
         s = int(slots[j])
@@ -147,48 +146,6 @@ def summarize(keys: np.ndarray, region: np.ndarray, n_regions: int, exact: dict,
     return RegionSketch(count, lo, hi, missing, hist, np.asarray(slots, dtype=np.int64),
                         keys[:, keep], region[keep], 1.0 / rates[region[keep]],
                         np.asarray(positions, dtype=np.int64)[keep])
-
-
-@njit(cache=True, nogil=True)
-def _region_bounds(keys, region, n_regions, missing_key):
-    """Rows, smallest and largest present key, and missing keys, per region and QI."""
-    d, n = keys.shape
-    count = np.zeros(n_regions, dtype=np.int64)
-    lo = np.full((n_regions, d), missing_key, dtype=np.int64)
-    hi = np.full((n_regions, d), _INT_MIN, dtype=np.int64)
-    missing = np.zeros((n_regions, d), dtype=np.int64)
-    for i in range(n):
-        count[region[i]] += 1
-    for j in range(d):  # one key row at a time: sequential reads
-        for i in range(n):
-            r, v = region[i], keys[j, i]
-            if v == missing_key:
-                missing[r, j] += 1
-            else:
-                if v < lo[r, j]:
-                    lo[r, j] = v
-                if v > hi[r, j]:
-                    hi[r, j] = v
-    return count, lo, hi, missing
-
-
-@njit(cache=True, nogil=True)
-def _key_bounds(keys, missing_key, lo, hi):
-    """Smallest and largest present key of every row of ``keys`` (into ``lo``, ``hi``);
-    returns the number of missing keys per row."""
-    d, m = keys.shape
-    n_missing = np.zeros(d, dtype=np.int64)
-    for j in range(d):
-        for i in range(m):
-            v = keys[j, i]
-            if v == missing_key:
-                n_missing[j] += 1
-            else:
-                if v < lo[j]:
-                    lo[j] = v
-                if v > hi[j]:
-                    hi[j] = v
-    return n_missing
 
 
 def merge_sketches(*sketches: RegionSketch) -> RegionSketch:
@@ -247,12 +204,12 @@ class Summary:
         d, m = keys.shape
         scale = n / w.sum() if m else 0.0
         ww = w * scale
-        lo = np.full(d, K.MISSING_KEY, dtype=np.int64)
-        hi = np.full(d, _INT_MIN, dtype=np.int64)
+        lo = np.full(d, MISSING_KEY, dtype=np.int64)
+        hi = np.full(d, INT_MIN, dtype=np.int64)
         missing = np.zeros(d, dtype=np.float64)
-        n_missing = _key_bounds(keys, K.MISSING_KEY, lo, hi)
+        n_missing = _key_bounds(np.asarray(keys, dtype=np.int64), MISSING_KEY, lo, hi)
         for j in np.flatnonzero(n_missing):
-            missing[j] = ww[keys[j] == K.MISSING_KEY].sum()
+            missing[j] = ww[keys[j] == MISSING_KEY].sum()
         hist = {j: np.bincount(s_row, weights=ww, minlength=s).astype(np.float64)
                 for j, (s_row, s) in exact_slots.items()}
         return cls(float(n), lo, hi, missing, hist, keys, w, pos, exact, d)
