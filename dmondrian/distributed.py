@@ -162,6 +162,7 @@ from .constraints import (
 from .domain import build_domain, domain_sketch, merge_domain
 from .errors import InfeasibleError, InvalidValueError, ParameterError
 from .local import encode_table, partition, publish
+from .options import ANONYMIZE, DASK, DASK_PLAN, WRITE, takes_options
 from .parquet_sink import ParquetSink, check_column_names, empty_like
 from .planner import Cut, PlanConfig, PlanNode, plan_subtree, sizes_allowed
 from .qi import QIKind
@@ -245,16 +246,12 @@ class _Options(Options):
     leaf_rows: int | None
 
 
-def _check_options(ddf, quasi_identifiers, k, mode, generalization, max_depth, hierarchies,
-                   qi_kinds, class_column, leaf_rows, privacy=None) -> _Options:
+def _check_options(ddf, quasi_identifiers, k, leaf_rows, options) -> _Options:
     import dask.dataframe as dd
 
     if not isinstance(ddf, dd.DataFrame):
         raise ParameterError("ddf", f"expected a dask DataFrame, got {type(ddf).__name__}")
-    checked = check_options(ddf.columns, quasi_identifiers, k, mode=mode,
-                            generalization=generalization, max_depth=max_depth,
-                            hierarchies=hierarchies, qi_kinds=qi_kinds,
-                            class_column=class_column, **(privacy or {}))
+    checked = check_options(ddf.columns, quasi_identifiers, k, **options)
     if leaf_rows is not None and (isinstance(leaf_rows, bool)
                                   or not isinstance(leaf_rows, numbers.Integral)
                                   or leaf_rows < 1):
@@ -667,11 +664,9 @@ def _pack_bins(counts: np.ndarray, bin_rows: int) -> list:
     return bins
 
 
-def plan(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="strict",
-         max_depth=None, hierarchies=None, qi_kinds=None, class_column=None,
-         generalization="range", progress=None, sample_rows=SAMPLE_ROWS, l=None,  # noqa: E741
-         l_kind="distinct", c=None, t=None, sensitive=None, constraints=None,
-         _defer_counts=False) -> TopPlan:
+@takes_options(ANONYMIZE, DASK_PLAN)
+def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=False,
+         **options) -> TopPlan:
     """Run the domain pass and the top phase; return the cut tree (steps 1-2).
 
     Parameters are those of :func:`anonymize`; ``sample_rows`` sets the
@@ -683,13 +678,11 @@ def plan(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="strict
     -------
     TopPlan
     """
-    opts = _check_options(ddf, quasi_identifiers, k, mode, generalization, max_depth,
-                          hierarchies, qi_kinds, class_column, leaf_rows,
-                          dict(l=l, l_kind=l_kind, c=c, t=t, sensitive=sensitive,
-                               constraints=constraints))
-    cluster_client, owned = resolve_client(client)
+    anonymize_options = {name: options[name] for name in ANONYMIZE}
+    opts = _check_options(ddf, quasi_identifiers, k, options["leaf_rows"], anonymize_options)
+    cluster_client, owned = resolve_client(options["client"])
     try:
-        return _plan(cluster_client, ddf, opts, progress, int(sample_rows),
+        return _plan(cluster_client, ddf, opts, options["progress"], int(sample_rows),
                      defer_counts=_defer_counts)
     finally:
         release(owned)
@@ -1271,10 +1264,8 @@ def _write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method
 # -- entry points ------------------------------------------------------------------------------
 
 
-def anonymize(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="strict",
-              generalization="range", max_depth=None, hierarchies=None, class_column=None,
-              qi_kinds=None, progress=None, shuffle_method=None, l=None,  # noqa: E741
-              l_kind="distinct", c=None, t=None, sensitive=None, constraints=None):
+@takes_options(ANONYMIZE, DASK)
+def anonymize(ddf, quasi_identifiers, k, **options):
     """k-anonymize a dask DataFrame with Mondrian; returns a lazy dask DataFrame.
 
     Parameters
@@ -1327,11 +1318,9 @@ def anonymize(ddf, quasi_identifiers, k, *, leaf_rows=None, client=None, mode="s
     >>> out.sort_index()["age"].tolist()
     ['23', '23', '[24, 25]', '[24, 25]', '[50, 51]', '[50, 51]', '[52, 54]', '[52, 54]']
     """
-    top = plan(ddf, quasi_identifiers, k, leaf_rows=leaf_rows, client=client, mode=mode,
-               max_depth=max_depth, hierarchies=hierarchies, qi_kinds=qi_kinds,
-               class_column=class_column, generalization=generalization, progress=progress,
-               l=l, l_kind=l_kind, c=c, t=t, sensitive=sensitive, constraints=constraints)
-    if shuffle_method is None and client is not None:
+    shuffle_method = DASK["shuffle_method"].check_choice(options.pop("shuffle_method"))
+    top = plan(ddf, quasi_identifiers, k, **options)
+    if shuffle_method is None and options["client"] is not None:
         shuffle_method = _distributed_shuffle()
     return apply_plan(ddf, top, shuffle_method)
 
@@ -1346,19 +1335,19 @@ def _distributed_shuffle() -> str:
     return "p2p"
 
 
-def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, client, progress, label,
-                         defer_counts=False, **options) -> TopPlan:
-    c, owned = resolve_client(client)
+def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_counts=False,
+                         **options) -> TopPlan:
+    c, owned = resolve_client(options.pop("client"))
+    progress = options["progress"]
     try:
-        top = plan(ddf, quasi_identifiers, k, client=c, progress=progress,
-                   _defer_counts=defer_counts, **options)
+        top = plan(ddf, quasi_identifiers, k, client=c, _defer_counts=defer_counts, **options)
         start = time.perf_counter()
         try:
             result = run(c, build(top), progress, label)
         except _Recount:
             # Rare: the sample misjudged a cut the output partitions cannot
             # undo alone. Nothing was written; count in a pass of its own.
-            top = plan(ddf, quasi_identifiers, k, client=c, progress=progress, **options)
+            top = plan(ddf, quasi_identifiers, k, client=c, **options)
             result = run(c, build(top), progress, label)
         top.timings["route, shuffle, anonymize, write"] = time.perf_counter() - start
         if not top.counted:
@@ -1374,8 +1363,8 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, client, progress, 
         release(owned)
 
 
-def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, client=None, progress=None,
-                         write_options=None, storage_options=None, **options) -> TopPlan:
+@takes_options(ANONYMIZE, DASK_PLAN, WRITE)
+def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     """Anonymize and write a Parquet dataset, the whole job on one cluster.
 
     Each output partition is written by the task that anonymizes it, as
@@ -1400,8 +1389,10 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, client=None, progre
     TopPlan
         The plan that was applied (leaf sizes, number of passes, timings).
     """
+    write_options = options.pop("write_options")
+    storage_options = options.pop("storage_options")
     # Before any pass: a name Parquet cannot store would only fail at the end.
-    added = [] if options.get("class_column") is None else [options["class_column"]]
+    added = [] if options["class_column"] is None else [options["class_column"]]
     check_column_names([*ddf.columns, *added], ddf._meta.index.name
                        if (write_options or {}).get("write_index", True) else None)
 
@@ -1411,19 +1402,17 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, client=None, progre
                                   write_options, storage_options, dictionary_columns=classes)
         return _write_parquet(ddf, top, sink, _distributed_shuffle())
 
-    return _anonymize_and_write(ddf, quasi_identifiers, k, build, client=client,
-                                progress=progress,
+    return _anonymize_and_write(ddf, quasi_identifiers, k, build,
                                 label=f"pass: shuffle, anonymize, write {path}",
                                 defer_counts=True, **options)
 
 
-def anonymize_to_csv(ddf, path, quasi_identifiers, k, *, client=None, progress=None,
-                     write_options=None, **options) -> TopPlan:
+@takes_options(ANONYMIZE, DASK_PLAN, {"write_options": WRITE["write_options"]})
+def anonymize_to_csv(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     """Like :func:`anonymize_to_parquet`, writing CSV files (``path`` may hold ``*``)."""
-    kw = dict(write_options or {})
+    kw = dict(options.pop("write_options") or {})
     return _anonymize_and_write(
         ddf, quasi_identifiers, k,
         lambda top: apply_plan(ddf, top, _distributed_shuffle()).to_csv(
             path, compute=False, **kw),
-        client=client, progress=progress, label=f"pass: shuffle, anonymize, write {path}",
-        **options)
+        label=f"pass: shuffle, anonymize, write {path}", **options)

@@ -14,14 +14,8 @@ import numpy as np
 
 from .constraints import check_k, resolve_constraints
 from .errors import NotFittedError
-from .validation import (
-    GENERALIZATIONS,
-    MODES,
-    check_choice,
-    check_max_depth,
-    check_quasi_identifiers,
-    check_sensitive,
-)
+from .options import ANONYMIZE, takes_options
+from .validation import check_max_depth, check_quasi_identifiers, check_sensitive
 
 __all__ = ["MondrianAnonymizer"]
 
@@ -40,20 +34,11 @@ class MondrianAnonymizer:
     quasi_id : list of str, default=None
         Quasi-identifier columns; ``None`` means every column of the table
         seen in ``fit``.
-    mode : {"strict", "relaxed"}, default="strict"
-        Partitioning mode (see :func:`dmondrian.local.anonymize`).
-    generalization : {"range", "midpoint", "mean"}, default="range"
-        Published form of numeric QIs; "midpoint" or "mean" keep them numeric
-        for estimators downstream.
-    max_depth : int, default=None
-        Maximum number of cuts from the root.
-    hierarchies : dict, default=None
-        Generalization hierarchies per nominal column.
-    qi_kinds : dict, default=None
-        Kinds overriding dtype detection.
-    l, l_kind, c, t, sensitive, constraints : optional
-        l-diversity / t-closeness of a sensitive column, as in
-        :func:`dmondrian.local.anonymize`.
+    mode, generalization, max_depth, hierarchies, qi_kinds, class_column, l, l_kind, c, t, \
+sensitive, constraints
+        The options of :data:`dmondrian.options.ANONYMIZE`, as in
+        :func:`dmondrian.local.anonymize`; "midpoint" or "mean"
+        generalization keeps numeric QIs numeric for estimators downstream.
 
     Attributes
     ----------
@@ -75,22 +60,13 @@ class MondrianAnonymizer:
     ['[24, 25]', '[24, 25]']
     """
 
-    def __init__(self, k=2, quasi_id=None, *, mode="strict", generalization="range",
-                 max_depth=None, hierarchies=None, qi_kinds=None, l=None,  # noqa: E741
-                 l_kind="distinct", c=None, t=None, sensitive=None, constraints=None):
+    @takes_options(ANONYMIZE)
+    def __init__(self, k=2, quasi_id=None, **options):
+        # Stored verbatim, as scikit-learn's clone and get_params expect.
         self.k = k
         self.quasi_id = quasi_id
-        self.mode = mode
-        self.generalization = generalization
-        self.max_depth = max_depth
-        self.hierarchies = hierarchies
-        self.qi_kinds = qi_kinds
-        self.l = l
-        self.l_kind = l_kind
-        self.c = c
-        self.t = t
-        self.sensitive = sensitive
-        self.constraints = constraints
+        for name, value in options.items():
+            setattr(self, name, value)
 
     # -- scikit-learn plumbing ------------------------------------------------------------
     @classmethod
@@ -140,8 +116,8 @@ class MondrianAnonymizer:
         """
         columns = list(X.columns)
         check_k(self.k)
-        check_choice("mode", self.mode, MODES)
-        check_choice("generalization", self.generalization, GENERALIZATIONS)
+        for name in ("mode", "generalization"):
+            ANONYMIZE[name].check_choice(getattr(self, name))
         check_max_depth(self.max_depth)
         resolve_constraints(self.k, l=self.l, l_kind=self.l_kind, c=self.c, t=self.t,
                             sensitive=self.sensitive, constraints=self.constraints)
@@ -161,16 +137,15 @@ class MondrianAnonymizer:
             raise NotFittedError("this MondrianAnonymizer is not fitted yet: call fit first")
         from . import anonymize
 
-        return anonymize(X, self.quasi_id_, self.k, mode=self.mode,
-                         generalization=self.generalization, max_depth=self.max_depth,
-                         hierarchies=self.hierarchies, qi_kinds=self.qi_kinds, l=self.l,
-                         l_kind=self.l_kind, c=self.c, t=self.t, sensitive=self.sensitive,
-                         constraints=self.constraints)
+        return anonymize(X, self.quasi_id_, self.k,
+                         **{name: getattr(self, name) for name in ANONYMIZE})
 
     def fit_transform(self, X, y=None):
         """Fit to ``X`` and return its anonymized version."""
         return self.fit(X, y).transform(X)
 
     def get_feature_names_out(self, input_features=None):
-        """Output columns: the same as the input's."""
-        return self.feature_names_in_.copy()
+        """Output columns: the input's, then ``class_column`` when one is added."""
+        if self.class_column is None:
+            return self.feature_names_in_.copy()
+        return np.append(self.feature_names_in_, str(self.class_column)).astype(object)

@@ -48,6 +48,7 @@ from .constraints import (
     kernel_privacy,
 )
 from .errors import InfeasibleError, ParameterError
+from .options import ANONYMIZE, takes_options
 from .publish import class_values, expand_labels
 from .qi import EncodedQI, QIKind, encode_qi
 from .validation import check_options
@@ -236,10 +237,8 @@ def publish(df: pd.DataFrame, encoded: list[EncodedQI], part: Partitioning,
     return out
 
 
-def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, *, mode: str = "strict",
-              generalization: str = "range", max_depth=None, hierarchies=None,
-              class_column=None, qi_kinds=None, l=None, l_kind: str = "distinct",  # noqa: E741
-              c=None, t=None, sensitive=None, constraints=None) -> pd.DataFrame:
+@takes_options(ANONYMIZE)
+def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.DataFrame:
     """k-anonymize a pandas DataFrame with Mondrian.
 
     Parameters
@@ -307,11 +306,7 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, *, mode: str = "stric
     if not isinstance(df, pd.DataFrame):
         raise ParameterError("df", f"anonymize expects a pandas DataFrame, got "
                                    f"{type(df).__name__}")
-    opts = check_options(df.columns, quasi_identifiers, k, mode=mode,
-                         generalization=generalization, max_depth=max_depth,
-                         hierarchies=hierarchies, qi_kinds=qi_kinds, class_column=class_column,
-                         l=l, l_kind=l_kind, c=c, t=t, sensitive=sensitive,
-                         constraints=constraints)
+    opts = check_options(df.columns, quasi_identifiers, k, **options)
     if len(df) == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
     for cst in opts.constraints:

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 from .constraints import resolve_constraints
 from .errors import DuplicateColumnError, MissingColumnError, ParameterError
+from .options import ANONYMIZE, GENERALIZATIONS, MODES, defaults
 
-MODES = ("strict", "relaxed")
-GENERALIZATIONS = ("range", "midpoint", "mean")
+__all__ = ["GENERALIZATIONS", "MODES", "Options", "check_class_column", "check_mapping",
+           "check_max_depth", "check_options", "check_quasi_identifiers", "check_sensitive"]
 
 
 def check_quasi_identifiers(quasi_identifiers, columns) -> list:
@@ -39,13 +40,6 @@ def check_quasi_identifiers(quasi_identifiers, columns) -> list:
             raise MissingColumnError(q, f"quasi-identifier {q!r} is not a column of the "
                                         f"table (columns: {shown})")
     return qis
-
-
-def check_choice(name: str, value, choices) -> str:
-    if value not in choices:
-        raise ParameterError(name, f"{name} must be one of {', '.join(map(repr, choices))}, "
-                                   f"got {value!r}")
-    return value
 
 
 def check_max_depth(max_depth) -> int:
@@ -117,22 +111,22 @@ class Options:
         return self.constraints[0].min_size()
 
 
-def check_options(columns, quasi_identifiers, k, *, mode="strict", generalization="range",
-                  max_depth=None, hierarchies=None, qi_kinds=None, class_column=None,
-                  l=None, l_kind="distinct", c=None, t=None, sensitive=None,  # noqa: E741
-                  constraints=None) -> Options:
+def check_options(columns, quasi_identifiers, k, **options) -> Options:
     """Check every option of an anonymization against the table's columns.
 
-    The local and the distributed engine take the same options and call this
-    one function, so a bad option gets the same typed error from both.
+    The local and the distributed engine take the same options
+    (:data:`dmondrian.options.ANONYMIZE`) and call this one function, so a
+    bad option gets the same typed error from both.
 
     Parameters
     ----------
     columns : sequence
         The table's column names.
-    quasi_identifiers, k, mode, generalization, max_depth, hierarchies, qi_kinds,
-    class_column, l, l_kind, c, t, sensitive, constraints
+    quasi_identifiers, k
         As in :func:`dmondrian.anonymize`.
+    **options
+        The options of :data:`dmondrian.options.ANONYMIZE`; those not given
+        take their defaults.
 
     Returns
     -------
@@ -149,18 +143,23 @@ def check_options(columns, quasi_identifiers, k, *, mode="strict", generalizatio
     ...
     dmondrian.errors.MissingColumnError: quasi-identifier 'agee' is not a column of the ...
     """
+    unknown = set(options) - set(ANONYMIZE)
+    if unknown:
+        raise ParameterError(sorted(unknown)[0], f"unknown option {sorted(unknown)[0]!r}; the "
+                             f"options are {', '.join(ANONYMIZE)}")
+    o = {**defaults(ANONYMIZE), **options}
     qis = check_quasi_identifiers(quasi_identifiers, columns)
-    constraint_list, sensitive = resolve_constraints(k, l=l, l_kind=l_kind, c=c, t=t,
-                                                     sensitive=sensitive,
-                                                     constraints=constraints)
+    constraint_list, sensitive = resolve_constraints(
+        k, l=o["l"], l_kind=o["l_kind"], c=o["c"], t=o["t"],
+        sensitive=o["sensitive"], constraints=o["constraints"])
     return Options(
         qis=qis,
         constraints=constraint_list,
         sensitive=check_sensitive(sensitive, columns, qis),
-        mode=check_choice("mode", mode, MODES),
-        generalization=check_choice("generalization", generalization, GENERALIZATIONS),
-        max_depth=check_max_depth(max_depth),
-        hierarchies=check_mapping("hierarchies", hierarchies, qis),
-        qi_kinds=check_mapping("qi_kinds", qi_kinds, qis),
-        class_column=check_class_column(class_column, columns),
+        mode=ANONYMIZE["mode"].check_choice(o["mode"]),
+        generalization=ANONYMIZE["generalization"].check_choice(o["generalization"]),
+        max_depth=check_max_depth(o["max_depth"]),
+        hierarchies=check_mapping("hierarchies", o["hierarchies"], qis),
+        qi_kinds=check_mapping("qi_kinds", o["qi_kinds"], qis),
+        class_column=check_class_column(o["class_column"], columns),
     )
