@@ -18,9 +18,9 @@ contain ``<NA>``). Numbers are written in Python's shortest round-trip form,
 so :func:`parse_range` gives back the exact bounds, negatives and floats
 included. Datetimes are ISO 8601 with the shortest unit that loses nothing.
 
-Each class's label is built once (range labels in numba, see
-:mod:`dmondrian._labels`) and expanded to rows as a pandas Categorical, never
-formatted per row.
+Each class's label is built once (range labels in compiled code, see
+:mod:`dmondrian._kernel.labels`) and expanded to rows as a pandas Categorical,
+never formatted per row.
 
 ``generalization="midpoint"`` / ``"mean"`` publish, for numeric and datetime
 QIs, the midpoint of the class range or the class mean (microaggregation with a
@@ -37,7 +37,7 @@ import pandas as pd
 import pyarrow as pa
 
 from . import _kernel as K
-from . import _labels
+from ._kernel import labels as _labels
 from .errors import ParseError
 from .qi import MISSING_LABEL, EncodedQI, QIKind, decode_float_keys
 
@@ -177,26 +177,23 @@ def _decode(qi: EncodedQI, keys: np.ndarray) -> np.ndarray:
 
 
 def _utf8_table(strings) -> tuple[np.ndarray, np.ndarray]:
-    """Python strings as one UTF-8 buffer and offsets (see :mod:`dmondrian._labels`)."""
+    """Python strings as one UTF-8 buffer and offsets (see :mod:`dmondrian._kernel.labels`)."""
     encoded = [s.encode("utf-8") for s in strings]
     off = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in encoded], out=off[1:])
-    # A writable buffer: numba compiles read-only arrays separately.
-    return np.frombuffer(bytearray(b"".join(encoded)), dtype=np.uint8), off
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), off
 
 
 def _python_strings(qi: EncodedQI, values: np.ndarray) -> list[str]:
-    """Labels of distinct present keys the numba formatter does not write."""
+    """Strings of distinct present keys of an ordinal or datetime QI whose
+    bounds the compiled formatter copies from a table."""
     if qi.kind == QIKind.ORDINAL:
         return [str(qi.categories[v]) for v in values]
     decoded = _decode(qi, values)
-    if qi.kind == QIKind.DATETIME:
-        if qi.tz is not None:
-            stamps = pd.DatetimeIndex(decoded).tz_localize("UTC").tz_convert(qi.tz)
-            return [t.isoformat() for t in stamps]
-        return np.datetime_as_string(decoded, unit="auto").tolist()
-    # Python's repr is the shortest string that reads back to the same float.
-    return list(map(repr, decoded.tolist()))
+    if qi.tz is not None:
+        stamps = pd.DatetimeIndex(decoded).tz_localize("UTC").tz_convert(qi.tz)
+        return [t.isoformat() for t in stamps]
+    return np.datetime_as_string(decoded, unit="auto").tolist()
 
 
 def _string_index(buf: np.ndarray, off: np.ndarray) -> pd.Index:
@@ -213,7 +210,7 @@ def _group_triples(lo, hi, missing, j: int):
 
     Classes with every value missing (lo = ``MISSING_KEY``) share the last
     triple. The sort is one ``np.sort`` of the words of
-    :func:`dmondrian._labels.pack_triples` (numpy's vectorized sort of plain
+    :func:`dmondrian._kernel.labels.pack_triples` (numpy's vectorized sort of plain
     words is several times faster than an argsort or a lexsort); a lexsort
     when the words hold only a prefix of lo and its ties run long.
 
@@ -242,7 +239,7 @@ _NO_TABLE = (np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
 
 
 def _format_labels(qi: EncodedQI, u_lo, u_hi, u_missing) -> tuple[np.ndarray, np.ndarray]:
-    """Labels of distinct triples as ``(buf, off)``, in numba; Python strings where it cannot."""
+    """Labels of distinct triples as ``(buf, off)``, written by the compiled formatter."""
     per_sec = _labels.DATETIME_UNITS.get(qi.value_type, 0)
     table = _NO_TABLE
     if qi.kind == QIKind.NUMERIC:
@@ -259,25 +256,7 @@ def _format_labels(qi: EncodedQI, u_lo, u_hi, u_missing) -> tuple[np.ndarray, np
         u_lo, u_hi = u_lo.copy(), u_hi.copy()
         u_lo[present], u_hi[present] = np.split(idx, 2)
         table = _utf8_table(_python_strings(qi, values))
-    buf, off, failed = _labels.format_labels(u_lo, u_hi, u_missing, fmt, per_sec, *table)
-    if len(failed):
-        # Floats repr writes in scientific notation (or whose shortest form
-        # numba cannot prove): those labels in Python, spliced in by copying
-        # strings of a table of the labels followed by them.
-        extra_buf, extra_off = _utf8_table([_python_label(qi, *t) for t in
-                                            zip(u_lo[failed], u_hi[failed], u_missing[failed])])
-        idx = np.arange(len(u_lo))
-        idx[failed] = len(u_lo) + np.arange(len(failed))
-        buf, off, _ = _labels.format_labels(
-            idx, idx, np.zeros(len(idx), dtype=bool), _labels.FMT_TABLE, 0,
-            np.concatenate([buf, extra_buf]), np.concatenate([off, off[-1] + extra_off[1:]]))
-    return buf, off
-
-
-def _python_label(qi: EncodedQI, lo, hi, missing) -> str:
-    lo_s, hi_s = _python_strings(qi, np.array([lo, hi], dtype=np.int64))
-    text = lo_s if lo == hi else f"[{lo_s}, {hi_s}]"
-    return text + _OR_MISSING if missing else text
+    return _labels.format_labels(u_lo, u_hi, u_missing, fmt, per_sec, *table)
 
 
 def _range_labels(qi: EncodedQI, lo, hi, missing, j: int) -> tuple[pd.Index, np.ndarray]:

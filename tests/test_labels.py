@@ -1,9 +1,10 @@
-"""Range labels built in numba are byte for byte the documented format.
+"""Range labels built by the compiled formatter are byte for byte the documented format.
 
 The formatters are checked against the Python/numpy functions the format is
 defined by (``repr``, ``str``, ``numpy.datetime_as_string(unit="auto")``),
-the grouping against a lexsort, and whole releases against labels built
-here, class by class, in plain Python.
+floats over every kind of float64 bit pattern, the grouping against a
+lexsort, and whole releases against labels built here, class by class, in
+plain Python.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 import dmondrian
 from dmondrian import _kernel as K
-from dmondrian import _labels
+from dmondrian._kernel import labels as _labels
 from dmondrian.publish import _NO_TABLE, _group_triples, expand_labels
 from dmondrian.qi import float_keys
 
@@ -31,30 +32,23 @@ def strings(buf, off) -> list[str]:
 
 
 def format_values(keys, fmt, per_sec=0):
-    """Each key alone (a one-value class): ``(strings, indices left to repr)``."""
+    """The label of each key alone (a one-value class)."""
     keys = np.asarray(keys, dtype=np.int64)
-    buf, off, failed = _labels.format_labels(keys, keys, np.zeros(len(keys), dtype=bool), fmt,
-                                             per_sec, *_NO_TABLE)
-    return strings(buf, off), set(failed.tolist())
+    buf, off = _labels.format_labels(keys, keys, np.zeros(len(keys), dtype=bool), fmt, per_sec,
+                                     *_NO_TABLE)
+    return strings(buf, off)
 
 
 def raw_float_keys(values) -> np.ndarray:
     """Order-preserving keys without folding -0.0 into 0.0 (float_keys does)."""
     bits = np.asarray(values, dtype=np.float64).view(np.int64)
-    return np.where(bits < 0, bits ^ K._FLIP, bits)
+    return np.where(bits < 0, bits ^ K.FLIP, bits)
 
 
 def check_floats(values):
     values = np.asarray(values, dtype=np.float64)
-    got, failed = format_values(raw_float_keys(values), _labels.FMT_FLOAT)
-    for i, v in enumerate(values.tolist()):
-        if i in failed:
-            assert got[i] == ""
-            # Only repr's scientific notation and unproven ties may be left to repr.
-            assert not math.isfinite(v) or "e" in repr(v) or len(repr(v).replace("-", "")) >= 17
-        else:
-            assert got[i] == repr(v)
-    return failed
+    assert format_values(raw_float_keys(values), _labels.FMT_FLOAT) == list(
+        map(repr, values.tolist()))
 
 
 EDGE_FLOATS = [
@@ -74,33 +68,68 @@ def test_float_edge_values_match_repr():
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=40))
-def test_floats_match_repr_or_are_left_to_it(values):
+def test_floats_match_repr(values):
+    check_floats(values)
+
+
+def finite_bits(bits: int) -> float:
+    return float(np.array([bits], dtype=np.uint64).view(np.float64)[0])
+
+
+# Every finite float64 is some bit pattern: uniform patterns reach every binary
+# exponent alike (subnormals, huge and tiny values as often as everyday ones);
+# the explicit ones are the edges of the exponent range and of each format.
+float_bits = st.one_of(
+    st.integers(0, 2 ** 64 - 1),
+    st.tuples(st.integers(0, 2 ** 52 - 1), st.booleans()).map(  # subnormals, +-0.0
+        lambda t: t[0] | t[1] << 63),
+    st.sampled_from([0x7FEF_FFFF_FFFF_FFFF, 0x0010_0000_0000_0000, 0x0000_0000_0000_0001,
+                     0x8000_0000_0000_0000]),
+).map(finite_bits).filter(math.isfinite)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(float_bits, min_size=1, max_size=40))
+def test_float_bit_patterns_match_repr(values):
+    check_floats(values)
+
+
+# Where two shortest strings both read back to a float and lie equally close
+# to it (a float halfway between two decimals of one digit fewer than it
+# has), repr takes the one whose last digit is even: 1e15 + 0.25 is
+# "1000000000000000.2", 1e15 + 0.75 "1000000000000000.8".
+ties = st.tuples(st.integers(2 ** 30, 2 ** 53), st.integers(0, 12),
+                 st.sampled_from([0.25, 0.75, 0.125, 0.375, 0.5, 0.0625])).map(
+    lambda t: t[0] / 2 ** t[1] + t[2])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ties, min_size=1, max_size=40))
+def test_float_ties_match_repr(values):
     check_floats(values)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(-(10 ** 15), 10 ** 15), min_size=1, max_size=40),
-       st.integers(0, 6))
-def test_decimal_floats_take_the_fast_path(mantissas, decimals):
-    # Values with few digits (prices, measures) are formatted without repr.
-    values = [m / 10 ** decimals for m in mantissas]
-    values = [v for v in values if v == 0 or 1e-4 <= abs(v) < 1e16]
-    assume(values)
-    assert not check_floats(values)
+       st.integers(0, 20))
+def test_decimal_floats_match_repr(mantissas, decimals):
+    # Values with few digits (prices, measures), in fixed and scientific notation.
+    check_floats([m / 10 ** decimals for m in mantissas])
 
 
-def test_float_ties_between_two_shortest_strings_are_left_to_repr():
-    # 1e15 + 0.25 reads back from both ...0.2 and ...0.3; repr picks by its own rule.
-    failed = check_floats([1e15 + 0.25])
-    assert failed == {0}
+def test_float_notation_switches_where_repr_does():
+    # Fixed notation for 1e-4 <= |x| < 1e16, scientific outside.
+    values = [1e-4, np.nextafter(1e-4, 0), 1e16, np.nextafter(1e16, 0), 1e15 + 0.25, 1e-5,
+              123e-7, 1.5e300, 2.0 ** -1074]
+    check_floats(values)
+    assert format_values(raw_float_keys([1e16, 9.999999999999999e-05]), _labels.FMT_FLOAT) == [
+        "1e+16", "9.999999999999999e-05"]
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(INT64_MIN, INT64_MAX - 1), min_size=1, max_size=40))
 def test_ints_match_str(values):
-    got, failed = format_values(values, _labels.FMT_INT)
-    assert got == [str(v) for v in values]
-    assert not failed
+    assert format_values(values, _labels.FMT_INT) == [str(v) for v in values]
 
 
 # Datetime counts that hit every unit numpy's "auto" picks (days, minutes,
@@ -110,7 +139,9 @@ def datetime_counts(per_sec):
     steps += [per_sec // d for d in (1000, 1_000_000, 1_000_000_000) if per_sec // d >= 1]
     scaled = st.tuples(st.integers(-(10 ** 12), 10 ** 12), st.sampled_from(steps)).map(
         lambda t: t[0] * t[1]).filter(lambda v: INT64_MIN < v < INT64_MAX)
-    return st.one_of(st.integers(INT64_MIN + 1, INT64_MAX - 1), scaled)
+    extremes = st.integers(0, 10 ** 6).flatmap(
+        lambda d: st.sampled_from([INT64_MIN + 1 + d, INT64_MAX - 1 - d]))
+    return st.one_of(st.integers(INT64_MIN + 1, INT64_MAX - 1), scaled, extremes)
 
 
 @pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
@@ -122,7 +153,7 @@ def test_datetimes_match_numpy_auto_unit(unit):
     def check(values):
         keys = np.asarray(values, dtype=np.int64)
         expected = np.datetime_as_string(keys.view(f"datetime64[{unit}]"), unit="auto")
-        assert format_values(keys, _labels.FMT_DATETIME, per_sec)[0] == expected.tolist()
+        assert format_values(keys, _labels.FMT_DATETIME, per_sec) == expected.tolist()
 
     check()
 
@@ -134,7 +165,7 @@ def test_datetime_edges_match_numpy():
                  -(719_468 + 146_097) * 86400 * per_sec]  # year -400
         keys = np.array([v for v in edges if INT64_MIN < v < INT64_MAX], dtype=np.int64)
         expected = np.datetime_as_string(keys.view(f"datetime64[{unit}]"), unit="auto")
-        assert format_values(keys, _labels.FMT_DATETIME, per_sec)[0] == expected.tolist()
+        assert format_values(keys, _labels.FMT_DATETIME, per_sec) == expected.tolist()
 
 
 text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)
@@ -144,11 +175,11 @@ def table_labels(table, lo, hi, missing):
     encoded = [t.encode() for t in table]
     off = np.zeros(len(table) + 1, dtype=np.int64)
     off[1:] = np.cumsum([len(b) for b in encoded])
-    buf = np.frombuffer(bytearray(b"".join(encoded)), dtype=np.uint8)
-    got = _labels.format_labels(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64),
-                                np.asarray(missing, dtype=bool), _labels.FMT_TABLE, 0, buf, off)
-    assert len(got[2]) == 0
-    return strings(got[0], got[1])
+    # A read-only buffer, as bytes give it.
+    buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    return strings(*_labels.format_labels(
+        np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64),
+        np.asarray(missing, dtype=bool), _labels.FMT_TABLE, 0, buf, off))
 
 
 @settings(max_examples=100, deadline=None)
@@ -172,15 +203,26 @@ def test_labels_have_the_documented_forms(table, data):
 def test_range_forms_of_numbers():
     keys = np.array([3, 3, -7, K.MISSING_KEY], dtype=np.int64)
     hi = np.array([3, 12, 5, np.iinfo(np.int64).min], dtype=np.int64)
-    buf, off, failed = _labels.format_labels(keys, hi, np.array([False, True, False, True]),
-                                             _labels.FMT_INT, 0, *_NO_TABLE)
+    buf, off = _labels.format_labels(keys, hi, np.array([False, True, False, True]),
+                                     _labels.FMT_INT, 0, *_NO_TABLE)
     assert strings(buf, off) == ["3", "[3, 12] or <NA>", "[-7, 5]", "<NA>"]
     floats = float_keys(np.array([1.5, 1e-7, 2.0]))
-    buf, off, failed = _labels.format_labels(floats[[0, 1]], floats[[2, 2]],
-                                             np.array([True, False]), _labels.FMT_FLOAT, 0,
-                                             *_NO_TABLE)
-    # A label with a bound repr writes in scientific notation is left whole.
-    assert strings(buf, off) == ["[1.5, 2.0] or <NA>", ""] and failed.tolist() == [1]
+    buf, off = _labels.format_labels(floats[[0, 1]], floats[[2, 2]], np.array([True, False]),
+                                     _labels.FMT_FLOAT, 0, *_NO_TABLE)
+    assert strings(buf, off) == ["[1.5, 2.0] or <NA>", "[1e-07, 2.0]"]
+
+
+def test_no_labels_and_bad_arguments():
+    empty = np.zeros(0, dtype=np.int64)
+    for fmt in (_labels.FMT_INT, _labels.FMT_FLOAT, _labels.FMT_DATETIME, _labels.FMT_TABLE):
+        buf, off = _labels.format_labels(empty, empty, np.zeros(0, dtype=bool), fmt, 1,
+                                         *_NO_TABLE)
+        assert len(buf) == 0 and off.tolist() == [0]
+    with pytest.raises(ValueError):
+        _labels.format_labels(np.zeros(2, dtype=np.int64), empty, np.zeros(2, dtype=bool),
+                              _labels.FMT_INT, 0, *_NO_TABLE)
+    with pytest.raises(ValueError):
+        _labels.format_labels(empty, empty, np.zeros(0, dtype=bool), 7, 0, *_NO_TABLE)
 
 
 def reference_groups(lo, hi, missing):
@@ -380,10 +422,13 @@ def test_ordinal_names_that_read_like_ranges_merge_into_one_value():
     assert out["o"].cat.categories.is_unique
 
 
-def test_census_like_float_keys_take_no_repr():
-    # Whole-unit incomes and cents: every value on the numba path.
-    values = np.round(np.random.default_rng(3).lognormal(10, 1, 2000), 2)
-    assert not format_values(float_keys(values), _labels.FMT_FLOAT)[1]
+def test_continuous_and_census_like_floats_match_repr():
+    # Measures of 17 significant digits, whole-unit incomes and cents.
+    rng = np.random.default_rng(3)
+    for values in (rng.normal(50_000, 20_000, 2000), rng.lognormal(10, 1, 2000),
+                   np.round(rng.lognormal(10, 1, 2000), 2), rng.lognormal(0, 30, 2000)):
+        assert format_values(float_keys(values), _labels.FMT_FLOAT) == list(
+            map(repr, values.tolist()))
 
 
 # -- categories are distinct even when two classes publish alike ---------------------------
