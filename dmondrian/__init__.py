@@ -13,7 +13,7 @@ from . import errors
 
 # Public names and the module each lives in. They are imported on first use:
 # ``import dmondrian`` (and so every CLI call, even ``--help``) stays fast,
-# and numba is only loaded when the engine is.
+# and the compiled kernel is only loaded when the engine is.
 _LAZY = {
     "DistinctLDiversity": "constraints",
     "EntropyLDiversity": "constraints",

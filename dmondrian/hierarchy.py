@@ -9,7 +9,7 @@ Internally the leaves are numbered in depth-first order, so that every subtree
 covers a contiguous range of leaf codes. That turns "cut along the tree" into
 "cut at a child boundary" in code order, and the lowest common ancestor (LCA)
 of any set of leaves into the LCA of its smallest and largest code, which the
-numba kernel computes from two integers.
+compiled kernel computes from two integers.
 """
 
 from __future__ import annotations
