@@ -147,7 +147,7 @@ def _add_common(p, *, qi_required=True):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``dmondrian`` argument parser (all sub-commands)."""
-    from . import __version__
+    from .. import __version__
 
     parser = _Parser(
         prog=PROG, formatter_class=_FORMATTER,
@@ -356,7 +356,7 @@ class _Progress:
 
 
 def _read(url: str, args, *, role: str = "input"):
-    from . import io
+    from .. import io
 
     if url is None:
         raise UsageError(f"missing {role}")
@@ -365,7 +365,7 @@ def _read(url: str, args, *, role: str = "input"):
 
 
 def _check_columns(df, names: list[str], flag: str, url: str):
-    from .errors import MissingColumnError
+    from ..errors import MissingColumnError
 
     for name in names:
         if name not in df.columns:
@@ -376,8 +376,8 @@ def _check_columns(df, names: list[str], flag: str, url: str):
 
 def _load_hierarchies(specs) -> tuple[dict, dict]:
     """``--hierarchy col=FILE`` flags -> ({col: Hierarchy}, {col: FILE})."""
-    from . import io
-    from .hierarchy import Hierarchy
+    from .. import io
+    from ..hierarchy import Hierarchy
 
     files = _pairs(specs, "--hierarchy", "FILE")
     loaded = {}
@@ -435,7 +435,7 @@ def _choose_engine(args, src: str) -> str:
         return "local"
     if args.distributed or cluster_flags:
         return "distributed"
-    from . import io
+    from .. import io
 
     size = io.input_size(src) if _exists(src) else 0
     if size <= args.local_limit:
@@ -448,7 +448,7 @@ def _choose_engine(args, src: str) -> str:
 
 
 def _exists(url: str) -> bool:
-    from . import io
+    from .. import io
 
     fs, path = io._fs(url)
     return fs.exists(path)
@@ -471,7 +471,7 @@ def cmd_anonymize(args) -> int:
     if (args.l is not None or args.t is not None) and not sensitive:
         flag = "--l" if args.l is not None else "--t"
         raise UsageError(f"{flag} needs --sensitive COLUMN (the attribute it protects)")
-    from . import io
+    from .. import io
 
     in_fmt = io.detect_format(src, args.format)
     out_fmt = io.detect_format(dst, args.output_format or args.format)
@@ -501,8 +501,8 @@ def cmd_anonymize(args) -> int:
 
 def _anonymize_local(args, src, dst, in_fmt, out_fmt, qis, sensitive, hierarchies,
                      progress) -> dict:
-    from . import io
-    from .local import anonymize
+    from .. import io
+    from ..local import anonymize
 
     with progress.stage(f"reading {src}"):
         df = io.read_table(src, in_fmt, dtypes=_pairs(args.dtype, "--dtype", "TYPE"))
@@ -573,8 +573,8 @@ def _anonymize_distributed(args, src, dst, in_fmt, out_fmt, qis, sensitive, hier
                            progress) -> dict:
     import dask.dataframe as dd
 
-    from . import distributed as dist
-    from . import io
+    from .. import distributed as dist
+    from .. import io
 
     io._check_exists(src)
     dtypes = _pairs(args.dtype, "--dtype", "TYPE")
@@ -616,8 +616,8 @@ def _write_manifest(dst: str, parameters: dict, summary: dict, extra: dict,
     """Write ``OUTPUT.manifest.json`` (parameters, report, file hashes) beside the output."""
     import tempfile
 
-    from . import io
-    from .manifest import write_manifest
+    from .. import io
+    from ..manifest import write_manifest
 
     rep = None
     if report_args is not None:
@@ -708,13 +708,13 @@ def cmd_sweep(args) -> int:
     if args.plot and not args.plot.lower().endswith(".png"):
         raise UsageError(f"--plot {args.plot!r} must end in .png")
     os.environ.setdefault("MPLBACKEND", "Agg")
-    from . import plot
+    from .. import plot
     df = _read(args.input, args)
     _check_columns(df, qis, "--qi", args.input)
     hierarchies, _ = _load_hierarchies(args.hierarchy)
     ks = sorted(set(args.k))
     if ks[-1] > len(df):
-        from .errors import InfeasibleError
+        from ..errors import InfeasibleError
 
         raise InfeasibleError(f"--k {ks[-1]} is larger than the table's {len(df):,} rows")
     options = {"mode": args.mode, "hierarchies": hierarchies or None}
@@ -742,7 +742,7 @@ def _figure_of(obj):
 
 
 def _save_png(fig, url: str, *, overwrite: bool) -> None:
-    from . import io
+    from .. import io
 
     if not url.lower().endswith(".png"):
         raise UsageError(f"plot output {url!r} must end in .png")
@@ -762,7 +762,7 @@ def cmd_plot(args) -> int:
     if not args.output.lower().endswith(".png"):
         raise UsageError(f"plot output {args.output!r} must end in .png")
     os.environ.setdefault("MPLBACKEND", "Agg")
-    from . import plot
+    from .. import plot
     table = _read(args.table, args)
     _check_columns(table, qis, "--qi", args.table)
     if args.kind == "histogram":
@@ -791,7 +791,7 @@ def _demo_engine(df, qis, k, local: bool):
     in-memory engine otherwise.
     """
     if local or not _has_module("dmondrian.distributed"):
-        from .local import anonymize
+        from ..local import anonymize
 
         return anonymize(df, qis, k), "local (in memory)"
     import logging
@@ -799,7 +799,7 @@ def _demo_engine(df, qis, k, local: bool):
     import dask.dataframe as dd
     from distributed import Client, LocalCluster
 
-    from .distributed import anonymize as dask_anonymize
+    from ..distributed import anonymize as dask_anonymize
 
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
                       silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
@@ -812,14 +812,14 @@ def _demo_engine(df, qis, k, local: bool):
 
 def cmd_demo(args) -> int:
     """``dmondrian demo``: generate, anonymize, verify and report a census-like table."""
-    from . import synthetic
+    from .. import synthetic
     report, verify = _metrics_api()
 
     qis = list(synthetic.CENSUS_QUASI_IDENTIFIERS)
     print(f"generating a census-like table of {args.rows:,} rows (seed {args.seed})")
     df = synthetic.make_census(args.rows, seed=args.seed)
     if args.k > len(df):
-        from .errors import InfeasibleError
+        from ..errors import InfeasibleError
 
         raise InfeasibleError(f"--k {args.k} is larger than the {len(df):,} generated rows")
     print(f"anonymizing with k={args.k} over {', '.join(qis)}")
@@ -834,7 +834,7 @@ def cmd_demo(args) -> int:
     print(repr(report(released, qis, original=df, sensitive=synthetic.CENSUS_SENSITIVE,
                       k=args.k)))
     if args.output:
-        from . import io
+        from .. import io
 
         io.write_table(released, args.output, overwrite=args.overwrite)
         print(f"wrote {args.output}")
@@ -900,7 +900,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    from .errors import DMondrianError
+    from ..errors import DMondrianError
 
     try:
         parser = build_parser()
