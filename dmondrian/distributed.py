@@ -152,21 +152,11 @@ import numpy as np
 import pandas as pd
 
 from . import _kernel as K
-from .cluster import cores_per_worker, release, resolve_client, run, worker_memory_per_thread
-from .constraints import (
-    KAnonymity,
-    KernelPrivacy,
-    encode_sensitive,
-    kernel_privacy,
-)
-from .domain import build_domain, domain_sketch, merge_domain
-from .errors import InfeasibleError, InvalidValueError, ParameterError
-from .local import encode_table, partition, publish
-from .options import ANONYMIZE, DASK, DASK_PLAN, WRITE, takes_options
-from .parquet_sink import ParquetSink, check_column_names, empty_like
-from .planner import Cut, PlanConfig, PlanNode, plan_subtree, sizes_allowed
-from .qi import QIKind
-from .routing import (
+from ._dask.cluster import cores_per_worker, release, resolve_client, run, worker_memory_per_thread
+from ._dask.domain_pass import build_domain, domain_sketch, merge_domain
+from ._dask.parquet_sink import ParquetSink, check_column_names, empty_like
+from ._dask.planner import Cut, PlanConfig, PlanNode, plan_subtree, sizes_allowed
+from ._dask.routing import (
     EXACT_KINDS,
     CutTree,
     GlobalDomain,
@@ -178,7 +168,7 @@ from .routing import (
     row_priority,
     slot_keys,
 )
-from .shipped_keys import (
+from ._dask.shipped_keys import (
     bin_encodings,
     gather_keys,
     key_dtypes,
@@ -186,7 +176,17 @@ from .shipped_keys import (
     narrow_keys,
     qi_encodings,
 )
-from .sketch import Summary, merge_sketches, summarize
+from ._dask.sketch import Summary, merge_sketches, summarize
+from .constraints import (
+    KAnonymity,
+    KernelPrivacy,
+    encode_sensitive,
+    kernel_privacy,
+)
+from .errors import InfeasibleError, InvalidValueError, ParameterError
+from .local import encode_table, partition, publish
+from .options import ANONYMIZE, DASK, DASK_PLAN, WRITE, takes_options
+from .qi import QIKind
 from .validation import Options, check_options
 
 __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "apply_plan",

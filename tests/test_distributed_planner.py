@@ -17,15 +17,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dmondrian import _kernel as K
+from dmondrian._dask.domain_pass import build_domain, domain_sketch, merge_domain
+from dmondrian._dask.planner import find_cut, goes_left, region_spans
+from dmondrian._dask.routing import encode_keys, route, row_positions
+from dmondrian._dask.sketch import merge_sketches, summarize
 from dmondrian._kernel.split import column_stats_py, find_cut_py, node_span_py, workspace
 from dmondrian.constraints import KAnonymity, kernel_privacy
-from dmondrian.domain import build_domain, domain_sketch, merge_domain
 from dmondrian.hierarchy import Hierarchy
 from dmondrian.local import _hierarchy_arrays, encode_table
-from dmondrian.planner import find_cut, goes_left, region_spans
 from dmondrian.qi import encode_qi
-from dmondrian.routing import encode_keys, route, row_positions
-from dmondrian.sketch import merge_sketches, summarize
 
 QIS = ["num", "flt", "ord", "nom", "job"]
 KINDS = ["numeric", "numeric", "ordinal", "nominal", "hierarchy"]
@@ -163,7 +163,7 @@ def test_domain_sketches_merge_across_partitions():
 def test_route_follows_the_cut_rule():
     rng = np.random.default_rng(0)
     keys = rng.integers(0, 10, (2, 500))
-    from dmondrian.routing import CutTree
+    from dmondrian._dask.routing import CutTree
 
     tree = CutTree(qi=np.array([0, 1, -1, -1, -1]), t=np.array([4, 2, 0, 0, 0]),
                    eq=np.array([5, 2, 0, 0, 0]), tie_before=np.array([250, 0, 0, 0, 0]),
@@ -183,7 +183,7 @@ def test_route_equals_walking_each_row_down_the_tree(seed, n_cuts, ties):
     """Random trees with nominal rank cuts and relaxed tie splits (on the positions of
     a random partition): each row's leaf is the one reached by applying the cut rule
     node by node."""
-    from dmondrian.routing import CutTree
+    from dmondrian._dask.routing import CutTree
 
     rng = np.random.default_rng(seed)
     d, n, card = 3, 300, 6
@@ -234,7 +234,7 @@ def test_route_equals_walking_each_row_down_the_tree(seed, n_cuts, ties):
 def test_leaf_order_is_a_lexsort_by_leaf_then_position(seed, n, n_leaves, runs):
     # Rows reach an output partition as runs in position order (one per input
     # partition, in any order); the leaf order must be the plain lexsort.
-    from dmondrian.routing import leaf_order
+    from dmondrian._dask.routing import leaf_order
 
     rng = np.random.default_rng(seed)
     positions = rng.permutation(10 * n + 1)[:n].astype(np.int64)
@@ -259,7 +259,7 @@ def test_leaf_order_is_a_lexsort_by_leaf_then_position(seed, n, n_leaves, runs):
 def test_domain_sample_is_the_smallest_priorities_below_the_rate(sizes, rate, size):
     # Whatever the partitioning, the merged sample is the `size` rows of smallest
     # priority among those below `rate`: a uniform sample of known size.
-    from dmondrian.routing import row_priority
+    from dmondrian._dask.routing import row_priority
 
     frames = [pd.DataFrame({"num": np.arange(n, dtype=np.int64)}) for n in sizes]
     parts = [domain_sketch(f, i, ["num"], ["numeric"], size, rate=rate)
@@ -275,7 +275,7 @@ def test_domain_sample_is_the_smallest_priorities_below_the_rate(sizes, rate, si
 
 def test_sizing_samples_for_every_expected_leaf():
     from dmondrian import distributed as D
-    from dmondrian.planner import PlanConfig
+    from dmondrian._dask.planner import PlanConfig
 
     at_least = D.SAMPLE_ROWS * 2 ** PlanConfig.max_levels
     small = D._sizing(None, 3_000, 5, 250, None, 64.0, 3, 4, D.SAMPLE_ROWS)
@@ -350,7 +350,7 @@ def test_one_region_pass_plans_a_deep_tree(client, known):
 
 
 def test_row_priority_is_splitmix_of_the_position():
-    from dmondrian.routing import row_priority
+    from dmondrian._dask.routing import row_priority
 
     def reference(partition, n, seed):
         with np.errstate(over="ignore"):
@@ -369,8 +369,8 @@ def test_row_priority_is_splitmix_of_the_position():
 def test_nominal_keys_whatever_the_string_storage(dtype):
     import pyarrow as pa
 
+    from dmondrian._dask.routing import GlobalDomain
     from dmondrian.errors import UnsupportedDtypeError
-    from dmondrian.routing import GlobalDomain
 
     if dtype == "large_string[pyarrow]":
         dtype = pd.ArrowDtype(pa.large_string())
@@ -440,7 +440,7 @@ def _plain_keys(df, dom):
 @given(key_tables())
 @settings(max_examples=80, deadline=None)
 def test_encode_keys_in_place_equals_the_plain_encoding(df):
-    from dmondrian.routing import GlobalDomain
+    from dmondrian._dask.routing import GlobalDomain
 
     dom = GlobalDomain(["i", "d", "o", "n"], ["numeric", "datetime", "ordinal", "nominal"],
                        np.array([K.KIND_INT, K.KIND_INT, K.KIND_ORDINAL, K.KIND_NOMINAL]),
@@ -450,8 +450,8 @@ def test_encode_keys_in_place_equals_the_plain_encoding(df):
 
 
 def test_encode_keys_still_refuses_the_reserved_key_and_unseen_values():
+    from dmondrian._dask.routing import GlobalDomain
     from dmondrian.errors import InvalidValueError, UnsupportedDtypeError
-    from dmondrian.routing import GlobalDomain
 
     dom = GlobalDomain(["i", "o"], ["numeric", "ordinal"], np.array([K.KIND_INT, K.KIND_ORDINAL]),
                        np.ones(2), np.array([0, 3]), [None, ["a", "b"]], [None, None], 3)
@@ -466,7 +466,7 @@ def test_encode_keys_still_refuses_the_reserved_key_and_unseen_values():
 @given(st.integers(0, 2**32 - 1), st.integers(1, 30), st.booleans(), st.integers(1, 8))
 @settings(max_examples=40, deadline=None)
 def test_route_bins_is_route_then_the_bin_lookup(seed, n_cuts, ties, n_bins):
-    from dmondrian.routing import CutTree, route_bins
+    from dmondrian._dask.routing import CutTree, route_bins
 
     rng = np.random.default_rng(seed)
     d, n = 2, 700  # more rows than one routing block
@@ -499,7 +499,7 @@ def test_route_bins_is_route_then_the_bin_lookup(seed, n_cuts, ties, n_bins):
 
 def _plain_domain_sketch(df, partition, qis, kinds, sample_size, rate):
     """The domain sketch by plain pandas and numpy passes (the definition)."""
-    from dmondrian.routing import row_priority
+    from dmondrian._dask.routing import row_priority
 
     d = len(qis)
     lo = np.full(d, K.MISSING_KEY, dtype=np.int64)
@@ -556,7 +556,7 @@ def test_arrow_string_counts_are_value_counts(values, prefix, n_chunks, large):
 
     import pyarrow as pa
 
-    from dmondrian import domain
+    from dmondrian._dask import domain_pass as domain
 
     kind = pa.large_string() if large else pa.string()
     cuts = np.linspace(0, len(values), n_chunks + 1).astype(int)

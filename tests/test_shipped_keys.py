@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from dmondrian import _kernel as K
 from dmondrian import distributed as D
 from dmondrian import local
-from dmondrian.routing import encode_keys
-from dmondrian.shipped_keys import gather_keys, key_dtypes, narrow_keys
+from dmondrian._dask.routing import encode_keys
+from dmondrian._dask.shipped_keys import gather_keys, key_dtypes, narrow_keys
 
 
 @pytest.fixture(scope="module")

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._kernel.constants import INT_MIN, MISSING_KEY
-from ._kernel.scan import _key_bounds, _region_bounds
+from .._kernel.constants import INT_MIN, MISSING_KEY
+from .._kernel.scan import _key_bounds, _region_bounds
 
 __all__ = ["RegionSketch", "Summary", "summarize", "merge_sketches"]
 
@@ -105,7 +105,7 @@ def summarize(keys: np.ndarray, region: np.ndarray, n_regions: int, exact: dict,
     Parameters
     ----------
     keys : int64 array (d, n)
-        Global keys (:func:`dmondrian.routing.encode_keys`).
+        Global keys (:func:`dmondrian._dask.routing.encode_keys`).
     region : int64 array (n,)
         Region of every row, ``0..n_regions-1``.
     n_regions : int
@@ -119,7 +119,7 @@ def summarize(keys: np.ndarray, region: np.ndarray, n_regions: int, exact: dict,
     priority : float64 array (n,)
         Each row's sampling priority in [0, 1).
     positions : int64 array (n,)
-        Each row's input position (:func:`dmondrian.routing.row_positions`).
+        Each row's input position (:func:`dmondrian._dask.routing.row_positions`).
 
     Returns
     -------

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ._kernel.constants import MISSING_KEY
-from ._kernel.routing import (
+from .._kernel.constants import MISSING_KEY
+from .._kernel.routing import (
     _arrow_codes_into,
     _int_keys_into,
     _priorities,
@@ -39,8 +39,8 @@ from ._kernel.routing import (
     _route_rows,
     _stable_by_leaf,
 )
-from .errors import UnsupportedDtypeError
-from .qi import QIKind, encode_qi
+from ..errors import UnsupportedDtypeError
+from ..qi import QIKind, encode_qi
 
 __all__ = ["GlobalDomain", "CutTree", "encode_keys", "slot_keys", "route", "route_bins",
            "row_positions", "row_priority", "sample_below", "leaf_order", "NO_TIES", "ALL_TIES"]

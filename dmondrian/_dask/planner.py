@@ -1,7 +1,7 @@
 """Client-side decisions of the distributed top phase: which QI to cut, and where.
 
 These functions mirror the local kernel's choices one for one, computed from a
-region's :class:`~dmondrian.sketch.Summary` instead of its rows:
+region's :class:`~dmondrian._dask.sketch.Summary` instead of its rows:
 
 * :func:`region_spans` is :func:`dmondrian._kernel._node_span` (normalized span
   by the *global* scale; distinct values for nominal QIs; leaves under the
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._kernel.constants import KIND_FLOAT, MISSING_KEY
-from .qi import QIKind, decode_float_keys
+from .._kernel.constants import KIND_FLOAT, MISSING_KEY
+from ..qi import QIKind, decode_float_keys
 from .routing import ALL_TIES, EXACT_KINDS, NO_TIES, GlobalDomain, slot_keys
 from .sketch import Summary
 
@@ -44,8 +44,8 @@ class Cut:
     """One cut: a row goes left when ``v <= t`` or (``v == eq`` and position < ``tie_before``).
 
     A row's position is its input position
-    (:func:`dmondrian.routing.row_positions`); ``tie_before`` is
-    :data:`~dmondrian.routing.NO_TIES` for strict cuts.
+    (:func:`dmondrian._dask.routing.row_positions`); ``tie_before`` is
+    :data:`~dmondrian._dask.routing.NO_TIES` for strict cuts.
 
     ``v`` is the row's key of QI ``qi``, or ``ranks[key]`` for a nominal cut.
     ``n_left`` is the (estimated, or exact) number of rows going left.
@@ -283,7 +283,7 @@ def choose_cut(summary: Summary, domain: GlobalDomain, relaxed: bool, min_size: 
 def goes_left(cut: Cut, keys: np.ndarray, positions: np.ndarray | None) -> np.ndarray:
     """Which rows (columns of ``keys``, at input ``positions``) a cut sends left.
 
-    The rule of :func:`dmondrian.routing.route`.
+    The rule of :func:`dmondrian._dask.routing.route`.
 
     Examples
     --------

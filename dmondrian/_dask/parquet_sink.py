@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from dask.dataframe.utils import meta_nonempty
 
-from .errors import ColumnError
+from ..errors import ColumnError
 
 __all__ = ["ParquetSink", "check_column_names"]
 

@@ -1,7 +1,7 @@
 """The QIs as the distributed engine ships them: global kernel keys, not values.
 
 Routing already encodes every QI of a row against the global domain (see
-:func:`dmondrian.routing.encode_keys`) to find its leaf. The shuffle then
+:func:`dmondrian._dask.routing.encode_keys`) to find its leaf. The shuffle then
 carries those keys instead of the QI columns themselves, and each output
 partition gathers them straight into the kernel's buffer:
 
@@ -33,15 +33,15 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from ._kernel.constants import (
+from .._kernel.constants import (
     KIND_HIERARCHY,
     KIND_NOMINAL,
     KIND_ORDINAL,
     MASK_CARD,
     MISSING_KEY,
 )
-from ._kernel.shipped import _gather_into, _narrow_into
-from .qi import MISSING_LABEL, EncodedQI, QIKind, encode_qi
+from .._kernel.shipped import _gather_into, _narrow_into
+from ..qi import MISSING_LABEL, EncodedQI, QIKind, encode_qi
 from .routing import GlobalDomain
 
 __all__ = ["key_dtypes", "key_offsets", "narrow_keys", "gather_keys", "qi_encodings",

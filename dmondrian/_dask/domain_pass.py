@@ -6,8 +6,8 @@ counts; a row sample with the rows' input positions: the rows whose
 priority is below a rate, at most ``sample_size`` of them, those with the
 smallest priorities).
 Sketches merge associatively. The client turns the merged sketch into the
-:class:`~dmondrian.routing.GlobalDomain` (codes, scales) and the root
-region's exact :class:`~dmondrian.sketch.Summary`, so the first top-phase
+:class:`~dmondrian._dask.routing.GlobalDomain` (codes, scales) and the root
+region's exact :class:`~dmondrian._dask.sketch.Summary`, so the first top-phase
 decision needs no second pass.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ._kernel.constants import (
+from .._kernel.constants import (
     INT_MIN,
     KIND_FLOAT,
     KIND_HIERARCHY,
@@ -26,10 +26,10 @@ from ._kernel.constants import (
     KIND_ORDINAL,
     MISSING_KEY,
 )
-from ._kernel.scan import _code_counts, _count_codes, _int_bounds, _key_bounds
-from .errors import UnsupportedDtypeError
-from .hierarchy import MISSING_LEAF
-from .qi import QIKind, _factorize, decode_float_keys, encode_qi
+from .._kernel.scan import _code_counts, _count_codes, _int_bounds, _key_bounds
+from ..errors import UnsupportedDtypeError
+from ..hierarchy import MISSING_LEAF
+from ..qi import QIKind, _factorize, decode_float_keys, encode_qi
 from .routing import (
     EXACT_KINDS,
     GlobalDomain,
@@ -56,7 +56,7 @@ class DomainSketch:
     categories: dict
     sample: pd.DataFrame
     priority: np.ndarray
-    #: Input positions of the sample's rows (:func:`~dmondrian.routing.row_positions`).
+    #: Input positions of the sample's rows (:func:`~dmondrian._dask.routing.row_positions`).
     positions: np.ndarray
     sample_size: int
     #: Every partition seen has the default index 0..n-1 (row positions).
@@ -72,7 +72,7 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
     """Domain sketch of one partition (``df`` holds at least the QI columns).
 
     The sample holds the rows whose priority
-    (:func:`~dmondrian.routing.row_priority`, seed 1) is below ``rate``; past
+    (:func:`~dmondrian._dask.routing.row_priority`, seed 1) is below ``rate``; past
     ``sample_size`` rows, the ``sample_size`` smallest priorities. Merged
     sketches keep the same rule, so the merged sample is uniform: the rows
     below ``rate`` if at most ``sample_size`` are, else the ``sample_size``
