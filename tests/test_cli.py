@@ -469,13 +469,14 @@ def test_fsspec_urls_in_process(capsys):
     (["--local", "--local-limit", "1KB"], 10_000, "local"),
 ])
 def test_engine_choice(tmp_path, flags, size, expected):
-    from dmondrian.cli import _choose_engine, build_parser
+    from dmondrian.cli import build_parser
+    from dmondrian.cli.anonymize import choose_engine
 
     src = tmp_path / "in.csv"
     src.write_bytes(b"x" * size)
     args = build_parser().parse_args(["anonymize", str(src), "o.csv", "--k", "2", "--qi", "a",
                                       *flags])
-    chosen = _choose_engine(args, str(src))
+    chosen = choose_engine(args, str(src))
     if expected == "distributed-if-installed":
         has_dask_engine = importlib.util.find_spec("dmondrian.distributed") is not None
         expected = "distributed" if has_dask_engine else "local"

@@ -1,0 +1,124 @@
+"""Reading the commands' inputs: tables, their columns, hierarchy files."""
+
+from __future__ import annotations
+
+from ._common import UsageError
+from ._types import pairs
+
+
+def dtypes_of(args) -> dict[str, str]:
+    """The ``--dtype`` conversions, ``{column: type}``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+
+    Returns
+    -------
+    dict
+    """
+    return pairs(args.dtype, "--dtype", "TYPE")
+
+
+def read(url: str | None, args, *, role: str = "input"):
+    """Read the table at ``url`` with the command's --format and --dtype.
+
+    Parameters
+    ----------
+    url : str or None
+        Path or fsspec URL; None is a usage error naming ``role``.
+    args : argparse.Namespace
+        The parsed command line (``format``, ``dtype``).
+    role : str
+        What the table is, for the error when it is missing.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    from .. import io
+
+    if url is None:
+        raise UsageError(f"missing {role}")
+    return io.read_table(url, args.format, dtypes=dtypes_of(args))
+
+
+def check_columns(df, names: list[str], flag: str, url: str) -> None:
+    """Refuse a column the table lacks, naming the flag and listing the table's columns.
+
+    Parameters
+    ----------
+    df : pandas or dask DataFrame
+        The table read.
+    names : list of str
+        The columns the flag named.
+    flag : str
+        The flag, for the message.
+    url : str
+        Where the table was read, for the message.
+    """
+    from ..errors import MissingColumnError
+
+    for name in names:
+        if name not in df.columns:
+            cols = ", ".join(map(str, list(df.columns)[:10]))
+            raise MissingColumnError(name, f"{flag} column {name!r} is not in {url} "
+                                           f"(columns: {cols})")
+
+
+def exists(url: str) -> bool:
+    """Whether the path or fsspec URL exists.
+
+    Parameters
+    ----------
+    url : str
+
+    Returns
+    -------
+    bool
+    """
+    from .. import io
+
+    fs, path = io._fs(url)
+    return fs.exists(path)
+
+
+def load_hierarchies(specs) -> tuple[dict, dict]:
+    """Read ``--hierarchy COL=FILE`` flags.
+
+    Parameters
+    ----------
+    specs : list of str or None
+        The flags' values.
+
+    Returns
+    -------
+    hierarchies : dict
+        ``{column: Hierarchy}``.
+    files : dict
+        ``{column: FILE}``, as given (for the manifest).
+    """
+    from .. import io
+    from ..hierarchy import Hierarchy
+
+    files = pairs(specs, "--hierarchy", "FILE")
+    loaded = {}
+    for col, path in files.items():
+        if not exists(path):
+            raise io.InputNotFoundError(path, f"--hierarchy {col}={path}: file {path!r} does "
+                                              "not exist")
+        loaded[col] = Hierarchy.from_lines(io.read_lines(path, "hierarchy file"), name=col)
+    return loaded, files
+
+
+def metrics_api():
+    """``(report, verify)``, the functions the commands measure a release with.
+
+    Returns
+    -------
+    tuple of callable
+    """
+    from dmondrian import report, verify
+
+    return report, verify

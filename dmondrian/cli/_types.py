@@ -1,0 +1,163 @@
+"""Argument types and flag parsers: each error names the flag it is about."""
+
+from __future__ import annotations
+
+import argparse
+
+from ._common import UsageError
+
+
+def int_at_least(name: str, minimum: int):
+    """An argparse type: an integer ``>= minimum``, with a message naming the option.
+
+    Parameters
+    ----------
+    name : str
+        The option, as the message names it (``k``, ``--rows``).
+    minimum : int
+        The smallest value allowed.
+
+    Returns
+    -------
+    callable
+        ``str -> int``, raising ``argparse.ArgumentTypeError``.
+
+    Examples
+    --------
+    >>> int_at_least("k", 1)("5")
+    5
+    """
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{name} must be >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in some messages
+    return parse
+
+
+def positive_int(name: str):
+    """An argparse type: an integer ``>= 1`` (see :func:`int_at_least`)."""
+    return int_at_least(name, 1)
+
+
+def nonnegative_int(name: str):
+    """An argparse type: an integer ``>= 0`` (see :func:`int_at_least`)."""
+    return int_at_least(name, 0)
+
+
+def fraction(name: str):
+    """An argparse type: a number between 0 and 1, with a message naming the option.
+
+    Parameters
+    ----------
+    name : str
+        The option, as the message names it.
+
+    Returns
+    -------
+    callable
+        ``str -> float``, raising ``argparse.ArgumentTypeError``.
+
+    Examples
+    --------
+    >>> fraction("t")("0.25")
+    0.25
+    """
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not 0.0 <= value <= 1.0:
+            raise argparse.ArgumentTypeError(f"{name} must be between 0 and 1, got {value}")
+        return value
+
+    parse.__name__ = name
+    return parse
+
+
+def k_list(text: str) -> list[int]:
+    """An argparse type: comma-separated positive k's (``2,5,10``).
+
+    Examples
+    --------
+    >>> k_list("2, 5,10")
+    [2, 5, 10]
+    """
+    ks = [positive_int("k")(part.strip()) for part in text.split(",") if part.strip()]
+    if not ks:
+        raise argparse.ArgumentTypeError("--k needs at least one value, e.g. --k 2,5,10")
+    return ks
+
+
+def byte_size(text: str) -> int:
+    """An argparse type: a size such as ``512MB`` or ``2GB``, in bytes.
+
+    Examples
+    --------
+    >>> byte_size("2kB")
+    2000
+    """
+    from dask.utils import parse_bytes
+
+    try:
+        return int(parse_bytes(text))
+    except (ValueError, TypeError):
+        raise argparse.ArgumentTypeError(
+            f"not a size: {text!r} (use e.g. 512MB or 2GB)") from None
+
+
+def split_names(values) -> list[str]:
+    """Flatten repeated, comma-separated column lists (``--qi a,b --qi c``).
+
+    Examples
+    --------
+    >>> split_names(["age, zip", "sex"])
+    ['age', 'zip', 'sex']
+    """
+    names = []
+    for value in values or []:
+        names.extend(n.strip() for n in value.split(",") if n.strip())
+    return names
+
+
+def pairs(values, flag: str, what: str) -> dict[str, str]:
+    """Parse repeated ``COLUMN=VALUE`` flags into a dict.
+
+    ``--dtype`` also takes several pairs in one flag, comma-separated.
+
+    Parameters
+    ----------
+    values : list of str or None
+        The flag's values, as argparse appended them.
+    flag : str
+        The flag, for the error messages.
+    what : str
+        What the value is (``TYPE``, ``FILE``), for the error messages.
+
+    Returns
+    -------
+    dict
+        ``{column: value}``.
+
+    Examples
+    --------
+    >>> pairs(["zip=str,age=int"], "--dtype", "TYPE")
+    {'zip': 'str', 'age': 'int'}
+    """
+    out: dict[str, str] = {}
+    for value in values or []:
+        for item in value.split(",") if flag == "--dtype" else [value]:
+            col, sep, rhs = item.partition("=")
+            col, rhs = col.strip(), rhs.strip()
+            if not sep or not col or not rhs:
+                raise UsageError(f"bad {flag} {item!r}: expected COLUMN={what}")
+            if col in out:
+                raise UsageError(f"{flag} names column {col!r} twice")
+            out[col] = rhs
+    return out

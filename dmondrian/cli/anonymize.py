@@ -1,0 +1,359 @@
+"""``dmondrian anonymize``: read, anonymize, write atomically with a manifest.
+
+Small inputs run on the in-memory engine here; large ones, or ``--distributed``,
+on the Dask engine (:mod:`._anonymize_dask`). Either way the release is
+written under a hidden temporary name and renamed once complete, then its
+manifest is written beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import dataclass
+
+from ..options import ANONYMIZE, DASK_PLAN
+from . import _engines
+from ._anonymize_dask import anonymize_on_dask
+from ._common import (
+    EXIT_OK,
+    FORMATTER,
+    UsageError,
+    add_common,
+    add_option,
+    require_sensitive,
+    table_options,
+)
+from ._inputs import check_columns, dtypes_of, exists, load_hierarchies, metrics_api
+from ._progress import Progress
+from ._types import byte_size, fraction, nonnegative_int, positive_int, split_names
+
+#: Inputs up to this size run on the in-memory engine unless told otherwise.
+DEFAULT_LOCAL_LIMIT = "1GB"
+
+DESCRIPTION = """\
+k-anonymize a table and write it with its release manifest
+(OUTPUT.manifest.json). Small inputs run in memory; large ones, or
+--distributed, on Dask. The output appears only once complete."""
+
+EXAMPLES = """\
+examples:
+  dmondrian anonymize people.csv released.csv --k 10 --qi age,zip,sex
+  dmondrian anonymize s3://bucket/people/ s3://bucket/released/ --k 50 \\
+      --qi age,zip --scheduler tcp://10.0.0.5:8786
+  dmondrian anonymize --input people.csv --output out.csv --qi-names age,zip --k 5 \
+--max-depth 8"""
+
+
+# -- the command line ------------------------------------------------------------------
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``anonymize`` sub-command.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The ``dmondrian`` parser's sub-commands.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
+    p = subparsers.add_parser("anonymize", help="k-anonymize a CSV or Parquet table",
+                              formatter_class=FORMATTER, description=DESCRIPTION,
+                              epilog=EXAMPLES)
+    _add_input_output(p)
+    p.add_argument("-k", "--k", type=positive_int("k"), required=True,
+                   help="minimum equivalence-class size")
+    add_common(p)
+    _add_anonymization(p)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    p.add_argument("--output-format", choices=("csv", "parquet"),
+                   help="output format, if it differs from --format")
+    _add_engine(p.add_argument_group("engine"))
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=run)
+    return p
+
+
+def _add_input_output(p) -> None:
+    p.add_argument("input", nargs="?", metavar="INPUT", help="CSV/Parquet file, Parquet "
+                   "directory or fsspec URL")
+    p.add_argument("output", nargs="?", metavar="OUTPUT", help="output file or directory (URL)")
+    # The seed's command line named them with flags: still accepted.
+    p.add_argument("--input", dest="input_flag", metavar="INPUT", help="same as INPUT")
+    p.add_argument("--output", dest="output_flag", metavar="OUTPUT", help="same as OUTPUT")
+
+
+def _add_anonymization(p) -> None:
+    add_option(p, ANONYMIZE["sensitive"], metavar="COL", also="the manifest's report too")
+    add_option(p, ANONYMIZE["l"], type=positive_int("l"), metavar="N",
+               also="needs --sensitive")
+    add_option(p, ANONYMIZE["t"], type=fraction("t"), metavar="T", also="needs --sensitive")
+    add_option(p, ANONYMIZE["mode"])
+    add_option(p, ANONYMIZE["generalization"])
+    p.add_argument("--hierarchy", action="append", metavar="COL=FILE",
+                   help="generalization hierarchy for a nominal QI, lines 'leaf;parent;...;*' "
+                        "(repeatable)")
+    add_option(p, ANONYMIZE["max_depth"], type=nonnegative_int("--max-depth"), metavar="N")
+
+
+def _add_engine(group) -> None:
+    group.add_argument("--distributed", action="store_true",
+                       help="use the Dask engine whatever the input size")
+    group.add_argument("--local", action="store_true",
+                       help="use the in-memory engine whatever the input size")
+    group.add_argument("--local-limit", type=byte_size, default=DEFAULT_LOCAL_LIMIT,
+                       metavar="SIZE", help=f"inputs larger than this use Dask "
+                                            f"(default {DEFAULT_LOCAL_LIMIT})")
+    group.add_argument("--scheduler", metavar="ADDRESS",
+                       help="Dask scheduler to connect to, e.g. tcp://host:8786")
+    group.add_argument("--workers", type=positive_int("--workers"), metavar="N",
+                       help="start a local Dask cluster with N workers")
+    group.add_argument("--memory-limit", type=byte_size, metavar="SIZE",
+                       help="memory limit per local worker, e.g. 2GB")
+    add_option(group, DASK_PLAN["leaf_rows"], type=positive_int("--leaf-rows"), metavar="N",
+               also="Dask engine only")
+
+
+# -- the run ---------------------------------------------------------------------------
+
+
+@dataclass
+class Job:
+    """One ``dmondrian anonymize`` run, its command line resolved and checked."""
+
+    args: argparse.Namespace
+    src: str
+    dst: str
+    in_fmt: str
+    out_fmt: str
+    qis: list[str]
+    sensitive: list[str]
+    #: ``{column: Hierarchy}`` for the engine, ``{column: FILE}`` for the manifest.
+    hierarchies: dict
+    hierarchy_files: dict
+    dtypes: dict
+    progress: Progress
+
+    def options(self, *groups) -> dict:
+        """The engine's keyword options of ``groups``, by the option table's names.
+
+        Parameters
+        ----------
+        *groups : dict of Option
+            Option groups of :mod:`dmondrian.options`.
+
+        Returns
+        -------
+        dict
+        """
+        options = table_options(self.args, *groups)
+        options["hierarchies"] = self.hierarchies or None
+        if self.args.l is None and self.args.t is None:
+            # Without l or t, --sensitive only names the column the manifest's
+            # report is about; the engine would check it as a constraint's.
+            del options["sensitive"]
+        return options
+
+
+@dataclass
+class Outcome:
+    """What a run wrote: its rows and classes, and how long it took."""
+
+    rows: int
+    classes: int
+    min_class_size: int
+    input_rows: int | None = None
+    #: In memory, the release and its original, for the manifest's report.
+    released: object = None
+    original: object = None
+    seconds: float = 0.0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``dmondrian anonymize``: read, anonymize, write atomically with a manifest.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+
+    Returns
+    -------
+    int
+        The exit status, 0.
+    """
+    job = _job(args)
+    engine = choose_engine(args, job.src)
+    started = time.perf_counter()
+    outcome = _anonymize_local(job) if engine == "local" else _anonymize_on_dask(job)
+    outcome.seconds = round(time.perf_counter() - started, 3)
+    _write_manifest(job, engine, outcome)
+    _print_done(job, engine, outcome)
+    return EXIT_OK
+
+
+def _job(args) -> Job:
+    from .. import io
+
+    src, dst = _resolve_io(args)
+    qis = split_names(args.qi)
+    sensitive = split_names([args.sensitive] if args.sensitive else [])
+    require_sensitive(args, sensitive)
+    in_fmt = io.detect_format(src, args.format)
+    out_fmt = io.detect_format(dst, args.output_format or args.format)
+    hierarchies, hierarchy_files = load_hierarchies(args.hierarchy)
+    return Job(args, src, dst, in_fmt, out_fmt, qis, sensitive, hierarchies, hierarchy_files,
+               dtypes_of(args), Progress(not args.no_progress))
+
+
+def _resolve_io(args) -> tuple[str, str]:
+    """INPUT and OUTPUT, each given once, as a positional or as a flag."""
+    if args.input is not None and args.input_flag is not None:
+        raise UsageError("give the input once: either INPUT or --input, not both")
+    if args.output is not None and args.output_flag is not None:
+        raise UsageError("give the output once: either OUTPUT or --output, not both")
+    src = args.input if args.input is not None else args.input_flag
+    dst = args.output if args.output is not None else args.output_flag
+    if src is None:
+        raise UsageError("missing INPUT (a CSV/Parquet path or URL)")
+    if dst is None:
+        raise UsageError("missing OUTPUT (where to write the released table)")
+    if src.rstrip("/") == dst.rstrip("/"):
+        raise UsageError("OUTPUT is the same as INPUT: refusing to overwrite the original")
+    return src, dst
+
+
+def choose_engine(args: argparse.Namespace, src: str) -> str:
+    """The engine a run uses: ``"local"`` or ``"distributed"``.
+
+    --local and --distributed decide; the cluster flags mean Dask; otherwise an
+    input up to --local-limit runs in memory.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+    src : str
+        The input's path or URL.
+
+    Returns
+    -------
+    str
+    """
+    if args.local and args.distributed:
+        raise UsageError("--local and --distributed exclude each other")
+    if args.scheduler and (args.workers or args.memory_limit):
+        raise UsageError("--scheduler connects to an existing cluster: it excludes --workers "
+                         "and --memory-limit, which start a local one")
+    cluster_flags = args.scheduler or args.workers or args.memory_limit
+    if args.local:
+        if cluster_flags:
+            raise UsageError("--local runs in memory: it excludes --scheduler, --workers and "
+                             "--memory-limit")
+        return "local"
+    if args.distributed or cluster_flags:
+        return "distributed"
+    from .. import io
+
+    size = io.input_size(src) if exists(src) else 0
+    if size <= args.local_limit or not _engines.has_dask_engine():
+        return "local"
+    return "distributed"
+
+
+def _anonymize_local(job: Job) -> Outcome:
+    from .. import io
+
+    with job.progress.stage(f"reading {job.src}"):
+        df = io.read_table(job.src, job.in_fmt, dtypes=job.dtypes)
+    check_columns(df, job.qis, "--qi", job.src)
+    check_columns(df, job.sensitive, "--sensitive", job.src)
+    class_col = _free_column(df)
+    with job.progress.stage(f"anonymizing {len(df):,} rows (k={job.args.k})"):
+        released = _engines.local_anonymize()(df, job.qis, job.args.k, class_column=class_col,
+                                              **job.options(ANONYMIZE))
+    sizes = _class_sizes(released.pop(class_col))
+    io.write_table(released, job.dst, job.out_fmt, overwrite=job.args.overwrite,
+                   progress=job.progress.bar(f"writing {job.dst}"))
+    return Outcome(rows=len(released), classes=len(sizes), min_class_size=int(sizes.min()),
+                   input_rows=len(df), released=released, original=df)
+
+
+def _anonymize_on_dask(job: Job) -> Outcome:
+    rows, classes, smallest = anonymize_on_dask(job)
+    return Outcome(rows=rows, classes=classes, min_class_size=smallest)
+
+
+def _free_column(df, base: str = "__dmondrian_class") -> str:
+    """A column name the table does not use, for the engine's class ids."""
+    name = base
+    while name in df.columns:
+        name += "_"
+    return name
+
+
+def _class_sizes(class_ids):
+    import numpy as np
+
+    return np.bincount(np.asarray(class_ids, dtype=np.int64))
+
+
+# -- the manifest and the last words -----------------------------------------------------
+
+
+def _parameters(job: Job) -> dict:
+    """The manifest's parameters: what was asked, as the option table names it."""
+    args = job.args
+    return {
+        "k": args.k, "quasi_identifiers": job.qis,
+        "sensitive": job.sensitive[0] if job.sensitive else None,
+        "l": args.l, "t": args.t, "mode": args.mode, "generalization": args.generalization,
+        "max_depth": args.max_depth, "hierarchies": job.hierarchy_files, "dtypes": job.dtypes,
+    }
+
+
+def _report(job: Job, outcome: Outcome):
+    """The release's report for the manifest; None on Dask (the release is not in memory)."""
+    if outcome.released is None:
+        return None
+    report, _ = metrics_api()
+    return report(outcome.released, job.qis, original=outcome.original,
+                  sensitive=job.sensitive[0] if job.sensitive else None, k=job.args.k,
+                  hierarchies=job.hierarchies or None)
+
+
+def _write_manifest(job: Job, engine: str, outcome: Outcome) -> None:
+    """Write ``OUTPUT.manifest.json`` (parameters, report, file hashes) beside the output."""
+    import tempfile
+
+    from .. import io
+    from ..manifest import write_manifest
+
+    extra = {"command": "dmondrian anonymize", "input": job.src, "input_format": job.in_fmt,
+             "output_format": job.out_fmt, "engine": engine, "classes": outcome.classes,
+             "min_class_size": outcome.min_class_size, "seconds": outcome.seconds}
+    kwargs = {"output": job.dst, "parameters": _parameters(job),
+              "input_rows": outcome.input_rows, "output_rows": outcome.rows,
+              "report": _report(job, outcome), "extra": extra}
+    fs, _ = io._fs(job.dst)
+    if io._is_local(fs):
+        write_manifest(**kwargs)
+        return
+    # write_manifest writes local files: build it in a temporary folder, then
+    # store it beside the remote output (atomically, as every output here).
+    with tempfile.TemporaryDirectory() as folder:
+        manifest = write_manifest(path=os.path.join(folder, "manifest.json"), **kwargs)
+    io.write_json(manifest, io.manifest_path(job.dst))
+
+
+def _print_done(job: Job, engine: str, outcome: Outcome) -> None:
+    from .. import io
+
+    print(f"wrote {job.dst} ({outcome.rows:,} rows, {outcome.classes:,} classes, smallest "
+          f"{outcome.min_class_size:,}, k={job.args.k}, {engine} engine, "
+          f"{outcome.seconds:.1f}s)")
+    print(f"manifest {io.manifest_path(job.dst)}")

@@ -1,0 +1,92 @@
+"""``dmondrian sweep``: information loss as k grows (a table, and optionally a plot)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..options import ANONYMIZE
+from ._common import EXIT_OK, FORMATTER, UsageError, add_common, add_option, table_options
+from ._inputs import check_columns, load_hierarchies, read
+from ._types import k_list, split_names
+from .plot import figure_of, plot_module, save_png
+
+DEFAULT_KS = [2, 5, 10, 50, 100]
+
+EXAMPLES = """\
+example:
+  dmondrian sweep people.csv --qi age,zip,sex --k 2,5,10,50,100 --plot sweep.png"""
+
+#: How the table's columns are printed.
+FORMATTERS = {"ncp": "{:.4f}".format, "c_avg": "{:.3f}".format,
+              "discernibility": "{:,}".format, "classes": "{:,}".format}
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``sweep`` sub-command.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The ``dmondrian`` parser's sub-commands.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
+    p = subparsers.add_parser(
+        "sweep", help="information loss as k grows", formatter_class=FORMATTER,
+        description="Anonymize INPUT at several k and print k, classes, NCP and "
+                    "discernibility.",
+        epilog=EXAMPLES)
+    p.add_argument("input", metavar="INPUT")
+    p.add_argument("-k", "--k", type=k_list, default=DEFAULT_KS, metavar="K,K,...")
+    add_common(p)
+    add_option(p, ANONYMIZE["mode"])
+    p.add_argument("--hierarchy", action="append", metavar="COL=FILE")
+    p.add_argument("--plot", metavar="PNG", help="also draw the curve to this PNG")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON")
+    p.set_defaults(handler=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``dmondrian sweep``: print the information-loss curve over k.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+
+    Returns
+    -------
+    int
+        The exit status, 0.
+    """
+    qis = split_names(args.qi)
+    if args.plot and not args.plot.lower().endswith(".png"):
+        raise UsageError(f"--plot {args.plot!r} must end in .png")
+    plot = plot_module()
+    df = read(args.input, args)
+    check_columns(df, qis, "--qi", args.input)
+    hierarchies, _ = load_hierarchies(args.hierarchy)
+    ks = _ks(args.k, rows=len(df))
+    options = {**table_options(args, ANONYMIZE), "hierarchies": hierarchies or None}
+    table = plot.k_sweep_table(df, qis, ks, **options)
+    if args.json:
+        print(table.to_json(orient="records", indent=2))
+    else:
+        print(table.to_string(index=False, formatters=FORMATTERS))
+    if args.plot:
+        save_png(figure_of(plot.k_sweep(df, qis, ks, **options)), args.plot, overwrite=True)
+        print(f"plot {args.plot}")
+    return EXIT_OK
+
+
+def _ks(ks: list[int], *, rows: int) -> list[int]:
+    """The k's in increasing order, each at most the table's rows."""
+    ks = sorted(set(ks))
+    if ks[-1] > rows:
+        from ..errors import InfeasibleError
+
+        raise InfeasibleError(f"--k {ks[-1]} is larger than the table's {rows:,} rows")
+    return ks

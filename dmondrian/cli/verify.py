@@ -1,0 +1,70 @@
+"""``dmondrian verify``: exit 0 when a table is k-anonymous (and l-diverse), 1 if not."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..options import ANONYMIZE
+from ._common import EXIT_FAILED, EXIT_OK, FORMATTER, add_common, add_option, require_sensitive
+from ._inputs import check_columns, metrics_api, read
+from ._types import fraction, positive_int, split_names
+
+EXAMPLES = """\
+examples:
+  dmondrian verify released.csv --qi age,zip,sex --k 10
+  dmondrian verify released.parquet --qi age,zip --k 5 --l 2 --sensitive diagnosis"""
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``verify`` sub-command.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The ``dmondrian`` parser's sub-commands.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
+    p = subparsers.add_parser(
+        "verify", help="check that a table is k-anonymous (and l-diverse)",
+        formatter_class=FORMATTER,
+        description="Exit 0 when the table is k-anonymous (and l-diverse), 1 listing the "
+                    "violations when it is not.",
+        epilog=EXAMPLES)
+    p.add_argument("table", metavar="TABLE")
+    p.add_argument("-k", "--k", type=positive_int("k"), required=True)
+    add_common(p)
+    add_option(p, ANONYMIZE["l"], type=positive_int("l"), also="needs --sensitive")
+    add_option(p, ANONYMIZE["t"], type=fraction("t"), also="needs --sensitive")
+    add_option(p, ANONYMIZE["sensitive"], metavar="COL")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON")
+    p.set_defaults(handler=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``dmondrian verify``: print the verdict and the violations.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+
+    Returns
+    -------
+    int
+        0 when the table holds, 1 when it has violations.
+    """
+    qis = split_names(args.qi)
+    sensitive = [args.sensitive] if args.sensitive else []
+    require_sensitive(args, sensitive)
+    _, verify = metrics_api()
+    table = read(args.table, args)
+    check_columns(table, qis, "--qi", args.table)
+    check_columns(table, sensitive, "--sensitive", args.table)
+    result = verify(table, qis, k=args.k, sensitive=args.sensitive, l=args.l, t=args.t)
+    print(json.dumps(result.to_dict(), indent=2, default=str) if args.json else repr(result))
+    return EXIT_OK if result.ok else EXIT_FAILED
