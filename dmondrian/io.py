@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import posixpath
-import signal
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -48,11 +47,6 @@ _SUFFIXES = {
     ".csv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
 }
 _COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst", ".zip")
-
-#: Tests set this to make a write fail half-way ("raise") or to SIGKILL the
-#: process half-way ("kill"), proving that a dead run leaves no output behind.
-FAIL_HOOK_ENV = "DMONDRIAN_TEST_FAIL_WRITE"
-
 
 class IOFailure(DMondrianError):
     """Base class of the errors raised while reading or writing tables."""
@@ -352,16 +346,6 @@ def atomic_output(url: str, *, directory: bool = False, overwrite: bool = False
         raise
 
 
-def _fail_hook(stage: str) -> None:
-    action = os.environ.get(FAIL_HOOK_ENV)
-    if not action or stage != "mid-write":
-        return
-    if action == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    if action == "raise":
-        raise OSError(f"injected write failure ({FAIL_HOOK_ENV}={action})")
-
-
 def write_table(df: pd.DataFrame, url: str, format: str | None = None, *,
                 overwrite: bool = False, chunk_rows: int = 100_000,
                 progress: Callable[[int, int], None] | None = None) -> str:
@@ -432,7 +416,6 @@ def _write_csv(df, fh, step, n, progress):
         text.flush()
         if progress:
             progress(min(start + step, n), n)
-        _fail_hook("mid-write")
     text.detach()
 
 
@@ -446,7 +429,6 @@ def _write_parquet(df, fh, step, n, progress):
             writer.write_table(table.slice(start, step))
             if progress:
                 progress(min(start + step, n), n)
-            _fail_hook("mid-write")
 
 
 def write_json(obj, url: str, *, overwrite: bool = True) -> None:

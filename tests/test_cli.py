@@ -38,7 +38,6 @@ def _env(**extra) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["MPLBACKEND"] = "Agg"
-    env.pop(io.FAIL_HOOK_ENV, None)
     env.update(extra)
     return env
 
@@ -46,6 +45,13 @@ def _env(**extra) -> dict:
 def run(*args, cwd, env=None, timeout=180) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "dmondrian", *map(str, args)], cwd=cwd,
                           env=env or _env(), capture_output=True, text=True, timeout=timeout)
+
+
+def run_failing_write(action, *args, cwd) -> subprocess.CompletedProcess:
+    """The command line with its table writer failing half-way (tests/failing_write.py)."""
+    script = Path(__file__).with_name("failing_write.py")
+    return subprocess.run([sys.executable, str(script), action, *map(str, args)], cwd=cwd,
+                          env=_env(), capture_output=True, text=True, timeout=180)
 
 
 def _people(n: int, seed: int = 0) -> pd.DataFrame:
@@ -178,8 +184,8 @@ def test_overwrite_and_console_script(work):
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 def test_killed_mid_write_leaves_no_output(work, fmt):
     out = work / f"killed.{fmt}"
-    proc = run("anonymize", "big.csv", out.name, "--k", "50", "--qi", "age,sex", cwd=work,
-               env=_env(**{io.FAIL_HOOK_ENV: "kill"}))
+    proc = run_failing_write("kill", "anonymize", "big.csv", out.name, "--k", "50", "--qi",
+                             "age,sex", cwd=work)
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr)
     assert not out.exists() and not Path(f"{out}.manifest.json").exists()
     # The process really died half-way through the file: its hidden temporary
@@ -195,8 +201,8 @@ def test_killed_mid_write_leaves_no_output(work, fmt):
 def test_failed_write_keeps_the_previous_output(work):
     out = work / "kept.csv"
     out.write_text("previous release\n")
-    proc = run("anonymize", "big.csv", out.name, "--k", "50", "--qi", "age,sex", "--overwrite",
-               cwd=work, env=_env(**{io.FAIL_HOOK_ENV: "raise"}))
+    proc = run_failing_write("raise", "anonymize", "big.csv", out.name, "--k", "50", "--qi",
+                             "age,sex", "--overwrite", cwd=work)
     assert proc.returncode == 2
     assert "injected write failure" in _one_error_line(proc.stderr)
     assert out.read_text() == "previous release\n"

@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from failing_write import failing_write_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -205,7 +206,7 @@ def test_atomic_output_failure_leaves_nothing(tmp_path, directory):
 
 
 def test_injected_failure_mid_write(tmp_path, monkeypatch):
-    monkeypatch.setenv(io.FAIL_HOOK_ENV, "raise")
+    monkeypatch.setattr(io, "write_table", failing_write_table("raise"))
     target = tmp_path / "old.csv"
     target.write_text("previous release\n")
     with pytest.raises(io.OutputError, match="injected write failure"):

@@ -1,0 +1,76 @@
+"""A table writer that fails half-way, to prove a dead run leaves no output behind.
+
+In a test, ``monkeypatch.setattr(io, "write_table", failing_write_table("raise"))``.
+For a process that must really die mid-write, run this file as the command
+line instead of ``python -m dmondrian``::
+
+    python tests/failing_write.py kill anonymize big.csv out.csv --k 50 --qi age
+
+It patches :func:`dmondrian.io.write_table`, then runs
+:func:`dmondrian.cli.main` with the remaining arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from dmondrian import io
+
+ACTIONS = ("raise", "kill")
+
+#: The message of the injected failure, for the tests to look for.
+MESSAGE = "injected write failure"
+
+
+def fail(action: str) -> None:
+    """Raise an OSError (``"raise"``) or SIGKILL this process (``"kill"``)."""
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise OSError(f"{MESSAGE} ({action})")
+
+
+def failing_write_table(action: str, write_table=io.write_table):
+    """``write_table`` failing with ``action`` once its first chunk is written.
+
+    The writer reports each chunk it has written to its ``progress``
+    callback: failing there fails between two chunks, with part of the
+    table in the temporary output.
+
+    Parameters
+    ----------
+    action : {"raise", "kill"}
+        How the write fails.
+    write_table : callable
+        The writer to wrap.
+
+    Returns
+    -------
+    callable
+        A drop-in replacement for :func:`dmondrian.io.write_table`.
+    """
+    if action not in ACTIONS:
+        raise ValueError(f"action must be one of {ACTIONS}, got {action!r}")
+
+    def failing(*args, progress=None, **kwargs):
+        def after_chunk(done, total):
+            if progress is not None:
+                progress(done, total)
+            fail(action)
+
+        return write_table(*args, progress=after_chunk, **kwargs)
+
+    return failing
+
+
+def main(argv: list[str]) -> int:
+    """Run ``dmondrian ARGS`` with the writer failing: ``argv`` is ``ACTION ARGS...``."""
+    from dmondrian.cli import main as dmondrian
+
+    io.write_table = failing_write_table(argv[0])
+    return dmondrian(argv[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
