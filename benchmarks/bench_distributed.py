@@ -240,25 +240,26 @@ def profile_leaf(src: Path, top) -> dict:
 
     import dask.dataframe as dd
 
-    from dmondrian import distributed as D
+    from dmondrian._dask.leaves import anonymize_output_partition, output_meta
+    from dmondrian._dask.shuffle import attach_leaf
 
     pieces = []
     for i, f in enumerate(sorted(src.iterdir())):  # one file is one input partition
-        routed = D._attach_leaf(pd.read_parquet(f), top, {"number": i})
+        routed = attach_leaf(pd.read_parquet(f), top, {"number": i})
         pieces.append(routed[routed["_partitions"] == 0])
     part = pd.concat(pieces)
-    meta = D._output_meta(dd.read_parquet(src)._meta, top)
-    D._anonymize_bin(part, top, meta, {"number": 0})  # warm caches
+    meta = output_meta(dd.read_parquet(src)._meta, top)
+    anonymize_output_partition(part, top, meta, {"number": 0})  # warm caches
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     prof.enable()
-    D._anonymize_bin(part, top, meta, {"number": 0})
+    anonymize_output_partition(part, top, meta, {"number": 0})
     prof.disable()
     total = time.perf_counter() - t0
     stats = pstats.Stats(prof).stats
     wanted = {"encode_table": "encode", "partition": "partition", "publish": "publish",
-              "_as_strings": "to strings", "_restore_dtypes": "restore dtypes",
-              "_release_bin": "engine (all leaves)"}
+              "as_strings": "to strings", "_restore_dtypes": "restore dtypes",
+              "publish_leaves": "engine (all leaves)"}
     out = {"rows": len(part), "leaves": int(part["__dm_leaf"].nunique()), "total_s": total}
     for (_file, _line, name), row in stats.items():
         if name in wanted and "dmondrian" in _file:

@@ -28,6 +28,11 @@ from distributed_helpers import (
 import dmondrian
 from dmondrian import distributed as D
 from dmondrian import errors, local
+from dmondrian._dask import counting_write, leaves, shuffle
+from dmondrian._dask.global_domain import encode_keys
+from dmondrian._dask.options import leaf_rows_for, output_partition_rows
+from dmondrian._dask.plan import Recount, Verdict, pack_output_partitions
+from dmondrian._dask.routing import route, row_positions
 
 
 @pytest.fixture(scope="module")
@@ -152,23 +157,25 @@ def test_quality_and_balance_on_census(client, sample_rows):
     assert top.n_leaves > 8 and top.leaf_counts.sum() == len(df)
     assert top.leaf_counts.max() <= leaf_rows
     # Output partitions pack leaves up to the input's mean partition (8 here).
-    assert top.bin_rows == -(-len(df) // 8)
-    assert all(top.leaf_counts[b].sum() <= top.bin_rows for b in top.bins if len(b) > 1)
-    assert len(top.bins) < top.n_leaves
+    assert top.output_partition_rows == -(-len(df) // 8)
+    assert all(top.leaf_counts[p].sum() <= top.output_partition_rows
+               for p in top.output_partitions if len(p) > 1)
+    assert len(top.output_partitions) < top.n_leaves
     _assert_valid(df, out, CENSUS_QIS, k)
 
 
 def test_output_partitions_pack_an_input_partition_within_memory():
-    """Bins hold about an input partition's rows, within a quarter of a thread's memory,
-    never fewer rows than a leaf; consecutive leaves are packed up to that size."""
-    assert D._bin_rows(2000, 30_000, 8, 2e9, 100.0, 5) == 3750
-    # A small worker caps the bins (a quarter of its memory by the leaf's measure)...
-    cap = D._leaf_rows_for(4e8, 100.0, 5, share=0.25)
-    assert cap < 1_000_000 and D._bin_rows(1000, 10**8, 100, 4e8, 100.0, 5) == cap
+    """Output partitions hold about an input partition's rows, within a quarter of a
+    thread's memory, never fewer rows than a leaf; consecutive leaves are packed up to
+    that size."""
+    assert output_partition_rows(2000, 30_000, 8, 2e9, 100.0, 5) == 3750
+    # A small worker caps them (a quarter of its memory by the leaf's measure)...
+    cap = leaf_rows_for(4e8, 100.0, 5, share=0.25)
+    assert cap < 1_000_000 and output_partition_rows(1000, 10**8, 100, 4e8, 100.0, 5) == cap
     assert cap == int(0.25 * 4e8 / (2 * 100.0 + 80 * 5))
     # ... but one leaf always fits.
-    assert D._bin_rows(400_000, 10**6, 10, 1e8, 100.0, 5) == 400_000
-    assert D._pack_bins(np.array([3, 3, 3, 7, 1]), 6) == [[0, 1], [2], [3], [4]]
+    assert output_partition_rows(400_000, 10**6, 10, 1e8, 100.0, 5) == 400_000
+    assert pack_output_partitions(np.array([3, 3, 3, 7, 1]), 6) == [[0, 1], [2], [3], [4]]
 
 
 @pytest.mark.parametrize("k,mode", [(5, "strict"), (50, "strict"), (5, "relaxed"),
@@ -248,9 +255,9 @@ def test_parquet_release_equals_the_lazy_release(client, tmp_path):
     options = dict(leaf_rows=400, mode="relaxed", class_column="cls", client=client)
     lazy = _collect(D.anonymize(ddf, CENSUS_QIS, 5, **options))
     top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 5, **options)
-    assert max(len(b) for b in top.bins) > 1  # several leaves share an output partition
+    assert max(len(p) for p in top.output_partitions) > 1  # several leaves share one
     files = sorted((tmp_path / "out").glob("part.*.parquet"))
-    assert len(files) == len(top.bins)
+    assert len(files) == len(top.output_partitions)
     for f in files:
         pf = pq.ParquetFile(f)
         schema = pf.schema_arrow
@@ -281,7 +288,7 @@ def test_every_shuffle_sends_rows_to_the_planned_partition(client, method):
 
     ddf = dd.from_pandas(make_census(8000, seed=21), npartitions=4)
     top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=500, client=client, class_column="cls")
-    assert len(top.bins) > 4
+    assert len(top.output_partitions) > 4
     expected = _collect(D.apply_plan(ddf, top, "p2p"))
     with dask.config.set(scheduler="sync"):
         got = _collect(D.apply_plan(ddf, top, method))
@@ -296,14 +303,14 @@ def test_parquet_writer_counts_leaves_in_the_shuffle_pass(client, tmp_path, monk
     counted = D.plan(ddf, CENSUS_QIS, 10, **options)
     lazy = _collect(D.apply_plan(ddf, counted))
     calls = tmp_path / "calls"
-    route = D._attach_leaf
+    attach = counting_write.attach_leaf
 
     def logged(*args, **kwargs):
         with open(calls, "a") as fh:
             fh.write("x")
-        return route(*args, **kwargs)
+        return attach(*args, **kwargs)
 
-    monkeypatch.setattr(D, "_attach_leaf", logged)
+    monkeypatch.setattr(counting_write, "attach_leaf", logged)
     top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 10, **options)
     assert counted.passes == 2 and top.passes == 1
     assert calls.read_text() == "x" * ddf.npartitions  # routed once, counted and shuffled
@@ -321,11 +328,11 @@ def test_uncounted_plan_cannot_be_applied_lazily(client):
         D.apply_plan(ddf, top)
 
 
-def _uncounted(client, one_bin):
+def _uncounted(client, one_partition):
     ddf = dd.from_pandas(make_census(6000, seed=25), npartitions=3)
     top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=800, client=client, _defer_counts=True)
-    if one_bin:
-        top.bins, top.leaf_rows = [list(range(top.n_leaves))], 10**9
+    if one_partition:
+        top.output_partitions, top.leaf_rows = [list(range(top.n_leaves))], 10**9
     return ddf, top
 
 
@@ -339,12 +346,12 @@ def _sibling_leaves(tree):
 
 
 def test_exact_counts_undo_a_cut_inside_an_output_partition(client):
-    ddf, top = _uncounted(client, one_bin=True)
-    assert D._settle(top.leaf_counts, top).undone == 0
+    ddf, top = _uncounted(client, one_partition=True)
+    assert counting_write.settle(top.leaf_counts, top).undone == 0
     _, a, b = _sibling_leaves(top.tree)
     counts = top.leaf_counts.copy()
     counts[b] = top.options.k - 1  # the sample misjudged this side
-    verdict = D._settle(counts, top)
+    verdict = counting_write.settle(counts, top)
     assert verdict.undone == 1
     assert verdict.root[a] == verdict.root[b] == a
     assert verdict.depth[a] == top.leaf_depths[a] - 1
@@ -353,34 +360,34 @@ def test_exact_counts_undo_a_cut_inside_an_output_partition(client):
 
 
 def test_exact_counts_refuse_what_one_partition_cannot_undo(client):
-    ddf, top = _uncounted(client, one_bin=False)
+    ddf, top = _uncounted(client, one_partition=False)
     _, a, b = _sibling_leaves(top.tree)
-    top.bins = [[i] for i in range(top.n_leaves)]
+    top.output_partitions = [[i] for i in range(top.n_leaves)]
     counts = top.leaf_counts.copy()
     counts[b] = 0
-    with pytest.raises(D._Recount, match="spans output partitions"):
-        D._settle(counts, top)
+    with pytest.raises(Recount, match="spans output partitions"):
+        counting_write.settle(counts, top)
     counts = top.leaf_counts.copy()
-    counts[a] = 3 * max(top.bin_rows, top.leaf_rows)
-    with pytest.raises(D._Recount, match="over twice the"):
-        D._settle(counts, top)
+    counts[a] = 3 * max(top.output_partition_rows, top.leaf_rows)
+    with pytest.raises(Recount, match="over twice the"):
+        counting_write.settle(counts, top)
 
 
 def test_merged_leaves_are_cut_again_as_one(client):
     """A partition given a verdict that undid a cut runs the kernel on the union."""
-    ddf, top = _uncounted(client, one_bin=True)
+    ddf, top = _uncounted(client, one_partition=True)
     df = ddf.compute()
-    routed = pd.concat([D._attach_leaf(p, top, {"number": i})
+    routed = pd.concat([shuffle.attach_leaf(p, top, {"number": i})
                         for i, p in enumerate(ddf.partitions[j].compute()
                                               for j in range(ddf.npartitions))])
     counts = np.bincount(routed["__dm_leaf"].to_numpy(dtype=np.int64), minlength=top.n_leaves)
     node, a, b = _sibling_leaves(top.tree)
     top.options = top.options.__class__(**{**top.options.__dict__, "class_column": "cls"})
     k = top.options.k
-    verdict = D._settle(counts, top)
-    forced = D._Verdict(counts, verdict.root.copy(), verdict.depth.copy(), 1)
+    verdict = counting_write.settle(counts, top)
+    forced = Verdict(counts, verdict.root.copy(), verdict.depth.copy(), 1)
     forced.root[[a, b]], forced.depth[[a, b]] = a, top.leaf_depths[a] - 1
-    out = D._bin_frame(routed, top, {"number": 0}, forced)
+    out = leaves.output_partition_frame(routed, top, {"number": 0}, forced)
     assert len(out) == len(df)
     sizes = out.groupby("cls").size()
     assert sizes.min() >= k
@@ -396,15 +403,15 @@ def test_merged_leaves_are_cut_again_as_one(client):
 
 def test_a_candidate_leaf_without_rows_is_not_awaited(client):
     """A leaf the exact counts find empty is merged, and its partition does not wait for it."""
-    ddf, top = _uncounted(client, one_bin=True)
-    routed = pd.concat([D._attach_leaf(ddf.partitions[j].compute(), top, {"number": j})
+    ddf, top = _uncounted(client, one_partition=True)
+    routed = pd.concat([shuffle.attach_leaf(ddf.partitions[j].compute(), top, {"number": j})
                         for j in range(ddf.npartitions)])
     _, a, b = _sibling_leaves(top.tree)
     routed = routed[routed["__dm_leaf"] != b]  # as if the sample had misjudged leaf b
     counts = np.bincount(routed["__dm_leaf"].to_numpy(dtype=np.int64), minlength=top.n_leaves)
-    verdict = D._settle(counts, top)
+    verdict = counting_write.settle(counts, top)
     assert counts[b] == 0 and verdict.root[b] == verdict.root[a]
-    out = D._bin_frame(routed, top, {"number": 0}, verdict)
+    out = leaves.output_partition_frame(routed, top, {"number": 0}, verdict)
     assert len(out) == len(routed)
     assert out.groupby(out["age"].astype(str) + out["zip"].astype(str)
                        + out["birth_date"].astype(str) + out["sex"].astype(str)
@@ -417,9 +424,9 @@ def test_writer_falls_back_to_a_counting_pass(client, tmp_path, monkeypatch):
     lazy = _collect(D.anonymize(ddf, CENSUS_QIS, 5, **options))
 
     def refuse(counts, top):
-        raise D._Recount("forced by the test")
+        raise Recount("forced by the test")
 
-    monkeypatch.setattr(D, "_settle", refuse)
+    monkeypatch.setattr(counting_write, "settle", refuse)
     top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 5, **options)
     assert top.passes == 2 and top.counted
     back = pd.read_parquet(tmp_path / "out").sort_index()
@@ -469,15 +476,16 @@ def test_leaf_ids_travel_as_the_narrowest_integer_index(client):
     df = mixed_table(3000, seed=12)
     top = D.plan(dd.from_pandas(df, npartitions=3), ["age", "zip"], 5, leaf_rows=200,
                  client=client)
-    routed = D._attach_leaf(df, top, {"number": 0})
+    routed = shuffle.attach_leaf(df, top, {"number": 0})
     assert top.n_leaves > 1
     assert routed["__dm_leaf"].dtype == np.min_scalar_type(-top.n_leaves)
-    assert routed["__dm_leaf"].tolist() == D.route(D.encode_keys(df, top.domain),
-                                                   top.tree).tolist()
-    # Each bin is a run of consecutive leaves; the shuffle reads the bin from
-    # "_partitions", and the input positions travel as the index.
-    assert [i for ids in top.bins for i in ids] == list(range(top.n_leaves))
-    assert routed["_partitions"].tolist() == top.bin_of_leaf[routed["__dm_leaf"]].tolist()
+    assert routed["__dm_leaf"].tolist() == route(encode_keys(df, top.domain),
+                                                 top.tree).tolist()
+    # Each output partition is a run of consecutive leaves; the shuffle reads it
+    # from "_partitions", and the input positions travel as the index.
+    assert [i for ids in top.output_partitions for i in ids] == list(range(top.n_leaves))
+    assert (routed["_partitions"].tolist()
+            == top.partition_of_leaf[routed["__dm_leaf"]].tolist())
     assert routed.index.tolist() == list(range(len(df)))
 
 
@@ -488,13 +496,13 @@ def test_routing_carries_any_input_index_as_a_column(client):
     top = D.plan(dd.from_pandas(df, npartitions=2), ["age", "zip"], 5, leaf_rows=300,
                  client=client)
     top.positional_index = False
-    plain = D._attach_leaf(df.reset_index(drop=True), top, {"number": 3})
+    plain = shuffle.attach_leaf(df.reset_index(drop=True), top, {"number": 3})
     n = len(df)
     for index in (pd.date_range("2020", periods=n, freq="h", tz="UTC"),
                   pd.Index([f"r{i}" for i in range(n)], dtype="str"),
                   pd.MultiIndex.from_arrays([np.arange(n), np.arange(n) % 7])):
-        routed = D._attach_leaf(df.set_axis(index), top, {"number": 3})
-        assert routed.index.tolist() == D.row_positions(3, n).tolist()
+        routed = shuffle.attach_leaf(df.set_axis(index), top, {"number": 3})
+        assert routed.index.tolist() == row_positions(3, n).tolist()
         assert routed["__dm_index"].tolist() == list(index)
         pd.testing.assert_frame_equal(routed.drop(columns="__dm_index"),
                                       plain.drop(columns="__dm_index"))
@@ -523,12 +531,12 @@ def test_partition_refuses_a_leaf_with_unexpected_rows(client):
     df = mixed_table(1200, seed=8)
     ddf = dd.from_pandas(df, npartitions=3)
     top = D.plan(ddf, ["age", "zip"], 5, leaf_rows=300, client=client)
-    routed = D._attach_leaf(df, top, {"number": 0})
+    routed = shuffle.attach_leaf(df, top, {"number": 0})
     part = routed[routed["_partitions"] == 0]
-    meta = D._output_meta(df.iloc[:0], top)
-    assert len(D._anonymize_bin(part, top, meta, {"number": 0})) == len(part)
+    meta = leaves.output_meta(df.iloc[:0], top)
+    assert len(leaves.anonymize_output_partition(part, top, meta, {"number": 0})) == len(part)
     with pytest.raises(RuntimeError, match="Refusing to publish"):
-        D._anonymize_bin(part.iloc[1:], top, meta, {"number": 0})
+        leaves.anonymize_output_partition(part.iloc[1:], top, meta, {"number": 0})
 
 
 def test_max_depth_counts_top_phase_levels(client):

@@ -178,7 +178,8 @@ def test_worker_killed_mid_run_gives_identical_output(process_cluster, tmp_path)
         while time.time() < deadline and not killed:
             busy = client.processing()
             for worker, keys in busy.items():
-                if any("shuffle" in str(key) or "_anonymize_bin" in str(key) for key in keys):
+                if any("shuffle" in str(key) or "anonymize_output_partition" in str(key)
+                       for key in keys):
                     pid = client.run(os.getpid, workers=[worker])[worker]
                     os.kill(pid, signal.SIGKILL)
                     killed["pid"] = pid

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from dmondrian import _kernel as K
 from dmondrian._dask.domain_pass import build_domain, domain_sketch, merge_domain
+from dmondrian._dask.global_domain import encode_keys
 from dmondrian._dask.planner import find_cut, goes_left, region_spans
-from dmondrian._dask.routing import encode_keys, route, row_positions
+from dmondrian._dask.routing import route, row_positions
 from dmondrian._dask.sketch import merge_sketches, summarize
 from dmondrian._kernel.split import column_stats_py, find_cut_py, node_span_py, workspace
 from dmondrian.constraints import KAnonymity, kernel_privacy
@@ -163,7 +164,7 @@ def test_domain_sketches_merge_across_partitions():
 def test_route_follows_the_cut_rule():
     rng = np.random.default_rng(0)
     keys = rng.integers(0, 10, (2, 500))
-    from dmondrian._dask.routing import CutTree
+    from dmondrian._dask.cut_tree import CutTree
 
     tree = CutTree(qi=np.array([0, 1, -1, -1, -1]), t=np.array([4, 2, 0, 0, 0]),
                    eq=np.array([5, 2, 0, 0, 0]), tie_before=np.array([250, 0, 0, 0, 0]),
@@ -183,7 +184,7 @@ def test_route_equals_walking_each_row_down_the_tree(seed, n_cuts, ties):
     """Random trees with nominal rank cuts and relaxed tie splits (on the positions of
     a random partition): each row's leaf is the one reached by applying the cut rule
     node by node."""
-    from dmondrian._dask.routing import CutTree
+    from dmondrian._dask.cut_tree import CutTree
 
     rng = np.random.default_rng(seed)
     d, n, card = 3, 300, 6
@@ -274,25 +275,25 @@ def test_domain_sample_is_the_smallest_priorities_below_the_rate(sizes, rate, si
 
 
 def test_sizing_samples_for_every_expected_leaf():
-    from dmondrian import distributed as D
+    from dmondrian._dask import options as O
     from dmondrian._dask.planner import PlanConfig
 
-    at_least = D.SAMPLE_ROWS * 2 ** PlanConfig.max_levels
-    small = D._sizing(None, 3_000, 5, 250, None, 64.0, 3, 4, D.SAMPLE_ROWS)
+    at_least = O.SAMPLE_ROWS * 2 ** PlanConfig.max_levels
+    small = O.sizing(None, 3_000, 5, 250, None, 64.0, 3, 4, O.SAMPLE_ROWS)
     assert (small.sample_size, small.rate, small.leaf_rows) == (at_least, 1.0, 250)
     # 100M rows in leaves of 393,667: 282 leaves of 0.9 * leaf_rows -> 2**9.
-    big = D._sizing(None, 100_000_000, 100, 393_667, None, 64.0, 5, 10, D.SAMPLE_ROWS)
-    assert big.sample_size == D.SAMPLE_ROWS * 2**9
+    big = O.sizing(None, 100_000_000, 100, 393_667, None, 64.0, 5, 10, O.SAMPLE_ROWS)
+    assert big.sample_size == O.SAMPLE_ROWS * 2**9
     assert big.rate == pytest.approx(2 * big.sample_size / 1e8)
-    # Capped at 2**_MAX_SAMPLE_LEVELS leaves, and leaves of at least 2k rows.
-    huge = D._sizing(None, 10**12, 100, 1_000, None, 64.0, 5, 10, D.SAMPLE_ROWS)
-    assert huge.sample_size == D.SAMPLE_ROWS * 2 ** D._MAX_SAMPLE_LEVELS
-    assert D._sizing(None, 10, 1, 3, None, 64.0, 1, 5, 64).leaf_rows == 10
+    # Capped at 2**MAX_SAMPLE_LEVELS leaves, and leaves of at least 2k rows.
+    huge = O.sizing(None, 10**12, 100, 1_000, None, 64.0, 5, 10, O.SAMPLE_ROWS)
+    assert huge.sample_size == O.SAMPLE_ROWS * 2 ** O.MAX_SAMPLE_LEVELS
+    assert O.sizing(None, 10, 1, 3, None, 64.0, 1, 5, 64).leaf_rows == 10
     # Unknown size: the first partition's rows times the partitions; its bytes
     # per row set the default leaf size.
-    probed = D._sizing((1_000_000, 100.0), None, 100, None, 2e9, 64.0, 5, 10, D.SAMPLE_ROWS)
+    probed = O.sizing((1_000_000, 100.0), None, 100, None, 2e9, 64.0, 5, 10, O.SAMPLE_ROWS)
     assert probed.n_estimate == 100_000_000
-    assert probed.leaf_rows == D._leaf_rows_for(2e9, 100.0, 5)
+    assert probed.leaf_rows == O.leaf_rows_for(2e9, 100.0, 5)
 
 
 @pytest.fixture(scope="module")
@@ -308,15 +309,15 @@ def test_known_lengths_need_no_pass(tmp_path):
     import dask.dataframe as dd
     from dask import delayed
 
-    from dmondrian import distributed as D
+    from dmondrian._compat import known_partition_lengths
 
     df = pd.DataFrame({"a": np.arange(30), "b": ["x"] * 30})
     df.iloc[:12].to_parquet(tmp_path / "p0.parquet")
     df.iloc[12:].to_parquet(tmp_path / "p1.parquet")
-    assert D._known_lengths(dd.read_parquet(tmp_path)) == (12, 18)
-    assert D._known_lengths(dd.from_pandas(df, npartitions=3)) == (10, 10, 10)
+    assert known_partition_lengths(dd.read_parquet(tmp_path)) == (12, 18)
+    assert known_partition_lengths(dd.from_pandas(df, npartitions=3)) == (10, 10, 10)
     unknown = dd.from_delayed([delayed(lambda: df)()], meta=df.iloc[:0], verify_meta=False)
-    assert D._known_lengths(unknown) is None
+    assert known_partition_lengths(unknown) is None
 
 
 @pytest.mark.parametrize("known", [True, False])
@@ -369,7 +370,7 @@ def test_row_priority_is_splitmix_of_the_position():
 def test_nominal_keys_whatever_the_string_storage(dtype):
     import pyarrow as pa
 
-    from dmondrian._dask.routing import GlobalDomain
+    from dmondrian._dask.global_domain import GlobalDomain
     from dmondrian.errors import UnsupportedDtypeError
 
     if dtype == "large_string[pyarrow]":
@@ -440,7 +441,7 @@ def _plain_keys(df, dom):
 @given(key_tables())
 @settings(max_examples=80, deadline=None)
 def test_encode_keys_in_place_equals_the_plain_encoding(df):
-    from dmondrian._dask.routing import GlobalDomain
+    from dmondrian._dask.global_domain import GlobalDomain
 
     dom = GlobalDomain(["i", "d", "o", "n"], ["numeric", "datetime", "ordinal", "nominal"],
                        np.array([K.KIND_INT, K.KIND_INT, K.KIND_ORDINAL, K.KIND_NOMINAL]),
@@ -450,7 +451,7 @@ def test_encode_keys_in_place_equals_the_plain_encoding(df):
 
 
 def test_encode_keys_still_refuses_the_reserved_key_and_unseen_values():
-    from dmondrian._dask.routing import GlobalDomain
+    from dmondrian._dask.global_domain import GlobalDomain
     from dmondrian.errors import InvalidValueError, UnsupportedDtypeError
 
     dom = GlobalDomain(["i", "o"], ["numeric", "ordinal"], np.array([K.KIND_INT, K.KIND_ORDINAL]),
@@ -465,8 +466,9 @@ def test_encode_keys_still_refuses_the_reserved_key_and_unseen_values():
 
 @given(st.integers(0, 2**32 - 1), st.integers(1, 30), st.booleans(), st.integers(1, 8))
 @settings(max_examples=40, deadline=None)
-def test_route_bins_is_route_then_the_bin_lookup(seed, n_cuts, ties, n_bins):
-    from dmondrian._dask.routing import CutTree, route_bins
+def test_route_to_partitions_is_route_then_the_partition_lookup(seed, n_cuts, ties, n_parts):
+    from dmondrian._dask.cut_tree import CutTree
+    from dmondrian._dask.routing import route_to_partitions
 
     rng = np.random.default_rng(seed)
     d, n = 2, 700  # more rows than one routing block
@@ -488,13 +490,13 @@ def test_route_bins_is_route_then_the_bin_lookup(seed, n_cuts, ties, n_bins):
     tree = CutTree(np.asarray(qi), np.asarray(t), np.asarray(eq), np.asarray(before),
                    np.full(len(qi), -1), np.zeros(1, dtype=np.int64), np.asarray(left),
                    np.asarray(right), leaf)
-    bin_of_leaf = np.sort(rng.integers(0, n_bins, len(leaf_nodes)))
+    partition_of_leaf = np.sort(rng.integers(0, n_parts, len(leaf_nodes)))
     dtype = np.min_scalar_type(-len(leaf_nodes))
-    got_leaf, got_bin = route_bins(keys, tree, pos, bin_of_leaf, dtype)
+    got_leaf, got_part = route_to_partitions(keys, tree, pos, partition_of_leaf, dtype)
     expected = route(keys, tree, pos)
-    assert got_leaf.dtype == dtype and got_bin.dtype == np.int64
+    assert got_leaf.dtype == dtype and got_part.dtype == np.int64
     np.testing.assert_array_equal(got_leaf, expected)
-    np.testing.assert_array_equal(got_bin, bin_of_leaf[expected])
+    np.testing.assert_array_equal(got_part, partition_of_leaf[expected])
 
 
 def _plain_domain_sketch(df, partition, qis, kinds, sample_size, rate):

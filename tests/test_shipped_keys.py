@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from dmondrian import _kernel as K
 from dmondrian import distributed as D
 from dmondrian import local
-from dmondrian._dask.routing import encode_keys
+from dmondrian._dask.global_domain import encode_keys
 from dmondrian._dask.shipped_keys import gather_keys, key_dtypes, narrow_keys
+from dmondrian._dask.shuffle import attach_leaf
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +72,7 @@ def test_a_value_outside_the_measured_range_is_refused(client):
     top = D.plan(dd.from_pandas(df, npartitions=2), QIS, 5, leaf_rows=len(df), client=client)
     changed = df.assign(count=df["count"] + 1000)  # as if the input changed after the pass
     with pytest.raises(RuntimeError, match="'count' holds a value outside the range"):
-        D._attach_leaf(changed, top, {"number": 1})
+        attach_leaf(changed, top, {"number": 1})
 
 
 @given(st.integers(-2**62, 2**62), st.integers(0, 70_000),

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._compat import known_partition_lengths
 from .._kernel.constants import (
     INT_MIN,
     KIND_FLOAT,
@@ -30,18 +31,21 @@ from .._kernel.scan import _code_counts, _count_codes, _int_bounds, _key_bounds
 from ..errors import UnsupportedDtypeError
 from ..hierarchy import MISSING_LEAF
 from ..qi import QIKind, _factorize, decode_float_keys, encode_qi
-from .routing import (
+from .cluster import run, worker_memory_per_thread
+from .global_domain import (
     EXACT_KINDS,
     GlobalDomain,
     arrow_int32_chunks,
     encode_keys,
     plain_int_values,
-    row_positions,
-    sample_below,
 )
+from .graph import column_partitions, tree_reduce
+from .options import DaskOptions, guess_row_bytes, sizing
+from .routing import row_positions, sample_below
 from .sketch import Summary
 
-__all__ = ["DomainSketch", "domain_sketch", "merge_domain", "build_domain"]
+__all__ = ["run_domain_pass", "DomainSketch", "domain_sketch", "merge_domain", "build_domain",
+           "probe_first_partition"]
 
 
 @dataclass
@@ -148,7 +152,7 @@ def _value_counts(s: pd.Series) -> tuple[int, pd.Series]:
     """Missing count and the count of every present value, in order of first
     appearance (category order for a categorical), values as an object index."""
     if isinstance(s.dtype, pd.CategoricalDtype):
-        # A bincount of the codes: pandas' categorical value_counts costs ten times more.
+        # A bincount of the codes: pandas' categorical value_counts does far more work.
         cats = s.cat.categories
         counts, n_missing = _code_counts(s.cat.codes.to_numpy(), len(cats))
         present = np.flatnonzero(counts)
@@ -171,7 +175,7 @@ def _arrow_string_counts(s: pd.Series) -> pd.Series | None:
     """Value counts of an Arrow string column of few distinct values, or None.
 
     The values of the first rows are looked up in every row (Arrow's
-    ``index_in``, a quarter cheaper than its ``value_counts``); only the rows
+    ``index_in``, cheaper than its ``value_counts``); only the rows
     holding other values are counted by ``value_counts``. Values first seen in
     the prefix come first, in order of first appearance, so the result is
     ``value_counts(sort=False)``'s.
@@ -310,3 +314,46 @@ def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict
     root = Summary(float(sketch.n), lo, hi, missing, hist, keys, weights, sketch.positions,
                    exact=True, d=d)
     return domain, root
+
+
+# -- the pass ------------------------------------------------------------------------------------
+
+
+def probe_first_partition(part: pd.DataFrame):
+    """Rows of the first partition, and its in-memory bytes per row (None when empty)."""
+    rows = len(part)
+    return rows, float(part.memory_usage(deep=True).sum()) / rows if rows else None
+
+
+def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int):
+    """Pass 1: the global domain, the root's summary, and the leaf size.
+
+    Returns
+    -------
+    domain : GlobalDomain
+    root : Summary
+        The whole table's exact summary, with the sample the first cuts are planned on.
+    positional_index : bool
+        Whether every input partition is indexed ``0..n-1``.
+    sizing : dmondrian._dask.options.Sizing
+    """
+    from dask import delayed
+
+    lengths = known_partition_lengths(ddf)
+    probe = None
+    if lengths is None or opts.leaf_rows is None:
+        # The first partition, read alongside the pass, gives the row size of
+        # the default leaf_rows and, without known lengths, the table's size.
+        probe = delayed(probe_first_partition, pure=True)(ddf.to_delayed()[0])
+    per_thread = worker_memory_per_thread(client)
+    sized = delayed(sizing, pure=True)(
+        probe, None if lengths is None else sum(lengths), ddf.npartitions, opts.leaf_rows,
+        per_thread, guess_row_bytes(ddf._meta), len(opts.qis), opts.k, sample_rows)
+    parts = column_partitions(ddf, opts.qis)
+    sketch_d = delayed(domain_sketch, pure=True)
+    partials = [sketch_d(p, i, opts.qis, opts.kinds, sized.sample_size, rate=sized.rate)
+                for i, p in enumerate(parts)]
+    merged, sized = run(client, [tree_reduce(partials, merge_domain), sized], progress,
+                        "pass 1: global domain")
+    domain, root = build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta)
+    return domain, root, merged.positional_index, sized

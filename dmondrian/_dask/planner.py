@@ -32,31 +32,12 @@ import numpy as np
 
 from .._kernel.constants import KIND_FLOAT, MISSING_KEY
 from ..qi import QIKind, decode_float_keys
-from .routing import ALL_TIES, EXACT_KINDS, NO_TIES, GlobalDomain, slot_keys
+from .cut_tree import ALL_TIES, NO_TIES, Cut
+from .global_domain import EXACT_KINDS, GlobalDomain, slot_keys
 from .sketch import Summary
 
-__all__ = ["Cut", "PlanNode", "PlanConfig", "region_spans", "find_cut", "choose_cut",
+__all__ = ["PlanNode", "PlanConfig", "region_spans", "find_cut", "choose_cut",
            "goes_left", "plan_subtree", "planned_levels", "sizes_allowed"]
-
-
-@dataclass
-class Cut:
-    """One cut: a row goes left when ``v <= t`` or (``v == eq`` and position < ``tie_before``).
-
-    A row's position is its input position
-    (:func:`dmondrian._dask.routing.row_positions`); ``tie_before`` is
-    :data:`~dmondrian._dask.routing.NO_TIES` for strict cuts.
-
-    ``v`` is the row's key of QI ``qi``, or ``ranks[key]`` for a nominal cut.
-    ``n_left`` is the (estimated, or exact) number of rows going left.
-    """
-
-    qi: int
-    t: int
-    eq: int
-    tie_before: int
-    ranks: np.ndarray | None
-    n_left: float
 
 
 @dataclass

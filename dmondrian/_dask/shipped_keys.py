@@ -42,10 +42,10 @@ from .._kernel.constants import (
 )
 from .._kernel.shipped import _gather_into, _narrow_into
 from ..qi import MISSING_LABEL, EncodedQI, QIKind, encode_qi
-from .routing import GlobalDomain
+from .global_domain import GlobalDomain
 
 __all__ = ["key_dtypes", "key_offsets", "narrow_keys", "gather_keys", "qi_encodings",
-           "bin_encodings"]
+           "partition_encodings"]
 
 _NUMBERS = (QIKind.NUMERIC, QIKind.DATETIME)
 _INT64_MAX = int(np.iinfo(np.int64).max)
@@ -147,7 +147,7 @@ def qi_encodings(domain: GlobalDomain, meta: pd.DataFrame) -> list[EncodedQI]:
     return out
 
 
-def bin_encodings(encodings: list[EncodedQI], key_rows: np.ndarray) -> list[EncodedQI]:
+def partition_encodings(encodings: list[EncodedQI], key_rows: np.ndarray) -> list[EncodedQI]:
     """The encodings of one output partition whose keys fill ``key_rows`` (d, n).
 
     A nominal QI with more codes than the kernel keeps as a bitmask has its

@@ -1,0 +1,39 @@
+"""The names of the columns the shuffle carries besides the input's own.
+
+Routing replaces every QI by its global key (see :mod:`.shipped_keys`),
+renames the other columns so that no input name can clash with these, and
+adds the leaf id, the output partition and, unless every input partition is
+indexed by its row positions, the input index. The rows' input positions
+travel as the index. See docs/design.md, section "Step 3: the shuffle".
+"""
+
+from __future__ import annotations
+
+__all__ = ["INDEX", "LEAF", "PARTITION", "key_names", "carried"]
+
+#: The input index, when it is not the row positions.
+INDEX = "__dm_index"
+#: The leaf id of every row (the narrowest integer type holding every id).
+LEAF = "__dm_leaf"
+#: The output partition of every row: dask's shuffles take a column of this
+#: name as the target partition numbers themselves (any other they hash).
+PARTITION = "_partitions"
+
+
+def key_names(d: int) -> list:
+    """The names of the ``d`` QIs' shipped key columns, in key-matrix order."""
+    return [f"__dm_k{j}" for j in range(d)]
+
+
+def carried(qis, columns) -> tuple[list, list, list]:
+    """Positions, shipped names and own names of the columns that travel as they are
+    (all but the QIs).
+
+    Examples
+    --------
+    >>> carried(["age"], ["id", "age", "pay"])
+    ([0, 2], ['__dm_c0', '__dm_c2'], ['id', 'pay'])
+    """
+    qis = set(qis)
+    at = [i for i, c in enumerate(columns) if c not in qis]
+    return at, [f"__dm_c{i}" for i in at], [columns[i] for i in at]

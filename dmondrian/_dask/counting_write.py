@@ -1,0 +1,112 @@
+"""Writing an uncounted plan: the shuffle pass counts the leaves on the way.
+
+When the domain pass's sample planned the whole tree, the pass that would
+only count its leaves is saved: each input partition is routed once, its
+leaf counts are summed into a :class:`~.plan.Verdict` that every output
+partition waits for, and the cuts the exact counts disallow are undone
+there. A disallowed cut no output partition can undo alone raises
+:class:`~.plan.Recount` before anything is written. See docs/design.md,
+section "Counting in the shuffle pass".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .columns import LEAF
+from .graph import constant, sum_arrays, tree_reduce
+from .leaves import output_meta, write_output_partition
+from .parquet_sink import ParquetSink
+from .plan import Recount, TopPlan, Verdict
+from .planner import sizes_allowed
+from .shuffle import attach_leaf, routed_meta, to_output_partitions
+
+__all__ = ["leaf_counts", "settle", "write_parquet_counting"]
+
+
+def leaf_counts(routed: pd.DataFrame, n_leaves: int) -> np.ndarray:
+    """Rows of every leaf in one routed input partition."""
+    return np.bincount(routed[LEAF].to_numpy(dtype=np.int64), minlength=n_leaves)
+
+
+def settle(counts: np.ndarray, top: TopPlan) -> Verdict:
+    """Check every cut of the candidate tree on exact counts.
+
+    A disallowed cut is undone, from the root down; its leaves become one.
+    That is done by the output partition holding them, so a disallowed cut
+    whose leaves lie in several partitions, or a partition holding far more
+    rows than planned, raises :class:`~.plan.Recount` before anything is written.
+    """
+    tree, k = top.tree, top.options.k
+    m = tree.qi.shape[0]
+    sub = np.zeros(m, dtype=np.int64)
+    first = np.zeros(m, dtype=np.int64)
+    last = np.zeros(m, dtype=np.int64)
+    # Children have larger node numbers than their parent (preorder).
+    for i in range(m - 1, -1, -1):
+        if tree.qi[i] < 0:
+            sub[i] = counts[tree.leaf[i]]
+            first[i] = last[i] = tree.leaf[i]
+        else:
+            lt, rt = tree.left[i], tree.right[i]
+            sub[i] = sub[lt] + sub[rt]
+            first[i], last[i] = first[lt], last[rt]
+    root = np.arange(top.n_leaves, dtype=np.int64)
+    depth = top.leaf_depths.copy()
+    partition_of = top.partition_of_leaf
+    undone, stack = 0, [(0, 0)]
+    while stack:
+        i, level = stack.pop()
+        if tree.qi[i] < 0:
+            continue
+        lt, rt = tree.left[i], tree.right[i]
+        if sizes_allowed(sub[lt], sub[rt], k):
+            stack.extend(((lt, level + 1), (rt, level + 1)))
+            continue
+        if partition_of[first[i]] != partition_of[last[i]]:
+            raise Recount(f"a cut with {sub[lt]} | {sub[rt]} rows spans output partitions")
+        undone += 1
+        root[first[i]:last[i] + 1] = first[i]
+        depth[first[i]:last[i] + 1] = level
+    per_partition = np.bincount(partition_of, weights=counts,
+                                minlength=len(top.output_partitions))
+    planned = max(top.output_partition_rows, top.leaf_rows)
+    if per_partition.max() > 2 * planned:
+        raise Recount(f"an output partition holds {int(per_partition.max())} rows, "
+                      f"over twice the {planned} planned")
+    return Verdict(np.asarray(counts, dtype=np.int64), root, depth, undone)
+
+
+def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method):
+    """Write an uncounted plan: the shuffle pass counts its leaves exactly on the way.
+
+    Each input partition is routed once; its leaf counts are summed (tree
+    reduction) into a verdict (:func:`settle`) that every output partition
+    waits for. The counts are complete when the shuffle's inputs are, so no
+    output partition waits longer or holds more memory; it then checks what
+    it received against the exact counts, as after a counting pass.
+
+    Returns
+    -------
+    list of dask.delayed.Delayed
+        One row-count frame per output partition, then the verdict.
+    """
+    import dask.dataframe as dd
+    from dask import delayed
+
+    spec = constant(top, "plan")
+    sink_d = constant(sink, "sink")
+    attach = delayed(attach_leaf, pure=True)
+    # Delayed routed partitions, so that the counts and the shuffle share them.
+    routed = [attach(p, spec, {"number": i})
+              for i, p in enumerate(ddf.to_delayed(optimize_graph=True))]
+    count = delayed(leaf_counts, pure=True)
+    totals = tree_reduce([count(r, top.n_leaves) for r in routed], sum_arrays)
+    verdict = delayed(settle, pure=True)(totals, spec)
+    routed_ddf = dd.from_delayed(routed, meta=routed_meta(ddf, top), verify_meta=False)
+    shuffled = to_output_partitions(routed_ddf, len(top.output_partitions), shuffle_method)
+    write = delayed(write_output_partition, pure=True)
+    meta = output_meta(ddf._meta, top)
+    return [*(write(part, spec, sink_d, meta, {"number": p}, verdict)
+              for p, part in enumerate(shuffled.to_delayed(optimize_graph=True))), verdict]

@@ -1,0 +1,48 @@
+"""Pieces of the task graphs every pass shares: reductions, constants, column partitions.
+
+See docs/design.md, section "Passes".
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+
+__all__ = ["SPLIT_EVERY", "tree_reduce", "constant", "column_partitions", "sum_arrays"]
+
+#: Fan-in of a tree reduction: the client receives one merged result, never a
+#: partial per input partition.
+SPLIT_EVERY = 8
+
+
+def tree_reduce(items, merge):
+    """Merge delayed partials in a tree of fan-in :data:`SPLIT_EVERY`."""
+    from dask import delayed
+
+    merge_d = delayed(merge, pure=True)
+    while len(items) > 1:
+        items = [merge_d(*items[i:i + SPLIT_EVERY])
+                 for i in range(0, len(items), SPLIT_EVERY)]
+    return items[0]
+
+
+def constant(value, what: str):
+    """``value`` as one node of the graph, under a fresh name (``dmondrian-<what>-<uuid>``).
+
+    Every task reads the one copy instead of dask traversing, hashing or
+    copying the object (a plan, a cut tree, a sink) into each task.
+    """
+    from dask import delayed
+
+    return delayed(value, traverse=False, name=f"dmondrian-{what}-{uuid.uuid4().hex}")
+
+
+def column_partitions(ddf, columns) -> list:
+    """One delayed frame of ``columns`` per partition: a pass reads only those."""
+    return ddf[columns].to_delayed(optimize_graph=True)
+
+
+def sum_arrays(*parts) -> np.ndarray:
+    """The element-wise sum of arrays of one shape (a reduction's merge)."""
+    return np.sum(parts, axis=0)

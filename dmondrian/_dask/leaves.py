@@ -1,0 +1,224 @@
+"""Step 4: each output partition runs the local engine on all its leaves, in one call.
+
+A partition first checks that it received exactly the rows counted for each
+of its leaves, gathers the shipped keys into the kernel's buffer by leaf then
+input position, and cuts every leaf as its own root with the global scales,
+exactly as the local engine would cut that leaf alone. Step 5 is here too:
+the output frame, labels as strings (lazy result) or as Categoricals
+(written as Parquet dictionaries). See docs/design.md, section "Step 4:
+leaves".
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pandas as pd
+
+from .. import _kernel as K
+from ..constraints import KernelPrivacy
+from ..local import partition, publish
+from ..qi import QIKind
+from .columns import INDEX, LEAF, carried, key_names
+from .parquet_sink import ParquetSink, empty_like
+from .plan import TopPlan, Verdict
+from .routing import leaf_order, row_offsets
+from .shipped_keys import gather_keys, partition_encodings
+
+__all__ = ["output_partition_frame", "anonymize_output_partition", "write_output_partition",
+           "publish_leaves", "output_meta", "label_columns", "as_strings", "conform"]
+
+# The kernel is parallel inside; concurrent calls from several threads of
+# one worker would oversubscribe its cores.
+_KERNEL_LOCK = threading.Lock()
+# One work space for the kernel's buffers per worker thread: output
+# partitions come one after another, and fresh memory would be faulted in
+# page by page each time. It stays with the thread (at most 1.25 x 2 x the
+# largest output partition's rows x (QIs + 2) x 8 bytes), which the output
+# partitions' memory share leaves room for.
+_WORKSPACES = threading.local()
+
+
+def _workspace() -> K.WorkSpace:
+    ws = getattr(_WORKSPACES, "space", None)
+    if ws is None:
+        ws = _WORKSPACES.space = K.WorkSpace()
+    return ws
+
+
+def string_dtype():
+    """The dtype of labels published as strings."""
+    try:
+        return pd.StringDtype("pyarrow")
+    except ImportError:  # pragma: no cover - pyarrow is a dependency
+        return object
+
+
+def label_columns(top: TopPlan) -> list:
+    """The QIs published as labels (every QI but numbers published as numbers)."""
+    opts = top.options
+    numbers = (QIKind.NUMERIC, QIKind.DATETIME)
+    return [q for q, kind in zip(opts.qis, opts.kinds, strict=True)
+            if opts.generalization == "range" or kind not in numbers]
+
+
+def output_partition_frame(df: pd.DataFrame, top: TopPlan, partition_info,
+                           verdict: Verdict | None = None) -> pd.DataFrame | None:
+    """One output partition's rows, anonymized, in leaf then input order.
+
+    Every column keeps its input dtype but the published ones (labels as
+    Categoricals, ``generalization`` numbers, the class column). None when
+    the partition is empty. Only the QI columns go through the engine; the
+    other columns (maybe wide) are reordered once and never copied again.
+    An uncounted plan comes with the ``verdict`` of its exact counts.
+    """
+    if verdict is None and not top.counted:
+        raise RuntimeError("dmondrian: an uncounted plan needs its verdict")
+    exact = top.leaf_counts if verdict is None else verdict.counts
+    p = partition_info["number"] if partition_info else None
+    # A candidate leaf of an uncounted plan may hold no row: it cannot arrive.
+    expected = [i for i in top.output_partitions[p] if exact[i] > 0] if p is not None else []
+    positions = df.index.to_numpy(dtype=np.int64)
+    order, ids, starts, counts = leaf_order(df[LEAF].to_numpy(dtype=np.int64), positions,
+                                            top.n_leaves)
+    if ids.tolist() != list(expected) or not np.array_equal(counts, exact[ids]):
+        # A leaf cut short would publish classes that were never counted.
+        raise RuntimeError(
+            f"dmondrian: output partition {p} received leaves {ids.tolist()} with "
+            f"{counts.tolist()} rows; expected leaves {list(expected)} with "
+            f"{exact[expected].tolist()} rows. Refusing to publish.")
+    if len(df) == 0:
+        return None
+    _, internal, names = carried(top.options.qis, top.columns)
+    frame = df[internal if top.positional_index else [*internal, INDEX]].take(order)
+    index = (row_offsets(positions[order]) if top.positional_index
+             else frame.pop(INDEX).to_numpy())
+    frame.columns = names
+    frame.index = pd.Index(index, name=top.index_name)
+    depths = top.leaf_depths[ids]
+    if verdict is not None:
+        # Leaves whose cut the exact counts undid are cut again as one root.
+        keep = np.flatnonzero(np.diff(verdict.root[ids], prepend=-1) != 0)
+        ids, starts, depths = verdict.root[ids][keep], starts[keep], verdict.depth[ids][keep]
+    published = publish_leaves(df, order, frame, ids, starts, depths, top)
+    for col in published.columns:
+        frame[col] = published[col].array
+    # The input's column order (the QIs were added last), then the class column.
+    return frame[[*top.columns, *(c for c in published.columns if c not in top.options.qis)]]
+
+
+def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts, depths,
+                   top: TopPlan) -> pd.DataFrame:
+    """The local engine on every leaf of one output partition, in one call.
+
+    ``routed`` is the partition as the shuffle delivered it; ``order`` lists
+    its rows grouped by leaf in input order, and ``frame`` holds its other
+    columns in that order (for the sensitive one). Leaf ``ids[i]``,
+    ``depths[i]`` cuts below the root, starts at row ``starts[i]``. The
+    shipped keys are gathered straight into the kernel's buffer and the
+    kernel cuts each leaf as its own root (:func:`dmondrian.local.partition`'s
+    ``roots``), ``depth`` cuts below the table's root: leaves never mix, and
+    each is cut exactly as a run of the local engine on it alone would cut it
+    (codes keep the global order; spans use the global scales). Returns the
+    published QI columns (labels as Categoricals) and the class column if asked.
+    """
+    opts = top.options
+    privacy, sensitive = None, []
+    if top.sensitive is not None:
+        base = top.sensitive.privacy
+        # Each leaf is checked against the whole dataset's distribution
+        # (t-closeness), not its own.
+        privacy = KernelPrivacy(base.ip, base.fp, base.q, top.sensitive.codes(
+            frame[opts.sensitive]))
+        sensitive = [privacy.sensitive_codes]
+    roots = np.column_stack([starts, depths]).astype(np.int64)
+    d, n = top.domain.d, len(order)
+    workspace = _workspace()
+    # The layout local.partition builds in this work space: keys, the
+    # sensitive codes, then the row ids.
+    key_rows = workspace.buffer(d + len(sensitive) + 1, n)[0, :d]
+    for j, (name, offset) in enumerate(zip(key_names(d), top.key_offsets, strict=True)):
+        gather_keys(routed[name].to_numpy(), order, key_rows[j], offset)
+    encoded = partition_encodings(top.encodings, key_rows)
+    # The thread budget (this thread's) sizes the kernel and the local
+    # engine's per-column thread pools alike: one worker core, one thread.
+    with K.thread_limit(top.kernel_threads):
+        with _KERNEL_LOCK:
+            part = partition(encoded, opts.k, mode=opts.mode, max_depth=opts.max_depth,
+                             scales=top.domain.scales, privacy=privacy, roots=roots,
+                             workspace=workspace)
+        out = publish(pd.DataFrame(index=frame.index), encoded, part, opts.generalization)
+    if opts.class_column is not None:
+        # Ids unique over the table: the leaf id, then the class's rank in its leaf.
+        first = part.stats[0][starts]
+        run = np.repeat(np.arange(len(ids)), np.diff(np.append(starts, n)))
+        out[opts.class_column] = ((np.asarray(ids, dtype=np.int64)[run] << np.int64(32))
+                                  + part.class_of_row - first[run])
+    return out
+
+
+def anonymize_output_partition(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
+                               partition_info=None) -> pd.DataFrame:
+    """Run the local engine on every leaf of one output partition; labels as strings."""
+    frame = output_partition_frame(df, top, partition_info)
+    if frame is None:
+        return meta
+    for q in label_columns(top):
+        frame[q] = as_strings(frame[q])
+    return conform(frame, meta)
+
+
+def write_output_partition(df: pd.DataFrame, top: TopPlan, sink: ParquetSink,
+                           meta: pd.DataFrame, partition_info=None,
+                           verdict: Verdict | None = None) -> pd.DataFrame:
+    """Anonymize one output partition and write it; return its row count."""
+    labels = label_columns(top)
+    frame = output_partition_frame(df, top, partition_info, verdict)
+    if frame is None:
+        frame = empty_like(meta, labels)
+    # Labels stay Categoricals: the sink writes them as Parquet dictionaries.
+    frame = conform(frame, meta, keep=labels)
+    number = partition_info["number"] if partition_info else 0
+    return pd.DataFrame({"rows": [sink.write(frame, number)]})
+
+
+def as_strings(column: pd.Series) -> pd.Series:
+    """Published labels as pyarrow strings: one ``take`` of the distinct labels.
+
+    (``Categorical.astype(string)`` would build a Python string per row.)
+    """
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return column.astype(string_dtype())
+    import pyarrow as pa
+
+    categories = column.cat.categories
+    if pd.api.types.is_string_dtype(categories.dtype) and categories.inferred_type == "string":
+        # One C-level conversion, not a Python str() per category.
+        labels = pa.array(categories.to_numpy(dtype=object), type=pa.large_string())
+    else:
+        labels = pa.array([str(c) for c in categories], type=pa.large_string())
+    codes = column.cat.codes.to_numpy()
+    values = labels.take(pa.array(codes, mask=codes < 0))
+    return pd.Series(pd.arrays.ArrowStringArray(values), index=column.index, name=column.name)
+
+
+def conform(frame: pd.DataFrame, meta: pd.DataFrame, keep=()) -> pd.DataFrame:
+    """``frame``'s columns in ``meta``'s order and dtypes, but the columns in ``keep``."""
+    frame = frame[list(meta.columns)]
+    mismatched = {c: t for c, t in meta.dtypes.items() if c not in keep and frame[c].dtype != t}
+    return frame.astype(mismatched) if mismatched else frame
+
+
+def output_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
+    """The empty frame of the release: the input's columns, published dtypes, class column."""
+    out = meta.copy()
+    opts = top.options
+    for q, kind in zip(opts.qis, opts.kinds, strict=True):
+        if opts.generalization != "range" and kind == QIKind.NUMERIC:
+            out[q] = out[q].astype(np.float64)
+    for q in label_columns(top):
+        out[q] = out[q].astype(string_dtype())
+    if opts.class_column is not None:
+        out[opts.class_column] = np.zeros(0, dtype=np.int64)
+    return out

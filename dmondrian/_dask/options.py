@@ -1,0 +1,177 @@
+"""The Dask engine's checked options and its sizes: leaf, output partition, sample.
+
+The options are checked once, on the client, before any pass: the shared
+checks of :func:`dmondrian.validation.check_options`, then what only this
+engine needs (each QI's kind, ``leaf_rows``). The sizes follow from the
+workers' memory and the table's size. See docs/design.md, section "Sizes and
+limits".
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, fields
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ParameterError
+from ..local import encode_table
+from ..qi import QIKind
+from ..validation import Options, check_options
+from .cluster import worker_memory_per_thread
+from .planner import PlanConfig
+
+__all__ = ["SAMPLE_ROWS", "MAX_SAMPLE_LEVELS", "DaskOptions", "check_dask_options",
+           "guess_row_bytes", "default_leaf_rows", "leaf_rows_for", "output_partition_rows",
+           "Sizing", "sizing", "expected_levels"]
+
+#: Rows sampled per leaf the client expects to make; a region expected to
+#: split into 2**L leaves is sampled with 2**L times this many rows.
+SAMPLE_ROWS = 2048
+#: The domain pass samples ``SAMPLE_ROWS`` rows for each of up to 2**10 leaves
+#: the table is expected to make, so the first region pass can plan that many
+#: leaves.
+MAX_SAMPLE_LEVELS = 10
+#: ``leaf_rows`` is clipped to [LEAF_ROWS_MIN, LEAF_ROWS_MAX] (then raised to 2 k).
+LEAF_ROWS_MIN, LEAF_ROWS_MAX = 1_000, 4_000_000
+
+
+@dataclass(frozen=True)
+class DaskOptions(Options):
+    """The checked options, with ``hierarchies`` coerced to trees, plus what only
+    the Dask engine needs: each QI's kind and ``leaf_rows``."""
+
+    kinds: list
+    leaf_rows: int | None
+
+
+def check_dask_options(ddf, quasi_identifiers, k, leaf_rows, options) -> DaskOptions:
+    """Check the options of a Dask run; raise the local engine's typed errors."""
+    import dask.dataframe as dd
+
+    if not isinstance(ddf, dd.DataFrame):
+        raise ParameterError("ddf", f"expected a dask DataFrame, got {type(ddf).__name__}")
+    checked = check_options(ddf.columns, quasi_identifiers, k, **options)
+    if leaf_rows is not None and (isinstance(leaf_rows, bool)
+                                  or not isinstance(leaf_rows, numbers.Integral)
+                                  or leaf_rows < 1):
+        raise ParameterError("leaf_rows", f"leaf_rows must be None or an integer >= 1, "
+                                          f"got {leaf_rows!r}")
+    # Encoding the empty meta frame raises the local engine's typed errors for
+    # unsupported dtypes and kinds, and coerces hierarchy files to trees.
+    probe = encode_table(ddf._meta, checked.qis, checked.hierarchies, checked.qi_kinds)
+    trees = {qi.name: qi.hierarchy for qi in probe if qi.kind == QIKind.HIERARCHY}
+    shared = {f.name: getattr(checked, f.name) for f in fields(Options)}
+    return DaskOptions(**{**shared, "hierarchies": trees}, kinds=[qi.kind for qi in probe],
+                       leaf_rows=None if leaf_rows is None else int(leaf_rows))
+
+
+def guess_row_bytes(meta: pd.DataFrame) -> float:
+    """A row's in-memory size guessed from the dtypes alone (before any data is read)."""
+    row = 0.0
+    for dtype in meta.dtypes:
+        if isinstance(dtype, pd.CategoricalDtype):
+            row += 4
+        elif getattr(dtype, "itemsize", None) and dtype.kind in "biufcmM":
+            row += dtype.itemsize
+        else:
+            row += 64
+    return row
+
+
+def default_leaf_rows(client, meta: pd.DataFrame, n_qis: int, row_bytes=None) -> int:
+    """Leaf size from worker memory: a leaf's local run must fit one thread's share.
+
+    An output partition holds its leaves' rows about twice (as received, and
+    reordered) plus the engine's key buffers and labels for the QIs; a tenth
+    of the per-thread memory leaves room for the shuffle's buffers and the
+    Parquet writer.
+
+    Parameters
+    ----------
+    client : distributed.Client or None
+        Its workers' smallest memory per thread is the budget (2 GB when unknown).
+    meta : pandas.DataFrame
+        The table's empty frame: the row size is guessed from its dtypes.
+    n_qis : int
+        Number of QIs.
+    row_bytes : float, optional
+        A measured row size, instead of the guess.
+
+    Returns
+    -------
+    int
+        Between 1,000 and 4,000,000 rows.
+    """
+    per_thread = worker_memory_per_thread(client) if client is not None else None
+    return leaf_rows_for(per_thread, row_bytes or guess_row_bytes(meta), n_qis)
+
+
+def leaf_rows_for(per_thread: float | None, row_bytes: float, n_qis: int,
+                  share: float = 0.1) -> int:
+    """Rows whose local run fits ``share`` of a thread's memory, in [1,000, 4,000,000]."""
+    if per_thread is None:
+        per_thread = 2e9
+    cost = 2 * row_bytes + 80 * n_qis
+    return int(min(LEAF_ROWS_MAX, max(LEAF_ROWS_MIN, share * per_thread / cost)))
+
+
+def output_partition_rows(leaf_rows: int, n_rows: int, n_partitions: int,
+                          per_thread: float | None, row_bytes: float, n_qis: int) -> int:
+    """Rows an output partition may pack: an input partition's mean, within memory.
+
+    Output partitions as large as the input's keep the shuffle's shards as
+    few as a plain shuffle's; a quarter of a thread's memory (by the leaf
+    size's measure) bounds what one task holds, and one leaf always fits.
+    """
+    mean = -(-max(int(n_rows), 1) // max(int(n_partitions), 1))
+    cap = leaf_rows_for(per_thread, row_bytes, n_qis, share=0.25)
+    return max(int(leaf_rows), min(mean, cap))
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """The leaf size and the domain pass's sample, fixed before the pass samples.
+
+    The sample is the ``sample_size`` rows of smallest priority
+    (``SAMPLE_ROWS`` per leaf the table is expected to make, for at least
+    ``2**PlanConfig.max_levels`` leaves). A partition offers only its rows
+    below ``rate``, twice the share the estimated size asks for, so the
+    sample is exact unless the table is more than twice its estimate; a
+    wrong estimate costs sample rows (then a pass), never client memory.
+    """
+
+    leaf_rows: int
+    n_estimate: int
+    sample_size: int
+    rate: float
+    #: Smallest memory of a worker thread (None if unknown) and the row size used.
+    per_thread: float | None = None
+    row_bytes: float = 0.0
+
+
+def expected_levels(n: float, leaf_rows: int, fill: float) -> int:
+    """Levels of a balanced tree cutting ``n`` rows into leaves of ``fill * leaf_rows``."""
+    return int(max(0.0, np.ceil(np.log2(max(n, 1.0) / (fill * leaf_rows)))))
+
+
+def sizing(probe, n_known, n_partitions, leaf_rows, per_thread, meta_row_bytes, n_qis, k,
+           sample_rows) -> Sizing:
+    """Size the domain pass's sample from the table's (estimated) size and the leaf size.
+
+    ``n_known`` is the exact row count when dask knows it, else the first
+    partition's rows times the number of partitions estimate it. A
+    ``leaf_rows`` of None becomes :func:`leaf_rows_for` the measured row size;
+    any ``leaf_rows`` is then raised to ``2 * k``.
+    """
+    first_rows, measured = probe if probe is not None else (0, None)
+    n_est = int(n_known) if n_known is not None else int(first_rows) * int(n_partitions)
+    if leaf_rows is None:
+        leaf_rows = leaf_rows_for(per_thread, measured or meta_row_bytes, n_qis)
+    leaf_rows = max(int(leaf_rows), 2 * k)
+    levels = expected_levels(n_est, leaf_rows, PlanConfig.fill)
+    levels = min(MAX_SAMPLE_LEVELS, max(PlanConfig.max_levels, levels))
+    size = int(sample_rows) * 2 ** levels
+    return Sizing(leaf_rows, n_est, size, min(1.0, 2.0 * size / max(n_est, 1)), per_thread,
+                  float(measured or meta_row_bytes))

@@ -1,0 +1,199 @@
+"""The plan: what the top phase decided and measured, which every later step reads.
+
+A :class:`TopPlan` travels to the workers once, as one node of the graph;
+routing, the shuffle and each output partition read their part of it. The
+:class:`Verdict` of exact counts taken in the shuffle pass, and
+:class:`Recount`, which refuses one, are defined here too: both write paths
+and the output partitions share them. See docs/design.md, section "The plan".
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..constraints import KernelPrivacy
+from .cut_tree import CutTree
+from .global_domain import GlobalDomain
+from .options import DaskOptions
+from .shipped_keys import key_dtypes, key_offsets
+
+__all__ = ["TopPlan", "SensitiveDomain", "pack_output_partitions", "Verdict", "Recount"]
+
+
+@dataclass
+class SensitiveDomain:
+    """The sensitive column's global domain and the constraints in kernel form."""
+
+    values: list
+    ordered: bool
+    privacy: KernelPrivacy
+
+    def codes(self, column: pd.Series) -> np.ndarray:
+        return pd.Categorical(column, categories=self.values).codes.astype(np.int64)
+
+
+@dataclass
+class TopPlan:
+    """Everything the shuffle phase needs, and what the top phase measured.
+
+    Attributes
+    ----------
+    domain : GlobalDomain
+        Global encoding and scales.
+    tree : CutTree
+        The kept cuts; leaf ``i`` of the tree is leaf id ``i``.
+    leaf_counts, leaf_depths : ndarray
+        Exact rows and depth of every leaf.
+    output_partitions : list of list of int
+        Leaf ids of every output partition (runs of consecutive ids).
+    passes : int
+        Passes over the data made by the top phase (domain pass included); the
+        shuffle pass of :func:`~dmondrian.distributed.anonymize_to_parquet` may
+        do the last one's counting.
+    leaf_rows : int
+        The leaf size used.
+    timings : dict
+        Wall seconds of each pass run so far, by label.
+    kernel_threads : int or None
+        Threads one task's kernel may use (the host's cores per worker).
+    positional_index : bool
+        Whether every input partition's index was its row positions.
+    output_partition_rows : int
+        Rows an output partition may pack.
+
+    ``bins``, ``bin_rows`` and ``bin_of_leaf`` are deprecated aliases of
+    ``output_partitions``, ``output_partition_rows`` and ``partition_of_leaf``.
+    """
+
+    domain: GlobalDomain
+    tree: CutTree
+    leaf_counts: np.ndarray
+    leaf_depths: np.ndarray
+    output_partitions: list
+    passes: int
+    leaf_rows: int
+    options: DaskOptions
+    columns: list
+    index_name: object
+    sensitive: SensitiveDomain | None = None
+    #: Wall seconds of each step run so far, in order (``{label: seconds}``).
+    timings: dict = field(default_factory=dict)
+    #: Threads the kernel may use in one task (None: OpenMP's default).
+    kernel_threads: int | None = None
+    #: Every input partition's index is 0..n-1: the shuffle ships no index column
+    #: (the position restores it).
+    positional_index: bool = False
+    #: Whether ``leaf_counts`` are exact. False only for a plan whose counts are
+    #: left to the shuffle pass (:mod:`dmondrian._dask.counting_write`); such a
+    #: plan cannot be applied lazily.
+    counted: bool = True
+    #: Cuts of the candidate tree that the exact counts undid in the shuffle pass.
+    undone_cuts: int = 0
+    #: Rows an output partition may pack
+    #: (:func:`~dmondrian._dask.options.output_partition_rows`); 0 means ``leaf_rows``.
+    output_partition_rows: int = 0
+    #: Every QI's encoding without keys (:func:`dmondrian._dask.shipped_keys.qi_encodings`).
+    encodings: list = field(default_factory=list)
+
+    @property
+    def n_leaves(self) -> int:
+        return int(self.leaf_counts.shape[0])
+
+    @property
+    def leaf_dtype(self) -> np.dtype:
+        """Narrowest integer type holding every leaf id (fewer bytes through the shuffle)."""
+        return np.min_scalar_type(-max(1, self.n_leaves))
+
+    @property
+    def key_dtypes(self) -> list:
+        """The type each QI's keys travel in through the shuffle."""
+        return key_dtypes(self.domain)
+
+    @property
+    def key_offsets(self) -> list:
+        """What each QI's keys travel as an offset above (see :mod:`.shipped_keys`)."""
+        return key_offsets(self.domain)
+
+    @property
+    def partition_of_leaf(self) -> np.ndarray:
+        """Output partition of every leaf (read-only; computed once per ``output_partitions``)."""
+        cached = self.__dict__.get("_partition_of_leaf")
+        if cached is None or cached[0] is not self.output_partitions:
+            out = np.empty(self.n_leaves, dtype=np.int64)
+            for p, ids in enumerate(self.output_partitions):
+                out[ids] = p
+            out.flags.writeable = False
+            cached = self.__dict__["_partition_of_leaf"] = (self.output_partitions, out)
+        return cached[1]
+
+    # Deprecated names: "bin" was this module's word for an output partition.
+
+    @property
+    def bins(self) -> list:
+        """Deprecated: :attr:`output_partitions`."""
+        _deprecated("bins", "output_partitions")
+        return self.output_partitions
+
+    @bins.setter
+    def bins(self, value) -> None:
+        _deprecated("bins", "output_partitions")
+        self.output_partitions = value
+
+    @property
+    def bin_rows(self) -> int:
+        """Deprecated: :attr:`output_partition_rows`."""
+        _deprecated("bin_rows", "output_partition_rows")
+        return self.output_partition_rows
+
+    @property
+    def bin_of_leaf(self) -> np.ndarray:
+        """Deprecated: :attr:`partition_of_leaf`."""
+        _deprecated("bin_of_leaf", "partition_of_leaf")
+        return self.partition_of_leaf
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"TopPlan.{old} is deprecated; use TopPlan.{new}", DeprecationWarning,
+                  stacklevel=3)
+
+
+def pack_output_partitions(counts: np.ndarray, rows: int) -> list:
+    """Consecutive leaves per output partition, at most ``rows`` rows each (or one leaf).
+
+    Examples
+    --------
+    >>> pack_output_partitions(np.array([3, 3, 3, 7, 1]), 6)
+    [[0, 1], [2], [3], [4]]
+    """
+    partitions, current, total = [], [], 0
+    for i, c in enumerate(counts.tolist()):
+        if current and total + c > rows:
+            partitions.append(current)
+            current, total = [], 0
+        current.append(i)
+        total += c
+    partitions.append(current)
+    return partitions
+
+
+class Recount(Exception):
+    """The exact counts undid a cut the output partitions cannot undo alone."""
+
+
+@dataclass
+class Verdict:
+    """The exact counts of an uncounted plan, and the cuts they keep.
+
+    ``counts[i]`` is candidate leaf ``i``'s exact row count; ``root[i]`` the
+    first candidate leaf of the leaf it ends in (itself, unless a cut above it
+    was undone) and ``depth[i]`` that leaf's depth.
+    """
+
+    counts: np.ndarray
+    root: np.ndarray
+    depth: np.ndarray
+    undone: int

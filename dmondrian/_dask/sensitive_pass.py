@@ -1,0 +1,106 @@
+"""l-diversity and t-closeness on Dask: exact sensitive-value counts of every leaf.
+
+After the top phase, one pass measures the sensitive column's values (an
+infeasible request fails here, before the shuffle) and one counts them per
+leaf; a top-phase cut whose children break a constraint is undone, from the
+root down. Each leaf's local run enforces the constraints below, against
+the whole table's distribution. See docs/design.md, section "Sensitive
+constraints".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import _kernel as K
+from ..constraints import encode_sensitive, kernel_privacy
+from ..errors import InvalidValueError
+from .cluster import run
+from .cut_tree import flatten, leaf_nodes, subtree_count
+from .global_domain import encode_keys
+from .graph import column_partitions, constant, sum_arrays, tree_reduce
+from .options import DaskOptions
+from .plan import SensitiveDomain
+from .routing import route, row_positions
+
+__all__ = ["sensitive_domain", "leaf_histograms", "keep_diverse_cuts"]
+
+
+def sensitive_domain(client, ddf, opts: DaskOptions, progress) -> SensitiveDomain:
+    """One pass: the sensitive values and counts; infeasible requests fail here."""
+    counts = run(client, ddf[opts.sensitive].value_counts(dropna=False), progress,
+                 "pass: sensitive values")
+    if counts.index.isna().any():
+        raise InvalidValueError(
+            opts.sensitive, f"sensitive column {opts.sensitive!r} has missing values; "
+            "l-diversity and t-closeness need every row's sensitive value")
+    dtype = ddf._meta[opts.sensitive].dtype
+    if isinstance(dtype, pd.CategoricalDtype) and dtype.ordered:
+        values = [v for v in dtype.categories if v in counts.index]
+    else:
+        values = sorted(counts.index.tolist())
+    sample = pd.Series(values, dtype=dtype if isinstance(dtype, pd.CategoricalDtype) else None,
+                       name=opts.sensitive)
+    ordered = encode_sensitive(sample)[2]
+    n = counts.reindex(values).to_numpy(dtype=float)
+    for cst in opts.constraints:
+        cst.check_distribution(n)
+    privacy = kernel_privacy(opts.constraints, np.zeros(1, dtype=np.int64), len(values),
+                             ordered, distribution=n / n.sum())
+    return SensitiveDomain(values, ordered, privacy)
+
+
+def partition_leaf_histogram(df, partition_number, tree, domain, sens: SensitiveDomain,
+                             column, n_leaves):
+    """One partition's sensitive-value counts per leaf, flat (leaf-major)."""
+    keys = encode_keys(df, domain)
+    leaf = route(keys, tree, row_positions(partition_number, len(df)))
+    S = len(sens.values)
+    return np.bincount(leaf * S + sens.codes(df[column]), minlength=n_leaves * S)
+
+
+def leaf_histograms(client, ddf, opts, domain, nodes, sens: SensitiveDomain, progress):
+    """Exact sensitive-value counts of every current leaf: ``{node id: counts}``."""
+    from dask import delayed
+
+    leaves = leaf_nodes(nodes)
+    tree = constant(flatten(nodes, leaves), "tree")
+    parts = column_partitions(ddf, [*opts.qis, opts.sensitive])
+    hist_d = delayed(partition_leaf_histogram, pure=True)
+    partials = [hist_d(p, i, tree, domain, sens, opts.sensitive, len(leaves))
+                for i, p in enumerate(parts)]
+    total = run(client, tree_reduce(partials, sum_arrays), progress,
+                "pass: sensitive values per leaf")
+    flat = np.asarray(total).reshape(len(leaves), len(sens.values))
+    return {j: flat[slot] for slot, j in enumerate(leaves)}
+
+
+def keep_diverse_cuts(nodes, leaf_hist: dict, sens: SensitiveDomain) -> None:
+    """Undo, from the root down, every cut whose children break a sensitive constraint.
+
+    The root satisfies the constraints (checked on the whole table), and a cut
+    is kept only if both children's exact histograms pass, so every remaining
+    leaf passes: the local engine then starts each leaf from a valid node.
+    """
+    ip, fp, q = sens.privacy.ip, sens.privacy.fp, sens.privacy.q
+
+    def hist(j):
+        if nodes[j].cut is None:
+            return leaf_hist[j]
+        return hist(nodes[j].left) + hist(nodes[j].right)
+
+    stack = [0]
+    while stack:
+        j = stack.pop()
+        nd = nodes[j]
+        if nd.cut is None:
+            continue
+        hl, hr = hist(nd.left), hist(nd.right)
+        if (K.hist_ok(hl, int(hl.sum()), ip, fp, q)
+                and K.hist_ok(hr, int(hr.sum()), ip, fp, q)):
+            stack.extend((nd.left, nd.right))
+            continue
+        leaf_hist[j] = hl + hr
+        nd.n = subtree_count(nodes, j)
+        nd.cut, nd.left, nd.right = None, -1, -1

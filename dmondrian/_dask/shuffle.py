@@ -1,0 +1,109 @@
+"""Step 3, the shuffle: route every row to its leaf, move it to its leaf's output partition.
+
+Each input partition is routed once: the QIs are encoded into global keys,
+the keys walk the cut tree, and the row gets its leaf and output partition.
+dask's shuffle is then told each row's target partition instead of
+searching or sorting for it. The QIs travel as their keys, not their values.
+See docs/design.md, section "Step 3: the shuffle".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .._compat import shuffle_to_partitions
+from ..errors import ParameterError
+from .columns import INDEX, LEAF, PARTITION, carried, key_names
+from .global_domain import encode_keys
+from .graph import constant
+from .plan import TopPlan
+from .routing import route_to_partitions, row_positions
+from .shipped_keys import narrow_keys
+
+__all__ = ["attach_leaf", "routed_meta", "to_output_partitions", "route_and_shuffle",
+           "distributed_shuffle_method"]
+
+
+def attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.DataFrame:
+    """Route a partition's rows: index them by input position, add leaf and output partition.
+
+    The QI columns are replaced by their keys (:mod:`.shipped_keys`). The
+    input index, unless it is the positions 0..n-1, rides along as a column.
+    """
+    number = partition_info["number"] if partition_info else 0
+    keys = encode_keys(df, top.domain)
+    # The positions that split relaxed ties also order each leaf's rows for
+    # the local engine. They travel as the index: the p2p shuffle ships the
+    # index whatever it is, so a position column would cost 8 bytes a row more.
+    positions = row_positions(number, len(df))
+    leaf, partition = route_to_partitions(keys, top.tree, positions, top.partition_of_leaf,
+                                          top.leaf_dtype)
+    if top.positional_index:
+        if not (isinstance(df.index, pd.RangeIndex) and df.index.start == 0
+                and df.index.step == 1):
+            raise RuntimeError(
+                f"dmondrian: input partition {number} no longer has the index 0..n-1 it had "
+                "in the domain pass; the input must be deterministic")
+    # The new columns join as Series on the output's own index: pandas then
+    # takes them as they are instead of copying arrays handed to it bare.
+    index = pd.Index(positions, copy=False)
+    at, internal, _ = carried(top.options.qis, top.columns)
+    out = df.iloc[:, at].set_axis(internal, axis=1).set_axis(index, axis=0)
+    try:
+        shipped = narrow_keys(keys, top.key_dtypes, top.key_offsets, top.domain.names)
+    except ValueError as e:
+        raise RuntimeError(f"dmondrian: input partition {number}: {e}; the input must be "
+                           "deterministic") from None
+    for name, column in zip(key_names(top.domain.d), shipped, strict=True):
+        out[name] = pd.Series(column, index=index, copy=False)
+    if not top.positional_index:
+        out[INDEX] = df.index  # as it is (a MultiIndex makes no Series)
+    out[LEAF] = pd.Series(leaf, index=index, copy=False)
+    out[PARTITION] = pd.Series(partition, index=index, copy=False)
+    return out
+
+
+def routed_meta(ddf, top: TopPlan) -> pd.DataFrame:
+    """The empty frame of :func:`attach_leaf`'s output."""
+    _, internal, names = carried(top.options.qis, top.columns)
+    meta = ddf._meta[names].set_axis(internal, axis=1)
+    for name, dtype in zip(key_names(top.domain.d), top.key_dtypes, strict=True):
+        meta[name] = np.zeros(0, dtype=dtype)
+    if not top.positional_index:
+        meta[INDEX] = ddf._meta.index
+    meta[LEAF] = np.zeros(0, dtype=top.leaf_dtype)
+    meta[PARTITION] = np.zeros(0, dtype=np.int64)
+    meta.index = pd.Index(np.zeros(0, dtype=np.int64))
+    return meta
+
+
+def to_output_partitions(routed, n_partitions: int, shuffle_method):
+    """Move every routed row to the output partition its :data:`.columns.PARTITION` names.
+
+    The target is computed while routing, so the shuffle is built on it
+    directly (:func:`dmondrian._compat.shuffle_to_partitions`): no search, and
+    no ``set_index`` that would sort every output partition only for the
+    engine to reorder it again.
+    """
+    return shuffle_to_partitions(routed, PARTITION, n_partitions, shuffle_method)
+
+
+def route_and_shuffle(ddf, top: TopPlan, shuffle_method):
+    """The routed rows moved to their output partitions, and the plan as a graph constant."""
+    if not top.counted:
+        raise ParameterError("top", "this plan's leaf counts are not exact yet; only "
+                                    "anonymize_to_parquet can apply it")
+    spec = constant(top, "plan")
+    routed = ddf.map_partitions(attach_leaf, spec, meta=routed_meta(ddf, top))
+    return to_output_partitions(routed, len(top.output_partitions), shuffle_method), spec
+
+
+def distributed_shuffle_method() -> str:
+    """p2p when the workers can run it (it needs pyarrow), else the task shuffle."""
+    try:
+        import distributed.shuffle  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError:  # pragma: no cover - both are dependencies
+        return "tasks"
+    return "p2p"

@@ -1,0 +1,121 @@
+"""dmondrian._compat: each private API of dask and pandas, and its public fallback."""
+
+from __future__ import annotations
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+from distributed import Client
+from distributed_helpers import CENSUS_QIS, make_census
+
+from dmondrian import _compat
+from dmondrian import distributed as D
+
+
+def _routed(n=40, parts=4, targets=3, seed=0):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"a": rng.integers(0, 100, n), "s": [f"v{i}" for i in range(n)],
+                       "_partitions": rng.integers(0, targets, n)},
+                      index=pd.Index(np.arange(1000, 1000 + n), dtype=np.int64))
+    return df, dd.from_pandas(df, npartitions=parts, sort=False)
+
+
+def _partitions(ddf) -> list:
+    with dask.config.set(scheduler="sync"):
+        return [ddf.partitions[i].compute() for i in range(ddf.npartitions)]
+
+
+def _without_private_shuffle(monkeypatch, error=ImportError):
+    """As if dask's private Shuffle were gone (or refused the call, for a TypeError).
+
+    dask's own module is left alone: its public set_index uses the same class.
+    """
+    def private(*args):
+        raise error("dask.dataframe.dask_expr._shuffle.Shuffle")
+
+    monkeypatch.setattr(_compat, "_private_shuffle", private)
+
+
+@pytest.mark.parametrize("targets", [1, 3, 5])
+def test_shuffle_private_path_and_fallback_place_rows_alike(monkeypatch, targets):
+    _, ddf = _routed(targets=targets)
+    with dask.config.set(scheduler="sync"):
+        df = ddf.compute()  # with dask's dtypes (strings as pyarrow strings)
+    private = _compat.shuffle_to_partitions(ddf, "_partitions", targets, "tasks")
+    _without_private_shuffle(monkeypatch)
+    fallback = _compat.shuffle_to_partitions(ddf, "_partitions", targets, "tasks")
+    assert private.npartitions == fallback.npartitions == targets
+    pd.testing.assert_frame_equal(private._meta, fallback._meta)
+    for number, (a, b) in enumerate(zip(_partitions(private), _partitions(fallback),
+                                        strict=True)):
+        expected = df[df["_partitions"] == number]
+        pd.testing.assert_frame_equal(a.sort_index(), expected, check_freq=False)
+        pd.testing.assert_frame_equal(b.sort_index(), expected, check_freq=False)
+
+
+def test_shuffle_falls_back_when_the_private_call_fails(monkeypatch):
+    calls = []
+    fallback = _compat._shuffle_by_set_index
+    _without_private_shuffle(monkeypatch, TypeError)
+    monkeypatch.setattr(_compat, "_shuffle_by_set_index",
+                        lambda *a: calls.append(a) or fallback(*a))
+    df, ddf = _routed(targets=2)
+    out = _compat.shuffle_to_partitions(ddf, "_partitions", 2, "tasks")
+    assert len(calls) == 1
+    assert sorted(pd.concat(_partitions(out)).index) == sorted(df.index)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with Client(processes=False, n_workers=1, threads_per_worker=2,
+                dashboard_address=":0") as c:
+        yield c
+
+
+def test_the_engine_gives_the_same_release_on_the_fallback_shuffle(client, monkeypatch, tmp_path):
+    df = make_census(6000, seed=31)
+    ddf = dd.from_pandas(df, npartitions=3)
+    options = dict(leaf_rows=700, class_column="cls", client=client, mode="relaxed")
+    top = D.plan(ddf, CENSUS_QIS, 5, **options)
+    private = D.apply_plan(ddf, top, "p2p").compute()
+    D.anonymize_to_parquet(ddf, tmp_path / "private", CENSUS_QIS, 5, **options)
+    _without_private_shuffle(monkeypatch)
+    fallback = D.apply_plan(ddf, top, "p2p").compute()
+    pd.testing.assert_frame_equal(private, fallback)
+    D.anonymize_to_parquet(ddf, tmp_path / "fallback", CENSUS_QIS, 5, **options)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "private"),
+                                  pd.read_parquet(tmp_path / "fallback"))
+
+
+def test_known_lengths_private_path_and_fallback(tmp_path, monkeypatch):
+    from dask.dataframe.dask_expr import _expr
+
+    df = pd.DataFrame({"a": np.arange(30)})
+    df.iloc[:12].to_parquet(tmp_path / "p0.parquet")
+    df.iloc[12:].to_parquet(tmp_path / "p1.parquet")
+    ddf = dd.read_parquet(tmp_path)
+    assert _compat.known_partition_lengths(ddf) == (12, 18)
+    monkeypatch.delattr(_expr, "Lengths")
+    # No public way to ask: the caller reads the first partition instead.
+    assert _compat.known_partition_lengths(ddf) is None
+
+
+@pytest.mark.parametrize("labels", [["[1, 2]", "3", "x"], [], [0.5, 1.5]])
+def test_categorical_dtype_private_path_and_fallback(monkeypatch, labels):
+    index = pd.Index(labels, dtype=object if not labels else None)
+    public = pd.CategoricalDtype(index)
+    assert _compat.categorical_dtype(index) == public
+    monkeypatch.delattr(pd.CategoricalDtype, "_from_fastpath")
+    assert _compat.categorical_dtype(index) == public
+
+
+def test_categorical_dtype_falls_back_when_the_fast_path_refuses(monkeypatch):
+    def changed(*args):
+        raise TypeError("a changed signature")
+
+    monkeypatch.setattr(pd.CategoricalDtype, "_from_fastpath", changed, raising=False)
+    index = pd.Index(["b", "a"])
+    got = _compat.categorical_dtype(index)
+    assert got == pd.CategoricalDtype(index) and list(got.categories) == ["b", "a"]
