@@ -539,6 +539,21 @@ def test_partition_refuses_a_leaf_with_unexpected_rows(client):
         leaves.anonymize_output_partition(part.iloc[1:], top, meta, {"number": 0})
 
 
+def test_deprecated_bin_names_read_the_output_partitions(client):
+    ddf = dd.from_pandas(mixed_table(1200, seed=8), npartitions=3)
+    top = D.plan(ddf, ["age", "zip"], 5, leaf_rows=300, client=client)
+    with pytest.warns(DeprecationWarning, match="TopPlan.output_partitions"):
+        assert top.bins is top.output_partitions
+    with pytest.warns(DeprecationWarning, match="TopPlan.output_partition_rows"):
+        assert top.bin_rows == top.output_partition_rows
+    with pytest.warns(DeprecationWarning, match="TopPlan.partition_of_leaf"):
+        assert top.bin_of_leaf is top.partition_of_leaf
+    with pytest.warns(DeprecationWarning, match="TopPlan.output_partitions"):
+        top.bins = [list(range(top.n_leaves))]
+    assert top.output_partitions == [list(range(top.n_leaves))]
+    assert top.partition_of_leaf.tolist() == [0] * top.n_leaves
+
+
 def test_max_depth_counts_top_phase_levels(client):
     df = make_census(5000, seed=9)
     ddf = dd.from_pandas(df, npartitions=4)

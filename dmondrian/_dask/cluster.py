@@ -1,19 +1,9 @@
-"""Which Dask cluster the distributed engine runs on, and how it reports progress.
+"""Which Dask cluster the Dask engine runs on, and how it reports progress.
 
-Resolution order (:func:`resolve_client`): the ``client`` passed in; else the
-current default client (``distributed.default_client()``, e.g. a ``Client()``
-made earlier in the notebook); else the scheduler at ``$DASK_SCHEDULER_ADDRESS``;
-else an embedded ``LocalCluster`` that dmondrian starts and must close.
-
-:func:`session` is the context manager that owns that lifetime::
-
-    with session() as client:          # connects, or starts a LocalCluster
-        anonymize(ddf, qis, k=10, client=client).to_parquet("out/")
-    # an embedded cluster is closed here, after the lazy result was written
-
-Progress: in a terminal each pass shows a text progress bar; in a notebook
-``distributed.progress`` shows a widget. The dashboard link is printed once
-per scheduler.
+:func:`resolve_client` finds it: the ``client`` passed in, else the default
+client, else ``$DASK_SCHEDULER_ADDRESS``, else an embedded ``LocalCluster``
+that dmondrian starts and must close; :func:`session` owns that lifetime.
+See docs/design.md, section "Cluster".
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
-"""The global domain pass: one pass over all partitions for every QI's domain.
+"""Step 1, the domain pass: one pass over all partitions for every QI's global domain.
 
-Each partition yields a :class:`DomainSketch` (row count; numeric and datetime
-key bounds; value counts of nominal, ordinal and hierarchy QIs; missing
-counts; a row sample with the rows' input positions: the rows whose
-priority is below a rate, at most ``sample_size`` of them, those with the
-smallest priorities).
-Sketches merge associatively. The client turns the merged sketch into the
-:class:`~dmondrian._dask.routing.GlobalDomain` (codes, scales) and the root
-region's exact :class:`~dmondrian._dask.sketch.Summary`, so the first top-phase
-decision needs no second pass.
+Each partition yields a mergeable :class:`DomainSketch` (row count, key
+bounds, value counts, missing counts, a uniform row sample); the client turns
+the merged sketch into the :class:`~.global_domain.GlobalDomain` (codes,
+scales) and the root region's exact :class:`~.sketch.Summary`, so the first
+cut needs no second pass. The pass also fixes the leaf size. See
+docs/design.md, section "Step 1: the domain pass".
 """
 
 from __future__ import annotations
@@ -50,7 +47,12 @@ __all__ = ["run_domain_pass", "DomainSketch", "domain_sketch", "merge_domain", "
 
 @dataclass
 class DomainSketch:
-    """Mergeable domain summary of some rows (see the module docstring)."""
+    """Mergeable domain summary of some rows.
+
+    Row count; key bounds of numeric and datetime QIs; value counts (and
+    category sets) of nominal, ordinal and hierarchy QIs; missing counts;
+    the sample rows kept so far, their priorities and input positions.
+    """
 
     n: int
     lo: np.ndarray
@@ -121,7 +123,7 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
             missing[j], values[j] = _value_counts(s)
         elif not _plain_bounds(s, kind, j, lo, hi, missing):
             # One pass for the bounds and the missing count (numpy's mask, copy,
-            # min and max cost five).
+            # min and max would make five).
             keys = encode_qi(s, kind=kind).keys
             missing[j] = _key_bounds(keys[None, :], MISSING_KEY, lo[j:j + 1], hi[j:j + 1])[0]
     take, prio = sample_below(partition, len(df), rate, seed=1)

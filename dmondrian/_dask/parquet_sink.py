@@ -1,36 +1,10 @@
 """Write a release to a Parquet dataset, one file per output partition.
 
-The distributed engine publishes each QI of an output partition as a pandas
-Categorical: the distinct class labels once, and a code per row. Parquet can
-store exactly that (a dictionary page, then the codes), and pyarrow writes an
-Arrow ``DictionaryArray`` to it directly. Going through ``dask``'s
-``to_parquet`` would first turn the labels into one string per row, which the
-writer then hashes back into a dictionary: measured on 2.4M rows of 5 label
-columns, 1.3 s against 0.45 s for the dictionary written as is (with the
-column statistics off, below).
-
-Choices, and why:
-
-* Every file has the same schema: labels are ``dictionary<int32, string>``
-  (pandas picks 8-, 16- or 32-bit codes by the number of categories, which
-  would give the files of one dataset different types), every other column
-  keeps the type of the input.
-* No min/max statistics for label columns. Arrow computes them on a
-  dictionary column by gathering the referenced labels, which costs as much
-  as the rest of the write; and the lexicographic bounds of labels such as
-  ``[25, 30]`` cannot prune a range query. Every other column keeps them.
-* Dictionary encoding (unless ``use_dictionary`` is given) for labels,
-  text and Categorical columns, not for the input's numbers and dates, which
-  are mostly distinct (ids, amounts, timestamps): for them the writer hashes
-  every value only to overflow the dictionary page and fall back to plain
-  encoding. Measured on a 278k-row output partition of the census benchmark
-  (``person_id``, ``income``, the index): 0.105 s and 5.90 MB with
-  dictionaries everywhere, 0.057 s and 5.73 MB without them on those three.
-  The class ids, with about one distinct value in k rows, keep theirs (the
-  file would grow 8 % without).
-* Files are named ``part.<i>.parquet`` like ``dask``'s, so
-  ``dask.dataframe.read_parquet`` and ``pandas.read_parquet`` read the folder
-  back, labels as Categoricals (as the local engine returns them).
+Each QI is published as a pandas Categorical, which Parquet stores as it is
+(a dictionary page, then the codes): the labels are never turned into one
+string per row. Every file has the same schema; label columns have no
+statistics; the input's numbers and dates are not dictionary-encoded. See
+docs/design.md, section "Parquet output".
 """
 
 from __future__ import annotations

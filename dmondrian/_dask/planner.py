@@ -1,27 +1,10 @@
-"""Client-side decisions of the distributed top phase: which QI to cut, and where.
+"""Client-side decisions of the top phase: which QI to cut a region on, and where.
 
-These functions mirror the local kernel's choices one for one, computed from a
-region's :class:`~dmondrian._dask.sketch.Summary` instead of its rows:
-
-* :func:`region_spans` is :func:`dmondrian._kernel._node_span` (normalized span
-  by the *global* scale; distinct values for nominal QIs; leaves under the
-  lowest common ancestor for hierarchies; 1 for a present/missing mix);
-* :func:`find_cut` is :func:`dmondrian._kernel._find_cut` on a weighted
-  histogram: strict cuts at the median (``<= median`` or ``< median``,
-  whichever is allowed and more balanced, as :func:`dmondrian._kernel._choose`),
-  relaxed cuts at position ``n // 2`` with the median's ties split as the
-  kernel splits them (the first ones in input order go left, up to
-  ``n // 2`` rows: a threshold on the rows' input positions); nominal QIs
-  in frequency order, hierarchy QIs at a child boundary of the LCA;
-* :func:`choose_cut` tries the QIs from the widest span down, like
-  :func:`dmondrian._kernel._split_node`.
-
-On an exact summary with a complete sample they return exactly the kernel's
-cut, and send exactly the kernel's rows left (the tests check this on random
-data). On a sampled summary the numeric
-median is estimated; nominal, ordinal and hierarchy QIs use exact counts at
-the first level of a round. :func:`plan_subtree` then keeps cutting the sample
-for a few more levels, so one pass over the data decides several levels.
+These functions mirror the local kernel's choices one for one, computed from
+a region's :class:`~.sketch.Summary` instead of its rows, so that on a
+complete sample they make exactly the kernel's cut; :func:`plan_subtree`
+keeps cutting a region's sample for a few levels, so one pass decides
+several. See docs/design.md, section "Planning cuts".
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
-"""The QIs as the distributed engine ships them: global kernel keys, not values.
+"""The QIs as the shuffle ships them: global kernel keys, not values.
 
-Routing already encodes every QI of a row against the global domain (see
-:func:`dmondrian._dask.routing.encode_keys`) to find its leaf. The shuffle then
-carries those keys instead of the QI columns themselves, and each output
-partition gathers them straight into the kernel's buffer:
-
-1. Nothing is encoded twice: the local engine's encoding of an output
-   partition (a factorization of every text column, a copy of every key into
-   the kernel's buffer) cost about a tenth of the task.
-2. Fewer bytes cross the network: every QI travels in the narrowest signed
-   integer type that holds its keys' global range, measured by the domain
-   pass. Codes of nominal, ordinal and hierarchy QIs travel as they are (a
-   2-category text column: 1 byte a row instead of its strings); numbers and
-   dates as their offset above the smallest key (ages: 1 byte, 5-digit zip
-   codes: 4), or as the int64 keys themselves when the range needs 8 bytes.
-3. The published values come out the same: the local engine publishes from
-   keys and per-QI metadata only (category names, value type, hierarchy),
-   which :func:`qi_encodings` derives once from the global domain and the
-   input's schema. Nominal codes keep the global order, which is the order
-   the local engine gives its own codes, so the kernel cuts alike.
-
-In a narrow type, -1 stands for the missing key (an ordinal, numeric or
-datetime QI's missing value): every other shipped value is non-negative. A
-key outside the range the domain pass measured means the input changed
-between passes; it is refused, never wrapped around.
+Routing already encodes every QI against the global domain; the shuffle
+carries those keys, each QI in the narrowest integer type its global range
+fits (-1 for missing), and each output partition gathers them straight into
+the kernel's buffer: nothing is encoded twice, fewer bytes cross the network,
+and the release is the same. See docs/design.md, section "Shipped keys".
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
 """Mergeable per-region summaries: what one pass over the data tells the client.
 
-A pass routes every row to a region (a leaf of the current cut tree) and
-summarizes each region with a :class:`RegionSketch`. Sketches of partitions
-merge associatively (sums, minima, maxima, concatenation), so they are
-tree-reduced across partitions and the result does not depend on how the data
-is partitioned, except for which rows land in the sample.
-
-Per region and QI a sketch holds
-
-* exact: the row count, smallest and largest present key, the number of
-  missing values, and for nominal, ordinal and hierarchy QIs the count of
-  every value (sparse, so a region holds only the values it has);
-* approximate: a weighted row sample. A row is kept when its priority (a
-  deterministic hash of its position, uniform in [0, 1)) is below its
-  region's rate, and then stands for ``1 / rate`` rows. Because whole rows are
-  kept, the client can run several levels of Mondrian on the sample; because
-  rates are per region, a small region is sampled densely. A sampled row
-  keeps its input position too: relaxed cuts split median ties by position.
-
-The median of a numeric QI comes from the sample (its quantile estimates are
-unbiased whatever the partition layout, unlike per-partition quantiles
-averaged together). Anything privacy depends on, the counts, is exact.
+A pass routes every row to a region and summarizes each region with a
+:class:`RegionSketch`: exact counts, bounds and value counts, and a weighted
+row sample the client can plan several levels of cuts on. Sketches of
+partitions merge associatively, so they are tree-reduced across partitions.
+See docs/design.md, section "Sketches".
 """
 
 from __future__ import annotations
@@ -105,7 +89,7 @@ def summarize(keys: np.ndarray, region: np.ndarray, n_regions: int, exact: dict,
     Parameters
     ----------
     keys : int64 array (d, n)
-        Global keys (:func:`dmondrian._dask.routing.encode_keys`).
+        Global keys (:func:`dmondrian._dask.global_domain.encode_keys`).
     region : int64 array (n,)
         Region of every row, ``0..n_regions-1``.
     n_regions : int
