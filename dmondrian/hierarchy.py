@@ -230,6 +230,17 @@ class Hierarchy:
         codes = self.leaf_codes(values)
         return self.labels[self.lca_node(int(codes.min()), int(codes.max()))]
 
+    def node_index(self, label: str) -> int | None:
+        """Index of the node named ``label`` (into :attr:`labels`), or None.
+
+        Examples
+        --------
+        >>> h = Hierarchy.from_lines(["Private;*", "Federal-gov;gov;*"])
+        >>> h.labels[h.node_index("gov")], h.node_index("army")
+        ('gov', None)
+        """
+        return self._index.get(label)
+
     def n_leaves_under(self, node: int) -> int:
         """Number of leaves in the subtree of ``node``."""
         return int(self.node_hi[node] - self.node_lo[node] + 1)

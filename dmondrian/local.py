@@ -50,7 +50,7 @@ from .constraints import (
 from .errors import InfeasibleError, ParameterError
 from .options import ANONYMIZE, takes_options
 from .publish import class_values, expand_labels
-from .qi import EncodedQI, QIKind, encode_qi
+from .qi import EncodedQI, encode_qi
 from .validation import check_options
 
 __all__ = ["anonymize", "encode_table", "partition", "publish", "Partitioning"]
@@ -119,7 +119,7 @@ def _hierarchy_arrays(encoded: list[EncodedQI]):
     n_nodes = n_leaves = 0
     for j, qi in enumerate(encoded):
         h = qi.hierarchy
-        if qi.kind != QIKind.HIERARCHY or h is None:
+        if h is None:  # only hierarchy QIs have a tree
             continue
         hoffs[j], loffs[j] = n_nodes, n_leaves
         parts["parent"].append(h.parent)
@@ -211,10 +211,7 @@ def _expand(values, inverse, class_of_row, qi: EncodedQI):
     """Turn per-class published values into a row-aligned column."""
     if isinstance(values, pd.Index):
         return expand_labels(values, inverse, class_of_row)
-    column = values[inverse][class_of_row]
-    if qi.kind == QIKind.DATETIME and qi.tz is not None:
-        return pd.DatetimeIndex(column).tz_localize("UTC").tz_convert(qi.tz)
-    return column
+    return qi.spec.summary_column(qi, values[inverse][class_of_row])
 
 
 def publish(df: pd.DataFrame, encoded: list[EncodedQI], part: Partitioning,

@@ -12,12 +12,14 @@ import colorsys
 
 import numpy as np
 import pandas as pd
+from matplotlib.dates import AutoDateFormatter, AutoDateLocator, date2num
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import NullLocator, StrMethodFormatter
 
 from .constraints import check_k
 from .errors import ParameterError, UnsupportedDtypeError
+from .kinds import detect_kind
 from .metrics import (
     check_column,
     check_table,
@@ -26,9 +28,7 @@ from .metrics import (
     ncp,
     size_distribution,
 )
-from .metrics.sizes import _size_summary
-from .publish import parse_range
-from .qi import QIKind, detect_kind
+from .metrics.sizes import size_summary
 
 __all__ = ["class_size_histogram", "k_sweep", "k_sweep_table", "partition_painting"]
 
@@ -74,7 +74,7 @@ def class_size_histogram(table, quasi_identifiers, *, k=None, class_column=None,
     >>> len(fig.axes[0].patches)
     2
     """
-    summary = _size_summary(table, quasi_identifiers, class_column)
+    summary = size_summary(table, quasi_identifiers, class_column)
     counts = summary.counts
     sizes = counts.index.to_numpy()
     wide = len(sizes) > 0 and sizes.max() >= 10 * sizes.min()
@@ -157,7 +157,7 @@ def k_sweep_table(table, quasi_identifiers, ks, **options) -> pd.DataFrame:
     rows = []
     for k in sorted(set(ks)):
         released = anonymize(table, quasi_identifiers, k, **options)
-        summary = _size_summary(released, quasi_identifiers)
+        summary = size_summary(released, quasi_identifiers)
         loss = ncp(released, quasi_identifiers, table, domains=domains, weights=weights)
         rows.append((k, summary.n_classes, loss.overall, summary.discernibility,
                      summary.c_avg(k)))
@@ -221,46 +221,30 @@ def k_sweep(table, quasi_identifiers, ks, *, figsize=(7.0, 6.0), **options) -> F
 # -- the painting -------------------------------------------------------------------------------
 
 
-def _axis(original: pd.Series, kind: str):
-    """Original values as plot coordinates, a label -> (lo, hi, missing) reader, and the
-    half-width of one value (0.5 for integers and categories, whose published range
-    ``[20, 29]`` covers the cells 19.5 to 29.5, so neighbouring classes touch)."""
-    if kind == QIKind.NUMERIC:
-        coords = original.to_numpy(dtype=np.float64, na_value=np.nan)
-        whole = pd.api.types.is_integer_dtype(original.dtype) or pd.api.types.is_bool_dtype(
-            original.dtype)
+def _axis(original: pd.Series, labels: list):
+    """Where an axis puts things: the original values, and the ``lo``, ``hi`` and
+    ``missing`` of each of its published ``labels`` (NaN bounds: nothing to draw),
+    plus the half-width of one value (0.5 for integers and categories, whose
+    published range ``[20, 29]`` covers the cells 19.5 to 29.5, so neighbouring
+    classes touch)."""
+    kind = detect_kind(original)
+    if not kind.ordered:
+        raise UnsupportedDtypeError(original.name, f"partition_painting draws numeric, datetime "
+                                                   f"or ordinal QIs; {original.name!r} is "
+                                                   f"{kind.name}")
+    cover = kind.coverage(labels, original, column=original.name)
+    coords, lo, hi = cover.keys(original), cover.lo, cover.hi
+    if kind.temporal:  # matplotlib draws time in its own unit, days
+        coords, lo, hi = _date_units(coords), _date_units(lo), _date_units(hi)
+    return coords, lo, hi, cover.missing, kind.cell_width(original.dtype) / 2
 
-        def read(label):
-            iv = parse_range(label, kind)
-            return (None, None, iv.missing) if iv.lo is None else \
-                (float(iv.lo), float(iv.hi), iv.missing)
-        return coords, read, 0.5 if whole else 0.0
-    if kind == QIKind.DATETIME:
-        from matplotlib.dates import date2num
 
-        naive = original.dt.tz_convert(None) if original.dt.tz is not None else original
-        coords = np.where(original.isna(), np.nan,
-                          date2num(naive.astype("datetime64[ns]").fillna(pd.Timestamp(0))))
-
-        def read(label):
-            iv = parse_range(label, kind)
-            if iv.lo is None:
-                return None, None, iv.missing
-            lo, hi = (t.tz_convert(None) if t.tzinfo else t for t in (iv.lo, iv.hi))
-            return float(date2num(lo)), float(date2num(hi)), iv.missing
-        return coords, read, 0.0
-    if kind == QIKind.ORDINAL:
-        codes = original.cat.codes.to_numpy().astype(np.float64)
-        codes[codes < 0] = np.nan
-        position = {str(c): i for i, c in enumerate(original.cat.categories)}
-
-        def read(label):
-            iv = parse_range(label, kind)
-            return (None, None, iv.missing) if iv.lo is None else \
-                (float(position[iv.lo]), float(position[iv.hi]), iv.missing)
-        return codes, read, 0.5
-    raise UnsupportedDtypeError(original.name, f"partition_painting draws numeric, datetime or "
-                                               f"ordinal QIs; {original.name!r} is {kind}")
+def _date_units(ns: np.ndarray) -> np.ndarray:
+    """Nanoseconds since the epoch (NaN: missing) as matplotlib dates."""
+    out = np.full(ns.shape, np.nan)
+    present = ~np.isnan(ns)
+    out[present] = date2num(ns[present].astype(np.int64).view("datetime64[ns]"))
+    return out
 
 
 def distinct_colours(n: int, seed: int = 0) -> list:
@@ -342,9 +326,11 @@ def partition_painting(original, anonymized, quasi_identifiers, *, palette="dist
         raise ParameterError("palette", f"palette must be 'distinct' or 'mondrian', "
                                         f"got {palette!r}")
     qx, qy = pair
-    xs, read_x, cell_x = _axis(original[qx], detect_kind(original[qx]))
-    ys, read_y, cell_y = _axis(original[qy], detect_kind(original[qy]))
-    boxes = _boxes(anonymized, qx, qy, read_x, read_y)
+    pairs = anonymized[[qx, qy]].astype(str).drop_duplicates()
+    labels_x, labels_y = list(pd.unique(pairs[qx])), list(pd.unique(pairs[qy]))
+    xs, *bounds_x, cell_x = _axis(original[qx], labels_x)
+    ys, *bounds_y, cell_y = _axis(original[qy], labels_y)
+    boxes = _boxes(pairs, qx, qy, labels_x, bounds_x, labels_y, bounds_y)
     boxes["x0"] -= cell_x
     boxes["x1"] += cell_x
     boxes["y0"] -= cell_y
@@ -388,16 +374,15 @@ def partition_painting(original, anonymized, quasi_identifiers, *, palette="dist
     return fig
 
 
-def _boxes(anonymized, qx, qy, read_x, read_y) -> pd.DataFrame:
-    pairs = anonymized[[qx, qy]].astype(str).drop_duplicates()
-    rows = []
-    for lx, ly in pairs.itertuples(index=False):
-        x0, x1, mx = read_x(lx)
-        y0, y1, my = read_y(ly)
-        if x0 is None or y0 is None:  # only missing values on an axis: nothing to draw
-            continue
-        rows.append((x0, x1, y0, y1, bool(mx or my)))
-    return pd.DataFrame(rows, columns=["x0", "x1", "y0", "y1", "missing"])
+def _boxes(pairs, qx, qy, labels_x, bounds_x, labels_y, bounds_y) -> pd.DataFrame:
+    """One box per distinct pair of published values; none where an axis has only
+    missing values."""
+    ix = pd.Index(labels_x, dtype=object).get_indexer(pairs[qx])
+    iy = pd.Index(labels_y, dtype=object).get_indexer(pairs[qy])
+    (x0, x1, mx), (y0, y1, my) = bounds_x, bounds_y
+    boxes = pd.DataFrame({"x0": x0[ix], "x1": x1[ix], "y0": y0[iy], "y1": y1[iy],
+                          "missing": mx[ix] | my[iy]})
+    return boxes[boxes["x0"].notna() & boxes["y0"].notna()].reset_index(drop=True)
 
 
 def _span(values, boxes, col) -> float:
@@ -430,12 +415,10 @@ def _limits(ax, xs, ys, boxes, span_x, span_y):
 def _ticks(ax, col_x: pd.Series, col_y: pd.Series):
     for col, axis in ((col_x, ax.xaxis), (col_y, ax.yaxis)):
         kind = detect_kind(col)
-        if kind == QIKind.DATETIME:
-            from matplotlib.dates import AutoDateFormatter, AutoDateLocator
-
+        if kind.temporal:
             locator = AutoDateLocator()
             axis.set_major_locator(locator)
             axis.set_major_formatter(AutoDateFormatter(locator))
-        elif kind == QIKind.ORDINAL:
-            cats = [str(c) for c in col.cat.categories]
-            axis.set_ticks(range(len(cats)), cats)
+        names = kind.tick_labels(col)
+        if names is not None:
+            axis.set_ticks(range(len(names)), names)

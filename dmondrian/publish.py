@@ -18,6 +18,8 @@ contain ``<NA>``). Numbers are written in Python's shortest round-trip form,
 so :func:`parse_range` gives back the exact bounds, negatives and floats
 included. Datetimes are ISO 8601 with the shortest unit that loses nothing.
 
+What depends on the kind (the label's shape, how bounds are written, the
+midpoint and mean) is asked of its kind object (:mod:`dmondrian.kinds`).
 Each class's label is built once (range labels in compiled code, see
 :mod:`dmondrian._kernel.labels`) and expanded to rows as a pandas Categorical,
 never formatted per row.
@@ -29,121 +31,17 @@ guaranteed class size); other kinds keep their labels.
 
 from __future__ import annotations
 
-import re
-from typing import NamedTuple
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from . import _kernel as K
 from ._kernel import labels as _labels
-from .errors import ParseError
-from .qi import MISSING_LABEL, EncodedQI, QIKind, decode_float_keys
+from .kinds.base import MISSING_LABEL, EncodedQI
+from .kinds.labels import Interval, parse_range, parse_set
 
 __all__ = ["Interval", "parse_range", "parse_set", "class_values", "expand_labels",
-           "MISSING_LABEL"]
-
-_OR_MISSING = " or " + MISSING_LABEL
-
-
-class Interval(NamedTuple):
-    """Bounds of a published value: ``lo <= original <= hi``, or missing."""
-
-    lo: object
-    hi: object
-    missing: bool
-
-    def contains(self, value) -> bool:
-        """Whether an original value is covered by this published value."""
-        if value is None or (not isinstance(value, str) and pd.isna(value)):
-            return self.missing
-        if self.lo is None:
-            return False
-        return self.lo <= value <= self.hi
-
-
-_INT = re.compile(r"[+-]?\d+\Z")
-
-
-def _parse_scalar(text: str, kind: str, label: str):
-    text = text.strip()
-    try:
-        if kind == QIKind.NUMERIC:
-            return int(text) if _INT.match(text) else float(text)
-        if kind == QIKind.DATETIME:
-            return pd.Timestamp(text)
-        return text
-    except ValueError:
-        raise ParseError(f"cannot read {text!r} in published value {label!r} as {kind}") from None
-
-
-def parse_range(label, kind: str = QIKind.NUMERIC) -> Interval:
-    """Parse a published range back into its bounds.
-
-    Parameters
-    ----------
-    label : str
-        A value published by :func:`dmondrian.anonymize` for a numeric,
-        datetime or ordinal quasi-identifier.
-    kind : {"numeric", "datetime", "ordinal"}
-        How to read the bounds: numbers (int when written as one), pandas
-        Timestamps, or category labels.
-
-    Returns
-    -------
-    Interval
-        ``(lo, hi, missing)``; ``lo`` and ``hi`` are None when the class holds
-        only missing values.
-
-    Examples
-    --------
-    >>> parse_range("[-3.5, 2]")
-    Interval(lo=-3.5, hi=2, missing=False)
-    >>> parse_range("23")
-    Interval(lo=23, hi=23, missing=False)
-    >>> parse_range("[1e-05, 0.25] or <NA>")
-    Interval(lo=1e-05, hi=0.25, missing=True)
-    >>> parse_range("[2020-01-01, 2020-03-05]", kind="datetime").hi
-    Timestamp('2020-03-05 00:00:00')
-    """
-    if not isinstance(label, str):
-        raise ParseError(f"published value {label!r} is not a string")
-    text = label.strip()
-    missing = False
-    if text == MISSING_LABEL:
-        return Interval(None, None, True)
-    if text.endswith(_OR_MISSING):
-        missing = True
-        text = text[: -len(_OR_MISSING)].rstrip()
-    if text.startswith("[") and text.endswith("]"):
-        inner = text[1:-1]
-        parts = inner.split(", ")
-        if len(parts) != 2:
-            raise ParseError(f"published range {label!r} must look like '[lo, hi]'")
-        lo = _parse_scalar(parts[0], kind, label)
-        hi = _parse_scalar(parts[1], kind, label)
-        return Interval(lo, hi, missing)
-    value = _parse_scalar(text, kind, label)
-    return Interval(value, value, missing)
-
-
-def parse_set(label) -> frozenset:
-    """Parse a published nominal value into the set of values it stands for.
-
-    Examples
-    --------
-    >>> sorted(parse_set("{Private, Self-emp-inc}"))
-    ['Private', 'Self-emp-inc']
-    >>> parse_set("Private")
-    frozenset({'Private'})
-    """
-    if not isinstance(label, str):
-        raise ParseError(f"published value {label!r} is not a string")
-    text = label.strip()
-    if text.startswith("{") and text.endswith("}"):
-        return frozenset(text[1:-1].split(", "))
-    return frozenset([text])
+           "group_triples", "NO_TABLE", "MISSING_LABEL"]
 
 
 # -- building labels --------------------------------------------------------------------------
@@ -167,33 +65,12 @@ def _distinct_rows(*columns):
     return order[changed], inverse
 
 
-def _decode(qi: EncodedQI, keys: np.ndarray) -> np.ndarray:
-    """Original values (numeric: int64/float64; datetime: datetime64) of present keys."""
-    if qi.kernel_kind == K.KIND_FLOAT:
-        return decode_float_keys(keys)
-    if qi.kind == QIKind.DATETIME:
-        return keys.view(f"datetime64[{qi.value_type}]")
-    return keys
-
-
 def _utf8_table(strings) -> tuple[np.ndarray, np.ndarray]:
     """Python strings as one UTF-8 buffer and offsets (see :mod:`dmondrian._kernel.labels`)."""
     encoded = [s.encode("utf-8") for s in strings]
     off = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in encoded], out=off[1:])
     return np.frombuffer(b"".join(encoded), dtype=np.uint8), off
-
-
-def _python_strings(qi: EncodedQI, values: np.ndarray) -> list[str]:
-    """Strings of distinct present keys of an ordinal or datetime QI whose
-    bounds the compiled formatter copies from a table."""
-    if qi.kind == QIKind.ORDINAL:
-        return [str(qi.categories[v]) for v in values]
-    decoded = _decode(qi, values)
-    if qi.tz is not None:
-        stamps = pd.DatetimeIndex(decoded).tz_localize("UTC").tz_convert(qi.tz)
-        return [t.isoformat() for t in stamps]
-    return np.datetime_as_string(decoded, unit="auto").tolist()
 
 
 def _string_index(buf: np.ndarray, off: np.ndarray) -> pd.Index:
@@ -205,7 +82,7 @@ def _string_index(buf: np.ndarray, off: np.ndarray) -> pd.Index:
     return pd.Index(np.asarray(arr.to_pylist(), dtype=object))
 
 
-def _group_triples(lo, hi, missing, j: int):
+def group_triples(lo, hi, missing, j: int):
     """Distinct (lo, hi, missing) triples of column ``j``, in sorted order, and each class's.
 
     Classes with every value missing (lo = ``MISSING_KEY``) share the last
@@ -213,6 +90,15 @@ def _group_triples(lo, hi, missing, j: int):
     :func:`dmondrian._kernel.labels.pack_triples` (numpy's vectorized sort of plain
     words is several times faster than an argsort or a lexsort); a lexsort
     when the words hold only a prefix of lo and its ties run long.
+
+    Parameters
+    ----------
+    lo, hi : ndarray of int64, shape (classes, QIs)
+        Per-class key bounds (``MISSING_KEY`` where a class has no present value).
+    missing : ndarray, shape (classes, QIs)
+        Whether a class holds missing values.
+    j : int
+        The QI's column.
 
     Returns
     -------
@@ -235,37 +121,37 @@ def _group_triples(lo, hi, missing, j: int):
     return u_lo, u_hi, u_missing, inverse
 
 
-_NO_TABLE = (np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
+#: The empty string table: what the compiled formatter is given for bounds it writes itself.
+NO_TABLE = (np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
 
 
-def _format_labels(qi: EncodedQI, u_lo, u_hi, u_missing) -> tuple[np.ndarray, np.ndarray]:
-    """Labels of distinct triples as ``(buf, off)``, written by the compiled formatter."""
+def _format_labels(qi: EncodedQI, u_lo, u_hi, u_missing) -> tuple[np.ndarray, np.ndarray, int]:
+    """Labels of distinct triples as ``(buf, off)``, written by the compiled formatter,
+    and the format it wrote them in."""
     per_sec = _labels.DATETIME_UNITS.get(qi.value_type, 0)
-    table = _NO_TABLE
-    if qi.kind == QIKind.NUMERIC:
-        fmt = _labels.FMT_FLOAT if qi.kernel_kind == K.KIND_FLOAT else _labels.FMT_INT
-    elif qi.kind == QIKind.DATETIME and qi.tz is None and per_sec:
-        fmt = _labels.FMT_DATETIME
-    else:
-        # Ordinal names, tz-aware datetimes, unusual units: the strings of the
-        # distinct bounds, made in Python, and the bounds as indices into them.
-        fmt = _labels.FMT_TABLE
+    table = NO_TABLE
+    fmt = qi.spec.label_format(qi)
+    if fmt == _labels.FMT_TABLE:
+        # Names, tz-aware datetimes, unusual units: the strings of the distinct
+        # bounds, made in Python, and the bounds as indices into them.
         present = u_lo != K.MISSING_KEY
         values, idx = np.unique(np.concatenate([u_lo[present], u_hi[present]]),
                                 return_inverse=True)
         u_lo, u_hi = u_lo.copy(), u_hi.copy()
         u_lo[present], u_hi[present] = np.split(idx, 2)
-        table = _utf8_table(_python_strings(qi, values))
-    return _labels.format_labels(u_lo, u_hi, u_missing, fmt, per_sec, *table)
+        table = _utf8_table(qi.spec.bound_strings(qi, values))
+    return (*_labels.format_labels(u_lo, u_hi, u_missing, fmt, per_sec, *table), fmt)
 
 
-def _range_labels(qi: EncodedQI, lo, hi, missing, j: int) -> tuple[pd.Index, np.ndarray]:
+def _range_labels(qi: EncodedQI, j: int, stats, sorted_row) -> tuple[pd.Index, np.ndarray]:
     """Labels of the distinct (lo, hi, missing) triples of column ``j``, and each class's."""
-    u_lo, u_hi, u_missing, inverse = _group_triples(lo, hi, missing, j)
-    labels = _string_index(*_format_labels(qi, u_lo, u_hi, u_missing))
-    if qi.kind == QIKind.ORDINAL and not labels.is_unique:
-        # Category names can make two ranges read alike ("[a, b]" the name
-        # and the range a..b): merge them, as one published value.
+    _, lo, hi, missing, _, _ = stats
+    u_lo, u_hi, u_missing, inverse = group_triples(lo, hi, missing, j)
+    buf, off, fmt = _format_labels(qi, u_lo, u_hi, u_missing)
+    labels = _string_index(buf, off)
+    if fmt == _labels.FMT_TABLE and not labels.is_unique:
+        # Names can make two ranges read alike (the category "[a, b]" and the
+        # range a..b): merge them, as one published value.
         codes, labels = pd.factorize(labels)
         inverse = codes[inverse]
     return labels, inverse
@@ -279,7 +165,13 @@ def _set_label(names: list[str]) -> str:
 _MASK_CODES = 4096
 
 
-def _nominal_labels(qi: EncodedQI, sorted_row, class_of_pos, n_classes):
+def _set_labels(qi: EncodedQI, j: int, stats, sorted_row) -> tuple[pd.Index, np.ndarray]:
+    """Set labels of every class, from the codes each class's rows hold."""
+    return _distinct_labels(*_class_sets(qi, stats, sorted_row))
+
+
+def _class_sets(qi: EncodedQI, stats, sorted_row):
+    class_of_pos, n_classes = stats[0], stats[1].shape[0]
     names = [str(c) for c in qi.categories]
     if qi.card <= _MASK_CODES:
         words = (qi.card + 63) // 64
@@ -309,34 +201,14 @@ def _nominal_labels(qi: EncodedQI, sorted_row, class_of_pos, n_classes):
     return np.asarray(labels, dtype=object), inverse
 
 
-def _hierarchy_labels(qi: EncodedQI, lo, hi):
+def _node_labels(qi: EncodedQI, j: int, stats, sorted_row) -> tuple[pd.Index, np.ndarray]:
+    """Every class's lowest common ancestor in the QI's hierarchy."""
+    lo, hi = stats[1][:, j], stats[2][:, j]
     first, inverse = _distinct_rows(lo, hi)
     h = qi.hierarchy
     labels = np.asarray([h.labels[h.lca_node(int(lo[i]), int(hi[i]))] for i in first],
                         dtype=object)
-    return labels, inverse
-
-
-def _numeric_summary(qi: EncodedQI, how: str, lo, hi, total, present) -> np.ndarray:
-    """Midpoint or mean of every class (NaN / NaT for all-missing classes)."""
-    empty = present == 0
-    if qi.kind == QIKind.DATETIME:
-        a = np.where(empty, 0, lo)
-        if how == "midpoint":
-            ns = a + (np.where(empty, 0, hi) - a) // 2
-        else:
-            ns = np.rint(total / np.maximum(present, 1)).astype(np.int64)
-        out = ns.view(f"datetime64[{qi.value_type}]").copy()
-        out[empty] = np.datetime64("NaT")
-        return out
-    if how == "midpoint":
-        a = _decode(qi, np.where(empty, 0, lo)).astype(np.float64)
-        b = _decode(qi, np.where(empty, 0, hi)).astype(np.float64)
-        out = a + (b - a) / 2.0
-    else:
-        out = total / np.maximum(present, 1)
-    out[empty] = np.nan
-    return out
+    return _distinct_labels(labels, inverse)
 
 
 def _distinct_labels(values: np.ndarray, inverse: np.ndarray) -> tuple[pd.Index, np.ndarray]:
@@ -356,16 +228,16 @@ def class_values(qi: EncodedQI, j: int, generalization: str, stats, sorted_row) 
     midpoint/mean, an array of one number per class with ``inverse`` the
     identity.
     """
-    class_of_pos, lo, hi, missing, total, present = stats
-    n_classes = lo.shape[0]
-    if generalization != "range" and qi.kind in (QIKind.NUMERIC, QIKind.DATETIME):
-        return (_numeric_summary(qi, generalization, lo[:, j], hi[:, j], total[:, j],
-                                 present[:, j]), np.arange(n_classes))
-    if qi.kind == QIKind.NOMINAL:
-        return _distinct_labels(*_nominal_labels(qi, sorted_row, class_of_pos, n_classes))
-    if qi.kind == QIKind.HIERARCHY:
-        return _distinct_labels(*_hierarchy_labels(qi, lo[:, j], hi[:, j]))
-    return _range_labels(qi, lo, hi, missing, j)
+    spec = qi.spec
+    if not spec.publishes_labels(generalization):
+        _, lo, hi, _, total, present = stats
+        return (spec.summary(qi, generalization, lo[:, j], hi[:, j], total[:, j], present[:, j]),
+                np.arange(lo.shape[0]))
+    return _LABELLERS[spec.label_shape](qi, j, stats, sorted_row)
+
+
+# How each label shape (:attr:`dmondrian.kinds.QIKindSpec.label_shape`) is built.
+_LABELLERS = {"range": _range_labels, "set": _set_labels, "node": _node_labels}
 
 
 # Largest category counts pandas keeps in int8, int16 and int32 codes.

@@ -35,10 +35,11 @@ from .metrics import (
     run,
     size_distribution,
 )
-from .metrics.certainty_penalty import _check_weights, _ncp_finish, _ncp_plan
-from .metrics.risk import _check_threshold, _prosecutor
-from .metrics.sizes import _finish_size_counts, _size_counts_of
-from .verification import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics, jsonable
+from .metrics.certainty_penalty import check_weights, ncp_finish, ncp_plan
+from .metrics.per_class import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
+from .metrics.risk import check_threshold, prosecutor
+from .metrics.sizes import finish_size_counts, size_counts_of
+from .verification import jsonable
 
 __all__ = ["Report", "report"]
 
@@ -218,8 +219,8 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
     qis, keys = class_keys(released, quasi_identifiers, class_column)
     if k is not None:
         k = check_k(k)
-    threshold = _check_threshold(risk_threshold)
-    w = _check_weights(weights, qis)
+    threshold = check_threshold(risk_threshold)
+    w = check_weights(weights, qis)
     parts = []
     if sensitive is not None:
         check_column(released, sensitive, "sensitive")
@@ -230,26 +231,26 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
     else:
         plan, sizes = None, class_sizes(released, keys)
         parts.append(Deferred([], list))
-    parts.append(Deferred([_size_counts_of(sizes)],
-                          lambda d: SizeSummary(_finish_size_counts(d[0]))))
+    parts.append(Deferred([size_counts_of(sizes)],
+                          lambda d: SizeSummary(finish_size_counts(d[0]))))
     measure_ncp = original is not None or domains is not None
     if measure_ncp:
         if domains is None:
             parts.append(domains_deferred(original, qis, hierarchies, qi_kinds))
         else:
             parts.append(Deferred([], lambda _: resolve_domains(qis, domains=domains)))
-        plans = _ncp_plan(released, qis, keys, original)
+        plans = ncp_plan(released, qis, keys, original)
         parts.append(Deferred([p[1] for p in plans.values()], list))
     results = run(*parts)
     l_stats, summary = results[0], results[1]
-    ncp = _ncp_finish(plans, results[3], qis, results[2], w, summary.n_records) \
+    ncp = ncp_finish(plans, results[3], qis, results[2], w, summary.n_records) \
         if measure_ncp else None
     if plan is None:
         privacy = Privacy(summary.min_size)
     else:
         privacy = Privacy(summary.min_size, sensitive, int(l_stats[0]), float(l_stats[1]),
                           float(l_stats[2]), plan.distance)
-    risk_fields = _prosecutor(summary, threshold)
+    risk_fields = prosecutor(summary, threshold)
     if population is not None:
         f, big_f, n_pop = population_counts(released, qis, population, hierarchies, qi_kinds)
         risk_fields = journalist(f, big_f, n_pop, threshold, risk_fields)

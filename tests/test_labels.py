@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import dmondrian
 from dmondrian import _kernel as K
 from dmondrian._kernel import labels as _labels
-from dmondrian.publish import _NO_TABLE, _group_triples, expand_labels
+from dmondrian.publish import NO_TABLE, expand_labels, group_triples
 from dmondrian.qi import float_keys
 
 INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
@@ -35,7 +35,7 @@ def format_values(keys, fmt, per_sec=0):
     """The label of each key alone (a one-value class)."""
     keys = np.asarray(keys, dtype=np.int64)
     buf, off = _labels.format_labels(keys, keys, np.zeros(len(keys), dtype=bool), fmt, per_sec,
-                                     *_NO_TABLE)
+                                     *NO_TABLE)
     return strings(buf, off)
 
 
@@ -204,11 +204,11 @@ def test_range_forms_of_numbers():
     keys = np.array([3, 3, -7, K.MISSING_KEY], dtype=np.int64)
     hi = np.array([3, 12, 5, np.iinfo(np.int64).min], dtype=np.int64)
     buf, off = _labels.format_labels(keys, hi, np.array([False, True, False, True]),
-                                     _labels.FMT_INT, 0, *_NO_TABLE)
+                                     _labels.FMT_INT, 0, *NO_TABLE)
     assert strings(buf, off) == ["3", "[3, 12] or <NA>", "[-7, 5]", "<NA>"]
     floats = float_keys(np.array([1.5, 1e-7, 2.0]))
     buf, off = _labels.format_labels(floats[[0, 1]], floats[[2, 2]], np.array([True, False]),
-                                     _labels.FMT_FLOAT, 0, *_NO_TABLE)
+                                     _labels.FMT_FLOAT, 0, *NO_TABLE)
     assert strings(buf, off) == ["[1.5, 2.0] or <NA>", "[1e-07, 2.0]"]
 
 
@@ -216,13 +216,13 @@ def test_no_labels_and_bad_arguments():
     empty = np.zeros(0, dtype=np.int64)
     for fmt in (_labels.FMT_INT, _labels.FMT_FLOAT, _labels.FMT_DATETIME, _labels.FMT_TABLE):
         buf, off = _labels.format_labels(empty, empty, np.zeros(0, dtype=bool), fmt, 1,
-                                         *_NO_TABLE)
+                                         *NO_TABLE)
         assert len(buf) == 0 and off.tolist() == [0]
     with pytest.raises(ValueError):
         _labels.format_labels(np.zeros(2, dtype=np.int64), empty, np.zeros(2, dtype=bool),
-                              _labels.FMT_INT, 0, *_NO_TABLE)
+                              _labels.FMT_INT, 0, *NO_TABLE)
     with pytest.raises(ValueError):
-        _labels.format_labels(empty, empty, np.zeros(0, dtype=bool), 7, 0, *_NO_TABLE)
+        _labels.format_labels(empty, empty, np.zeros(0, dtype=bool), 7, 0, *NO_TABLE)
 
 
 def reference_groups(lo, hi, missing):
@@ -237,10 +237,10 @@ def reference_groups(lo, hi, missing):
 
 
 def group(lo, hi, missing):
-    """_group_triples on one column of a two-column table (the other column is noise)."""
+    """group_triples on one column of a two-column table (the other column is noise)."""
     noise = np.arange(len(lo))[::-1]
     table = [np.column_stack([noise, a]) for a in (lo, hi)]
-    return _group_triples(*table, np.column_stack([noise % 2 == 0, missing]), 1)
+    return group_triples(*table, np.column_stack([noise % 2 == 0, missing]), 1)
 
 
 def classes(draw_values):

@@ -26,7 +26,7 @@ from dmondrian.errors import (
     UnsupportedDtypeError,
 )
 from dmondrian.hierarchy import MISSING_LEAF, Hierarchy
-from dmondrian.verification import _equal_emd, _ordered_emd
+from dmondrian.metrics.per_class import equal_emd, ordered_emd
 
 WC = {"Private": "*", "Self-emp": "*", "Federal-gov": "gov;*", "Local-gov": "gov;*"}
 EDU = ["HS", "BSc", "MSc", "PhD"]
@@ -357,8 +357,8 @@ def test_emd_matches_the_dense_definition(m, n_classes, seed):
     gid, rank = np.nonzero(counts)
     args = (gid, rank, p[gid, rank], q, n_classes)
     if len(q) > 1:
-        assert _ordered_emd(*args) == pytest.approx(dense_ordered_emd(p, q), abs=1e-12)
-    assert _equal_emd(*args) == pytest.approx(np.abs(p - q).sum(axis=1) / 2, abs=1e-12)
+        assert ordered_emd(*args) == pytest.approx(dense_ordered_emd(p, q), abs=1e-12)
+    assert equal_emd(*args) == pytest.approx(np.abs(p - q).sum(axis=1) / 2, abs=1e-12)
 
 
 @pytest.mark.parametrize("k", [5, 10, 50])

@@ -62,8 +62,13 @@ One job each; import from here, the modules' layout is not the API.
 * :mod:`~dmondrian.metrics.risk`: prosecutor, journalist and marketer risk;
   :mod:`~dmondrian.metrics.population` counts the population records each
   released class covers.
-* :mod:`~dmondrian.metrics.achieved_privacy`: the k, l and t a table has.
+* :mod:`~dmondrian.metrics.per_class`: every class's size, l and t (EMD),
+  which :mod:`~dmondrian.metrics.achieved_privacy` (the k, l and t a table
+  has), :func:`dmondrian.verify` and :func:`dmondrian.report` build on.
 * :mod:`~dmondrian.metrics._frames`: the pandas/Dask plumbing they share.
+
+What a cost or a domain means for each kind of QI is its kind object's
+(:mod:`dmondrian.kinds`); these modules apply it to whole tables.
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ from .certainty_penalty import label_costs as label_costs
 from .certainty_penalty import resolve_domains as resolve_domains
 from .domains import Domain, compute_domains
 from .domains import domains_deferred as domains_deferred
+from .per_class import class_statistics as class_statistics
 from .population import population_counts as population_counts
 from .risk import DEFAULT_RISK_THRESHOLD as DEFAULT_RISK_THRESHOLD
 from .risk import Risk, reidentification_risk

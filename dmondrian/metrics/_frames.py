@@ -13,17 +13,19 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..errors import MissingColumnError, ParameterError
+from ..kinds.base import is_dask, meta_of
 from ..validation import check_quasi_identifiers
 
-# Internal column names; chosen so they cannot clash with a user's QI names.
-_N = "__dmondrian_n__"
-_SIZE = "__dmondrian_size__"
-_VALUE = "__dmondrian_value__"
+__all__ = ["N_COLUMN", "SIZE_COLUMN", "VALUE_COLUMN", "is_dask", "compute", "Deferred", "run",
+           "check_table", "check_column", "class_keys", "groupby", "class_sizes", "meta_of"]
 
-
-def is_dask(obj) -> bool:
-    """Whether ``obj`` is a Dask collection (checked without importing Dask)."""
-    return type(obj).__module__.startswith("dask.")
+# Names of the columns metrics add to a table; chosen so they cannot clash with a user's QIs.
+#: Rows of a (class, value) pair.
+N_COLUMN = "__dmondrian_n__"
+#: Rows of a class.
+SIZE_COLUMN = "__dmondrian_size__"
+#: An original value joined to the release.
+VALUE_COLUMN = "__dmondrian_value__"
 
 
 def compute(*objs):
@@ -85,15 +87,14 @@ def class_keys(table, quasi_identifiers, class_column=None) -> tuple[list, list]
     return qis, [class_column]
 
 
-def _groupby(table, keys):
+def groupby(table, keys):
+    """Group ``table`` by ``keys`` as classes are grouped: missing values form
+    groups of their own, unused categories none."""
     return table.groupby(keys, observed=True, dropna=False)
 
 
 def class_sizes(table, keys):
     """Size of every class (lazy for Dask: a partitioned Series, never collected)."""
-    g = _groupby(table, keys)
+    g = groupby(table, keys)
     return g.size(split_out=True) if is_dask(table) else g.size()
 
-
-def _meta(col) -> pd.Series:
-    return col._meta if is_dask(col) else col

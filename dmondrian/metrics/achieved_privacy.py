@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._frames import check_column, class_keys, compute
-from .sizes import _size_summary
+from .per_class import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
+from .sizes import size_summary
+
+__all__ = ["Privacy", "privacy"]
 
 
 @dataclass(frozen=True)
@@ -68,11 +71,8 @@ def privacy(table, quasi_identifiers, sensitive=None, *, class_column=None,
     """
     _, keys = class_keys(table, quasi_identifiers, class_column)
     if sensitive is None:
-        return Privacy(_size_summary(table, quasi_identifiers, class_column).min_size)
+        return Privacy(size_summary(table, quasi_identifiers, class_column).min_size)
     check_column(table, sensitive, "sensitive")
-    # verification imports this package, so importing it at the top would be a cycle.
-    from ..verification import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
-
     frame, plan = class_statistics(table, keys, sensitive, t_distance)
     agg = (frame[SIZE].min(), frame[L_DISTINCT].min(), frame[L_ENTROPY].min(), frame[T].max())
     k, l_d, l_e, t = compute(*agg)

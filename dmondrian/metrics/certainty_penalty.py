@@ -10,12 +10,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import InvalidValueError, MissingColumnError, ParameterError, ParseError
-from ..publish import parse_range, parse_set
-from ..qi import QIKind
+from ..errors import MissingColumnError, ParameterError, ParseError
+from ..kinds.base import is_missing
+from ..kinds.labels import not_published
 from ..validation import check_mapping
-from ._frames import _VALUE, _groupby, _meta, class_keys, compute, is_dask
-from .domains import _FLOAT_MAX, Domain, compute_domains
+from ._frames import VALUE_COLUMN, class_keys, compute, groupby, is_dask, meta_of
+from .domains import Domain, compute_domains
+
+__all__ = ["NCP", "ncp", "label_cost", "label_costs", "resolve_domains", "check_weights",
+           "ncp_plan", "ncp_finish"]
 
 
 @dataclass(frozen=True)
@@ -37,56 +40,31 @@ class NCP:
     weights: dict
 
 
-def _is_missing(label) -> bool:
-    return label is None or (not isinstance(label, str) and pd.isna(label))
+def label_cost(label, domain: Domain, column=None) -> float:
+    """NCP of one published value (see the :mod:`dmondrian.metrics` docstring).
 
+    Parameters
+    ----------
+    label : str or missing
+        A published value of the QI.
+    domain : Domain
+        The QI's global domain in the original table.
+    column : object, optional
+        The column name, for error messages.
 
-def _label_cost(label, domain: Domain, column, node_of) -> float:
-    """NCP of one published value (see the :mod:`dmondrian.metrics` docstring)."""
-    if _is_missing(label):
+    Returns
+    -------
+    float
+        In [0, 1]; 0 for a missing value.
+    """
+    if is_missing(label):
         return 0.0
     text = str(label)
-    kind = domain.kind
+    kind = domain.spec
     try:
-        if kind == QIKind.NOMINAL:
-            return (len(parse_set(text)) - 1) / domain.scale if domain.scale > 0 else 0.0
-        if kind == QIKind.HIERARCHY:
-            node = node_of.get(text)
-            if node is None:
-                raise ParseError(f"{text!r} is not a node of the hierarchy")
-            return (domain.hierarchy.n_leaves_under(node) - 1) / domain.scale \
-                if domain.scale > 0 else 0.0
-        interval = parse_range(text, kind)
+        return kind.label_cost(text, domain, column)
     except ParseError as exc:
-        raise InvalidValueError(column, f"column {column!r} holds {text!r}, which is not a "
-                                        f"published {kind} value: {exc}") from None
-    if interval.lo is None:  # only missing values
-        return 0.0
-    if interval.missing:  # "[lo, hi] or <NA>" tells an analyst nothing
-        return 1.0
-    if domain.scale <= 0:
-        return 0.0
-    if kind == QIKind.ORDINAL:
-        lo, hi = (_ordinal_code(v, domain, column) for v in (interval.lo, interval.hi))
-        return (hi - lo) / domain.scale
-    if kind == QIKind.DATETIME:
-        return float((interval.hi - interval.lo) / pd.Timedelta(1, "ns")) / domain.scale
-    with np.errstate(over="ignore"):
-        return min(float(interval.hi) - float(interval.lo), _FLOAT_MAX) / domain.scale
-
-
-def _ordinal_code(label: str, domain: Domain, column) -> int:
-    try:
-        return domain.categories.index(label)
-    except ValueError:
-        raise InvalidValueError(column, f"column {column!r} publishes {label!r}, which is not "
-                                        f"a category of the original column") from None
-
-
-def _node_index(domain: Domain) -> dict:
-    if domain.hierarchy is None:
-        return {}
-    return {label: i for i, label in enumerate(domain.hierarchy.labels)}
+        raise not_published(column, text, kind, exc) from None
 
 
 def label_costs(labels, domain: Domain, column=None) -> np.ndarray:
@@ -98,8 +76,7 @@ def label_costs(labels, domain: Domain, column=None) -> np.ndarray:
     ...             Domain("numeric", 40.0, 20, 60)).tolist()
     [0.25, 0.0, 0.0, 1.0]
     """
-    node_of = _node_index(domain)
-    return np.fromiter((_label_cost(v, domain, column, node_of) for v in labels),
+    return np.fromiter((label_cost(v, domain, column) for v in labels),
                        dtype=np.float64, count=len(labels))
 
 
@@ -118,19 +95,15 @@ def _value_cost_plan(released, original, q, keys):
     if not is_dask(released) and not released.index.equals(original.index):
         raise ParameterError("original", "original must be row-aligned with the released table "
                                          "(same index) to measure midpoint/mean columns")
-    frame = released[keys].assign(**{_VALUE: original[q]})
-    agg = _groupby(frame, keys)[_VALUE].agg(["min", "max", "count", "size"])
+    frame = released[keys].assign(**{VALUE_COLUMN: original[q]})
+    agg = groupby(frame, keys)[VALUE_COLUMN].agg(["min", "max", "count", "size"])
     return agg
 
 
 def _value_costs(stats: pd.DataFrame, domain: Domain) -> float:
     """Sum over classes of size * cost, with the engine's missing-value rule."""
-    lo, hi = stats["min"], stats["max"]
-    if domain.kind == QIKind.DATETIME:
-        span = ((hi - lo) / pd.Timedelta(1, "ns")).to_numpy(dtype=np.float64, na_value=0.0)
-    else:
-        span = (hi.astype("float64") - lo.astype("float64")).to_numpy(dtype=np.float64,
-                                                                      na_value=0.0)
+    kind = domain.spec
+    span = kind.span(kind.value_points(stats["min"]), kind.value_points(stats["max"]))
     present = stats["count"].to_numpy()
     size = stats["size"].to_numpy()
     cost = span / domain.scale if domain.scale > 0 else np.zeros(len(span))
@@ -138,7 +111,20 @@ def _value_costs(stats: pd.DataFrame, domain: Domain) -> float:
     return float((cost * size).sum())
 
 
-def _check_weights(weights, qis) -> dict:
+def check_weights(weights, qis) -> dict:
+    """QI weights of the overall NCP, checked and normalized to sum to 1.
+
+    Parameters
+    ----------
+    weights : dict, sequence or None
+        Non-negative weight per QI (None: equal weights).
+    qis : list
+
+    Returns
+    -------
+    dict
+        ``{qi: weight}``.
+    """
     if weights is None:
         raw = {q: 1.0 for q in qis}
     elif isinstance(weights, Mapping):
@@ -160,17 +146,26 @@ def _check_weights(weights, qis) -> dict:
     return {q: float(w) / total for q, w in raw.items()}
 
 
-def _ncp_plan(released, qis, keys, original):
+def ncp_plan(released, qis, keys, original) -> dict:
+    """What the NCP of each QI needs computed (lazy for Dask): label counts, or
+    per-class bounds of the originals for QIs published as numbers.
+
+    Returns
+    -------
+    dict
+        ``{qi: (how, part)}``; :func:`ncp_finish` takes the computed parts.
+    """
     plans = {}
     for q in qis:
-        if _publishes_numbers(_meta(released[q])):
+        if _publishes_numbers(meta_of(released[q])):
             plans[q] = ("values", _value_cost_plan(released, original, q, keys))
         else:
             plans[q] = ("labels", released[q].value_counts(dropna=False))
     return plans
 
 
-def _ncp_finish(plans, done, qis, domains, weights, n_records) -> NCP:
+def ncp_finish(plans, done, qis, domains, weights, n_records) -> NCP:
+    """The :class:`NCP` from the computed parts of :func:`ncp_plan`."""
     per = {}
     for q, value in zip(qis, done, strict=True):
         how = plans[q][0]
@@ -242,8 +237,8 @@ def ncp(released, quasi_identifiers, original=None, *, domains=None, hierarchies
     """
     qis, keys = class_keys(released, quasi_identifiers, class_column)
     doms = resolve_domains(qis, original, domains, hierarchies, qi_kinds)
-    w = _check_weights(weights, qis)
-    plans = _ncp_plan(released, qis, keys, original)
+    w = check_weights(weights, qis)
+    plans = ncp_plan(released, qis, keys, original)
     n = released.shape[0]
     done = compute(n, *[p[1] for p in plans.values()])
-    return _ncp_finish(plans, done[1:], qis, doms, w, int(done[0]))
+    return ncp_finish(plans, done[1:], qis, doms, w, int(done[0]))

@@ -2,115 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
-from ..errors import InvalidValueError, ParseError
-from ..hierarchy import MISSING_LEAF, Hierarchy
-from ..publish import parse_range, parse_set
-from ..qi import MISSING_LABEL, QIKind
 from ..validation import check_mapping, check_quasi_identifiers
-from ._frames import _groupby, _meta, check_table, class_sizes, compute, is_dask
-from .certainty_penalty import _is_missing
-from .domains import _check_known_categories, _column_kind
+from ._frames import check_table, class_sizes, compute, groupby, is_dask, meta_of
+from .domains import column_kinds
 
-
-@dataclass
-class _Matcher:
-    """How one QI's published labels accept original values.
-
-    Interval kinds (numeric, datetime, ordinal, hierarchy) test
-    ``lo <= key <= hi`` or ``missing and key is missing`` on a numeric key;
-    nominal sets test membership through a (label x vocabulary) matrix.
-    """
-
-    kind: str
-    lo: np.ndarray | None = None
-    hi: np.ndarray | None = None
-    missing: np.ndarray | None = None
-    member: np.ndarray | None = None
-    vocab: dict | None = None
-    categories: dict | None = None
-    hierarchy: Hierarchy | None = None
-
-    def keys(self, col: pd.Series) -> np.ndarray:
-        """Population values as float keys (NaN = missing) or vocabulary codes."""
-        if self.kind == QIKind.NOMINAL:
-            text = col.astype(object).where(col.notna(), MISSING_LABEL).map(str)
-            return text.map(self.vocab).fillna(-1).to_numpy(dtype=np.int64)
-        if self.kind == QIKind.DATETIME:
-            utc = col.dt.tz_convert("UTC").dt.tz_localize(None) if col.dt.tz else col
-            ns = utc.astype("datetime64[ns]").astype("int64").astype("float64")
-            return np.where(col.isna().to_numpy(), np.nan, ns)
-        if self.kind == QIKind.ORDINAL:
-            text = col.astype(object).map(lambda v: None if _is_missing(v) else str(v))
-            return text.map(self.categories).to_numpy(dtype=np.float64, na_value=np.nan)
-        if self.kind == QIKind.HIERARCHY:
-            text = col.astype(object).where(col.notna(), MISSING_LEAF).map(str)
-            return self.hierarchy.leaf_codes(text).astype(np.float64)
-        return col.to_numpy(dtype=np.float64, na_value=np.nan)
-
-    def accepts(self, keys: np.ndarray) -> np.ndarray:
-        """(labels x values) matrix: does each published label cover each value."""
-        if self.kind == QIKind.NOMINAL:
-            out = np.zeros((self.member.shape[0], len(keys)), dtype=bool)
-            known = keys >= 0
-            out[:, known] = self.member[:, keys[known]]
-            return out
-        with np.errstate(invalid="ignore"):
-            inside = (self.lo[:, None] <= keys[None, :]) & (keys[None, :] <= self.hi[:, None])
-        return inside | (self.missing[:, None] & np.isnan(keys)[None, :])
-
-
-def _matcher(labels: list, kind: str, meta: pd.Series, hierarchy, column) -> _Matcher:
-    if kind == QIKind.NOMINAL:
-        sets = [parse_set(str(v)) if not _is_missing(v) else frozenset([MISSING_LABEL])
-                for v in labels]
-        vocab = {v: i for i, v in enumerate(sorted(set().union(*sets)))} if sets else {}
-        member = np.zeros((len(labels), max(len(vocab), 1)), dtype=bool)
-        for i, members in enumerate(sets):
-            member[i, [vocab[v] for v in members]] = True
-        return _Matcher(kind, member=member, vocab=vocab)
-    lo = np.full(len(labels), np.nan)
-    hi = np.full(len(labels), np.nan)
-    missing = np.zeros(len(labels), dtype=bool)
-    m = _Matcher(kind)
-    if kind == QIKind.HIERARCHY:
-        m.hierarchy = Hierarchy.coerce(hierarchy, name=column).with_missing_leaf()
-        node_of = {label: i for i, label in enumerate(m.hierarchy.labels)}
-    if kind == QIKind.ORDINAL:
-        m.categories = {str(c): i for i, c in enumerate(meta.cat.categories)}
-    for i, label in enumerate(labels):
-        if _is_missing(label):
-            missing[i] = True
-            continue
-        text = str(label)
-        if kind == QIKind.HIERARCHY:
-            node = node_of.get(text)
-            if node is None:
-                raise InvalidValueError(column, f"column {column!r} publishes {text!r}, which is "
-                                                "not a node of its hierarchy")
-            lo[i], hi[i] = m.hierarchy.node_lo[node], m.hierarchy.node_hi[node]
-            continue
-        try:
-            interval = parse_range(text, kind)
-        except ParseError as exc:
-            raise InvalidValueError(column, f"column {column!r} holds {text!r}, which is not a "
-                                            f"published {kind} value: {exc}") from None
-        missing[i] = interval.missing
-        if interval.lo is None:
-            continue
-        if kind == QIKind.DATETIME:
-            lo[i], hi[i] = (float(pd.Timestamp(b).as_unit("ns").value)
-                            for b in (interval.lo, interval.hi))
-        elif kind == QIKind.ORDINAL:
-            lo[i], hi[i] = (m.categories.get(b, np.nan) for b in (interval.lo, interval.hi))
-        else:
-            lo[i], hi[i] = float(interval.lo), float(interval.hi)
-    m.lo, m.hi, m.missing = lo, hi, missing
-    return m
+__all__ = ["population_counts"]
 
 
 def _coverage(part: pd.DataFrame, qis, matchers, label_idx, n_classes: int,
@@ -118,7 +17,7 @@ def _coverage(part: pd.DataFrame, qis, matchers, label_idx, n_classes: int,
     """How many rows of ``part`` each class's published values cover; last entry: its rows."""
     if len(part) == 0:
         return np.zeros(n_classes + 1, dtype=np.int64)
-    distinct = _groupby(part[qis], qis).size()
+    distinct = groupby(part[qis], qis).size()
     weights = distinct.to_numpy(dtype=np.int64)
     values = distinct.index.to_frame(index=False)
     keys = [matchers[j].keys(values[q]) for j, q in enumerate(qis)]
@@ -138,6 +37,24 @@ def population_counts(released, qis, population, hierarchies=None, qi_kinds=None
 
     Collects the release's class table (one row per class) and streams the
     population: a Dask population is reduced partition by partition.
+
+    Parameters
+    ----------
+    released : pandas or Dask DataFrame
+        The release; its classes are the groups of its published QI values.
+    qis : list
+        Validated QI names.
+    population : pandas or Dask DataFrame
+        The population, with original QI values.
+    hierarchies, qi_kinds : dict, optional
+        How to read the population's QIs, as given to :func:`dmondrian.anonymize`.
+
+    Returns
+    -------
+    f, big_f : ndarray of int64
+        Each class's size and the population records its published values cover.
+    n_pop : int
+        Rows of the population.
     """
     check_table(population, "population")
     check_quasi_identifiers(qis, population.columns)
@@ -146,14 +63,12 @@ def population_counts(released, qis, population, hierarchies=None, qi_kinds=None
     (sizes,) = compute(class_sizes(released, qis))
     classes = sizes.index.to_frame(index=False)
     f = sizes.to_numpy(dtype=np.int64)
+    kinds = column_kinds(population, qis, hierarchies, qi_kinds)
     matchers, label_idx = [], []
     for q in qis:
         codes, labels = pd.factorize(classes[q].astype(object), use_na_sentinel=False)
-        meta = _meta(population[q])
-        kind = _column_kind(meta, q, hierarchies, qi_kinds)
-        if kind == QIKind.ORDINAL:
-            _check_known_categories(population, q)
-        matchers.append(_matcher(list(labels), kind, meta, hierarchies.get(q), q))
+        matchers.append(kinds[q].coverage(list(labels), meta_of(population[q]),
+                                          hierarchies.get(q), q))
         label_idx.append(codes)
     if is_dask(population):
         import dask

@@ -10,7 +10,10 @@ import numpy as np
 from ..errors import ParameterError
 from ._frames import class_keys
 from .population import population_counts
-from .sizes import SizeSummary, _size_summary
+from .sizes import SizeSummary, size_summary
+
+__all__ = ["DEFAULT_RISK_THRESHOLD", "Risk", "reidentification_risk", "check_threshold",
+           "prosecutor", "journalist"]
 
 #: Prosecutor risk above which a record counts as "at risk" by default: 0.2 is
 #: the common "no class smaller than 5" rule of thumb for public releases.
@@ -34,14 +37,17 @@ class Risk:
     population_rows: int | None = None
 
 
-def _check_threshold(threshold) -> float:
+def check_threshold(threshold) -> float:
+    """A risk threshold checked to be a number in [0, 1], as a float."""
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) \
             or not 0 <= threshold <= 1:
         raise ParameterError("threshold", f"threshold must be a risk in [0, 1], got {threshold!r}")
     return float(threshold)
 
 
-def _prosecutor(summary: SizeSummary, threshold: float) -> dict:
+def prosecutor(summary: SizeSummary, threshold: float) -> dict:
+    """Prosecutor and (without a population) marketer risk fields of :class:`Risk`,
+    from the class sizes alone."""
     n = summary.n_records
     sizes = summary.counts.index.to_numpy(dtype=np.float64)
     at_risk = (sizes * summary.counts.to_numpy())[1.0 / sizes > threshold].sum() if n else 0
@@ -89,10 +95,10 @@ def reidentification_risk(released, quasi_identifiers, population=None, *,
     >>> r.prosecutor_max, r.prosecutor_avg, r.prosecutor_at_risk
     (0.5, 0.4, 0.4)
     """
-    threshold = _check_threshold(threshold)
+    threshold = check_threshold(threshold)
     qis, _ = class_keys(released, quasi_identifiers, class_column)
-    summary = _size_summary(released, quasi_identifiers, class_column)
-    out = _prosecutor(summary, threshold)
+    summary = size_summary(released, quasi_identifiers, class_column)
+    out = prosecutor(summary, threshold)
     if population is None:
         return Risk(threshold, **out)
     sample, big_f, n_pop = population_counts(released, qis, population, hierarchies, qi_kinds)

@@ -10,15 +10,22 @@ import pandas as pd
 
 from ..constraints import check_k
 from ..errors import ParameterError
-from ._frames import _SIZE, class_keys, class_sizes, compute
+from ._frames import SIZE_COLUMN, class_keys, class_sizes, compute
+
+__all__ = ["size_counts", "size_counts_of", "finish_size_counts", "SizeSummary", "size_summary",
+           "c_avg", "calculate_avg_equivalence_class_size", "discernibility",
+           "size_distribution", "class_size_distribution"]
 
 
-def _size_counts_of(sizes):
-    counts = sizes.rename(_SIZE).to_frame().groupby(_SIZE).size()
-    return counts
+def size_counts_of(sizes):
+    """How many classes have each size, from the class sizes (lazy for Dask):
+    :func:`finish_size_counts` tidies the computed result."""
+    return sizes.rename(SIZE_COLUMN).to_frame().groupby(SIZE_COLUMN).size()
 
 
-def _finish_size_counts(counts: pd.Series) -> pd.Series:
+def finish_size_counts(counts: pd.Series) -> pd.Series:
+    """A computed :func:`size_counts_of` as :func:`size_counts` returns it: indexed by
+    size (ascending, int64, named ``size``), values named ``classes``."""
     out = counts.sort_index().astype(np.int64)
     out.index = out.index.astype(np.int64)
     out.index.name = "size"
@@ -50,8 +57,8 @@ def size_counts(table, quasi_identifiers, class_column=None) -> pd.Series:
     {2: 1, 3: 1}
     """
     _, keys = class_keys(table, quasi_identifiers, class_column)
-    (counts,) = compute(_size_counts_of(class_sizes(table, keys)))
-    return _finish_size_counts(counts)
+    (counts,) = compute(size_counts_of(class_sizes(table, keys)))
+    return finish_size_counts(counts)
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,8 @@ class SizeSummary:
         return self.n_records / (self.n_classes * k) if self.n_classes else math.nan
 
 
-def _size_summary(table, quasi_identifiers, class_column=None) -> SizeSummary:
+def size_summary(table, quasi_identifiers, class_column=None) -> SizeSummary:
+    """The :class:`SizeSummary` of a table's classes (see :func:`size_counts`)."""
     return SizeSummary(size_counts(table, quasi_identifiers, class_column))
 
 
@@ -115,7 +123,7 @@ def c_avg(table, quasi_identifiers, k, class_column=None) -> float:
     1.25
     """
     k = check_k(k)
-    return _size_summary(table, quasi_identifiers, class_column).c_avg(k)
+    return size_summary(table, quasi_identifiers, class_column).c_avg(k)
 
 
 def calculate_avg_equivalence_class_size(df, k, quasi_id) -> float:
@@ -169,7 +177,7 @@ def discernibility(table, quasi_identifiers, class_column=None) -> int:
     >>> discernibility(t, ["age"])
     13
     """
-    return _size_summary(table, quasi_identifiers, class_column).discernibility
+    return size_summary(table, quasi_identifiers, class_column).discernibility
 
 
 def _default_edges(max_size: int) -> list[int]:

@@ -1,0 +1,353 @@
+"""The kind interface (:class:`QIKindSpec`), the span rule, and what every kind hands around.
+
+A kind object answers every question whose answer depends on the kind of a
+quasi-identifier; the modules that encode, publish, measure and plot ask it
+instead of testing which kind they hold. :data:`KINDS` maps each kind's name
+(the strings of :class:`dmondrian.qi.QIKind`, which options, manifests and
+the Dask engine's domain carry) to its object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .._kernel.constants import FLOAT_MAX, MISSING_KEY
+from ..hierarchy import Hierarchy
+
+__all__ = ["QIKindSpec", "EncodedQI", "Domain", "KINDS", "kind_spec", "register", "capped_span",
+           "is_dask", "is_missing", "meta_of", "MISSING_LABEL"]
+
+#: How a missing value is written in published values.
+MISSING_LABEL = "<NA>"
+
+#: Every kind object by name, in :attr:`dmondrian.qi.QIKind.ALL` order (filled by
+#: :func:`register` when :mod:`dmondrian.kinds` is imported).
+KINDS: dict[str, QIKindSpec] = {}
+
+
+def register(kind: QIKindSpec) -> QIKindSpec:
+    """Make ``kind`` the object :func:`kind_spec` returns for its name."""
+    KINDS[kind.name] = kind
+    return kind
+
+
+def kind_spec(kind) -> QIKindSpec:
+    """The kind object of a kind name (a kind object is returned as is).
+
+    Parameters
+    ----------
+    kind : str or QIKindSpec
+
+    Returns
+    -------
+    QIKindSpec
+
+    Raises
+    ------
+    KeyError
+        For a name that is no kind (callers that take user input check the
+        name first, with :func:`dmondrian.kinds.resolve_kind`).
+    """
+    return kind if isinstance(kind, QIKindSpec) else KINDS[kind]
+
+
+def capped_span(lo, hi):
+    """Distance from ``lo`` to ``hi`` on a kind's line: ``float(hi) - float(lo)``.
+
+    The one rule behind every scale and every span: the kernel's node span,
+    each QI's global scale (local and Dask engines) and the NCP of published
+    values. A float range too wide for a float (``-1e308`` to ``1e308``)
+    would be ``inf``; it is capped at the largest float instead, as the
+    kernel caps it, so a scale stays finite and a span/scale ratio stays a
+    number.
+
+    Parameters
+    ----------
+    lo, hi : number or ndarray
+        Points of the kind's line (values, nanoseconds, codes).
+
+    Returns
+    -------
+    float or ndarray of float64
+
+    Examples
+    --------
+    >>> capped_span(20, 60)
+    40.0
+    >>> capped_span(-1e308, 1e308)
+    1.7976931348623157e+308
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff = np.asarray(hi, dtype=np.float64) - np.asarray(lo, dtype=np.float64)
+        capped = np.minimum(diff, FLOAT_MAX)
+    return float(capped) if capped.ndim == 0 else capped
+
+
+@dataclass
+class EncodedQI:
+    """One quasi-identifier as the kernel sees it, plus what publishing needs."""
+
+    name: object
+    #: The kind's name (one of :attr:`dmondrian.qi.QIKind.ALL`); :attr:`spec` is its object.
+    kind: str
+    kernel_kind: int
+    keys: np.ndarray
+    #: Global span normalizing this QI's spans (see :meth:`QIKindSpec.key_scale`).
+    #: 0 means the QI is constant and never cut.
+    scale: float
+    #: Number of codes (nominal); 0 otherwise.
+    card: int = 0
+    categories: list = field(default_factory=list)
+    hierarchy: Hierarchy | None = None
+    #: "int", "float" or "bool" for numeric QIs; the numpy datetime unit and
+    #: timezone for datetimes.
+    value_type: str = "float"
+    tz: object = None
+    dtype: object = None
+
+    @property
+    def spec(self) -> QIKindSpec:
+        """The kind object of this QI."""
+        return kind_spec(self.kind)
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Global domain of one QI in the original table (what NCP normalizes by).
+
+    Attributes
+    ----------
+    kind : str
+        One of :attr:`dmondrian.qi.QIKind.ALL`.
+    scale : float
+        The normalizer: value range (numeric; nanoseconds for datetime), code
+        range (ordinal), distinct values - 1 (nominal), leaves - 1 (hierarchy).
+        0 means the QI is constant: every class then costs 0.
+    lo, hi : object
+        Smallest and largest present value (numeric, datetime, ordinal code).
+    categories : tuple of str
+        Category labels in order (ordinal).
+    hierarchy : Hierarchy, optional
+        The generalization tree (hierarchy), with a ``<NA>`` leaf if needed.
+    """
+
+    kind: str
+    scale: float
+    lo: object = None
+    hi: object = None
+    categories: tuple = ()
+    hierarchy: Hierarchy | None = None
+
+    @property
+    def spec(self) -> QIKindSpec:
+        """The kind object of this QI."""
+        return kind_spec(self.kind)
+
+
+def is_dask(obj) -> bool:
+    """Whether ``obj`` is a Dask collection (checked without importing Dask)."""
+    return type(obj).__module__.startswith("dask.")
+
+
+def meta_of(col) -> pd.Series:
+    """A column's pandas form: itself, or a Dask column's empty meta (dtype, categories)."""
+    return col._meta if is_dask(col) else col
+
+
+def is_missing(label) -> bool:
+    """Whether a published (or original) value is missing: None, NaN, NaT, pd.NA."""
+    return label is None or (not isinstance(label, str) and pd.isna(label))
+
+
+class QIKindSpec:
+    """What one kind of quasi-identifier means, in every part of the package.
+
+    Subclasses: :class:`~dmondrian.kinds.numeric.NumericKind`,
+    :class:`~dmondrian.kinds.datetimes.DatetimeKind`,
+    :class:`~dmondrian.kinds.ordinal.OrdinalKind`,
+    :class:`~dmondrian.kinds.nominal.NominalKind`,
+    :class:`~dmondrian.kinds.hierarchical.HierarchyKind`. One object of each
+    is registered in :data:`KINDS`; they hold no state.
+    """
+
+    #: The kind's name, as options and manifests write it.
+    name: str = ""
+    #: How a class's values are published (``generalization="range"``):
+    #: ``"range"`` (``[lo, hi]``), ``"set"`` (``{a, b}``) or ``"node"`` (a tree node).
+    label_shape: str = "range"
+    #: Whether midpoint/mean generalization publishes numbers for this kind.
+    summarizes: bool = False
+    #: Whether values lie on a line the painting can draw (numbers, dates, ordered codes).
+    ordered: bool = False
+    #: Whether that line is time (matplotlib draws it with date ticks).
+    temporal: bool = False
+    #: Whether the Dask engine keeps exact per-region counts of every value
+    #: (small code spaces) rather than key bounds and a sample (numbers, dates).
+    exact_counts: bool = True
+    #: Whether a missing value is one more value of the kind (a nominal code, a
+    #: hierarchy leaf) rather than the missing key ``MISSING_KEY`` after every value.
+    missing_is_value: bool = False
+
+    def __repr__(self) -> str:
+        return f"<QI kind {self.name!r}>"
+
+    def __reduce__(self):
+        # One object per kind, in every process: a shipped kind is looked up by name.
+        return kind_spec, (self.name,)
+
+    # -- detection and encoding -----------------------------------------------------------------
+    def detects(self, dtype) -> bool:
+        """Whether a column of ``dtype`` is of this kind when no kind is declared.
+
+        :func:`dmondrian.kinds.detect_kind` asks the kinds in a fixed order.
+        """
+        return False
+
+    def encode(self, series: pd.Series, hierarchy: Hierarchy | None = None) -> EncodedQI:
+        """Kernel keys of a column of this kind, with its global scale.
+
+        Parameters
+        ----------
+        series : pandas.Series
+        hierarchy : Hierarchy, optional
+            The generalization tree (hierarchy kind only).
+
+        Returns
+        -------
+        EncodedQI
+        """
+        raise NotImplementedError
+
+    # -- scale ----------------------------------------------------------------------------------
+    def span(self, lo, hi):
+        """Width of ``[lo, hi]`` on this kind's line (:func:`capped_span`)."""
+        return capped_span(lo, hi)
+
+    def key_value(self, keys, kernel_kind: int):
+        """The points of this kind's line that kernel keys stand for (the key itself
+        unless a kind stores something else in it)."""
+        return keys
+
+    def key_scale(self, lo: int, hi: int, kernel_kind: int) -> float:
+        """Global scale of a QI whose present keys span ``lo..hi``: the span of the
+        points they stand for, 0 when every value is missing (``lo`` is ``MISSING_KEY``).
+
+        Parameters
+        ----------
+        lo, hi : int
+            Smallest and largest present key.
+        kernel_kind : int
+            The kernel kind code of the keys.
+
+        Returns
+        -------
+        float
+        """
+        if lo == MISSING_KEY:
+            return 0.0
+        a, b = self.key_value(np.array([lo, hi], dtype=np.int64), kernel_kind)
+        return self.span(a, b)
+
+    def value_points(self, col: pd.Series, context=None) -> np.ndarray:
+        """The points of a column's values on this kind's line, NaN for missing ones
+        (the numbers themselves unless the kind says otherwise).
+
+        Parameters
+        ----------
+        col : pandas.Series
+        context : object, optional
+            What the kind needs to place values (see
+            :meth:`~dmondrian.kinds.ranges.RangeKind.coverage_context`).
+
+        Returns
+        -------
+        ndarray of float64
+        """
+        return col.to_numpy(dtype=np.float64, na_value=np.nan)
+
+    def count_scale(self, n: int) -> float:
+        """Global scale of a QI of ``n`` distinct values (or leaves): the span of
+        codes ``0..n-1``, 0 for a constant (or empty) column."""
+        return self.span(0, max(int(n), 1) - 1)
+
+    # -- global domain (metrics) ----------------------------------------------------------------
+    def check_column(self, table, column) -> None:
+        """Raise when ``table[column]`` cannot be read as this kind (default: never)."""
+
+    def domain_parts(self, col) -> tuple:
+        """Reductions of a column (lazy for Dask) its :class:`Domain` is made from."""
+        raise NotImplementedError
+
+    def domain(self, name, parts, meta: pd.Series, hierarchy=None) -> Domain:
+        """The :class:`Domain` of a column from its computed :meth:`domain_parts`."""
+        raise NotImplementedError
+
+    # -- publishing -----------------------------------------------------------------------------
+    def publishes_labels(self, generalization: str) -> bool:
+        """Whether this kind publishes labels (strings) under ``generalization``;
+        False where it publishes numbers (midpoint, mean)."""
+        return generalization == "range" or not self.summarizes
+
+    def summary_dtype(self, dtype):
+        """The dtype of a column published as numbers (midpoint, mean) whose input has
+        ``dtype``; None for kinds that always publish labels."""
+        return None
+
+    def summary(self, qi: EncodedQI, how: str, lo, hi, total, present) -> np.ndarray:
+        """Midpoint or mean of every class (kinds that :attr:`summarizes`)."""
+        raise NotImplementedError(f"{self.name} QIs publish labels, not numbers")
+
+    def summary_column(self, qi: EncodedQI, values: np.ndarray):
+        """Row values of :meth:`summary` as the column publishes them (default: as they are)."""
+        return values
+
+    # -- reading published values back ----------------------------------------------------------
+    def read_bound(self, text: str):
+        """One bound of a published range, as the value it stands for (default: the text)."""
+        return text
+
+    def parse_label(self, label):
+        """What a published value stands for (an :class:`~dmondrian.publish.Interval`,
+        a set of names or a node's name, by :attr:`label_shape`)."""
+        raise NotImplementedError
+
+    def label_cost(self, text: str, domain: Domain, column=None) -> float:
+        """NCP of one present published value against the original's ``domain``.
+
+        Raises
+        ------
+        ParseError
+            When ``text`` is not a value this kind publishes.
+        """
+        raise NotImplementedError
+
+    def coverage(self, labels: list, meta: pd.Series, hierarchy=None, column=None):
+        """Which original values each of ``labels`` covers: a
+        :class:`~dmondrian.kinds.coverage.IntervalCoverage` or
+        :class:`~dmondrian.kinds.coverage.SetCoverage`.
+
+        Parameters
+        ----------
+        labels : list
+            Distinct published values (missing ones as None/NaN).
+        meta : pandas.Series
+            The original column (or its Dask meta): dtype and categories.
+        hierarchy : Hierarchy, optional
+            The generalization tree (hierarchy kind).
+        column : object, optional
+            The column name, for error messages.
+        """
+        raise NotImplementedError
+
+    # -- painting -------------------------------------------------------------------------------
+    def cell_width(self, dtype) -> float:
+        """Width of one value on the painting's axis: 1 for integers and codes (a
+        range ``[20, 29]`` covers 19.5 to 29.5), 0 for continuous values."""
+        return 0.0
+
+    def tick_labels(self, col: pd.Series) -> list | None:
+        """Names of the axis ticks of a painting (category names), or None."""
+        return None

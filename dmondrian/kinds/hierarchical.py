@@ -1,0 +1,84 @@
+"""Hierarchy QIs: nominal values generalized along a tree (a :class:`~dmondrian.Hierarchy`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .._kernel.constants import KIND_HIERARCHY
+from ..errors import InvalidValueError, ParseError
+from ..hierarchy import MISSING_LEAF, Hierarchy
+from .base import Domain, EncodedQI, QIKindSpec
+from .coverage import IntervalCoverage, interval_coverage
+from .keys import factorize
+
+__all__ = ["HierarchyKind"]
+
+
+class HierarchyKind(QIKindSpec):
+    """Leaves of a tree: the key is the leaf's depth-first code, so every subtree is
+    a code range and a class publishes the lowest common ancestor of its values.
+
+    Missing is a leaf ``<NA>`` under the root unless the tree names it, so a
+    class mixing it with other values generalizes to the root. The scale is
+    the number of leaves - 1. Never detected: a column is this kind when a
+    hierarchy is given for it.
+    """
+
+    name = "hierarchy"
+    label_shape = "node"
+    missing_is_value = True
+
+    def encode(self, series: pd.Series, hierarchy: Hierarchy | None = None) -> EncodedQI:
+        codes, categories = factorize(series)
+        missing = codes < 0
+        if missing.any():
+            hierarchy = hierarchy.with_missing_leaf()
+        labels = [str(c) for c in categories]
+        cat_leaf = hierarchy.leaf_codes(labels) if labels else np.empty(0, dtype=np.int64)
+        keys = np.empty(len(codes), dtype=np.int64)
+        keys[~missing] = cat_leaf[codes[~missing]]
+        if missing.any():
+            keys[missing] = hierarchy.leaf_codes([MISSING_LEAF])[0]
+        return EncodedQI(series.name, self.name, KIND_HIERARCHY, keys,
+                         self.count_scale(len(hierarchy)), hierarchy=hierarchy,
+                         dtype=series.dtype)
+
+    def domain_parts(self, col) -> tuple:
+        return (col.isna().any(),)
+
+    def domain(self, name, parts, meta, hierarchy=None) -> Domain:
+        h = Hierarchy.coerce(hierarchy, name=name)
+        if bool(parts[0]):
+            h = h.with_missing_leaf()
+        return Domain(self.name, self.count_scale(len(h)), hierarchy=h)
+
+    def parse_label(self, label) -> str:
+        """The name of the tree node a published value is."""
+        return str(label)
+
+    def label_cost(self, text: str, domain: Domain, column=None) -> float:
+        """NCP of a published node: (leaves under it - 1) over the domain's scale."""
+        node = domain.hierarchy.node_index(text)
+        if node is None:
+            raise ParseError(f"{text!r} is not a node of the hierarchy")
+        return (domain.hierarchy.n_leaves_under(node) - 1) / domain.scale \
+            if domain.scale > 0 else 0.0
+
+    # -- points: leaf codes ---------------------------------------------------------------------
+    def value_points(self, col: pd.Series, context: Hierarchy = None) -> np.ndarray:
+        text = col.astype(object).where(col.notna(), MISSING_LEAF).map(str)
+        return context.leaf_codes(text).astype(np.float64)
+
+    def coverage(self, labels: list, meta: pd.Series, hierarchy=None,
+                 column=None) -> IntervalCoverage:
+        h = Hierarchy.coerce(hierarchy, name=column).with_missing_leaf()
+
+        def bounds(text):
+            node = h.node_index(text)
+            if node is None:
+                raise InvalidValueError(column, f"column {column!r} publishes {text!r}, which "
+                                                "is not a node of its hierarchy")
+            return h.node_lo[node], h.node_hi[node], False
+
+        return interval_coverage(self, h, labels, bounds)

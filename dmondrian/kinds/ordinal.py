@@ -1,0 +1,102 @@
+"""Ordinal QIs: ordered pandas Categoricals, keyed by category code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .._kernel import keys as _keys
+from .._kernel import labels as _labels
+from .._kernel.constants import KIND_ORDINAL
+from ..errors import InvalidValueError, UnsupportedDtypeError
+from .base import Domain, EncodedQI, is_dask, is_missing, meta_of
+from .ranges import RangeKind
+
+__all__ = ["OrdinalKind"]
+
+
+class OrdinalKind(RangeKind):
+    """Ordered categories: the key is the category code, so "between" is category order.
+
+    Published as ``[lo, hi]`` of category names. Points of the line are codes.
+    """
+
+    name = "ordinal"
+
+    def detects(self, dtype) -> bool:
+        return isinstance(dtype, pd.CategoricalDtype) and bool(dtype.ordered)
+
+    def encode(self, series: pd.Series, hierarchy=None) -> EncodedQI:
+        name = series.name
+        if not isinstance(series.dtype, pd.CategoricalDtype):
+            raise UnsupportedDtypeError(
+                name, f"column {name!r} must be a pandas Categorical to be ordinal, "
+                      f"not {series.dtype}"
+            )
+        keys, lo, hi = _keys.sentinel_keys(series.cat.codes.to_numpy().astype(np.int64), -1)
+        return EncodedQI(name, self.name, KIND_ORDINAL, keys,
+                         self.key_scale(lo, hi, KIND_ORDINAL),
+                         categories=list(series.cat.categories), dtype=series.dtype)
+
+    # -- points: category codes -----------------------------------------------------------------
+    def coverage_context(self, meta: pd.Series, hierarchy=None) -> dict:
+        """Code of every category name."""
+        return {str(c): i for i, c in enumerate(meta.cat.categories)}
+
+    def point(self, value, context=None) -> float:
+        return context.get(value, np.nan)
+
+    def value_points(self, col: pd.Series, context=None) -> np.ndarray:
+        text = col.astype(object).map(lambda v: None if is_missing(v) else str(v))
+        return text.map(context).to_numpy(dtype=np.float64, na_value=np.nan)
+
+    def cost_point(self, value, domain: Domain, column=None) -> float:
+        try:
+            return domain.categories.index(value)
+        except ValueError:
+            raise InvalidValueError(column, f"column {column!r} publishes {value!r}, which is "
+                                            f"not a category of the original column") from None
+
+    # -- global domain --------------------------------------------------------------------------
+    def check_column(self, table, column) -> None:
+        """Refuse a Dask column whose categories are unknown: they give the order.
+
+        ``cat.as_known()`` would rebuild them from the data in sorted order,
+        silently changing what "between" means.
+        """
+        col = table[column]
+        if is_dask(col) and isinstance(col._meta.dtype, pd.CategoricalDtype) and not col.cat.known:
+            raise UnsupportedDtypeError(column, f"ordinal column {column!r} has unknown "
+                                                "categories in this Dask table, so their order "
+                                                "is lost: cast it with .astype("
+                                                "pd.CategoricalDtype(categories, ordered=True))")
+
+    def domain_parts(self, col) -> tuple:
+        dtype = meta_of(col).dtype
+        if not isinstance(dtype, pd.CategoricalDtype):
+            raise UnsupportedDtypeError(col.name, f"column {col.name!r} must be a pandas "
+                                                  f"Categorical to be ordinal, not {dtype}")
+        codes = col.cat.codes
+        present = codes[codes >= 0]
+        return (present.min(), present.max())
+
+    def domain(self, name, parts, meta, hierarchy=None) -> Domain:
+        lo, hi = parts
+        cats = tuple(str(c) for c in meta.cat.categories)
+        if pd.isna(lo):
+            return Domain(self.name, 0.0, categories=cats)
+        return Domain(self.name, self.span(lo, hi), int(lo), int(hi), cats)
+
+    # -- publishing -----------------------------------------------------------------------------
+    def label_format(self, qi: EncodedQI) -> int:
+        return _labels.FMT_TABLE
+
+    def bound_strings(self, qi: EncodedQI, values: np.ndarray) -> list[str]:
+        return [str(qi.categories[v]) for v in values]
+
+    # -- painting -------------------------------------------------------------------------------
+    def cell_width(self, dtype) -> float:
+        return 1.0
+
+    def tick_labels(self, col: pd.Series) -> list:
+        return [str(c) for c in col.cat.categories]

@@ -1,0 +1,87 @@
+"""What the kinds published as ranges share: numeric, datetime and ordinal QIs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ParseError
+from .base import Domain, EncodedQI, QIKindSpec
+from .coverage import IntervalCoverage, interval_coverage
+from .labels import Interval, not_published, parse_range
+
+__all__ = ["RangeKind"]
+
+
+class RangeKind(QIKindSpec):
+    """A kind whose values lie on a line and whose classes publish ``[lo, hi]``.
+
+    Missing values sort after every present value (key ``MISSING_KEY``); a
+    class mixing both publishes ``"[lo, hi] or <NA>"``, which costs the full
+    penalty, and a class of missing values only publishes ``<NA>`` and costs 0.
+    """
+
+    label_shape = "range"
+    ordered = True
+    exact_counts = False
+
+    # -- points of the line ---------------------------------------------------------------------
+    def coverage_context(self, meta: pd.Series, hierarchy=None):
+        """What :meth:`point` and :meth:`value_points` need besides a value (none here)."""
+        return None
+
+    def point(self, value, context=None) -> float:
+        """The point of one present value (a bound :meth:`read_bound` returned)."""
+        return float(value)
+
+    def cost_point(self, value, domain: Domain, column=None) -> float:
+        """:meth:`point` of a published bound, measured against the original's domain."""
+        return self.point(value)
+
+    # -- reading published values ---------------------------------------------------------------
+    def parse_label(self, label) -> Interval:
+        """The :class:`~dmondrian.publish.Interval` a published value stands for."""
+        return parse_range(label, self)
+
+    def label_cost(self, text: str, domain: Domain, column=None) -> float:
+        """NCP of a published range: its span over the domain's scale, 1 for
+        ``"[lo, hi] or <NA>"``, 0 for ``<NA>`` alone (see :mod:`dmondrian.metrics`)."""
+        interval = parse_range(text, self)
+        if interval.lo is None:  # only missing values
+            return 0.0
+        if interval.missing:  # "[lo, hi] or <NA>" tells an analyst nothing
+            return 1.0
+        if domain.scale <= 0:
+            return 0.0
+        lo, hi = (self.cost_point(b, domain, column) for b in (interval.lo, interval.hi))
+        return self.span(lo, hi) / domain.scale
+
+    def coverage(self, labels: list, meta: pd.Series, hierarchy=None,
+                 column=None) -> IntervalCoverage:
+        context = self.coverage_context(meta, hierarchy)
+
+        def bounds(text):
+            try:
+                interval = parse_range(text, self)
+            except ParseError as exc:
+                raise not_published(column, text, self, exc) from None
+            if interval.lo is None:
+                return None, None, interval.missing
+            return (self.point(interval.lo, context), self.point(interval.hi, context),
+                    interval.missing)
+
+        return interval_coverage(self, context, labels, bounds)
+
+    # -- publishing -----------------------------------------------------------------------------
+    def decode_keys(self, qi: EncodedQI, keys: np.ndarray) -> np.ndarray:
+        """Original values of present keys (numbers, datetime64 or codes)."""
+        return keys
+
+    def label_format(self, qi: EncodedQI) -> int:
+        """How the compiled formatter writes this QI's bounds
+        (``dmondrian._kernel.labels.FMT_*``; ``FMT_TABLE``: copied from :meth:`bound_strings`)."""
+        raise NotImplementedError
+
+    def bound_strings(self, qi: EncodedQI, values: np.ndarray) -> list[str]:
+        """Strings of distinct present keys, for bounds written from a table."""
+        raise NotImplementedError
