@@ -190,6 +190,12 @@ class QIKindSpec:
     #: Whether a missing value is one more value of the kind (a nominal code, a
     #: hierarchy leaf) rather than the missing key ``MISSING_KEY`` after every value.
     missing_is_value: bool = False
+    #: Whether the kernel cuts a node's codes in their frequency order (nominal)
+    #: rather than in key order.
+    frequency_order: bool = False
+    #: The kernel kind code of every column of this kind (None: it depends on the
+    #: dtype, see :meth:`kernel_kind_of`).
+    kernel_kind: int | None = None
 
     def __repr__(self) -> str:
         return f"<QI kind {self.name!r}>"
@@ -220,6 +226,16 @@ class QIKindSpec:
         EncodedQI
         """
         raise NotImplementedError
+
+    def kernel_kind_of(self, dtype) -> int:
+        """The kernel kind code :meth:`encode` gives a column of ``dtype``."""
+        return self.kernel_kind
+
+    def plain_int_values(self, series: pd.Series):
+        """``(values, nat_missing)`` when a column's keys are its own int64 values
+        (numpy ints, datetime64 with NaT missing), so they need no encoding pass;
+        None for any other column."""
+        return None
 
     # -- scale ----------------------------------------------------------------------------------
     def span(self, lo, hi):
@@ -268,12 +284,99 @@ class QIKindSpec:
         """
         return col.to_numpy(dtype=np.float64, na_value=np.nan)
 
+    def key_width(self, lo: int, hi: int, kernel_kind: int, hierarchy=None) -> float:
+        """Width of a region whose present keys span ``lo..hi``, as the kernel's node
+        span measures it before normalizing: the span of the points they stand for."""
+        a, b = self.key_value(np.array([lo, hi], dtype=np.int64), kernel_kind)
+        return self.span(a, b)
+
+    def region_span(self, lo: int, hi: int, n_missing: float, hist, scale: float,
+                    kernel_kind: int, hierarchy=None) -> float:
+        """Normalized span of a QI over a region, as the kernel's node span computes it.
+
+        Parameters
+        ----------
+        lo, hi : int
+            Smallest and largest present key of the region (``lo`` is
+            ``MISSING_KEY`` when it has none).
+        n_missing : float
+            Its rows holding the missing key.
+        hist : ndarray or None
+            Its count of every slot (kinds with :attr:`exact_counts`).
+        scale : float
+            The QI's global scale.
+        kernel_kind : int
+        hierarchy : Hierarchy, optional
+
+        Returns
+        -------
+        float
+            0 for a constant QI or a region of missing values only, 1 for a
+            region mixing missing and present values (it publishes
+            ``"[lo, hi] or <NA>"``), else the width over the scale.
+        """
+        if scale <= 0.0 or lo == MISSING_KEY:
+            return 0.0
+        if n_missing > 0:
+            return 1.0
+        return self.key_width(lo, hi, kernel_kind, hierarchy) / scale
+
+    def median_thresholds(self, med: int, lo: int, hi: int, hierarchy=None) -> tuple[int, int]:
+        """Thresholds of the two cuts at a median key ``med`` of a region whose keys
+        span ``lo..hi``: ``keys <= t1`` (strictly below the median) and ``keys <= t2``
+        (up to it). Hierarchies cut between subtrees, so theirs bound the subtree
+        under the region's common ancestor that holds the median."""
+        if med == MISSING_KEY:
+            return MISSING_KEY - 1, MISSING_KEY - 1
+        return med - 1, med
+
     def count_scale(self, n: int) -> float:
         """Global scale of a QI of ``n`` distinct values (or leaves): the span of
         codes ``0..n-1``, 0 for a constant (or empty) column."""
         return self.span(0, max(int(n), 1) - 1)
 
-    # -- global domain (metrics) ----------------------------------------------------------------
+    # -- global domain (metrics, Dask engine) ---------------------------------------------------
+    def kernel_card(self, slots: int) -> int:
+        """The code cardinality the kernel is given for a QI of ``slots`` slots (0: none)."""
+        return 0
+
+    def slot_keys(self, keys: np.ndarray, slots: int) -> np.ndarray:
+        """Keys of a kind with :attr:`exact_counts` as slots ``0..slots-1``."""
+        return keys
+
+    def slot_values(self, slots: int) -> np.ndarray:
+        """The key each slot stands for (inverse of :meth:`slot_keys`)."""
+        return np.arange(slots, dtype=np.int64)
+
+    def categories_from_values(self, name, values: list) -> list:
+        """Global categories of a column whose partitions disagree on them, from its
+        distinct values (kinds with categories)."""
+        raise NotImplementedError
+
+    def global_encoding(self, meta: pd.Series, scale: float, *, categories=None, slots: int = 0,
+                        hierarchy=None) -> EncodedQI:
+        """What publishing needs of a QI measured over a whole dataset, without keys.
+
+        Parameters
+        ----------
+        meta : pandas.Series
+            The input column's schema (an empty column of its dtype).
+        scale : float
+            The global scale.
+        categories : list, optional
+            Global categories (ordinal, nominal; missing not included).
+        slots : int
+            Size of the exact-count space (nominal: categories + missing).
+        hierarchy : Hierarchy, optional
+            The global tree (hierarchy).
+
+        Returns
+        -------
+        EncodedQI
+            With empty keys.
+        """
+        raise NotImplementedError
+
     def check_column(self, table, column) -> None:
         """Raise when ``table[column]`` cannot be read as this kind (default: never)."""
 

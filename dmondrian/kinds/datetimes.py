@@ -26,6 +26,7 @@ class DatetimeKind(RangeKind):
     name = "datetime"
     summarizes = True
     temporal = True
+    kernel_kind = KIND_INT
 
     def detects(self, dtype) -> bool:
         return (not isinstance(dtype, pd.CategoricalDtype)
@@ -46,6 +47,12 @@ class DatetimeKind(RangeKind):
                                            np.iinfo(np.int64).min)
         return EncodedQI(name, self.name, KIND_INT, keys, self.key_scale(lo, hi, KIND_INT),
                          value_type=unit, tz=tz, dtype=dtype)
+
+    def plain_int_values(self, series: pd.Series):
+        dtype = series.dtype
+        if isinstance(dtype, np.dtype) and dtype.kind == "M":
+            return series.to_numpy().view(np.int64), True
+        return None
 
     # -- points: nanoseconds since the epoch, UTC -----------------------------------------------
     def point(self, value, context=None) -> float:

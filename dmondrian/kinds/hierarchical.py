@@ -28,6 +28,7 @@ class HierarchyKind(QIKindSpec):
     name = "hierarchy"
     label_shape = "node"
     missing_is_value = True
+    kernel_kind = KIND_HIERARCHY
 
     def encode(self, series: pd.Series, hierarchy: Hierarchy | None = None) -> EncodedQI:
         codes, categories = factorize(series)
@@ -43,6 +44,25 @@ class HierarchyKind(QIKindSpec):
         return EncodedQI(series.name, self.name, KIND_HIERARCHY, keys,
                          self.count_scale(len(hierarchy)), hierarchy=hierarchy,
                          dtype=series.dtype)
+
+    def key_width(self, lo: int, hi: int, kernel_kind: int, hierarchy=None) -> float:
+        """Leaves under the region's lowest common ancestor - 1."""
+        node = hierarchy.lca_node(lo, hi)
+        return float(hierarchy.node_hi[node] - hierarchy.node_lo[node])
+
+    def median_thresholds(self, med: int, lo: int, hi: int, hierarchy=None) -> tuple[int, int]:
+        """The leaf codes of the subtree holding the median, under the region's common
+        ancestor: a hierarchy is only ever cut between subtrees."""
+        lca = hierarchy.lca_node(lo, hi)
+        child = int(hierarchy.leaf_node[med])
+        while hierarchy.parent[child] != lca:
+            child = int(hierarchy.parent[child])
+        return int(hierarchy.node_lo[child]) - 1, int(hierarchy.node_hi[child])
+
+    def global_encoding(self, meta: pd.Series, scale: float, *, categories=None, slots: int = 0,
+                        hierarchy=None) -> EncodedQI:
+        return EncodedQI(meta.name, self.name, KIND_HIERARCHY, np.zeros(0, dtype=np.int64),
+                         scale, hierarchy=hierarchy, dtype=meta.dtype)
 
     def domain_parts(self, col) -> tuple:
         return (col.isna().any(),)

@@ -26,6 +26,8 @@ class NominalKind(QIKindSpec):
     name = "nominal"
     label_shape = "set"
     missing_is_value = True
+    frequency_order = True
+    kernel_kind = KIND_NOMINAL
 
     def detects(self, dtype) -> bool:
         if isinstance(dtype, pd.CategoricalDtype):
@@ -41,6 +43,26 @@ class NominalKind(QIKindSpec):
         distinct = int(np.count_nonzero(np.bincount(keys, minlength=card)))
         return EncodedQI(series.name, self.name, KIND_NOMINAL, keys, self.count_scale(distinct),
                          card=card, categories=[*categories, MISSING_LABEL], dtype=series.dtype)
+
+    def region_span(self, lo: int, hi: int, n_missing: float, hist, scale: float,
+                    kernel_kind: int, hierarchy=None) -> float:
+        """(Distinct values in the region - 1) over the scale, as the kernel counts them."""
+        if scale <= 0.0:
+            return 0.0
+        return (int(np.count_nonzero(hist)) - 1) / scale
+
+    def kernel_card(self, slots: int) -> int:
+        return int(slots)
+
+    def categories_from_values(self, name, values: list) -> list:
+        """Sorted as :meth:`encode` sorts them, so global codes keep the local order."""
+        return factorize(pd.Series(list(values), dtype=object))[1]
+
+    def global_encoding(self, meta: pd.Series, scale: float, *, categories=None, slots: int = 0,
+                        hierarchy=None) -> EncodedQI:
+        return EncodedQI(meta.name, self.name, KIND_NOMINAL, np.zeros(0, dtype=np.int64), scale,
+                         card=int(slots), categories=[*categories, MISSING_LABEL],
+                         dtype=meta.dtype)
 
     def domain_parts(self, col) -> tuple:
         return (col.nunique(dropna=False),)

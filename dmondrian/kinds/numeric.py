@@ -80,6 +80,16 @@ class NumericKind(RangeKind):
                          self.key_scale(lo, hi, kernel_kind), value_type=value_type,
                          dtype=dtype)
 
+    def kernel_kind_of(self, dtype) -> int:
+        # Bools are encoded as floats.
+        return KIND_INT if pd.api.types.is_integer_dtype(dtype) else KIND_FLOAT
+
+    def plain_int_values(self, series: pd.Series):
+        dtype = series.dtype
+        if isinstance(dtype, np.dtype) and dtype.kind == "i":
+            return series.to_numpy(), False
+        return None
+
     def key_value(self, keys, kernel_kind: int):
         return decode_float_keys(keys) if kernel_kind == KIND_FLOAT else keys
 

@@ -7,7 +7,7 @@ import pandas as pd
 
 from .._kernel import keys as _keys
 from .._kernel import labels as _labels
-from .._kernel.constants import KIND_ORDINAL
+from .._kernel.constants import KIND_ORDINAL, MISSING_KEY
 from ..errors import InvalidValueError, UnsupportedDtypeError
 from .base import Domain, EncodedQI, is_dask, is_missing, meta_of
 from .ranges import RangeKind
@@ -22,6 +22,8 @@ class OrdinalKind(RangeKind):
     """
 
     name = "ordinal"
+    kernel_kind = KIND_ORDINAL
+    exact_counts = True
 
     def detects(self, dtype) -> bool:
         return isinstance(dtype, pd.CategoricalDtype) and bool(dtype.ordered)
@@ -58,6 +60,27 @@ class OrdinalKind(RangeKind):
                                             f"not a category of the original column") from None
 
     # -- global domain --------------------------------------------------------------------------
+    def slot_keys(self, keys: np.ndarray, slots: int) -> np.ndarray:
+        """Codes as slots; the missing key takes the last slot."""
+        return np.where(keys == MISSING_KEY, slots - 1, keys)
+
+    def slot_values(self, slots: int) -> np.ndarray:
+        values = np.arange(slots, dtype=np.int64)
+        values[-1] = MISSING_KEY
+        return values
+
+    def categories_from_values(self, name, values: list) -> list:
+        """Never: sorting the values would make up an order the data does not give."""
+        raise UnsupportedDtypeError(
+            name, f"ordinal column {name!r} has different categories in different partitions; "
+            "give it one ordered CategoricalDtype (e.g. ddf[col].astype(dtype))")
+
+    def global_encoding(self, meta: pd.Series, scale: float, *, categories=None, slots: int = 0,
+                        hierarchy=None) -> EncodedQI:
+        return EncodedQI(meta.name, self.name, KIND_ORDINAL, np.zeros(0, dtype=np.int64), scale,
+                         categories=list(categories),
+                         dtype=pd.CategoricalDtype(categories, ordered=True))
+
     def check_column(self, table, column) -> None:
         """Refuse a Dask column whose categories are unknown: they give the order.
 

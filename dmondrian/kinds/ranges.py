@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -71,6 +73,12 @@ class RangeKind(QIKindSpec):
                     interval.missing)
 
         return interval_coverage(self, context, labels, bounds)
+
+    def global_encoding(self, meta: pd.Series, scale: float, *, categories=None, slots: int = 0,
+                        hierarchy=None) -> EncodedQI:
+        # Numbers and dates take their value type (and time zone) from the schema.
+        return dataclasses.replace(self.encode(meta), keys=np.zeros(0, dtype=np.int64),
+                                   scale=scale)
 
     # -- publishing -----------------------------------------------------------------------------
     def decode_keys(self, qi: EncodedQI, keys: np.ndarray) -> np.ndarray:
