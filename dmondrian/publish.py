@@ -50,8 +50,8 @@ __all__ = ["Interval", "parse_range", "parse_set", "class_values", "expand_label
 def _distinct_rows(*columns):
     """Distinct rows of equal-length int arrays: ``(first_of_each, inverse)``.
 
-    A lexsort and a diff: much faster than ``np.unique(axis=0)``, which sorts
-    rows as opaque records.
+    A lexsort and a diff, where ``np.unique(axis=0)`` would sort the rows as
+    opaque records.
     """
     order = np.lexsort(columns[::-1])
     changed = np.zeros(len(order), dtype=bool)
@@ -87,9 +87,9 @@ def group_triples(lo, hi, missing, j: int):
 
     Classes with every value missing (lo = ``MISSING_KEY``) share the last
     triple. The sort is one ``np.sort`` of the words of
-    :func:`dmondrian._kernel.labels.pack_triples` (numpy's vectorized sort of plain
-    words is several times faster than an argsort or a lexsort); a lexsort
-    when the words hold only a prefix of lo and its ties run long.
+    :func:`dmondrian._kernel.labels.pack_triples` (numpy sorts plain words in
+    place, without the indirection of an argsort or a lexsort); a lexsort when
+    the words hold only a prefix of lo and its ties run long.
 
     Parameters
     ----------
@@ -255,7 +255,7 @@ def _code_dtype(n_labels: int):
 def _label_dtype(labels: pd.Index) -> pd.CategoricalDtype:
     # The labels are distinct and never missing by construction; pandas'
     # public constructor would check that again by hashing every label as a
-    # Python string, which costs more than building them.
+    # Python string.
     fastpath = getattr(pd.CategoricalDtype, "_from_fastpath", None)
     if fastpath is None:  # pragma: no cover - pandas without the fast path
         return pd.CategoricalDtype(labels)

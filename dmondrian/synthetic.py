@@ -214,7 +214,7 @@ class _Categorical:
     of its group's table and keeps ``i`` when the fractional part of ``u * K``
     is below ``prob[i]``, else takes ``alias[i]``: exact probabilities (up to
     float32 rounding) for a few vectorized operations, where a
-    ``searchsorted`` per row costs several times more.
+    ``searchsorted`` would binary-search every row.
 
     Parameters
     ----------

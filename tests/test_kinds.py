@@ -33,7 +33,6 @@ from dmondrian.kinds import (
     kind_spec,
     resolve_kind,
 )
-from dmondrian.local import _hierarchy_arrays
 from dmondrian.metrics.certainty_penalty import label_cost
 from dmondrian.qi import encode_qi
 
@@ -241,13 +240,15 @@ def test_region_span_is_the_kernels_node_span(df):
     encoded = [encode_qi(df[q], hierarchy=JOBS if q == "job" else None) for q in df.columns]
     keys = np.ascontiguousarray(np.stack([e.keys for e in encoded]))
     n = len(df)
-    h_parent, h_lo, h_hi, h_leaf, hoffs, loffs = _hierarchy_arrays(encoded)
+    # One tree (the "job" column's): every column's offsets into it are 0.
+    tree = encoded[-1].hierarchy
+    h_parent, h_lo, h_hi, h_leaf = tree.parent, tree.node_lo, tree.node_hi, tree.leaf_node
     privacy = kernel_privacy([KAnonymity(1)], {})
     ws = workspace(np.asarray([e.card for e in encoded]), (privacy.ip, privacy.fp, privacy.q))
     for j, e in enumerate(encoded):
         lo, hi, miss = column_stats_py(keys, j, 0, n, e.kernel_kind, e.card)
         expected = node_span_py(keys, j, 0, n, lo, hi, miss, e.kernel_kind, e.scale, e.card,
-                                h_parent, h_lo, h_hi, h_leaf, hoffs[j], loffs[j], ws)
+                                h_parent, h_lo, h_hi, h_leaf, 0, 0, ws)
         row = keys[j]
         hist = np.bincount(row, minlength=e.card) if e.spec is NOMINAL else None
         present = row[row != MISSING_KEY]
