@@ -287,6 +287,17 @@ def test_slots_and_codes():
     assert [k.kernel_card(5) for k in (NUMERIC, ORDINAL, NOMINAL, HIERARCHY)] == [0, 0, 5, 0]
     assert [k.exact_counts for k in (NUMERIC, DATETIME, ORDINAL, NOMINAL, HIERARCHY)] \
         == [False, False, True, True, True]
+    # Slot counts over a whole dataset give the scale and bounds encoding gives.
+    edu = pd.Series(pd.Categorical(["BSc", "MSc", None], categories=EDU, ordered=True))
+    nom = pd.Series(pd.Categorical(["b", None, "b", "d"], categories=list("abcd")))
+    job = pd.Series(["Federal-gov", "Local-gov"])
+    for kind, col, counts in ((ORDINAL, edu, [0, 1, 1, 0, 1]), (NOMINAL, nom, [0, 2, 0, 1, 1]),
+                              (HIERARCHY, job, [0, 1, 1, 0, 0])):
+        qi = encode_qi(col, hierarchy=JOBS if kind is HIERARCHY else None)
+        assert kind.slot_scale(np.array(counts)) == qi.scale, kind
+        present = qi.keys[qi.keys != MISSING_KEY]
+        assert kind.slot_bounds(np.array(counts)) == (present.min(), present.max()), kind
+    assert ORDINAL.slot_bounds(np.array([0, 0, 0, 0, 3])) == (MISSING_KEY, np.iinfo(np.int64).min)
     assert NOMINAL.categories_from_values("c", ["b", "a"]) == ["a", "b"]
     with pytest.raises(UnsupportedDtypeError, match="different categories"):
         ORDINAL.categories_from_values("edu", ["b", "a"])

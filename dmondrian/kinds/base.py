@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._kernel.constants import FLOAT_MAX, MISSING_KEY
+from .._kernel.constants import FLOAT_MAX, INT_MIN, MISSING_KEY
 from ..hierarchy import Hierarchy
 
 __all__ = ["QIKindSpec", "EncodedQI", "Domain", "KINDS", "kind_spec", "register", "capped_span",
@@ -347,6 +347,19 @@ class QIKindSpec:
     def slot_values(self, slots: int) -> np.ndarray:
         """The key each slot stands for (inverse of :meth:`slot_keys`)."""
         return np.arange(slots, dtype=np.int64)
+
+    def slot_bounds(self, counts: np.ndarray) -> tuple[int, int]:
+        """Smallest and largest present key of a QI whose slots hold ``counts``
+        (``MISSING_KEY`` and ``INT64_MIN`` when no slot holds a present value)."""
+        keys = self.slot_values(len(counts))[np.asarray(counts) > 0]
+        keys = keys[keys != MISSING_KEY]
+        return (int(keys.min()), int(keys.max())) if keys.size else (MISSING_KEY, INT_MIN)
+
+    def slot_scale(self, counts: np.ndarray) -> float:
+        """Global scale of a QI whose slots hold ``counts`` over the whole dataset
+        (the key span of its present values; kinds that count values say otherwise)."""
+        lo, hi = self.slot_bounds(counts)
+        return self.key_scale(lo, hi, self.kernel_kind)
 
     def categories_from_values(self, name, values: list) -> list:
         """Global categories of a column whose partitions disagree on them, from its

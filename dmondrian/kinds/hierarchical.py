@@ -59,6 +59,10 @@ class HierarchyKind(QIKindSpec):
             child = int(hierarchy.parent[child])
         return int(hierarchy.node_lo[child]) - 1, int(hierarchy.node_hi[child])
 
+    def slot_scale(self, counts: np.ndarray) -> float:
+        """Leaves - 1: every leaf of the tree counts, present or not."""
+        return self.count_scale(len(counts))
+
     def global_encoding(self, meta: pd.Series, scale: float, *, categories=None, slots: int = 0,
                         hierarchy=None) -> EncodedQI:
         return EncodedQI(meta.name, self.name, KIND_HIERARCHY, np.zeros(0, dtype=np.int64),

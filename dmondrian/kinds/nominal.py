@@ -51,6 +51,10 @@ class NominalKind(QIKindSpec):
             return 0.0
         return (int(np.count_nonzero(hist)) - 1) / scale
 
+    def slot_scale(self, counts: np.ndarray) -> float:
+        """Distinct values (missing included) - 1, as :meth:`encode` counts them."""
+        return self.count_scale(np.count_nonzero(counts))
+
     def kernel_card(self, slots: int) -> int:
         return int(slots)
 
