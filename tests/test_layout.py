@@ -26,11 +26,7 @@ FRONT_MAX_LINES = 500
 # Known offenders, outside the Dask engine, being refactored by other work in
 # progress: remove an entry as soon as its module is fixed (the tests below
 # fail on any offender not listed here).
-KNOWN_CYCLES: list[set] = [
-    # verification imports dmondrian.metrics, whose achieved_privacy imports
-    # verification back inside a function (metrics/verification refactor).
-    {"dmondrian.metrics", "dmondrian.metrics.achieved_privacy", "dmondrian.verification"},
-]
+KNOWN_CYCLES: list[set] = []
 KNOWN_LARGE: set = set()
 
 
