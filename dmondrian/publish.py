@@ -157,48 +157,59 @@ def _range_labels(qi: EncodedQI, j: int, stats, sorted_row) -> tuple[pd.Index, n
     return labels, inverse
 
 
-def _set_label(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else "{" + ", ".join(names) + "}"
-
-
 # Up to this many codes, class sets are compared as bitmasks (64 codes a word).
 _MASK_CODES = 4096
 
 
 def _set_labels(qi: EncodedQI, j: int, stats, sorted_row) -> tuple[pd.Index, np.ndarray]:
-    """Set labels of every class, from the codes each class's rows hold."""
-    return _distinct_labels(*_class_sets(qi, stats, sorted_row))
+    """Set labels of every class, from the codes each class's rows hold.
 
-
-def _class_sets(qi: EncodedQI, stats, sorted_row):
+    The distinct code sets and their members are found in compiled code and
+    their labels written into one UTF-8 buffer (:func:`dmondrian._kernel.labels.set_labels`),
+    with no Python string per set until the Index is made. Up to
+    ``_MASK_CODES`` codes, the labels are ordered as the sets' bitmask words
+    read as int64 sort; past it, by the first class holding each set.
+    """
     class_of_pos, n_classes = stats[0], stats[1].shape[0]
     names = [str(c) for c in qi.categories]
     if qi.card <= _MASK_CODES:
         words = (qi.card + 63) // 64
-        masks = K.class_code_masks(sorted_row, class_of_pos, n_classes, words).view(np.int64)
-        first, inverse = _distinct_rows(*masks.T)
-        bits = np.unpackbits(masks[first].view(np.uint8), axis=1, bitorder="little")
-        # Every member of every set in one nonzero (row-major: sets in order,
-        # codes ascending), then one slice of names per set.
-        set_of, codes = np.nonzero(bits)
-        members = [names[c] for c in codes.tolist()]
-        ends = np.cumsum(np.bincount(set_of, minlength=len(first))).tolist()
-        labels = [_set_label(members[a:b]) for a, b in zip([0, *ends[:-1]], ends)]
-        return np.asarray(labels, dtype=object), inverse
-    offsets, codes = K.class_code_sets(sorted_row, class_of_pos, n_classes)
-    cache: dict[bytes, int] = {}
-    labels: list[str] = []
-    inverse = np.empty(n_classes, dtype=np.int64)
-    for c in range(n_classes):
-        members = codes[offsets[c]: offsets[c + 1]]
-        key = members.tobytes()
-        idx = cache.get(key)
-        if idx is None:
-            idx = len(labels)
-            cache[key] = idx
-            labels.append(_set_label([names[m] for m in members.tolist()]))
-        inverse[c] = idx
-    return np.asarray(labels, dtype=object), inverse
+        masks = K.class_code_masks(sorted_row, class_of_pos, n_classes, words)
+        first, inverse = _labels.distinct_masks(masks)
+        offsets, codes = _labels.mask_members(masks, first)
+    else:
+        offsets, codes = K.class_code_sets(sorted_row, class_of_pos, n_classes)
+        first, inverse = _labels.distinct_slices(offsets, codes)
+        offsets, codes = _csr_rows(offsets, codes, first)
+    labels = _string_index(*_labels.set_labels(offsets, codes, *_utf8_table(names)))
+    if _sets_read_apart(names):
+        return labels, inverse
+    return _distinct_labels(labels, inverse)
+
+
+def _csr_rows(offsets: np.ndarray, codes: np.ndarray, rows: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The slices ``rows`` of a CSR ``(offsets, codes)``, as a CSR of their own."""
+    starts = offsets[rows]
+    lengths = offsets[rows + 1] - starts
+    new_offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=new_offsets[1:])
+    # Position p of the new codes reads old position p + (start - new start) of its slice.
+    shift = np.repeat(starts - new_offsets[:-1], lengths)
+    return new_offsets, codes[np.arange(new_offsets[-1], dtype=np.int64) + shift]
+
+
+def _sets_read_apart(names: list[str]) -> bool:
+    """Whether distinct sets of these names always get distinct labels.
+
+    They do when the names are distinct and none contains ``", "``: a label
+    of several names then contains ``", "`` and a single name does not, and
+    splitting ``"{...}"`` at every ``", "`` gives back its names (a name's
+    ``","`` or ``" "`` cannot join the separator into another ``", "``).
+    Otherwise the labels are compared (the set ``{a, b}`` and the category
+    ``"{a, b}"`` read alike).
+    """
+    return len(set(names)) == len(names) and not any(", " in name for name in names)
 
 
 def _node_labels(qi: EncodedQI, j: int, stats, sorted_row) -> tuple[pd.Index, np.ndarray]:

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import dmondrian
@@ -487,3 +487,103 @@ def test_two_classes_with_sets_that_read_alike():
     assert out["_c"].nunique() == 2
     assert out["w"].astype(str).tolist() == ["{a, b, c}"] * 8
     assert_distinct_categories(out["w"])
+
+
+# -- nominal set labels against the documented format, class by class ---------------------
+
+# Name pieces that test the format: the separator and braces inside names, the
+# missing value's own label, unicode of 2, 3 and 4 UTF-8 bytes, and "".
+NAME_PIECES = st.sampled_from(["a", "b", ",", " ", ", ", "{", "}", "é", "日", "😀", "<NA>"])
+
+
+def signed_words(codes: set, words: int) -> tuple:
+    """A code set's bitmask words (bit ``c % 64`` of word ``c // 64``) read as int64."""
+    out = []
+    for w in range(words):
+        u = sum(1 << (c - 64 * w) for c in codes if c // 64 == w)
+        out.append(u - (1 << 64) if u >= 1 << 63 else u)
+    return tuple(out)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.integers(1, 8), st.integers(1, 70), st.integers(4090, 5000)),
+       st.lists(st.one_of(st.sampled_from(["a", "b", "c", "a, b", "b, c", "{a, b}"]),
+                          st.lists(NAME_PIECES, max_size=4).map("".join)),
+                max_size=8, unique=True),
+       st.integers(0, 2 ** 32 - 1), st.integers(1, 300), st.integers(1, 300),
+       st.floats(0.0, 0.3))
+# Small classes of three names, two of them in the third's reading: merges for sure.
+@example(3, ["a", "b", "{a, b}"], 0, 300, 300, 0.0)
+def test_nominal_set_labels_match_the_documented_format(n_cats, special, seed, n_rows,
+                                                        n_classes, p_missing):
+    from dmondrian.kinds import NOMINAL
+    from dmondrian.publish import class_values
+
+    rng = np.random.default_rng(seed)
+    names = list(dict.fromkeys([*special, *(f"n{i}" for i in range(n_cats))]))[:n_cats]
+    names = [names[i] for i in rng.permutation(len(names))]
+    # Few codes per column or codes from the whole range (sets over many words).
+    high = n_cats if rng.random() < 0.5 else min(n_cats, 12)
+    codes = np.where(rng.random(n_rows) < p_missing, -1, rng.integers(0, high, n_rows))
+    qi = NOMINAL.encode(pd.Series(pd.Categorical.from_codes(codes, categories=names), name="w"))
+    class_of_row = rng.integers(0, min(n_classes, n_rows), n_rows)
+    order = np.argsort(class_of_row, kind="stable")
+    sorted_keys = qi.keys[order].reshape(1, -1).astype(np.int64)
+    class_start = np.r_[True, class_of_row[order][1:] != class_of_row[order][:-1]]
+    stats = K.class_statistics(sorted_keys, class_start, np.array([qi.kernel_kind]),
+                               np.array([qi.card]))
+    labels, inverse = class_values(qi, 0, "range", stats, sorted_keys[0])
+
+    # The documented label: the one name, or the names in code order in braces.
+    class_of_pos = stats[0]
+    sets = [sorted(set(sorted_keys[0][class_of_pos == c].tolist()))
+            for c in range(len(stats[1]))]
+    cats = [str(c) for c in qi.categories]
+    expected = [cats[s[0]] if len(s) == 1 else "{" + ", ".join(cats[c] for c in s) + "}"
+                for s in sets]
+    assert [labels[i] for i in inverse] == expected
+    assert labels.is_unique
+    # Categories in the release's order: sets by their bitmask words as int64 up
+    # to 4,096 codes, by first class past it; sets that read alike share one.
+    if qi.card <= 4096:
+        words = (qi.card + 63) // 64
+        by = sorted(range(len(sets)), key=lambda c: signed_words(set(sets[c]), words))
+    else:
+        by = range(len(sets))
+    assert list(labels) == list(dict.fromkeys(expected[c] for c in by))
+
+
+def test_set_label_writer_reads_names_from_the_table():
+    names = ["", "a, b", "日本", "😀"]
+    encoded = [n.encode() for n in names]
+    t_off = np.cumsum([0, *map(len, encoded)])
+    t_buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    buf, off = _labels.set_labels(np.array([0, 1, 3, 7]), np.array([2, 0, 3, 0, 1, 2, 3]),
+                                  t_buf, t_off)
+    assert strings(buf, off) == ["日本", "{, 😀}", "{, a, b, 日本, 😀}"]
+    with pytest.raises(ValueError):
+        _labels.set_labels(np.array([0, 0]), np.zeros(0, np.int64), t_buf, t_off)
+    with pytest.raises(IndexError):
+        _labels.set_labels(np.array([0, 1]), np.array([4]), t_buf, t_off)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3), st.lists(st.lists(st.integers(0, 191), max_size=6), min_size=1,
+                                   max_size=40))
+def test_distinct_masks_and_members_match_a_lexsort(words, sets):
+    masks = np.zeros((len(sets), words), dtype=np.uint64)
+    for r, s in enumerate(sets):
+        for c in s:
+            if c < 64 * words:
+                masks[r, c // 64] |= np.uint64(1) << np.uint64(c % 64)
+    first, inverse = _labels.distinct_masks(masks)
+    signed = masks.view(np.int64)
+    order = np.lexsort(signed.T[::-1])
+    keys = [tuple(row) for row in signed[order].tolist()]
+    starts = [i for i in range(len(keys)) if i == 0 or keys[i] != keys[i - 1]]
+    assert first.tolist() == order[starts].tolist()
+    assert (masks[first][inverse] == masks).all()
+    off, codes = _labels.mask_members(masks, first)
+    for i, r in enumerate(first.tolist()):
+        expected = sorted({c for c in sets[r] if c < 64 * words})
+        assert codes[off[i]: off[i + 1]].tolist() == expected
