@@ -336,3 +336,52 @@ def test_publishing_numbers_or_labels():
     assert NUMERIC.summary_dtype(np.dtype("int64")) == np.float64
     assert DATETIME.summary_dtype(np.dtype("M8[ns]")) == np.dtype("M8[ns]")
     assert ORDINAL.summary_dtype(np.dtype("int64")) is None
+
+
+# -- the Dask engine's global keys and slots -----------------------------------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(columns())
+def test_global_keys_and_slots_agree_with_encoding(case):
+    # Against a global domain measured on the column itself, the keys the Dask
+    # engine writes are encoding's keys, and its slot counts give encoding's scale.
+    name, col = case
+    hierarchy = JOBS if name == "hierarchy" else None
+    qi = encode_qi(col, hierarchy=hierarchy)
+    kind = qi.spec
+    present = [c for c in qi.categories if c != "<NA>"] if qi.categories else None
+    cats = kind.global_categories("q", pd.Index(col.dropna().unique(), dtype=object),
+                                  {tuple(col.cat.categories)} if present and name == "ordinal"
+                                  else set(), col.dtype)
+    assert cats == present
+    tree, counts = hierarchy, None
+    if kind.exact_counts:
+        values = col.dropna().astype(object).value_counts(sort=False)
+        counts, tree = kind.global_slots(values, int(col.isna().sum()), categories=cats,
+                                         hierarchy=hierarchy)
+        assert kind.slot_scale(counts) == qi.scale
+        assert tree == qi.hierarchy or (tree is None and qi.hierarchy is None)
+    out = np.empty(len(col), dtype=np.int64)
+    kind.global_keys_into(col, out, categories=cats, hierarchy=tree)
+    assert out.tolist() == qi.keys.tolist()
+    if counts is not None:
+        assert np.bincount(kind.slot_keys(out, len(counts)), minlength=len(counts)).tolist() \
+            == counts.tolist()
+
+
+def test_global_keys_map_local_codes_into_the_global_domain():
+    out = np.empty(4, dtype=np.int64)
+    NOMINAL.global_keys_into(pd.Series(["z", None, "a", "z"]), out, categories=["a", "b", "z"])
+    assert out.tolist() == [2, 3, 0, 2]  # missing takes the code after the categories
+    NOMINAL.global_keys_into(pd.Series(["z", None, "a", "z"], dtype="string[pyarrow]"), out,
+                             categories=["a", "b", "z"])
+    assert out.tolist() == [2, 3, 0, 2]
+    local = pd.Series(pd.Categorical(["MSc", None, "HS", "MSc"], categories=["HS", "MSc"],
+                                     ordered=True))
+    ORDINAL.global_keys_into(local, out, categories=EDU)
+    assert out.tolist() == [2, MISSING_KEY, 0, 2]
+    for values in (["y"], pd.Series(["y"], dtype="string[pyarrow]")):
+        with pytest.raises(UnsupportedDtypeError, match="did not see"):
+            NOMINAL.global_keys_into(pd.Series(values), out[:1], categories=["a"])
+    with pytest.raises(InvalidValueError, match="reserved"):
+        NUMERIC.global_keys_into(pd.Series([np.iinfo(np.int64).max]), out[:1])

@@ -16,26 +16,12 @@ import numpy as np
 import pandas as pd
 
 from .._compat import known_partition_lengths
-from .._kernel.constants import (
-    INT_MIN,
-    KIND_FLOAT,
-    KIND_HIERARCHY,
-    KIND_NOMINAL,
-    KIND_ORDINAL,
-    MISSING_KEY,
-)
+from .._kernel.constants import INT_MIN, MISSING_KEY
 from .._kernel.scan import _code_counts, _count_codes, _int_bounds, _key_bounds
-from ..errors import UnsupportedDtypeError
-from ..hierarchy import MISSING_LEAF
-from ..qi import QIKind, _factorize, decode_float_keys, encode_qi
+from ..kinds import kind_spec
+from ..kinds.keys import arrow_int32_chunks
 from .cluster import run, worker_memory_per_thread
-from .global_domain import (
-    EXACT_KINDS,
-    GlobalDomain,
-    arrow_int32_chunks,
-    encode_keys,
-    plain_int_values,
-)
+from .global_domain import GlobalDomain, encode_keys
 from .graph import column_partitions, tree_reduce
 from .options import DaskOptions, guess_row_bytes, sizing
 from .routing import row_positions, sample_below
@@ -91,7 +77,7 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
     partition : int
         Its partition number (fixes the rows' positions and priorities).
     qis, kinds : list
-        QI column names and their :class:`~dmondrian.qi.QIKind`.
+        QI column names and their kind names (:attr:`~dmondrian.qi.QIKind.ALL`).
     sample_size : int
         Most sample rows kept.
     rate : float, default 1.0
@@ -117,14 +103,15 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
     values, categories = {}, {}
     for j, (q, kind) in enumerate(zip(qis, kinds, strict=True)):
         s = df[q]
-        if kind in EXACT_KINDS:
+        spec = kind_spec(kind)
+        if spec.exact_counts:
             if isinstance(s.dtype, pd.CategoricalDtype):
                 categories[j] = {tuple(s.cat.categories)}
             missing[j], values[j] = _value_counts(s)
-        elif not _plain_bounds(s, kind, j, lo, hi, missing):
+        elif not _plain_bounds(s, spec, j, lo, hi, missing):
             # One pass for the bounds and the missing count (numpy's mask, copy,
             # min and max would make five).
-            keys = encode_qi(s, kind=kind).keys
+            keys = spec.encode(s).keys
             missing[j] = _key_bounds(keys[None, :], MISSING_KEY, lo[j:j + 1], hi[j:j + 1])[0]
     take, prio = sample_below(partition, len(df), rate, seed=1)
     if take.shape[0] > sample_size:
@@ -136,11 +123,12 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
                         positions, sample_size, _positional(df.index))
 
 
-def _plain_bounds(s: pd.Series, kind: str, j: int, lo, hi, missing) -> bool:
-    """Key bounds and missing count of a numpy int or datetime64 column, read from its values
-    (their keys, as :func:`~dmondrian.qi.encode_qi` gives them, need no array); False for
-    any other column, or one holding the reserved missing key (encode_qi refuses it)."""
-    plain = plain_int_values(s, kind)
+def _plain_bounds(s: pd.Series, spec, j: int, lo, hi, missing) -> bool:
+    """Key bounds and missing count of a column whose keys are its own int64 values
+    (:meth:`~dmondrian.kinds.QIKindSpec.plain_int_values`: numpy ints, datetime64), read
+    from them without a key array; False for any other column, or one holding the
+    reserved missing key (encoding refuses it)."""
+    plain = spec.plain_int_values(s)
     if plain is None:
         return False
     a, b, n_missing, reserved = _int_bounds(*plain)
@@ -232,28 +220,11 @@ def merge_domain(*sketches: DomainSketch) -> DomainSketch:
                         all(s.positional_index for s in sketches))
 
 
-def _category_order(name, kind, vc: pd.Series, seen_lists: set, meta_dtype) -> list:
-    """Global category list of a nominal or ordinal column."""
-    if isinstance(meta_dtype, pd.CategoricalDtype) and not _unknown(meta_dtype):
-        return list(meta_dtype.categories)
-    if len(seen_lists) == 1:
-        return list(next(iter(seen_lists)))
-    if kind == QIKind.ORDINAL:
-        raise UnsupportedDtypeError(
-            name, f"ordinal column {name!r} has different categories in different partitions; "
-            "give it one ordered CategoricalDtype (e.g. ddf[col].astype(dtype))")
-    # Sorted like the local engine sorts categories, so code order agrees.
-    return _factorize(pd.Series(list(vc.index), dtype=object))[1]
-
-
-def _unknown(dtype: pd.CategoricalDtype) -> bool:
-    return len(dtype.categories) == 1 and dtype.categories[0] == "__UNKNOWN_CATEGORIES__"
-
-
 def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict,
                  meta: pd.DataFrame) -> tuple[GlobalDomain, Summary]:
     """The global domain and the root's exact summary from the merged sketch."""
     d = len(qis)
+    specs = [kind_spec(kind) for kind in kinds]
     kernel_kinds = np.zeros(d, dtype=np.int64)
     scales = np.zeros(d)
     slots = np.zeros(d, dtype=np.int64)
@@ -261,58 +232,33 @@ def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict
     lo, hi = sketch.lo.copy(), sketch.hi.copy()
     key_lo, key_hi = sketch.lo.copy(), sketch.hi.copy()
     hist = {}
-    for j, (q, kind) in enumerate(zip(qis, kinds, strict=True)):
-        if kind in (QIKind.NUMERIC, QIKind.DATETIME):
-            probe = encode_qi(meta[q], kind=kind)
-            kernel_kinds[j] = probe.kernel_kind
-            if lo[j] != MISSING_KEY:
-                if probe.kernel_kind == KIND_FLOAT:
-                    b, a = decode_float_keys(np.array([hi[j], lo[j]]))
-                    scales[j] = float(b - a)
-                else:
-                    scales[j] = float(hi[j]) - float(lo[j])
+    for j, (q, spec) in enumerate(zip(qis, specs, strict=True)):
+        if not spec.exact_counts:
+            kernel_kinds[j] = spec.kernel_kind_of(meta[q].dtype)
+            scales[j] = spec.key_scale(int(lo[j]), int(hi[j]), int(kernel_kinds[j]))
             continue
         vc = sketch.values[j]
-        n_missing = int(sketch.missing[j])
-        if kind == QIKind.HIERARCHY:
-            h = hierarchies[q]
-            if n_missing:
-                h = h.with_missing_leaf()
-            trees[j] = h
-            codes = h.leaf_codes([str(v) for v in vc.index])
-            slots[j] = len(h)
-            counts = np.bincount(codes, weights=vc.to_numpy(), minlength=slots[j])
-            if n_missing:
-                counts[h.leaf_codes([MISSING_LEAF])[0]] += n_missing
-            scales[j] = float(len(h) - 1)
-            kernel_kinds[j] = KIND_HIERARCHY
-        else:
-            cats = _category_order(q, kind, vc, sketch.categories.get(j, set()), meta[q].dtype)
-            categories[j] = cats
-            codes = pd.Index(cats, dtype=object).get_indexer(vc.index)
-            slots[j] = len(cats) + 1
-            counts = np.bincount(codes, weights=vc.to_numpy(), minlength=slots[j])
-            counts[-1] = n_missing
-            present = np.flatnonzero(counts[:-1])
-            if kind == QIKind.ORDINAL:
-                kernel_kinds[j] = KIND_ORDINAL
-                if present.size:
-                    scales[j] = float(present.max() - present.min())
-            else:
-                kernel_kinds[j] = KIND_NOMINAL
-                scales[j] = float(np.count_nonzero(counts) - 1)
+        categories[j] = spec.global_categories(q, vc.index, sketch.categories.get(j, set()),
+                                               meta[q].dtype)
+        counts, trees[j] = spec.global_slots(vc, int(sketch.missing[j]),
+                                             categories=categories[j],
+                                             hierarchy=hierarchies.get(q))
+        slots[j] = len(counts)
+        kernel_kinds[j] = spec.kernel_kind_of(meta[q].dtype)
+        scales[j] = spec.slot_scale(counts)
         hist[j] = counts.astype(np.float64)
-        nz = np.flatnonzero(counts[:-1] if kind == QIKind.ORDINAL else counts)
-        lo[j], hi[j] = (nz.min(), nz.max()) if nz.size else (MISSING_KEY, INT_MIN)
+        lo[j], hi[j] = spec.slot_bounds(counts)
     domain = GlobalDomain(list(qis), list(kinds), kernel_kinds, scales, slots, categories,
                           trees, int(sketch.n), key_lo=key_lo, key_hi=key_hi)
     keys = encode_keys(sketch.sample, domain)
     m = keys.shape[1]
     weights = np.full(m, sketch.n / m if m else 1.0)
     missing = sketch.missing.astype(np.float64)
-    for j in range(d):
-        if kinds[j] == QIKind.HIERARCHY:
-            missing[j] = 0.0  # missing is a leaf of the tree, not a missing key
+    for j, spec in enumerate(specs):
+        if spec.missing_is_value:
+            # Missing is a value of the kind (a code, a leaf), not the missing
+            # key: region summaries count no missing row for it either.
+            missing[j] = 0.0
     root = Summary(float(sketch.n), lo, hi, missing, hist, keys, weights, sketch.positions,
                    exact=True, d=d)
     return domain, root

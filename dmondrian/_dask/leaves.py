@@ -18,8 +18,8 @@ import pandas as pd
 
 from .. import _kernel as K
 from ..constraints import KernelPrivacy
+from ..kinds import kind_spec
 from ..local import partition, publish
-from ..qi import QIKind
 from .columns import INDEX, LEAF, carried, key_names
 from .parquet_sink import ParquetSink, empty_like
 from .plan import TopPlan, Verdict
@@ -58,9 +58,8 @@ def string_dtype():
 def label_columns(top: TopPlan) -> list:
     """The QIs published as labels (every QI but numbers published as numbers)."""
     opts = top.options
-    numbers = (QIKind.NUMERIC, QIKind.DATETIME)
     return [q for q, kind in zip(opts.qis, opts.kinds, strict=True)
-            if opts.generalization == "range" or kind not in numbers]
+            if kind_spec(kind).publishes_labels(opts.generalization)]
 
 
 def output_partition_frame(df: pd.DataFrame, top: TopPlan, partition_info,
@@ -215,8 +214,12 @@ def output_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
     out = meta.copy()
     opts = top.options
     for q, kind in zip(opts.qis, opts.kinds, strict=True):
-        if opts.generalization != "range" and kind == QIKind.NUMERIC:
-            out[q] = out[q].astype(np.float64)
+        spec = kind_spec(kind)
+        if not spec.publishes_labels(opts.generalization):
+            # Numbers published as numbers (midpoint, mean) take the kind's summary dtype.
+            dtype = spec.summary_dtype(out[q].dtype)
+            if dtype != out[q].dtype:
+                out[q] = out[q].astype(dtype)
     for q in label_columns(top):
         out[q] = out[q].astype(string_dtype())
     if opts.class_column is not None:

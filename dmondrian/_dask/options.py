@@ -17,7 +17,6 @@ import pandas as pd
 
 from ..errors import ParameterError
 from ..local import encode_table
-from ..qi import QIKind
 from ..validation import Options, check_options
 from .cluster import worker_memory_per_thread
 from .planner import PlanConfig
@@ -61,7 +60,7 @@ def check_dask_options(ddf, quasi_identifiers, k, leaf_rows, options) -> DaskOpt
     # Encoding the empty meta frame raises the local engine's typed errors for
     # unsupported dtypes and kinds, and coerces hierarchy files to trees.
     probe = encode_table(ddf._meta, checked.qis, checked.hierarchies, checked.qi_kinds)
-    trees = {qi.name: qi.hierarchy for qi in probe if qi.kind == QIKind.HIERARCHY}
+    trees = {qi.name: qi.hierarchy for qi in probe if qi.hierarchy is not None}
     shared = {f.name: getattr(checked, f.name) for f in fields(Options)}
     return DaskOptions(**{**shared, "hierarchies": trees}, kinds=[qi.kind for qi in probe],
                        leaf_rows=None if leaf_rows is None else int(leaf_rows))

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._kernel.constants import KIND_FLOAT, MISSING_KEY
-from ..qi import QIKind, decode_float_keys
+from .._kernel.constants import MISSING_KEY
 from .cut_tree import ALL_TIES, NO_TIES, Cut
-from .global_domain import EXACT_KINDS, GlobalDomain, slot_keys
+from .global_domain import GlobalDomain
 from .sketch import Summary
 
 __all__ = ["PlanNode", "PlanConfig", "region_spans", "find_cut", "choose_cut",
@@ -62,30 +61,10 @@ class PlanNode:
 def region_spans(summary: Summary, domain: GlobalDomain) -> np.ndarray:
     """Normalized span of every QI in a region, as ``_kernel._node_span`` computes it."""
     spans = np.zeros(domain.d)
-    for j in range(domain.d):
-        scale = float(domain.scales[j])
-        if scale <= 0.0:
-            continue
-        kind = domain.kinds[j]
-        if kind == QIKind.NOMINAL:
-            spans[j] = (int((summary.hist[j] > 0).sum()) - 1) / scale
-            continue
-        lo, hi = int(summary.lo[j]), int(summary.hi[j])
-        if lo == MISSING_KEY:
-            continue
-        if summary.missing[j] > 0:
-            spans[j] = 1.0
-        elif kind == QIKind.HIERARCHY:
-            h = domain.hierarchies[j]
-            node = h.lca_node(lo, hi)
-            spans[j] = int(h.node_hi[node] - h.node_lo[node]) / scale
-        elif kind == QIKind.ORDINAL:
-            spans[j] = (hi - lo) / scale
-        elif domain.kernel_kinds[j] == KIND_FLOAT:
-            b, a = decode_float_keys(np.array([hi, lo]))
-            spans[j] = (float(b) - float(a)) / scale
-        else:
-            spans[j] = (float(hi) - float(lo)) / scale
+    for j, spec in enumerate(domain.specs):
+        spans[j] = spec.region_span(int(summary.lo[j]), int(summary.hi[j]), summary.missing[j],
+                                    summary.hist.get(j), float(domain.scales[j]),
+                                    int(domain.kernel_kinds[j]), domain.hierarchies[j])
     return spans
 
 
@@ -110,19 +89,16 @@ def _axis(summary: Summary, j: int, domain: GlobalDomain):
     Returns ``(values, counts, ranks)``; ``ranks`` maps nominal codes to their
     frequency rank (values are then ranks), None otherwise.
     """
-    kind = domain.kinds[j]
-    if kind == QIKind.NOMINAL:
+    spec = domain.specs[j]
+    if spec.exact_counts:
         counts = summary.hist[j]
-        # Most frequent first, ties by code: the kernel's _nominal_ranks.
-        order = np.argsort(-counts, kind="mergesort")
-        ranks = np.empty(counts.shape[0], dtype=np.int64)
-        ranks[order] = np.arange(counts.shape[0])
-        return np.arange(counts.shape[0], dtype=np.int64), counts[order], ranks
-    if kind in EXACT_KINDS:
-        counts = summary.hist[j]
-        values = np.arange(counts.shape[0], dtype=np.int64)
-        if kind == QIKind.ORDINAL:
-            values[-1] = MISSING_KEY
+        if spec.frequency_order:
+            # Most frequent first, ties by code: the kernel's _nominal_ranks.
+            order = np.argsort(-counts, kind="mergesort")
+            ranks = np.empty(counts.shape[0], dtype=np.int64)
+            ranks[order] = np.arange(counts.shape[0])
+            return np.arange(counts.shape[0], dtype=np.int64), counts[order], ranks
+        values = spec.slot_values(counts.shape[0])
         nz = counts > 0
         return values[nz], counts[nz], None
     row = summary.sample_keys[j]
@@ -192,6 +168,11 @@ def find_cut(summary: Summary, j: int, domain: GlobalDomain, relaxed: bool,
     def le(r):  # rows at positions < index r
         return float(cum[r - 1]) if r > 0 else 0.0
 
+    def at_most(t):  # rows whose value is <= t (t below int64 when the median is its least)
+        if t < int(values[0]):
+            return 0.0
+        return le(int(np.searchsorted(values, t, side="right")))
+
     if relaxed:
         nl = n // 2
         if not sizes_allowed(nl, n - nl, min_size):
@@ -206,20 +187,12 @@ def find_cut(summary: Summary, j: int, domain: GlobalDomain, relaxed: bool,
     med = int(values[r])
     if nominal:
         t1, t2, l1, l2 = r - 1, r, le(r), float(cum[r])
-    elif domain.kinds[j] == QIKind.HIERARCHY:
-        h = domain.hierarchies[j]
-        lca = h.lca_node(int(values[0]), int(values[-1]))
-        child = int(h.leaf_node[med])
-        while h.parent[child] != lca:
-            child = int(h.parent[child])
-        t1, t2 = int(h.node_lo[child]) - 1, int(h.node_hi[child])
-        l1 = le(int(np.searchsorted(values, t1, side="right")))
-        l2 = le(int(np.searchsorted(values, t2, side="right")))
-    elif med == MISSING_KEY:
-        t1 = t2 = MISSING_KEY - 1
-        l1 = l2 = le(r)
     else:
-        t1, t2, l1, l2 = med - 1, med, le(r), float(cum[r])
+        # The kind's thresholds (a hierarchy cuts between subtrees); the rows at or
+        # below each are counted along the axis.
+        t1, t2 = domain.specs[j].median_thresholds(med, int(values[0]), int(values[-1]),
+                                                   domain.hierarchies[j])
+        l1, l2 = at_most(t1), at_most(t2)
     l1i, l2i = int(round(l1)), int(round(l2))
     which = _choose_sizes(n, l1i, l2i, min_size)
     if which == 1:
@@ -265,8 +238,7 @@ def goes_left(cut: Cut, keys: np.ndarray, positions: np.ndarray | None) -> np.nd
 
 
 def _exact_slots(keys: np.ndarray, domain: GlobalDomain) -> dict:
-    return {j: (slot_keys(keys[j], j, domain), int(domain.slots[j]))
-            for j in range(domain.d) if domain.kinds[j] in EXACT_KINDS}
+    return {j: (row, int(domain.slots[j])) for j, row in domain.slot_rows(keys).items()}
 
 
 def planned_levels(summary: Summary, cfg: PlanConfig, complete: bool = False) -> int:
@@ -318,7 +290,7 @@ def plan_subtree(summary: Summary, domain: GlobalDomain, cfg: PlanConfig, depth:
     keys = np.ascontiguousarray(summary.sample_keys)
     w, pos = summary.sample_w, summary.sample_pos
     left = goes_left(cut, keys, pos)
-    exact_cut = (summary.exact and domain.kinds[cut.qi] in EXACT_KINDS
+    exact_cut = (summary.exact and domain.specs[cut.qi].exact_counts
                  and cut.tie_before == NO_TIES and not complete)
     total_w = w.sum()
     sides = []

@@ -14,28 +14,21 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from .._kernel.constants import (
-    KIND_HIERARCHY,
-    KIND_NOMINAL,
-    KIND_ORDINAL,
-    MASK_CARD,
-    MISSING_KEY,
-)
+from .._kernel.constants import MASK_CARD, MISSING_KEY
 from .._kernel.shipped import _gather_into, _narrow_into
-from ..qi import MISSING_LABEL, EncodedQI, QIKind, encode_qi
+from ..qi import EncodedQI
 from .global_domain import GlobalDomain
 
 __all__ = ["key_dtypes", "key_offsets", "narrow_keys", "gather_keys", "qi_encodings",
            "partition_encodings"]
 
-_NUMBERS = (QIKind.NUMERIC, QIKind.DATETIME)
 _INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 def _key_span(domain: GlobalDomain, j: int) -> int | None:
     """Largest value a QI ships: its key range (numbers, dates) or top code; None
     when unknown (numbers of a domain that did not measure their keys)."""
-    if domain.kinds[j] not in _NUMBERS:
+    if domain.specs[j].exact_counts:
         return max(0, int(domain.slots[j]) - 1)
     if domain.key_lo is None:
         return None
@@ -49,7 +42,7 @@ def key_dtypes(domain: GlobalDomain) -> list[np.dtype]:
 
     Examples
     --------
-    >>> dom = GlobalDomain(["a", "c"], [QIKind.NUMERIC, QIKind.NOMINAL], np.array([0, 3]),
+    >>> dom = GlobalDomain(["a", "c"], ["numeric", "nominal"], np.array([0, 3]),
     ...                    np.array([9.0, 1.0]), np.array([0, 3]), [None, ["x", "y"]],
     ...                    [None, None], 10, key_lo=np.array([18, 0]),
     ...                    key_hi=np.array([90, 0]))
@@ -67,7 +60,7 @@ def key_dtypes(domain: GlobalDomain) -> list[np.dtype]:
 def key_offsets(domain: GlobalDomain) -> list[int]:
     """What is subtracted from each QI's keys before they travel (0 for int64 and codes)."""
     return [int(domain.key_lo[j])
-            if dtype.itemsize < 8 and domain.kinds[j] in _NUMBERS
+            if dtype.itemsize < 8 and not domain.specs[j].exact_counts
             and domain.key_lo[j] != MISSING_KEY else 0
             for j, dtype in enumerate(key_dtypes(domain))]
 
@@ -106,26 +99,10 @@ def qi_encodings(domain: GlobalDomain, meta: pd.DataFrame) -> list[EncodedQI]:
     schema ``meta``, codes their names from the global domain; scales are the
     global ones.
     """
-    empty = np.zeros(0, dtype=np.int64)
-    out = []
-    for j, (name, kind) in enumerate(zip(domain.names, domain.kinds, strict=True)):
-        scale = float(domain.scales[j])
-        if kind in _NUMBERS:
-            enc = dataclasses.replace(encode_qi(meta[name], kind=kind), keys=empty, scale=scale)
-        elif kind == QIKind.HIERARCHY:
-            enc = EncodedQI(name, kind, KIND_HIERARCHY, empty, scale,
-                            hierarchy=domain.hierarchies[j], dtype=meta[name].dtype)
-        elif kind == QIKind.ORDINAL:
-            enc = EncodedQI(name, kind, KIND_ORDINAL, empty, scale,
-                            categories=list(domain.categories[j]),
-                            dtype=domain.ordinal_dtype(j))
-        else:
-            enc = EncodedQI(name, kind, KIND_NOMINAL, empty, scale,
-                            card=int(domain.slots[j]),
-                            categories=[*domain.categories[j], MISSING_LABEL],
-                            dtype=meta[name].dtype)
-        out.append(enc)
-    return out
+    return [spec.global_encoding(meta[name], float(domain.scales[j]),
+                                 categories=domain.categories[j], slots=int(domain.slots[j]),
+                                 hierarchy=domain.hierarchies[j])
+            for j, (name, spec) in enumerate(zip(domain.names, domain.specs, strict=True))]
 
 
 def partition_encodings(encodings: list[EncodedQI], key_rows: np.ndarray) -> list[EncodedQI]:
@@ -140,7 +117,7 @@ def partition_encodings(encodings: list[EncodedQI], key_rows: np.ndarray) -> lis
     out = []
     for enc, row in zip(encodings, key_rows, strict=True):
         enc = dataclasses.replace(enc, keys=row)
-        if enc.kernel_kind == KIND_NOMINAL and enc.card > MASK_CARD:
+        if enc.spec.kernel_card(enc.card) > MASK_CARD:
             present = np.flatnonzero(np.bincount(row, minlength=enc.card))
             remap = np.zeros(enc.card, dtype=np.int64)
             remap[present] = np.arange(present.size)

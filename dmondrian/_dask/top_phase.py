@@ -16,7 +16,7 @@ import pandas as pd
 
 from .cluster import run
 from .cut_tree import CutTree, Node, flatten, leaf_nodes, subtree_count
-from .global_domain import EXACT_KINDS, GlobalDomain, encode_keys, slot_keys
+from .global_domain import GlobalDomain, encode_keys
 from .graph import column_partitions, constant, tree_reduce
 from .options import DaskOptions, expected_levels
 from .planner import PlanConfig, PlanNode, plan_subtree, sizes_allowed
@@ -116,8 +116,7 @@ def region_sketch(df: pd.DataFrame, partition_number: int, spec: PassSpec):
     positions = row_positions(partition_number, len(df))
     region = route(keys, spec.tree, positions)
     dom = spec.domain
-    exact = {j: slot_keys(keys[j], j, dom) for j in range(dom.d) if dom.kinds[j] in EXACT_KINDS}
-    return summarize(keys, region, spec.rates.shape[0], exact, dom.slots, spec.rates,
+    return summarize(keys, region, spec.rates.shape[0], dom.slot_rows(keys), dom.slots, spec.rates,
                      row_priority(partition_number, len(df)), positions)
 
 

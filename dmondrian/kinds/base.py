@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .._kernel.constants import FLOAT_MAX, INT_MIN, MISSING_KEY
+from .._kernel.routing import _int_keys_into
 from ..hierarchy import Hierarchy
 
 __all__ = ["QIKindSpec", "EncodedQI", "Domain", "KINDS", "kind_spec", "register", "capped_span",
@@ -360,6 +361,80 @@ class QIKindSpec:
         (the key span of its present values; kinds that count values say otherwise)."""
         lo, hi = self.slot_bounds(counts)
         return self.key_scale(lo, hi, self.kernel_kind)
+
+    def global_keys_into(self, series: pd.Series, out: np.ndarray, *, categories=None,
+                         index: pd.Index | None = None, hierarchy=None) -> None:
+        """Write a column's keys against a global domain (the Dask engine's) into ``out``.
+
+        The keys :meth:`encode` gives the column, but with codes that do not
+        depend on the values present in it. By default they are :meth:`encode`'s
+        keys, read straight from the values where :meth:`plain_int_values` can.
+
+        Parameters
+        ----------
+        series : pandas.Series
+            One partition's column.
+        out : ndarray of int64
+            Its row of the key matrix.
+        categories : list, optional
+            Global categories (kinds with categories; missing not included).
+        index : pandas.Index, optional
+            ``categories`` as an object Index (built when not given).
+        hierarchy : Hierarchy, optional
+            The global tree (hierarchy).
+
+        Raises
+        ------
+        UnsupportedDtypeError
+            For a value the global domain does not hold.
+        """
+        plain = self.plain_int_values(series)
+        # A column holding the reserved missing key is encoded below, which
+        # raises its typed error.
+        if plain is not None and not _int_keys_into(plain[0], plain[1], out):
+            return
+        out[:] = self.encode(series, hierarchy).keys
+
+    def global_categories(self, name, values: pd.Index, seen: set, meta_dtype) -> list | None:
+        """Global category list of a column over a whole dataset; None for kinds without
+        categories (the default).
+
+        Parameters
+        ----------
+        name : object
+            The column name.
+        values : pandas.Index
+            Every distinct present value.
+        seen : set of tuple
+            The category lists of the partitions that were Categoricals.
+        meta_dtype : dtype
+            The column's dtype in the table's schema.
+        """
+        return None
+
+    def global_slots(self, values: pd.Series, n_missing: int, *, categories=None,
+                     hierarchy=None) -> tuple[np.ndarray, Hierarchy | None]:
+        """Count of every slot of a kind with :attr:`exact_counts` over a whole dataset.
+
+        Parameters
+        ----------
+        values : pandas.Series
+            Count of every distinct present value (indexed by value).
+        n_missing : int
+            Missing values.
+        categories : list, optional
+            :meth:`global_categories`.
+        hierarchy : Hierarchy, optional
+            The tree given for the column (hierarchy).
+
+        Returns
+        -------
+        counts : ndarray of float64
+            One per slot (:meth:`slot_keys`).
+        hierarchy : Hierarchy or None
+            The global tree, with the missing leaf when any value is missing.
+        """
+        raise NotImplementedError
 
     def categories_from_values(self, name, values: list) -> list:
         """Global categories of a column whose partitions disagree on them, from its

@@ -63,6 +63,17 @@ class HierarchyKind(QIKindSpec):
         """Leaves - 1: every leaf of the tree counts, present or not."""
         return self.count_scale(len(counts))
 
+    def global_slots(self, values: pd.Series, n_missing: int, *, categories=None,
+                     hierarchy=None) -> tuple[np.ndarray, Hierarchy]:
+        """One slot per leaf of the tree (with the missing leaf when a value is missing)."""
+        if n_missing:
+            hierarchy = hierarchy.with_missing_leaf()
+        codes = hierarchy.leaf_codes([str(v) for v in values.index])
+        counts = np.bincount(codes, weights=values.to_numpy(), minlength=len(hierarchy))
+        if n_missing:
+            counts[hierarchy.leaf_codes([MISSING_LEAF])[0]] += n_missing
+        return counts, hierarchy
+
     def global_encoding(self, meta: pd.Series, scale: float, *, categories=None, slots: int = 0,
                         hierarchy=None) -> EncodedQI:
         return EncodedQI(meta.name, self.name, KIND_HIERARCHY, np.zeros(0, dtype=np.int64),

@@ -11,8 +11,10 @@ import pandas as pd
 
 from .._kernel import keys as _keys
 from .._kernel.constants import FLIP
+from ..errors import UnsupportedDtypeError
 
-__all__ = ["float_keys", "decode_float_keys", "factorize"]
+__all__ = ["float_keys", "decode_float_keys", "factorize", "global_codes", "arrow_int32_chunks",
+           "category_order", "category_slot_counts"]
 
 
 def float_keys(values: np.ndarray) -> np.ndarray:
@@ -91,3 +93,109 @@ def factorize(series: pd.Series) -> tuple[np.ndarray, list]:
     codes = codes.astype(np.int64)
     out = np.where(codes < 0, -1, remap[np.maximum(codes, 0)] if len(uniques) else -1)
     return out, [uniques[i] for i in order]
+
+
+def global_codes(name, local_categories: list, index: pd.Index, missing_code) -> np.ndarray:
+    """Global code of each local category, then ``missing_code`` (for local code -1).
+
+    Parameters
+    ----------
+    name : object
+        The column name, for the error.
+    local_categories : list
+        A partition's categories (or distinct values) in local code order.
+    index : pandas.Index
+        The global categories, as an object Index.
+    missing_code : int
+        What local code -1 (missing) becomes.
+
+    Returns
+    -------
+    ndarray of int64
+        ``len(local_categories) + 1`` codes.
+
+    Raises
+    ------
+    UnsupportedDtypeError
+        For a value the global domain does not hold: the input changed
+        between the Dask engine's passes.
+
+    Examples
+    --------
+    >>> global_codes("c", ["z", "a"], pd.Index(["a", "b", "z"], dtype=object), 3).tolist()
+    [2, 0, 3]
+    """
+    codes = index.get_indexer(pd.Index(local_categories, dtype=object))
+    if (codes < 0).any():
+        bad = [c for c, g in zip(local_categories, codes, strict=True) if g < 0][0]
+        raise UnsupportedDtypeError(
+            name, f"column {name!r} holds {bad!r}, which the global domain pass did not see; "
+            "the input changed between passes (it must be deterministic)")
+    return np.append(codes, missing_code).astype(np.int64)
+
+
+def arrow_int32_chunks(codes):
+    """``(values, validity bits, bit offset)`` of every non-empty chunk of an Arrow int32
+    (chunked) array, read in place: ``fill_null``, ``to_numpy`` and a cast would each
+    write the whole column once more. The bits are empty when no value is null."""
+    import pyarrow as pa
+
+    for chunk in (codes.chunks if isinstance(codes, pa.ChunkedArray) else [codes]):
+        m = len(chunk)
+        if m:
+            validity, data = chunk.buffers()[:2]
+            raw = np.frombuffer(data, dtype=np.int32)[chunk.offset:chunk.offset + m]
+            bits = (np.zeros(0, np.uint8) if validity is None or chunk.null_count == 0
+                    else np.frombuffer(validity, dtype=np.uint8))
+            yield raw, bits, chunk.offset
+
+
+def _unknown(dtype: pd.CategoricalDtype) -> bool:
+    """Whether a Dask meta's categories are unknown (Dask's placeholder category)."""
+    return len(dtype.categories) == 1 and dtype.categories[0] == "__UNKNOWN_CATEGORIES__"
+
+
+def category_order(kind, name, values: pd.Index, seen: set, meta_dtype) -> list:
+    """Global category list of a column of a kind with categories, over a whole dataset.
+
+    The schema's categories when it knows them, else the one category list
+    every partition had, else ``kind.categories_from_values`` (which may
+    refuse: an ordinal order cannot be made up).
+
+    Parameters
+    ----------
+    kind : QIKindSpec
+    name : object
+        The column name.
+    values : pandas.Index
+        Every distinct present value.
+    seen : set of tuple
+        The category lists of the partitions that were Categoricals.
+    meta_dtype : dtype
+        The column's dtype in the table's schema.
+
+    Returns
+    -------
+    list
+    """
+    if isinstance(meta_dtype, pd.CategoricalDtype) and not _unknown(meta_dtype):
+        return list(meta_dtype.categories)
+    if len(seen) == 1:
+        return list(next(iter(seen)))
+    return kind.categories_from_values(name, list(values))
+
+
+def category_slot_counts(values: pd.Series, n_missing: int, categories: list) -> np.ndarray:
+    """Count of every slot of a kind with categories: one per category (global code
+    order), missing last.
+
+    Examples
+    --------
+    >>> vc = pd.Series([2, 5], index=pd.Index(["z", "a"], dtype=object))
+    >>> category_slot_counts(vc, 1, ["a", "b", "z"]).tolist()
+    [5.0, 0.0, 2.0, 1.0]
+    """
+    codes = pd.Index(categories, dtype=object).get_indexer(values.index)
+    counts = np.bincount(codes, weights=values.to_numpy(), minlength=len(categories) + 1)
+    counts[-1] = n_missing
+    return counts

@@ -6,9 +6,16 @@ import numpy as np
 import pandas as pd
 
 from .._kernel.constants import KIND_NOMINAL
+from .._kernel.routing import _arrow_codes_into, _remap_into
 from .base import MISSING_LABEL, Domain, EncodedQI, QIKindSpec
 from .coverage import SetCoverage, set_coverage
-from .keys import factorize
+from .keys import (
+    arrow_int32_chunks,
+    category_order,
+    category_slot_counts,
+    factorize,
+    global_codes,
+)
 from .labels import parse_set
 
 __all__ = ["NominalKind"]
@@ -62,6 +69,35 @@ class NominalKind(QIKindSpec):
         """Sorted as :meth:`encode` sorts them, so global codes keep the local order."""
         return factorize(pd.Series(list(values), dtype=object))[1]
 
+    def global_keys_into(self, series: pd.Series, out: np.ndarray, *, categories=None,
+                         index: pd.Index | None = None, hierarchy=None) -> None:
+        """Global codes, missing last: a local factorize, then one lookup per distinct value.
+
+        Same codes as :meth:`encode` and a remap of its sorted categories,
+        without sorting them or counting distinct keys.
+        """
+        if index is None:
+            index = pd.Index(categories, dtype=object)
+        missing_code = len(index)
+        if isinstance(series.dtype, pd.CategoricalDtype):
+            codes, uniques = series.cat.codes.to_numpy(), list(series.cat.categories)
+        else:
+            if _arrow_keys_into(series, index, missing_code, out):
+                return
+            codes, uniques = pd.factorize(series, use_na_sentinel=True)
+            uniques = list(uniques)
+        remap = global_codes(series.name, uniques, index, missing_code)
+        # Missing (-1) takes the last entry of remap: the missing code.
+        _remap_into(codes, remap, remap[-1], out)
+
+    def global_categories(self, name, values: pd.Index, seen: set, meta_dtype) -> list:
+        return category_order(self, name, values, seen, meta_dtype)
+
+    def global_slots(self, values: pd.Series, n_missing: int, *, categories=None,
+                     hierarchy=None) -> tuple[np.ndarray, None]:
+        """One slot per category (sorted), and the last for missing."""
+        return category_slot_counts(values, n_missing, categories), None
+
     def global_encoding(self, meta: pd.Series, scale: float, *, categories=None, slots: int = 0,
                         hierarchy=None) -> EncodedQI:
         return EncodedQI(meta.name, self.name, KIND_NOMINAL, np.zeros(0, dtype=np.int64), scale,
@@ -85,3 +121,31 @@ class NominalKind(QIKindSpec):
     def coverage(self, labels: list, meta: pd.Series, hierarchy=None,
                  column=None) -> SetCoverage:
         return set_coverage(labels)
+
+
+def _arrow_keys_into(s: pd.Series, index: pd.Index, missing_code, out) -> bool:
+    """Global codes of an Arrow-backed string column by one hash lookup per row in
+    Arrow (no factorization, no remap); False for any other column."""
+    dtype = s.dtype
+    arrow = (isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow") or (
+        isinstance(dtype, pd.ArrowDtype) and dtype.kind in "OU")
+    if not arrow:
+        return False
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = s.array.__arrow_array__()
+    try:
+        value_set = pa.array(list(index), type=values.type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # categories that are not strings
+        return False
+    codes = pc.index_in(values, value_set=value_set)
+    if codes.null_count != values.null_count:
+        unseen = pc.and_(codes.is_null(), values.is_valid())
+        bad = pc.filter(values, unseen)[0].as_py()
+        global_codes(s.name, [bad], index, missing_code)  # raises the typed error
+    at = 0
+    for raw, bits, offset in arrow_int32_chunks(codes):
+        _arrow_codes_into(raw, bits, offset, np.int64(missing_code), out[at:at + len(raw)])
+        at += len(raw)
+    return True

@@ -8,8 +8,10 @@ import pandas as pd
 from .._kernel import keys as _keys
 from .._kernel import labels as _labels
 from .._kernel.constants import KIND_ORDINAL, MISSING_KEY
+from .._kernel.routing import _remap_into
 from ..errors import InvalidValueError, UnsupportedDtypeError
 from .base import Domain, EncodedQI, is_dask, is_missing, meta_of
+from .keys import category_order, category_slot_counts, global_codes
 from .ranges import RangeKind
 
 __all__ = ["OrdinalKind"]
@@ -74,6 +76,28 @@ class OrdinalKind(RangeKind):
         raise UnsupportedDtypeError(
             name, f"ordinal column {name!r} has different categories in different partitions; "
             "give it one ordered CategoricalDtype (e.g. ddf[col].astype(dtype))")
+
+    def global_keys_into(self, series: pd.Series, out: np.ndarray, *, categories=None,
+                         index: pd.Index | None = None, hierarchy=None) -> None:
+        """Global codes: a partition's own categories, when they differ, remapped."""
+        if not isinstance(series.dtype, pd.CategoricalDtype):
+            series = series.astype(pd.CategoricalDtype(categories, ordered=True))
+        local = list(series.cat.categories)
+        if local != list(categories):
+            if index is None:
+                index = pd.Index(categories, dtype=object)
+            remap = global_codes(series.name, local, index, -1)
+        else:
+            remap = np.arange(len(local) + 1, dtype=np.int64)
+        _remap_into(series.cat.codes.to_numpy(), remap, MISSING_KEY, out)
+
+    def global_categories(self, name, values: pd.Index, seen: set, meta_dtype) -> list:
+        return category_order(self, name, values, seen, meta_dtype)
+
+    def global_slots(self, values: pd.Series, n_missing: int, *, categories=None,
+                     hierarchy=None) -> tuple[np.ndarray, None]:
+        """One slot per category, in order, and the last for missing."""
+        return category_slot_counts(values, n_missing, categories), None
 
     def global_encoding(self, meta: pd.Series, scale: float, *, categories=None, slots: int = 0,
                         hierarchy=None) -> EncodedQI:
