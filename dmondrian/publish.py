@@ -36,6 +36,7 @@ import pandas as pd
 import pyarrow as pa
 
 from . import _kernel as K
+from ._compat import categorical_dtype
 from ._kernel import labels as _labels
 from .kinds.base import MISSING_LABEL, EncodedQI
 from .kinds.labels import Interval, parse_range, parse_set
@@ -267,10 +268,7 @@ def _label_dtype(labels: pd.Index) -> pd.CategoricalDtype:
     # The labels are distinct and never missing by construction; pandas'
     # public constructor would check that again by hashing every label as a
     # Python string.
-    fastpath = getattr(pd.CategoricalDtype, "_from_fastpath", None)
-    if fastpath is None:  # pragma: no cover - pandas without the fast path
-        return pd.CategoricalDtype(labels)
-    return fastpath(labels, False)
+    return categorical_dtype(labels)
 
 
 def expand_labels(labels: pd.Index, inverse: np.ndarray, class_of_row: np.ndarray
