@@ -90,16 +90,35 @@ cdef extern from *:
     }
 
     #include <algorithm>
+    #include <vector>
     /* Sort the row numbers idx[0..n) by their rows of `words` words read as
        int64, word 0 first: the order np.lexsort gives the mask matrix viewed
-       as int64 (rows are distinct, so no tie is left to order). */
-    static void dm_sort_rows(int64_t *idx, int64_t n, const int64_t *rows, int64_t words) {
-        std::sort(idx, idx + n, [rows, words](int64_t a, int64_t b) {
-            const int64_t *ra = rows + a * words, *rb = rows + b * words;
-            for (int64_t k = 0; k < words; k++)
-                if (ra[k] != rb[k]) return ra[k] < rb[k];
-            return false;
+       as int64 (rows are distinct, so no tie is left to order). One word at
+       a time: each level sorts (word, row) pairs held side by side and
+       recurses into runs of equal words only, so a row is read once a level
+       rather than at every comparison of a sort over whole rows. */
+    struct dm_word_row { int64_t word, row; };
+    static void dm_sort_level(int64_t *idx, int64_t n, const int64_t *rows, int64_t words,
+                              int64_t level, dm_word_row *pairs) {
+        for (int64_t p = 0; p < n; p++)
+            pairs[p] = dm_word_row{rows[idx[p] * words + level], idx[p]};
+        std::sort(pairs, pairs + n, [](const dm_word_row &a, const dm_word_row &b) {
+            return a.word < b.word;
         });
+        for (int64_t p = 0; p < n; p++) idx[p] = pairs[p].row;
+        if (level + 1 == words) return;
+        int64_t s = 0;
+        while (s < n) {
+            int64_t e = s + 1;
+            while (e < n && pairs[e].word == pairs[s].word) e++;
+            if (e - s > 1) dm_sort_level(idx + s, e - s, rows, words, level + 1, pairs + s);
+            s = e;
+        }
+    }
+    static void dm_sort_rows(int64_t *idx, int64_t n, const int64_t *rows, int64_t words) {
+        if (n < 2 || words < 1) return;
+        std::vector<dm_word_row> pairs(n);
+        dm_sort_level(idx, n, rows, words, 0, pairs.data());
     }
     #define DM_CTZ64(x) __builtin_ctzll(x)
     """
@@ -679,14 +698,14 @@ cdef inline u64 mix(u64 h, u64 w) noexcept nogil:
 
 
 cdef Py_ssize_t group_rows(const u64* data, const i64* off, Py_ssize_t m, i64* slots,
-                           u64 slot_mask, u64* hashes, i64* group, i64* rep) noexcept nogil:
+                           u64 slot_mask, i64* group, i64* rep) noexcept nogil:
     """Number rows ``data[off[r]:off[r + 1]]`` by first appearance; ``group[r]`` is
     row ``r``'s number and ``rep[g]`` the first row of number ``g``.
 
-    An open-addressing table (``slots``, zeroed, a power of two of at least
-    twice ``m`` entries holding number + 1) with each number's hash kept
-    beside it, so rows are compared word by word only when hashes match.
-    Returns the count of distinct rows.
+    An open-addressing table of (hash, number + 1) pairs (``slots``, zeroed,
+    a power of two of at least twice ``m`` pairs): the hash sits beside the
+    number, in the same cache line, so a row is compared word by word only
+    with the rows whose hash matches. Returns the count of distinct rows.
     """
     cdef Py_ssize_t r, g, n_groups = 0
     cdef i64 s, e, length, k, ps, pe
@@ -701,15 +720,15 @@ cdef Py_ssize_t group_rows(const u64* data, const i64* off, Py_ssize_t m, i64* s
             h = mix(h, data[k])
         slot = h & slot_mask
         while True:
-            g = slots[slot] - 1
+            g = slots[2 * slot + 1] - 1
             if g < 0:
                 g = n_groups
                 n_groups += 1
-                slots[slot] = g + 1
-                hashes[g] = h
+                slots[2 * slot] = <i64>h
+                slots[2 * slot + 1] = g + 1
                 rep[g] = r
                 break
-            if hashes[g] == h:
+            if <u64>slots[2 * slot] == h:
                 ps = off[rep[g]]
                 pe = off[rep[g] + 1]
                 same = pe - ps == length
@@ -729,17 +748,14 @@ cdef tuple hash_groups(const u64* data, const i64* off, Py_ssize_t m):
     cdef u64 size = 16
     while size < <u64>(2 * m):
         size <<= 1
-    slots_arr = np.zeros(size, dtype=np.int64)
-    hashes_arr = np.empty(max(m, 1), dtype=np.uint64)
+    slots_arr = np.zeros(2 * size, dtype=np.int64)
     group_arr = np.empty(m, dtype=np.int64)
     rep_arr = np.empty(max(m, 1), dtype=np.int64)
     cdef i64[::1] slots = slots_arr, group = group_arr, rep = rep_arr
-    cdef u64[::1] hashes = hashes_arr
     cdef Py_ssize_t n_groups = 0
     if m:
         with nogil:
-            n_groups = group_rows(data, off, m, &slots[0], size - 1, &hashes[0], &group[0],
-                                  &rep[0])
+            n_groups = group_rows(data, off, m, &slots[0], size - 1, &group[0], &rep[0])
     return group_arr, rep_arr[:n_groups]
 
 
@@ -869,14 +885,19 @@ def mask_members(masks, rows=None):
         if not 0 <= rv[i] < m:
             raise IndexError(f"row {rv[i]} is out of range")
     offsets_arr = np.empty(n + 1, dtype=np.int64)
-    cdef i64[::1] offsets = offsets_arr
+    counts_arr = np.zeros(m, dtype=np.int64)
+    cdef i64[::1] offsets = offsets_arr, counts = counts_arr
     cdef i64 total = 0
     cdef u64 w
     offsets[0] = 0
     with nogil:
-        for i in range(n):
+        # Every row's count in one pass in memory order, then read per row
+        # listed: the rows' words are read out of order only once, below.
+        for i in range(m):
             for k in range(words):
-                total += popcount(mv[rv[i], k])
+                counts[i] += popcount(mv[i, k])
+        for i in range(n):
+            total += counts[rv[i]]
             offsets[i + 1] = total
     codes_arr = np.empty(total, dtype=np.int64)
     if total == 0:
