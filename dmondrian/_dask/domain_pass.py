@@ -77,7 +77,7 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
     partition : int
         Its partition number (fixes the rows' positions and priorities).
     qis, kinds : list
-        QI column names and their kind names (:attr:`~dmondrian.qi.QIKind.ALL`).
+        QI column names and their kind names (the keys of :data:`dmondrian.kinds.KINDS`).
     sample_size : int
         Most sample rows kept.
     rate : float, default 1.0

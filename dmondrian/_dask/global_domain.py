@@ -29,7 +29,7 @@ class GlobalDomain:
     names : list
         QI column names, in key-matrix order.
     kinds : list of str
-        The kind name of each QI (one of :attr:`dmondrian.qi.QIKind.ALL`).
+        The kind name of each QI (a key of :data:`dmondrian.kinds.KINDS`).
     specs : list of QIKindSpec
         The kind object of each QI (from ``kinds``): every kind-specific
         decision of the Dask engine is one of its methods.
