@@ -24,6 +24,10 @@ cdef extern from *:
     """
     const Py_ssize_t CHUNKS "DM_CHUNKS"
 
+# Classes of up to this many rows have their codes sorted by insertion.
+cdef enum:
+    INSERTION_MAX = 32
+
 
 cdef void _class_stats_range(const i64* keys, Py_ssize_t d, Py_ssize_t n, const i64* starts,
                              Py_ssize_t n_classes, const i64* kinds, Py_ssize_t c0,
@@ -185,12 +189,12 @@ def class_code_sets(sorted_row, class_of_pos, Py_ssize_t n_classes):
     """
     cdef const i64[::1] row = np.ascontiguousarray(sorted_row, dtype=np.int64)
     cdef const i64[::1] cls = np.ascontiguousarray(class_of_pos, dtype=np.int64)
-    cdef Py_ssize_t n = row.shape[0], i = 0, j, q, out = 0, start
+    cdef Py_ssize_t n = row.shape[0], i = 0, j, q, p, out = 0, start
     offsets_arr = np.zeros(n_classes + 1, dtype=np.int64)
     codes_arr = np.empty(n, dtype=np.int64)
     cdef i64[::1] offsets = offsets_arr
     cdef i64[::1] codes = codes_arr
-    cdef i64 c
+    cdef i64 c, v
     with nogil:
         while i < n:
             c = cls[i]
@@ -198,11 +202,21 @@ def class_code_sets(sorted_row, class_of_pos, Py_ssize_t n_classes):
             while j < n and cls[j] == c:
                 j += 1
             # Sort the class's codes where they will be stored, then keep
-            # the first of each run of equal codes.
+            # the first of each run of equal codes. Classes hold about k
+            # rows: insertion sort, with no call, is cheapest at that size.
             start = out
-            for q in range(i, j):
-                codes[start + q - i] = row[q]
-            heapsort(&codes[0], start, start + j - i, NULL, False)
+            if j - i <= INSERTION_MAX:
+                for q in range(i, j):
+                    v = row[q]
+                    p = start + q - i
+                    while p > start and codes[p - 1] > v:
+                        codes[p] = codes[p - 1]
+                        p -= 1
+                    codes[p] = v
+            else:
+                for q in range(i, j):
+                    codes[start + q - i] = row[q]
+                heapsort(&codes[0], start, start + j - i, NULL, False)
             out = start + 1
             for q in range(start + 1, start + j - i):
                 if codes[q] != codes[out - 1]:
