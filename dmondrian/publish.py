@@ -38,6 +38,7 @@ import pyarrow as pa
 from . import _kernel as K
 from ._compat import categorical_dtype
 from ._kernel import labels as _labels
+from ._kernel import set_labels as _set_labels_kernel
 from .kinds.base import MISSING_LABEL, EncodedQI
 from .kinds.labels import Interval, parse_range, parse_set
 
@@ -166,7 +167,7 @@ def _set_labels(qi: EncodedQI, j: int, stats, sorted_row) -> tuple[pd.Index, np.
     """Set labels of every class, from the codes each class's rows hold.
 
     The distinct code sets and their members are found in compiled code and
-    their labels written into one UTF-8 buffer (:func:`dmondrian._kernel.labels.set_labels`),
+    their labels written into one UTF-8 buffer (:func:`dmondrian._kernel.set_labels.set_labels`),
     with no Python string per set until the Index is made. Up to
     ``_MASK_CODES`` codes, the labels are ordered as the sets' bitmask words
     read as int64 sort; past it, by the first class holding each set.
@@ -176,13 +177,13 @@ def _set_labels(qi: EncodedQI, j: int, stats, sorted_row) -> tuple[pd.Index, np.
     if qi.card <= _MASK_CODES:
         words = (qi.card + 63) // 64
         masks = K.class_code_masks(sorted_row, class_of_pos, n_classes, words)
-        first, inverse = _labels.distinct_masks(masks)
-        offsets, codes = _labels.mask_members(masks, first)
+        first, inverse = _set_labels_kernel.distinct_masks(masks)
+        offsets, codes = _set_labels_kernel.mask_members(masks, first)
     else:
         offsets, codes = K.class_code_sets(sorted_row, class_of_pos, n_classes)
-        first, inverse = _labels.distinct_slices(offsets, codes)
+        first, inverse = _set_labels_kernel.distinct_slices(offsets, codes)
         offsets, codes = _csr_rows(offsets, codes, first)
-    labels = _string_index(*_labels.set_labels(offsets, codes, *_utf8_table(names)))
+    labels = _string_index(*_set_labels_kernel.set_labels(offsets, codes, *_utf8_table(names)))
     if _sets_read_apart(names):
         return labels, inverse
     return _distinct_labels(labels, inverse)

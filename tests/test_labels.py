@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import dmondrian
 from dmondrian import _kernel as K
 from dmondrian._kernel import labels as _labels
+from dmondrian._kernel import set_labels as _set_labels_kernel
 from dmondrian.publish import NO_TABLE, expand_labels, group_triples
 from dmondrian.qi import float_keys
 
@@ -558,13 +559,13 @@ def test_set_label_writer_reads_names_from_the_table():
     encoded = [n.encode() for n in names]
     t_off = np.cumsum([0, *map(len, encoded)])
     t_buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-    buf, off = _labels.set_labels(np.array([0, 1, 3, 7]), np.array([2, 0, 3, 0, 1, 2, 3]),
-                                  t_buf, t_off)
+    buf, off = _set_labels_kernel.set_labels(np.array([0, 1, 3, 7]),
+                                             np.array([2, 0, 3, 0, 1, 2, 3]), t_buf, t_off)
     assert strings(buf, off) == ["日本", "{, 😀}", "{, a, b, 日本, 😀}"]
     with pytest.raises(ValueError):
-        _labels.set_labels(np.array([0, 0]), np.zeros(0, np.int64), t_buf, t_off)
+        _set_labels_kernel.set_labels(np.array([0, 0]), np.zeros(0, np.int64), t_buf, t_off)
     with pytest.raises(IndexError):
-        _labels.set_labels(np.array([0, 1]), np.array([4]), t_buf, t_off)
+        _set_labels_kernel.set_labels(np.array([0, 1]), np.array([4]), t_buf, t_off)
 
 
 @settings(max_examples=40, deadline=None)
@@ -576,14 +577,14 @@ def test_distinct_masks_and_members_match_a_lexsort(words, sets):
         for c in s:
             if c < 64 * words:
                 masks[r, c // 64] |= np.uint64(1) << np.uint64(c % 64)
-    first, inverse = _labels.distinct_masks(masks)
+    first, inverse = _set_labels_kernel.distinct_masks(masks)
     signed = masks.view(np.int64)
     order = np.lexsort(signed.T[::-1])
     keys = [tuple(row) for row in signed[order].tolist()]
     starts = [i for i in range(len(keys)) if i == 0 or keys[i] != keys[i - 1]]
     assert first.tolist() == order[starts].tolist()
     assert (masks[first][inverse] == masks).all()
-    off, codes = _labels.mask_members(masks, first)
+    off, codes = _set_labels_kernel.mask_members(masks, first)
     for i, r in enumerate(first.tolist()):
         expected = sorted({c for c in sets[r] if c < 64 * words})
         assert codes[off[i]: off[i + 1]].tolist() == expected
