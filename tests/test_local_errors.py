@@ -121,3 +121,15 @@ def test_parse_errors():
         dmondrian.parse_range("[a, b]")
     with pytest.raises(errors.ParseError):
         dmondrian.parse_range(3)
+
+
+@pytest.mark.parametrize("values, kind", [([{"x": 1}, {"y": 2}, {"x": 1}, {"y": 2}], "dict"),
+                                          ([[1], [2], [1], [2]], "list")])
+def test_a_column_of_dicts_or_lists_is_refused_by_name(values, kind):
+    # JSON read from Parquet or a database: pandas alone says "unhashable type".
+    df = pd.DataFrame({"meta": values, "age": [30, 31, 32, 33]})
+    with pytest.raises(errors.UnsupportedDtypeError, match=f"column 'meta' holds {kind}") as info:
+        dmondrian.anonymize(df, ["meta", "age"], 2)
+    assert info.value.column == "meta"
+    with pytest.raises(errors.UnsupportedDtypeError, match="'meta'"):
+        dmondrian.anonymize(df, ["meta", "age"], 2, hierarchies={"meta": {"a": ["*"]}})

@@ -81,7 +81,10 @@ def factorize(series: pd.Series) -> tuple[np.ndarray, list]:
     """
     if isinstance(series.dtype, pd.CategoricalDtype):
         return series.cat.codes.to_numpy().astype(np.int64), list(series.cat.categories)
-    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    try:
+        codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    except TypeError as exc:
+        raise unhashable_error(series) from exc
     uniques = list(uniques)
     try:
         order = sorted(range(len(uniques)), key=lambda i: uniques[i])
@@ -93,6 +96,32 @@ def factorize(series: pd.Series) -> tuple[np.ndarray, list]:
     codes = codes.astype(np.int64)
     out = np.where(codes < 0, -1, remap[np.maximum(codes, 0)] if len(uniques) else -1)
     return out, [uniques[i] for i in order]
+
+
+def unhashable_error(series: pd.Series) -> UnsupportedDtypeError:
+    """The typed error for a column of values that cannot be compared for equality.
+
+    JSON read from Parquet or a database gives columns of dicts or lists:
+    they have no category to generalize to, so the column is refused by name
+    with its first offending value's type, instead of pandas' bare
+    ``TypeError: unhashable type``.
+
+    Examples
+    --------
+    >>> str(unhashable_error(pd.Series([{"a": 1}], name="meta")))  # doctest: +ELLIPSIS
+    "column 'meta' holds dict values, which cannot be a quasi-identifier's values: ..."
+    """
+    kind = "unhashable"
+    for value in series:
+        try:
+            hash(value)
+        except TypeError:
+            kind = type(value).__name__
+            break
+    return UnsupportedDtypeError(
+        series.name, f"column {series.name!r} holds {kind} values, which cannot be a "
+                     "quasi-identifier's values: convert them to scalars first (numbers, "
+                     "dates or strings, e.g. with .astype(str))")
 
 
 def global_codes(name, local_categories: list, index: pd.Index, missing_code) -> np.ndarray:
