@@ -12,3 +12,9 @@ cdef void make_class(const Buffers* bufs, Py_ssize_t s, Py_ssize_t e, i64 buf,
                      const i64* hi, const i64* miss) noexcept nogil
 cdef Py_ssize_t workspace_width(const i64* cards, Py_ssize_t d, i64 n_sens,
                                 Py_ssize_t rows) noexcept nogil
+
+
+cdef class RuleArrays:
+    # The Rules of a kernel call over arrays this object keeps alive.
+    cdef Rules rules
+    cdef list _arrays

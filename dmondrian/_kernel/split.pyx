@@ -559,30 +559,80 @@ cdef Py_ssize_t workspace_width(const i64* cards, Py_ssize_t d, i64 n_sens,
     return w
 
 
+cdef class RuleArrays:
+    """The kernel's :c:type:`Rules` over arrays this object keeps alive.
+
+    The one place a kernel call's configuration is read from Python arrays:
+    the tree's entry point and the test entry points below build it the same
+    way. Every pointer is valid, also when no QI has a hierarchy or no
+    constraint has a distribution (the arrays get one padding entry).
+
+    Parameters
+    ----------
+    kinds, scales, cards : arrays (d,)
+        Kernel kind, global scale and code count of each QI.
+    relaxed : bool
+    priv : tuple (ip, fp, q)
+        The privacy constraint in kernel form.
+    max_depth : int
+        -1 for no limit.
+    h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs : int64 arrays
+        Concatenated hierarchy trees and each QI's offsets into them.
+    """
+
+    def __init__(self, kinds, scales, cards, bint relaxed, tuple priv, i64 max_depth,
+                 h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs):
+        kv, cv = _int64(kinds), _int64(cards)
+        sv = np.append(np.asarray(scales, dtype=np.float64), 0.0)
+        ip = np.ascontiguousarray(priv[0], dtype=np.int64)
+        fp = np.ascontiguousarray(priv[1], dtype=np.float64)
+        q = np.append(np.asarray(priv[2], dtype=np.float64), 0.0)
+        hp, hl, hh, hf = _int64(h_parent), _int64(h_lo), _int64(h_hi), _int64(h_leafnode)
+        ho, lf = _int64(hoffs), _int64(loffs)
+        cdef Py_ssize_t d = kv.shape[0] - 1
+        if sv.shape[0] != d + 1 or cv.shape[0] != d + 1 or ho.shape[0] != d + 1 \
+                or lf.shape[0] != d + 1:
+            raise ValueError("kinds, scales, cards, hoffs and loffs must have one entry per QI")
+        if ip.shape[0] < 6 or fp.shape[0] < 3:
+            raise ValueError("priv must be the kernel's (ip, fp, q) arrays")
+        self._arrays = [kv, sv, cv, ip, fp, q, hp, hl, hh, hf, ho, lf]
+        self.rules.qi.d = d
+        self.rules.qi.kind = _i64_ptr(kv)
+        self.rules.qi.scale = _f64_ptr(sv)
+        self.rules.qi.card = _i64_ptr(cv)
+        self.rules.qi.h_parent = _i64_ptr(hp)
+        self.rules.qi.h_lo = _i64_ptr(hl)
+        self.rules.qi.h_hi = _i64_ptr(hh)
+        self.rules.qi.h_leafnode = _i64_ptr(hf)
+        self.rules.qi.hoff = _i64_ptr(ho)
+        self.rules.qi.loff = _i64_ptr(lf)
+        self.rules.priv.ip = _i64_ptr(ip)
+        self.rules.priv.fp = _f64_ptr(fp)
+        self.rules.priv.q = _f64_ptr(q)
+        self.rules.priv.n_q = q.shape[0] - 1
+        self.rules.relaxed = relaxed
+        self.rules.max_depth = max_depth
+
+
+def _int64(values):
+    """``values`` as int64 with one padding entry, so its first address always exists."""
+    return np.append(np.asarray(values, dtype=np.int64), 0)
+
+
+cdef const i64* _i64_ptr(const i64[::1] a):
+    return &a[0]
+
+
+cdef const double* _f64_ptr(const double[::1] a):
+    return &a[0]
+
+
 # Python entry points, for the tests: each runs one step on rows [s, e) of a
 # (d, n) key matrix.
 
-cdef Rules _one_qi_rules(const i64[::1] kind, const i64[::1] card, bint relaxed, tuple priv,
-                         const i64[::1] h_parent, const i64[::1] h_lo, const i64[::1] h_hi,
-                         const i64[::1] h_leafnode):
-    cdef Rules r
-    cdef const i64[::1] ip = priv[0]
-    cdef const double[::1] fp = priv[1]
-    cdef const double[::1] qv = priv[2]
-    r.qi.d = 1
-    r.qi.kind = &kind[0]
-    r.qi.card = &card[0]
-    r.qi.h_parent = &h_parent[0]
-    r.qi.h_lo = &h_lo[0]
-    r.qi.h_hi = &h_hi[0]
-    r.qi.h_leafnode = &h_leafnode[0]
-    r.priv.ip = &ip[0]
-    r.priv.fp = &fp[0]
-    r.priv.q = &qv[0] if qv.shape[0] else NULL
-    r.priv.n_q = qv.shape[0]
-    r.relaxed = relaxed
-    r.max_depth = -1
-    return r
+# The constraint of a test entry point that has none: k = 1, no sensitive column.
+_NO_PRIVACY = (np.array([1, -1, 0, 0, 0, 0], dtype=np.int64), np.full(3, -1.0),
+               np.zeros(0))
 
 
 cdef WorkRows _work_rows(i64[:, ::1] ws):
@@ -614,17 +664,10 @@ def node_span_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t 
                  i64 hi, i64 miss, i64 kind, double scale, i64 card, h_parent, h_lo, h_hi,
                  h_leafnode, i64 hoff, i64 loff, i64[:, ::1] ws):
     """Normalized span of QI ``j`` over rows ``[s, e)``."""
-    cdef const i64[::1] hp = np.ascontiguousarray(h_parent, dtype=np.int64)
-    cdef const i64[::1] hl = np.ascontiguousarray(h_lo, dtype=np.int64)
-    cdef const i64[::1] hh = np.ascontiguousarray(h_hi, dtype=np.int64)
-    cdef const i64[::1] hf = np.ascontiguousarray(h_leafnode, dtype=np.int64)
-    cdef QIRules qi
+    cdef RuleArrays r = RuleArrays([kind], [scale], [card], False, _NO_PRIVACY, -1, h_parent,
+                                   h_lo, h_hi, h_leafnode, [hoff], [loff])
     cdef WorkRows w = _work_rows(ws)
-    qi.h_parent = &hp[0]
-    qi.h_lo = &hl[0]
-    qi.h_hi = &hh[0]
-    qi.h_leafnode = &hf[0]
-    return node_span(&keys[j, 0], s, e, lo, hi, miss, kind, scale, hoff, loff, &qi, &w)
+    return node_span(&keys[j, 0], s, e, lo, hi, miss, kind, scale, hoff, loff, &r.rules.qi, &w)
 
 
 def nominal_ranks_py(const i64[::1] row, Py_ssize_t s, Py_ssize_t e, i64 card, i64[:, ::1] ws):
@@ -642,15 +685,10 @@ def find_cut_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e
     ``priv[0][P_SENS_ROW]``; the frequency ranks of a ranked cut are left in
     ``ws[WS_RANK]``.
     """
-    cdef const i64[::1] kinds = np.array([kind], dtype=np.int64)
-    cdef const i64[::1] cards = np.array([card], dtype=np.int64)
-    cdef const i64[::1] hp = np.ascontiguousarray(h_parent, dtype=np.int64)
-    cdef const i64[::1] hl = np.ascontiguousarray(h_lo, dtype=np.int64)
-    cdef const i64[::1] hh = np.ascontiguousarray(h_hi, dtype=np.int64)
-    cdef const i64[::1] hf = np.ascontiguousarray(h_leafnode, dtype=np.int64)
-    cdef Rules rules = _one_qi_rules(kinds, cards, relaxed, priv, hp, hl, hh, hf)
+    cdef RuleArrays r = RuleArrays([kind], [0.0], [card], relaxed, priv, -1, h_parent, h_lo,
+                                   h_hi, h_leafnode, [hoff], [loff])
     cdef WorkRows w = _work_rows(ws)
-    cdef i64 srow = rules.priv.ip[P_SENS_ROW]
+    cdef i64 srow = r.rules.priv.ip[P_SENS_ROW]
     cdef Cut cut = find_cut(&keys[j, 0], &keys[srow, 0] if srow >= 0 else NULL, s, e, lo, hi,
-                            miss, kind, card, hoff, loff, &rules, &w, &spare[0])
+                            miss, kind, card, hoff, loff, &r.rules, &w, &spare[0])
     return cut.n_left, cut.t, cut.eq_value, cut.need_eq, bool(cut.ranked)

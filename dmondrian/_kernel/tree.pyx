@@ -18,7 +18,7 @@ from libc.stdlib cimport malloc, calloc, realloc, free
 
 from ._common cimport i64
 from ._rules cimport Buffers, Rules, WorkRows, is_class, WS_ROWS, P_N_SENS
-from .split cimport column_stats, split_node, make_class, workspace_width
+from .split cimport RuleArrays, column_stats, split_node, make_class, workspace_width
 
 from .constants import PARALLEL_MIN_ROWS as _PARALLEL_MIN_ROWS_PY
 
@@ -132,13 +132,9 @@ cdef int _run_subtree(const Buffers* bufs, const Rules* rules, const i64* node, 
         if top + 2 > cap:
             cap *= 2
             grown = <i64*>realloc(st, cap * 4 * sizeof(i64))
-            if grown == NULL:
-                free(st_stats)
-                free(st)
-                _free_work(&w)
-                return -1
-            st = grown
-            grown = <i64*>realloc(st_stats, cap * 3 * nd * sizeof(i64))
+            if grown != NULL:
+                st = grown
+                grown = <i64*>realloc(st_stats, cap * 3 * nd * sizeof(i64))
             if grown == NULL:
                 free(st_stats)
                 free(st)
@@ -317,31 +313,14 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, bint relaxed, tuple priv
         The keys in class order (a view of ``bufs_keys[0, :d]``).
     """
     cdef i64[:, :, ::1] bv = bufs_keys
-    cdef const i64[::1] kv = np.ascontiguousarray(kinds, dtype=np.int64)
-    cdef const double[::1] sv = np.ascontiguousarray(scales, dtype=np.float64)
-    cdef const i64[::1] cv = np.ascontiguousarray(cards, dtype=np.int64)
-    cdef const i64[::1] ip = np.ascontiguousarray(priv[0], dtype=np.int64)
-    cdef const double[::1] fp = np.ascontiguousarray(priv[1], dtype=np.float64)
-    cdef const double[::1] qv = np.ascontiguousarray(priv[2], dtype=np.float64)
+    cdef RuleArrays config = RuleArrays(kinds, scales, cards, relaxed, priv, max_depth, h_parent,
+                                        h_lo, h_hi, h_leafnode, hoffs, loffs)
     cdef const i64[:, ::1] rv = np.ascontiguousarray(roots, dtype=np.int64)
-    # Non-empty, so every pointer below is valid even when no QI has a tree.
-    cdef const i64[::1] hp = np.append(np.asarray(h_parent, dtype=np.int64), 0)
-    cdef const i64[::1] hl = np.append(np.asarray(h_lo, dtype=np.int64), 0)
-    cdef const i64[::1] hh = np.append(np.asarray(h_hi, dtype=np.int64), 0)
-    cdef const i64[::1] hf = np.append(np.asarray(h_leafnode, dtype=np.int64), 0)
-    cdef const i64[::1] ho = np.append(np.asarray(hoffs, dtype=np.int64), 0)
-    cdef const i64[::1] lf = np.append(np.asarray(loffs, dtype=np.int64), 0)
-    cdef const double[::1] qz = np.append(np.asarray(priv[2], dtype=np.float64), 0.0)
-    cdef Py_ssize_t d = kv.shape[0], n = bv.shape[2]
+    cdef Py_ssize_t d = config.rules.qi.d, n = bv.shape[2]
     cdef Buffers bufs
-    cdef Rules rules
     cdef int status
     if bv.shape[0] != 2 or bv.shape[1] < d + 1:
         raise ValueError("bufs_keys must be a (2, rows, n) double buffer with the row ids last")
-    if sv.shape[0] != d or cv.shape[0] != d or ho.shape[0] != d + 1 or lf.shape[0] != d + 1:
-        raise ValueError("kinds, scales, cards, hoffs and loffs must have one entry per QI")
-    if ip.shape[0] < 6 or fp.shape[0] < 3:
-        raise ValueError("priv must be the kernel's (ip, fp, q) arrays")
     leaf_start = np.zeros(n, dtype=np.bool_)
     cdef unsigned char[::1] ls = leaf_start.view(np.uint8)
     if n == 0:
@@ -349,24 +328,8 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, bint relaxed, tuple priv
     bufs.data = &bv[0, 0, 0]
     bufs.rows = bv.shape[1]
     bufs.n = n
-    rules.qi.d = d
-    rules.qi.kind = &kv[0] if d else NULL
-    rules.qi.scale = &sv[0] if d else NULL
-    rules.qi.card = &cv[0] if d else NULL
-    rules.qi.h_parent = &hp[0]
-    rules.qi.h_lo = &hl[0]
-    rules.qi.h_hi = &hh[0]
-    rules.qi.h_leafnode = &hf[0]
-    rules.qi.hoff = &ho[0]
-    rules.qi.loff = &lf[0]
-    rules.priv.ip = &ip[0]
-    rules.priv.fp = &fp[0]
-    rules.priv.q = &qz[0]
-    rules.priv.n_q = qv.shape[0]
-    rules.relaxed = relaxed
-    rules.max_depth = max_depth
     with nogil:
-        status = _partition_all(&bufs, &rules, &rv[0, 0], rv.shape[0], &ls[0],
+        status = _partition_all(&bufs, &config.rules, &rv[0, 0], rv.shape[0], &ls[0],
                                 n_threads if n_threads > 0 else 1)
     if status < 0:
         raise MemoryError("not enough memory for the kernel's work space")
