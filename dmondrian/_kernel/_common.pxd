@@ -1,10 +1,18 @@
 # The types, constants and one-line helpers every compiled module of the
 # kernel shares (cimported, and inlined where used).
-from libc.stdint cimport int64_t, uint64_t, uint8_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint64_t, uint8_t
 from libc.string cimport memcpy
 
 ctypedef int64_t i64
 ctypedef uint64_t u64
+
+# The signed integer types a column pass reads or writes (narrow codes and
+# shipped keys, int64 keys): one compiled copy of the pass per type.
+ctypedef fused int_t:
+    int8_t
+    int16_t
+    int32_t
+    int64_t
 
 cdef extern from *:
     """

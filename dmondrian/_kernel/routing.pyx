@@ -11,15 +11,9 @@ from libc.math cimport ceil
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 
 from dmondrian._kernel._bits cimport is_int_max, is_int_min, valid_bit
-from dmondrian._kernel._common cimport MISSING_KEY, i64, u64
+from dmondrian._kernel._common cimport MISSING_KEY, i64, int_t, u64
 
 __all__ = ["arrow_valid"]
-
-ctypedef fused int_t:
-    int8_t
-    int16_t
-    int32_t
-    int64_t
 
 # splitmix64's finalizer constants, and the golden ratio.
 cdef u64 M1 = 0xBF58476D1CE4E5B9ULL

@@ -8,15 +8,9 @@ import numpy as np
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 
 from dmondrian._kernel._bits cimport is_int_max, valid_bit
-from dmondrian._kernel._common cimport INT_MIN, MISSING_KEY, i64
+from dmondrian._kernel._common cimport INT_MIN, MISSING_KEY, i64, int_t
 
 __all__ = []
-
-ctypedef fused int_t:
-    int8_t
-    int16_t
-    int32_t
-    int64_t
 
 # Independent running minima and maxima: one chain of compare-and-select per
 # lane instead of one for the whole column, whose latency bounded the loop.

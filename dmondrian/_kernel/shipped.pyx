@@ -10,7 +10,7 @@ import numpy as np
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t
 
 from dmondrian._kernel._bits cimport is_int_max
-from dmondrian._kernel._common cimport MISSING_KEY, i64, popcount, u64
+from dmondrian._kernel._common cimport MISSING_KEY, i64, int_t, popcount, u64
 
 cdef extern from *:
     """
@@ -23,12 +23,6 @@ cdef extern from *:
     void prefetch "DM_PREFETCH"(const void* p) noexcept nogil
 
 __all__ = []
-
-ctypedef fused int_t:
-    int8_t
-    int16_t
-    int32_t
-    int64_t
 
 # How many rows ahead a gather asks for its shipped value: the order is
 # random, so without it every row waits for a cache miss.
