@@ -9,7 +9,7 @@ counting passes, and the counts of smaller and equal keys come free.
 """
 
 from ._common cimport i64, u64, MISSING_KEY
-from ._rules cimport BUCKETS, SMALL
+from ._rules cimport BUCKETS, SMALL, WS_COUNTS, WS_SCRATCH
 
 import numpy as np
 
@@ -195,7 +195,6 @@ def quickselect_py(i64[::1] a, Py_ssize_t kth, i64 rounds=-1):
 def select_py(const i64[::1] row, Py_ssize_t s, Py_ssize_t e, i64 lo, i64 hi, i64 kth,
               i64[:, ::1] ws, i64[::1] spare):
     """``(value, n_less, n_equal)`` of the ``kth`` smallest present key of ``row[s:e]``."""
-    from .constants import WS_SCRATCH, WS_COUNTS
     cdef Selected r = select_kth(&row[0], s, e, lo, hi, kth, &ws[WS_SCRATCH, 0],
                                  &ws[WS_COUNTS, 0], &spare[0])
     return r.value, r.less, r.equal
