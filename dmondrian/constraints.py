@@ -30,6 +30,9 @@ model                                a class passes when
                                      distance for nominal ones; Li, Li &
                                      Venkatasubramanian 2007)
 =================================== =========================================
+
+A missing sensitive value is one value of its own (the sensitive column's
+domain and codes are defined once, in :mod:`dmondrian.sensitive`).
 """
 
 from __future__ import annotations
@@ -39,10 +42,9 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from . import _kernel as K
-from .errors import InfeasibleError, InvalidValueError, ParameterError
+from .errors import InfeasibleError, ParameterError
 
 __all__ = [
     "Constraint",
@@ -53,7 +55,6 @@ __all__ = [
     "TCloseness",
     "check_k",
     "resolve_constraints",
-    "encode_sensitive",
     "kernel_privacy",
     "KernelPrivacy",
 ]
@@ -292,31 +293,6 @@ def resolve_constraints(k, *, l=None, l_kind="distinct", c=None, t=None,  # noqa
         if isinstance(cst, _SensitiveConstraint) and cst.sensitive is None:
             cst.sensitive = name
     return out, name
-
-
-def encode_sensitive(series: pd.Series) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Codes of a sensitive column, the values they stand for, and whether ordered.
-
-    Numeric, datetime and ordered categorical values are ordered (t-closeness
-    then uses the ordered distance); anything else is nominal.
-    """
-    name = series.name
-    if series.isna().any():
-        raise InvalidValueError(
-            name, f"sensitive column {name!r} has missing values; l-diversity and "
-                  "t-closeness need every row's sensitive value (fill or drop them)")
-    dtype = series.dtype
-    ordered = (isinstance(dtype, pd.CategoricalDtype) and dtype.ordered) or (
-        not isinstance(dtype, pd.CategoricalDtype)
-        and (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_datetime64_any_dtype(dtype))
-        and not pd.api.types.is_bool_dtype(dtype))
-    if isinstance(dtype, pd.CategoricalDtype):
-        codes = series.cat.codes.to_numpy().astype(np.int64)
-        values = np.asarray(series.cat.categories)
-    else:
-        codes, values = pd.factorize(series, sort=True)
-        codes = codes.astype(np.int64)
-    return codes, np.asarray(values), bool(ordered)
 
 
 @dataclass

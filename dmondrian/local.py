@@ -44,13 +44,13 @@ from . import _kernel as K
 from .constraints import (
     KAnonymity,
     KernelPrivacy,
-    encode_sensitive,
     kernel_privacy,
 )
 from .errors import InfeasibleError, ParameterError
 from .options import ANONYMIZE, takes_options
 from .publish import class_values, expand_labels
 from .qi import EncodedQI, encode_qi
+from .sensitive import encode_sensitive
 from .validation import check_options
 
 __all__ = ["anonymize", "encode_table", "partition", "publish", "Partitioning"]
@@ -309,11 +309,11 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     for cst in opts.constraints:
         cst.check_table(len(df))
     if opts.sensitive is not None:
-        codes, values, ordered = encode_sensitive(df[opts.sensitive])
-        counts = np.bincount(codes, minlength=len(values)).astype(float)
+        codes, domain = encode_sensitive(df[opts.sensitive])
         for cst in opts.constraints:
-            cst.check_distribution(counts)
-        privacy = kernel_privacy(opts.constraints, codes, len(values), ordered)
+            cst.check_distribution(domain.counts)
+        privacy = kernel_privacy(opts.constraints, codes, domain.n_codes, domain.ordered,
+                                 distribution=domain.distribution())
     else:
         privacy = kernel_privacy(opts.constraints)
     encoded = encode_table(df, opts.qis, opts.hierarchies, opts.qi_kinds)

@@ -6,6 +6,7 @@ engine's bookkeeping, so a bug in the engine cannot hide itself.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from dmondrian import parse_range, parse_set
@@ -97,3 +98,31 @@ def assert_valid_release(original: pd.DataFrame, released: pd.DataFrame, qis, k:
             assert ((lo[present] <= pub[present]) & (pub[present] <= hi[present])).all(), q
     return sizes
 
+
+#: Sensitive column kinds :func:`sensitive_with_missing` makes.
+SENSITIVE_KINDS = ["object", "float", "Int64", "category", "ordered", "datetime"]
+CAUSES = ["cancer", "heart", "stroke"]
+
+
+def sensitive_with_missing(kind: str, n: int, rng, p_missing=0.3) -> pd.Series:
+    """A sensitive column of ``kind`` with about ``p_missing`` of it missing."""
+    miss = rng.random(n) < p_missing
+    raw = rng.integers(0, 3, n)
+    if kind == "object":  # every kind of missing at once: still one value
+        values = np.array(CAUSES, dtype=object)[raw]
+        values[miss] = np.array([None, np.nan, pd.NA], dtype=object)[rng.integers(0, 3, n)][miss]
+        return pd.Series(values, dtype=object)
+    if kind == "float":
+        return pd.Series(np.where(miss, np.nan, raw * 1.5))
+    if kind == "Int64":
+        return pd.Series(pd.array(raw, dtype="Int64")).mask(miss)
+    if kind == "category":
+        return pd.Series(pd.Categorical(np.array(CAUSES)[raw])).mask(miss)
+    if kind == "ordered":
+        dtype = pd.CategoricalDtype(["low", "unused", "mid", "high"], ordered=True)
+        return pd.Series(pd.Categorical(np.array(["low", "mid", "high"])[raw], dtype=dtype)
+                         ).mask(miss)
+    if kind == "datetime":
+        days = pd.Timestamp("2020-01-01") + pd.to_timedelta(raw * 40, unit="D")
+        return pd.Series(days).mask(miss)
+    raise AssertionError(kind)

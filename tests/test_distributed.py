@@ -12,7 +12,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
-from checks import assert_valid_release
+from checks import SENSITIVE_KINDS, assert_valid_release, sensitive_with_missing
 from distributed import Client
 from distributed_helpers import (
     ADULT_QIS,
@@ -627,6 +627,46 @@ def test_sensitive_constraints_hold_with_small_leaves(client, options):
     assert per_class.size().min() >= 10
     if options.get("l_kind", "distinct") == "distinct" and "l" in options:
         assert per_class.nunique().min() >= options["l"]
+
+
+@pytest.mark.parametrize("kind", SENSITIVE_KINDS)
+@pytest.mark.parametrize("options", [{"l": 3}, {"t": 0.2}])
+def test_missing_sensitive_values_one_leaf_equals_local_engine(client, kind, options):
+    rng = np.random.default_rng(8)
+    df = mixed_table(1500, seed=8).assign(
+        cause=sensitive_with_missing(kind, 1500, rng, p_missing=0.3))
+    common = dict(sensitive="cause", class_column="cls", **options)
+    expected = local.anonymize(df, MIXED_QIS, 5, **common)
+    got = _collect(D.anonymize(dd.from_pandas(df, npartitions=3), MIXED_QIS, 5,
+                               leaf_rows=len(df), client=client, **common))
+    unconstrained = local.anonymize(df, MIXED_QIS, 5, class_column="cls")
+    assert 10 < expected["cls"].nunique() < unconstrained["cls"].nunique()
+    _same_values(got.drop(columns="cause"), expected.drop(columns="cause"))
+
+
+@pytest.mark.parametrize("kind", ["object", "ordered"])
+def test_missing_sensitive_values_hold_with_small_leaves(client, kind):
+    rng = np.random.default_rng(9)
+    df = mixed_table(6000, seed=9).assign(
+        cause=sensitive_with_missing(kind, 6000, rng, p_missing=0.5))
+    ddf = dd.from_pandas(df, npartitions=4)
+    options = dict(sensitive="cause", l=4, t=0.3, leaf_rows=1000, client=client)
+    top = D.plan(ddf, ["age", "zip", "income"], 5, **options)
+    assert top.n_leaves > 1
+    out = _collect(D.anonymize(ddf, ["age", "zip", "income"], 5, **options))
+    verdict = dmondrian.verify(out, ["age", "zip", "income"], k=5, sensitive="cause", l=4,
+                               t=0.3)
+    assert verdict.ok, verdict
+    assert verdict.achieved["l_distinct"] >= 4  # three causes and missing
+
+
+def test_ordered_sensitive_of_unknown_categories_is_refused_before_any_pass(client):
+    df = mixed_table(100).assign(cause=sensitive_with_missing("ordered", 100,
+                                                              np.random.default_rng(0)))
+    ddf = dd.from_pandas(df, npartitions=2)
+    ddf["cause"] = ddf["cause"].cat.as_unknown()
+    with pytest.raises(errors.UnsupportedDtypeError, match="cause"):
+        D.plan(ddf, ["age"], 2, t=0.3, sensitive="cause", client=object())
 
 
 def test_infeasible_sensitive_request_fails_before_the_shuffle(client):

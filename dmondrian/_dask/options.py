@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..errors import ParameterError
 from ..local import encode_table
+from ..sensitive import check_known_order, is_ordered
 from ..validation import Options, check_options
 from .cluster import worker_memory_per_thread
 from .planner import PlanConfig
@@ -60,6 +61,9 @@ def check_dask_options(ddf, quasi_identifiers, k, leaf_rows, options) -> DaskOpt
     # Encoding the empty meta frame raises the local engine's typed errors for
     # unsupported dtypes and kinds, and coerces hierarchy files to trees.
     probe = encode_table(ddf._meta, checked.qis, checked.hierarchies, checked.qi_kinds)
+    if checked.sensitive is not None:
+        column = ddf[checked.sensitive]
+        check_known_order(column, is_ordered(column._meta.dtype))
     trees = {qi.name: qi.hierarchy for qi in probe if qi.hierarchy is not None}
     shared = {f.name: getattr(checked, f.name) for f in fields(Options)}
     return DaskOptions(**{**shared, "hierarchies": trees}, kinds=[qi.kind for qi in probe],

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..constraints import KernelPrivacy
+from ..sensitive import SensitiveValues
 from .cut_tree import CutTree
 from .global_domain import GlobalDomain
 from .options import DaskOptions
@@ -28,12 +29,15 @@ __all__ = ["TopPlan", "SensitiveDomain", "pack_output_partitions", "Verdict", "R
 class SensitiveDomain:
     """The sensitive column's global domain and the constraints in kernel form."""
 
-    values: list
-    ordered: bool
+    values: SensitiveValues
     privacy: KernelPrivacy
 
+    @property
+    def n_codes(self) -> int:
+        return self.values.n_codes
+
     def codes(self, column: pd.Series) -> np.ndarray:
-        return pd.Categorical(column, categories=self.values).codes.astype(np.int64)
+        return self.values.codes(column)
 
 
 @dataclass

@@ -11,11 +11,10 @@ constraints".
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from .. import _kernel as K
-from ..constraints import encode_sensitive, kernel_privacy
-from ..errors import InvalidValueError
+from ..constraints import kernel_privacy
+from ..sensitive import sensitive_values
 from .cluster import run
 from .cut_tree import flatten, leaf_nodes, subtree_count
 from .global_domain import encode_keys
@@ -28,27 +27,19 @@ __all__ = ["sensitive_domain", "leaf_histograms", "keep_diverse_cuts"]
 
 
 def sensitive_domain(client, ddf, opts: DaskOptions, progress) -> SensitiveDomain:
-    """One pass: the sensitive values and counts; infeasible requests fail here."""
-    counts = run(client, ddf[opts.sensitive].value_counts(dropna=False), progress,
-                 "pass: sensitive values")
-    if counts.index.isna().any():
-        raise InvalidValueError(
-            opts.sensitive, f"sensitive column {opts.sensitive!r} has missing values; "
-            "l-diversity and t-closeness need every row's sensitive value")
-    dtype = ddf._meta[opts.sensitive].dtype
-    if isinstance(dtype, pd.CategoricalDtype) and dtype.ordered:
-        values = [v for v in dtype.categories if v in counts.index]
-    else:
-        values = sorted(counts.index.tolist())
-    sample = pd.Series(values, dtype=dtype if isinstance(dtype, pd.CategoricalDtype) else None,
-                       name=opts.sensitive)
-    ordered = encode_sensitive(sample)[2]
-    n = counts.reindex(values).to_numpy(dtype=float)
+    """One pass: the sensitive values and counts; infeasible requests fail here.
+
+    The domain is the local engine's (:func:`dmondrian.sensitive.sensitive_values`),
+    built from a distributed value count instead of the column.
+    """
+    column = ddf[opts.sensitive]
+    counts = run(client, column.value_counts(dropna=False), progress, "pass: sensitive values")
+    values = sensitive_values(counts, column._meta.dtype, name=opts.sensitive)
     for cst in opts.constraints:
-        cst.check_distribution(n)
-    privacy = kernel_privacy(opts.constraints, np.zeros(1, dtype=np.int64), len(values),
-                             ordered, distribution=n / n.sum())
-    return SensitiveDomain(values, ordered, privacy)
+        cst.check_distribution(values.counts)
+    privacy = kernel_privacy(opts.constraints, np.zeros(1, dtype=np.int64), values.n_codes,
+                             values.ordered, distribution=values.distribution())
+    return SensitiveDomain(values, privacy)
 
 
 def partition_leaf_histogram(df, partition_number, tree, domain, sens: SensitiveDomain,
@@ -56,7 +47,7 @@ def partition_leaf_histogram(df, partition_number, tree, domain, sens: Sensitive
     """One partition's sensitive-value counts per leaf, flat (leaf-major)."""
     keys = encode_keys(df, domain)
     leaf = route(keys, tree, row_positions(partition_number, len(df)))
-    S = len(sens.values)
+    S = sens.n_codes
     return np.bincount(leaf * S + sens.codes(df[column]), minlength=n_leaves * S)
 
 
@@ -72,7 +63,7 @@ def leaf_histograms(client, ddf, opts, domain, nodes, sens: SensitiveDomain, pro
                 for i, p in enumerate(parts)]
     total = run(client, tree_reduce(partials, sum_arrays), progress,
                 "pass: sensitive values per leaf")
-    flat = np.asarray(total).reshape(len(leaves), len(sens.values))
+    flat = np.asarray(total).reshape(len(leaves), sens.n_codes)
     return {j: flat[slot] for slot, j in enumerate(leaves)}
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import ParameterError, UnsupportedDtypeError
+from ..errors import ParameterError
+from ..sensitive import check_known_order, is_ordered, sensitive_values
 from ._frames import N_COLUMN, class_sizes, compute, groupby, is_dask, meta_of
 
 __all__ = ["T_DISTANCES", "SIZE", "L_DISTINCT", "L_ENTROPY", "T", "t_distance_of",
@@ -27,20 +28,16 @@ SIZE, L_DISTINCT, L_ENTROPY, T = (f"__dmondrian_{c}__" for c in ("size", "l_dist
 
 
 def t_distance_of(meta: pd.Series, t_distance: str = "auto") -> str:
-    """``"ordered"`` for numeric, datetime or ordered categorical values, else ``"equal"``."""
+    """``"ordered"`` for numeric, datetime or ordered categorical values, else ``"equal"``.
+
+    The engines' rule (:func:`dmondrian.sensitive.is_ordered`).
+    """
     if t_distance not in T_DISTANCES:
         raise ParameterError("t_distance", f"t_distance must be one of {T_DISTANCES}, "
                                            f"got {t_distance!r}")
     if t_distance != "auto":
         return t_distance
-    dtype = meta.dtype
-    if isinstance(dtype, pd.CategoricalDtype):
-        return "ordered" if dtype.ordered else "equal"
-    if pd.api.types.is_bool_dtype(dtype):
-        return "equal"
-    if pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_datetime64_any_dtype(dtype):
-        return "ordered"
-    return "equal"
+    return "ordered" if is_ordered(meta.dtype) else "equal"
 
 
 @dataclass
@@ -56,35 +53,29 @@ class SensitivePlan:
 def global_distribution(table, sensitive, distance: str) -> pd.Series:
     """Share of every sensitive value in the table, in order for the ordered distance.
 
-    For an ordered categorical the domain is all its categories, used or not
-    (as in the engine's t-closeness check): the ordered distance between two
-    categories is their distance in category order over ``categories - 1``.
+    The domain is the engines' (:mod:`dmondrian.sensitive`): every kind of
+    missing value is one value, last; for an ordered categorical the domain
+    is all its categories, used or not (the ordered distance between two
+    categories is their distance in category order over ``categories - 1``).
+    The equal distance ignores values without rows.
     """
-    (counts,) = compute(table[sensitive].value_counts(dropna=False))
-    counts = counts[counts > 0]
-    if distance != "ordered":
-        return counts / counts.sum()
-    dtype = meta_of(table[sensitive]).dtype
-    if isinstance(dtype, pd.CategoricalDtype):
-        if is_dask(table) and not table[sensitive].cat.known:
-            raise UnsupportedDtypeError(sensitive, f"ordered sensitive column {sensitive!r} has "
-                                                   "unknown categories in this Dask table, so "
-                                                   "their order is lost: cast it with .astype("
-                                                   "pd.CategoricalDtype(categories, "
-                                                   "ordered=True))")
-        missing = counts[counts.index.isna()]
-        present = counts[~counts.index.isna()]
-        present.index = pd.Index(np.asarray(present.index, dtype=object))
-        domain = pd.Index(list(dtype.categories), dtype=object)
-        counts = pd.concat([present.reindex(domain, fill_value=0), missing])
-    else:
-        try:
-            counts = counts.sort_index(na_position="last")
-        except TypeError:
-            raise ParameterError("t_distance", f"sensitive column {sensitive!r} mixes "
-                                               "values that cannot be ordered; use "
-                                               "t_distance='equal'") from None
-    return counts / counts.sum()
+    column = table[sensitive]
+    check_known_order(column, distance == "ordered")
+    (counts,) = compute(column.value_counts(dropna=False))
+    try:
+        domain = sensitive_values(counts, meta_of(column).dtype, distance == "ordered",
+                                  name=sensitive)
+    except TypeError:
+        raise ParameterError("t_distance", f"sensitive column {sensitive!r} mixes "
+                                           "values that cannot be ordered; use "
+                                           "t_distance='equal'") from None
+    index = domain.values
+    if isinstance(index, pd.CategoricalIndex) or isinstance(index.dtype, pd.CategoricalDtype):
+        index = pd.Index(np.asarray(index, dtype=object), dtype=object)
+    if domain.has_missing:
+        index = index.insert(len(index), np.nan)
+    q = pd.Series(domain.distribution(), index=index)
+    return q if distance == "ordered" else q[q > 0]
 
 
 def _ranks(index: pd.Index, values) -> np.ndarray:
