@@ -172,7 +172,7 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     domain, root, positional, sizing = run_domain_pass(client, ddf, opts, progress, sample_rows)
     leaf_rows = sizing.leaf_rows
     cfg = PlanConfig(opts.k, opts.mode == "relaxed", leaf_rows, opts.max_depth,
-                     sample_rows=sample_rows)
+                     objective=opts.objective, sample_rows=sample_rows)
     lap("pass 1: domain (and leaf size)")
     if domain.n_rows == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")

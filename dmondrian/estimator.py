@@ -34,8 +34,8 @@ class MondrianAnonymizer:
     quasi_id : list of str, default=None
         Quasi-identifier columns; ``None`` means every column of the table
         seen in ``fit``.
-    mode, generalization, max_depth, hierarchies, qi_kinds, class_column, l, l_kind, c, t, \
-sensitive, constraints
+    mode, objective, generalization, max_depth, hierarchies, qi_kinds, class_column, l, \
+l_kind, c, t, sensitive, constraints
         The options of :data:`dmondrian.options.ANONYMIZE`, as in
         :func:`dmondrian.local.anonymize`; "midpoint" or "mean"
         generalization keeps numeric QIs numeric for estimators downstream.
@@ -116,7 +116,7 @@ sensitive, constraints
         """
         columns = list(X.columns)
         check_k(self.k)
-        for name in ("mode", "generalization"):
+        for name in ("mode", "objective", "generalization"):
             ANONYMIZE[name].check_choice(getattr(self, name))
         check_max_depth(self.max_depth)
         resolve_constraints(self.k, l=self.l, l_kind=self.l_kind, c=self.c, t=self.t,

@@ -134,7 +134,8 @@ def _hierarchy_arrays(encoded: list[EncodedQI]):
 
 
 def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: str = "strict",
-              max_depth: int = -1, scales=None, privacy: KernelPrivacy | None = None,
+              objective: str = "balanced", max_depth: int = -1, scales=None,
+              privacy: KernelPrivacy | None = None,
               roots=None, workspace: K.WorkSpace | None = None) -> Partitioning:
     """Run Mondrian on encoded QIs and return each row's equivalence class.
 
@@ -146,6 +147,8 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
         Smallest class size allowed (k), when ``privacy`` is not given.
     mode : {"strict", "relaxed"}
         Partitioning mode.
+    objective : {"balanced", "dm"}
+        What the cuts optimize (see :func:`anonymize`).
     max_depth : int
         Maximum cuts from the root to a class, -1 for unlimited.
     scales : sequence of float, optional
@@ -201,7 +204,8 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
                          "and below the row count")
     order, class_start, sorted_keys = K.mondrian_partition(
         bufs, kinds, scales, cards, mode == "relaxed", (ip, privacy.fp, privacy.q),
-        int(max_depth), roots, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs)
+        int(max_depth), roots, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
+        objective=K.OBJECTIVES.index(objective))
     stats = K.class_statistics(sorted_keys, class_start, kinds, cards)
     class_of_row = K.rows_to_classes(order, stats[0])
     return Partitioning(class_of_row, int(stats[1].shape[0]), stats, sorted_keys)
@@ -249,6 +253,12 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     mode : {"strict", "relaxed"}, default "strict"
         Strict partitioning keeps equal values together (classes never
         overlap); relaxed splits ties at the median for balanced halves.
+    objective : {"balanced", "dm"}, default "balanced"
+        What the cuts optimize, each a Mondrian partition with the same
+        guarantees: "balanced" cuts at the median; "dm" cuts where the left
+        child's size is a multiple of k near the median (strict mode: the
+        boundary between distinct values that packs best), so classes hold
+        close to k rows (lower discernibility).
     generalization : {"range", "midpoint", "mean"}, default "range"
         How numeric and datetime QIs are published: a range label
         (see :mod:`dmondrian.publish`), or the class's midpoint or mean as
@@ -317,5 +327,6 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     else:
         privacy = kernel_privacy(opts.constraints)
     encoded = encode_table(df, opts.qis, opts.hierarchies, opts.qi_kinds)
-    part = partition(encoded, mode=opts.mode, max_depth=opts.max_depth, privacy=privacy)
+    part = partition(encoded, mode=opts.mode, objective=opts.objective,
+                     max_depth=opts.max_depth, privacy=privacy)
     return publish(df, encoded, part, opts.generalization, opts.class_column)

@@ -35,6 +35,7 @@ __all__ = ["ANONYMIZE", "DASK", "DASK_PLAN", "WRITE", "Option", "defaults", "tak
 MODES = ("strict", "relaxed")
 GENERALIZATIONS = ("range", "midpoint", "mean")
 L_KINDS = ("distinct", "entropy", "recursive")
+OBJECTIVES = ("balanced", "dm")
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,9 @@ ANONYMIZE = _group(
            "ties for balanced halves", MODES),
     Option("generalization", "range", "how numeric and datetime QIs are published: a range "
            "label, or the class's midpoint or mean", GENERALIZATIONS),
+    Option("objective", "balanced", "what the cuts optimize: balanced median cuts, or classes "
+           "packed close to k rows (dm: lower discernibility)",
+           OBJECTIVES),
     Option("max_depth", None, "stop cutting after this many levels (coarser classes)"),
     Option("hierarchies", None, "generalization hierarchy per nominal QI: a Hierarchy, a "
            "file of 'leaf;parent;...;*' lines, or a mapping leaf -> ancestors"),

@@ -100,6 +100,7 @@ class Options:
     constraints: list
     sensitive: object
     mode: str
+    objective: str
     generalization: str
     max_depth: int
     hierarchies: dict
@@ -157,6 +158,7 @@ def check_options(columns, quasi_identifiers, k, **options) -> Options:
         constraints=constraint_list,
         sensitive=check_sensitive(sensitive, columns, qis),
         mode=ANONYMIZE["mode"].check_choice(o["mode"]),
+        objective=ANONYMIZE["objective"].check_choice(o["objective"]),
         generalization=ANONYMIZE["generalization"].check_choice(o["generalization"]),
         max_depth=check_max_depth(o["max_depth"]),
         hierarchies=check_mapping("hierarchies", o["hierarchies"], qis),

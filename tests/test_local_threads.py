@@ -19,14 +19,17 @@ def census():
     return make_census(n, seed=11)
 
 
-@pytest.mark.parametrize("mode", ["strict", "relaxed"])
-def test_one_thread_and_several_threads_publish_the_same_release(census, mode):
+@pytest.mark.parametrize("mode, objective", [("strict", "balanced"), ("relaxed", "balanced"),
+                                             ("strict", "dm"), ("relaxed", "dm")])
+def test_one_thread_and_several_threads_publish_the_same_release(census, mode, objective):
     # Four threads even on a smaller machine: OpenMP then runs several
     # threads per core, and any dependence on scheduling would show.
     with K.thread_limit(1):
-        serial = dmondrian.anonymize(census, QIS, 7, mode=mode, class_column="cls")
+        serial = dmondrian.anonymize(census, QIS, 7, mode=mode, objective=objective,
+                                     class_column="cls")
     with K.thread_limit(4):
-        parallel = dmondrian.anonymize(census, QIS, 7, mode=mode, class_column="cls")
+        parallel = dmondrian.anonymize(census, QIS, 7, mode=mode, objective=objective,
+                                       class_column="cls")
     assert serial.equals(parallel)
     assert serial.groupby("cls").size().min() >= 7
 

@@ -144,7 +144,8 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
     # engine's per-column thread pools alike: one worker core, one thread.
     with K.thread_limit(top.kernel_threads):
         with _KERNEL_LOCK:
-            part = partition(encoded, opts.k, mode=opts.mode, max_depth=opts.max_depth,
+            part = partition(encoded, opts.k, mode=opts.mode, objective=opts.objective,
+                             max_depth=opts.max_depth,
                              scales=top.domain.scales, privacy=privacy, roots=roots,
                              workspace=workspace)
         out = publish(pd.DataFrame(index=frame.index), encoded, part, opts.generalization)

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._kernel.constants import MISSING_KEY
+from .._kernel.constants import KIND_HIERARCHY, MISSING_KEY
 from .cut_tree import ALL_TIES, NO_TIES, Cut
 from .global_domain import GlobalDomain
+from .packing import packed_left, packs_better
 from .sketch import Summary
 
 __all__ = ["PlanNode", "PlanConfig", "region_spans", "find_cut", "choose_cut",
@@ -30,6 +31,8 @@ class PlanConfig:
     relaxed: bool
     leaf_rows: int
     max_depth: int = -1
+    #: What the cuts optimize (:data:`dmondrian.options.OBJECTIVES`), as in the kernel.
+    objective: str = "balanced"
     #: Plan a child further only while its estimated size exceeds this fraction
     #: of leaf_rows, so sampling noise rarely leaves a leaf just above it.
     fill: float = 0.9
@@ -153,8 +156,31 @@ def _tie_threshold(summary: Summary, j: int, v: int, ranks, share: float) -> int
     return int(p[order[m]]) if m < order.shape[0] else ALL_TIES
 
 
+def _packed_cut(cum, values, n: int, nominal: bool, min_size: int):
+    """The kernel's "dm" strict cut on an axis: ``(left rows, threshold)`` or None.
+
+    A nominal axis scores every boundary between ranks; an ordered one the
+    two around the value at the packed position (see :mod:`.packing`).
+    """
+    def le(r):
+        return int(round(cum[r - 1])) if r > 0 else 0
+
+    if nominal:
+        candidates = [(int(round(cum[r])), r) for r in range(len(cum))]
+    else:
+        r = int(np.searchsorted(cum, packed_left(n, min_size) - 1, side="right"))
+        v = int(values[r])
+        candidates = [(le(r), v - 1), (int(round(cum[r])), v)]
+    best = None
+    for a, t in candidates:
+        if sizes_allowed(a, n - a, min_size) and packs_better(a, None if best is None
+                                                              else best[0], n, min_size):
+            best = (a, t)
+    return best
+
+
 def find_cut(summary: Summary, j: int, domain: GlobalDomain, relaxed: bool,
-             min_size: int) -> Cut | None:
+             min_size: int, objective: str = "balanced") -> Cut | None:
     """The kernel's cut of QI ``j`` in a region, or None when no cut is allowed."""
     axis = _axis(summary, j, domain)
     if axis is None:
@@ -173,8 +199,9 @@ def find_cut(summary: Summary, j: int, domain: GlobalDomain, relaxed: bool,
             return 0.0
         return le(int(np.searchsorted(values, t, side="right")))
 
+    dm = objective == "dm"
     if relaxed:
-        nl = n // 2
+        nl = packed_left(n, min_size) if dm and n >= 2 * min_size else n // 2
         if not sizes_allowed(nl, n - nl, min_size):
             return None
         r = int(np.searchsorted(cum, nl - 1, side="right"))
@@ -183,6 +210,10 @@ def find_cut(summary: Summary, j: int, domain: GlobalDomain, relaxed: bool,
         threshold = _tie_threshold(summary, j, v, ranks, need / (cum[r] - le(r)))
         return Cut(j, v - 1, v, threshold, ranks, float(nl))
 
+    if dm and (nominal or int(domain.kernel_kinds[j]) != KIND_HIERARCHY):
+        packed = _packed_cut(cum, values, n, nominal, min_size)
+        if packed is not None:
+            return Cut(j, packed[1], packed[1], NO_TIES, ranks, float(packed[0]))
     r = int(np.searchsorted(cum, (n - 1) // 2, side="right"))
     med = int(values[r])
     if nominal:
@@ -203,7 +234,7 @@ def find_cut(summary: Summary, j: int, domain: GlobalDomain, relaxed: bool,
 
 
 def choose_cut(summary: Summary, domain: GlobalDomain, relaxed: bool, min_size: int,
-               banned=()) -> Cut | None:
+               banned=(), objective: str = "balanced") -> Cut | None:
     """First allowed cut, trying QIs from the widest normalized span down."""
     spans = region_spans(summary, domain)
     for j in np.argsort(-spans, kind="mergesort"):
@@ -211,7 +242,7 @@ def choose_cut(summary: Summary, domain: GlobalDomain, relaxed: bool, min_size: 
             break
         if int(j) in banned:
             continue
-        cut = find_cut(summary, int(j), domain, relaxed, min_size)
+        cut = find_cut(summary, int(j), domain, relaxed, min_size, objective)
         if cut is not None:
             return cut
     return None
@@ -282,7 +313,7 @@ def plan_subtree(summary: Summary, domain: GlobalDomain, cfg: PlanConfig, depth:
             or (cfg.max_depth >= 0 and depth >= cfg.max_depth)
             or (not complete and summary.sample_keys.shape[1] < cfg.min_sample)):
         return node
-    cut = choose_cut(summary, domain, cfg.relaxed, cfg.min_size, banned)
+    cut = choose_cut(summary, domain, cfg.relaxed, cfg.min_size, banned, cfg.objective)
     if cut is None:
         return node
     node.cut = cut

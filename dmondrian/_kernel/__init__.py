@@ -32,9 +32,10 @@ __all__ = [
 ]
 
 
-def mondrian_partition(*args, n_threads=None):
+def mondrian_partition(*args, n_threads=None, objective=0):
     """:func:`dmondrian._kernel.tree.mondrian_partition` on this thread's thread budget."""
-    return _mondrian_partition(*args, n_threads=max_threads() if n_threads is None else n_threads)
+    return _mondrian_partition(*args, n_threads=max_threads() if n_threads is None else n_threads,
+                               objective=objective)
 
 
 def class_statistics(sorted_keys, class_start, kinds, cards, n_threads=None):

@@ -39,6 +39,13 @@ cdef enum:
     MASK_CARD = 64
 
 
+# What a split optimizes (see constants.py): balanced median cuts, or classes
+# packed close to k rows (discernibility).
+cdef enum:
+    OBJ_BALANCED = 0
+    OBJ_DM = 1
+
+
 cdef struct QIRules:
     Py_ssize_t d           # number of QIs
     const i64* kind        # kernel kind of each QI
@@ -64,6 +71,7 @@ cdef struct Rules:
     Privacy priv
     bint relaxed
     i64 max_depth          # -1: no limit
+    i64 objective          # OBJ_*
 
 
 cdef struct Buffers:

@@ -27,6 +27,10 @@ INT_MAX = np.iinfo(np.int64).max
 P_K, P_SENS_ROW, P_N_SENS, P_L_DISTINCT, P_RC_L, P_T_ORDERED = 0, 1, 2, 3, 4, 5
 P_LOG_L, P_RC_C, P_T = 0, 1, 2
 
+# What a split optimizes: the objectives' names, in the kernel's order (OBJ_*
+# in _rules.pxd).
+OBJECTIVES = ("balanced", "dm")
+
 # Below this many rows a kernel call runs on one thread: starting threads and
 # handing work over cost more than small tables take.
 PARALLEL_MIN_ROWS = 200_000

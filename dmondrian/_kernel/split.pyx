@@ -18,9 +18,11 @@ from ._common cimport (i64, u64, MISSING_KEY, INT_MIN, FLOAT_MAX, popcount, key_
                        KIND_NOMINAL, KIND_HIERARCHY, KIND_ORDINAL)
 from ._rules cimport (Buffers, Rules, QIRules, Privacy, WorkRows, buf_row, ws_row, is_class,
                       goes_left, WS_SCRATCH, WS_COUNTS, WS_ORDER, WS_RANK, WS_CUM, WS_SEEN,
-                      WS_ROWS, BUCKETS, SMALL, MASK_CARD, P_K, P_SENS_ROW, P_N_SENS)
+                      WS_ROWS, BUCKETS, SMALL, MASK_CARD, P_K, P_SENS_ROW, P_N_SENS,
+                      OBJ_BALANCED, OBJ_DM)
 from .select cimport Selected, select_kth, heapsort
 from .privacy cimport sensitive_cut_ok
+from .packing cimport packed_left, packs_better, best_sorted_boundary, best_ranked_boundary
 
 cdef extern from *:
     """
@@ -281,6 +283,42 @@ cdef inline Cut _cut(i64 n_left, i64 t, i64 eq_value, i64 need_eq, bint ranked) 
     return c
 
 
+cdef Cut _packed_cut(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e, i64 lo,
+                     i64 hi, i64 present, const Rules* rules, const WorkRows* ws,
+                     i64* spare) noexcept nogil:
+    """The strict cut of an ordered QI that packs classes closest to k rows, or none.
+
+    Small nodes (under 4k rows, where the classes are decided) score every
+    boundary between distinct keys; larger ones the two around the key at
+    the packed position (see packing.packed_left).
+    """
+    cdef i64 n = e - s, k = rules.priv.ip[P_K], best = 0, bt = 0, p, i
+    cdef i64* a
+    cdef Selected sel
+    if n < 4 * k and n <= SMALL:
+        a = ws_row(ws, WS_SCRATCH)
+        for i in range(n):
+            a[i] = row[s + i]
+        best = best_sorted_boundary(a, n, k, &bt)
+    else:
+        p = packed_left(n, k)
+        if p - 1 >= present:
+            best, bt = present, MISSING_KEY - 1
+        else:
+            sel = select_kth(row, s, e, lo, hi, p - 1, ws_row(ws, WS_SCRATCH),
+                             ws_row(ws, WS_COUNTS), spare)
+            if k <= sel.less <= n - k:
+                best, bt = sel.less, sel.value - 1
+            p = sel.less + sel.equal
+            if k <= p <= n - k and packs_better(p, best, n, k):
+                best, bt = p, sel.value
+    if best < k or best > n - k:
+        return _cut(0, 0, 0, 0, False)
+    if not _cut_ok(row, sens, s, e, best, bt, -1, 0, NULL, &rules.priv, ws):
+        return _cut(0, 0, 0, 0, False)
+    return _cut(best, bt, -1, 0, False)
+
+
 cdef Cut find_cut(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e, i64 lo, i64 hi,
                   i64 miss, i64 kind, i64 card, i64 hoff, i64 loff, const Rules* rules,
                   const WorkRows* ws, i64* spare) noexcept nogil:
@@ -296,17 +334,22 @@ cdef Cut find_cut(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e, i
     cdef const i64* rank
     cdef const i64* cum
     cdef Selected sel
+    cdef Cut c
     if kind == KIND_NOMINAL:
         _nominal_ranks(row, s, e, card, ws)
         rank = ws_row(ws, WS_RANK)
         cum = ws_row(ws, WS_CUM)
         if rules.relaxed:
-            nl = n // 2
+            nl = packed_left(n, priv.ip[P_K]) if rules.objective == OBJ_DM else n // 2
             r = _rank_at(cum, nl - 1)
             below = cum[r - 1] if r > 0 else 0
             if not _cut_ok(row, sens, s, e, nl, r - 1, r, nl - below, rank, priv, ws):
                 return _cut(0, 0, 0, 0, True)
             return _cut(nl, r - 1, r, nl - below, True)
+        if rules.objective == OBJ_DM:
+            nl = best_ranked_boundary(cum, card, n, priv.ip[P_K], &r)
+            if nl > 0 and _cut_ok(row, sens, s, e, nl, r, -1, 0, rank, priv, ws):
+                return _cut(nl, r, -1, 0, True)
         r = _rank_at(cum, (n - 1) // 2)
         l1 = cum[r - 1] if r > 0 else 0
         l2 = cum[r]
@@ -319,7 +362,7 @@ cdef Cut find_cut(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e, i
 
     present = n - miss
     if rules.relaxed:
-        nl = n // 2
+        nl = packed_left(n, priv.ip[P_K]) if rules.objective == OBJ_DM else n // 2
         if nl < priv.ip[P_K] or n - nl < priv.ip[P_K]:
             return _cut(0, 0, 0, 0, False)
         if nl - 1 >= present:  # the left half reaches into the missing rows
@@ -332,6 +375,10 @@ cdef Cut find_cut(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e, i
             return _cut(0, 0, 0, 0, False)
         return _cut(nl, t, eq_value, need_eq, False)
 
+    if rules.objective == OBJ_DM and kind != KIND_HIERARCHY:
+        c = _packed_cut(row, sens, s, e, lo, hi, present, rules, ws, spare)
+        if c.n_left > 0:
+            return c
     m = (n - 1) // 2
     if m >= present:
         # The median row is missing: the only cut is present | missing.
@@ -578,10 +625,12 @@ cdef class RuleArrays:
         -1 for no limit.
     h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs : int64 arrays
         Concatenated hierarchy trees and each QI's offsets into them.
+    objective : int, default 0
+        What the cuts optimize: an index into ``constants.OBJECTIVES``.
     """
 
     def __init__(self, kinds, scales, cards, bint relaxed, tuple priv, i64 max_depth,
-                 h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs):
+                 h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, i64 objective=OBJ_BALANCED):
         kv, cv = _int64(kinds), _int64(cards)
         sv = np.append(np.asarray(scales, dtype=np.float64), 0.0)
         ip = np.ascontiguousarray(priv[0], dtype=np.int64)
@@ -595,6 +644,8 @@ cdef class RuleArrays:
             raise ValueError("kinds, scales, cards, hoffs and loffs must have one entry per QI")
         if ip.shape[0] < 6 or fp.shape[0] < 3:
             raise ValueError("priv must be the kernel's (ip, fp, q) arrays")
+        if not OBJ_BALANCED <= objective <= OBJ_DM:
+            raise ValueError("objective must index constants.OBJECTIVES")
         self._arrays = [kv, sv, cv, ip, fp, q, hp, hl, hh, hf, ho, lf]
         self.rules.qi.d = d
         self.rules.qi.kind = _i64_ptr(kv)
@@ -612,6 +663,7 @@ cdef class RuleArrays:
         self.rules.priv.n_q = q.shape[0] - 1
         self.rules.relaxed = relaxed
         self.rules.max_depth = max_depth
+        self.rules.objective = objective
 
 
 def _int64(values):
@@ -678,7 +730,8 @@ def nominal_ranks_py(const i64[::1] row, Py_ssize_t s, Py_ssize_t e, i64 card, i
 
 def find_cut_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e, i64 lo,
                 i64 hi, i64 miss, i64 kind, i64 card, bint relaxed, tuple priv, h_parent, h_lo,
-                h_hi, h_leafnode, i64 hoff, i64 loff, i64[:, ::1] ws, i64[::1] spare):
+                h_hi, h_leafnode, i64 hoff, i64 loff, i64[:, ::1] ws, i64[::1] spare,
+                i64 objective=OBJ_BALANCED):
     """``(n_left, t, eq_value, need_eq, ranked)`` of the kernel's cut of QI ``j``.
 
     The sensitive codes, when the constraint has them, are key row
@@ -686,7 +739,7 @@ def find_cut_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e
     ``ws[WS_RANK]``.
     """
     cdef RuleArrays r = RuleArrays([kind], [0.0], [card], relaxed, priv, -1, h_parent, h_lo,
-                                   h_hi, h_leafnode, [hoff], [loff])
+                                   h_hi, h_leafnode, [hoff], [loff], objective)
     cdef WorkRows w = _work_rows(ws)
     cdef i64 srow = r.rules.priv.ip[P_SENS_ROW]
     cdef Cut cut = find_cut(&keys[j, 0], &keys[srow, 0] if srow >= 0 else NULL, s, e, lo, hi,

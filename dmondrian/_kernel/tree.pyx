@@ -269,7 +269,7 @@ cdef int _partition_all(const Buffers* bufs, const Rules* rules, const i64* root
 
 def mondrian_partition(bufs_keys, kinds, scales, cards, bint relaxed, tuple priv,
                        i64 max_depth, roots, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
-                       int n_threads=1):
+                       int n_threads=1, i64 objective=0):
     """Run Mondrian over a key matrix of ``d`` QIs and ``n`` rows.
 
     Parameters
@@ -302,6 +302,10 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, bint relaxed, tuple priv
     n_threads : int, default 1
         Threads to split independent nodes on. The result does not depend
         on it.
+    objective : int, default 0
+        What the cuts optimize, an index into
+        :data:`dmondrian._kernel.constants.OBJECTIVES`: balanced median cuts,
+        or classes packed close to k rows.
 
     Returns
     -------
@@ -314,7 +318,7 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, bint relaxed, tuple priv
     """
     cdef i64[:, :, ::1] bv = bufs_keys
     cdef RuleArrays config = RuleArrays(kinds, scales, cards, relaxed, priv, max_depth, h_parent,
-                                        h_lo, h_hi, h_leafnode, hoffs, loffs)
+                                        h_lo, h_hi, h_leafnode, hoffs, loffs, objective)
     cdef const i64[:, ::1] rv = np.ascontiguousarray(roots, dtype=np.int64)
     cdef Py_ssize_t d = config.rules.qi.d, n = bv.shape[2]
     cdef Buffers bufs

@@ -93,6 +93,7 @@ def _add_anonymization(p) -> None:
                also="needs --sensitive")
     add_option(p, ANONYMIZE["t"], type=fraction("t"), metavar="T", also="needs --sensitive")
     add_option(p, ANONYMIZE["mode"])
+    add_option(p, ANONYMIZE["objective"])
     add_option(p, ANONYMIZE["generalization"])
     p.add_argument("--hierarchy", action="append", metavar="COL=FILE",
                    help="generalization hierarchy for a nominal QI, lines 'leaf;parent;...;*' "
@@ -311,7 +312,8 @@ def _parameters(job: Job) -> dict:
     return {
         "k": args.k, "quasi_identifiers": job.qis,
         "sensitive": job.sensitive[0] if job.sensitive else None,
-        "l": args.l, "t": args.t, "mode": args.mode, "generalization": args.generalization,
+        "l": args.l, "t": args.t, "mode": args.mode, "objective": args.objective,
+        "generalization": args.generalization,
         "max_depth": args.max_depth, "hierarchies": job.hierarchy_files, "dtypes": job.dtypes,
     }
 

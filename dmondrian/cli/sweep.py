@@ -42,6 +42,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("-k", "--k", type=k_list, default=DEFAULT_KS, metavar="K,K,...")
     add_common(p)
     add_option(p, ANONYMIZE["mode"])
+    add_option(p, ANONYMIZE["objective"])
     p.add_argument("--hierarchy", action="append", metavar="COL=FILE")
     p.add_argument("--plot", metavar="PNG", help="also draw the curve to this PNG")
     p.add_argument("--json", action="store_true", help="machine-readable JSON")
