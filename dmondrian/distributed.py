@@ -31,6 +31,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from . import suppression
 from ._dask.cluster import cores_per_worker, release, resolve_client, run, session
 from ._dask.counting_write import write_parquet_counting
 from ._dask.cut_tree import flatten, leaf_nodes
@@ -95,6 +96,12 @@ def anonymize(ddf, quasi_identifiers, k, **options):
         "p2p" when ``client`` is given (compute the result with that client),
         else dask's choice at compute time.
 
+    suppression, suppressed
+        As in :func:`dmondrian.local.anonymize`, applied in each leaf with its
+        share of the budget, ``floor(suppression * leaf rows)``: the total
+        stays within ``floor(suppression * n)``, and each leaf suppresses
+        none or at least ``k`` rows, so the masked rows form one class of at
+        least ``k`` (:mod:`dmondrian.suppression`).
     l, l_kind, c, t, sensitive, constraints
         l-diversity and t-closeness, as in :func:`dmondrian.local.anonymize`.
         After the top phase, one pass counts the sensitive values of every
@@ -291,9 +298,12 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_count
             top.leaf_counts, top.leaf_depths = verdict.counts, verdict.depth
             top.counted, top.undone_cuts = True, verdict.undone
             result = pd.concat(result)
-        if isinstance(result, pd.DataFrame) and int(result["rows"].sum()) != top.domain.n_rows:
-            raise RuntimeError(f"dmondrian: wrote {int(result['rows'].sum())} rows of "
-                               f"{top.domain.n_rows}")
+        if isinstance(result, pd.DataFrame):
+            written, n = int(result["rows"].sum()), top.domain.n_rows
+            # Only suppressed="drop" may leave rows out, at most its budget.
+            fewest = n - suppression.most_dropped(n, top.options)
+            if not fewest <= written <= n:
+                raise RuntimeError(f"dmondrian: wrote {written} rows of {n}")
         return top
     finally:
         release(owned)

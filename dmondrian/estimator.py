@@ -15,6 +15,7 @@ import numpy as np
 from .constraints import check_k, resolve_constraints
 from .errors import NotFittedError
 from .options import ANONYMIZE, takes_options
+from .suppression import check_suppression
 from .validation import check_max_depth, check_quasi_identifiers, check_sensitive
 
 __all__ = ["MondrianAnonymizer"]
@@ -35,7 +36,7 @@ class MondrianAnonymizer:
         Quasi-identifier columns; ``None`` means every column of the table
         seen in ``fit``.
     mode, objective, generalization, max_depth, hierarchies, qi_kinds, class_column, l, \
-l_kind, c, t, sensitive, constraints
+l_kind, c, t, sensitive, constraints, suppression, suppressed
         The options of :data:`dmondrian.options.ANONYMIZE`, as in
         :func:`dmondrian.local.anonymize`; "midpoint" or "mean"
         generalization keeps numeric QIs numeric for estimators downstream.
@@ -116,9 +117,10 @@ l_kind, c, t, sensitive, constraints
         """
         columns = list(X.columns)
         check_k(self.k)
-        for name in ("mode", "objective", "generalization"):
+        for name in ("mode", "objective", "generalization", "suppressed"):
             ANONYMIZE[name].check_choice(getattr(self, name))
         check_max_depth(self.max_depth)
+        check_suppression(self.suppression)
         resolve_constraints(self.k, l=self.l, l_kind=self.l_kind, c=self.c, t=self.t,
                             sensitive=self.sensitive, constraints=self.constraints)
         if self.quasi_id is None:

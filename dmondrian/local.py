@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from . import _kernel as K
+from . import suppression
 from .constraints import (
     KAnonymity,
     KernelPrivacy,
@@ -286,12 +287,25 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
         The sensitive attribute l and t are about; it is not generalized.
     constraints : list of Constraint, optional
         More constraints (:mod:`dmondrian.constraints`), all enforced.
+    suppression : float, default 0.0
+        Share of the rows (``0 <= f < 1``) that may be suppressed, at most
+        ``floor(f * len(df))``: after partitioning at k, whole classes are
+        suppressed from the widest (highest mean normalized span) down while
+        they fit the budget, never one costing no more than the mean row
+        (:mod:`dmondrian.suppression`).
+    suppressed : {"mask", "drop"}, default "mask"
+        ``"mask"`` keeps the suppressed rows with every QI published as
+        ``"*"`` (NaN/NaT for midpoint and mean columns; class id -1 in
+        ``class_column``); they form one class, itself at least k rows (and
+        meeting l and t), else they are dropped too. ``"drop"`` leaves them
+        out. Either way the release never holds a class below k.
 
     Returns
     -------
     pandas.DataFrame
         Same index, columns and order; QI columns generalized (range labels
-        as a Categorical of strings), every other column untouched.
+        as a Categorical of strings), every other column untouched (without
+        the dropped rows, if ``suppressed="drop"``).
 
     Raises
     ------
@@ -309,6 +323,8 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     ['23', '23', '[24, 25]', '[24, 25]', '[50, 51]', '[50, 51]', '[52, 54]', '[52, 54]']
     >>> out["salary"].equals(df["salary"])
     True
+    >>> anonymize(df, ["age", "zip"], k=2, suppression=0.25)["age"].tolist()
+    ['23', '23', '[24, 25]', '[24, 25]', '[50, 51]', '[50, 51]', '*', '*']
     """
     if not isinstance(df, pd.DataFrame):
         raise ParameterError("df", f"anonymize expects a pandas DataFrame, got "
@@ -329,4 +345,8 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     encoded = encode_table(df, opts.qis, opts.hierarchies, opts.qi_kinds)
     part = partition(encoded, mode=opts.mode, objective=opts.objective,
                      max_depth=opts.max_depth, privacy=privacy)
+    if opts.suppression > 0:
+        result = suppression.suppress(encoded, part, opts.suppression, opts.suppressed,
+                                      privacy=privacy)
+        return suppression.release(df, encoded, result, opts.generalization, opts.class_column)
     return publish(df, encoded, part, opts.generalization, opts.class_column)

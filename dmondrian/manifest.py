@@ -7,8 +7,9 @@ directory of Parquet part files, local or any fsspec URL). The manifest holds
   constraints, seed, ...), as given;
 * ``software``: dmondrian, Python and dependency versions;
 * ``rows``: input and output row counts;
-* ``achieved``: the k (l, t) the release actually has, and ``metrics``: the
-  full :class:`dmondrian.reporting.Report` (NCP, discernibility, risk, ...);
+* ``achieved``: the k (l, t) the release actually has, ``suppressed``: the
+  rows it suppressed (masked and dropped) and their share, and ``metrics``:
+  the full :class:`dmondrian.reporting.Report` (NCP, discernibility, risk, ...);
 * ``output``: every output file with its size and SHA-256.
 
 It is written atomically: a temporary file in the same directory, flushed
@@ -206,6 +207,7 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         "rows": {"input": None if input_rows is None else int(input_rows),
                  "output": None if output_rows is None else int(output_rows)},
         "achieved": metrics["achieved"] if metrics is not None else None,
+        "suppressed": metrics.get("suppressed") if metrics is not None else None,
         "metrics": metrics,
         "output": {"path": _relative(output, target.parent), "files": files},
     }

@@ -36,6 +36,7 @@ MODES = ("strict", "relaxed")
 GENERALIZATIONS = ("range", "midpoint", "mean")
 L_KINDS = ("distinct", "entropy", "recursive")
 OBJECTIVES = ("balanced", "dm")
+SUPPRESSED = ("mask", "drop")
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,10 @@ ANONYMIZE = _group(
     Option("sensitive", None, "the sensitive column l and t are about (never generalized)"),
     Option("constraints", None, "more privacy constraints (dmondrian.constraints), all "
            "enforced"),
+    Option("suppression", 0.0, "share of rows (0 <= f < 1) that may be suppressed so the "
+           "rest generalize less (dmondrian.suppression)"),
+    Option("suppressed", "mask", "suppressed rows: mask publishes every QI hidden ('*'), "
+           "drop leaves them out", SUPPRESSED),
 )
 
 #: The Dask engine's sizing, cluster and progress.

@@ -39,6 +39,7 @@ from .metrics.certainty_penalty import check_weights, ncp_finish, ncp_plan
 from .metrics.per_class import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
 from .metrics.risk import check_threshold, prosecutor
 from .metrics.sizes import finish_size_counts, size_counts_of
+from .metrics.suppressed import Suppressed, suppressed_deferred
 from .verification import jsonable
 
 __all__ = ["Report", "report"]
@@ -64,8 +65,12 @@ class Report:
     class_sizes : pandas.DataFrame
         Classes and records per size bucket.
     ncp : NCP or None
-        Information loss (None without ``original`` or ``domains``).
+        Information loss (None without ``original`` or ``domains``); rows
+        suppressed count as full loss on every QI.
     risk : Risk
+    suppressed : Suppressed
+        Rows masked (every QI ``"*"``) and, given ``original``, rows left
+        out, with their share of the original's rows.
     """
 
     n_records: int
@@ -79,6 +84,7 @@ class Report:
     class_sizes: pd.DataFrame
     ncp: NCP | None
     risk: Risk
+    suppressed: Suppressed | None = None
 
     # -- export ----------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -101,6 +107,7 @@ class Report:
                 "weights": {str(q): v for q, v in self.ncp.weights.items()},
             },
             "risk": dict(vars(self.risk)),
+            "suppressed": None if self.suppressed is None else self.suppressed.to_dict(),
         }
         return jsonable(out)
 
@@ -119,6 +126,11 @@ class Report:
             rows.append((f"l-diversity ({p.sensitive})",
                          f"distinct {p.l_distinct}, entropy {p.l_entropy:.3f}"))
             rows.append((f"t-closeness ({p.t_distance})", f"{p.t:.4f}"))
+        s = self.suppressed
+        if s is not None and s.rows:
+            dropped = "" if s.dropped is None else f", {s.dropped:,} dropped"
+            rows.append(("suppressed", f"{s.rows:,} rows ({s.share:.2%}): {s.masked:,} masked"
+                                       f"{dropped}"))
         rows.append(("C_avg", f"{self.c_avg:.3f}"))
         rows.append(("discernibility", f"{self.discernibility:,}"))
         if self.ncp is not None:
@@ -241,10 +253,11 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
             parts.append(Deferred([], lambda _: resolve_domains(qis, domains=domains)))
         plans = ncp_plan(released, qis, keys, original)
         parts.append(Deferred([p[1] for p in plans.values()], list))
+    parts.append(suppressed_deferred(released, qis, released.shape[0], original))
     results = run(*parts)
-    l_stats, summary = results[0], results[1]
-    ncp = ncp_finish(plans, results[3], qis, results[2], w, summary.n_records) \
-        if measure_ncp else None
+    l_stats, summary, suppressed = results[0], results[1], results[-1]
+    ncp = ncp_finish(plans, results[3], qis, results[2], w, summary.n_records,
+                     suppressed.dropped or 0) if measure_ncp else None
     if plan is None:
         privacy = Privacy(summary.min_size)
     else:
@@ -260,4 +273,5 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
         privacy=privacy, c_avg=summary.c_avg(k if k is not None else max(summary.min_size, 1)),
         discernibility=summary.discernibility, size_counts=counts,
         class_sizes=size_distribution(counts, bins), ncp=ncp, risk=Risk(threshold, **risk_fields),
+        suppressed=suppressed,
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from .constraints import resolve_constraints
 from .errors import DuplicateColumnError, MissingColumnError, ParameterError
 from .options import ANONYMIZE, GENERALIZATIONS, MODES, defaults
+from .suppression import check_suppression
 
 __all__ = ["GENERALIZATIONS", "MODES", "Options", "check_class_column", "check_mapping",
            "check_max_depth", "check_options", "check_quasi_identifiers", "check_sensitive"]
@@ -106,6 +107,9 @@ class Options:
     hierarchies: dict
     qi_kinds: dict
     class_column: object
+    #: Share of rows that may be suppressed, and what becomes of them (mask, drop).
+    suppression: float
+    suppressed: str
 
     @property
     def k(self) -> int:
@@ -164,4 +168,6 @@ def check_options(columns, quasi_identifiers, k, **options) -> Options:
         hierarchies=check_mapping("hierarchies", o["hierarchies"], qis),
         qi_kinds=check_mapping("qi_kinds", o["qi_kinds"], qis),
         class_column=check_class_column(o["class_column"], columns),
+        suppression=check_suppression(o["suppression"]),
+        suppressed=ANONYMIZE["suppressed"].check_choice(o["suppressed"]),
     )

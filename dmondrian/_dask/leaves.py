@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from .. import _kernel as K
-from ..constraints import KernelPrivacy
+from .. import suppression
+from ..constraints import KAnonymity, KernelPrivacy, kernel_privacy
 from ..kinds import kind_spec
 from ..local import partition, publish
 from .columns import INDEX, LEAF, carried, key_names
@@ -100,7 +101,9 @@ def output_partition_frame(df: pd.DataFrame, top: TopPlan, partition_info,
         # Leaves whose cut the exact counts undid are cut again as one root.
         keep = np.flatnonzero(np.diff(verdict.root[ids], prepend=-1) != 0)
         ids, starts, depths = verdict.root[ids][keep], starts[keep], verdict.depth[ids][keep]
-    published = publish_leaves(df, order, frame, ids, starts, depths, top)
+    published, rows = publish_leaves(df, order, frame, ids, starts, depths, top)
+    if rows is not None:
+        frame = frame.iloc[rows]  # suppressed rows dropped
     for col in published.columns:
         frame[col] = published[col].array
     # The input's column order (the QIs were added last), then the class column.
@@ -120,7 +123,9 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
     ``roots``), ``depth`` cuts below the table's root: leaves never mix, and
     each is cut exactly as a run of the local engine on it alone would cut it
     (codes keep the global order; spans use the global scales). Returns the
-    published QI columns (labels as Categoricals) and the class column if asked.
+    published QI columns (labels as Categoricals) and the class column if
+    asked, and the positions of the rows published (None for all of them: only
+    ``suppressed="drop"`` leaves rows out).
     """
     opts = top.options
     privacy, sensitive = None, []
@@ -148,14 +153,38 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
                              max_depth=opts.max_depth,
                              scales=top.domain.scales, privacy=privacy, roots=roots,
                              workspace=workspace)
+        if opts.suppression > 0:
+            return _publish_suppressed(frame, encoded, part, privacy, ids, starts, top)
         out = publish(pd.DataFrame(index=frame.index), encoded, part, opts.generalization)
     if opts.class_column is not None:
-        # Ids unique over the table: the leaf id, then the class's rank in its leaf.
-        first = part.stats[0][starts]
-        run = np.repeat(np.arange(len(ids)), np.diff(np.append(starts, n)))
-        out[opts.class_column] = ((np.asarray(ids, dtype=np.int64)[run] << np.int64(32))
-                                  + part.class_of_row - first[run])
-    return out
+        out[opts.class_column] = _class_ids(part.class_of_row, part, ids, starts, n)
+    return out, None
+
+
+def _class_ids(class_of_row, part, ids, starts, n) -> np.ndarray:
+    """Class ids unique over the table: the leaf id, then the class's rank in its leaf."""
+    first = part.stats[0][starts]
+    run = np.repeat(np.arange(len(ids)), np.diff(np.append(starts, n)))
+    return ((np.asarray(ids, dtype=np.int64)[run] << np.int64(32))
+            + class_of_row - first[run])
+
+
+def _publish_suppressed(frame, encoded, part, privacy, ids, starts, top):
+    """:func:`publish_leaves` with suppression: each leaf within its own share of the
+    budget (:mod:`dmondrian.suppression`). Dropped rows are absent from the result."""
+    opts = top.options
+    if privacy is None:
+        privacy = kernel_privacy([KAnonymity(opts.k)])
+    result = suppression.suppress(encoded, part, opts.suppression, opts.suppressed,
+                                  starts=starts, privacy=privacy, scales=top.domain.scales)
+    columns, rows, _ = suppression.publish_suppressed(frame.index, encoded, result,
+                                                      opts.generalization)
+    out = pd.DataFrame(columns, index=frame.index[rows])
+    if opts.class_column is not None:
+        ids_of_row = _class_ids(part.class_of_row, part, ids, starts, len(frame))[rows]
+        ids_of_row[result.hidden[rows]] = suppression.MASKED_CLASS
+        out[opts.class_column] = ids_of_row
+    return out, None if len(rows) == len(frame) else rows
 
 
 def anonymize_output_partition(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,

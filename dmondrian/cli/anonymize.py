@@ -40,6 +40,8 @@ k-anonymize a table and write it with its release manifest
 EXAMPLES = """\
 examples:
   dmondrian anonymize people.csv released.csv --k 10 --qi age,zip,sex
+  dmondrian anonymize people.csv released.csv --k 10 --qi age,zip,sex \\
+      --suppression 0.02 --suppressed drop
   dmondrian anonymize s3://bucket/people/ s3://bucket/released/ --k 50 \\
       --qi age,zip --scheduler tcp://10.0.0.5:8786
   dmondrian anonymize --input people.csv --output out.csv --qi-names age,zip --k 5 \
@@ -99,6 +101,9 @@ def _add_anonymization(p) -> None:
                    help="generalization hierarchy for a nominal QI, lines 'leaf;parent;...;*' "
                         "(repeatable)")
     add_option(p, ANONYMIZE["max_depth"], type=nonnegative_int("--max-depth"), metavar="N")
+    add_option(p, ANONYMIZE["suppression"], type=fraction("--suppression"), metavar="F",
+               also="e.g. 0.02")
+    add_option(p, ANONYMIZE["suppressed"])
 
 
 def _add_engine(group) -> None:
@@ -300,7 +305,8 @@ def _free_column(df, base: str = "__dmondrian_class") -> str:
 def _class_sizes(class_ids):
     import numpy as np
 
-    return np.bincount(np.asarray(class_ids, dtype=np.int64))
+    # Class ids, masked rows' -1 (dmondrian.suppression) among them.
+    return np.unique(np.asarray(class_ids, dtype=np.int64), return_counts=True)[1]
 
 
 # -- the manifest and the last words -----------------------------------------------------
@@ -315,6 +321,7 @@ def _parameters(job: Job) -> dict:
         "l": args.l, "t": args.t, "mode": args.mode, "objective": args.objective,
         "generalization": args.generalization,
         "max_depth": args.max_depth, "hierarchies": job.hierarchy_files, "dtypes": job.dtypes,
+        "suppression": args.suppression, "suppressed": args.suppressed,
     }
 
 

@@ -16,8 +16,9 @@ from ..errors import MissingColumnError, ParameterError
 from ..kinds.base import is_dask, meta_of
 from ..validation import check_quasi_identifiers
 
-__all__ = ["N_COLUMN", "SIZE_COLUMN", "VALUE_COLUMN", "is_dask", "compute", "Deferred", "run",
-           "check_table", "check_column", "class_keys", "groupby", "class_sizes", "meta_of"]
+__all__ = ["N_COLUMN", "SIZE_COLUMN", "VALUE_COLUMN", "HIDDEN_COLUMN", "is_dask", "compute",
+           "Deferred", "run", "check_table", "check_column", "class_keys", "groupby",
+           "class_sizes", "meta_of"]
 
 # Names of the columns metrics add to a table; chosen so they cannot clash with a user's QIs.
 #: Rows of a (class, value) pair.
@@ -26,6 +27,8 @@ N_COLUMN = "__dmondrian_n__"
 SIZE_COLUMN = "__dmondrian_size__"
 #: An original value joined to the release.
 VALUE_COLUMN = "__dmondrian_value__"
+#: Whether the release publishes a value as missing (a masked, suppressed row).
+HIDDEN_COLUMN = "__dmondrian_hidden__"
 
 
 def compute(*objs):

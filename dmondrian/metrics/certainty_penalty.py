@@ -13,8 +13,9 @@ import pandas as pd
 from ..errors import MissingColumnError, ParameterError, ParseError
 from ..kinds.base import is_missing
 from ..kinds.labels import not_published
+from ..suppression import MASK_LABEL
 from ..validation import check_mapping
-from ._frames import VALUE_COLUMN, class_keys, compute, groupby, is_dask, meta_of
+from ._frames import HIDDEN_COLUMN, VALUE_COLUMN, class_keys, compute, groupby, is_dask, meta_of
 from .domains import Domain, compute_domains
 
 __all__ = ["NCP", "ncp", "label_cost", "label_costs", "resolve_domains", "check_weights",
@@ -55,11 +56,13 @@ def label_cost(label, domain: Domain, column=None) -> float:
     Returns
     -------
     float
-        In [0, 1]; 0 for a missing value.
+        In [0, 1]; 0 for a missing value, 1 for a suppressed one (``"*"``).
     """
     if is_missing(label):
         return 0.0
     text = str(label)
+    if text == MASK_LABEL:
+        return 1.0
     kind = domain.spec
     try:
         return kind.label_cost(text, domain, column)
@@ -95,8 +98,11 @@ def _value_cost_plan(released, original, q, keys):
     if not is_dask(released) and not released.index.equals(original.index):
         raise ParameterError("original", "original must be row-aligned with the released table "
                                          "(same index) to measure midpoint/mean columns")
-    frame = released[keys].assign(**{VALUE_COLUMN: original[q]})
-    agg = groupby(frame, keys)[VALUE_COLUMN].agg(["min", "max", "count", "size"])
+    frame = released[keys].assign(**{VALUE_COLUMN: original[q],
+                                     HIDDEN_COLUMN: released[q].isna()})
+    agg = groupby(frame, keys).agg(**{name: (VALUE_COLUMN, name)
+                                      for name in ("min", "max", "count", "size")},
+                                   hidden=(HIDDEN_COLUMN, "sum"))
     return agg
 
 
@@ -108,6 +114,8 @@ def _value_costs(stats: pd.DataFrame, domain: Domain) -> float:
     size = stats["size"].to_numpy()
     cost = span / domain.scale if domain.scale > 0 else np.zeros(len(span))
     cost = np.where((present > 0) & (present < size), 1.0, np.where(present == 0, 0.0, cost))
+    # Published missing where the original holds values: a suppressed (masked) row.
+    cost = np.where((present > 0) & (stats["hidden"].to_numpy() > 0), 1.0, cost)
     return float((cost * size).sum())
 
 
@@ -164,8 +172,12 @@ def ncp_plan(released, qis, keys, original) -> dict:
     return plans
 
 
-def ncp_finish(plans, done, qis, domains, weights, n_records) -> NCP:
-    """The :class:`NCP` from the computed parts of :func:`ncp_plan`."""
+def ncp_finish(plans, done, qis, domains, weights, n_records, n_dropped: int = 0) -> NCP:
+    """The :class:`NCP` from the computed parts of :func:`ncp_plan`.
+
+    ``n_dropped`` rows of the original that the release leaves out
+    (suppressed, ``suppressed="drop"``) count as full loss on every QI.
+    """
     per = {}
     for q, value in zip(qis, done, strict=True):
         how = plans[q][0]
@@ -175,7 +187,8 @@ def ncp_finish(plans, done, qis, domains, weights, n_records) -> NCP:
             total = float((costs * value.to_numpy(dtype=np.float64)).sum())
         else:
             total = _value_costs(value, domains[q])
-        per[q] = total / n_records if n_records else 0.0
+        rows = n_records + n_dropped
+        per[q] = (total + n_dropped) / rows if rows else 0.0
     overall = float(sum(weights[q] * per[q] for q in qis))
     return NCP(per, overall, weights)
 
@@ -212,7 +225,9 @@ def ncp(released, quasi_identifiers, original=None, *, domains=None, hierarchies
         Its published QI columns.
     original : pandas or Dask DataFrame, optional
         The original table; its global domains normalize the penalty. Needed
-        (row-aligned) for QIs published as numbers (midpoint/mean).
+        (row-aligned) for QIs published as numbers (midpoint/mean). Rows it
+        has beyond the release's count as suppressed (dropped) rows, at full
+        loss on every QI, as masked rows (``"*"``) are.
     domains : dict, optional
         Precomputed :func:`compute_domains`, instead of ``original``.
     hierarchies, qi_kinds : dict, optional
@@ -239,6 +254,7 @@ def ncp(released, quasi_identifiers, original=None, *, domains=None, hierarchies
     doms = resolve_domains(qis, original, domains, hierarchies, qi_kinds)
     w = check_weights(weights, qis)
     plans = ncp_plan(released, qis, keys, original)
-    n = released.shape[0]
-    done = compute(n, *[p[1] for p in plans.values()])
-    return ncp_finish(plans, done[1:], qis, doms, w, int(done[0]))
+    n_original = original.shape[0] if original is not None else released.shape[0]
+    done = compute(released.shape[0], n_original, *[p[1] for p in plans.values()])
+    n = int(done[0])
+    return ncp_finish(plans, done[2:], qis, doms, w, n, max(0, int(done[1]) - n))

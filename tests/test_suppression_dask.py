@@ -1,0 +1,66 @@
+"""Suppression on the Dask engine: each leaf within its share of the budget."""
+
+from __future__ import annotations
+
+import math
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+from checks import class_sizes
+from distributed import Client
+from distributed_helpers import CENSUS_QIS, make_census
+
+import dmondrian
+from dmondrian import distributed as D
+from dmondrian.suppression import MASK_LABEL, MASKED_CLASS
+
+N, K, F = 4000, 5, 0.05
+
+
+@pytest.fixture(scope="module")
+def client():
+    with Client(processes=False, n_workers=1, threads_per_worker=2,
+                dashboard_address=":0") as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def census():
+    df = make_census(N, seed=5)
+    df.loc[df.index[:30], "age"] = 120  # outliers that stretch their classes
+    return df
+
+
+def _run(client, df, **options):
+    ddf = dd.from_pandas(df, npartitions=4)
+    return D.anonymize(ddf, CENSUS_QIS, K, leaf_rows=400, class_column="cls", client=client,
+                       suppression=F, **options).compute().sort_index()
+
+
+def test_budget_and_classes_on_dask(client, census):
+    masked = _run(client, census)
+    dropped = _run(client, census, suppressed="drop")
+    hidden = (masked["cls"] == MASKED_CLASS).to_numpy()
+    assert K <= hidden.sum() <= math.floor(F * N)
+    assert masked.index.equals(census.index)  # rows in = rows out
+    for q in CENSUS_QIS:
+        assert (masked.loc[hidden, q].astype(str) == MASK_LABEL).all()
+    assert class_sizes(masked, CENSUS_QIS).min() >= K
+    assert masked.loc[~hidden].groupby("cls").size().min() >= K
+    # drop removes exactly the suppressed rows
+    assert dropped.index.equals(census.index[~hidden])
+    assert class_sizes(dropped, CENSUS_QIS).min() >= K
+    assert dmondrian.verify(dd.from_pandas(masked, npartitions=3), CENSUS_QIS, k=K).ok
+
+
+def test_parquet_writer_drops_within_the_budget(client, census, tmp_path):
+    ddf = dd.from_pandas(census, npartitions=4)
+    D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, K, leaf_rows=400, client=client,
+                           suppression=F, suppressed="drop")
+    back = pd.read_parquet(tmp_path / "out")
+    assert N - math.floor(F * N) <= len(back) <= N - K
+    assert class_sizes(back, CENSUS_QIS).min() >= K
+    assert not (back["age"].astype(str) == MASK_LABEL).any()
+    assert np.isin(back.index, census.index).all()
