@@ -132,7 +132,8 @@ def _json_default(obj):
 
 def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, output_rows=None,
                    report=None, released=None, quasi_identifiers=None, original=None,
-                   sensitive=None, k=None, extra: Mapping | None = None) -> dict:
+                   sensitive=None, k=None, extra: Mapping | None = None,
+                   suppressed: Mapping | None = None) -> dict:
     """Write the manifest of a release (atomically) and return it as a dict.
 
     Parameters
@@ -159,6 +160,9 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         ``sensitive`` and ``k``.
     extra : mapping, optional
         More fields to store under ``"extra"``.
+    suppressed : mapping, optional
+        The rows suppressed (``rows``, ``share``, ``masked``, ``dropped``),
+        when no report gives them.
 
     Returns
     -------
@@ -207,7 +211,8 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         "rows": {"input": None if input_rows is None else int(input_rows),
                  "output": None if output_rows is None else int(output_rows)},
         "achieved": metrics["achieved"] if metrics is not None else None,
-        "suppressed": metrics.get("suppressed") if metrics is not None else None,
+        "suppressed": (metrics.get("suppressed") if metrics is not None
+                       else None if suppressed is None else dict(suppressed)),
         "metrics": metrics,
         "output": {"path": _relative(output, target.parent), "files": files},
     }

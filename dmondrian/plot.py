@@ -29,6 +29,7 @@ from .metrics import (
     size_distribution,
 )
 from .metrics.sizes import size_summary
+from .suppression import MASK_LABEL
 
 __all__ = ["class_size_histogram", "k_sweep", "k_sweep_table", "partition_painting"]
 
@@ -232,11 +233,18 @@ def _axis(original: pd.Series, labels: list):
         raise UnsupportedDtypeError(original.name, f"partition_painting draws numeric, datetime "
                                                    f"or ordinal QIs; {original.name!r} is "
                                                    f"{kind.name}")
-    cover = kind.coverage(labels, original, column=original.name)
-    coords, lo, hi = cover.keys(original), cover.lo, cover.hi
+    # Suppressed rows ("*", every value hidden) have no box to draw.
+    masked = [i for i, label in enumerate(labels) if label == MASK_LABEL]
+    cover = kind.coverage([label for label in labels if label != MASK_LABEL], original,
+                          column=original.name)
+    coords, lo, hi, missing = cover.keys(original), cover.lo, cover.hi, cover.missing
+    if masked:
+        at = [i - j for j, i in enumerate(masked)]
+        lo, hi = np.insert(lo, at, np.nan), np.insert(hi, at, np.nan)
+        missing = np.insert(missing, at, False)
     if kind.temporal:  # matplotlib draws time in its own unit, days
         coords, lo, hi = _date_units(coords), _date_units(lo), _date_units(hi)
-    return coords, lo, hi, cover.missing, kind.cell_width(original.dtype) / 2
+    return coords, lo, hi, missing, kind.cell_width(original.dtype) / 2
 
 
 def _date_units(ns: np.ndarray) -> np.ndarray:

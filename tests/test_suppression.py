@@ -183,3 +183,25 @@ def test_cli_flags_and_manifest(tmp_path, how, capsys):
                  "--qi", "age", "--suppression", "1", "--local", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "suppression" in err[0]
+
+
+def test_journalist_risk_reads_masked_rows_as_covering_everyone():
+    df = _outlier_table()
+    qis = ["age", "zip", "job"]
+    out = dmondrian.anonymize(df, qis, 5, suppression=0.05)
+    n_masked = int((out["age"] == MASK_LABEL).sum())
+    r = dmondrian.report(out, qis, original=df, population=df, k=5)
+    assert r.risk.journalist_max <= 1 / 5
+    assert r.suppressed.masked == n_masked and r.suppressed.dropped == 0
+    assert r.to_dict()["suppressed"]["share"] == n_masked / len(df)
+
+
+def test_painting_draws_no_box_for_masked_rows():
+    from dmondrian.plot import partition_painting
+
+    df = _outlier_table()
+    out = dmondrian.anonymize(df, ["age", "zip"], 5, suppression=0.05)
+    assert (out["age"] == MASK_LABEL).any()
+    fig = partition_painting(df, out, ["age", "zip"])
+    assert len(fig.axes[0].patches) == out[out["age"] != MASK_LABEL].groupby(
+        ["age", "zip"], observed=True).ngroups

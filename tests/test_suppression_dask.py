@@ -64,3 +64,22 @@ def test_parquet_writer_drops_within_the_budget(client, census, tmp_path):
     assert class_sizes(back, CENSUS_QIS).min() >= K
     assert not (back["age"].astype(str) == MASK_LABEL).any()
     assert np.isin(back.index, census.index).all()
+
+
+def test_cli_on_dask_counts_the_suppressed_rows(client, census, tmp_path):
+    import json
+
+    from dmondrian.cli import main
+
+    census[["age", "zip", "sex"]].to_parquet(tmp_path / "in.parquet")
+    out = tmp_path / "out.parquet"
+    assert main(["anonymize", str(tmp_path / "in.parquet"), str(out), "--k", str(K), "--qi",
+                 "age,zip,sex", "--suppression", str(F), "--scheduler",
+                 client.scheduler.address, "--leaf-rows", "400", "--no-progress"]) == 0
+    back = pd.read_parquet(out)
+    manifest = json.loads((tmp_path / "out.parquet.manifest.json").read_text())
+    masked = int((back["age"].astype(str) == MASK_LABEL).sum())
+    assert K <= masked <= math.floor(F * N) and len(back) == N
+    assert manifest["suppressed"] == {"rows": masked, "share": masked / N, "masked": masked,
+                                      "dropped": 0}
+    assert manifest["rows"] == {"input": N, "output": N}

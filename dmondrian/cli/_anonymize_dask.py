@@ -11,7 +11,7 @@ from ._inputs import check_columns
 WRITE_OPTIONS = {"parquet": {"write_index": False}, "csv": {"single_file": True, "index": False}}
 
 
-def anonymize_on_dask(job) -> tuple[int, int, int]:
+def anonymize_on_dask(job) -> tuple[int, int, int, int, int]:
     """Anonymize a job's input on a Dask cluster and write its release.
 
     Parameters
@@ -27,14 +27,18 @@ def anonymize_on_dask(job) -> tuple[int, int, int]:
         Equivalence classes written.
     min_class_size : int
         Rows of the smallest class.
+    input_rows : int
+        Rows read.
+    masked : int
+        Rows written with every QI masked (``--suppression``).
     """
     from .. import io
 
     io._check_exists(job.src)
     with _client(job.args) as client:
         ddf = _read(job)
-        _write(job, ddf, client)
-        return _class_counts(job)
+        top = _write(job, ddf, client)
+        return (*_class_counts(job), int(top.domain.n_rows))
 
 
 def _client(args):
@@ -71,7 +75,7 @@ def _convert(ddf, dtypes: dict):
     return ddf
 
 
-def _write(job, ddf, client) -> None:
+def _write(job, ddf, client):
     from .. import io
 
     engine = _engines.dask_engine()
@@ -81,15 +85,20 @@ def _write(job, ddf, client) -> None:
     # and renamed only when every task has finished.
     with io.atomic_output(job.dst, directory=job.out_fmt == "parquet",
                           overwrite=job.args.overwrite) as (fs, tmp):
-        write(ddf, fs.unstrip_protocol(tmp), job.qis, job.args.k, client=client,
-              write_options=WRITE_OPTIONS[job.out_fmt], progress=job.progress.enabled,
-              **job.options(ANONYMIZE, DASK_PLAN))
+        return write(ddf, fs.unstrip_protocol(tmp), job.qis, job.args.k, client=client,
+                     write_options=WRITE_OPTIONS[job.out_fmt], progress=job.progress.enabled,
+                     **job.options(ANONYMIZE, DASK_PLAN))
 
 
-def _class_counts(job) -> tuple[int, int, int]:
-    """Rows, classes and smallest class of the release, read back from the output."""
+def _class_counts(job) -> tuple[int, int, int, int]:
+    """Rows, classes, smallest class and masked rows of the release, read back from the
+    output."""
     import dask.dataframe as dd
+
+    from ..suppression import MASK_LABEL
 
     written = dd.read_parquet(job.dst) if job.out_fmt == "parquet" else dd.read_csv(job.dst)
     counts = written[job.qis].astype(str).groupby(job.qis, observed=True).size().compute()
-    return int(counts.sum()), len(counts), int(counts.min())
+    masked_key = MASK_LABEL if len(job.qis) == 1 else (MASK_LABEL,) * len(job.qis)
+    masked = int(counts.get(masked_key, 0))
+    return int(counts.sum()), len(counts), int(counts.min()), masked

@@ -177,6 +177,8 @@ class Outcome:
     released: object = None
     original: object = None
     seconds: float = 0.0
+    #: Rows written with every QI masked (known without a report on Dask).
+    masked: int = 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -290,8 +292,9 @@ def _anonymize_local(job: Job) -> Outcome:
 
 
 def _anonymize_on_dask(job: Job) -> Outcome:
-    rows, classes, smallest = anonymize_on_dask(job)
-    return Outcome(rows=rows, classes=classes, min_class_size=smallest)
+    rows, classes, smallest, masked, input_rows = anonymize_on_dask(job)
+    return Outcome(rows=rows, classes=classes, min_class_size=smallest, input_rows=input_rows,
+                   masked=masked)
 
 
 def _free_column(df, base: str = "__dmondrian_class") -> str:
@@ -335,6 +338,16 @@ def _report(job: Job, outcome: Outcome):
                   hierarchies=job.hierarchies or None)
 
 
+def _suppressed(outcome: Outcome) -> dict | None:
+    """The suppressed rows when no report counts them (Dask): masked, and rows not written."""
+    if outcome.released is not None or outcome.input_rows is None:
+        return None
+    dropped = outcome.input_rows - outcome.rows
+    rows = outcome.masked + dropped
+    return {"rows": rows, "share": rows / outcome.input_rows if outcome.input_rows else 0.0,
+            "masked": outcome.masked, "dropped": dropped}
+
+
 def _write_manifest(job: Job, engine: str, outcome: Outcome) -> None:
     """Write ``OUTPUT.manifest.json`` (parameters, report, file hashes) beside the output."""
     import tempfile
@@ -347,7 +360,8 @@ def _write_manifest(job: Job, engine: str, outcome: Outcome) -> None:
              "min_class_size": outcome.min_class_size, "seconds": outcome.seconds}
     kwargs = {"output": job.dst, "parameters": _parameters(job),
               "input_rows": outcome.input_rows, "output_rows": outcome.rows,
-              "report": _report(job, outcome), "extra": extra}
+              "report": _report(job, outcome), "extra": extra,
+              "suppressed": _suppressed(outcome)}
     fs, _ = io._fs(job.dst)
     if io._is_local(fs):
         write_manifest(**kwargs)

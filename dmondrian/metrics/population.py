@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
+from ..suppression import MASK_LABEL
 from ..validation import check_mapping, check_quasi_identifiers
 from ._frames import check_table, class_sizes, compute, groupby, is_dask, meta_of
 from .domains import column_kinds
@@ -30,6 +33,30 @@ def _coverage(part: pd.DataFrame, qis, matchers, label_idx, n_classes: int,
             covered &= matchers[j].accepts(keys[j][s: s + step])[label_idx[j]]
         out[:-1] += covered.astype(np.int64) @ weights[s: s + step]
     return out
+
+
+@dataclass
+class _MaskedCoverage:
+    """A kind's coverage of the labels but ``"*"`` (a suppressed value), which
+    covers every value."""
+
+    inner: object
+    at: int
+
+    def keys(self, col: pd.Series) -> np.ndarray:
+        return self.inner.keys(col)
+
+    def accepts(self, keys: np.ndarray) -> np.ndarray:
+        return np.insert(self.inner.accepts(keys), self.at, True, axis=0)
+
+
+def masked_coverage(kind, labels: list, meta, hierarchy, column):
+    """``kind.coverage`` of ``labels``, the mask label ``"*"`` covering everything."""
+    if MASK_LABEL not in labels:
+        return kind.coverage(labels, meta, hierarchy, column)
+    at = labels.index(MASK_LABEL)
+    rest = labels[:at] + labels[at + 1:]
+    return _MaskedCoverage(kind.coverage(rest, meta, hierarchy, column), at)
 
 
 def population_counts(released, qis, population, hierarchies=None, qi_kinds=None):
@@ -67,8 +94,8 @@ def population_counts(released, qis, population, hierarchies=None, qi_kinds=None
     matchers, label_idx = [], []
     for q in qis:
         codes, labels = pd.factorize(classes[q].astype(object), use_na_sentinel=False)
-        matchers.append(kinds[q].coverage(list(labels), meta_of(population[q]),
-                                          hierarchies.get(q), q))
+        matchers.append(masked_coverage(kinds[q], list(labels), meta_of(population[q]),
+                                        hierarchies.get(q), q))
         label_idx.append(codes)
     if is_dask(population):
         import dask
