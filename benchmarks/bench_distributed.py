@@ -1,7 +1,8 @@
 """Speed and memory of the distributed engine, as a ratio to a plain shuffle.
 
 Run: python benchmarks/bench_distributed.py [--quick] [--rows N] [--workers W]
-         [--memory-limit 2GB] [--repeat R] [--quality] [--out PATH]
+         [--memory-limit 2GB] [--repeat R] [--paths to_parquet,lazy] [--quality]
+         [--out PATH]
      python benchmarks/bench_distributed.py --small-memory [--rows 20000000]
          [--memory-limit 700MB] [--timeout 900]
      python benchmarks/bench_distributed.py --worker-memory [--rows 2000000]
@@ -12,12 +13,16 @@ same LocalCluster, side by side:
 
 * baseline: ``read_parquet -> shuffle(person_id) -> to_parquet`` of the same
   data (the p2p shuffle every anonymization must at least pay for);
-* dmondrian: ``anonymize_to_parquet`` (domain pass, top-phase passes, route,
-  p2p shuffle, local engine per leaf, write).
+* dmondrian, each path ``--paths`` names (default ``to_parquet``):
+  ``to_parquet`` is ``anonymize_to_parquet`` (domain pass, top-phase passes,
+  route, p2p shuffle, local engine per leaf, write); ``lazy`` is what a
+  notebook user writes, ``dmondrian.anonymize(dd.read_parquet(...), ...)``
+  then dask's own ``.to_parquet(...)`` of the lazy frame.
 
-``--repeat R`` runs both jobs R times, alternating which goes first, and
-reports the median of the per-round ratios next to every round's: on a shared
-machine one round's ratio can move by 20 % either way.
+``--repeat R`` runs every job R times, rotating which goes first (and
+reversing the order every other round), and reports the median of the
+per-round ratios next to every round's: on a shared machine one round's ratio
+can move by 20 % either way.
 
 Reported: both times and their ratio (target <= 1.5), the CPU seconds of the
 worker processes and the client for each and their ratio (the figure to compare
@@ -32,7 +37,7 @@ shuffle, anonymize, write), and the thread CPU and non-CPU seconds of each
 prefix from the workers' own metrics (what the task's thread computed, and
 what it spent waiting: for a core, the GIL, the disk). ``--profile-leaf``
 also profiles the local engine on one output partition in this process
-(validation/encode, partition, publish, conversion to strings).
+(validation/encode, partition, publish, labels as text).
 
 ``--quality`` also runs the local engine in memory on the same rows and
 compares average NCP (from per-class original bounds), the 2M-row quality
@@ -220,6 +225,23 @@ def anonymize(client, src: Path, dst: Path, leaf_rows):
     return time.perf_counter() - t0, top
 
 
+def anonymize_lazy(client, src: Path, dst: Path, leaf_rows):
+    """What a notebook user writes: the lazy frame, then dask's own ``to_parquet``."""
+    import dask.dataframe as dd
+
+    import dmondrian
+
+    t0 = time.perf_counter()
+    out = dmondrian.anonymize(dd.read_parquet(src), QIS, K, client=client,
+                              leaf_rows=leaf_rows, class_column="cls", progress=False)
+    out.to_parquet(dst)
+    return time.perf_counter() - t0, None
+
+
+#: The dmondrian jobs ``--paths`` chooses from, each timed against the plain shuffle.
+PATHS = {"to_parquet": anonymize, "lazy": anonymize_lazy}
+
+
 def task_seconds(stream) -> dict:
     """Worker compute seconds per task prefix, from ``client.get_task_stream()`` records."""
     from dask.utils import key_split
@@ -258,7 +280,7 @@ def profile_leaf(src: Path, top) -> dict:
     total = time.perf_counter() - t0
     stats = pstats.Stats(prof).stats
     wanted = {"encode_table": "encode", "partition": "partition", "publish": "publish",
-              "as_strings": "to strings", "_restore_dtypes": "restore dtypes",
+              "text_labels": "labels as text", "_restore_dtypes": "restore dtypes",
               "publish_leaves": "engine (all leaves)"}
     out = {"rows": len(part), "leaves": int(part["__dm_leaf"].nunique()), "total_s": total}
     for (_file, _line, name), row in stats.items():
@@ -548,7 +570,7 @@ def worker_memory(args, scratch: Path, src: Path) -> dict:
 
 
 def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int) -> dict:
-    """The default case: plain shuffle vs anonymize_to_parquet on one warm cluster."""
+    """The default case: plain shuffle vs each of ``args.paths`` on one warm cluster."""
     from dask import config
     from dask.utils import parse_bytes
     from distributed import Client, LocalCluster, get_task_stream
@@ -558,6 +580,7 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
     # the same, smaller one.
     buffers = {"distributed.p2p.comm.buffer": parse_bytes(args.memory_limit) // 8,
                "distributed.p2p.storage.buffer": parse_bytes(args.memory_limit) // 16}
+    paths = args.paths
     with config.set(buffers), LocalCluster(
             n_workers=args.workers, threads_per_worker=args.threads,
             memory_limit=args.memory_limit, dashboard_address=":0",
@@ -568,61 +591,72 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
         # process, once) stay out of the timings, in the workers and here.
         client.run(_warm)
         _warm()
-        rounds = []
+        rounds, last = [], {}
+        jobs = ["baseline", *paths]
         for r in range(args.repeat):
-            # Alternate which job goes first, so that a drift of the shared
-            # machine's speed over the run does not favour either.
-            jobs = ["baseline", "anonymize"] if r % 2 == 0 else ["anonymize", "baseline"]
-            last = r == args.repeat - 1
-            for job in jobs:
+            # Rotate which job goes first, and reverse every other round, so
+            # that a drift of the shared machine's speed over the run does not
+            # favour any of them.
+            order = jobs[r % len(jobs):] + jobs[:r % len(jobs)]
+            order = order if r % 2 == 0 else order[::-1]
+            seconds, cpu_s = {}, {}
+            for job in order:
+                dst = scratch / f"out-{job}"
                 with ThreadCpu(client) as thr, PeakMemory(client) as mem, \
                         get_task_stream(client) as ts, CpuSeconds(client) as cpu:
                     if job == "baseline":
-                        base_s = baseline(client, src, scratch / "baseline")
+                        seconds[job], top = baseline(client, src, dst), None
                     else:
-                        anon_s, top = anonymize(client, src, scratch / "anonymized",
-                                                args.leaf_rows)
-                if job == "baseline":
-                    thr_base, mem_base, ts_base, cpu_base = thr, mem, ts, cpu
-                else:
-                    thr_anon, mem_anon, ts_anon, cpu_anon = thr, mem, ts, cpu
-                if not (last and job == "anonymize"):
-                    # The last release stays for --quality.
-                    shutil.rmtree(scratch / job.replace("anonymize", "anonymized"),
-                                  ignore_errors=True)
-            rounds.append({"baseline_s": round(base_s, 2), "anonymize_s": round(anon_s, 2),
-                           "ratio": round(anon_s / base_s, 3),
-                           "cpu_ratio": round(cpu_anon.seconds / cpu_base.seconds, 3)})
+                        seconds[job], top = PATHS[job](client, src, dst, args.leaf_rows)
+                cpu_s[job] = cpu.seconds
+                last[job] = {"thr": thr, "mem": mem, "ts": ts, "top": top or
+                             last.get(job, {}).get("top")}
+                if not (r == args.repeat - 1 and job == "to_parquet"):
+                    # The last release of anonymize_to_parquet stays for --quality.
+                    shutil.rmtree(dst, ignore_errors=True)
+            rnd = {"baseline_s": round(seconds["baseline"], 2)}
+            for job in paths:
+                rnd[f"{job}_s"] = round(seconds[job], 2)
+                rnd[f"{job}_ratio"] = round(seconds[job] / seconds["baseline"], 3)
+                rnd[f"{job}_cpu_ratio"] = round(cpu_s[job] / cpu_s["baseline"], 3)
+            rnd["order"] = order
+            rounds.append(rnd)
             print(f"round {r + 1}/{args.repeat}: {rounds[-1]}", file=sys.stderr)
-        leaf_profile = profile_leaf(src, top) if args.profile_leaf else None
+        top = last.get("to_parquet", {}).get("top")
+        leaf_profile = profile_leaf(src, top) if args.profile_leaf and top else None
     result = {
         "rows": rows, "qis": QIS, "k": K, "workers": args.workers,
         "threads_per_worker": args.threads, "memory_limit_bytes": limit,
-        "input_parquet_bytes": input_bytes, "generate_s": round(gen_s, 2),
-        "baseline_shuffle_s": round(base_s, 2), "anonymize_s": round(anon_s, 2),
-        "ratio": round(anon_s / base_s, 3),
-        "baseline_cpu_s": round(cpu_base.seconds, 2),
-        "anonymize_cpu_s": round(cpu_anon.seconds, 2),
-        "cpu_ratio": round(cpu_anon.seconds / cpu_base.seconds, 3),
-        "rounds": rounds,
-        "median_ratio": round(float(np.median([r["ratio"] for r in rounds])), 3),
-        "median_cpu_ratio": round(float(np.median([r["cpu_ratio"] for r in rounds])), 3),
-        "top_phase_passes": top.passes,
-        "leaves": top.n_leaves, "leaf_rows": top.leaf_rows,
-        "largest_leaf": int(top.leaf_counts.max()),
-        "peak_worker_memory_baseline": int(mem_base.peak),
-        "peak_worker_memory_anonymize": int(mem_anon.peak),
-        "phase_wall_s": {lab: round(s, 2) for lab, s in getattr(top, "timings", {}).items()},
-        "task_compute_s_baseline": task_seconds(ts_base.data),
-        "task_compute_s_anonymize": task_seconds(ts_anon.data),
-        "thread_cpu_noncpu_s_baseline": thr_base.seconds,
-        "thread_cpu_noncpu_s_anonymize": thr_anon.seconds,
-        "python": platform.python_version(), "cpus": os.cpu_count(),
+        "input_parquet_bytes": input_bytes, "input_partitions": len(list(src.iterdir())),
+        "leaf_rows_asked": args.leaf_rows, "generate_s": round(gen_s, 2),
+        "paths": paths, "rounds": rounds,
     }
+    for job in paths:
+        # The figures the report compares: medians of the per-round ratios.
+        result[f"median_{job}_ratio"] = round(float(np.median(
+            [r[f"{job}_ratio"] for r in rounds])), 3)
+        result[f"median_{job}_cpu_ratio"] = round(float(np.median(
+            [r[f"{job}_cpu_ratio"] for r in rounds])), 3)
+    if "to_parquet" in paths:
+        # The names earlier reports used for anonymize_to_parquet.
+        result["ratio"] = rounds[-1]["to_parquet_ratio"]
+        result["median_ratio"] = result["median_to_parquet_ratio"]
+        result["median_cpu_ratio"] = result["median_to_parquet_cpu_ratio"]
+    if top is not None:
+        result.update({
+            "top_phase_passes": top.passes, "leaves": top.n_leaves, "leaf_rows": top.leaf_rows,
+            "largest_leaf": int(top.leaf_counts.max()),
+            "phase_wall_s": {lab: round(s, 2) for lab, s in top.timings.items()},
+        })
+    for job in jobs:
+        result[f"peak_worker_memory_{job}"] = int(last[job]["mem"].peak)
+        result[f"task_compute_s_{job}"] = task_seconds(last[job]["ts"].data)
+        result[f"thread_cpu_noncpu_s_{job}"] = last[job]["thr"].seconds
+    result.update(python=platform.python_version(), cpus=os.cpu_count())
     if leaf_profile is not None:
         result["leaf_profile"] = leaf_profile
-    if args.quality:
-        result.update(quality(src, scratch / "anonymized"))
+    if args.quality and "to_parquet" in paths:
+        result.update(quality(src, scratch / "out-to_parquet"))
     return result
 
 
@@ -640,6 +674,11 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds of both jobs, alternating which runs first; the medians of "
                          "the per-round ratios are reported (the other figures: last round)")
+    ap.add_argument("--paths", default="to_parquet",
+                    type=lambda v: [p for p in v.split(",") if p],
+                    help="dmondrian jobs timed against the plain shuffle, comma-separated: "
+                         "to_parquet (anonymize_to_parquet), lazy (anonymize(...).to_parquet); "
+                         "default to_parquet")
     ap.add_argument("--quality", action="store_true", help="compare NCP with the local engine")
     ap.add_argument("--profile-leaf", action="store_true",
                     help="profile the local engine on one output partition")
@@ -654,6 +693,9 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="JSON report (default: results/distributed"
                                                 "[_small_memory|_worker_memory].json)")
     args = ap.parse_args(argv)
+    unknown = [p for p in args.paths if p not in PATHS]
+    if unknown or not args.paths:
+        ap.error(f"--paths: choose from {', '.join(PATHS)} (got {unknown or 'nothing'})")
     if args.quick:
         args.rows = 500_000
     elif args.rows is None:

@@ -40,6 +40,7 @@ from ._dask.graph import constant
 from ._dask.leaves import (
     anonymize_output_partition,
     label_columns,
+    lazy_meta,
     output_meta,
     write_output_partition,
 )
@@ -112,8 +113,11 @@ def anonymize(ddf, quasi_identifiers, k, **options):
     Returns
     -------
     dask.dataframe.DataFrame
-        Same columns, QIs generalized (labels as strings); the input's index
-        values with unknown divisions; rows grouped by leaf.
+        Same columns, QIs generalized (labels as Categoricals of text, as the
+        local engine returns them; each partition has its own categories, so
+        dask knows none, and dask's ``to_parquet`` writes them as Parquet
+        dictionaries); the input's index values with unknown divisions; rows
+        grouped by leaf.
 
     Raises
     ------
@@ -217,9 +221,9 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
     dask.dataframe.DataFrame
     """
     shuffled, spec = route_and_shuffle(ddf, top, shuffle_method)
-    meta = output_meta(ddf._meta, top)
-    return shuffled.map_partitions(anonymize_output_partition, spec, meta, meta=meta,
-                                   clear_divisions=True)
+    # The tasks get the small meta; the collection declares 32-bit label codes.
+    return shuffled.map_partitions(anonymize_output_partition, spec, output_meta(ddf._meta, top),
+                                   meta=lazy_meta(ddf._meta, top), clear_divisions=True)
 
 
 @takes_options(ANONYMIZE, DASK_PLAN, WRITE)

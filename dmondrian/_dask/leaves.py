@@ -4,17 +4,19 @@ A partition first checks that it received exactly the rows counted for each
 of its leaves, gathers the shipped keys into the kernel's buffer by leaf then
 input position, and cuts every leaf as its own root with the global scales,
 exactly as the local engine would cut that leaf alone. Step 5 is here too:
-the output frame, labels as strings (lazy result) or as Categoricals
-(written as Parquet dictionaries). See docs/design.md, section "Step 4:
-leaves".
+the output frame, labels as Categoricals of text (dask's ``to_parquet`` and
+the Parquet sink both write them as Parquet dictionaries). See
+docs/design.md, section "Step 4: leaves".
 """
 
 from __future__ import annotations
 
 import threading
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+from dask.dataframe.utils import UNKNOWN_CATEGORIES
 
 from .. import _kernel as K
 from .. import suppression
@@ -28,7 +30,8 @@ from .routing import leaf_order, row_offsets
 from .shipped_keys import gather_keys, partition_encodings
 
 __all__ = ["output_partition_frame", "anonymize_output_partition", "write_output_partition",
-           "publish_leaves", "output_meta", "label_columns", "as_strings", "conform"]
+           "publish_leaves", "output_meta", "lazy_meta", "label_columns", "text_labels",
+           "conform"]
 
 # The kernel is parallel inside; concurrent calls from several threads of
 # one worker would oversubscribe its cores.
@@ -48,12 +51,9 @@ def _workspace() -> K.WorkSpace:
     return ws
 
 
-def string_dtype():
-    """The dtype of labels published as strings."""
-    try:
-        return pd.StringDtype("pyarrow")
-    except ImportError:  # pragma: no cover - pyarrow is a dependency
-        return object
+#: The dtype pandas gives an index of Python strings ("str" on pandas 3): the
+#: categories of published labels, as the local engine builds them.
+TEXT = pd.Index(["label"]).dtype
 
 
 def label_columns(top: TopPlan) -> list:
@@ -189,13 +189,18 @@ def _publish_suppressed(frame, encoded, part, privacy, ids, starts, top):
 
 def anonymize_output_partition(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
                                partition_info=None) -> pd.DataFrame:
-    """Run the local engine on every leaf of one output partition; labels as strings."""
+    """Run the local engine on every leaf of one output partition; labels as Categoricals.
+
+    The categories are this partition's labels, as text (:func:`text_labels`);
+    ``meta`` is :func:`output_meta`'s frame.
+    """
+    labels = label_columns(top)
     frame = output_partition_frame(df, top, partition_info)
     if frame is None:
-        return meta
-    for q in label_columns(top):
-        frame[q] = as_strings(frame[q])
-    return conform(frame, meta)
+        frame = empty_like(meta, labels)
+    for q in labels:
+        frame[q] = text_labels(frame[q])
+    return conform(frame, meta, keep=labels)
 
 
 def write_output_partition(df: pd.DataFrame, top: TopPlan, sink: ParquetSink,
@@ -212,24 +217,30 @@ def write_output_partition(df: pd.DataFrame, top: TopPlan, sink: ParquetSink,
     return pd.DataFrame({"rows": [sink.write(frame, number)]})
 
 
-def as_strings(column: pd.Series) -> pd.Series:
-    """Published labels as pyarrow strings: one ``take`` of the distinct labels.
+def text_labels(column: pd.Series) -> pd.Series:
+    """Published labels as a Categorical whose categories are text (:data:`TEXT`).
 
-    (``Categorical.astype(string)`` would build a Python string per row.)
+    Only the distinct labels are converted, never a string per row; labels of
+    other types (a hierarchy's numbers, say) become their ``str``.
+
+    Examples
+    --------
+    >>> text_labels(pd.Series(pd.Categorical([3, 1, 3]))).cat.categories.tolist()
+    ['1', '3']
     """
     if not isinstance(column.dtype, pd.CategoricalDtype):
-        return column.astype(string_dtype())
-    import pyarrow as pa
-
+        column = column.astype("category")
     categories = column.cat.categories
-    if pd.api.types.is_string_dtype(categories.dtype) and categories.inferred_type == "string":
-        # One C-level conversion, not a Python str() per category.
-        labels = pa.array(categories.to_numpy(dtype=object), type=pa.large_string())
-    else:
-        labels = pa.array([str(c) for c in categories], type=pa.large_string())
+    if categories.dtype == TEXT:
+        return column
+    text = pd.Index([str(c) for c in categories], dtype=TEXT)
     codes = column.cat.codes.to_numpy()
-    values = labels.take(pa.array(codes, mask=codes < 0))
-    return pd.Series(pd.arrays.ArrowStringArray(values), index=column.index, name=column.name)
+    if not text.is_unique:
+        # Two labels with the same text (1 and "1") are one label of the release.
+        remap, text = pd.factorize(text)
+        codes = np.where(codes < 0, codes, remap[np.maximum(codes, 0)])
+    values = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(text, column.cat.ordered))
+    return pd.Series(values, index=column.index, name=column.name)
 
 
 def conform(frame: pd.DataFrame, meta: pd.DataFrame, keep=()) -> pd.DataFrame:
@@ -240,7 +251,11 @@ def conform(frame: pd.DataFrame, meta: pd.DataFrame, keep=()) -> pd.DataFrame:
 
 
 def output_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
-    """The empty frame of the release: the input's columns, published dtypes, class column."""
+    """The empty frame of the release: the input's columns, published dtypes, class column.
+
+    Labels are Categoricals of unknown categories (dask's marker): every output
+    partition has its own.
+    """
     out = meta.copy()
     opts = top.options
     for q, kind in zip(opts.qis, opts.kinds, strict=True):
@@ -251,7 +266,34 @@ def output_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
             if dtype != out[q].dtype:
                 out[q] = out[q].astype(dtype)
     for q in label_columns(top):
-        out[q] = out[q].astype(string_dtype())
+        out[q] = pd.Categorical([], categories=pd.Index([UNKNOWN_CATEGORIES], dtype=TEXT))
     if opts.class_column is not None:
         out[opts.class_column] = np.zeros(0, dtype=np.int64)
     return out
+
+
+def lazy_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
+    """:func:`output_meta` for the lazy dask DataFrame: label codes declared 32-bit.
+
+    dask's ``to_parquet`` takes every file's schema from the meta, codes
+    included: with the one unknown-category marker the codes are 8-bit, and
+    a partition of more than 127 labels fails to convert (dask issue 11830).
+    The marker, padded to 2**15 categories, declares 32-bit codes (as the
+    Parquet sink writes); the categories stay unknown to dask.
+    """
+    out = output_meta(meta, top)
+    dtype = pd.CategoricalDtype(_padded_unknown_categories())
+    for q in label_columns(top):
+        out[q] = pd.Categorical([], dtype=dtype)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _padded_unknown_categories() -> pd.Index:
+    """dask's unknown-category marker, then fillers: 2**15 categories (32-bit codes).
+
+    An object index: dask tokenizes the meta often, and an object array of
+    short strings hashes fifty times faster than a "str" one.
+    """
+    values = np.array([UNKNOWN_CATEGORIES, *map(str, range(1, 2**15))], dtype=object)
+    return pd.Index(values, dtype=object)
