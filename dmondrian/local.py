@@ -148,7 +148,7 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
         Smallest class size allowed (k), when ``privacy`` is not given.
     mode : {"strict", "relaxed"}
         Partitioning mode.
-    objective : {"balanced", "dm"}
+    objective : {"balanced", "dm", "ncp"}
         What the cuts optimize (see :func:`anonymize`).
     max_depth : int
         Maximum cuts from the root to a class, -1 for unlimited.
@@ -254,12 +254,14 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     mode : {"strict", "relaxed"}, default "strict"
         Strict partitioning keeps equal values together (classes never
         overlap); relaxed splits ties at the median for balanced halves.
-    objective : {"balanced", "dm"}, default "balanced"
+    objective : {"balanced", "dm", "ncp"}, default "balanced"
         What the cuts optimize, each a Mondrian partition with the same
         guarantees: "balanced" cuts at the median; "dm" cuts where the left
         child's size is a multiple of k near the median (strict mode: the
         boundary between distinct values that packs best), so classes hold
-        close to k rows (lower discernibility).
+        close to k rows (lower discernibility); "ncp" scores the cuts of
+        the two widest QIs by the children's size-weighted normalized spans
+        and makes the cheapest (lower NCP).
     generalization : {"range", "midpoint", "mean"}, default "range"
         How numeric and datetime QIs are published: a range label
         (see :mod:`dmondrian.publish`), or the class's midpoint or mean as

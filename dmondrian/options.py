@@ -35,7 +35,7 @@ __all__ = ["ANONYMIZE", "DASK", "DASK_PLAN", "WRITE", "Option", "defaults", "tak
 MODES = ("strict", "relaxed")
 GENERALIZATIONS = ("range", "midpoint", "mean")
 L_KINDS = ("distinct", "entropy", "recursive")
-OBJECTIVES = ("balanced", "dm")
+OBJECTIVES = ("balanced", "dm", "ncp")
 SUPPRESSED = ("mask", "drop")
 
 
@@ -88,8 +88,9 @@ ANONYMIZE = _group(
            "ties for balanced halves", MODES),
     Option("generalization", "range", "how numeric and datetime QIs are published: a range "
            "label, or the class's midpoint or mean", GENERALIZATIONS),
-    Option("objective", "balanced", "what the cuts optimize: balanced median cuts, or classes "
-           "packed close to k rows (dm: lower discernibility)",
+    Option("objective", "balanced", "what the cuts optimize: balanced median cuts, classes "
+           "packed close to k rows (dm: lower discernibility), or the cheapest children "
+           "(ncp: lower NCP)",
            OBJECTIVES),
     Option("max_depth", None, "stop cutting after this many levels (coarser classes)"),
     Option("hierarchies", None, "generalization hierarchy per nominal QI: a Hierarchy, a "

@@ -20,7 +20,8 @@ def census():
 
 
 @pytest.mark.parametrize("mode, objective", [("strict", "balanced"), ("relaxed", "balanced"),
-                                             ("strict", "dm"), ("relaxed", "dm")])
+                                             ("strict", "dm"), ("relaxed", "dm"),
+                                             ("strict", "ncp")])
 def test_one_thread_and_several_threads_publish_the_same_release(census, mode, objective):
     # Four threads even on a smaller machine: OpenMP then runs several
     # threads per core, and any dependence on scheduling would show.

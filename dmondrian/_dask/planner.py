@@ -233,10 +233,62 @@ def find_cut(summary: Summary, j: int, domain: GlobalDomain, relaxed: bool,
     return None
 
 
+def _cheapest_cut(summary: Summary, domain: GlobalDomain, min_size: int, banned,
+                  spans: np.ndarray) -> Cut | None:
+    """The "ncp" objective's cut (``_kernel/ncp.pyx``) on a region's sample.
+
+    Along each of the two widest QIs, boundaries between axis values that
+    leave a quarter to three quarters of the rows on the left (at most 16,
+    evenly spread) and the balanced one are scored by the children's
+    summed spans weighted by their sizes, the children measured on their
+    part of the sample; the cheapest wins. None when no boundary is allowed.
+    """
+    order = [int(j) for j in np.argsort(-spans, kind="mergesort")
+             if spans[j] > 0.0 and int(j) not in banned][:2]
+    keys = np.ascontiguousarray(summary.sample_keys)
+    w, pos = summary.sample_w, summary.sample_pos
+    complete = summary.exact and keys.shape[1] == summary.n
+    n = int(round(summary.n))
+    best = None
+    for j in order:
+        axis = _axis(summary, j, domain)
+        if axis is None or len(axis[0]) < 2:
+            continue
+        values, counts, ranks = axis
+        cum = np.cumsum(counts)
+        lefts = np.round(cum[:-1] * (n / cum[-1])).astype(np.int64)
+        allowed = np.flatnonzero((lefts >= min_size) & (n - lefts >= min_size))
+        if allowed.size == 0:
+            continue
+        inside = allowed[(4 * lefts[allowed] >= n) & (4 * lefts[allowed] <= 3 * n)]
+        if inside.size > 16:
+            inside = inside[np.linspace(0, inside.size - 1, 16).round().astype(np.int64)]
+        balanced = allowed[np.argmin(np.abs(2 * lefts[allowed] - n))]
+        along = keys[j] if ranks is None else ranks[keys[j]]
+        for r in np.union1d(inside, [balanced]):
+            t = int(values[r])
+            left = along <= t
+            cost = 0.0
+            for mask, n_side in ((left, lefts[r]), (~left, n - lefts[r])):
+                rows = np.flatnonzero(mask)
+                sk = keys.take(rows, axis=1)
+                child = Summary.from_sample(sk, w[rows], pos[rows], float(n_side),
+                                            _exact_slots(sk, domain), exact=complete)
+                cost += n_side * float(region_spans(child, domain).sum())
+            if best is None or cost < best[0]:
+                best = (cost, Cut(j, t, t, NO_TIES, ranks, float(lefts[r])))
+    return None if best is None else best[1]
+
+
 def choose_cut(summary: Summary, domain: GlobalDomain, relaxed: bool, min_size: int,
                banned=(), objective: str = "balanced") -> Cut | None:
-    """First allowed cut, trying QIs from the widest normalized span down."""
+    """First allowed cut, trying QIs from the widest normalized span down
+    (objective "ncp": the cheapest of the two widest QIs' cuts first)."""
     spans = region_spans(summary, domain)
+    if objective == "ncp":
+        cut = _cheapest_cut(summary, domain, min_size, banned, spans)
+        if cut is not None:
+            return cut
     for j in np.argsort(-spans, kind="mergesort"):
         if spans[j] <= 0.0:
             break

@@ -39,11 +39,12 @@ cdef enum:
     MASK_CARD = 64
 
 
-# What a split optimizes (see constants.py): balanced median cuts, or classes
-# packed close to k rows (discernibility).
+# What a split optimizes (see constants.py): balanced median cuts, classes
+# packed close to k rows (discernibility), or the children's summed spans (NCP).
 cdef enum:
     OBJ_BALANCED = 0
     OBJ_DM = 1
+    OBJ_NCP = 2
 
 
 cdef struct QIRules:
@@ -83,9 +84,11 @@ cdef struct Buffers:
 
 
 cdef struct WorkRows:
-    # A thread's work space: WS_ROWS rows of ``width`` int64.
+    # A thread's work space: WS_ROWS rows of ``width`` int64, and the "ncp"
+    # objective's scoring memory (ncp.ncp_words; NULL for other objectives).
     i64* data
     Py_ssize_t width
+    i64* ncp
 
 
 cdef inline i64* buf_row(const Buffers* b, Py_ssize_t which, Py_ssize_t r) noexcept nogil:

@@ -29,7 +29,7 @@ P_LOG_L, P_RC_C, P_T = 0, 1, 2
 
 # What a split optimizes: the objectives' names, in the kernel's order (OBJ_*
 # in _rules.pxd).
-OBJECTIVES = ("balanced", "dm")
+OBJECTIVES = ("balanced", "dm", "ncp")
 
 # Below this many rows a kernel call runs on one thread: starting threads and
 # handing work over cost more than small tables take.

@@ -19,18 +19,12 @@ from ._common cimport (i64, u64, MISSING_KEY, INT_MIN, FLOAT_MAX, popcount, key_
 from ._rules cimport (Buffers, Rules, QIRules, Privacy, WorkRows, buf_row, ws_row, is_class,
                       goes_left, WS_SCRATCH, WS_COUNTS, WS_ORDER, WS_RANK, WS_CUM, WS_SEEN,
                       WS_ROWS, BUCKETS, SMALL, MASK_CARD, P_K, P_SENS_ROW, P_N_SENS,
-                      OBJ_BALANCED, OBJ_DM)
+                      OBJ_BALANCED, OBJ_DM, OBJ_NCP)
 from .select cimport Selected, select_kth, heapsort
 from .privacy cimport sensitive_cut_ok
+from .node cimport is_constant, hier_lca, node_span, nominal_ranks, rank_at
+from .ncp cimport Choice, ncp_cut
 from .packing cimport packed_left, packs_better, best_sorted_boundary, best_ranked_boundary
-
-cdef extern from *:
-    """
-    /* The smallest positive double: a node with two distinct values stays
-       cuttable even when its share of a huge global range underflows. */
-    #define DM_TINY 5e-324
-    """
-    const double TINY "DM_TINY"
 
 # Rows a split moves before folding them into the children's statistics: at
 # 5 QIs a block reads and writes 96 KiB each, which L2 still holds when the
@@ -111,119 +105,6 @@ cdef void column_stats(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 kind, i64
     aux[0] = 0
     fold_stats(row, s, e, kind, card, lo, hi, aux)
     finish_stats(kind, card, lo, hi, aux)
-
-
-cdef inline bint is_constant(i64 kind, i64 lo, i64 hi, i64 miss) noexcept nogil:
-    """Whether a node's statistics say every row has the same key (then ``lo``).
-
-    Ordered kinds: one present value and no missing one, or only missing
-    values. Nominal kinds: one code (unknown, so never constant, above
-    MASK_CARD codes). A constant QI stays constant in every descendant.
-    """
-    if kind == KIND_NOMINAL:
-        return miss == 1
-    return lo == MISSING_KEY or (lo == hi and miss == 0)
-
-
-cdef i64 _hier_lca(i64 lo, i64 hi, i64 hoff, i64 loff, const QIRules* qi) noexcept nogil:
-    cdef i64 node = qi.h_leafnode[loff + lo]
-    while not (qi.h_lo[hoff + node] <= lo and hi <= qi.h_hi[hoff + node]):
-        node = qi.h_parent[hoff + node]
-    return node
-
-
-cdef i64 _distinct_codes(const i64* row, Py_ssize_t s, Py_ssize_t e, i64* seen) noexcept nogil:
-    """Number of distinct codes in ``row[s:e]``."""
-    # ``seen`` holds zeros between calls: only the codes seen here are set,
-    # then reset, so a node costs its rows, not the QI's codes.
-    cdef i64 distinct = 0, c
-    cdef Py_ssize_t i
-    for i in range(s, e):
-        c = row[i]
-        distinct += seen[c] == 0
-        seen[c] = 1
-    for i in range(s, e):
-        seen[row[i]] = 0
-    return distinct
-
-
-cdef double node_span(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 lo, i64 hi, i64 miss,
-                      i64 kind, double scale, i64 hoff, i64 loff, const QIRules* qi,
-                      const WorkRows* ws) noexcept nogil:
-    """Normalized span of a QI over rows ``[s, e)``: the NCP its range would cost.
-
-    ``lo``, ``hi`` and ``miss`` are the node's statistics of the QI (see
-    column_stats), measured by the parent's split, so no pass over the rows
-    is needed (except for nominal QIs with many codes).
-    """
-    cdef i64 distinct, node
-    cdef double diff, span
-    if scale <= 0.0:
-        return 0.0
-    if kind == KIND_NOMINAL:
-        distinct = miss if miss >= 0 else _distinct_codes(row, s, e, ws_row(ws, WS_SEEN))
-        return <double>(distinct - 1) / scale
-    if lo == MISSING_KEY:  # only missing values: nothing to cut
-        return 0.0
-    if miss > 0:
-        # A class mixing missing and present values publishes "range or
-        # missing", which tells an analyst nothing: it costs the full penalty.
-        return 1.0
-    if lo == hi:
-        return 0.0
-    if kind == KIND_HIERARCHY:
-        node = _hier_lca(lo, hi, hoff, loff, qi)
-        return <double>(qi.h_hi[hoff + node] - qi.h_lo[hoff + node]) / scale
-    if kind == KIND_ORDINAL:
-        return <double>(hi - lo) / scale
-    diff = key_value(hi, kind) - key_value(lo, kind)
-    if diff > FLOAT_MAX:  # the range of two huge floats overflows
-        diff = FLOAT_MAX
-    span = diff / scale
-    return span if span > 0.0 else TINY
-
-
-cdef void _nominal_ranks(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 card,
-                         const WorkRows* ws) noexcept nogil:
-    """Rank of every code when the node's values are ordered by frequency.
-
-    Fills ``rank[code]`` and ``cum``, the cumulative row count by rank, in
-    rows WS_RANK and WS_CUM of the work space. Most frequent first, ties by
-    code (absent codes last), so the order is deterministic.
-    """
-    cdef i64* counts = ws_row(ws, WS_COUNTS)
-    cdef i64* order = ws_row(ws, WS_ORDER)
-    cdef i64* rank = ws_row(ws, WS_RANK)
-    cdef i64* cum = ws_row(ws, WS_CUM)
-    cdef Py_ssize_t i, c, m = 0, r
-    cdef i64 acc = 0
-    for c in range(card):
-        counts[c] = 0
-    for i in range(s, e):
-        counts[row[i]] += 1
-    for c in range(card):
-        if counts[c] > 0:
-            order[m] = c
-            m += 1
-    # Only the codes present need sorting; the absent follow in code order.
-    heapsort(order, 0, m, counts, True)
-    r = m
-    for c in range(card):
-        if counts[c] == 0:
-            order[r] = c
-            r += 1
-    for r in range(card):
-        rank[order[r]] = r
-        acc += counts[order[r]]
-        cum[r] = acc
-
-
-cdef inline i64 _rank_at(const i64* cum, i64 pos) noexcept nogil:
-    """Smallest rank whose cumulative count exceeds row position ``pos``."""
-    cdef i64 r = 0
-    while cum[r] <= pos:
-        r += 1
-    return r
 
 
 cdef inline i64 _count_le(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 t) noexcept nogil:
@@ -336,12 +217,12 @@ cdef Cut find_cut(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e, i
     cdef Selected sel
     cdef Cut c
     if kind == KIND_NOMINAL:
-        _nominal_ranks(row, s, e, card, ws)
+        nominal_ranks(row, s, e, card, ws)
         rank = ws_row(ws, WS_RANK)
         cum = ws_row(ws, WS_CUM)
         if rules.relaxed:
             nl = packed_left(n, priv.ip[P_K]) if rules.objective == OBJ_DM else n // 2
-            r = _rank_at(cum, nl - 1)
+            r = rank_at(cum, nl - 1)
             below = cum[r - 1] if r > 0 else 0
             if not _cut_ok(row, sens, s, e, nl, r - 1, r, nl - below, rank, priv, ws):
                 return _cut(0, 0, 0, 0, True)
@@ -350,7 +231,7 @@ cdef Cut find_cut(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e, i
             nl = best_ranked_boundary(cum, card, n, priv.ip[P_K], &r)
             if nl > 0 and _cut_ok(row, sens, s, e, nl, r, -1, 0, rank, priv, ws):
                 return _cut(nl, r, -1, 0, True)
-        r = _rank_at(cum, (n - 1) // 2)
+        r = rank_at(cum, (n - 1) // 2)
         l1 = cum[r - 1] if r > 0 else 0
         l2 = cum[r]
         which = _choose(row, sens, s, e, l1, r - 1, l2, r, rank, priv, ws)
@@ -387,7 +268,7 @@ cdef Cut find_cut(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e, i
         return _cut(0, 0, 0, 0, False)
     sel = select_kth(row, s, e, lo, hi, m, ws_row(ws, WS_SCRATCH), ws_row(ws, WS_COUNTS), spare)
     if kind == KIND_HIERARCHY:
-        lca = _hier_lca(lo, hi, hoff, loff, qi)
+        lca = hier_lca(lo, hi, hoff, loff, qi)
         child = qi.h_leafnode[loff + sel.value]
         while qi.h_parent[hoff + child] != lca:
             child = qi.h_parent[hoff + child]
@@ -569,10 +450,25 @@ cdef i64 split_node(const Buffers* bufs, Py_ssize_t s, Py_ssize_t e, i64 depth, 
     cdef i64 srow = rules.priv.ip[P_SENS_ROW]
     cdef const i64* sens = buf_row(bufs, buf, srow) if srow >= 0 else NULL
     cdef Cut cut
+    cdef Choice ch
+    cdef const i64* row
     if not is_class(e - s, depth, rules):
         for j in range(d):
             spans[j] = node_span(buf_row(bufs, buf, j), s, e, lo[j], hi[j], miss[j],
                                  qi.kind[j], qi.scale[j], qi.hoff[j], qi.loff[j], qi, ws)
+        if rules.objective == OBJ_NCP:
+            ch = ncp_cut(bufs, buf, s, e, lo, hi, miss, spans, rules, ws,
+                         buf_row(bufs, 1 - buf, 0))
+            if ch.n_left > 0:
+                row = buf_row(bufs, buf, ch.j)
+                if ch.ranked:  # the ranks of the last QI scored are in the work space
+                    nominal_ranks(row, s, e, qi.card[ch.j], ws)
+                if _cut_ok(row, sens, s, e, ch.n_left, ch.t, -1, 0,
+                           ws_row(ws, WS_RANK) if ch.ranked else NULL, &rules.priv, ws):
+                    _move(bufs, buf, ch.j, s, e, _cut(ch.n_left, ch.t, -1, 0, ch.ranked),
+                          ws_row(ws, WS_RANK) if ch.ranked else NULL, lo, hi, miss, child_lo,
+                          child_hi, child_miss, rules, ws)
+                    return ch.n_left
         # Widest normalized span first; ties by QI order, for determinism.
         # (d is small: picking the maximum each time beats sorting.)
         for _ in range(d):
@@ -644,7 +540,7 @@ cdef class RuleArrays:
             raise ValueError("kinds, scales, cards, hoffs and loffs must have one entry per QI")
         if ip.shape[0] < 6 or fp.shape[0] < 3:
             raise ValueError("priv must be the kernel's (ip, fp, q) arrays")
-        if not OBJ_BALANCED <= objective <= OBJ_DM:
+        if not OBJ_BALANCED <= objective <= OBJ_NCP:
             raise ValueError("objective must index constants.OBJECTIVES")
         self._arrays = [kv, sv, cv, ip, fp, q, hp, hl, hh, hf, ho, lf]
         self.rules.qi.d = d
@@ -693,6 +589,7 @@ cdef WorkRows _work_rows(i64[:, ::1] ws):
         raise ValueError("a work space has one row per use")
     w.data = &ws[0, 0]
     w.width = ws.shape[1]
+    w.ncp = NULL
     return w
 
 
@@ -725,7 +622,7 @@ def node_span_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t 
 def nominal_ranks_py(const i64[::1] row, Py_ssize_t s, Py_ssize_t e, i64 card, i64[:, ::1] ws):
     """Fill the frequency ranks and cumulative counts of codes ``< card`` in ``ws``."""
     cdef WorkRows w = _work_rows(ws)
-    _nominal_ranks(&row[0], s, e, card, &w)
+    nominal_ranks(&row[0], s, e, card, &w)
 
 
 def find_cut_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e, i64 lo,

@@ -17,7 +17,8 @@ from cython.parallel cimport prange
 from libc.stdlib cimport malloc, calloc, realloc, free
 
 from ._common cimport i64
-from ._rules cimport Buffers, Rules, WorkRows, is_class, WS_ROWS, P_N_SENS
+from ._rules cimport Buffers, Rules, WorkRows, is_class, WS_ROWS, P_N_SENS, OBJ_NCP
+from .ncp cimport ncp_words
 from .split cimport RuleArrays, column_stats, split_node, make_class, workspace_width
 
 from .constants import PARALLEL_MIN_ROWS as _PARALLEL_MIN_ROWS_PY
@@ -76,6 +77,11 @@ cdef bint _alloc_work(Work* w, const Rules* rules, const Buffers* bufs) noexcept
     w.rows.data = <i64*>calloc(WS_ROWS * w.rows.width, sizeof(i64))
     w.spans = <double*>malloc((d + 1) * sizeof(double))
     w.child = <i64*>malloc((6 * d + 1) * sizeof(i64))
+    w.rows.ncp = NULL
+    if rules.objective == OBJ_NCP:
+        w.rows.ncp = <i64*>malloc(ncp_words(d) * sizeof(i64))
+        if w.rows.ncp == NULL:
+            return False
     return w.rows.data != NULL and w.spans != NULL and w.child != NULL
 
 
@@ -83,7 +89,9 @@ cdef void _free_work(Work* w) noexcept nogil:
     free(w.rows.data)
     free(w.spans)
     free(w.child)
+    free(w.rows.ncp)
     w.rows.data = NULL
+    w.rows.ncp = NULL
     w.spans = NULL
     w.child = NULL
 
@@ -305,7 +313,7 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, bint relaxed, tuple priv
     objective : int, default 0
         What the cuts optimize, an index into
         :data:`dmondrian._kernel.constants.OBJECTIVES`: balanced median cuts,
-        or classes packed close to k rows.
+        classes packed close to k rows, or the cheapest children (NCP).
 
     Returns
     -------

@@ -1,0 +1,280 @@
+"""The "ncp" objective: cut where the two children cost the least NCP.
+
+Median Mondrian cuts the QI of widest normalized span at its median, without
+looking at what the cut costs. Here the two widest QIs of a node are
+scored: along each, the node's rows are grouped into ordered buckets
+(equal-width key ranges, frequency ranks for nominal QIs; as many buckets
+as rows, at most 2047, so small key ranges get one bucket per key), every
+QI's statistics are gathered per bucket in one pass, and a prefix and a
+suffix sweep give, at every bucket boundary, the cost of the two children:
+
+    n_left * sum_q span_q(left) + n_right * sum_q span_q(right),
+
+the NCP the children would publish if they were classes. The cheapest
+boundary wins among those that leave between a quarter and three quarters
+of the rows on the left (so the tree stays shallow), and the balanced
+boundary (nearest the middle) is always a candidate. The caller checks the
+privacy constraint on the chosen cut (and falls back to the median cut).
+
+A nominal QI with more than ``MASK_CARD`` codes cannot count the children's
+codes cheaply: it is scored at the node's own span on both sides.
+"""
+
+from libc.math cimport INFINITY
+
+from ._common cimport (i64, u64, MISSING_KEY, INT_MIN, FLOAT_MAX, popcount, key_value,
+                       KIND_NOMINAL, KIND_ORDINAL, KIND_HIERARCHY)
+from ._rules cimport (Buffers, Rules, QIRules, WorkRows, buf_row, ws_row, WS_COUNTS, WS_RANK,
+                      WS_CUM, BUCKETS, MASK_CARD, P_K)
+from .node cimport is_constant, node_span, nominal_ranks, rank_at
+
+cdef Py_ssize_t ncp_words(Py_ssize_t d) noexcept nogil:
+    """int64 words of a thread's scoring memory: per-bucket statistics of
+    every QI, the left costs, and the running statistics."""
+    return (3 * d + 1) * BUCKETS + 4 * d + 1
+
+
+cdef inline bint _skipped(Py_ssize_t q, const i64* lo, const i64* hi, const i64* miss,
+                          const QIRules* qi) noexcept nogil:
+    """QIs whose children's spans need no statistics: constant in the node
+    (0 on both sides) or nominal above MASK_CARD codes (the node's span)."""
+    return is_constant(qi.kind[q], lo[q], hi[q], miss[q]) or (
+        qi.kind[q] == KIND_NOMINAL and qi.card[q] > MASK_CARD)
+
+
+cdef inline double _ordered_span(i64 lo, i64 hi, i64 miss, Py_ssize_t q,
+                                 const QIRules* qi, const WorkRows* ws) noexcept nogil:
+    """node_span of an ordered QI from statistics, the common kinds inlined."""
+    cdef i64 kind = qi.kind[q]
+    cdef double scale = qi.scale[q], diff
+    if kind == KIND_HIERARCHY:
+        return node_span(NULL, 0, 0, lo, hi, miss, kind, scale, qi.hoff[q], qi.loff[q], qi, ws)
+    if scale <= 0.0 or lo == MISSING_KEY or lo == hi and miss == 0:
+        return 0.0
+    if miss > 0:
+        return 1.0
+    if kind == KIND_ORDINAL:
+        return <double>(hi - lo) / scale
+    diff = key_value(hi, kind) - key_value(lo, kind)
+    return (diff if diff < FLOAT_MAX else FLOAT_MAX) / scale
+
+
+cdef inline double _side_cost(const i64* act, Py_ssize_t n_act, const i64* alo,
+                              const i64* ahi, const i64* ams, double fixed,
+                              const QIRules* qi, const WorkRows* ws) noexcept nogil:
+    """Summed normalized spans of one side from its running statistics.
+
+    ``act`` lists the QIs with statistics; ``fixed`` is the spans of the
+    nominal QIs scored at the node's span.
+    """
+    cdef Py_ssize_t a, q
+    cdef double total = fixed
+    for a in range(n_act):
+        q = act[a]
+        if qi.kind[q] == KIND_NOMINAL:
+            if qi.scale[q] > 0.0:
+                total += <double>(popcount(<u64>alo[q]) - 1) / qi.scale[q]
+        else:
+            total += _ordered_span(alo[q], ahi[q], ams[q], q, qi, ws)
+    return total
+
+
+cdef inline void _reset(i64* alo, i64* ahi, i64* ams, const i64* act, Py_ssize_t n_act,
+                        const QIRules* qi) noexcept nogil:
+    cdef Py_ssize_t a, q
+    for a in range(n_act):
+        q = act[a]
+        alo[q] = 0 if qi.kind[q] == KIND_NOMINAL else MISSING_KEY
+        ahi[q] = INT_MIN
+        ams[q] = 0
+
+
+cdef inline void _fold(i64* alo, i64* ahi, i64* ams, const i64* blo, const i64* bhi,
+                       const i64* bms, Py_ssize_t b, const i64* act, Py_ssize_t n_act,
+                       const QIRules* qi) noexcept nogil:
+    """Fold bucket ``b``'s statistics into the running ones."""
+    cdef Py_ssize_t a, q, x
+    for a in range(n_act):
+        q = act[a]
+        x = q * BUCKETS + b
+        if qi.kind[q] == KIND_NOMINAL:
+            alo[q] = <i64>(<u64>alo[q] | <u64>blo[x])
+        else:
+            alo[q] = blo[x] if blo[x] < alo[q] else alo[q]
+            ahi[q] = bhi[x] if bhi[x] > ahi[q] else ahi[q]
+            ams[q] += bms[x]
+
+
+cdef double _score(const Buffers* bufs, Py_ssize_t buf, Py_ssize_t s, Py_ssize_t e,
+                   Py_ssize_t j, const i64* lo, const i64* hi, const i64* miss,
+                   const double* spans, const Rules* rules, const WorkRows* ws, i64* spare,
+                   Choice* out) noexcept nogil:
+    """The cheapest allowed cut of QI ``j`` (``out``) and its cost; INFINITY if none."""
+    cdef const QIRules* qi = &rules.qi
+    cdef Py_ssize_t d = qi.d, q, i, b, x, B = BUCKETS, n_act = 0
+    cdef i64 n = e - s, k = rules.priv.ip[P_K], nb, m, left, right, v, best_b = -1
+    cdef i64 bal_b = -1, best_left = 0, bal_left = 0, limit, first_in = -1, last_in = -1
+    cdef i64 below = -1, above = -1
+    cdef int shift = 0
+    cdef bint ranked = qi.kind[j] == KIND_NOMINAL
+    cdef u64 span
+    cdef const i64* row = buf_row(bufs, buf, j)
+    cdef const i64* kr
+    cdef const i64* rank = ws_row(ws, WS_RANK)
+    cdef i64* cnt = ws_row(ws, WS_COUNTS)
+    cdef i64* bid = spare + s
+    cdef i64* blo = ws.ncp
+    cdef i64* bhi = blo + d * B
+    cdef i64* bms = bhi + d * B
+    cdef double* lcost = <double*>(bms + d * B)
+    cdef i64* alo = <i64*>(lcost + B)
+    cdef i64* ahi = alo + d
+    cdef i64* ams = ahi + d
+    cdef i64* act = ams + d
+    cdef double cost, best = INFINITY, bal = INFINITY, fixed = 0.0
+    out.n_left = 0
+    # Buckets along QI j, no more of them than rows (a small node's sweeps
+    # stay small); missing keys get the last one.
+    limit = B - 1 if n >= B - 1 else n
+    if ranked:
+        nominal_ranks(row, s, e, qi.card[j], ws)
+        m = rank_at(ws_row(ws, WS_CUM), n - 1) + 1  # codes present
+        while ((m - 1) >> shift) >= limit:
+            shift += 1
+        nb = ((m - 1) >> shift) + 1
+        for i in range(s, e):
+            bid[i - s] = rank[row[i]] >> shift
+    else:
+        span = <u64>hi[j] - <u64>lo[j]
+        while (span >> shift) >= <u64>limit:
+            shift += 1
+        nb = <i64>(span >> shift) + 1
+        for i in range(s, e):
+            v = row[i]
+            bid[i - s] = nb if v == MISSING_KEY else <i64>((<u64>v - <u64>lo[j]) >> shift)
+        nb += miss[j] > 0
+    if nb < 2:
+        return INFINITY
+    for b in range(nb):
+        cnt[b] = 0
+    for i in range(n):
+        cnt[bid[i]] += 1
+    # The boundaries worth a cost: those leaving a quarter to three quarters
+    # of the rows on the left, and the nearest allowed one on either side
+    # (one of which is the balanced cut when none is inside).
+    left = 0
+    for b in range(nb - 1):
+        left += cnt[b]
+        if cnt[b] == 0 or left < k or n - left < k:
+            continue
+        if 4 * left < n:
+            below = b
+        elif 4 * left <= 3 * n:
+            first_in = b if first_in < 0 else first_in
+            last_in = b
+        elif above < 0:
+            above = b
+    if first_in < 0 and below < 0 and above < 0:
+        return INFINITY
+    first_in = below if below >= 0 else (first_in if first_in >= 0 else above)
+    last_in = above if above >= 0 else (last_in if last_in >= 0 else below)
+    # Per bucket, every QI's statistics (nominal: the code mask in blo).
+    for q in range(d):
+        if is_constant(qi.kind[q], lo[q], hi[q], miss[q]):
+            continue
+        if qi.kind[q] == KIND_NOMINAL and qi.card[q] > MASK_CARD:
+            fixed += spans[q]
+            continue
+        act[n_act] = q
+        n_act += 1
+        kr = buf_row(bufs, buf, q)
+        if qi.kind[q] == KIND_NOMINAL:
+            for b in range(nb):
+                blo[q * B + b] = 0
+            for i in range(s, e):
+                x = q * B + bid[i - s]
+                blo[x] = <i64>(<u64>blo[x] | ((<u64>1) << (<u64>kr[i])))
+            continue
+        for b in range(nb):
+            blo[q * B + b] = MISSING_KEY
+            bhi[q * B + b] = INT_MIN
+            bms[q * B + b] = 0
+        for i in range(s, e):
+            v = kr[i]
+            x = q * B + bid[i - s]
+            if v == MISSING_KEY:
+                bms[x] += 1
+            else:
+                blo[x] = v if v < blo[x] else blo[x]
+                bhi[x] = v if v > bhi[x] else bhi[x]
+    # Prefix sweep: the left child's cost at each boundary (after bucket b).
+    _reset(alo, ahi, ams, act, n_act, qi)
+    left = 0
+    for b in range(last_in + 1):
+        _fold(alo, ahi, ams, blo, bhi, bms, b, act, n_act, qi)
+        left += cnt[b]
+        lcost[b] = -1.0
+        if b >= first_in and cnt[b] > 0 and left >= k and n - left >= k:
+            lcost[b] = <double>left * _side_cost(act, n_act, alo, ahi, ams, fixed, qi, ws)
+    # Suffix sweep: add the right child's cost and keep the cheapest boundary.
+    _reset(alo, ahi, ams, act, n_act, qi)
+    right = 0
+    for b in range(nb - 1, first_in, -1):
+        _fold(alo, ahi, ams, blo, bhi, bms, b, act, n_act, qi)
+        right += cnt[b]
+        if b - 1 > last_in or lcost[b - 1] < 0.0:
+            continue
+        left = n - right
+        cost = lcost[b - 1] + <double>right * _side_cost(act, n_act, alo, ahi, ams, fixed, qi,
+                                                         ws)
+        if bal_b < 0 or (2 * left - n if 2 * left >= n else n - 2 * left) <= (
+                2 * bal_left - n if 2 * bal_left >= n else n - 2 * bal_left):
+            bal_b, bal_left, bal = b - 1, left, cost
+        if 4 * left >= n and 4 * left <= 3 * n and cost <= best:
+            best_b, best_left, best = b - 1, left, cost
+    if bal_b >= 0 and (best_b < 0 or bal < best):
+        best_b, best_left, best = bal_b, bal_left, bal
+    if best_b < 0:
+        return INFINITY
+    out.j = j
+    out.n_left = best_left
+    out.ranked = ranked
+    if ranked:
+        out.t = ((best_b + 1) << shift) - 1
+    else:
+        # The last key of bucket best_b; never past the node's largest key,
+        # so missing keys stay right.
+        out.t = <i64>(<u64>lo[j] + ((<u64>(best_b + 1)) << shift) - 1)
+        if out.t > hi[j]:
+            out.t = hi[j]
+    return best
+
+
+cdef Choice ncp_cut(const Buffers* bufs, Py_ssize_t buf, Py_ssize_t s, Py_ssize_t e,
+                    const i64* lo, const i64* hi, const i64* miss, const double* spans,
+                    const Rules* rules, const WorkRows* ws, i64* spare) noexcept nogil:
+    """The cheapest cut of a node along its two widest QIs (``n_left`` 0: none).
+
+    ``spans`` are the node's normalized spans; ``spare[s:e]`` is free room.
+    """
+    cdef Py_ssize_t d = rules.qi.d, q, j1 = -1, j2 = -1, t
+    cdef Choice best, c
+    cdef double best_cost = INFINITY, cost
+    best.n_left = 0
+    for q in range(d):
+        if spans[q] <= 0.0:
+            continue
+        if j1 < 0 or spans[q] > spans[j1]:
+            j2 = j1
+            j1 = q
+        elif j2 < 0 or spans[q] > spans[j2]:
+            j2 = q
+    for t in range(2):
+        q = j1 if t == 0 else j2
+        if q < 0:
+            break
+        cost = _score(bufs, buf, s, e, q, lo, hi, miss, spans, rules, ws, spare, &c)
+        if c.n_left > 0 and cost < best_cost:
+            best = c
+            best_cost = cost
+    return best

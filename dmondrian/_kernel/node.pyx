@@ -1,0 +1,114 @@
+"""What a node's rows look like along one QI: its normalized span, its codes by frequency.
+
+A node's span of a QI is the NCP its range would cost (the widest decides
+which QI is cut first); a nominal QI is cut in the order of its codes'
+frequencies within the node. The ``ncp`` objective also measures the spans
+of candidate children with :func:`node_span`.
+"""
+
+from ._common cimport (i64, MISSING_KEY, FLOAT_MAX, key_value, KIND_NOMINAL,
+                       KIND_HIERARCHY,
+                       KIND_ORDINAL)
+from ._rules cimport QIRules, WorkRows, ws_row, WS_SEEN, WS_COUNTS, WS_ORDER, WS_RANK, WS_CUM
+from .select cimport heapsort
+
+cdef extern from *:
+    """
+    /* The smallest positive double: a node with two distinct values stays
+       cuttable even when its share of a huge global range underflows. */
+    #define DM_TINY 5e-324
+    """
+    const double TINY "DM_TINY"
+
+
+cdef i64 hier_lca(i64 lo, i64 hi, i64 hoff, i64 loff, const QIRules* qi) noexcept nogil:
+    cdef i64 node = qi.h_leafnode[loff + lo]
+    while not (qi.h_lo[hoff + node] <= lo and hi <= qi.h_hi[hoff + node]):
+        node = qi.h_parent[hoff + node]
+    return node
+
+
+cdef i64 _distinct_codes(const i64* row, Py_ssize_t s, Py_ssize_t e, i64* seen) noexcept nogil:
+    """Number of distinct codes in ``row[s:e]``."""
+    # ``seen`` holds zeros between calls: only the codes seen here are set,
+    # then reset, so a node costs its rows, not the QI's codes.
+    cdef i64 distinct = 0, c
+    cdef Py_ssize_t i
+    for i in range(s, e):
+        c = row[i]
+        distinct += seen[c] == 0
+        seen[c] = 1
+    for i in range(s, e):
+        seen[row[i]] = 0
+    return distinct
+
+
+cdef double node_span(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 lo, i64 hi, i64 miss,
+                      i64 kind, double scale, i64 hoff, i64 loff, const QIRules* qi,
+                      const WorkRows* ws) noexcept nogil:
+    """Normalized span of a QI over rows ``[s, e)``: the NCP its range would cost.
+
+    ``lo``, ``hi`` and ``miss`` are the node's statistics of the QI (see
+    column_stats), measured by the parent's split, so no pass over the rows
+    is needed (except for nominal QIs with many codes).
+    """
+    cdef i64 distinct, node
+    cdef double diff, span
+    if scale <= 0.0:
+        return 0.0
+    if kind == KIND_NOMINAL:
+        distinct = miss if miss >= 0 else _distinct_codes(row, s, e, ws_row(ws, WS_SEEN))
+        return <double>(distinct - 1) / scale
+    if lo == MISSING_KEY:  # only missing values: nothing to cut
+        return 0.0
+    if miss > 0:
+        # A class mixing missing and present values publishes "range or
+        # missing", which tells an analyst nothing: it costs the full penalty.
+        return 1.0
+    if lo == hi:
+        return 0.0
+    if kind == KIND_HIERARCHY:
+        node = hier_lca(lo, hi, hoff, loff, qi)
+        return <double>(qi.h_hi[hoff + node] - qi.h_lo[hoff + node]) / scale
+    if kind == KIND_ORDINAL:
+        return <double>(hi - lo) / scale
+    diff = key_value(hi, kind) - key_value(lo, kind)
+    if diff > FLOAT_MAX:  # the range of two huge floats overflows
+        diff = FLOAT_MAX
+    span = diff / scale
+    return span if span > 0.0 else TINY
+
+
+cdef void nominal_ranks(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 card,
+                         const WorkRows* ws) noexcept nogil:
+    """Rank of every code when the node's values are ordered by frequency.
+
+    Fills ``rank[code]`` and ``cum``, the cumulative row count by rank, in
+    rows WS_RANK and WS_CUM of the work space. Most frequent first, ties by
+    code (absent codes last), so the order is deterministic.
+    """
+    cdef i64* counts = ws_row(ws, WS_COUNTS)
+    cdef i64* order = ws_row(ws, WS_ORDER)
+    cdef i64* rank = ws_row(ws, WS_RANK)
+    cdef i64* cum = ws_row(ws, WS_CUM)
+    cdef Py_ssize_t i, c, m = 0, r
+    cdef i64 acc = 0
+    for c in range(card):
+        counts[c] = 0
+    for i in range(s, e):
+        counts[row[i]] += 1
+    for c in range(card):
+        if counts[c] > 0:
+            order[m] = c
+            m += 1
+    # Only the codes present need sorting; the absent follow in code order.
+    heapsort(order, 0, m, counts, True)
+    r = m
+    for c in range(card):
+        if counts[c] == 0:
+            order[r] = c
+            r += 1
+    for r in range(card):
+        rank[order[r]] = r
+        acc += counts[order[r]]
+        cum[r] = acc
