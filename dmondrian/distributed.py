@@ -60,6 +60,7 @@ from ._dask.shuffle import distributed_shuffle_method, route_and_shuffle
 from ._dask.top_phase import cut_regions
 from .constraints import KAnonymity
 from .errors import InfeasibleError
+from .identifiers import warn_identifying, without_identifiers
 from .options import ANONYMIZE, DASK, DASK_PLAN, WRITE, takes_options
 
 __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "apply_plan",
@@ -161,6 +162,8 @@ def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=Fa
     anonymize_options = {name: options[name] for name in ANONYMIZE}
     opts = check_dask_options(ddf, quasi_identifiers, k, options["leaf_rows"],
                               anonymize_options)
+    # Direct identifiers are never read: no pass, no shuffle carries them.
+    ddf = without_identifiers(ddf, opts.identifiers)
     cluster_client, owned = resolve_client(options["client"])
     try:
         return _plan(cluster_client, ddf, opts, options["progress"], int(sample_rows),
@@ -180,7 +183,9 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
         timings[label] = now - clock
         clock = now
 
-    domain, root, positional, sizing = run_domain_pass(client, ddf, opts, progress, sample_rows)
+    domain, root, positional, sizing, identifying = run_domain_pass(client, ddf, opts, progress,
+                                                                    sample_rows)
+    warn_identifying(identifying)
     leaf_rows = sizing.leaf_rows
     cfg = PlanConfig(opts.k, opts.mode == "relaxed", leaf_rows, opts.max_depth,
                      objective=opts.objective, sample_rows=sample_rows)
@@ -206,7 +211,8 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
                    pack_output_partitions(counts, rows), passes, leaf_rows, opts,
                    list(ddf.columns), ddf._meta.index.name, sens, timings,
                    cores_per_worker(client), positional, counted,
-                   output_partition_rows=rows, encodings=qi_encodings(domain, ddf._meta))
+                   output_partition_rows=rows, encodings=qi_encodings(domain, ddf._meta),
+                   identifying=identifying)
 
 
 def apply_plan(ddf, top: TopPlan, shuffle_method=None):
@@ -220,6 +226,7 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
     -------
     dask.dataframe.DataFrame
     """
+    ddf = without_identifiers(ddf, top.options.identifiers)
     shuffled, spec = route_and_shuffle(ddf, top, shuffle_method)
     # The tasks get the small meta; the collection declares 32-bit label codes.
     return shuffled.map_partitions(anonymize_output_partition, spec, output_meta(ddf._meta, top),
@@ -315,6 +322,7 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_count
 
 def _write_parquet(ddf, top: TopPlan, sink: ParquetSink, shuffle_method):
     """The lazy graph that anonymizes every output partition and writes it with ``sink``."""
+    ddf = without_identifiers(ddf, top.options.identifiers)
     if not top.counted:
         return write_parquet_counting(ddf, top, sink, shuffle_method)
     shuffled, spec = route_and_shuffle(ddf, top, shuffle_method)

@@ -23,6 +23,8 @@ __all__ = [
     "ParseError",
     "NotFittedError",
     "DatasetError",
+    "MissingDependencyError",
+    "IdentifyingColumnWarning",
 ]
 
 
@@ -111,4 +113,34 @@ class DatasetError(DMondrianError, OSError):
 
     def __init__(self, message: str, path=None):
         self.path = path
+        super().__init__(message)
+
+
+class MissingDependencyError(DMondrianError, ImportError):
+    """An optional dependency a feature needs is not installed.
+
+    Parameters
+    ----------
+    package : str
+        The package to install.
+    message : str
+        What needs it and how to install it.
+    """
+
+    def __init__(self, package: str, message: str):
+        self.package = package
+        super().__init__(message, name=package)
+
+
+class IdentifyingColumnWarning(UserWarning):
+    """A column released as is singles out rows (a record id, a name, an email).
+
+    Attributes
+    ----------
+    column : object
+        The column (the index's name, or ``"index"``, for the index).
+    """
+
+    def __init__(self, column, message: str):
+        self.column = column
         super().__init__(message)

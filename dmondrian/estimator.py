@@ -14,6 +14,8 @@ import numpy as np
 
 from .constraints import check_k, resolve_constraints
 from .errors import NotFittedError
+from .identifiers import check_allow_unique, check_identifiers
+from .noise import check_noise, check_noise_dtypes, check_random_state
 from .options import ANONYMIZE, takes_options
 from .suppression import check_suppression
 from .validation import check_max_depth, check_quasi_identifiers, check_sensitive
@@ -34,12 +36,14 @@ class MondrianAnonymizer:
         Minimum equivalence-class size.
     quasi_id : list of str, default=None
         Quasi-identifier columns; ``None`` means every column of the table
-        seen in ``fit``.
+        seen in ``fit`` but the sensitive, noised and identifier columns.
     mode, objective, generalization, max_depth, hierarchies, qi_kinds, class_column, l, \
-l_kind, c, t, sensitive, constraints, suppression, suppressed
+l_kind, c, t, sensitive, constraints, suppression, suppressed, noise, random_state, \
+identifiers, allow_unique
         The options of :data:`dmondrian.options.ANONYMIZE`, as in
         :func:`dmondrian.local.anonymize`; "midpoint" or "mean"
         generalization keeps numeric QIs numeric for estimators downstream.
+        ``identifiers`` are left out of the output.
 
     Attributes
     ----------
@@ -123,12 +127,21 @@ l_kind, c, t, sensitive, constraints, suppression, suppressed
         check_suppression(self.suppression)
         resolve_constraints(self.k, l=self.l, l_kind=self.l_kind, c=self.c, t=self.t,
                             sensitive=self.sensitive, constraints=self.constraints)
+        check_random_state(self.random_state)
+        identifiers = check_identifiers(self.identifiers, columns, [])
+        noised = list(self.noise or {})
         if self.quasi_id is None:
-            qis = [c for c in columns if c != self.sensitive]
+            qis = [c for c in columns
+                   if c != self.sensitive and c not in noised and c not in identifiers]
         else:
             qis = self.quasi_id
         self.quasi_id_ = check_quasi_identifiers(qis, columns)
         check_sensitive(self.sensitive, columns, self.quasi_id_)
+        noise = check_noise(self.noise, columns, self.quasi_id_, self.sensitive)
+        check_noise_dtypes(noise, X.dtypes)
+        check_identifiers(identifiers, columns, self.quasi_id_, self.sensitive,
+                          [s.column for s in noise])
+        check_allow_unique(self.allow_unique, columns, X.index.name)
         self.feature_names_in_ = np.asarray([str(c) for c in columns], dtype=object)
         self.n_features_in_ = len(columns)
         return self
@@ -147,7 +160,11 @@ l_kind, c, t, sensitive, constraints, suppression, suppressed
         return self.fit(X, y).transform(X)
 
     def get_feature_names_out(self, input_features=None):
-        """Output columns: the input's, then ``class_column`` when one is added."""
+        """Output columns: the input's but the identifiers, then ``class_column`` when one
+        is added."""
+        dropped = {str(c) for c in check_identifiers(self.identifiers, self.feature_names_in_,
+                                                     [])}
+        names = np.asarray([c for c in self.feature_names_in_ if c not in dropped], dtype=object)
         if self.class_column is None:
-            return self.feature_names_in_.copy()
-        return np.append(self.feature_names_in_, str(self.class_column)).astype(object)
+            return names
+        return np.append(names, str(self.class_column)).astype(object)

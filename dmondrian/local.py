@@ -48,6 +48,8 @@ from .constraints import (
     kernel_privacy,
 )
 from .errors import InfeasibleError, ParameterError
+from .identifiers import identifying_columns, released_as_is, warn_identifying
+from .noise import check_noise_dtypes, noise_groups, noisy_columns
 from .options import ANONYMIZE, takes_options
 from .publish import class_values, expand_labels
 from .qi import EncodedQI, encode_qi
@@ -301,13 +303,36 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
         ``class_column``); they form one class, itself at least k rows (and
         meeting l and t), else they are dropped too. ``"drop"`` leaves them
         out. Either way the release never holds a class below k.
+    noise : dict, optional
+        ``{column: {"epsilon": eps, "bounds": (lo, hi)}}``: each numeric
+        column named (not a QI, not the sensitive column) publishes, on
+        every row, its class's mean of the values clipped to the bounds plus
+        Laplace noise of scale ``(hi - lo) / (class size * eps)``, clamped
+        to the bounds (float64). Given the partition, the published means
+        of a column are ``eps``-differentially private; the partition itself
+        is not (it depends on the QIs). See :mod:`dmondrian.noise`.
+    random_state : int or numpy.random.Generator, optional
+        Makes the noise repeatable (numpy's generator instead of OpenDP's
+        exact, unseeded sampler; see :mod:`dmondrian.noise`).
+    identifiers : list of column names, optional
+        Direct identifiers (record ids, names, emails): removed from the release.
+    allow_unique : list of column names, optional
+        Columns released as is that may single out rows: no warning for them.
 
     Returns
     -------
     pandas.DataFrame
-        Same index, columns and order; QI columns generalized (range labels
-        as a Categorical of strings), every other column untouched (without
-        the dropped rows, if ``suppressed="drop"``).
+        Same index, columns and order (less the ``identifiers``); QI columns
+        generalized (range labels as a Categorical of strings), noised
+        columns replaced, every other column untouched (without the dropped
+        rows, if ``suppressed="drop"``).
+
+    Warns
+    -----
+    dmondrian.errors.IdentifyingColumnWarning
+        For each column released as is (and a non-default index) that
+        singles out rows: on 1,000 rows or more, half the rows or more hold
+        a value no other row has (see :mod:`dmondrian.identifiers`).
 
     Raises
     ------
@@ -331,9 +356,14 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     if not isinstance(df, pd.DataFrame):
         raise ParameterError("df", f"anonymize expects a pandas DataFrame, got "
                                    f"{type(df).__name__}")
-    opts = check_options(df.columns, quasi_identifiers, k, **options)
+    opts = check_options(df.columns, quasi_identifiers, k, index_name=df.index.name, **options)
+    check_noise_dtypes(opts.noise, df.dtypes)
     if len(df) == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
+    if opts.identifiers:
+        df = df.drop(columns=opts.identifiers)
+    warn_identifying(identifying_columns(df, released_as_is(df.columns, opts),
+                                         opts.allow_unique))
     for cst in opts.constraints:
         cst.check_table(len(df))
     if opts.sensitive is not None:
@@ -347,8 +377,17 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     encoded = encode_table(df, opts.qis, opts.hierarchies, opts.qi_kinds)
     part = partition(encoded, mode=opts.mode, objective=opts.objective,
                      max_depth=opts.max_depth, privacy=privacy)
+    result = None
     if opts.suppression > 0:
         result = suppression.suppress(encoded, part, opts.suppression, opts.suppressed,
                                       privacy=privacy)
-        return suppression.release(df, encoded, result, opts.generalization, opts.class_column)
-    return publish(df, encoded, part, opts.generalization, opts.class_column)
+        out = suppression.release(df, encoded, result, opts.generalization, opts.class_column)
+    else:
+        out = publish(df, encoded, part, opts.generalization, opts.class_column)
+    if opts.noise:
+        rows, groups, n_groups, _ = noise_groups(part.class_of_row, part.n_classes,
+                                                 result=result)
+        noisy = noisy_columns(df.iloc[rows], groups, n_groups, opts.noise, opts.random_state)
+        for column, values in noisy.items():
+            out[column] = pd.Series(values, index=out.index, copy=False)
+    return out

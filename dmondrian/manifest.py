@@ -10,7 +10,10 @@ directory of Parquet part files, local or any fsspec URL). The manifest holds
 * ``achieved``: the k (l, t) the release actually has, ``suppressed``: the
   rows it suppressed (masked and dropped) and their share, and ``metrics``:
   the full :class:`dmondrian.reporting.Report` (NCP, discernibility, risk, ...);
-* ``output``: every output file with its size and SHA-256.
+* ``output``: every output file with its size and SHA-256;
+* ``noise``: each noised column's epsilon and bounds (:mod:`dmondrian.noise`),
+  and ``risks``: ``identifying_columns``, the columns released as is that
+  single out rows (:mod:`dmondrian.identifiers`).
 
 It is written atomically: a temporary file in the same directory, flushed
 and fsynced, then ``os.replace``, so a reader never sees half a manifest.
@@ -32,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ParameterError
+from .noise import noise_summary
 
 __all__ = ["write_manifest", "read_manifest", "check_manifest", "manifest_path", "FORMAT"]
 
@@ -133,7 +137,8 @@ def _json_default(obj):
 def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, output_rows=None,
                    report=None, released=None, quasi_identifiers=None, original=None,
                    sensitive=None, k=None, extra: Mapping | None = None,
-                   suppressed: Mapping | None = None) -> dict:
+                   suppressed: Mapping | None = None, noise=None,
+                   risks: Mapping | None = None) -> dict:
     """Write the manifest of a release (atomically) and return it as a dict.
 
     Parameters
@@ -163,6 +168,11 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
     suppressed : mapping, optional
         The rows suppressed (``rows``, ``share``, ``masked``, ``dropped``),
         when no report gives them.
+    noise : mapping, optional
+        The ``noise`` option of the run; default: the report's.
+    risks : mapping, optional
+        ``{"identifying_columns": [...]}``, e.g. the columns the run warned
+        about; default: the report's.
 
     Returns
     -------
@@ -216,6 +226,12 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         "metrics": metrics,
         "output": {"path": _relative(output, target.parent), "files": files},
     }
+    manifest["noise"] = noise_summary(noise) if noise is not None else (
+        metrics["noise"] if metrics is not None else {})
+    if risks is None:
+        found = metrics["risk"]["identifying_columns"] if metrics is not None else []
+        risks = {"identifying_columns": [f["column"] for f in found]}
+    manifest["risks"] = dict(risks)
     if extra:
         manifest["extra"] = dict(extra)
     text = json.dumps(manifest, indent=2, default=_json_default, allow_nan=False) + "\n"

@@ -109,6 +109,13 @@ ANONYMIZE = _group(
            "rest generalize less (dmondrian.suppression)"),
     Option("suppressed", "mask", "suppressed rows: mask publishes every QI hidden ('*'), "
            "drop leaves them out", SUPPRESSED),
+    Option("noise", None, "replace numeric columns by their class's clipped mean plus Laplace "
+           "noise: {column: {'epsilon': eps, 'bounds': (lo, hi)}} (dmondrian.noise)"),
+    Option("random_state", None, "seed (int or numpy.random.Generator) making the noise "
+           "repeatable; default: OpenDP's unseeded exact sampler"),
+    Option("identifiers", None, "direct identifiers: columns removed from the release"),
+    Option("allow_unique", None, "columns judged safe although they single out rows (no "
+           "warning for them)"),
 )
 
 #: The Dask engine's sizing, cluster and progress.

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from .constraints import check_k
+from .identifiers import identifying_parts
 from .metrics import (
     DEFAULT_RISK_THRESHOLD,
     NCP,
@@ -40,6 +41,7 @@ from .metrics.per_class import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
 from .metrics.risk import check_threshold, prosecutor
 from .metrics.sizes import finish_size_counts, size_counts_of
 from .metrics.suppressed import Suppressed, suppressed_deferred
+from .noise import check_noise, noise_summary
 from .verification import jsonable
 
 __all__ = ["Report", "report"]
@@ -71,6 +73,11 @@ class Report:
     suppressed : Suppressed
         Rows masked (every QI ``"*"``) and, given ``original``, rows left
         out, with their share of the original's rows.
+    noise : dict
+        ``{column: {"epsilon": eps, "bounds": [lo, hi]}}`` of the noised
+        columns, as given to :func:`report` (see :mod:`dmondrian.noise`).
+    identifying_columns : list of dmondrian.identifiers.IdentifyingColumn
+        Columns released as is that single out rows (a risk k does not cover).
     """
 
     n_records: int
@@ -85,6 +92,8 @@ class Report:
     ncp: NCP | None
     risk: Risk
     suppressed: Suppressed | None = None
+    noise: dict = field(default_factory=dict)
+    identifying_columns: list = field(default_factory=list)
 
     # -- export ----------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -106,8 +115,10 @@ class Report:
                 "per_attribute": {str(q): v for q, v in self.ncp.per_attribute.items()},
                 "weights": {str(q): v for q, v in self.ncp.weights.items()},
             },
-            "risk": dict(vars(self.risk)),
+            "risk": {**vars(self.risk), "identifying_columns":
+                     [f.to_dict() for f in self.identifying_columns]},
             "suppressed": None if self.suppressed is None else self.suppressed.to_dict(),
+            "noise": self.noise,
         }
         return jsonable(out)
 
@@ -144,6 +155,12 @@ class Report:
                                             f"{r.journalist_at_risk:.2%} of rows > "
                                             f"{r.threshold:g} (population {r.population_rows:,})"))
         rows.append(("marketer risk", f"{r.marketer:.4f}"))
+        for f in self.identifying_columns:
+            share = f"{f.share:.0%} unique" if f.exact else f"~{f.share:.0%} distinct"
+            rows.append(("singles out rows", f"{f.column} ({share}; released as is)"))
+        for column, n in self.noise.items():
+            lo, hi = n["bounds"]
+            rows.append((f"noise ({column})", f"epsilon {n['epsilon']:g}, bounds [{lo:g}, {hi:g}]"))
         return rows
 
     def _size_lines(self) -> list[str]:
@@ -177,7 +194,7 @@ class Report:
 def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *,
            population=None, domains=None, hierarchies=None, qi_kinds=None, weights=None,
            class_column=None, risk_threshold=DEFAULT_RISK_THRESHOLD, t_distance="auto",
-           bins=None) -> Report:
+           bins=None, noise=None, allow_unique=None) -> Report:
     """Measure a release: sizes, information loss, re-identification risk, privacy.
 
     Parameters
@@ -209,6 +226,13 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
         EMD ground distance for t-closeness.
     bins : sequence of int or "exact", optional
         Class-size buckets (see :func:`dmondrian.metrics.class_size_distribution`).
+    noise : dict, optional
+        The ``noise`` given to :func:`dmondrian.anonymize`: the report lists
+        each noised column's epsilon and bounds.
+    allow_unique : list, optional
+        Columns judged safe although they single out rows. Every other
+        column but the QIs, the sensitive, the noised and the class column
+        is checked (:mod:`dmondrian.identifiers`).
 
     Returns
     -------
@@ -245,6 +269,11 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
         parts.append(Deferred([], list))
     parts.append(Deferred([size_counts_of(sizes)],
                           lambda d: SizeSummary(finish_size_counts(d[0]))))
+    specs = check_noise(noise, released.columns, qis, sensitive)
+    as_is = [c for c in released.columns
+             if c not in qis and c not in keys and c != sensitive
+             and c not in {s.column for s in specs}]
+    unique_parts, unique_finish = identifying_parts(released, as_is, allow_unique or ())
     measure_ncp = original is not None or domains is not None
     if measure_ncp:
         if domains is None:
@@ -254,8 +283,9 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
         plans = ncp_plan(released, qis, keys, original)
         parts.append(Deferred([p[1] for p in plans.values()], list))
     parts.append(suppressed_deferred(released, qis, released.shape[0], original))
+    parts.append(Deferred(unique_parts, unique_finish))
     results = run(*parts)
-    l_stats, summary, suppressed = results[0], results[1], results[-1]
+    l_stats, summary, suppressed = results[0], results[1], results[-2]
     ncp = ncp_finish(plans, results[3], qis, results[2], w, summary.n_records,
                      suppressed.dropped or 0) if measure_ncp else None
     if plan is None:
@@ -274,4 +304,5 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
         discernibility=summary.discernibility, size_counts=counts,
         class_sizes=size_distribution(counts, bins), ncp=ncp, risk=Risk(threshold, **risk_fields),
         suppressed=suppressed,
+        noise=noise_summary(specs), identifying_columns=results[-1],
     )

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from .constraints import resolve_constraints
 from .errors import DuplicateColumnError, MissingColumnError, ParameterError
+from .identifiers import check_allow_unique, check_identifiers
+from .noise import check_noise, check_random_state
 from .options import ANONYMIZE, GENERALIZATIONS, MODES, defaults
 from .suppression import check_suppression
 
@@ -110,13 +112,19 @@ class Options:
     #: Share of rows that may be suppressed, and what becomes of them (mask, drop).
     suppression: float
     suppressed: str
+    #: :class:`dmondrian.noise.NoiseSpec` of each noised column, and the noise's seed.
+    noise: list
+    random_state: object
+    #: Columns removed from the release, and columns allowed to single out rows.
+    identifiers: list
+    allow_unique: list
 
     @property
     def k(self) -> int:
         return self.constraints[0].min_size()
 
 
-def check_options(columns, quasi_identifiers, k, **options) -> Options:
+def check_options(columns, quasi_identifiers, k, *, index_name=None, **options) -> Options:
     """Check every option of an anonymization against the table's columns.
 
     The local and the distributed engine take the same options
@@ -129,6 +137,8 @@ def check_options(columns, quasi_identifiers, k, **options) -> Options:
         The table's column names.
     quasi_identifiers, k
         As in :func:`dmondrian.anonymize`.
+    index_name : object, optional
+        The table's index name (``allow_unique`` may name the index).
     **options
         The options of :data:`dmondrian.options.ANONYMIZE`; those not given
         take their defaults.
@@ -157,10 +167,12 @@ def check_options(columns, quasi_identifiers, k, **options) -> Options:
     constraint_list, sensitive = resolve_constraints(
         k, l=o["l"], l_kind=o["l_kind"], c=o["c"], t=o["t"],
         sensitive=o["sensitive"], constraints=o["constraints"])
+    sensitive = check_sensitive(sensitive, columns, qis)
+    noise = check_noise(o["noise"], columns, qis, sensitive)
     return Options(
         qis=qis,
         constraints=constraint_list,
-        sensitive=check_sensitive(sensitive, columns, qis),
+        sensitive=sensitive,
         mode=ANONYMIZE["mode"].check_choice(o["mode"]),
         objective=ANONYMIZE["objective"].check_choice(o["objective"]),
         generalization=ANONYMIZE["generalization"].check_choice(o["generalization"]),
@@ -170,4 +182,9 @@ def check_options(columns, quasi_identifiers, k, **options) -> Options:
         class_column=check_class_column(o["class_column"], columns),
         suppression=check_suppression(o["suppression"]),
         suppressed=ANONYMIZE["suppressed"].check_choice(o["suppressed"]),
+        noise=noise,
+        random_state=check_random_state(o["random_state"]),
+        identifiers=check_identifiers(o["identifiers"], columns, qis, sensitive,
+                                      [s.column for s in noise]),
+        allow_unique=check_allow_unique(o["allow_unique"], columns, index_name),
     )

@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from .constraints import check_k
 from .errors import ParameterError
+from .identifiers import identifying_parts
 from .metrics import check_column, class_keys, compute, is_dask
 from .metrics.per_class import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
 
@@ -59,6 +60,9 @@ class VerifyResult:
         The failing classes (at most ``max_listed``, smallest first), indexed
         by their published QI values, with their ``size`` (and ``l_distinct``,
         ``l_entropy``, ``t``) and ``failed``, the requirements they break.
+    identifying_columns : list of dmondrian.identifiers.IdentifyingColumn
+        Columns released as is that single out rows: a risk k does not
+        cover, listed without failing the verification.
     """
 
     ok: bool
@@ -68,6 +72,7 @@ class VerifyResult:
     n_classes: int
     n_violations: int
     violations: pd.DataFrame
+    identifying_columns: list = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -84,6 +89,7 @@ class VerifyResult:
             "n_violations": self.n_violations,
             "violations": jsonable(listed.astype(object).where(listed.notna(), None)
                                  .to_dict(orient="records")),
+            "risks": {"identifying_columns": [f.to_dict() for f in self.identifying_columns]},
         }
 
     def to_json(self, **kwargs) -> str:
@@ -107,6 +113,7 @@ class VerifyResult:
                                                   if len(self.violations) < self.n_violations
                                                   else "") + ":")
             lines.extend("    " + line for line in shown.splitlines())
+        lines.extend(f"  risk: {f.message()}" for f in self.identifying_columns)
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -119,6 +126,7 @@ class VerifyResult:
         out.append(f"<p>achieved: {html.escape(achieved)}</p>")
         if not self.ok:
             out.append(self.violations.to_html(max_rows=20))
+        out.extend(f"<p>risk: {html.escape(f.message())}</p>" for f in self.identifying_columns)
         out.append("</div>")
         return "".join(out)
 
@@ -165,7 +173,8 @@ def _check_t(t_value):
 
 
 def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *,  # noqa: E741
-           l_kind="distinct", t_distance="auto", max_listed=100) -> VerifyResult:
+           l_kind="distinct", t_distance="auto", max_listed=100,
+           allow_unique=None) -> VerifyResult:
     """Check a released table against k-anonymity, l-diversity and t-closeness.
 
     Parameters
@@ -190,6 +199,11 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
         EMD ground distance (see :func:`dmondrian.metrics.privacy`).
     max_listed : int, default 100
         Most violating classes listed in the result (all are counted).
+    allow_unique : list, optional
+        Columns judged safe although they single out rows. Every other
+        column but the QIs and the sensitive one is checked and, if it
+        singles out rows, listed as a risk (:mod:`dmondrian.identifiers`);
+        it does not make the verification fail.
 
     Returns
     -------
@@ -243,7 +257,10 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
             else viol.sort_values(SIZE, kind="stable").head(max_listed)]
     if plan is not None:
         aggs += [frame[L_DISTINCT].min(), frame[L_ENTROPY].min(), frame[T].max()]
-    done = compute(*aggs)
+    as_is = [c for c in table.columns if c not in columns]
+    unique_parts, unique_finish = identifying_parts(table, as_is, allow_unique or ())
+    done = compute(*aggs, *unique_parts)
+    identifying = unique_finish(done[len(aggs):])
     n_records, n_classes, min_size, n_bad, listed = done[:5]
     achieved = {"k": int(min_size) if n_classes else 0}
     if plan is not None:
@@ -254,7 +271,7 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
                     "sensitive": sensitive}
     listed = listed.set_index(keys).rename(columns=_PUBLIC)
     return VerifyResult(int(n_bad) == 0, requirements, achieved, int(n_records), int(n_classes),
-                        int(n_bad), listed)
+                        int(n_bad), listed, identifying)
 
 
 def _failed_label(fails: dict):

@@ -18,6 +18,13 @@ import pandas as pd
 from .._compat import known_partition_lengths
 from .._kernel.constants import INT_MIN, MISSING_KEY
 from .._kernel.scan import _code_counts, _count_codes, _int_bounds, _key_bounds
+from ..identifiers import (
+    candidates,
+    distinct_sketch,
+    estimate_identifying,
+    merge_distinct,
+    released_as_is,
+)
 from ..kinds import kind_spec
 from ..kinds.keys import arrow_int32_chunks
 from .cluster import run, worker_memory_per_thread
@@ -284,6 +291,9 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int):
     positional_index : bool
         Whether every input partition is indexed ``0..n-1``.
     sizing : dmondrian._dask.options.Sizing
+    identifying : list of dmondrian.identifiers.IdentifyingColumn
+        Columns released as is that single out rows (estimated from sketches
+        of distinct values kept in this same pass).
     """
     from dask import delayed
 
@@ -297,11 +307,18 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int):
     sized = delayed(sizing, pure=True)(
         probe, None if lengths is None else sum(lengths), ddf.npartitions, opts.leaf_rows,
         per_thread, guess_row_bytes(ddf._meta), len(opts.qis), opts.k, sample_rows)
-    parts = column_partitions(ddf, opts.qis)
+    meta = ddf._meta
+    checked = [c for c in candidates(meta.dtypes, meta.index, released_as_is(meta.columns, opts))
+               if c not in opts.allow_unique]
+    parts = column_partitions(ddf, [*opts.qis, *(c for c in checked if c in meta.columns)])
     sketch_d = delayed(domain_sketch, pure=True)
     partials = [sketch_d(p, i, opts.qis, opts.kinds, sized.sample_size, rate=sized.rate)
                 for i, p in enumerate(parts)]
-    merged, sized = run(client, [tree_reduce(partials, merge_domain), sized], progress,
-                        "pass 1: global domain")
+    distinct = tree_reduce([delayed(distinct_sketch, pure=True)(p, checked) for p in parts],
+                           merge_distinct)
+    merged, sized, distinct = run(client, [tree_reduce(partials, merge_domain), sized, distinct],
+                                  progress, "pass 1: global domain")
     domain, root = build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta)
-    return domain, root, merged.positional_index, sized
+    index_name = None if not checked or checked[-1] in meta.columns else checked[-1]
+    identifying = estimate_identifying(distinct, merged.n, index_name)
+    return domain, root, merged.positional_index, sized, identifying

@@ -21,8 +21,10 @@ from dask.dataframe.utils import UNKNOWN_CATEGORIES
 from .. import _kernel as K
 from .. import suppression
 from ..constraints import KAnonymity, KernelPrivacy, kernel_privacy
+from ..identifiers import without_identifiers
 from ..kinds import kind_spec
 from ..local import partition, publish
+from ..noise import noise_groups, noisy_columns
 from .columns import INDEX, LEAF, carried, key_names
 from .parquet_sink import ParquetSink, empty_like
 from .plan import TopPlan, Verdict
@@ -107,7 +109,7 @@ def output_partition_frame(df: pd.DataFrame, top: TopPlan, partition_info,
     for col in published.columns:
         frame[col] = published[col].array
     # The input's column order (the QIs were added last), then the class column.
-    return frame[[*top.columns, *(c for c in published.columns if c not in top.options.qis)]]
+    return frame[[*top.columns, *(c for c in published.columns if c not in top.columns)]]
 
 
 def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts, depths,
@@ -156,9 +158,30 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
         if opts.suppression > 0:
             return _publish_suppressed(frame, encoded, part, privacy, ids, starts, top)
         out = publish(pd.DataFrame(index=frame.index), encoded, part, opts.generalization)
+    _add_noise(out, frame, part, ids, starts, top)
     if opts.class_column is not None:
         out[opts.class_column] = _class_ids(part.class_of_row, part, ids, starts, n)
     return out, None
+
+
+def _add_noise(out, frame, part, ids, starts, top, result=None) -> None:
+    """The noised columns of ``out`` (:mod:`dmondrian.noise`), drawn per class.
+
+    With a seed, each leaf draws from a generator of its own (seed, leaf id),
+    whichever task and output partition it lands in. Masked rows (suppression)
+    are noised as one group per leaf: the masked class spans leaves, which
+    are finished apart.
+    """
+    opts = top.options
+    if not opts.noise:
+        return
+    rows, groups, n_groups, runs = noise_groups(part.class_of_row, part.n_classes, starts,
+                                                result)
+    source = frame if len(rows) == len(frame) else frame.iloc[rows]
+    noisy = noisy_columns(source, groups, n_groups, opts.noise, opts.random_state,
+                          class_runs=runs, run_ids=ids)
+    for column, values in noisy.items():
+        out[column] = values
 
 
 def _class_ids(class_of_row, part, ids, starts, n) -> np.ndarray:
@@ -180,6 +203,7 @@ def _publish_suppressed(frame, encoded, part, privacy, ids, starts, top):
     columns, rows, _ = suppression.publish_suppressed(frame.index, encoded, result,
                                                       opts.generalization)
     out = pd.DataFrame(columns, index=frame.index[rows])
+    _add_noise(out, frame, part, ids, starts, top, result)
     if opts.class_column is not None:
         ids_of_row = _class_ids(part.class_of_row, part, ids, starts, len(frame))[rows]
         ids_of_row[result.hidden[rows]] = suppression.MASKED_CLASS
@@ -256,8 +280,10 @@ def output_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
     Labels are Categoricals of unknown categories (dask's marker): every output
     partition has its own.
     """
-    out = meta.copy()
+    out = without_identifiers(meta, top.options.identifiers).copy()
     opts = top.options
+    for spec in opts.noise:
+        out[spec.column] = out[spec.column].astype(np.float64)
     for q, kind in zip(opts.qis, opts.kinds, strict=True):
         spec = kind_spec(kind)
         if not spec.publishes_labels(opts.generalization):

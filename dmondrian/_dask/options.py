@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..errors import ParameterError
 from ..local import encode_table
+from ..noise import check_noise_dtypes, noise_seed
 from ..sensitive import check_known_order, is_ordered
 from ..validation import Options, check_options
 from .cluster import worker_memory_per_thread
@@ -52,7 +53,9 @@ def check_dask_options(ddf, quasi_identifiers, k, leaf_rows, options) -> DaskOpt
 
     if not isinstance(ddf, dd.DataFrame):
         raise ParameterError("ddf", f"expected a dask DataFrame, got {type(ddf).__name__}")
-    checked = check_options(ddf.columns, quasi_identifiers, k, **options)
+    checked = check_options(ddf.columns, quasi_identifiers, k, index_name=ddf._meta.index.name,
+                            **options)
+    check_noise_dtypes(checked.noise, ddf._meta.dtypes)
     if leaf_rows is not None and (isinstance(leaf_rows, bool)
                                   or not isinstance(leaf_rows, numbers.Integral)
                                   or leaf_rows < 1):
@@ -66,6 +69,8 @@ def check_dask_options(ddf, quasi_identifiers, k, leaf_rows, options) -> DaskOpt
         check_known_order(column, is_ordered(column._meta.dtype))
     trees = {qi.name: qi.hierarchy for qi in probe if qi.hierarchy is not None}
     shared = {f.name: getattr(checked, f.name) for f in fields(Options)}
+    # Each leaf seeds its noise from one int and its id: a Generator gives that int.
+    shared["random_state"] = noise_seed(checked.random_state)
     return DaskOptions(**{**shared, "hierarchies": trees}, kinds=[qi.kind for qi in probe],
                        leaf_rows=None if leaf_rows is None else int(leaf_rows))
 

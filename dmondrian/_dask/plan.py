@@ -102,6 +102,9 @@ class TopPlan:
     output_partition_rows: int = 0
     #: Every QI's encoding without keys (:func:`dmondrian._dask.shipped_keys.qi_encodings`).
     encodings: list = field(default_factory=list)
+    #: Columns released as is that single out rows, as the domain pass estimated
+    #: (:class:`dmondrian.identifiers.IdentifyingColumn`).
+    identifying: list = field(default_factory=list)
 
     @property
     def n_leaves(self) -> int:

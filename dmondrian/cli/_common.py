@@ -79,7 +79,8 @@ def add_debug(parser) -> None:
                         help="show the traceback of an error")
 
 
-def add_option(parser, option: Option, *, also: str = "", **kwargs) -> argparse.Action:
+def add_option(parser, option: Option, *, also: str = "", flag: str | None = None,
+               **kwargs) -> argparse.Action:
     """Add the flag of a library option, its name, default, choices and help from the table.
 
     The flag is the option's name with dashes (``max_depth`` -> ``--max-depth``)
@@ -94,6 +95,9 @@ def add_option(parser, option: Option, *, also: str = "", **kwargs) -> argparse.
         The option, e.g. ``ANONYMIZE["mode"]``.
     also : str
         What the flag means on the command line beyond the option's help.
+    flag : str, optional
+        The flag, when the command line's usual name differs from the
+        option's (``--seed`` for ``random_state``).
     **kwargs
         More ``add_argument`` keywords (``type``, ``metavar``).
 
@@ -106,7 +110,8 @@ def add_option(parser, option: Option, *, also: str = "", **kwargs) -> argparse.
         text += f"; {also}"
     if option.default is not None:
         text += " (default: %(default)s)"
-    return parser.add_argument(f"--{option.name.replace('_', '-')}", dest=option.name,
+    flag = flag or f"--{option.name.replace('_', '-')}"
+    return parser.add_argument(flag, dest=option.name,
                                default=option.default, choices=option.choices, help=text,
                                **kwargs)
 

@@ -161,3 +161,25 @@ def pairs(values, flag: str, what: str) -> dict[str, str]:
                 raise UsageError(f"{flag} names column {col!r} twice")
             out[col] = rhs
     return out
+
+
+def noise_spec(text: str) -> tuple[str, dict]:
+    """An argparse type: ``COLUMN:EPSILON:LO:HI``, one noised column (``--noise``).
+
+    The column name may itself hold colons (the last three fields are numbers).
+
+    Examples
+    --------
+    >>> noise_spec("income:1.0:0:200000")
+    ('income', {'epsilon': 1.0, 'bounds': (0.0, 200000.0)})
+    """
+    parts = text.rsplit(":", 3)
+    try:
+        if len(parts) != 4 or not parts[0]:
+            raise ValueError
+        epsilon, lo, hi = (float(p) for p in parts[1:])
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--noise needs COLUMN:EPSILON:LO:HI, e.g. income:1.0:0:200000, got {text!r}"
+        ) from None
+    return parts[0], {"epsilon": epsilon, "bounds": (lo, hi)}

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 
+from ..errors import IdentifyingColumnWarning
 from ..options import ANONYMIZE, DASK_PLAN
 from . import _engines
 from ._anonymize_dask import anonymize_on_dask
@@ -27,7 +30,14 @@ from ._common import (
 )
 from ._inputs import check_columns, dtypes_of, exists, load_hierarchies, metrics_api
 from ._progress import Progress
-from ._types import byte_size, fraction, nonnegative_int, positive_int, split_names
+from ._types import (
+    byte_size,
+    fraction,
+    noise_spec,
+    nonnegative_int,
+    positive_int,
+    split_names,
+)
 
 #: Inputs up to this size run on the in-memory engine unless told otherwise.
 DEFAULT_LOCAL_LIMIT = "1GB"
@@ -104,6 +114,14 @@ def _add_anonymization(p) -> None:
     add_option(p, ANONYMIZE["suppression"], type=fraction("--suppression"), metavar="F",
                also="e.g. 0.02")
     add_option(p, ANONYMIZE["suppressed"])
+    add_option(p, ANONYMIZE["noise"], type=noise_spec, action="append",
+               metavar="COL:EPS:LO:HI", also="repeatable, e.g. income:1.0:0:200000")
+    add_option(p, ANONYMIZE["random_state"], flag="--seed", type=nonnegative_int("--seed"),
+               metavar="N")
+    add_option(p, ANONYMIZE["identifiers"], flag="--drop", action="append", metavar="COLS",
+               also="comma-separated (repeatable)")
+    add_option(p, ANONYMIZE["allow_unique"], action="append", metavar="COLS",
+               also="comma-separated (repeatable)")
 
 
 def _add_engine(group) -> None:
@@ -143,6 +161,8 @@ class Job:
     hierarchy_files: dict
     dtypes: dict
     progress: Progress
+    #: The columns the run warned single out rows.
+    identifying: list = field(default_factory=list)
 
     def options(self, *groups) -> dict:
         """The engine's keyword options of ``groups``, by the option table's names.
@@ -158,10 +178,16 @@ class Job:
         """
         options = table_options(self.args, *groups)
         options["hierarchies"] = self.hierarchies or None
+        options["noise"] = dict(self.args.noise) if self.args.noise else None
+        for name in ("identifiers", "allow_unique"):
+            options[name] = split_names(getattr(self.args, name)) or None
         if self.args.l is None and self.args.t is None:
             # Without l or t, --sensitive only names the column the manifest's
             # report is about; the engine would check it as a constraint's.
+            # It is still the sensitive attribute, not a column that links.
             del options["sensitive"]
+            if self.sensitive:
+                options["allow_unique"] = [*(options["allow_unique"] or []), *self.sensitive]
         return options
 
 
@@ -197,11 +223,38 @@ def run(args: argparse.Namespace) -> int:
     job = _job(args)
     engine = choose_engine(args, job.src)
     started = time.perf_counter()
-    outcome = _anonymize_local(job) if engine == "local" else _anonymize_on_dask(job)
+    with _identifying_warnings(job):
+        outcome = _anonymize_local(job) if engine == "local" else _anonymize_on_dask(job)
     outcome.seconds = round(time.perf_counter() - started, 3)
     _write_manifest(job, engine, outcome)
     _print_done(job, engine, outcome)
     return EXIT_OK
+
+
+class _identifying_warnings:
+    """Print each column that singles out rows as one line on stderr (when the run
+    succeeds), and keep it for the manifest; other warnings go on as usual."""
+
+    def __init__(self, job: Job):
+        self.job = job
+        self.catcher = warnings.catch_warnings(record=True)
+
+    def __enter__(self):
+        self.caught = self.catcher.__enter__()
+        warnings.simplefilter("always", IdentifyingColumnWarning)
+        return self
+
+    def __exit__(self, *exc):
+        self.catcher.__exit__(*exc)
+        for w in self.caught:
+            if issubclass(w.category, IdentifyingColumnWarning):
+                if exc[0] is not None:  # nothing was released: the error line says why
+                    continue
+                sys.stderr.write(f"dmondrian: warning: {w.message}\n")
+                self.job.identifying.append(str(w.message.column))
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        return False
 
 
 def _job(args) -> Job:
@@ -325,6 +378,9 @@ def _parameters(job: Job) -> dict:
         "generalization": args.generalization,
         "max_depth": args.max_depth, "hierarchies": job.hierarchy_files, "dtypes": job.dtypes,
         "suppression": args.suppression, "suppressed": args.suppressed,
+        "noise": dict(args.noise) if args.noise else None, "seed": args.random_state,
+        "identifiers": split_names(args.identifiers),
+        "allow_unique": split_names(args.allow_unique),
     }
 
 
@@ -335,7 +391,9 @@ def _report(job: Job, outcome: Outcome):
     report, _ = metrics_api()
     return report(outcome.released, job.qis, original=outcome.original,
                   sensitive=job.sensitive[0] if job.sensitive else None, k=job.args.k,
-                  hierarchies=job.hierarchies or None)
+                  hierarchies=job.hierarchies or None,
+                  noise=dict(job.args.noise) if job.args.noise else None,
+                  allow_unique=split_names(job.args.allow_unique))
 
 
 def _suppressed(outcome: Outcome) -> dict | None:
@@ -361,7 +419,8 @@ def _write_manifest(job: Job, engine: str, outcome: Outcome) -> None:
     kwargs = {"output": job.dst, "parameters": _parameters(job),
               "input_rows": outcome.input_rows, "output_rows": outcome.rows,
               "report": _report(job, outcome), "extra": extra,
-              "suppressed": _suppressed(outcome)}
+              "suppressed": _suppressed(outcome),
+              "risks": {"identifying_columns": job.identifying}}
     fs, _ = io._fs(job.dst)
     if io._is_local(fs):
         write_manifest(**kwargs)

@@ -1,0 +1,398 @@
+"""Direct identifiers: columns removed from a release, and columns that single out rows.
+
+A release that keeps a column unique to each row (a record id, a name, an
+email) is linkable whatever k says. Two options of every engine deal with it:
+
+* ``identifiers=[...]``: columns removed from the release (the command
+  line's ``--drop``). They take no part in the anonymization.
+* a warning (:class:`~dmondrian.errors.IdentifyingColumnWarning`, a
+  ``UserWarning``) naming each column released as is that singles out rows;
+  ``allow_unique=[...]`` (``--allow-unique``) silences it for a column the
+  user has judged safe.
+
+Which columns single out rows
+-----------------------------
+Only columns released unchanged are looked at: not the QIs (generalized),
+not the sensitive column (its values are what l and t protect), not the
+noised columns (replaced by noisy class means), not the identifiers
+(removed). Of those, a column singles out rows when, on a table of at least
+:data:`MIN_ROWS` rows, at least :data:`UNIQUE_SHARE` of the rows carry a
+value no other row has. The column must also be of a kind an identifier
+takes:
+
+* integers, and text (strings, categoricals): record ids, names, emails;
+* not floats: a float column is a continuous measurement (a weight, an
+  income, a blood level), unique per row by the nature of measuring, and
+  published as one. The dtype decides, not the values: an income rounded to
+  whole dollars is no less a measurement, and the census generator's
+  (:mod:`dmondrian.synthetic`) is 86 % unique. An integer id read as float
+  (a CSV column with gaps) is therefore not recognized: cast it to
+  ``Int64``, or name it in ``identifiers``;
+* nor datetimes, durations and booleans. A measurement that does link (an
+  exact timestamp) belongs among the QIs.
+
+A non-default index (anything but the ``0..n-1`` RangeIndex) is looked at
+like a column, under its name (``"index"`` if it has none).
+
+On the Dask engine the check costs no pass of its own: the domain pass
+(:mod:`dmondrian._dask.domain_pass`) also reads the candidate columns and
+keeps a HyperLogLog sketch of each (``dask.dataframe.hyperloglog``), and
+the warning fires when the estimated count of distinct values is at least
+:data:`UNIQUE_SHARE` of the rows. That is a necessary condition of the
+exact rule (half the rows holding unique values means at least half as
+many distinct values as rows), so the Dask engine may warn on a column the
+local one would not (many values held by exactly two rows), never the other
+way round beyond the sketch's error (about 1.6 %).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .errors import ColumnError, IdentifyingColumnWarning, MissingColumnError, ParameterError
+
+__all__ = ["MIN_ROWS", "UNIQUE_SHARE", "IdentifyingColumn", "check_identifiers", "released_as_is",
+           "check_allow_unique", "identifying_columns", "warn_identifying", "candidates",
+           "DistinctSketch", "distinct_sketch", "merge_distinct", "estimate_identifying",
+           "INDEX", "without_identifiers", "identifying_parts"]
+
+#: Tables with fewer rows are not checked (a small table has unique values by chance).
+MIN_ROWS = 1_000
+#: A column singles out rows when at least this share of the rows hold a value of their own.
+UNIQUE_SHARE = 0.5
+#: The name the index is known by when it has none.
+INDEX = "index"
+# HyperLogLog registers: 2**12 of them, a standard error of 1.04 / 64, about 1.6 %.
+_HLL_BITS = 12
+# Rows hashed at a time (dask's register computation holds 32 int64 per row).
+_HLL_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class IdentifyingColumn:
+    """A column released as is that singles out rows.
+
+    Attributes
+    ----------
+    column : object
+        Its name (for the index, its name or ``"index"``).
+    share : float
+        Share of the rows whose value no other row has (exact), or, when
+        ``exact`` is False, the estimated count of distinct values over the
+        rows.
+    rows : int
+        Rows of the table.
+    exact : bool
+        Whether ``share`` was counted exactly (local engine) or estimated (Dask).
+    is_index : bool
+        Whether it is the table's index.
+    """
+
+    column: object
+    share: float
+    rows: int
+    exact: bool = True
+    is_index: bool = False
+
+    def message(self) -> str:
+        """The warning's text: what singles out rows and what to do about it."""
+        what = (f"the index ({self.column!r})" if self.is_index
+                else f"column {self.column!r}")
+        measured = (f"{self.share:.0%} of the {self.rows:,} rows carry a value no other row has"
+                    if self.exact else
+                    f"about {self.share:.0%} of its {self.rows:,} values are distinct (estimated)")
+        fix = ("reset it (df.reset_index(drop=True))" if self.is_index
+               else f"remove it (identifiers=[{self.column!r}], --drop {self.column})")
+        return (f"{what} singles out rows: {measured}, and it is released unchanged; {fix}, "
+                f"or, if it is safe, allow it (allow_unique=[{self.column!r}], "
+                f"--allow-unique {self.column})")
+
+    def to_dict(self) -> dict:
+        """Plain-Python fields, for reports and manifests."""
+        return {"column": str(self.column), "share": float(self.share), "rows": int(self.rows),
+                "exact": self.exact, "index": self.is_index}
+
+
+def _names(value, name: str) -> list:
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        value = [value]
+    names = list(value)
+    if len(set(map(repr, names))) != len(names):
+        raise ParameterError(name, f"{name} names a column twice: {names!r}")
+    return names
+
+
+def check_identifiers(identifiers, columns, qis, sensitive=None, noised=()) -> list:
+    """The ``identifiers`` option: columns of the table, none a QI, sensitive or noised.
+
+    Examples
+    --------
+    >>> check_identifiers("email", ["age", "email"], ["age"])
+    ['email']
+    >>> check_identifiers(["age"], ["age", "email"], ["age"])
+    Traceback (most recent call last):
+    ...
+    dmondrian.errors.ColumnError: identifier column 'age' is a quasi-identifier; it cannot be \
+both removed and generalized
+    """
+    names = _names(identifiers, "identifiers")
+    cols = list(columns)
+    for c in names:
+        if c not in cols:
+            raise MissingColumnError(c, f"identifier column {c!r} is not a column of the table")
+        for role, members in (("a quasi-identifier", qis), ("noised", noised),
+                              ("the sensitive column", [] if sensitive is None else [sensitive])):
+            if c in members:
+                raise ColumnError(c, f"identifier column {c!r} is {role}; it cannot be both "
+                                     f"removed and {'generalized' if members is qis else 'kept'}")
+    return names
+
+
+def check_allow_unique(allow_unique, columns, index_name=None) -> list:
+    """The ``allow_unique`` option: columns of the table (or the index's name, or ``"index"``).
+
+    Examples
+    --------
+    >>> check_allow_unique(["visit"], ["visit", "age"])
+    ['visit']
+    >>> check_allow_unique(["visitt"], ["visit", "age"])
+    Traceback (most recent call last):
+    ...
+    dmondrian.errors.MissingColumnError: allow_unique names 'visitt', which is not a column of \
+the table
+    """
+    names = _names(allow_unique, "allow_unique")
+    known = [*columns, INDEX] + ([] if index_name is None else [index_name])
+    for c in names:
+        if c not in known:
+            raise MissingColumnError(c, f"allow_unique names {c!r}, which is not a column of "
+                                        "the table")
+    return names
+
+
+def released_as_is(columns, opts) -> list:
+    """The columns an anonymization with checked options ``opts`` releases unchanged.
+
+    Not the QIs, the sensitive column, the noised columns, the identifiers
+    (removed) nor the class column (added).
+    """
+    changed = {*opts.qis, *(s.column for s in opts.noise), *opts.identifiers}
+    if opts.sensitive is not None:
+        changed.add(opts.sensitive)
+    return [c for c in columns if c not in changed and c != opts.class_column]
+
+
+def _kind(dtype) -> str | None:
+    """``"integer"``, ``"text"``, or None for a column no identifier is made of."""
+    if isinstance(dtype, pd.CategoricalDtype):
+        return "text"
+    if pd.api.types.is_bool_dtype(dtype):
+        return None
+    if pd.api.types.is_integer_dtype(dtype):
+        return "integer"
+    if pd.api.types.is_float_dtype(dtype):
+        return None
+    if pd.api.types.is_string_dtype(dtype) or pd.api.types.is_object_dtype(dtype):
+        return "text"
+    return None
+
+
+def _default_index(index: pd.Index) -> bool:
+    return isinstance(index, pd.RangeIndex) and index.step == 1
+
+
+def candidates(dtypes, index, released_as_is) -> list:
+    """The columns to check: released as is, and of an identifier's kind.
+
+    ``dtypes`` maps columns to dtypes; ``index`` is the table's index (or its
+    empty meta); ``released_as_is`` lists the columns released unchanged.
+    The index's name (or ``"index"``) comes last when it is not a RangeIndex.
+    """
+    out = [c for c in released_as_is if _kind(dtypes[c]) is not None]
+    if not _default_index(index) and _kind(index.dtype) is not None:
+        out.append(_index_name(index))
+    return out
+
+
+def _index_name(index: pd.Index):
+    return INDEX if index.name is None else index.name
+
+
+def _series(df: pd.DataFrame, column) -> tuple[pd.Series, bool]:
+    if column in df.columns:
+        return df[column], False
+    return pd.Series(df.index, index=None, copy=False), True
+
+
+def identifying_columns(df: pd.DataFrame, released_as_is, allow=()) -> list[IdentifyingColumn]:
+    """The columns of ``df`` released as is that single out rows (exact counts).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table.
+    released_as_is : list
+        Its columns released unchanged.
+    allow : list
+        Columns judged safe (``allow_unique``), not reported.
+
+    Returns
+    -------
+    list of IdentifyingColumn
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"id": range(2000), "ward": [1, 2] * 1000,
+    ...                    "weight": np.linspace(50, 90, 2000), "code": range(2000)})
+    >>> [f.column for f in identifying_columns(df, ["id", "ward", "weight"], allow=["code"])]
+    ['id']
+    """
+    n = len(df)
+    if n < MIN_ROWS:
+        return []
+    found = []
+    for column in candidates(df.dtypes, df.index, released_as_is):
+        if column in allow:
+            continue
+        values, is_index = _series(df, column)
+        try:
+            counts = values.value_counts(dropna=True, sort=False)
+        except TypeError:  # unhashable objects (lists, dicts): not an identifier's values
+            continue
+        share = float(np.count_nonzero(counts.to_numpy() == 1)) / n
+        if share >= UNIQUE_SHARE:
+            found.append(IdentifyingColumn(column, share, n, True, is_index))
+    return found
+
+
+def without_identifiers(df, identifiers):
+    """``df`` (pandas or Dask) without the ``identifiers`` columns it has."""
+    drop = [c for c in identifiers if c in df.columns]
+    return df.drop(columns=drop) if drop else df
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside dmondrian, seen from the caller."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn_identifying(found: list[IdentifyingColumn]) -> None:
+    """One :class:`~dmondrian.errors.IdentifyingColumnWarning` per column found, attributed
+    to the user's line that called dmondrian."""
+    for f in found:
+        warnings.warn(IdentifyingColumnWarning(f.column, f.message()),
+                      stacklevel=_caller_level())
+
+
+# -- the Dask engine's sketch ---------------------------------------------------------------------
+
+
+@dataclass
+class DistinctSketch:
+    """Mergeable distinct-value sketches of some rows: a HyperLogLog per column.
+
+    ``registers`` maps each column to its uint8 registers (none for a
+    column of unhashable objects); ``rows`` counts the rows.
+    """
+
+    registers: dict
+    rows: int = 0
+
+
+def _registers(values: pd.Series) -> np.ndarray:
+    from dask.dataframe.hyperloglog import compute_hll_array, reduce_state
+
+    values = values.dropna()
+    states = [compute_hll_array(values.iloc[i:i + _HLL_CHUNK], _HLL_BITS)
+              for i in range(0, len(values), _HLL_CHUNK)]
+    if not states:
+        return np.zeros(1 << _HLL_BITS, dtype=np.uint8)
+    return reduce_state(np.concatenate(states), _HLL_BITS)
+
+
+def distinct_sketch(df: pd.DataFrame, columns) -> DistinctSketch:
+    """The sketch of one partition's ``columns`` (the index's name for a non-default index).
+
+    Examples
+    --------
+    >>> sk = distinct_sketch(pd.DataFrame({"id": range(3000)}), ["id"])
+    >>> round(estimate_identifying(sk, 3000)[0].share, 1)
+    1.0
+    """
+    registers = {}
+    for column in columns:
+        values, _ = _series(df, column)
+        try:
+            registers[column] = _registers(values)
+        except TypeError:  # unhashable objects (lists, dicts): not an identifier's values
+            continue
+    return DistinctSketch(registers, len(df))
+
+
+def merge_distinct(*sketches: DistinctSketch) -> DistinctSketch:
+    """Combine the sketches of disjoint rows (register-wise maximum)."""
+    registers = {}
+    for sk in sketches:
+        for column, regs in sk.registers.items():
+            registers[column] = regs if column not in registers \
+                else np.maximum(registers[column], regs)
+    return DistinctSketch(registers, sum(sk.rows for sk in sketches))
+
+
+def estimate_identifying(sketch: DistinctSketch, n_rows: int | None = None, index_name=None
+                         ) -> list[IdentifyingColumn]:
+    """The columns whose estimated distinct count is at least ``UNIQUE_SHARE`` of the rows
+    (``n_rows``, by default the sketch's)."""
+    from dask.dataframe.hyperloglog import estimate_count
+
+    n_rows = sketch.rows if n_rows is None else n_rows
+    if n_rows < MIN_ROWS:
+        return []
+    found = []
+    for column, regs in sketch.registers.items():
+        share = min(1.0, float(estimate_count(regs, _HLL_BITS)) / n_rows)
+        if share >= UNIQUE_SHARE:
+            found.append(IdentifyingColumn(column, share, n_rows, False,
+                                           index_name is not None and column == index_name))
+    return found
+
+
+def identifying_parts(table, released_as_is, allow=()) -> tuple[list, callable]:
+    """What a report or a verification computes to find the columns singling out rows.
+
+    Returns ``(parts, finish)``: ``parts`` to compute along with the caller's
+    other aggregations and ``finish(computed_parts)`` giving the list of
+    :class:`IdentifyingColumn` (exact for pandas, estimated for Dask). The
+    parts are empty: a Dask table's candidate columns are sketched here, in
+    a pass of their own (a delayed graph computed with the caller's
+    expressions would not share their reads).
+    """
+    if isinstance(table, pd.DataFrame):
+        found = identifying_columns(table, released_as_is, allow)
+        return [], lambda _: found
+    import dask
+    from dask import delayed
+
+    meta = table._meta
+    checked = [c for c in candidates(meta.dtypes, meta.index, released_as_is) if c not in allow]
+    if not checked:
+        return [], lambda _: []
+    columns = [c for c in checked if c in meta.columns]
+    sketches = [delayed(distinct_sketch, pure=True)(p, checked)
+                for p in table[columns].to_delayed(optimize_graph=True)]
+    index_name = None if checked[-1] in meta.columns else checked[-1]
+    (merged,) = dask.compute(delayed(merge_distinct, pure=True)(*sketches))
+    found = estimate_identifying(merged, None, index_name)
+    return [], lambda _: found

@@ -1,0 +1,452 @@
+"""Laplace noise on class means: the ``noise=`` option of every engine.
+
+What is published
+-----------------
+For each noised column (numeric, neither a QI nor the sensitive column),
+every row's value is replaced by its equivalence class's mean of the values
+clipped to ``bounds = (lo, hi)``, plus Laplace noise of scale
+``(hi - lo) / (n_c * epsilon)``, clamped to the bounds. One draw per class:
+all the rows of a class publish the same number. This is the
+microaggregation-plus-noise of Soria-Comas, Domingo-Ferrer, Sánchez &
+Martínez (VLDB J. 2014): a class mean of a bounded attribute has sensitivity
+``(hi - lo) / n_c``, so the k rows of a class cut the noise needed by k.
+
+What is guaranteed, and what is not
+-----------------------------------
+* **Given the partition**, the published means of one column are
+  ``epsilon``-differentially private with respect to that column's values:
+  changing one row's value (any value; it is clipped) moves one class mean
+  by at most ``(hi - lo) / n_c``, and that mean gets Laplace noise of that
+  sensitivity over ``epsilon``. Several noised columns compose: the release
+  of all of them is ``sum(epsilon)``-DP in those columns.
+* **The partition is not differentially private.** The classes are cut on
+  the quasi-identifiers (and the sensitive column, under l or t); which rows
+  share a class, the class sizes and the generalized QIs depend on the data
+  without noise, and are protected by k-anonymity only. The noised columns
+  must not be QIs (they are refused), so the partition never looks at them.
+* The clamp to the bounds and the spread of a class's value to its rows are
+  post-processing: they cost no privacy.
+
+Where the noise comes from
+--------------------------
+Textbook Laplace sampling on floating-point numbers (``np.random.laplace``)
+leaks the input through the low-order bits of its output (Mironov, CCS 2012),
+so the noise comes from a maintained differential-privacy library:
+
+* ``random_state=None`` (the default): OpenDP's Laplace mechanism
+  (``opendp.measurements.make_laplace`` on a vector of floats), which
+  rounds to a grid and samples exactly from OS entropy, so it is
+  floating-point safe. It cannot be seeded. The exact sampler is slow
+  per draw (tens of microseconds, see benchmarks/README.md, "Noise"), so
+  draws are made per class, never per row, in one call per distinct class
+  size (classes of one size share a scale).
+* ``random_state`` given (an int or a ``numpy.random.Generator``): the
+  release is repeatable, which OpenDP cannot do. The noise is then the
+  discrete Laplace on a power-of-two grid (far finer than the scale), drawn
+  as the difference of two geometric variables from numpy's generator, and
+  added to the class mean rounded to that grid: the construction OpenDP's
+  float mechanism uses, with numpy's (floating-point, non-exact) geometric
+  sampler and a seedable, non-cryptographic generator in place of the exact
+  sampler and OS entropy. Use it for tests, audits and reproducible
+  research; anyone who learns the seed can subtract the noise, so a real
+  release either keeps the seed secret or uses the default. (IBM's
+  diffprivlib takes a ``random_state``, but 0.6.6, its latest, fails to
+  import with scikit-learn 1.8 and later.)
+
+On the Dask engine the noise is drawn inside each leaf's task; with a seed,
+each leaf draws from its own generator, seeded by the seed and the leaf id,
+so the release does not depend on which task finished first.
+
+With suppression (``suppression=``), the masked rows are noised as one group
+(the masked class) by the local engine, and as one group per leaf by the
+Dask engine, which finishes leaves apart: there the masked class may publish
+a few values, each the noisy mean of its group with the noise its group's
+size calls for. Dropped rows are not published.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .errors import (
+    ColumnError,
+    InvalidValueError,
+    MissingColumnError,
+    MissingDependencyError,
+    ParameterError,
+    UnsupportedDtypeError,
+)
+
+__all__ = ["NoiseSpec", "check_noise", "check_noise_dtypes", "check_random_state",
+           "noise_seed", "noisy_columns", "noise_groups", "noise_summary", "laplace_sampler"]
+
+
+@dataclass(frozen=True)
+class NoiseSpec:
+    """The noise of one column: its ``epsilon`` and ``bounds = (lo, hi)``."""
+
+    column: object
+    epsilon: float
+    lo: float
+    hi: float
+
+    def scale(self, class_size) -> float:
+        """The Laplace scale of a class of ``class_size`` rows: ``(hi - lo) / (n_c * eps)``.
+
+        Examples
+        --------
+        >>> NoiseSpec("income", 1.0, 0.0, 100.0).scale(10)
+        10.0
+        """
+        return (self.hi - self.lo) / (class_size * self.epsilon)
+
+
+def _finite_real(value) -> bool:
+    return (not isinstance(value, bool) and isinstance(value, numbers.Real)
+            and math.isfinite(value))
+
+
+def _spec(column, entry) -> NoiseSpec:
+    if not isinstance(entry, Mapping):
+        raise ParameterError("noise", f"noise[{column!r}] must be a mapping with 'epsilon' and "
+                                      f"'bounds', got {type(entry).__name__}")
+    unknown = set(entry) - {"epsilon", "bounds"}
+    if unknown:
+        raise ParameterError("noise", f"noise[{column!r}] has unknown key "
+                                      f"{sorted(map(str, unknown))[0]!r}; it takes 'epsilon' "
+                                      "and 'bounds'")
+    epsilon = entry.get("epsilon")
+    if not _finite_real(epsilon) or epsilon <= 0:
+        raise ParameterError("noise", f"noise[{column!r}]: epsilon must be a finite number > 0, "
+                                      f"got {epsilon!r}")
+    bounds = entry.get("bounds")
+    if bounds is None:
+        raise ParameterError("noise", f"noise[{column!r}]: bounds (lo, hi) are missing; the "
+                                      "noise scale is (hi - lo) / (class size * epsilon)")
+    if isinstance(bounds, (str, bytes)) or not hasattr(bounds, "__len__") or len(bounds) != 2:
+        raise ParameterError("noise", f"noise[{column!r}]: bounds must be a pair (lo, hi), "
+                                      f"got {bounds!r}")
+    lo, hi = bounds
+    if not (_finite_real(lo) and _finite_real(hi)):
+        raise ParameterError("noise", f"noise[{column!r}]: bounds must be finite numbers, "
+                                      f"got {bounds!r}")
+    if not lo < hi:
+        raise ParameterError("noise", f"noise[{column!r}]: bounds must be (lo, hi) with "
+                                      f"lo < hi, got {bounds!r}")
+    return NoiseSpec(column, float(epsilon), float(lo), float(hi))
+
+
+def check_noise(noise, columns, qis, sensitive=None) -> list[NoiseSpec]:
+    """Check the ``noise`` option against the table's columns.
+
+    Parameters
+    ----------
+    noise : mapping or None
+        ``{column: {"epsilon": eps, "bounds": (lo, hi)}}``.
+    columns : sequence
+        The table's columns.
+    qis : list
+        The quasi-identifiers (a noised column must not be one).
+    sensitive : column name, optional
+        The sensitive column (it must not be noised either).
+
+    Returns
+    -------
+    list of NoiseSpec
+
+    Examples
+    --------
+    >>> check_noise({"pay": {"epsilon": 1, "bounds": (0, 10)}}, ["age", "pay"], ["age"])
+    [NoiseSpec(column='pay', epsilon=1.0, lo=0.0, hi=10.0)]
+    >>> check_noise({"pay": {"epsilon": 0, "bounds": (0, 10)}}, ["age", "pay"], ["age"])
+    Traceback (most recent call last):
+    ...
+    dmondrian.errors.ParameterError: noise['pay']: epsilon must be a finite number > 0, got 0
+    """
+    if noise is None:
+        return []
+    if not isinstance(noise, Mapping):
+        raise ParameterError("noise", "noise must be a mapping column -> {'epsilon': ..., "
+                                      f"'bounds': (lo, hi)}}, got {type(noise).__name__}")
+    cols = list(columns)
+    specs = []
+    for column, entry in noise.items():
+        if column not in cols:
+            raise MissingColumnError(column, f"noise names column {column!r}, which is not a "
+                                             "column of the table")
+        if column in qis:
+            raise ColumnError(column, f"noised column {column!r} is a quasi-identifier: the "
+                                      "partition would depend on the values the noise protects")
+        if sensitive is not None and column == sensitive:
+            raise ColumnError(column, f"noised column {column!r} is the sensitive column, "
+                                      "whose values l-diversity and t-closeness are about")
+        specs.append(_spec(column, entry))
+    return specs
+
+
+def check_noise_dtypes(specs: list[NoiseSpec], dtypes) -> None:
+    """Refuse a noised column that is not numeric (bool and complex included).
+
+    ``dtypes`` maps each column to its dtype (``df.dtypes``).
+
+    Examples
+    --------
+    >>> check_noise_dtypes([NoiseSpec("name", 1.0, 0.0, 1.0)],
+    ...                    pd.Series({"name": np.dtype(object)}))
+    Traceback (most recent call last):
+    ...
+    dmondrian.errors.UnsupportedDtypeError: noised column 'name' has dtype object; noise needs a \
+numeric column
+    """
+    for spec in specs:
+        dtype = dtypes[spec.column]
+        if (not pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
+                or pd.api.types.is_complex_dtype(dtype)):
+            raise UnsupportedDtypeError(spec.column, f"noised column {spec.column!r} has dtype "
+                                                     f"{dtype}; noise needs a numeric column")
+
+
+def check_random_state(random_state):
+    """``random_state`` if it is None, an int >= 0 or a ``numpy.random.Generator``.
+
+    Examples
+    --------
+    >>> check_random_state(7)
+    7
+    >>> check_random_state("7")
+    Traceback (most recent call last):
+    ...
+    dmondrian.errors.ParameterError: random_state must be None, an int >= 0 or a \
+numpy.random.Generator, got '7'
+    """
+    if random_state is None or isinstance(random_state, np.random.Generator):
+        return random_state
+    if (isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool)
+            and random_state >= 0):
+        return int(random_state)
+    raise ParameterError("random_state", "random_state must be None, an int >= 0 or a "
+                                         f"numpy.random.Generator, got {random_state!r}")
+
+
+def noise_seed(random_state) -> int | None:
+    """An int seed standing for ``random_state`` (a Generator gives one draw of it).
+
+    The Dask engine seeds each leaf from this seed and the leaf id.
+    """
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**63))
+    return random_state
+
+
+# -- the samplers ---------------------------------------------------------------------------------
+
+
+def _opendp_sampler():
+    try:
+        # Not opendp.prelude: it imports OpenDP's scikit-learn extras, seconds
+        # of start-up in every worker.
+        from opendp import domains, measurements, metrics, mod
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "opendp", "noise= without random_state draws its Laplace noise with OpenDP, which "
+                      "is not installed: pip install 'dmondrian[noise]' (or opendp)") from exc
+    # OpenDP keeps its not-yet-vetted constructors behind this flag; the
+    # Laplace mechanism on floats is one of them.
+    mod.enable_features("contrib")
+    domain = domains.vector_domain(domains.atom_domain(T=float, nan=False))
+    metric = metrics.l1_distance(T=float)
+
+    def draw(values: np.ndarray, scale: float) -> np.ndarray:
+        measurement = measurements.make_laplace(domain, metric, scale=float(scale))
+        return np.asarray(measurement(values.tolist()), dtype=np.float64)
+
+    return draw
+
+
+def _seeded_sampler(rng: np.random.Generator):
+    def draw(values: np.ndarray, scale: float) -> np.ndarray:
+        # A grid 2**20 times finer than the scale, but no finer than the
+        # values' own precision allows (so value / grid stays an exact integer).
+        largest = float(np.max(np.abs(values))) if len(values) else 0.0
+        exponent = max(math.frexp(scale)[1] - 21, math.frexp(largest)[1] - 50)
+        grid = math.ldexp(1.0, exponent)
+        p = -math.expm1(-grid / scale)
+        steps = rng.geometric(p, len(values)) - rng.geometric(p, len(values))
+        return np.round(values / grid) * grid + steps.astype(np.float64) * grid
+
+    return draw
+
+
+def laplace_sampler(random_state=None):
+    """A function ``draw(values, scale)``: ``values`` plus Laplace noise of ``scale``.
+
+    OpenDP's exact sampler without ``random_state``, else a seeded discrete
+    Laplace from numpy's generator (see the module docstring).
+
+    Examples
+    --------
+    >>> draw = laplace_sampler(7)
+    >>> np.array_equal(draw(np.zeros(3), 1.0), laplace_sampler(7)(np.zeros(3), 1.0))
+    True
+    """
+    if random_state is None:
+        return _opendp_sampler()
+    return _seeded_sampler(np.random.default_rng(random_state))
+
+
+# -- the noise ------------------------------------------------------------------------------------
+
+
+def _class_values(values: np.ndarray, class_of_row: np.ndarray, sizes: np.ndarray,
+                  spec: NoiseSpec, runs) -> np.ndarray:
+    """Every class's noisy clipped mean, clamped to the bounds.
+
+    ``runs`` lists ``(first_class, end_class, draw)``: the classes of each
+    run draw from their own sampler, one call per distinct class size.
+    """
+    clipped = np.clip(values, spec.lo, spec.hi)
+    means = np.bincount(class_of_row, weights=clipped, minlength=len(sizes)) / sizes
+    # Rounding can leave a mean a hair outside the bounds; the mechanism's
+    # input must be the clipped mean itself.
+    means = np.clip(means, spec.lo, spec.hi)
+    noisy = np.empty_like(means)
+    for first, end, draw in runs:
+        run_sizes = sizes[first:end]
+        order = np.argsort(run_sizes, kind="stable")
+        distinct, starts = np.unique(run_sizes[order], return_index=True)
+        for size, group in zip(distinct, np.split(order, starts[1:]), strict=True):
+            classes = first + group
+            noisy[classes] = draw(means[classes], spec.scale(int(size)))
+    return np.clip(noisy, spec.lo, spec.hi)
+
+
+def noise_groups(class_of_row: np.ndarray, n_classes: int, starts=None, result=None):
+    """The rows published and the group each is noised with.
+
+    A group is a class of the partition; with suppression (``result``, a
+    :class:`dmondrian.suppression.SuppressionResult`), the suppressed rows of
+    a run are one group when they are masked, and absent when dropped. Runs
+    (``starts``: the first row of each Dask leaf; default one run) keep
+    their groups contiguous, in run order.
+
+    Returns
+    -------
+    rows : ndarray of int64
+        Positions of the published rows.
+    groups : ndarray of int64
+        Group of each published row, ``0..n_groups-1``.
+    n_groups : int
+    runs : ndarray of int64
+        First group of each run.
+
+    Examples
+    --------
+    >>> rows, groups, n, runs = noise_groups(np.array([0, 0, 1, 2, 2]), 3, [0, 3])
+    >>> groups.tolist(), n, runs.tolist()
+    ([0, 0, 1, 2, 2], 3, [0, 2])
+    """
+    n = len(class_of_row)
+    starts = np.zeros(1, dtype=np.int64) if starts is None else np.asarray(starts, np.int64)
+    run_of_row = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
+    classes = np.asarray(class_of_row, dtype=np.int64)
+    rows = np.arange(n, dtype=np.int64)
+    if result is not None:
+        classes = np.where(result.hidden, n_classes, classes)
+        if not result.masked:
+            rows = np.flatnonzero(~result.hidden)
+    keys = run_of_row[rows] * (n_classes + 1) + classes[rows]
+    unique, groups = np.unique(keys, return_inverse=True)
+    runs = np.searchsorted(unique // (n_classes + 1), np.arange(len(starts)))
+    return rows, groups.astype(np.int64), len(unique), runs
+
+
+def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
+                  specs: list[NoiseSpec], random_state=None, *, class_runs=None,
+                  run_ids=None) -> dict:
+    """The published values of the noised columns, row-aligned with ``frame``.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Holds the noised columns (any other is ignored).
+    class_of_row : ndarray of int
+        Class of every row, ids ``0..n_classes-1``, every class non-empty.
+    n_classes : int
+        Number of classes.
+    specs : list of NoiseSpec
+        The noised columns.
+    random_state : None, int or numpy.random.Generator
+        None: OpenDP's sampler. Otherwise the seeded one, drawn column by
+        column in ``specs`` order.
+    class_runs, run_ids : ndarray of int, optional
+        With a seed on the Dask engine: run ``i`` (a leaf) holds the classes
+        from ``class_runs[i]`` to the next run's; its noise comes from a
+        generator seeded by ``(random_state, run_ids[i])``.
+
+    Returns
+    -------
+    dict
+        ``{column: float64 array}``.
+
+    Raises
+    ------
+    dmondrian.errors.InvalidValueError
+        A noised column holds missing values.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"pay": [10.0, 20.0, 30.0, 900.0]})
+    >>> out = noisy_columns(df, np.array([0, 0, 1, 1]), 2,
+    ...                     [NoiseSpec("pay", 1.0, 0.0, 100.0)], random_state=3)
+    >>> bool(out["pay"][0] == out["pay"][1] and 0 <= out["pay"].min() <= out["pay"].max() <= 100)
+    True
+    """
+    class_of_row = np.asarray(class_of_row, dtype=np.int64)
+    sizes = np.bincount(class_of_row, minlength=n_classes).astype(np.float64)
+    out = {}
+    if random_state is None:
+        draw = laplace_sampler(None)
+        runs = [(0, n_classes, draw)]
+    elif class_runs is None:
+        rng = np.random.default_rng(random_state)
+        runs = [(0, n_classes, _seeded_sampler(rng))]
+    else:
+        ends = np.append(np.asarray(class_runs[1:], dtype=np.int64), n_classes)
+        rngs = [np.random.default_rng([int(random_state), int(i)]) for i in run_ids]
+        runs = [(int(a), int(b), _seeded_sampler(g))
+                for a, b, g in zip(class_runs, ends, rngs, strict=True)]
+    for spec in specs:
+        column = frame[spec.column]
+        if column.isna().any():
+            raise InvalidValueError(spec.column, f"noised column {spec.column!r} holds missing "
+                                                 "values; fill or drop them first")
+        values = column.to_numpy(dtype=np.float64)
+        published = _class_values(values, class_of_row, sizes, spec, runs)
+        out[spec.column] = published[class_of_row]
+    return out
+
+
+def noise_summary(specs) -> dict:
+    """``{column: {"epsilon": eps, "bounds": [lo, hi]}}`` for reports and manifests.
+
+    ``specs`` is a list of :class:`NoiseSpec` or the ``noise`` option itself
+    (checked as the engines check it, but for the columns).
+
+    Examples
+    --------
+    >>> noise_summary([NoiseSpec("pay", 1.0, 0.0, 10.0)])
+    {'pay': {'epsilon': 1.0, 'bounds': [0.0, 10.0]}}
+    >>> noise_summary({"pay": {"epsilon": 2, "bounds": (0, 5)}})
+    {'pay': {'epsilon': 2.0, 'bounds': [0.0, 5.0]}}
+    """
+    if specs is None:
+        return {}
+    if isinstance(specs, Mapping):
+        specs = [_spec(column, entry) for column, entry in specs.items()]
+    return {str(s.column): {"epsilon": s.epsilon, "bounds": [s.lo, s.hi]} for s in specs}
