@@ -31,8 +31,10 @@ takes:
 * nor datetimes, durations and booleans. A measurement that does link (an
   exact timestamp) belongs among the QIs.
 
-A non-default index (anything but the ``0..n-1`` RangeIndex) is looked at
-like a column, under its name (``"index"`` if it has none).
+A non-default index is looked at like a column, under its name (``"index"``
+if it has none). Default means numbering the rows consecutively (a
+RangeIndex, or the row positions a sorted Dask release gets back): such an
+index tells no more than the rows' order.
 
 On the Dask engine the check costs no pass of its own: the domain pass
 (:mod:`dmondrian._dask.domain_pass`) also reads the candidate columns and
@@ -206,7 +208,14 @@ def _kind(dtype) -> str | None:
 
 
 def _default_index(index: pd.Index) -> bool:
-    return isinstance(index, pd.RangeIndex) and index.step == 1
+    """Whether ``index`` numbers rows consecutively (a RangeIndex, or row positions
+    such as a sorted Dask release's): it says no more than the rows' order."""
+    if isinstance(index, pd.RangeIndex):
+        return index.step == 1
+    if not pd.api.types.is_integer_dtype(index.dtype) or len(index) == 0:
+        return False
+    return bool(index.is_monotonic_increasing and index[-1] - index[0] == len(index) - 1
+                and index.is_unique)
 
 
 def candidates(dtypes, index, released_as_is) -> list:
@@ -214,9 +223,12 @@ def candidates(dtypes, index, released_as_is) -> list:
 
     ``dtypes`` maps columns to dtypes; ``index`` is the table's index (or its
     empty meta); ``released_as_is`` lists the columns released unchanged.
-    The index's name (or ``"index"``) comes last when it is not a RangeIndex.
+    The index's name (or ``"index"``) comes last unless it numbers the rows
+    consecutively (see :func:`_default_index`).
     """
     out = [c for c in released_as_is if _kind(dtypes[c]) is not None]
+    # A Dask table's meta index is empty, so an integer index is a candidate
+    # there: each partition then skips it if it numbers its rows in order.
     if not _default_index(index) and _kind(index.dtype) is not None:
         out.append(_index_name(index))
     return out
@@ -230,6 +242,37 @@ def _series(df: pd.DataFrame, column) -> tuple[pd.Series, bool]:
     if column in df.columns:
         return df[column], False
     return pd.Series(df.index, index=None, copy=False), True
+
+
+# Rows of the sample that rules out a column of few distinct values at once.
+_SAMPLE = 20_000
+
+
+def _unique_share(values: pd.Series) -> float:
+    """Share of the rows whose value no other row has; 0.0 when a sample rules it out.
+
+    If half the rows hold values of their own, each row sampled is one of
+    them with probability at least 1/2, and those are distinct in the sample:
+    a sample of ``_SAMPLE`` rows then shows ``_SAMPLE / 4`` distinct values
+    or more but with a probability below 1e-200. Fewer, and the column is
+    not counted (a ward, a diagnosis: the common case costs a sample).
+    Integers are counted by a sort, other values by a hash table.
+    """
+    n = len(values)
+    if n > 2 * _SAMPLE:
+        rows = np.random.default_rng(0).choice(n, _SAMPLE, replace=False)
+        if values.iloc[rows].nunique(dropna=True) < _SAMPLE / 4:
+            return 0.0
+    if pd.api.types.is_integer_dtype(values.dtype) and not isinstance(values.dtype,
+                                                                      pd.CategoricalDtype):
+        a = np.sort(values.dropna().to_numpy(dtype=np.int64))
+        if len(a) == 0:
+            return 0.0
+        apart = a[1:] != a[:-1]
+        alone = np.concatenate([[True], apart]) & np.concatenate([apart, [True]])
+        return float(np.count_nonzero(alone)) / n
+    counts = values.value_counts(dropna=True, sort=False)
+    return float(np.count_nonzero(counts.to_numpy() == 1)) / n
 
 
 def identifying_columns(df: pd.DataFrame, released_as_is, allow=()) -> list[IdentifyingColumn]:
@@ -264,10 +307,9 @@ def identifying_columns(df: pd.DataFrame, released_as_is, allow=()) -> list[Iden
             continue
         values, is_index = _series(df, column)
         try:
-            counts = values.value_counts(dropna=True, sort=False)
+            share = _unique_share(values)
         except TypeError:  # unhashable objects (lists, dicts): not an identifier's values
             continue
-        share = float(np.count_nonzero(counts.to_numpy() == 1)) / n
         if share >= UNIQUE_SHARE:
             found.append(IdentifyingColumn(column, share, n, True, is_index))
     return found
@@ -333,7 +375,9 @@ def distinct_sketch(df: pd.DataFrame, columns) -> DistinctSketch:
     """
     registers = {}
     for column in columns:
-        values, _ = _series(df, column)
+        values, is_index = _series(df, column)
+        if is_index and _default_index(df.index):  # this partition's rows, numbered in order
+            continue
         try:
             registers[column] = _registers(values)
         except TypeError:  # unhashable objects (lists, dicts): not an identifier's values

@@ -105,15 +105,17 @@ def _anonymize(df, qis, k, local: bool):
     quarter of the table, when it is installed and not refused with
     ``--local``; the in-memory engine otherwise.
     """
+    # The generated table's record id is a direct identifier: it is not released.
     if local or not _engines.has_dask_engine():
-        return _engines.local_anonymize()(df, qis, k), "local (in memory)"
+        return (_engines.local_anonymize()(df, qis, k, identifiers=["person_id"]),
+                "local (in memory)")
     import dask.dataframe as dd
 
     with _engines.local_client(DEMO_WORKERS) as client:
         ddf = dd.from_pandas(df, npartitions=DEMO_PARTITIONS)
         released = _engines.dask_engine().anonymize(
             ddf, qis, k, client=client, leaf_rows=max(k, len(df) // DEMO_PARTITIONS),
-            progress=False).compute()
+            progress=False, identifiers=["person_id"]).compute()
     # Rows come back grouped by region with their input index: restore the order.
     return released.sort_index(), f"Dask (embedded LocalCluster, {DEMO_WORKERS} workers)"
 
