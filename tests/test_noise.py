@@ -174,3 +174,14 @@ def test_cli_noise_and_seed(tmp_path, capsys):
     assert main(["anonymize", str(src), str(tmp_path / "d.csv"), "--k", "5", "--qi", "age",
                  "--noise", "income:1.0:9:0"]) != 0
     assert "lo < hi" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suppressed", ["mask", "drop"])
+def test_noise_with_suppression(suppressed):
+    df = _table(800, 7)
+    out = dmondrian.anonymize(df, QIS, 5, suppression=0.05, suppressed=suppressed,
+                              noise=_noise(), random_state=2, class_column="cls")
+    assert out["income"].between(0, 100_000).all()
+    # Every published class, the masked one (-1) included, publishes one noisy mean.
+    assert (out.groupby("cls")["income"].nunique() == 1).all()
+    assert len(out) == (len(df) if suppressed == "mask" else out["cls"].ge(0).sum())

@@ -80,3 +80,13 @@ def test_opendp_noise_and_parquet_writer_on_dask(table, client, tmp_path):
     assert (out.groupby("cls")["income"].nunique() == 1).all()
     with pytest.raises(UnsupportedDtypeError, match="'name'"):
         engine.anonymize(ddf, QIS, 10, noise={"name": NOISE["income"]}, client=client)
+
+
+def test_noise_with_suppression_on_dask(table, client):
+    df, ddf = table
+    out = engine.anonymize(ddf, QIS, 10, leaf_rows=1000, client=client, noise=NOISE,
+                           random_state=1, suppression=0.05, allow_unique=["record", "name"],
+                           class_column="cls").compute()
+    assert len(out) == len(df) and out["income"].between(0, 100_000).all()
+    kept = out[out["cls"] >= 0]
+    assert (kept.groupby("cls")["income"].nunique() == 1).all()
