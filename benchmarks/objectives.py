@@ -1,0 +1,224 @@
+"""What each cut objective buys: NCP, discernibility, speed and a classifier.
+
+Run: python benchmarks/objectives.py [--rows N] [--repeat R] [--parts P] [--out PATH]
+
+Parts (all in one run; figures in benchmarks/README.md, "Cut objectives"):
+
+* ``adult``: Adult (30,162 rows, the 8 literature QIs; ``$DMONDRIAN_ADULT_DIR``),
+  k in {2, 5, 10, 50, 100}, each objective in strict and relaxed mode. GCP
+  (:func:`dmondrian.metrics.ncp`) and discernibility
+  (:func:`dmondrian.metrics.discernibility`) are measured from the original
+  values grouped by class id (``class_column``); the table shows the best of
+  strict/relaxed per objective next to the best published peer's figures
+  (the issue's table) and the floor n*k.
+* ``speed``: the census generator (:func:`dmondrian.synthetic.make_census`,
+  ``--rows`` rows, seed 1, QIs age, zip, sex, education, occupation), k=10,
+  strict: wall time of :func:`dmondrian.anonymize` per objective, the
+  objectives interleaved in each of ``--repeat`` rounds (side by side on a
+  shared machine); the median per objective and its ratio to "balanced".
+* ``classifier``: Adult split 70/30 (stratified, seed 0), features the 8 QIs
+  and capital-gain, capital-loss, hours-per-week, target income;
+  ``Pipeline(MondrianAnonymizer(k=10, generalization="midpoint",
+  objective=...), an OrdinalEncoder of the label columns,
+  HistGradientBoostingClassifier(random_state=0))`` fitted on the training
+  rows and scored on the test rows (which the pipeline anonymizes too, as a
+  table of their own), and the same pipeline without the anonymizer on raw
+  data.
+* ``dask``: the Dask engine (an in-process cluster, 1 worker, 2 threads)
+  against the local engine on Adult (``leaf_rows=3000``) and 100,000 census
+  rows (``leaf_rows=10000``), so the top phase cuts several levels itself;
+  per objective and mode at k=10 and 50, the relative difference of GCP and
+  discernibility.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import dmondrian
+from dmondrian.datasets import ADULT_QUASI_IDENTIFIERS as ADULT_QIS
+from dmondrian.datasets import load_adult
+from dmondrian.metrics import discernibility, ncp
+from dmondrian.options import OBJECTIVES
+from dmondrian.synthetic import make_census
+
+KS = (2, 5, 10, 50, 100)
+MODES = ("strict", "relaxed")
+CENSUS_QIS = ["age", "zip", "sex", "education", "occupation"]
+# The best published Mondrian implementation's figures on the same setup
+# (issue 15's table).
+PEER_GCP = {2: 0.0130, 5: 0.0339, 10: 0.0567, 50: 0.1460, 100: 0.2070}
+PEER_DM = {2: 8.10e4, 5: 2.27e5, 10: 4.48e5, 50: 1.78e6, 100: 3.55e6}
+
+
+def _measure(original, qis, k, **options) -> dict:
+    start = time.perf_counter()
+    released = dmondrian.anonymize(original, qis, k, class_column="_cls", **options)
+    seconds = time.perf_counter() - start
+    sizes = released.groupby("_cls").size()
+    assert sizes.min() >= k
+    return {"gcp": ncp(released, qis, original, class_column="_cls").overall,
+            "dm": discernibility(released, qis, class_column="_cls"),
+            "classes": int(sizes.shape[0]), "seconds": seconds}
+
+
+def adult_table(adult) -> dict:
+    rows = {}
+    for objective in OBJECTIVES:
+        for k in KS:
+            for mode in MODES:
+                rows[f"{objective}/{k}/{mode}"] = _measure(adult, ADULT_QIS, k, mode=mode,
+                                                           objective=objective)
+    n = len(adult)
+    best = {o: {k: {m: min(rows[f"{o}/{k}/{mode}"][m] for mode in MODES) for m in ("gcp", "dm")}
+                for k in KS} for o in OBJECTIVES}
+    head = "| k | " + " | ".join(str(k) for k in KS) + " |"
+    lines = [head, "|---" * (len(KS) + 1) + "|"]
+
+    def line(label, values):
+        lines.append(f"| {label} | " + " | ".join(values) + " |")
+
+    for o in OBJECTIVES:
+        line(f'GCP, "{o}"', [f"{100 * best[o][k]['gcp']:.2f} %" for k in KS])
+    line("best peer's GCP", [f"{100 * PEER_GCP[k]:.2f} %" for k in KS])
+    line('"ncp" / best peer', [f"{best['ncp'][k]['gcp'] / PEER_GCP[k]:.3f}" for k in KS])
+    for o in OBJECTIVES:
+        line(f'DM, "{o}"', [f"{best[o][k]['dm']:.3g}" for k in KS])
+    line("best peer's DM", [f"{PEER_DM[k]:.3g}" for k in KS])
+    line("DM floor n*k", [f"{n * k:.3g}" for k in KS])
+    line('"dm" / (n*k)', [f"{best['dm'][k]['dm'] / (n * k):.3f}" for k in KS])
+    print("Adult, 8 QIs, best of strict/relaxed")
+    print("\n".join(lines))
+    print("\nper mode (GCP %, DM / n*k):")
+    for key, r in rows.items():
+        k = int(key.split("/")[1])
+        print(f"  {key:22s} GCP {100 * r['gcp']:6.2f} %  DM/nk {r['dm'] / (n * k):.3f}  "
+              f"classes {r['classes']}")
+    return {"rows": rows, "best": {o: {str(k): v for k, v in b.items()} for o, b in best.items()},
+            "table": lines}
+
+
+def speed(n_rows: int, repeat: int) -> dict:
+    df = make_census(n_rows, seed=1)
+    times = {o: [] for o in OBJECTIVES}
+    for _ in range(repeat):
+        for o in OBJECTIVES:
+            start = time.perf_counter()
+            dmondrian.anonymize(df, CENSUS_QIS, 10, objective=o)
+            times[o].append(time.perf_counter() - start)
+    med = {o: statistics.median(t) for o, t in times.items()}
+    print(f"\nSpeed: census {n_rows:,} rows x 5 QIs, k=10, strict, median of {repeat}")
+    for o in OBJECTIVES:
+        print(f"  {o:9s} {med[o]:7.2f} s  x{med[o] / med['balanced']:.2f}  "
+              f"(runs: {', '.join(f'{t:.2f}' for t in times[o])})")
+    return {"rows": n_rows, "times": times, "median": med,
+            "ratio": {o: med[o] / med["balanced"] for o in OBJECTIVES}}
+
+
+def classifier(adult) -> dict:
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.model_selection import train_test_split
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import FunctionTransformer, OrdinalEncoder
+
+    numeric = ["age", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
+    labels = [q for q in ADULT_QIS if q not in numeric]
+    x = adult[ADULT_QIS + ["capital-gain", "capital-loss", "hours-per-week"]]
+    y = (adult["income"] == ">50K").astype(int)
+    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.3, random_state=0,
+                                                        stratify=y)
+
+    def as_str(frame):  # released labels and raw strings alike, for the encoder
+        return frame.astype({c: str for c in labels})
+
+    def pipeline(objective):
+        encode = ColumnTransformer([
+            ("labels", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1),
+             labels),
+            ("numbers", "passthrough", numeric)])
+        steps = [("strings", FunctionTransformer(as_str)), ("encode", encode),
+                 ("model", HistGradientBoostingClassifier(random_state=0))]
+        if objective is not None:
+            steps.insert(0, ("anonymize", dmondrian.MondrianAnonymizer(
+                k=10, quasi_id=ADULT_QIS, generalization="midpoint", objective=objective)))
+        return Pipeline(steps)
+
+    out = {}
+    for objective in (None, *OBJECTIVES):
+        pipe = pipeline(objective).fit(x_train, y_train)
+        out["raw" if objective is None else objective] = pipe.score(x_test, y_test)
+    print("\nClassifier (income), Adult 70/30, k=10, midpoint: accuracy")
+    for name, acc in out.items():
+        print(f"  {name:9s} {acc:.4f}")
+    return out
+
+
+def dask_agreement() -> dict:
+    import dask.dataframe as dd
+    from distributed import Client
+
+    warnings.filterwarnings("ignore")
+    cases = [("adult", load_adult(download=False), ADULT_QIS, 3000),
+             ("census", make_census(100_000, seed=5), CENSUS_QIS, 10_000)]
+    out = {}
+    print("\nDask vs local (relative difference of the distributed release's metric)")
+    with Client(processes=False, n_workers=1, threads_per_worker=2,
+                dashboard_address=":0") as client:
+        for name, df, qis, leaf_rows in cases:
+            ddf = dd.from_pandas(df, npartitions=4)
+            for o in OBJECTIVES:
+                for mode in MODES:
+                    for k in (10, 50):
+                        local = dmondrian.anonymize(df, qis, k, mode=mode, objective=o,
+                                                    class_column="_cls")
+                        dist = dmondrian.anonymize(ddf, qis, k, mode=mode, objective=o,
+                                                   class_column="_cls", leaf_rows=leaf_rows,
+                                                   client=client).compute().loc[df.index]
+                        assert dist.groupby("_cls").size().min() >= k
+                        g = [ncp(r, qis, df, class_column="_cls").overall for r in (local, dist)]
+                        d = [discernibility(r, qis, class_column="_cls") for r in (local, dist)]
+                        key = f"{name}/{o}/{mode}/{k}"
+                        out[key] = {"gcp": g, "dm": d, "gcp_diff": g[1] / g[0] - 1,
+                                    "dm_diff": d[1] / d[0] - 1}
+                        print(f"  {key:28s} GCP {100 * g[0]:6.2f} vs {100 * g[1]:6.2f} % "
+                              f"({g[1] / g[0] - 1:+.2%})  DM {d[0]:.4g} vs {d[1]:.4g} "
+                              f"({d[1] / d[0] - 1:+.2%})", flush=True)
+    worst = max(max(abs(v["gcp_diff"]), abs(v["dm_diff"])) for v in out.values())
+    print(f"  largest difference: {worst:.2%}")
+    return {"cases": out, "largest": worst}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000, help="census rows for speed")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--parts", default="adult,speed,classifier,dask")
+    parser.add_argument("--out", default="benchmarks/objectives.json")
+    args = parser.parse_args(argv)
+    parts = set(args.parts.split(","))
+    result = {}
+    adult = load_adult(download=False) if parts & {"adult", "classifier"} else None
+    if "adult" in parts:
+        result["adult"] = adult_table(adult)
+    if "classifier" in parts:
+        result["classifier"] = classifier(adult)
+    if "dask" in parts:
+        result["dask"] = dask_agreement()
+    if "speed" in parts:
+        result["speed"] = speed(args.rows, args.repeat)
+    Path(args.out).write_text(json.dumps(result, indent=1, default=float) + "\n")
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    raise SystemExit(main())
