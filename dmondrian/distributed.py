@@ -58,6 +58,7 @@ from ._dask.sensitive_pass import keep_diverse_cuts, leaf_histograms, sensitive_
 from ._dask.shipped_keys import qi_encodings
 from ._dask.shuffle import distributed_shuffle_method, route_and_shuffle
 from ._dask.top_phase import cut_regions
+from ._dask.watchdog import check_stall_timeout, stall_timeout
 from .constraints import KAnonymity
 from .errors import InfeasibleError
 from .identifiers import warn_identifying, without_identifiers
@@ -93,6 +94,13 @@ def anonymize(ddf, quasi_identifiers, k, **options):
     progress : bool, optional
         Show a progress bar per pass; default: when a terminal or notebook is
         attached.
+    stall_timeout : float or None, default 120
+        Seconds a pass may go without any finished task while workers are
+        paused for lack of memory; it is then cancelled and
+        :class:`~dmondrian.errors.JobStalledError` names the paused workers
+        and their memory. None waits for ever. The passes made here are
+        watched, and the writers' whole job; the lazy result is computed by
+        the caller, unwatched.
     shuffle_method : str, optional
         How the rows move to their leaves ("p2p", "tasks", "disk"). Default:
         "p2p" when ``client`` is given (compute the result with that client),
@@ -162,12 +170,14 @@ def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=Fa
     anonymize_options = {name: options[name] for name in ANONYMIZE}
     opts = check_dask_options(ddf, quasi_identifiers, k, options["leaf_rows"],
                               anonymize_options)
+    timeout = check_stall_timeout(options["stall_timeout"])
     # Direct identifiers are never read: no pass, no shuffle carries them.
     ddf = without_identifiers(ddf, opts.identifiers)
     cluster_client, owned = resolve_client(options["client"])
     try:
-        return _plan(cluster_client, ddf, opts, options["progress"], int(sample_rows),
-                     defer_counts=_defer_counts)
+        with stall_timeout(timeout):
+            return _plan(cluster_client, ddf, opts, options["progress"], int(sample_rows),
+                         defer_counts=_defer_counts)
     finally:
         release(owned)
 
@@ -291,18 +301,21 @@ def anonymize_to_csv(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
 def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_counts=False,
                          **options) -> TopPlan:
     """Plan, then run ``build(top)``'s graph, on one cluster; recount if the verdict asks."""
+    timeout = check_stall_timeout(options["stall_timeout"])
     c, owned = resolve_client(options.pop("client"))
     progress = options["progress"]
     try:
         top = plan(ddf, quasi_identifiers, k, client=c, _defer_counts=defer_counts, **options)
         start = time.perf_counter()
         try:
-            result = run(c, build(top), progress, label)
+            with stall_timeout(timeout):
+                result = run(c, build(top), progress, label)
         except Recount:
             # Rare: the sample misjudged a cut the output partitions cannot
             # undo alone. Nothing was written; count in a pass of its own.
             top = plan(ddf, quasi_identifiers, k, client=c, **options)
-            result = run(c, build(top), progress, label)
+            with stall_timeout(timeout):
+                result = run(c, build(top), progress, label)
         top.timings["route, shuffle, anonymize, write"] = time.perf_counter() - start
         if not top.counted:
             verdict = result.pop()

@@ -25,6 +25,7 @@ __all__ = [
     "DatasetError",
     "MissingDependencyError",
     "IdentifyingColumnWarning",
+    "JobStalledError",
 ]
 
 
@@ -144,3 +145,29 @@ class IdentifyingColumnWarning(UserWarning):
     def __init__(self, column, message: str):
         self.column = column
         super().__init__(message)
+
+
+class JobStalledError(DMondrianError, RuntimeError):
+    """A Dask job made no progress while workers were paused for lack of memory.
+
+    Raised after the job's ``stall_timeout`` (see
+    :mod:`dmondrian._dask.watchdog`); the job's tasks are cancelled.
+
+    Parameters
+    ----------
+    job : str
+        The job that stalled.
+    workers : list of dmondrian._dask.watchdog.PausedWorker
+        The paused workers (``address``, ``name``, ``memory``, ``memory_limit``).
+    timeout : float
+        Seconds without progress.
+    """
+
+    def __init__(self, job: str, workers, timeout: float):
+        self.job, self.workers, self.timeout = job, list(workers), timeout
+        listed = "; ".join(w.describe() for w in self.workers)
+        super().__init__(
+            f"{job}: no task finished for {timeout:g} s while {len(self.workers)} worker(s) "
+            f"were paused for lack of memory, so the job was stopped. Paused: {listed}. "
+            "Give the workers more memory (or fewer threads each), pass a smaller "
+            "leaf_rows, or a larger stall_timeout if a task may need longer")

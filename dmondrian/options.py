@@ -126,6 +126,9 @@ DASK_PLAN = _group(
            "$DASK_SCHEDULER_ADDRESS, or an embedded LocalCluster)"),
     Option("progress", None, "show a progress bar per pass (default: when a terminal or "
            "notebook is attached)"),
+    Option("stall_timeout", 120.0, "seconds a job may go without any finished task while "
+           "workers are paused for lack of memory before it stops with JobStalledError "
+           "(None: wait for ever)"),
 )
 
 #: The Dask engine's lazy path: the plan's options and the shuffle.

@@ -240,6 +240,8 @@ BAD = {
                               "excludes --workers"),
     "local and distributed": (["anonymize", "people.csv", "o.csv", "--k", "5", "--qi", "age",
                                "--local", "--distributed"], "exclude each other"),
+    "stall timeout zero": (["anonymize", "people.csv", "o.csv", "--k", "5", "--qi", "age",
+                            "--stall-timeout", "0"], "--stall-timeout must be a number of"),
     "unknown command": (["anonymise", "people.csv"], "invalid choice: 'anonymise'"),
     "hierarchy without file": (["anonymize", "people.csv", "o.csv", "--k", "5", "--qi", "zip",
                                 "--hierarchy", "zip"], "bad --hierarchy 'zip'"),

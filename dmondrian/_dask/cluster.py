@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from contextlib import contextmanager
+
+from .watchdog import wait_for
 
 __all__ = ["resolve_client", "session", "run", "worker_memory_per_thread", "cores_per_worker"]
 
@@ -96,16 +99,31 @@ def announce(client) -> None:
 
 
 def run(client, collection, progress: bool | None, label: str):
-    """Compute a dask collection on ``client``, with a progress bar when watched."""
+    """Compute a dask collection on ``client``, with a progress bar when watched.
+
+    The wait is watched for stalls (:mod:`dmondrian._dask.watchdog`).
+    """
     show = interactive() if progress is None else progress
     futures = client.compute(collection)
+    bar = None
     if show:
         from distributed import progress as dask_progress
 
         announce(client)
         print(f"dmondrian: {label}", file=sys.stderr)
-        dask_progress(futures, scheduler=client.scheduler.address)
-    return client.gather(futures)
+        if "ipykernel" in sys.modules:  # a widget: it returns at once
+            dask_progress(futures, scheduler=client.scheduler.address)
+        else:
+            # The text bar blocks until the job ends: on a thread of its own,
+            # so that this one can watch the job and stop it.
+            bar = threading.Thread(target=dask_progress, args=(futures,),
+                                   kwargs={"scheduler": client.scheduler.address},
+                                   daemon=True)
+            bar.start()
+    result = wait_for(client, futures, label)
+    if bar is not None:
+        bar.join(timeout=5)  # let it print its last line before anything else
+    return result
 
 
 def worker_memory_per_thread(client) -> float | None:

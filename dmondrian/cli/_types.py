@@ -50,6 +50,40 @@ def nonnegative_int(name: str):
     return int_at_least(name, 0)
 
 
+def seconds_or_none(name: str):
+    """An argparse type: a number of seconds > 0, or ``none``.
+
+    Parameters
+    ----------
+    name : str
+        The option, as the message names it.
+
+    Returns
+    -------
+    callable
+        ``str -> float or None``, raising ``argparse.ArgumentTypeError``.
+
+    Examples
+    --------
+    >>> seconds_or_none("--stall-timeout")("90"), seconds_or_none("--stall-timeout")("none")
+    (90.0, None)
+    """
+    def parse(text):
+        if text.strip().lower() == "none":
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{name} must be a number of seconds > 0 or "
+                                             f"'none', got {text!r}")
+        return value
+
+    parse.__name__ = name
+    return parse
+
+
 def fraction(name: str):
     """An argparse type: a number between 0 and 1, with a message naming the option.
 

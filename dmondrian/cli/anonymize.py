@@ -36,6 +36,7 @@ from ._types import (
     noise_spec,
     nonnegative_int,
     positive_int,
+    seconds_or_none,
     split_names,
 )
 
@@ -140,6 +141,8 @@ def _add_engine(group) -> None:
                        help="memory limit per local worker, e.g. 2GB")
     add_option(group, DASK_PLAN["leaf_rows"], type=positive_int("--leaf-rows"), metavar="N",
                also="Dask engine only")
+    add_option(group, DASK_PLAN["stall_timeout"], type=seconds_or_none("--stall-timeout"),
+               metavar="SECONDS", also="Dask engine only")
 
 
 # -- the run ---------------------------------------------------------------------------

@@ -1,0 +1,196 @@
+"""Stop a Dask job that waits for ever on workers paused for lack of memory.
+
+A worker whose process memory passes dask's pause threshold
+(``distributed.worker.memory.pause``, 80 % of its limit by default) starts
+no new task until its memory falls; memory dask cannot spill (a task's own
+buffers, the interpreter) may never fall, and the job then waits for ever
+with nothing in its log but "Unmanaged memory use is high". Every blocking
+wait of the Dask engine goes through :func:`dmondrian._dask.cluster.run`,
+which waits here. When, for ``stall_timeout`` seconds, no task of the job
+has finished, some worker is paused and no task of the job is assigned to a
+worker that is not paused, the job's tasks are cancelled and
+:class:`~dmondrian.errors.JobStalledError` names the paused workers, their
+memory and their limits. A job whose tasks keep finishing, however slowly,
+is never stopped; nor is one with a task on a running worker, however long
+it takes, nor one without a paused worker. ``stall_timeout`` should exceed
+the longest task a paused worker may still finish.
+
+The timeout is set for a block of waits with :func:`stall_timeout` (the
+engine's entry points do it from their ``stall_timeout`` option) and read by
+:func:`wait_for`. The lazy result of :func:`dmondrian.distributed.anonymize`
+is computed by the caller, outside this watch.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from ..errors import JobStalledError, ParameterError
+
+__all__ = ["check_stall_timeout", "stall_timeout", "wait_for", "PausedWorker"]
+
+_TIMEOUT: ContextVar[float | None] = ContextVar("dmondrian_stall_timeout", default=None)
+
+
+def check_stall_timeout(value) -> float | None:
+    """``value`` as seconds (a positive number), or None (never stop).
+
+    Examples
+    --------
+    >>> check_stall_timeout(30), check_stall_timeout(None)
+    (30.0, None)
+    >>> check_stall_timeout(0)
+    Traceback (most recent call last):
+    ...
+    dmondrian.errors.ParameterError: stall_timeout must be None or a number of seconds > 0, got 0
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not math.isfinite(value) or value <= 0:
+        raise ParameterError("stall_timeout", f"stall_timeout must be None or a number of "
+                                              f"seconds > 0, got {value!r}")
+    return float(value)
+
+
+@contextmanager
+def stall_timeout(seconds):
+    """Watch every :func:`wait_for` inside the block with ``seconds`` (None: no watch)."""
+    token = _TIMEOUT.set(check_stall_timeout(seconds))
+    try:
+        yield
+    finally:
+        _TIMEOUT.reset(token)
+
+
+@dataclass(frozen=True)
+class PausedWorker:
+    """A paused worker as the scheduler last heard of it (bytes)."""
+
+    address: str
+    name: object
+    memory: int | None
+    memory_limit: int | None
+
+    def describe(self) -> str:
+        used = "unknown memory" if self.memory is None else _mb(self.memory)
+        limit = "no limit" if not self.memory_limit else f"limit {_mb(self.memory_limit)}"
+        return f"{self.address} (name {self.name!r}): {used} of process memory, {limit}"
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+def _job_probe():
+    """The function the scheduler runs: how far the job is, and whether it can move.
+
+    It returns the number of the job's tasks not finished yet, and whether
+    one of them is assigned to a worker that is not paused (which will run
+    it: the job is not stalled, however long the task). Built in a closure
+    so that it travels by value: the scheduler needs no dmondrian installed.
+    """
+    def probe(keys, dask_scheduler=None):
+        tasks = dask_scheduler.tasks
+        stack = [tasks[k] for k in keys if k in tasks]
+        seen, remaining, movable = set(), 0, False
+        while stack:
+            ts = stack.pop()
+            if ts.key in seen:
+                continue
+            seen.add(ts.key)
+            if ts.state in ("memory", "erred", "released", "forgotten"):
+                continue
+            remaining += 1
+            worker = ts.processing_on
+            if worker is not None and getattr(worker.status, "name", "") != "paused":
+                movable = True
+            stack.extend(ts.dependencies)
+        return remaining, movable
+
+    return probe
+
+
+def _workers(client) -> dict:
+    try:
+        return client.scheduler_info(n_workers=-1)["workers"]
+    except TypeError:  # older distributed: no n_workers argument
+        return client.scheduler_info()["workers"]
+
+
+class _Watch:
+    """The state of one watched wait: the last progress seen and when."""
+
+    def __init__(self, client, keys, timeout: float):
+        self.client, self.keys, self.timeout = client, keys, timeout
+        self.probe = _job_probe()
+        self.remaining = None
+        self.since = time.monotonic()
+
+    def stalled(self) -> list[PausedWorker] | None:
+        """The paused workers if the job has stalled for ``timeout`` seconds, else None."""
+        remaining, movable = self.client.run_on_scheduler(self.probe, self.keys)
+        paused = [PausedWorker(address, info.get("name"), info.get("metrics", {}).get("memory"),
+                               info.get("memory_limit"))
+                  for address, info in _workers(self.client).items()
+                  if info.get("status") == "paused"]
+        now = time.monotonic()
+        if remaining != self.remaining or movable or not paused:
+            self.remaining, self.since = remaining, now
+            return None
+        return paused if now - self.since >= self.timeout else None
+
+
+def wait_for(client, futures, label: str = "the job"):
+    """``client.gather(futures)``, stopped by :class:`JobStalledError` if the job stalls.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    futures : Future or list of Future
+    label : str
+        What the job is, for the error message.
+
+    Returns
+    -------
+    The gathered results.
+    """
+    timeout = _TIMEOUT.get()
+    if timeout is None:
+        return client.gather(futures)
+    flat = futures if isinstance(futures, (list, tuple)) else [futures]
+    watch = _Watch(client, [f.key for f in flat], timeout)
+    # A poll walks the job's unfinished tasks on the scheduler: rarely enough to
+    # cost it nothing, often enough to stop within a fifth past the timeout.
+    poll = min(5.0, timeout / 5)
+    while True:
+        pending = [f for f in flat if not f.done()]
+        if not pending:
+            break
+        try:
+            # Wakes as soon as the result is in (distributed.wait would use
+            # the default client, not this one).
+            pending[0].result(timeout=poll)
+            continue
+        except TimeoutError:
+            if pending[0].done():  # the task itself raised TimeoutError
+                continue
+        except Exception:  # noqa: BLE001 - a failed task: gather raises its error
+            break
+        try:
+            paused = watch.stalled()
+        except Exception:  # noqa: BLE001 - a scheduler we cannot probe: wait unwatched
+            return client.gather(futures)
+        if paused:
+            # Releasing the job's results cancels every task they wait for
+            # (client.cancel trips an assertion of the scheduler when a result
+            # is also an input of another).
+            for future in flat:
+                future.release()
+            raise JobStalledError(label, paused, timeout)
+    return client.gather(futures)
