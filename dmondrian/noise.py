@@ -247,6 +247,10 @@ def noise_seed(random_state) -> int | None:
 # -- the samplers ---------------------------------------------------------------------------------
 
 
+# OpenDP's grid: this many binary digits finer than the scale.
+_GRID_BITS = 40
+
+
 def _opendp_sampler():
     try:
         # Not opendp.prelude: it imports OpenDP's scikit-learn extras, seconds
@@ -259,11 +263,23 @@ def _opendp_sampler():
     # OpenDP keeps its not-yet-vetted constructors behind this flag; the
     # Laplace mechanism on floats is one of them.
     mod.enable_features("contrib")
-    domain = domains.vector_domain(domains.atom_domain(T=float, nan=False))
+    atom = domains.atom_domain(T=float, nan=False)
     metric = metrics.l1_distance(T=float)
 
     def draw(values: np.ndarray, scale: float) -> np.ndarray:
-        measurement = measurements.make_laplace(domain, metric, scale=float(scale))
+        # OpenDP rounds to a grid of 2**k and samples exactly on it. Its default
+        # grid costs about three times more per draw than one 2**40 times finer
+        # than the scale (see benchmarks/README.md, "Noise"); a grid of our
+        # choosing needs the vector's size, and OpenDP's privacy map then counts
+        # the rounding of each value (a relative 1e-8 here), by which the scale
+        # is widened so that a sensitivity of `scale` still costs epsilon 1.
+        domain = domains.vector_domain(atom, size=len(values))
+        k = math.frexp(scale)[1] - _GRID_BITS
+        measurement = measurements.make_laplace(domain, metric, scale=float(scale), k=k)
+        spent = measurement.map(float(scale))
+        if spent > 1.0:
+            measurement = measurements.make_laplace(
+                domain, metric, scale=float(scale) * spent * (1 + 2.0**-40), k=k)
         return np.asarray(measurement(values.tolist()), dtype=np.float64)
 
     return draw
@@ -353,17 +369,27 @@ def noise_groups(class_of_row: np.ndarray, n_classes: int, starts=None, result=N
     """
     n = len(class_of_row)
     starts = np.zeros(1, dtype=np.int64) if starts is None else np.asarray(starts, np.int64)
-    run_of_row = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
     classes = np.asarray(class_of_row, dtype=np.int64)
     rows = np.arange(n, dtype=np.int64)
+    n_runs = len(starts)
+    if result is None and n_runs == 1:
+        return rows, classes, n_classes, np.zeros(1, dtype=np.int64)
+    # Classes are numbered in row order: run i holds classes first[i]..first[i+1]-1.
+    # Each run's masked group goes right after its classes (ids shift by one per
+    # earlier run), then ids no published row holds are squeezed out.
+    run_of_row = np.repeat(np.arange(n_runs), np.diff(np.append(starts, n)))
+    first = np.minimum.reduceat(classes, starts) if n else np.zeros(n_runs, dtype=np.int64)
+    ids = classes + run_of_row
     if result is not None:
-        classes = np.where(result.hidden, n_classes, classes)
+        ends = np.append(first[1:], n_classes)
+        ids = np.where(result.hidden, ends[run_of_row] + run_of_row, ids)
         if not result.masked:
             rows = np.flatnonzero(~result.hidden)
-    keys = run_of_row[rows] * (n_classes + 1) + classes[rows]
-    unique, groups = np.unique(keys, return_inverse=True)
-    runs = np.searchsorted(unique // (n_classes + 1), np.arange(len(starts)))
-    return rows, groups.astype(np.int64), len(unique), runs
+            ids = ids[rows]
+    present = np.zeros(n_classes + n_runs, dtype=bool)
+    present[ids] = True
+    before = np.concatenate([[0], np.cumsum(present)])
+    return rows, before[ids], int(before[-1]), before[first + np.arange(n_runs)]
 
 
 def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
