@@ -126,3 +126,7 @@ def test_cli_drop_allow_unique_and_one_warning_line(tmp_path, capsys):
     assert capsys.readouterr().err == ""
     assert json.loads((tmp_path / "o2.csv.manifest.json").read_text())["risks"] == {
         "identifying_columns": []}
+    assert main(["verify", str(dst), "--qi", "age,zip", "--k", "5"]) == 0
+    assert "risk: column 'subject_id' singles out rows" in capsys.readouterr().out
+    assert main(["report", str(dst), "--qi", "age,zip", "--allow-unique", "subject_id"]) == 0
+    assert "singles out rows" not in capsys.readouterr().out

@@ -59,8 +59,6 @@ def test_noise_per_class_repeatable_and_identifiers_on_dask(table, client):
     assert not np.allclose(one.groupby("cls")["income"].first(), truth)
     two, _ = _run(ddf, client, random_state=7, allow_unique=["record"])
     assert np.array_equal(one["income"].to_numpy(), two["income"].to_numpy())
-    other, _ = _run(ddf, client, random_state=8, allow_unique=["record"])
-    assert not np.array_equal(one["income"].to_numpy(), other["income"].to_numpy())
     # The release's report and verification list the id column as a risk.
     released = dd.from_pandas(two, npartitions=2)  # index: row positions, not a risk
     rep = dmondrian.report(released, QIS, k=10, noise=NOISE)

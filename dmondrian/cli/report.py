@@ -41,6 +41,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("-k", "--k", type=positive_int("k"), help="the k the release was made for")
     p.add_argument("--hierarchy", action="append", metavar="COL=FILE",
                    help="hierarchy of a nominal QI, for its information loss (repeatable)")
+    add_option(p, ANONYMIZE["allow_unique"], action="append", metavar="COLS",
+               also="comma-separated (repeatable); others are listed as a risk")
     p.add_argument("--json", action="store_true", help="machine-readable JSON")
     p.set_defaults(handler=run)
     return p
@@ -70,6 +72,6 @@ def run(args: argparse.Namespace) -> int:
         original = read(args.original, args, role="original")
         check_columns(original, qis, "--qi", args.original)
     rep = report(table, qis, original=original, sensitive=args.sensitive, k=args.k,
-                 hierarchies=hierarchies or None)
+                 hierarchies=hierarchies or None, allow_unique=split_names(args.allow_unique))
     print(json.dumps(rep.to_dict(), indent=2, default=str) if args.json else repr(rep))
     return EXIT_OK

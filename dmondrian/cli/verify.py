@@ -40,6 +40,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_option(p, ANONYMIZE["l"], type=positive_int("l"), also="needs --sensitive")
     add_option(p, ANONYMIZE["t"], type=fraction("t"), also="needs --sensitive")
     add_option(p, ANONYMIZE["sensitive"], metavar="COL")
+    add_option(p, ANONYMIZE["allow_unique"], action="append", metavar="COLS",
+               also="comma-separated (repeatable); others are listed as a risk")
     p.add_argument("--json", action="store_true", help="machine-readable JSON")
     p.set_defaults(handler=run)
     return p
@@ -65,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     table = read(args.table, args)
     check_columns(table, qis, "--qi", args.table)
     check_columns(table, sensitive, "--sensitive", args.table)
-    result = verify(table, qis, k=args.k, sensitive=args.sensitive, l=args.l, t=args.t)
+    result = verify(table, qis, k=args.k, sensitive=args.sensitive, l=args.l, t=args.t,
+                    allow_unique=split_names(args.allow_unique))
     print(json.dumps(result.to_dict(), indent=2, default=str) if args.json else repr(result))
     return EXIT_OK if result.ok else EXIT_FAILED
