@@ -27,6 +27,7 @@ algorithm step by step, its guarantees, sizes and limits.
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -60,7 +61,7 @@ from ._dask.shuffle import distributed_shuffle_method, route_and_shuffle
 from ._dask.top_phase import cut_regions
 from ._dask.watchdog import check_stall_timeout, stall_timeout
 from .constraints import KAnonymity
-from .errors import InfeasibleError
+from .errors import IdentifyingColumnWarning, InfeasibleError
 from .identifiers import warn_identifying, without_identifiers
 from .options import ANONYMIZE, DASK, DASK_PLAN, WRITE, takes_options
 
@@ -313,7 +314,9 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_count
         except Recount:
             # Rare: the sample misjudged a cut the output partitions cannot
             # undo alone. Nothing was written; count in a pass of its own.
-            top = plan(ddf, quasi_identifiers, k, client=c, **options)
+            with warnings.catch_warnings():  # the first plan has warned already
+                warnings.simplefilter("ignore", IdentifyingColumnWarning)
+                top = plan(ddf, quasi_identifiers, k, client=c, **options)
             with stall_timeout(timeout):
                 result = run(c, build(top), progress, label)
         top.timings["route, shuffle, anonymize, write"] = time.perf_counter() - start

@@ -24,8 +24,8 @@ takes:
 * not floats: a float column is a continuous measurement (a weight, an
   income, a blood level), unique per row by the nature of measuring, and
   published as one. The dtype decides, not the values: an income rounded to
-  whole dollars is no less a measurement, and the census generator's
-  (:mod:`dmondrian.synthetic`) is 86 % unique. An integer id read as float
+  whole dollars is no less a measurement, and is mostly unique on a
+  large table. An integer id read as float
   (a CSV column with gaps) is therefore not recognized: cast it to
   ``Int64``, or name it in ``identifiers``;
 * nor datetimes, durations and booleans. A measurement that does link (an

@@ -36,10 +36,10 @@ so the noise comes from a maintained differential-privacy library:
 * ``random_state=None`` (the default): OpenDP's Laplace mechanism
   (``opendp.measurements.make_laplace`` on a vector of floats), which
   rounds to a grid and samples exactly from OS entropy, so it is
-  floating-point safe. It cannot be seeded. The exact sampler is slow
-  per draw (tens of microseconds, see benchmarks/README.md, "Noise"), so
-  draws are made per class, never per row, in one call per distinct class
-  size (classes of one size share a scale).
+  floating-point safe. It cannot be seeded. Exact sampling costs far
+  more per draw than numpy's (see benchmarks/README.md, "Noise and direct
+  identifiers"), so draws are made per class, never per row, in one call
+  per distinct class size (classes of one size share a scale).
 * ``random_state`` given (an int or a ``numpy.random.Generator``): the
   release is repeatable, which OpenDP cannot do. The noise is then the
   discrete Laplace on a power-of-two grid (far finer than the scale), drawn
@@ -268,11 +268,11 @@ def _opendp_sampler():
 
     def draw(values: np.ndarray, scale: float) -> np.ndarray:
         # OpenDP rounds to a grid of 2**k and samples exactly on it. Its default
-        # grid costs about three times more per draw than one 2**40 times finer
-        # than the scale (see benchmarks/README.md, "Noise"); a grid of our
-        # choosing needs the vector's size, and OpenDP's privacy map then counts
-        # the rounding of each value (a relative 1e-8 here), by which the scale
-        # is widened so that a sensitivity of `scale` still costs epsilon 1.
+        # grid is slower per draw than one 2**40 times finer than the scale
+        # (benchmarks/README.md); a grid of our choosing needs the vector's
+        # size, and OpenDP's privacy map then counts the rounding of each
+        # value, by which the scale is widened so that a sensitivity of
+        # `scale` still costs epsilon 1.
         domain = domains.vector_domain(atom, size=len(values))
         k = math.frexp(scale)[1] - _GRID_BITS
         measurement = measurements.make_laplace(domain, metric, scale=float(scale), k=k)
