@@ -8,7 +8,9 @@ few flat arrays (global scales, hierarchy trees). Its modules, by concern:
 
 * ``select``: the median of a node's keys (histogram select, quickselect);
 * ``privacy``: whether a cut's children keep l-diversity / t-closeness;
-* ``split``: one node's spans, its cut, and the move of its rows;
+* ``node``: a node's normalized span of a QI, its codes by frequency;
+* ``split``: one node's cut and the move of its rows;
+* ``packing``, ``ncp``: the cuts of the "dm" and "ncp" objectives;
 * ``tree``: the whole tree, independent nodes and subtrees on OpenMP threads;
 * ``class_stats``: per-class bounds, sums and code sets for publishing;
 * ``workspace``, ``buffers``: the double buffer the tree is built in;

@@ -28,18 +28,11 @@ from ._rules cimport (Buffers, Rules, QIRules, WorkRows, buf_row, ws_row, WS_COU
                       WS_CUM, BUCKETS, MASK_CARD, P_K)
 from .node cimport is_constant, node_span, nominal_ranks, rank_at
 
+
 cdef Py_ssize_t ncp_words(Py_ssize_t d) noexcept nogil:
     """int64 words of a thread's scoring memory: per-bucket statistics of
-    every QI, the left costs, and the running statistics."""
+    every QI, the left costs, the running statistics and the scored QIs."""
     return (3 * d + 1) * BUCKETS + 4 * d + 1
-
-
-cdef inline bint _skipped(Py_ssize_t q, const i64* lo, const i64* hi, const i64* miss,
-                          const QIRules* qi) noexcept nogil:
-    """QIs whose children's spans need no statistics: constant in the node
-    (0 on both sides) or nominal above MASK_CARD codes (the node's span)."""
-    return is_constant(qi.kind[q], lo[q], hi[q], miss[q]) or (
-        qi.kind[q] == KIND_NOMINAL and qi.card[q] > MASK_CARD)
 
 
 cdef inline double _ordered_span(i64 lo, i64 hi, i64 miss, Py_ssize_t q,

@@ -7,6 +7,13 @@ fits in cache is finished in cache. While moving rows it measures both
 children's per-QI statistics (bounds, missing count, nominal code masks), so
 the children's spans cost no pass of their own.
 
+The cut is the median one (the "balanced" objective), one that packs
+classes close to k rows ("dm", see packing.pyx) or the cheapest by the
+children's spans ("ncp", see ncp.pyx); each goes through the one privacy
+check, _cut_ok. A strict "dm" or an "ncp" cut that fails it falls back to
+the median cut; a relaxed "dm" cut, like a relaxed median one, then tries
+the next QI.
+
 A split allocates nothing: it works in the caller's work space
 (``WorkRows``, one per thread), which the many small nodes near the leaves
 would otherwise pay for in allocations.
