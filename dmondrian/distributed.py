@@ -45,19 +45,14 @@ from ._dask.leaves import (
     output_meta,
     write_output_partition,
 )
-from ._dask.options import (
-    SAMPLE_ROWS,
-    DaskOptions,
-    check_dask_options,
-    default_leaf_rows,
-    output_partition_rows,
-)
+from ._dask.options import SAMPLE_ROWS, DaskOptions, check_dask_options, default_leaf_rows
 from ._dask.parquet_sink import ParquetSink, check_column_names
 from ._dask.plan import Recount, TopPlan, pack_output_partitions
 from ._dask.planner import PlanConfig
 from ._dask.sensitive_pass import keep_diverse_cuts, leaf_histograms, sensitive_domain
 from ._dask.shipped_keys import qi_encodings
 from ._dask.shuffle import distributed_shuffle_method, route_and_shuffle
+from ._dask.shuffle_sizes import shuffle_sizes
 from ._dask.top_phase import cut_regions
 from ._dask.watchdog import check_stall_timeout, stall_timeout
 from .constraints import KAnonymity
@@ -82,10 +77,15 @@ def anonymize(ddf, quasi_identifiers, k, **options):
         unique over the whole table (``leaf_id * 2**32 + local id``).
     leaf_rows : int, optional
         Regions up to this many rows are anonymized in memory by one task.
-        Default: a tenth of a worker thread's memory (the smallest) over
-        about twice a row's in-memory size (measured on the first
-        partition), clipped to [1,000, 4,000,000] rows. Any value is raised
-        to ``2 * k``.
+        Default: a fifth of a worker thread's memory budget (its worker's
+        limit at dask's pause fraction, less what the worker already holds
+        and the p2p shuffle's buffers, shared by its threads) over what a
+        row costs in an output partition (about three times its in-memory
+        size, measured on the first partition, plus 28 bytes per QI and 40),
+        clipped to [1,000, 4,000,000] rows. Any value is raised to ``2 * k``.
+        Workers too small for any plan raise
+        :class:`~dmondrian.errors.MemoryLimitError`, naming the smallest
+        memory limit that works, before the passes that would need it.
     client : distributed.Client, optional
         Cluster to use. Default: the current default client, else the
         scheduler at ``$DASK_SCHEDULER_ADDRESS``, else an embedded
@@ -216,14 +216,13 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     leaves = leaf_nodes(nodes)
     counts = np.asarray([int(round(nodes[j].n)) for j in leaves], dtype=np.int64)
     depths = np.asarray([nodes[j].depth for j in leaves], dtype=np.int64)
-    rows = output_partition_rows(leaf_rows, domain.n_rows, ddf.npartitions, sizing.per_thread,
-                                 sizing.row_bytes, len(opts.qis))
+    sizes = shuffle_sizes(client, ddf, sizing, leaf_rows, domain.n_rows, len(opts.qis))
     return TopPlan(domain, flatten(nodes, leaves), counts, depths,
-                   pack_output_partitions(counts, rows), passes, leaf_rows, opts,
-                   list(ddf.columns), ddf._meta.index.name, sens, timings,
+                   pack_output_partitions(counts, sizes.output_partition_rows), passes,
+                   leaf_rows, opts, list(ddf.columns), ddf._meta.index.name, sens, timings,
                    cores_per_worker(client), positional, counted,
-                   output_partition_rows=rows, encodings=qi_encodings(domain, ddf._meta),
-                   identifying=identifying)
+                   encodings=qi_encodings(domain, ddf._meta), identifying=identifying,
+                   **sizes.as_plan_fields())
 
 
 def apply_plan(ddf, top: TopPlan, shuffle_method=None):

@@ -20,6 +20,7 @@ __all__ = [
     "InvalidValueError",
     "HierarchyError",
     "InfeasibleError",
+    "MemoryLimitError",
     "ParseError",
     "NotFittedError",
     "DatasetError",
@@ -91,6 +92,28 @@ class InfeasibleError(DMondrianError, ValueError):
     For example ``k`` larger than the number of rows: no generalization of the
     table, however coarse, is k-anonymous.
     """
+
+
+class MemoryLimitError(DMondrianError, RuntimeError):
+    """The Dask workers' memory is too small for any plan of this table.
+
+    Raised before the passes that would need it, instead of a run whose
+    workers would pause for good or be killed.
+
+    Parameters
+    ----------
+    memory_limit : float
+        The workers' memory limit (bytes; the smallest over the workers).
+    smallest : float
+        The smallest limit per worker that works (bytes).
+    message : str
+        What is wrong; it names both limits.
+    """
+
+    def __init__(self, memory_limit: float, smallest: float, message: str):
+        self.memory_limit = memory_limit
+        self.smallest = smallest
+        super().__init__(message)
 
 
 class ParseError(DMondrianError, ValueError):

@@ -30,6 +30,7 @@ from dmondrian import distributed as D
 from dmondrian import errors, local
 from dmondrian._dask import counting_write, leaves, shuffle
 from dmondrian._dask.global_domain import encode_keys
+from dmondrian._dask.memory import output_row_cost
 from dmondrian._dask.options import leaf_rows_for, output_partition_rows
 from dmondrian._dask.plan import Recount, Verdict, pack_output_partitions
 from dmondrian._dask.routing import route, row_positions
@@ -213,14 +214,13 @@ def test_quality_and_balance_on_census(client, sample_rows):
 
 
 def test_output_partitions_pack_an_input_partition_within_memory():
-    """Output partitions hold about an input partition's rows, within a quarter of a
-    thread's memory, never fewer rows than a leaf; consecutive leaves are packed up to
-    that size."""
+    """Output partitions hold about an input partition's rows, within half a thread's
+    budget, never fewer rows than a leaf; consecutive leaves are packed up to that size."""
     assert output_partition_rows(2000, 30_000, 8, 2e9, 100.0, 5) == 3750
-    # A small worker caps them (a quarter of its memory by the leaf's measure)...
-    cap = leaf_rows_for(4e8, 100.0, 5, share=0.25)
+    # A small worker caps them (half its budget at a row's output-partition cost)...
+    cap = leaf_rows_for(4e8, 100.0, 5, share=0.5)
     assert cap < 1_000_000 and output_partition_rows(1000, 10**8, 100, 4e8, 100.0, 5) == cap
-    assert cap == int(0.25 * 4e8 / (2 * 100.0 + 80 * 5))
+    assert cap == int(0.5 * 4e8 / output_row_cost(100.0, 5))
     # ... but one leaf always fits.
     assert output_partition_rows(400_000, 10**6, 10, 1e8, 100.0, 5) == 400_000
     assert pack_output_partitions(np.array([3, 3, 3, 7, 1]), 6) == [[0, 1], [2], [3], [4]]
@@ -351,14 +351,14 @@ def test_parquet_writer_counts_leaves_in_the_shuffle_pass(client, tmp_path, monk
     counted = D.plan(ddf, CENSUS_QIS, 10, **options)
     lazy = _collect(D.apply_plan(ddf, counted))
     calls = tmp_path / "calls"
-    attach = counting_write.attach_leaf
+    attach = shuffle.attach_leaf
 
     def logged(*args, **kwargs):
         with open(calls, "a") as fh:
             fh.write("x")
         return attach(*args, **kwargs)
 
-    monkeypatch.setattr(counting_write, "attach_leaf", logged)
+    monkeypatch.setattr(shuffle, "attach_leaf", logged)
     top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 10, **options)
     assert counted.passes == 2 and top.passes == 1
     assert calls.read_text() == "x" * ddf.npartitions  # routed once, counted and shuffled

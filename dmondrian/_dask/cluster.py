@@ -127,14 +127,14 @@ def run(client, collection, progress: bool | None, label: str):
 
 
 def worker_memory_per_thread(client) -> float | None:
-    """Smallest ``memory_limit / nthreads`` over the workers (bytes), None if unknown."""
-    try:
-        workers = client.scheduler_info(n_workers=-1)["workers"]
-    except TypeError:  # older distributed: no n_workers argument
-        workers = client.scheduler_info()["workers"]
-    per_thread = [w["memory_limit"] / max(1, w["nthreads"]) for w in workers.values()
-                  if w.get("memory_limit")]
-    return min(per_thread) if per_thread else None
+    """A worker thread's memory budget (bytes) after its worker's baseline, None if unknown.
+
+    See :class:`dmondrian._dask.memory.WorkerMemory`.
+    """
+    from .memory import measure_workers
+
+    mem = measure_workers(client)
+    return None if mem is None else mem.per_thread
 
 
 def cores_per_worker(client) -> int | None:

@@ -20,7 +20,7 @@ from .leaves import output_meta, write_output_partition
 from .parquet_sink import ParquetSink
 from .plan import Recount, TopPlan, Verdict
 from .planner import sizes_allowed
-from .shuffle import attach_leaf, routed_meta, to_output_partitions
+from .shuffle import routed_meta, routed_partitions, to_output_partitions
 
 __all__ = ["leaf_counts", "settle", "write_parquet_counting"]
 
@@ -97,10 +97,8 @@ def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method)
 
     spec = constant(top, "plan")
     sink_d = constant(sink, "sink")
-    attach = delayed(attach_leaf, pure=True)
     # Delayed routed partitions, so that the counts and the shuffle share them.
-    routed = [attach(p, spec, {"number": i})
-              for i, p in enumerate(ddf.to_delayed(optimize_graph=True))]
+    routed = routed_partitions(ddf, top, spec)
     count = delayed(leaf_counts, pure=True)
     totals = tree_reduce([count(r, top.n_leaves) for r in routed], sum_arrays)
     verdict = delayed(settle, pure=True)(totals, spec)

@@ -10,7 +10,7 @@ docs/design.md, section "Step 1: the domain pass".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -27,10 +27,11 @@ from ..identifiers import (
 )
 from ..kinds import kind_spec
 from ..kinds.keys import arrow_int32_chunks
-from .cluster import run, worker_memory_per_thread
+from .cluster import run
 from .global_domain import GlobalDomain, encode_keys
 from .graph import column_partitions, tree_reduce
-from .options import DaskOptions, guess_row_bytes, sizing
+from .memory import check_fits, measure_workers
+from .options import LEAF_ROWS_MIN, DaskOptions, guess_row_bytes, least_row_bytes, sizing
 from .routing import row_positions, sample_below
 from .sketch import Summary
 
@@ -60,6 +61,8 @@ class DomainSketch:
     sample_size: int
     #: Every partition seen has the default index 0..n-1 (row positions).
     positional_index: bool = False
+    #: Rows of the largest partition seen.
+    largest: int = 0
 
 
 def _positional(index: pd.Index) -> bool:
@@ -127,7 +130,7 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
     sample = df[qis].iloc[take].reset_index(drop=True)
     positions = row_positions(partition, len(df), take)
     return DomainSketch(len(df), lo, hi, missing, values, categories, sample, prio,
-                        positions, sample_size, _positional(df.index))
+                        positions, sample_size, _positional(df.index), len(df))
 
 
 def _plain_bounds(s: pd.Series, spec, j: int, lo, hi, missing) -> bool:
@@ -224,7 +227,8 @@ def merge_domain(*sketches: DomainSketch) -> DomainSketch:
                         np.maximum.reduce([s.hi for s in sketches]),
                         np.sum([s.missing for s in sketches], axis=0), values, categories,
                         sample, prio, pos, first.sample_size,
-                        all(s.positional_index for s in sketches))
+                        all(s.positional_index for s in sketches),
+                        max(s.largest for s in sketches))
 
 
 def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict,
@@ -291,9 +295,16 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int):
     positional_index : bool
         Whether every input partition is indexed ``0..n-1``.
     sizing : dmondrian._dask.options.Sizing
+        With the largest partition's rows.
     identifying : list of dmondrian.identifiers.IdentifyingColumn
         Columns released as is that single out rows (estimated from sketches
         of distinct values kept in this same pass).
+
+    Raises
+    ------
+    dmondrian.errors.MemoryLimitError
+        Before the pass, when the workers' memory cannot hold the smallest
+        plan (by the least a row can take).
     """
     from dask import delayed
 
@@ -303,7 +314,12 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int):
         # The first partition, read alongside the pass, gives the row size of
         # the default leaf_rows and, without known lengths, the table's size.
         probe = delayed(probe_first_partition, pure=True)(ddf.to_delayed()[0])
-    per_thread = worker_memory_per_thread(client)
+    mem = measure_workers(client)
+    # A lower bound of the row size: only a cluster that cannot work is refused
+    # before the data is read (the plan checks again on measured rows).
+    check_fits(mem, least_row_bytes(ddf._meta), len(opts.qis),
+               max(lengths) if lengths else 0, smallest_leaf(opts))
+    per_thread = None if mem is None else mem.per_thread
     sized = delayed(sizing, pure=True)(
         probe, None if lengths is None else sum(lengths), ddf.npartitions, opts.leaf_rows,
         per_thread, guess_row_bytes(ddf._meta), len(opts.qis), opts.k, sample_rows)
@@ -321,4 +337,11 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int):
     domain, root = build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta)
     index_name = None if not checked or checked[-1] in meta.columns else checked[-1]
     identifying = estimate_identifying(distinct, merged.n, index_name)
-    return domain, root, merged.positional_index, sized, identifying
+    return (domain, root, merged.positional_index,
+            replace(sized, largest_partition=merged.largest), identifying)
+
+
+def smallest_leaf(opts: DaskOptions) -> int:
+    """The smallest leaf a plan of these options may use: the given ``leaf_rows``, else
+    the least default, raised to ``2 * k``."""
+    return max(opts.leaf_rows or LEAF_ROWS_MIN, 2 * opts.k)

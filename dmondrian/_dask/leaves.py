@@ -12,6 +12,7 @@ docs/design.md, section "Step 4: leaves".
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from functools import lru_cache
 
 import numpy as np
@@ -26,6 +27,7 @@ from ..kinds import kind_spec
 from ..local import partition, publish
 from ..noise import noise_groups, noisy_columns
 from .columns import INDEX, LEAF, carried, key_names
+from .memory import release_freed_memory
 from .parquet_sink import ParquetSink, empty_like
 from .plan import TopPlan, Verdict
 from .routing import leaf_order, row_offsets
@@ -40,17 +42,33 @@ __all__ = ["output_partition_frame", "anonymize_output_partition", "write_output
 _KERNEL_LOCK = threading.Lock()
 # One work space for the kernel's buffers per worker thread: output
 # partitions come one after another, and fresh memory would be faulted in
-# page by page each time. It stays with the thread (at most 1.25 x 2 x the
-# largest output partition's rows x (QIs + 2) x 8 bytes), which the output
-# partitions' memory share leaves room for.
+# page by page each time. It stays with the thread while output partitions
+# keep coming (at most 1.25 x 2 x the largest output partition's rows x
+# (QIs + 2) x 8 bytes, counted in an output partition's memory cost), and is
+# returned, with Arrow's freed memory, once the thread has used it for none
+# for IDLE_SECONDS: dask cannot spill it, and a worker kept over its pause
+# fraction by memory nothing uses would stay paused.
 _WORKSPACES = threading.local()
+IDLE_SECONDS = 2.0
 
 
-def _workspace() -> K.WorkSpace:
+@contextmanager
+def _workspace():
     ws = getattr(_WORKSPACES, "space", None)
     if ws is None:
         ws = _WORKSPACES.space = K.WorkSpace()
-    return ws
+    try:
+        with ws.in_use():
+            yield ws
+    finally:
+        timer = threading.Timer(IDLE_SECONDS, _release_if_idle, (ws,))
+        timer.daemon = True
+        timer.start()
+
+
+def _release_if_idle(ws: K.WorkSpace) -> None:
+    if ws.release_if_idle(IDLE_SECONDS):
+        release_freed_memory()
 
 
 #: The dtype pandas gives an index of Python strings ("str" on pandas 3): the
@@ -140,24 +158,24 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
         sensitive = [privacy.sensitive_codes]
     roots = np.column_stack([starts, depths]).astype(np.int64)
     d, n = top.domain.d, len(order)
-    workspace = _workspace()
-    # The layout local.partition builds in this work space: keys, the
-    # sensitive codes, then the row ids.
-    key_rows = workspace.buffer(d + len(sensitive) + 1, n)[0, :d]
-    for j, (name, offset) in enumerate(zip(key_names(d), top.key_offsets, strict=True)):
-        gather_keys(routed[name].to_numpy(), order, key_rows[j], offset)
-    encoded = partition_encodings(top.encodings, key_rows)
-    # The thread budget (this thread's) sizes the kernel and the local
-    # engine's per-column thread pools alike: one worker core, one thread.
-    with K.thread_limit(top.kernel_threads):
-        with _KERNEL_LOCK:
-            part = partition(encoded, opts.k, mode=opts.mode, objective=opts.objective,
-                             max_depth=opts.max_depth,
-                             scales=top.domain.scales, privacy=privacy, roots=roots,
-                             workspace=workspace)
-        if opts.suppression > 0:
-            return _publish_suppressed(frame, encoded, part, privacy, ids, starts, top)
-        out = publish(pd.DataFrame(index=frame.index), encoded, part, opts.generalization)
+    with _workspace() as workspace:
+        # The layout local.partition builds in this work space: keys, the
+        # sensitive codes, then the row ids.
+        key_rows = workspace.buffer(d + len(sensitive) + 1, n)[0, :d]
+        for j, (name, offset) in enumerate(zip(key_names(d), top.key_offsets, strict=True)):
+            gather_keys(routed[name].to_numpy(), order, key_rows[j], offset)
+        encoded = partition_encodings(top.encodings, key_rows)
+        # The thread budget (this thread's) sizes the kernel and the local
+        # engine's per-column thread pools alike: one worker core, one thread.
+        with K.thread_limit(top.kernel_threads):
+            with _KERNEL_LOCK:
+                part = partition(encoded, opts.k, mode=opts.mode, objective=opts.objective,
+                                 max_depth=opts.max_depth,
+                                 scales=top.domain.scales, privacy=privacy, roots=roots,
+                                 workspace=workspace)
+            if opts.suppression > 0:
+                return _publish_suppressed(frame, encoded, part, privacy, ids, starts, top)
+            out = publish(pd.DataFrame(index=frame.index), encoded, part, opts.generalization)
     _add_noise(out, frame, part, ids, starts, top)
     if opts.class_column is not None:
         out[opts.class_column] = _class_ids(part.class_of_row, part, ids, starts, n)

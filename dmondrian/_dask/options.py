@@ -20,12 +20,19 @@ from ..local import encode_table
 from ..noise import check_noise_dtypes, noise_seed
 from ..sensitive import check_known_order, is_ordered
 from ..validation import Options, check_options
-from .cluster import worker_memory_per_thread
+from .memory import (
+    LEAF_ROWS_MAX,
+    LEAF_ROWS_MIN,
+    leaf_rows_for,
+    measure_workers,
+    output_partition_cap,
+)
 from .planner import PlanConfig
 
 __all__ = ["SAMPLE_ROWS", "MAX_SAMPLE_LEVELS", "DaskOptions", "check_dask_options",
            "guess_row_bytes", "default_leaf_rows", "leaf_rows_for", "output_partition_rows",
-           "Sizing", "sizing", "expected_levels"]
+           "Sizing", "sizing", "expected_levels", "least_row_bytes", "LEAF_ROWS_MIN",
+           "LEAF_ROWS_MAX"]
 
 #: Rows sampled per leaf the client expects to make; a region expected to
 #: split into 2**L leaves is sampled with 2**L times this many rows.
@@ -34,8 +41,6 @@ SAMPLE_ROWS = 2048
 #: the table is expected to make, so the first region pass can plan that many
 #: leaves.
 MAX_SAMPLE_LEVELS = 10
-#: ``leaf_rows`` is clipped to [LEAF_ROWS_MIN, LEAF_ROWS_MAX] (then raised to 2 k).
-LEAF_ROWS_MIN, LEAF_ROWS_MAX = 1_000, 4_000_000
 
 
 @dataclass(frozen=True)
@@ -88,18 +93,35 @@ def guess_row_bytes(meta: pd.DataFrame) -> float:
     return row
 
 
-def default_leaf_rows(client, meta: pd.DataFrame, n_qis: int, row_bytes=None) -> int:
-    """Leaf size from worker memory: a leaf's local run must fit one thread's share.
+def least_row_bytes(meta: pd.DataFrame) -> float:
+    """The least a row can take in memory, from the dtypes alone (text at 8 bytes).
 
-    An output partition holds its leaves' rows about twice (as received, and
-    reordered) plus the engine's key buffers and labels for the QIs; a tenth
-    of the per-thread memory leaves room for the shuffle's buffers and the
-    Parquet writer.
+    A lower bound, for refusing a cluster before any data is read: a guess
+    above the truth would refuse one that works.
+    """
+    row = 0.0
+    for dtype in meta.dtypes:
+        if isinstance(dtype, pd.CategoricalDtype):
+            row += 1
+        elif getattr(dtype, "itemsize", None) and dtype.kind in "biufcmM":
+            row += dtype.itemsize
+        else:
+            row += 8
+    return row
+
+
+def default_leaf_rows(client, meta: pd.DataFrame, n_qis: int, row_bytes=None) -> int:
+    """Leaf size from worker memory: a leaf's local run must fit a share of one thread's.
+
+    A thread's budget is what remains of a worker's limit, at the fraction
+    where dask pauses it, after its baseline and the p2p shuffle's buffers
+    (:class:`~dmondrian._dask.memory.WorkerMemory`); a leaf's rows at their
+    output-partition cost take a fifth of it.
 
     Parameters
     ----------
     client : distributed.Client or None
-        Its workers' smallest memory per thread is the budget (2 GB when unknown).
+        Its workers are measured (2 GB a thread when unknown).
     meta : pandas.DataFrame
         The table's empty frame: the row size is guessed from its dtypes.
     n_qis : int
@@ -112,17 +134,9 @@ def default_leaf_rows(client, meta: pd.DataFrame, n_qis: int, row_bytes=None) ->
     int
         Between 1,000 and 4,000,000 rows.
     """
-    per_thread = worker_memory_per_thread(client) if client is not None else None
-    return leaf_rows_for(per_thread, row_bytes or guess_row_bytes(meta), n_qis)
-
-
-def leaf_rows_for(per_thread: float | None, row_bytes: float, n_qis: int,
-                  share: float = 0.1) -> int:
-    """Rows whose local run fits ``share`` of a thread's memory, in [1,000, 4,000,000]."""
-    if per_thread is None:
-        per_thread = 2e9
-    cost = 2 * row_bytes + 80 * n_qis
-    return int(min(LEAF_ROWS_MAX, max(LEAF_ROWS_MIN, share * per_thread / cost)))
+    mem = measure_workers(client) if client is not None else None
+    return leaf_rows_for(None if mem is None else mem.per_thread,
+                         row_bytes or guess_row_bytes(meta), n_qis)
 
 
 def output_partition_rows(leaf_rows: int, n_rows: int, n_partitions: int,
@@ -130,11 +144,12 @@ def output_partition_rows(leaf_rows: int, n_rows: int, n_partitions: int,
     """Rows an output partition may pack: an input partition's mean, within memory.
 
     Output partitions as large as the input's keep the shuffle's shards as
-    few as a plain shuffle's; a quarter of a thread's memory (by the leaf
-    size's measure) bounds what one task holds, and one leaf always fits.
+    few as a plain shuffle's; half a thread's budget at the output-partition
+    cost of a row (:func:`~dmondrian._dask.memory.output_partition_cap`)
+    bounds what one task holds, and one leaf always fits.
     """
     mean = -(-max(int(n_rows), 1) // max(int(n_partitions), 1))
-    cap = leaf_rows_for(per_thread, row_bytes, n_qis, share=0.25)
+    cap = output_partition_cap(per_thread, row_bytes, n_qis)
     return max(int(leaf_rows), min(mean, cap))
 
 
@@ -154,9 +169,13 @@ class Sizing:
     n_estimate: int
     sample_size: int
     rate: float
-    #: Smallest memory of a worker thread (None if unknown) and the row size used.
+    #: A worker thread's memory budget (None if unknown) and the row size used.
     per_thread: float | None = None
     row_bytes: float = 0.0
+    #: Whether ``row_bytes`` was measured on data (else guessed from the dtypes).
+    measured: bool = False
+    #: Rows of the largest input partition (0 until the domain pass counted them).
+    largest_partition: int = 0
 
 
 def expected_levels(n: float, leaf_rows: int, fill: float) -> int:
@@ -182,4 +201,4 @@ def sizing(probe, n_known, n_partitions, leaf_rows, per_thread, meta_row_bytes, 
     levels = min(MAX_SAMPLE_LEVELS, max(PlanConfig.max_levels, levels))
     size = int(sample_rows) * 2 ** levels
     return Sizing(leaf_rows, n_est, size, min(1.0, 2.0 * size / max(n_est, 1)), per_thread,
-                  float(measured or meta_row_bytes))
+                  float(measured or meta_row_bytes), measured is not None)

@@ -105,6 +105,14 @@ class TopPlan:
     #: Columns released as is that single out rows, as the domain pass estimated
     #: (:class:`dmondrian.identifiers.IdentifyingColumn`).
     identifying: list = field(default_factory=list)
+    #: Rows of the pieces an input partition is routed in (0: whole partitions), and
+    #: the input partitions' rows (exact when dask knows them, else the largest's).
+    #: See :func:`dmondrian._dask.memory.input_piece_rows`.
+    input_piece_rows: int = 0
+    input_rows: tuple = ()
+    #: The workers' memory as measured when the plan was made
+    #: (:class:`dmondrian._dask.memory.WorkerMemory`; None when they have no limit).
+    worker_memory: object = None
 
     @property
     def n_leaves(self) -> int:

@@ -20,16 +20,19 @@ from .graph import constant
 from .plan import TopPlan
 from .routing import route_to_partitions, row_positions
 from .shipped_keys import narrow_keys
+from .shuffle_sizes import piece_bounds
 
-__all__ = ["attach_leaf", "routed_meta", "to_output_partitions", "route_and_shuffle",
-           "distributed_shuffle_method"]
+__all__ = ["attach_leaf", "attach_piece", "routed_partitions", "routed_meta",
+           "to_output_partitions", "route_and_shuffle", "distributed_shuffle_method"]
 
 
-def attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.DataFrame:
+def attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None,
+                start: int = 0) -> pd.DataFrame:
     """Route a partition's rows: index them by input position, add leaf and output partition.
 
     The QI columns are replaced by their keys (:mod:`.shipped_keys`). The
     input index, unless it is the positions 0..n-1, rides along as a column.
+    ``df`` may be a piece of its input partition, starting at row ``start``.
     """
     number = partition_info["number"] if partition_info else 0
     keys = encode_keys(df, top.domain)
@@ -37,10 +40,12 @@ def attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.DataF
     # the local engine. They travel as the index: the p2p shuffle ships the
     # index whatever it is, so a position column would cost 8 bytes a row more.
     positions = row_positions(number, len(df))
+    if start:
+        positions += start
     leaf, partition = route_to_partitions(keys, top.tree, positions, top.partition_of_leaf,
                                           top.leaf_dtype)
     if top.positional_index:
-        if not (isinstance(df.index, pd.RangeIndex) and df.index.start == 0
+        if not (isinstance(df.index, pd.RangeIndex) and df.index.start == start
                 and df.index.step == 1):
             raise RuntimeError(
                 f"dmondrian: input partition {number} no longer has the index 0..n-1 it had "
@@ -62,6 +67,36 @@ def attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None) -> pd.DataF
     out[LEAF] = pd.Series(leaf, index=index, copy=False)
     out[PARTITION] = pd.Series(partition, index=index, copy=False)
     return out
+
+
+def attach_piece(df: pd.DataFrame, top: TopPlan, number: int, start: int,
+                 stop: int | None) -> pd.DataFrame:
+    """Route rows ``start:stop`` of input partition ``number`` (:func:`attach_leaf`).
+
+    Their positions are those of the whole partition: a plan routes the
+    same rows the same way whatever the pieces.
+    """
+    return attach_leaf(df.iloc[start:stop], top, {"number": number}, start)
+
+
+def routed_partitions(ddf, top: TopPlan, spec) -> list:
+    """The routed input, one delayed frame per input partition or piece of one.
+
+    An input partition larger than the plan's ``input_piece_rows`` is read by
+    one task and routed in pieces, each its own task and its own input of the
+    shuffle: what a task routes and cuts into shards stays within the
+    workers' memory whatever the input's partitions
+    (:func:`~dmondrian._dask.memory.input_piece_rows`).
+    """
+    from dask import delayed
+
+    parts = ddf.to_delayed(optimize_graph=True)
+    if not top.input_piece_rows:
+        attach = delayed(attach_leaf, pure=True)
+        return [attach(part, spec, {"number": i}) for i, part in enumerate(parts)]
+    piece = delayed(attach_piece, pure=True)
+    return [piece(parts[p], spec, p, start, stop)
+            for p, start, stop in piece_bounds(top.input_piece_rows, top.input_rows)]
 
 
 def routed_meta(ddf, top: TopPlan) -> pd.DataFrame:
@@ -95,7 +130,13 @@ def route_and_shuffle(ddf, top: TopPlan, shuffle_method):
         raise ParameterError("top", "this plan's leaf counts are not exact yet; only "
                                     "anonymize_to_parquet can apply it")
     spec = constant(top, "plan")
-    routed = ddf.map_partitions(attach_leaf, spec, meta=routed_meta(ddf, top))
+    if top.input_piece_rows:
+        import dask.dataframe as dd
+
+        routed = dd.from_delayed(routed_partitions(ddf, top, spec), meta=routed_meta(ddf, top),
+                                 verify_meta=False)
+    else:
+        routed = ddf.map_partitions(attach_leaf, spec, meta=routed_meta(ddf, top))
     return to_output_partitions(routed, len(top.output_partitions), shuffle_method), spec
 
 

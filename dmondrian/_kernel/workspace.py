@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import mmap
+import threading
+import time
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -93,15 +96,53 @@ class WorkSpace:
     partitioning returns (``sorted_keys``) is a view of this memory, valid
     until the next call that uses the same work space.
 
+    A work space kept between calls is memory its owner holds while idle:
+    :meth:`release_if_idle` returns it once no call has used it (inside
+    :meth:`in_use`) for a while; arrays a call returned keep their own part
+    alive.
+
     Examples
     --------
     >>> ws = WorkSpace()
     >>> ws.take(10).shape, ws.take(4).base is ws.take(10).base
     ((10,), True)
+    >>> with ws.in_use():
+    ...     ws.release_if_idle(0.0)
+    False
+    >>> ws.release_if_idle(0.0), ws.nbytes
+    (True, 0)
     """
 
     def __init__(self):
         self._space = np.empty(0, dtype=np.int64)
+        self._lock = threading.Lock()
+        self._users = 0
+        self._last_used = time.monotonic()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this work space holds."""
+        return int(self._space.nbytes)
+
+    @contextmanager
+    def in_use(self):
+        """Mark the work space busy for a block: it is not released meanwhile."""
+        with self._lock:
+            self._users += 1
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self._users -= 1
+                self._last_used = time.monotonic()
+
+    def release_if_idle(self, idle_seconds: float) -> bool:
+        """Return the memory if nothing has used it for ``idle_seconds``; whether it did."""
+        with self._lock:
+            if self._users or time.monotonic() - self._last_used < idle_seconds:
+                return False
+            self._space = np.empty(0, dtype=np.int64)
+            return True
 
     def take(self, size: int) -> np.ndarray:
         """At least ``size`` int64 of this work space (grown, never shrunk)."""
