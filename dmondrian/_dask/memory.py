@@ -224,7 +224,7 @@ def check_fits(mem: WorkerMemory | None, row_bytes: float, n_qis: int, partition
         f"({mem.threads} thread(s) each). A worker already holds {_mb(mem.baseline)}, dask "
         f"pauses it at {mem.pause:.0%} of its limit, its p2p shuffle may buffer "
         f"{_mb(mem.p2p_buffers)}, and one thread must read an input partition of "
-        f"{partition_rows:,} rows ({row_bytes:.0f} bytes a row in memory) and anonymize "
+        f"{partition_rows:,} rows (at least {row_bytes:.0f} bytes a row in memory) and anonymize "
         f"leaves of {leaf_rows:,} rows. Give the workers more memory or fewer threads, "
         f"or use smaller input partitions or p2p buffers "
         f"(distributed.p2p.comm.buffer, distributed.p2p.storage.buffer).")
