@@ -33,8 +33,15 @@ import numpy as np
 import pandas as pd
 
 from . import suppression
-from ._dask.cluster import cores_per_worker, release, resolve_client, run, session
-from ._dask.counting_write import write_parquet_counting
+from ._dask.cluster import (
+    cores_per_worker,
+    lasting_client,
+    release,
+    resolve_client,
+    run,
+    session,
+)
+from ._dask.counting_write import anonymize_counting, cuts_certain, write_parquet_counting
 from ._dask.cut_tree import flatten, leaf_nodes
 from ._dask.domain_pass import run_domain_pass
 from ._dask.graph import constant
@@ -47,7 +54,7 @@ from ._dask.leaves import (
 )
 from ._dask.options import SAMPLE_ROWS, DaskOptions, check_dask_options, default_leaf_rows
 from ._dask.parquet_sink import ParquetSink, check_column_names
-from ._dask.plan import Recount, TopPlan, pack_output_partitions
+from ._dask.plan import Recount, TopPlan, pack_output_partitions, partition_of_leaves
 from ._dask.planner import PlanConfig
 from ._dask.sensitive_pass import keep_diverse_cuts, leaf_histograms, sensitive_domain
 from ._dask.shipped_keys import qi_encodings
@@ -147,7 +154,13 @@ def anonymize(ddf, quasi_identifiers, k, **options):
     ['23', '23', '[24, 25]', '[24, 25]', '[50, 51]', '[50, 51]', '[52, 54]', '[52, 54]']
     """
     shuffle_method = DASK["shuffle_method"].check_choice(options.pop("shuffle_method"))
-    top = plan(ddf, quasi_identifiers, k, **options)
+    # The shuffle pass counts the leaves (one pass less) when the cluster
+    # outlives this call and no count can undo a cut across output partitions.
+    lasting = lasting_client(options["client"])
+    top = plan(ddf, quasi_identifiers, k, _defer_counts="certain" if lasting else False,
+               **options)
+    if not top.counted:
+        return anonymize_counting(ddf, top, shuffle_method or distributed_shuffle_method())
     if shuffle_method is None and options["client"] is not None:
         shuffle_method = distributed_shuffle_method()
     return apply_plan(ddf, top, shuffle_method)
@@ -161,8 +174,10 @@ def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=Fa
     Parameters are those of :func:`anonymize`; ``sample_rows`` sets the
     sample size per expected leaf (larger: more accurate medians, bigger
     sketches). The passes run now, on the resolved cluster. (``_defer_counts``
-    is :func:`anonymize_to_parquet`'s: the shuffle pass then counts the leaves,
-    see :mod:`dmondrian._dask.counting_write`.)
+    is for :func:`anonymize_to_parquet` (True) and :func:`anonymize`
+    ("certain": only when no exact count can undo a cut across output
+    partitions): the shuffle pass then counts the leaves, see
+    :mod:`dmondrian._dask.counting_write`.)
 
     Returns
     -------
@@ -184,7 +199,7 @@ def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=Fa
 
 
 def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
-          defer_counts: bool = False) -> TopPlan:
+          defer_counts: bool | str = False) -> TopPlan:
     """Steps 1-2 on ``client``: the domain pass, the top phase, the sensitive passes."""
     timings, clock = {}, time.perf_counter()
 
@@ -204,8 +219,17 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     if domain.n_rows == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
     KAnonymity(opts.k).check_table(domain.n_rows)
+    sizes = shuffle_sizes(client, ddf, sizing, leaf_rows, domain.n_rows, len(opts.qis))
+    defer = defer_counts
+    if defer_counts == "certain":
+        def defer(nodes):
+            leaves = leaf_nodes(nodes)
+            partitions = pack_output_partitions(_estimated_counts(nodes, leaves),
+                                                sizes.output_partition_rows)
+            return cuts_certain(flatten(nodes, leaves), partition_of_leaves(
+                partitions, len(leaves)), root, opts.k)
     nodes, passes, counted = cut_regions(client, ddf, opts, domain, root, cfg, progress,
-                                         defer_counts, lap)
+                                         defer, lap)
     sens = None
     if opts.sensitive is not None:
         sens = sensitive_domain(client, ddf, opts, progress)
@@ -214,15 +238,19 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
                                                  progress), sens)
         lap("sensitive passes")
     leaves = leaf_nodes(nodes)
-    counts = np.asarray([int(round(nodes[j].n)) for j in leaves], dtype=np.int64)
+    counts = _estimated_counts(nodes, leaves)
     depths = np.asarray([nodes[j].depth for j in leaves], dtype=np.int64)
-    sizes = shuffle_sizes(client, ddf, sizing, leaf_rows, domain.n_rows, len(opts.qis))
     return TopPlan(domain, flatten(nodes, leaves), counts, depths,
                    pack_output_partitions(counts, sizes.output_partition_rows), passes,
                    leaf_rows, opts, list(ddf.columns), ddf._meta.index.name, sens, timings,
                    cores_per_worker(client), positional, counted,
                    encodings=qi_encodings(domain, ddf._meta), identifying=identifying,
                    **sizes.as_plan_fields())
+
+
+def _estimated_counts(nodes, leaves) -> np.ndarray:
+    """Every leaf's rows (exact after a counting pass, else the sample's estimate)."""
+    return np.asarray([int(round(nodes[j].n)) for j in leaves], dtype=np.int64)
 
 
 def apply_plan(ddf, top: TopPlan, shuffle_method=None):

@@ -28,7 +28,7 @@ from distributed_helpers import (
 import dmondrian
 from dmondrian import distributed as D
 from dmondrian import errors, local
-from dmondrian._dask import counting_write, leaves, shuffle
+from dmondrian._dask import counting_write, leaves, shuffle, top_phase
 from dmondrian._dask.global_domain import encode_keys
 from dmondrian._dask.memory import output_row_cost
 from dmondrian._dask.options import leaf_rows_for, output_partition_rows
@@ -368,6 +368,77 @@ def test_parquet_writer_counts_leaves_in_the_shuffle_pass(client, tmp_path, monk
     _same_values(back[list(lazy.columns)], lazy)
 
 
+def test_lazy_result_counts_leaves_in_the_shuffle_pass(client, tmp_path, monkeypatch):
+    """With a cluster that outlives the call, the lazy path makes one pass before the shuffle."""
+    df = make_census(20000, seed=23)
+    ddf = dd.from_pandas(df, npartitions=5)
+    options = dict(leaf_rows=1500, class_column="cls", client=client)
+    counted = _collect(D.apply_plan(ddf, D.plan(ddf, CENSUS_QIS, 10, **options)))
+    calls = tmp_path / "calls"
+    attach = shuffle.attach_leaf
+
+    def logged(*args, **kwargs):
+        with open(calls, "a") as fh:
+            fh.write("x")
+        return attach(*args, **kwargs)
+
+    def no_pass(*args, **kwargs):
+        raise AssertionError("a counting pass ran")
+
+    monkeypatch.setattr(shuffle, "attach_leaf", logged)
+    monkeypatch.setattr(top_phase, "region_pass", no_pass)
+    out = D.anonymize(ddf, CENSUS_QIS, 10, **options)
+    got = _collect(out)
+    assert calls.read_text() == "x" * ddf.npartitions  # routed once, counted and shuffled
+    _same_values(got, counted)
+    assert (got["cls"].to_numpy() == counted["cls"].to_numpy()).all()
+    out.to_parquet(tmp_path / "release")
+    back = dd.read_parquet(tmp_path / "release").compute().sort_index()
+    _same_values(back[list(got.columns)], got)
+
+
+def test_cuts_certain_reads_the_sample_as_a_lower_bound():
+    from types import SimpleNamespace
+
+    from dmondrian._dask.cut_tree import CutTree
+
+    # One cut: keys <= 4 go left.
+    tree = CutTree(qi=np.array([0, -1, -1]), t=np.array([4, 0, 0]), eq=np.array([5, 0, 0]),
+                   tie_before=np.array([0, 0, 0]), rank_off=np.array([-1, -1, -1]),
+                   ranks=np.zeros(1, dtype=np.int64), left=np.array([1, -1, -1]),
+                   right=np.array([2, -1, -1]), leaf=np.array([-1, 0, 1]))
+    root = SimpleNamespace(sample_keys=np.array([[3, 3, 9, 9, 9]]),
+                           sample_pos=row_positions(0, 5))
+    apart, together = np.array([0, 1]), np.array([0, 0])
+    # Two sample rows on the left: at least two rows there, whatever the counts.
+    assert counting_write.cuts_certain(tree, apart, root, 2)
+    assert not counting_write.cuts_certain(tree, apart, root, 3)
+    # Inside one output partition the exact counts may undo the cut: no need to be sure.
+    assert counting_write.cuts_certain(tree, together, root, 3)
+
+
+def test_lazy_result_counts_apart_without_a_lasting_cluster(client, monkeypatch):
+    """A cluster closed when anonymize returns (embedded, or from the environment) cannot
+    count in a shuffle that runs later: the plan is counted by a pass of its own."""
+    from dmondrian._dask import cluster
+
+    assert cluster.lasting_client(client) and cluster.lasting_client(None)  # the default
+    monkeypatch.setattr(cluster, "_default_client", lambda: None)
+    assert not cluster.lasting_client(None)
+    seen, plan = [], D.plan
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("_defer_counts"))
+        return plan(*args, **kwargs)
+
+    monkeypatch.setattr(D, "plan", spy)
+    monkeypatch.setattr(D, "lasting_client", lambda given: False)
+    df = make_census(3000, seed=27)
+    out = D.anonymize(dd.from_pandas(df, npartitions=2), CENSUS_QIS, 5, leaf_rows=700,
+                      client=client).compute()
+    assert seen == [False] and len(out) == len(df)
+
+
 def test_uncounted_plan_cannot_be_applied_lazily(client):
     ddf = dd.from_pandas(make_census(6000, seed=24), npartitions=3)
     top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=800, client=client, _defer_counts=True)
@@ -471,7 +542,7 @@ def test_writer_falls_back_to_a_counting_pass(client, tmp_path, monkeypatch):
     options = dict(leaf_rows=900, class_column="cls", client=client)
     lazy = _collect(D.anonymize(ddf, CENSUS_QIS, 5, **options))
 
-    def refuse(counts, top):
+    def refuse(counts, top, *args):
         raise Recount("forced by the test")
 
     monkeypatch.setattr(counting_write, "settle", refuse)

@@ -15,7 +15,8 @@ from contextlib import contextmanager
 
 from .watchdog import wait_for
 
-__all__ = ["resolve_client", "session", "run", "worker_memory_per_thread", "cores_per_worker"]
+__all__ = ["resolve_client", "session", "run", "worker_memory_per_thread", "cores_per_worker",
+           "lasting_client"]
 
 _ANNOUNCED: set = set()
 
@@ -53,6 +54,12 @@ def resolve_client(client=None, **cluster_options):
     cluster = LocalCluster(**cluster_options)
     c = Client(cluster)
     return c, [c, cluster]
+
+
+def lasting_client(client=None) -> bool:
+    """Whether the cluster :func:`resolve_client` finds outlives the call: one passed in, or
+    the default client (not one it would connect to or start, and then close)."""
+    return client is not None or _default_client() is not None
 
 
 def release(owned) -> None:

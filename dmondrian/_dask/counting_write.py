@@ -1,12 +1,14 @@
-"""Writing an uncounted plan: the shuffle pass counts the leaves on the way.
+"""Applying an uncounted plan: the shuffle pass counts the leaves on the way.
 
 When the domain pass's sample planned the whole tree, the pass that would
 only count its leaves is saved: each input partition is routed once, its
 leaf counts are summed into a :class:`~.plan.Verdict` that every output
 partition waits for, and the cuts the exact counts disallow are undone
 there. A disallowed cut no output partition can undo alone raises
-:class:`~.plan.Recount` before anything is written. See docs/design.md,
-section "Counting in the shuffle pass".
+:class:`~.plan.Recount` before anything is written; the lazy result, which
+cannot start again, is only built on a plan where that cannot happen
+(:func:`cuts_certain`). See docs/design.md, section "Counting in the
+shuffle pass".
 """
 
 from __future__ import annotations
@@ -15,14 +17,18 @@ import numpy as np
 import pandas as pd
 
 from .columns import LEAF
+from .cut_tree import CutTree
 from .graph import constant, sum_arrays, tree_reduce
-from .leaves import output_meta, write_output_partition
+from .leaves import anonymize_output_partition, lazy_meta, output_meta, write_output_partition
 from .parquet_sink import ParquetSink
 from .plan import Recount, TopPlan, Verdict
 from .planner import sizes_allowed
+from .routing import route
 from .shuffle import routed_meta, routed_partitions, to_output_partitions
+from .sketch import Summary
 
-__all__ = ["leaf_counts", "settle", "write_parquet_counting"]
+__all__ = ["leaf_counts", "settle", "cuts_certain", "write_parquet_counting",
+           "anonymize_counting"]
 
 
 def leaf_counts(routed: pd.DataFrame, n_leaves: int) -> np.ndarray:
@@ -30,15 +36,8 @@ def leaf_counts(routed: pd.DataFrame, n_leaves: int) -> np.ndarray:
     return np.bincount(routed[LEAF].to_numpy(dtype=np.int64), minlength=n_leaves)
 
 
-def settle(counts: np.ndarray, top: TopPlan) -> Verdict:
-    """Check every cut of the candidate tree on exact counts.
-
-    A disallowed cut is undone, from the root down; its leaves become one.
-    That is done by the output partition holding them, so a disallowed cut
-    whose leaves lie in several partitions, or a partition holding far more
-    rows than planned, raises :class:`~.plan.Recount` before anything is written.
-    """
-    tree, k = top.tree, top.options.k
+def _subtrees(tree: CutTree, counts: np.ndarray):
+    """Rows below every node of ``tree`` (``counts`` per leaf), and its first and last leaf."""
     m = tree.qi.shape[0]
     sub = np.zeros(m, dtype=np.int64)
     first = np.zeros(m, dtype=np.int64)
@@ -52,6 +51,20 @@ def settle(counts: np.ndarray, top: TopPlan) -> Verdict:
             lt, rt = tree.left[i], tree.right[i]
             sub[i] = sub[lt] + sub[rt]
             first[i], last[i] = first[lt], last[rt]
+    return sub, first, last
+
+
+def settle(counts: np.ndarray, top: TopPlan, oversized_ok: bool = False) -> Verdict:
+    """Check every cut of the candidate tree on exact counts.
+
+    A disallowed cut is undone, from the root down; its leaves become one.
+    That is done by the output partition holding them, so a disallowed cut
+    whose leaves lie in several partitions, or (unless ``oversized_ok``) a
+    partition holding far more rows than planned, raises
+    :class:`~.plan.Recount` before anything is written.
+    """
+    tree, k = top.tree, top.options.k
+    sub, first, last = _subtrees(tree, counts)
     root = np.arange(top.n_leaves, dtype=np.int64)
     depth = top.leaf_depths.copy()
     partition_of = top.partition_of_leaf
@@ -72,10 +85,64 @@ def settle(counts: np.ndarray, top: TopPlan) -> Verdict:
     per_partition = np.bincount(partition_of, weights=counts,
                                 minlength=len(top.output_partitions))
     planned = max(top.output_partition_rows, top.leaf_rows)
-    if per_partition.max() > 2 * planned:
+    if per_partition.max() > 2 * planned and not oversized_ok:
         raise Recount(f"an output partition holds {int(per_partition.max())} rows, "
                       f"over twice the {planned} planned")
     return Verdict(np.asarray(counts, dtype=np.int64), root, depth, undone)
+
+
+def cuts_certain(tree: CutTree, partition_of_leaf: np.ndarray, root: Summary, k: int) -> bool:
+    """Whether no exact count can undo a cut whose leaves lie in several output partitions.
+
+    The root's sample (the domain pass's) is rows of the table, routed here
+    as the shuffle pass routes them: the sample rows below a node are a lower
+    bound of its exact rows. A cut with ``k`` sample rows on each side is
+    allowed whatever the exact counts, so :func:`settle` can only undo cuts
+    inside one output partition, and never raises for a spanning one.
+
+    Parameters
+    ----------
+    tree : CutTree
+        The candidate tree (leaf ``i`` is leaf id ``i``).
+    partition_of_leaf : ndarray
+        Output partition of every leaf.
+    root : Summary
+        The whole table's summary, with the domain pass's sample.
+    k : int
+
+    Returns
+    -------
+    bool
+    """
+    n_leaves = partition_of_leaf.shape[0]
+    slot = route(root.sample_keys, tree, root.sample_pos)
+    sampled = np.bincount(slot, minlength=n_leaves)
+    sub, first, last = _subtrees(tree, sampled)
+    for i in np.flatnonzero(tree.qi >= 0):
+        spans = partition_of_leaf[first[i]] != partition_of_leaf[last[i]]
+        if spans and not sizes_allowed(sub[tree.left[i]], sub[tree.right[i]], k):
+            return False
+    return True
+
+
+def _counted_shuffle(ddf, top: TopPlan, shuffle_method, oversized_ok: bool = False):
+    """Route every input partition once: its leaf counts make the verdict, its rows the shuffle.
+
+    Returns the shuffled output partitions (delayed), the verdict (delayed)
+    and the plan as a graph constant.
+    """
+    import dask.dataframe as dd
+    from dask import delayed
+
+    spec = constant(top, "plan")
+    # Delayed routed partitions, so that the counts and the shuffle share them.
+    routed = routed_partitions(ddf, top, spec)
+    count = delayed(leaf_counts, pure=True)
+    totals = tree_reduce([count(r, top.n_leaves) for r in routed], sum_arrays)
+    verdict = delayed(settle, pure=True)(totals, spec, oversized_ok)
+    routed_ddf = dd.from_delayed(routed, meta=routed_meta(ddf, top), verify_meta=False)
+    shuffled = to_output_partitions(routed_ddf, len(top.output_partitions), shuffle_method)
+    return shuffled.to_delayed(optimize_graph=True), verdict, spec
 
 
 def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method):
@@ -92,19 +159,35 @@ def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method)
     list of dask.delayed.Delayed
         One row-count frame per output partition, then the verdict.
     """
-    import dask.dataframe as dd
     from dask import delayed
 
-    spec = constant(top, "plan")
+    parts, verdict, spec = _counted_shuffle(ddf, top, shuffle_method)
     sink_d = constant(sink, "sink")
-    # Delayed routed partitions, so that the counts and the shuffle share them.
-    routed = routed_partitions(ddf, top, spec)
-    count = delayed(leaf_counts, pure=True)
-    totals = tree_reduce([count(r, top.n_leaves) for r in routed], sum_arrays)
-    verdict = delayed(settle, pure=True)(totals, spec)
-    routed_ddf = dd.from_delayed(routed, meta=routed_meta(ddf, top), verify_meta=False)
-    shuffled = to_output_partitions(routed_ddf, len(top.output_partitions), shuffle_method)
     write = delayed(write_output_partition, pure=True)
     meta = output_meta(ddf._meta, top)
     return [*(write(part, spec, sink_d, meta, {"number": p}, verdict)
-              for p, part in enumerate(shuffled.to_delayed(optimize_graph=True))), verdict]
+              for p, part in enumerate(parts)), verdict]
+
+
+def anonymize_counting(ddf, top: TopPlan, shuffle_method):
+    """The lazy result of an uncounted plan whose cuts are certain (:func:`cuts_certain`).
+
+    As :func:`write_parquet_counting`, each output partition anonymized on
+    the verdict of the counts taken in the shuffle pass, as a dask DataFrame
+    (:func:`~.leaves.anonymize_output_partition`). A partition holding more
+    rows than planned is anonymized all the same: the lazy result has no
+    pass to start again.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+    """
+    import dask.dataframe as dd
+    from dask import delayed
+
+    parts, verdict, spec = _counted_shuffle(ddf, top, shuffle_method, oversized_ok=True)
+    anonymize = delayed(anonymize_output_partition, pure=True)
+    meta = output_meta(ddf._meta, top)
+    return dd.from_delayed([anonymize(part, spec, meta, {"number": p}, verdict)
+                            for p, part in enumerate(parts)],
+                           meta=lazy_meta(ddf._meta, top), verify_meta=False)

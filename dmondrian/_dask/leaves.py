@@ -230,14 +230,16 @@ def _publish_suppressed(frame, encoded, part, privacy, ids, starts, top):
 
 
 def anonymize_output_partition(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
-                               partition_info=None) -> pd.DataFrame:
+                               partition_info=None,
+                               verdict: Verdict | None = None) -> pd.DataFrame:
     """Run the local engine on every leaf of one output partition; labels as Categoricals.
 
     The categories are this partition's labels, as text (:func:`text_labels`);
-    ``meta`` is :func:`output_meta`'s frame.
+    ``meta`` is :func:`output_meta`'s frame. An uncounted plan comes with the
+    ``verdict`` of its exact counts.
     """
     labels = label_columns(top)
-    frame = output_partition_frame(df, top, partition_info)
+    frame = output_partition_frame(df, top, partition_info, verdict)
     if frame is None:
         frame = empty_like(meta, labels)
     for q in labels:

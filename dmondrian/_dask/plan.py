@@ -22,7 +22,8 @@ from .global_domain import GlobalDomain
 from .options import DaskOptions
 from .shipped_keys import key_dtypes, key_offsets
 
-__all__ = ["TopPlan", "SensitiveDomain", "pack_output_partitions", "Verdict", "Recount"]
+__all__ = ["TopPlan", "SensitiveDomain", "pack_output_partitions", "partition_of_leaves",
+           "Verdict", "Recount"]
 
 
 @dataclass
@@ -138,9 +139,7 @@ class TopPlan:
         """Output partition of every leaf (read-only; computed once per ``output_partitions``)."""
         cached = self.__dict__.get("_partition_of_leaf")
         if cached is None or cached[0] is not self.output_partitions:
-            out = np.empty(self.n_leaves, dtype=np.int64)
-            for p, ids in enumerate(self.output_partitions):
-                out[ids] = p
+            out = partition_of_leaves(self.output_partitions, self.n_leaves)
             out.flags.writeable = False
             cached = self.__dict__["_partition_of_leaf"] = (self.output_partitions, out)
         return cached[1]
@@ -193,6 +192,20 @@ def pack_output_partitions(counts: np.ndarray, rows: int) -> list:
         total += c
     partitions.append(current)
     return partitions
+
+
+def partition_of_leaves(partitions: list, n_leaves: int) -> np.ndarray:
+    """Output partition of every leaf, from each partition's leaf ids.
+
+    Examples
+    --------
+    >>> partition_of_leaves([[0, 1], [2], [3, 4]], 5).tolist()
+    [0, 0, 1, 2, 2]
+    """
+    out = np.empty(n_leaves, dtype=np.int64)
+    for p, ids in enumerate(partitions):
+        out[ids] = p
+    return out
 
 
 class Recount(Exception):

@@ -34,9 +34,10 @@ def cut_regions(client, ddf, opts: DaskOptions, domain: GlobalDomain, root: Summ
                 cfg: PlanConfig, progress, defer_counts: bool, lap):
     """Cut the table until every region fits ``cfg.leaf_rows`` or no allowed cut divides it.
 
-    ``lap(label)`` records the wall time of each pass. With ``defer_counts``,
-    a tree the domain pass's sample planned whole is returned uncounted: the
-    shuffle pass counts it (:mod:`.counting_write`).
+    ``lap(label)`` records the wall time of each pass. With ``defer_counts``
+    (True, or a function of the candidate nodes that says whether), a tree the
+    domain pass's sample planned whole is returned uncounted: the shuffle pass
+    counts it (:mod:`.counting_write`).
 
     Returns
     -------
@@ -67,7 +68,8 @@ def cut_regions(client, ddf, opts: DaskOptions, domain: GlobalDomain, root: Summ
         if not roots:
             break
         if (defer_counts and passes == 1 and opts.sensitive is None
-                and not any(needs_cut(j) for j in leaf_nodes(nodes))):
+                and not any(needs_cut(j) for j in leaf_nodes(nodes))
+                and (defer_counts is True or defer_counts(nodes))):
             # The domain sample planned the whole tree: its exact counts can
             # come from the shuffle pass itself (the plan is then uncounted).
             counted = False
