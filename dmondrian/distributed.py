@@ -160,7 +160,8 @@ def anonymize(ddf, quasi_identifiers, k, **options):
     top = plan(ddf, quasi_identifiers, k, _defer_counts="certain" if lasting else False,
                **options)
     if not top.counted:
-        return anonymize_counting(ddf, top, shuffle_method or distributed_shuffle_method())
+        return anonymize_counting(without_identifiers(ddf, top.options.identifiers), top,
+                                  shuffle_method or distributed_shuffle_method())
     if shuffle_method is None and options["client"] is not None:
         shuffle_method = distributed_shuffle_method()
     return apply_plan(ddf, top, shuffle_method)
