@@ -128,8 +128,8 @@ def cuts_certain(tree: CutTree, partition_of_leaf: np.ndarray, root: Summary, k:
 def _counted_shuffle(ddf, top: TopPlan, shuffle_method, oversized_ok: bool = False):
     """Route every input partition once: its leaf counts make the verdict, its rows the shuffle.
 
-    Returns the shuffled output partitions (delayed), the verdict (delayed)
-    and the plan as a graph constant.
+    Returns the shuffled output partitions (a dask DataFrame), the verdict
+    (delayed) and the plan as a graph constant.
     """
     import dask.dataframe as dd
     from dask import delayed
@@ -142,7 +142,7 @@ def _counted_shuffle(ddf, top: TopPlan, shuffle_method, oversized_ok: bool = Fal
     verdict = delayed(settle, pure=True)(totals, spec, oversized_ok)
     routed_ddf = dd.from_delayed(routed, meta=routed_meta(ddf, top), verify_meta=False)
     shuffled = to_output_partitions(routed_ddf, len(top.output_partitions), shuffle_method)
-    return shuffled.to_delayed(optimize_graph=True), verdict, spec
+    return shuffled, verdict, spec
 
 
 def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method):
@@ -161,7 +161,8 @@ def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method)
     """
     from dask import delayed
 
-    parts, verdict, spec = _counted_shuffle(ddf, top, shuffle_method)
+    shuffled, verdict, spec = _counted_shuffle(ddf, top, shuffle_method)
+    parts = shuffled.to_delayed(optimize_graph=True)
     sink_d = constant(sink, "sink")
     write = delayed(write_output_partition, pure=True)
     meta = output_meta(ddf._meta, top)
@@ -182,12 +183,9 @@ def anonymize_counting(ddf, top: TopPlan, shuffle_method):
     -------
     dask.dataframe.DataFrame
     """
-    import dask.dataframe as dd
-    from dask import delayed
-
-    parts, verdict, spec = _counted_shuffle(ddf, top, shuffle_method, oversized_ok=True)
-    anonymize = delayed(anonymize_output_partition, pure=True)
-    meta = output_meta(ddf._meta, top)
-    return dd.from_delayed([anonymize(part, spec, meta, {"number": p}, verdict)
-                            for p, part in enumerate(parts)],
-                           meta=lazy_meta(ddf._meta, top), verify_meta=False)
+    shuffled, verdict, spec = _counted_shuffle(ddf, top, shuffle_method, oversized_ok=True)
+    # map_partitions, not delayed tasks: dask fuses each output partition's
+    # anonymization with what the caller does next (to_parquet's write).
+    return shuffled.map_partitions(anonymize_output_partition, spec, output_meta(ddf._meta, top),
+                                   verdict=verdict, meta=lazy_meta(ddf._meta, top),
+                                   clear_divisions=True)
