@@ -130,3 +130,19 @@ def test_cli_drop_allow_unique_and_one_warning_line(tmp_path, capsys):
     assert "risk: column 'subject_id' singles out rows" in capsys.readouterr().out
     assert main(["report", str(dst), "--qi", "age,zip", "--allow-unique", "subject_id"]) == 0
     assert "singles out rows" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("values", [
+    pd.Series(np.random.default_rng(0).integers(0, 10**12, 50_000)),
+    pd.Series(["a", None, "b", "c"] * 500),
+    pd.Series(pd.date_range("2000", periods=3000, freq="h")),
+    pd.Series([0] * 10),
+])
+def test_dask_sketch_registers_are_dasks_own(values):
+    """The Dask engine's identifier sketch computes dask's HyperLogLog registers itself
+    (faster); dask's estimate_count reads them, so they must be the same registers."""
+    from dask.dataframe.hyperloglog import compute_hll_array
+
+    from dmondrian.identifiers import _HLL_BITS, _registers
+
+    assert np.array_equal(_registers(values), compute_hll_array(values.dropna(), _HLL_BITS))
