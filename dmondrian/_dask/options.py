@@ -80,17 +80,23 @@ def check_dask_options(ddf, quasi_identifiers, k, leaf_rows, options) -> DaskOpt
                        leaf_rows=None if leaf_rows is None else int(leaf_rows))
 
 
-def guess_row_bytes(meta: pd.DataFrame) -> float:
-    """A row's in-memory size guessed from the dtypes alone (before any data is read)."""
+def _row_bytes(meta: pd.DataFrame, category: int, other: int) -> float:
+    """A row's size from its dtypes: fixed-width columns at their item size,
+    categoricals at ``category`` bytes and anything else (text) at ``other``."""
     row = 0.0
     for dtype in meta.dtypes:
         if isinstance(dtype, pd.CategoricalDtype):
-            row += 4
+            row += category
         elif getattr(dtype, "itemsize", None) and dtype.kind in "biufcmM":
             row += dtype.itemsize
         else:
-            row += 64
+            row += other
     return row
+
+
+def guess_row_bytes(meta: pd.DataFrame) -> float:
+    """A row's in-memory size guessed from the dtypes alone (before any data is read)."""
+    return _row_bytes(meta, 4, 64)
 
 
 def least_row_bytes(meta: pd.DataFrame) -> float:
@@ -99,15 +105,7 @@ def least_row_bytes(meta: pd.DataFrame) -> float:
     A lower bound, for refusing a cluster before any data is read: a guess
     above the truth would refuse one that works.
     """
-    row = 0.0
-    for dtype in meta.dtypes:
-        if isinstance(dtype, pd.CategoricalDtype):
-            row += 1
-        elif getattr(dtype, "itemsize", None) and dtype.kind in "biufcmM":
-            row += dtype.itemsize
-        else:
-            row += 8
-    return row
+    return _row_bytes(meta, 1, 8)
 
 
 def default_leaf_rows(client, meta: pd.DataFrame, n_qis: int, row_bytes=None) -> int:
