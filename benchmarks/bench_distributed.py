@@ -2,7 +2,7 @@
 
 Run: python benchmarks/bench_distributed.py [--quick] [--rows N] [--workers W]
          [--memory-limit 2GB] [--repeat R] [--paths to_parquet,lazy] [--quality]
-         [--out PATH]
+         [--input DIR] [--gen-jobs J] [--smallest-class] [--out PATH]
      python benchmarks/bench_distributed.py --small-memory [--rows 20000000]
          [--memory-limit 700MB] [--timeout 900]
      python benchmarks/bench_distributed.py --worker-memory [--rows 2000000]
@@ -97,14 +97,37 @@ KEEP = ["person_id", "income"]
 K = 10
 
 
-def write_input(path: Path, rows: int, rows_per_file: int) -> None:
+def _write_file(path: Path, i: int, start: int, n: int) -> None:
     from dmondrian.synthetic import make_census
 
-    path.mkdir(parents=True)
-    for i, start in enumerate(range(0, rows, rows_per_file)):
-        n = min(rows_per_file, rows - start)
-        df = make_census(n, seed=0, start=start)[QIS + KEEP]
-        df.to_parquet(path / f"part-{i:05d}.parquet", index=False)
+    df = make_census(n, seed=0, start=start)[QIS + KEEP]
+    # Written aside, then renamed: an interrupted run never leaves a partial
+    # file that a later --input run would take for a whole one.
+    tmp = path / f".part-{i:05d}.parquet.tmp"
+    df.to_parquet(tmp, index=False)
+    tmp.rename(path / f"part-{i:05d}.parquet")
+
+
+def write_input(path: Path, rows: int, rows_per_file: int, jobs: int = 1) -> None:
+    """The census rows ``0..rows-1`` as Parquet files of ``rows_per_file`` rows.
+
+    Files already there (from an earlier run with the same ``--input``) are
+    kept: the generator is deterministic per row (``start``), so a file's
+    content depends only on its number.
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    todo = [(i, start, min(rows_per_file, rows - start))
+            for i, start in enumerate(range(0, rows, rows_per_file))
+            if not (path / f"part-{i:05d}.parquet").exists()]
+    if jobs <= 1:
+        for i, start, n in todo:
+            _write_file(path, i, start, n)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs) as pool:
+        for f in [pool.submit(_write_file, path, i, start, n) for i, start, n in todo]:
+            f.result()
 
 
 def _process_cpu() -> float:
@@ -156,6 +179,57 @@ class PeakMemory:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+
+
+class PeakDisk:
+    """Largest size of a folder (the workers' local directories: p2p's spill) seen."""
+
+    def __init__(self, folder: Path, every=2.0):
+        self.folder, self.every, self.peak = folder, every, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _size(self) -> int:
+        total = 0
+        for root, _dirs, files in os.walk(self.folder):
+            for f in files:
+                with contextlib.suppress(OSError):  # p2p removes files as it goes
+                    total += os.stat(os.path.join(root, f)).st_size
+        return total
+
+    def _poll(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._size())
+            self._stop.wait(self.every)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def smallest_class(dst: Path, column: str = "cls") -> dict:
+    """The smallest equivalence class of a written release, read back from its files.
+
+    A class never spans files (it lies in one leaf, a leaf in one output
+    partition), so the smallest over files of each file's smallest class is
+    the release's. Only the class column is read.
+    """
+    import pyarrow.parquet as pq
+
+    smallest, files, rows, classes = None, 0, 0, 0
+    for f in sorted(dst.glob("*.parquet")):
+        ids = pq.read_table(f, columns=[column]).column(0).to_numpy()
+        if len(ids) == 0:
+            continue
+        _, counts = np.unique(ids, return_counts=True)
+        smallest = int(counts.min()) if smallest is None else min(smallest, int(counts.min()))
+        files, rows, classes = files + 1, rows + len(ids), classes + len(counts)
+    return {"smallest_class_on_disk": smallest, "classes_on_disk": classes,
+            "rows_on_disk": rows, "files_on_disk": files}
 
 
 def _worker_metrics(dask_scheduler=None) -> dict:
@@ -266,7 +340,7 @@ def profile_leaf(src: Path, top) -> dict:
     from dmondrian._dask.shuffle import attach_leaf
 
     pieces = []
-    for i, f in enumerate(sorted(src.iterdir())):  # one file is one input partition
+    for i, f in enumerate(sorted(src.glob("part-*.parquet"))):  # a file, a partition
         routed = attach_leaf(pd.read_parquet(f), top, {"number": i})
         pieces.append(routed[routed["_partitions"] == 0])
     part = pd.concat(pieces)
@@ -603,13 +677,14 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
             for job in order:
                 dst = scratch / f"out-{job}"
                 with ThreadCpu(client) as thr, PeakMemory(client) as mem, \
+                        PeakDisk(scratch / "dask") as disk, \
                         get_task_stream(client) as ts, CpuSeconds(client) as cpu:
                     if job == "baseline":
                         seconds[job], top = baseline(client, src, dst), None
                     else:
                         seconds[job], top = PATHS[job](client, src, dst, args.leaf_rows)
                 cpu_s[job] = cpu.seconds
-                last[job] = {"thr": thr, "mem": mem, "ts": ts, "top": top or
+                last[job] = {"thr": thr, "mem": mem, "disk": disk, "ts": ts, "top": top or
                              last.get(job, {}).get("top")}
                 if not (r == args.repeat - 1 and job == "to_parquet"):
                     # The last release of anonymize_to_parquet stays for --quality.
@@ -627,7 +702,7 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
     result = {
         "rows": rows, "qis": QIS, "k": K, "workers": args.workers,
         "threads_per_worker": args.threads, "memory_limit_bytes": limit,
-        "input_parquet_bytes": input_bytes, "input_partitions": len(list(src.iterdir())),
+        "input_parquet_bytes": input_bytes, "input_partitions": len(list(src.glob("part-*.parquet"))),
         "leaf_rows_asked": args.leaf_rows, "generate_s": round(gen_s, 2),
         "paths": paths, "rounds": rounds,
     }
@@ -650,6 +725,7 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
         })
     for job in jobs:
         result[f"peak_worker_memory_{job}"] = int(last[job]["mem"].peak)
+        result[f"peak_spill_on_disk_{job}"] = int(last[job]["disk"].peak)
         result[f"task_compute_s_{job}"] = task_seconds(last[job]["ts"].data)
         result[f"thread_cpu_noncpu_s_{job}"] = last[job]["thr"].seconds
     result.update(python=platform.python_version(), cpus=os.cpu_count())
@@ -657,6 +733,8 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
         result["leaf_profile"] = leaf_profile
     if args.quality and "to_parquet" in paths:
         result.update(quality(src, scratch / "out-to_parquet"))
+    if args.smallest_class and "to_parquet" in paths:
+        result.update(smallest_class(scratch / "out-to_parquet"))
     return result
 
 
@@ -690,6 +768,13 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=900,
                     help="--small-memory: seconds before the job is reported unfinished")
     ap.add_argument("--tmp", default=None, help="scratch directory (default: system temp)")
+    ap.add_argument("--input", default=None,
+                    help="input dataset folder, kept after the run; files already there are "
+                         "reused (default: generated in the scratch directory, then removed)")
+    ap.add_argument("--gen-jobs", type=int, default=1,
+                    help="processes generating the input (default 1)")
+    ap.add_argument("--smallest-class", action="store_true",
+                    help="read the anonymize_to_parquet release back: its smallest class")
     ap.add_argument("--out", default=None, help="JSON report (default: results/distributed"
                                                 "[_small_memory|_worker_memory].json)")
     args = ap.parse_args(argv)
@@ -709,11 +794,15 @@ def main(argv=None):
 
     scratch = Path(tempfile.mkdtemp(prefix="dmondrian-bench-", dir=args.tmp))
     try:
-        src = scratch / "input"
+        src = Path(args.input) if args.input else scratch / "input"
         t0 = time.perf_counter()
-        write_input(src, rows, min(args.rows_per_file, rows))
+        write_input(src, rows, min(args.rows_per_file, rows), args.gen_jobs)
+        expected = -(-rows // min(args.rows_per_file, rows))
+        if len(list(src.glob("part-*.parquet"))) != expected:
+            sys.exit(f"--input {src}: holds other files than {expected} of "
+                     f"{min(args.rows_per_file, rows)} rows; use an empty folder")
         gen_s = time.perf_counter() - t0
-        input_bytes = sum(f.stat().st_size for f in src.iterdir())
+        input_bytes = sum(f.stat().st_size for f in src.glob("part-*.parquet"))
         if args.small_memory:
             result = {**small_memory(args, scratch, src), "input_parquet_bytes": input_bytes,
                       "generate_s": round(gen_s, 2)}
@@ -722,7 +811,8 @@ def main(argv=None):
                       "generate_s": round(gen_s, 2)}
         else:
             result = compare_jobs(args, scratch, src, gen_s, input_bytes)
-        result.update(python=platform.python_version(), cpus=os.cpu_count())
+        result.update(python=platform.python_version(), cpus=os.cpu_count(),
+                      disk_free_after=shutil.disk_usage(scratch).free)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     width = max(map(len, result))
