@@ -702,7 +702,8 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
     result = {
         "rows": rows, "qis": QIS, "k": K, "workers": args.workers,
         "threads_per_worker": args.threads, "memory_limit_bytes": limit,
-        "input_parquet_bytes": input_bytes, "input_partitions": len(list(src.glob("part-*.parquet"))),
+        "input_parquet_bytes": input_bytes,
+        "input_partitions": len(list(src.glob("part-*.parquet"))),
         "leaf_rows_asked": args.leaf_rows, "generate_s": round(gen_s, 2),
         "paths": paths, "rounds": rounds,
     }

@@ -134,7 +134,9 @@ def anonymize(ddf, quasi_identifiers, k, **options):
         local engine returns them; each partition has its own categories, so
         dask knows none, and dask's ``to_parquet`` writes them as Parquet
         dictionaries); the input's index values with unknown divisions; rows
-        grouped by leaf.
+        grouped by leaf. Its ``to_parquet`` writes labels without min/max
+        statistics and numbers without dictionaries unless told otherwise
+        (:class:`dmondrian._dask.lazy_frame.AnonymizedFrame`).
 
     Raises
     ------
@@ -160,8 +162,11 @@ def anonymize(ddf, quasi_identifiers, k, **options):
     top = plan(ddf, quasi_identifiers, k, _defer_counts="certain" if lasting else False,
                **options)
     if not top.counted:
-        return anonymize_counting(without_identifiers(ddf, top.options.identifiers), top,
-                                  shuffle_method or distributed_shuffle_method())
+        from ._dask.lazy_frame import as_release  # dask.dataframe: imported on first use
+
+        return as_release(anonymize_counting(without_identifiers(ddf, top.options.identifiers),
+                                             top, shuffle_method or distributed_shuffle_method()),
+                          top)
     if shuffle_method is None and options["client"] is not None:
         shuffle_method = distributed_shuffle_method()
     return apply_plan(ddf, top, shuffle_method)
@@ -266,10 +271,14 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
     dask.dataframe.DataFrame
     """
     ddf = without_identifiers(ddf, top.options.identifiers)
+    from ._dask.lazy_frame import as_release  # dask.dataframe: imported on first use
+
     shuffled, spec = route_and_shuffle(ddf, top, shuffle_method)
     # The tasks get the small meta; the collection declares 32-bit label codes.
-    return shuffled.map_partitions(anonymize_output_partition, spec, output_meta(ddf._meta, top),
-                                   meta=lazy_meta(ddf._meta, top), clear_divisions=True)
+    return as_release(shuffled.map_partitions(anonymize_output_partition, spec,
+                                              output_meta(ddf._meta, top),
+                                              meta=lazy_meta(ddf._meta, top),
+                                              clear_divisions=True), top)
 
 
 @takes_options(ANONYMIZE, DASK_PLAN, WRITE)

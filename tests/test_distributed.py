@@ -292,6 +292,55 @@ def _delayed(frame):
     return delayed(lambda f: f, pure=True)(frame)
 
 
+def _assert_release_file(path, labels, class_column):
+    """A release file as the writers make it: labels dictionaries of 32-bit codes and
+    no statistics; numbers with statistics and no dictionary, class ids with one."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    for q in labels:
+        assert str(pf.schema_arrow.field(q).type) == \
+            "dictionary<values=string, indices=int32, ordered=0>", q
+    meta = pf.metadata.row_group(0)
+    names = [meta.column(i).path_in_schema for i in range(meta.num_columns)]
+    stats = {n: meta.column(i).statistics for i, n in enumerate(names)}
+    encodings = {n: meta.column(i).encodings for i, n in enumerate(names)}
+    for q in labels:
+        assert stats[q] is None or not stats[q].has_min_max, q
+        assert any("DICTIONARY" in e for e in encodings[q]), q
+    assert stats["person_id"].has_min_max
+    # Dictionaries for labels and class ids, not for the input's distinct numbers.
+    assert any("DICTIONARY" in e for e in encodings[class_column])
+    assert not any("DICTIONARY" in e for e in encodings["person_id"])
+
+
+def test_lazy_release_writes_parquet_as_the_sink_does(client, tmp_path):
+    """dask's to_parquet of the lazy release takes the sink's writer defaults; a
+    caller's own write_statistics wins."""
+    import pyarrow.parquet as pq
+
+    df = make_census(3000, seed=2)
+    out = D.anonymize(dd.from_pandas(df, npartitions=2), CENSUS_QIS, 5, leaf_rows=1000,
+                      class_column="cls", client=client)
+    assert isinstance(out, dd.DataFrame)
+    out.to_parquet(tmp_path / "lazy")
+    files = sorted((tmp_path / "lazy").glob("*.parquet"))
+    for f in files:
+        _assert_release_file(f, CENSUS_QIS, "cls")
+        # The index dask writes as a column keeps its statistics.
+        meta = pq.ParquetFile(f).metadata.row_group(0)
+        index = [i for i in range(meta.num_columns)
+                 if meta.column(i).path_in_schema == "__null_dask_index__"]
+        assert index and meta.column(index[0]).statistics.has_min_max
+    out.to_parquet(tmp_path / "asked", write_statistics=True)
+    meta = pq.ParquetFile(sorted((tmp_path / "asked").glob("*.parquet"))[0]).metadata
+    ages = [i for i in range(meta.num_columns)
+            if meta.row_group(0).column(i).path_in_schema == "age"]
+    assert meta.row_group(0).column(ages[0]).statistics.has_min_max
+    back = dd.read_parquet(tmp_path / "lazy").compute().sort_index()
+    _same_values(back[list(df.columns)], out.compute().sort_index()[list(df.columns)])
+
+
 def test_parquet_release_equals_the_lazy_release(client, tmp_path):
     """anonymize_to_parquet writes what anonymize computes, labels as Parquet dictionaries."""
     import pyarrow.parquet as pq
@@ -307,22 +356,8 @@ def test_parquet_release_equals_the_lazy_release(client, tmp_path):
     files = sorted((tmp_path / "out").glob("part.*.parquet"))
     assert len(files) == len(top.output_partitions)
     for f in files:
-        pf = pq.ParquetFile(f)
-        schema = pf.schema_arrow
-        for q in CENSUS_QIS:
-            assert str(schema.field(q).type) == "dictionary<values=string, indices=int32, " \
-                                               "ordered=0>"
-        assert schema.field("ward").type.index_type == "int32"
-        meta = pf.metadata.row_group(0)
-        names = [meta.column(i).path_in_schema for i in range(meta.num_columns)]
-        stats = {n: meta.column(i).statistics for i, n in enumerate(names)}
-        assert stats["age"] is None or not stats["age"].has_min_max
-        assert stats["person_id"].has_min_max
-        # Dictionaries for labels and class ids, not for the input's distinct numbers.
-        encodings = {n: meta.column(i).encodings for i, n in enumerate(names)}
-        assert any("DICTIONARY" in e for e in encodings["age"])
-        assert any("DICTIONARY" in e for e in encodings["cls"])
-        assert not any("DICTIONARY" in e for e in encodings["person_id"])
+        _assert_release_file(f, CENSUS_QIS, "cls")
+        assert pq.read_schema(f).field("ward").type.index_type == "int32"
     back = pd.read_parquet(tmp_path / "out").sort_index()
     assert isinstance(back["age"].dtype, pd.CategoricalDtype)
     _same_values(back[list(lazy.columns)], lazy)

@@ -19,7 +19,7 @@ from dask.dataframe.utils import meta_nonempty
 
 from ..errors import ColumnError
 
-__all__ = ["ParquetSink", "check_column_names"]
+__all__ = ["ParquetSink", "check_column_names", "release_schema", "release_write_options"]
 
 LABEL_TYPE = pa.dictionary(pa.int32(), pa.string())
 
@@ -96,24 +96,10 @@ class ParquetSink:
         check_column_names(meta.columns, meta.index.name if write_index else None)
         fs, root = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
         fs.makedirs(root, exist_ok=True)
-        labels = {str(c) for c in label_columns}
-        # A non-empty stand-in: an empty object column has no Arrow type.
-        probe = meta_nonempty(meta)
-        for col in labels:
-            probe[col] = pd.Categorical(["label"] * len(probe))
-        schema = pa.Schema.from_pandas(probe, preserve_index=write_index)
-        for i, f in enumerate(schema):
-            if f.name in labels:
-                schema = schema.set(i, pa.field(f.name, LABEL_TYPE))
-            elif pa.types.is_dictionary(f.type):
-                # One code width for every file, whatever its number of categories.
-                schema = schema.set(i, pa.field(f.name, pa.dictionary(
-                    pa.int32(), f.type.value_type, f.type.ordered)))
-        if "write_statistics" not in options:
-            options["write_statistics"] = [f.name for f in schema if f.type != LABEL_TYPE]
-        if "use_dictionary" not in options:
-            wanted = labels | {str(c) for c in dictionary_columns}
-            options["use_dictionary"] = [f.name for f in schema if _dictionary_pays(f, wanted)]
+        schema = release_schema(meta, label_columns, write_index)
+        for key, value in release_write_options(schema, label_columns,
+                                                dictionary_columns).items():
+            options.setdefault(key, value)
         return cls(fs, root, schema, write_index, options)
 
     def write(self, frame: pd.DataFrame, number: int) -> int:
@@ -122,6 +108,50 @@ class ParquetSink:
         with self.fs.open(f"{self.root}/part.{int(number)}.parquet", "wb") as fh:
             pq.write_table(table, fh, **self.options)
         return int(table.num_rows)
+
+
+def release_schema(meta: pd.DataFrame, label_columns, write_index: bool = True) -> pa.Schema:
+    """The Arrow schema of a release shaped like ``meta``: labels ``dictionary<int32, string>``.
+
+    Other Categorical columns get 32-bit codes too: pandas picks 8, 16 or 32
+    bits by the number of categories, which would give the files of one
+    dataset different types.
+    """
+    labels = {str(c) for c in label_columns}
+    # A non-empty stand-in: an empty object column has no Arrow type.
+    probe = meta_nonempty(meta)
+    for col in labels:
+        probe[col] = pd.Categorical(["label"] * len(probe))
+    schema = pa.Schema.from_pandas(probe, preserve_index=write_index)
+    for i, f in enumerate(schema):
+        if f.name in labels:
+            schema = schema.set(i, pa.field(f.name, LABEL_TYPE))
+        elif pa.types.is_dictionary(f.type):
+            schema = schema.set(i, pa.field(f.name, pa.dictionary(
+                pa.int32(), f.type.value_type, f.type.ordered)))
+    return schema
+
+
+def release_write_options(schema: pa.Schema, label_columns, dictionary_columns=()) -> dict:
+    """:func:`pyarrow.parquet.write_table`'s options for a release of ``schema``.
+
+    No min/max statistics for labels: Arrow computes them on a dictionary
+    column by gathering the labels each batch refers to, which costs as much
+    as the rest of the write, and the lexicographic bounds of labels such as
+    ``[25, 30]`` cannot prune a range query. Dictionary encoding for labels,
+    text, Categoricals and ``dictionary_columns``, not for the input's
+    numbers and dates (:func:`_dictionary_pays`).
+
+    Examples
+    --------
+    >>> schema = pa.schema([("age", LABEL_TYPE), ("pay", pa.int64())])
+    >>> release_write_options(schema, ["age"])
+    {'write_statistics': ['pay'], 'use_dictionary': ['age']}
+    """
+    labels = {str(c) for c in label_columns}
+    wanted = labels | {str(c) for c in dictionary_columns}
+    return {"write_statistics": [f.name for f in schema if f.name not in labels],
+            "use_dictionary": [f.name for f in schema if _dictionary_pays(f, wanted)]}
 
 
 def check_column_names(columns, index_name=None) -> None:
