@@ -154,20 +154,21 @@ class CpuSeconds:
         self.seconds = self._total() - self._start
 
 
-class PeakMemory:
-    """Largest worker process memory seen in the scheduler's heartbeats."""
+class _PeakPoller:
+    """Largest value of ``_sample()`` seen, polled every ``every`` seconds over a block."""
 
-    def __init__(self, client, every=0.25):
-        self.client, self.every, self.peak = client, every, 0.0
+    def __init__(self, every):
+        self.every, self.peak = every, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _sample(self):
+        raise NotImplementedError
 
     def _poll(self):
         while not self._stop.is_set():
             try:
-                workers = self.client.scheduler_info(n_workers=-1)["workers"]
-                for w in workers.values():
-                    self.peak = max(self.peak, w["metrics"]["memory"])
+                self.peak = max(self.peak, self._sample())
             except Exception:  # noqa: BLE001 - a missed sample is not an error
                 pass
             self._stop.wait(self.every)
@@ -181,34 +182,32 @@ class PeakMemory:
         self._thread.join()
 
 
-class PeakDisk:
+class PeakMemory(_PeakPoller):
+    """Largest worker process memory seen in the scheduler's heartbeats."""
+
+    def __init__(self, client, every=0.25):
+        super().__init__(every)
+        self.client = client
+
+    def _sample(self):
+        workers = self.client.scheduler_info(n_workers=-1)["workers"]
+        return max((w["metrics"]["memory"] for w in workers.values()), default=0)
+
+
+class PeakDisk(_PeakPoller):
     """Largest size of a folder (the workers' local directories: p2p's spill) seen."""
 
     def __init__(self, folder: Path, every=2.0):
-        self.folder, self.every, self.peak = folder, every, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
+        super().__init__(every)
+        self.folder = folder
 
-    def _size(self) -> int:
+    def _sample(self) -> int:
         total = 0
         for root, _dirs, files in os.walk(self.folder):
             for f in files:
                 with contextlib.suppress(OSError):  # p2p removes files as it goes
                     total += os.stat(os.path.join(root, f)).st_size
         return total
-
-    def _poll(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._size())
-            self._stop.wait(self.every)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
 
 def smallest_class(dst: Path, column: str = "cls") -> dict:
