@@ -672,7 +672,8 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
             # favour any of them.
             order = jobs[r % len(jobs):] + jobs[:r % len(jobs)]
             order = order if r % 2 == 0 else order[::-1]
-            seconds, cpu_s = {}, {}
+            seconds, cpu_s, phases = {}, {}, {}
+            os.sync()
             for job in order:
                 dst = scratch / f"out-{job}"
                 with ThreadCpu(client) as thr, PeakMemory(client) as mem, \
@@ -685,15 +686,21 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
                 cpu_s[job] = cpu.seconds
                 last[job] = {"thr": thr, "mem": mem, "disk": disk, "ts": ts, "top": top or
                              last.get(job, {}).get("top")}
+                if top is not None:
+                    phases[job] = {lab: round(t, 1) for lab, t in top.timings.items()}
                 if not (r == args.repeat - 1 and job == "to_parquet"):
                     # The last release of anonymize_to_parquet stays for --quality.
                     shutil.rmtree(dst, ignore_errors=True)
+                # The files a job wrote (its release, p2p's spill) reach the disk
+                # before the next job starts, not during it.
+                os.sync()
             rnd = {"baseline_s": round(seconds["baseline"], 2)}
             for job in paths:
                 rnd[f"{job}_s"] = round(seconds[job], 2)
                 rnd[f"{job}_ratio"] = round(seconds[job] / seconds["baseline"], 3)
                 rnd[f"{job}_cpu_ratio"] = round(cpu_s[job] / cpu_s["baseline"], 3)
             rnd["order"] = order
+            rnd.update({f"{job}_phases_s": value for job, value in phases.items()})
             rounds.append(rnd)
             print(f"round {r + 1}/{args.repeat}: {rounds[-1]}", file=sys.stderr)
         top = last.get("to_parquet", {}).get("top")

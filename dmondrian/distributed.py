@@ -351,9 +351,12 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_count
         except Recount:
             # Rare: the sample misjudged a cut the output partitions cannot
             # undo alone. Nothing was written; count in a pass of its own.
+            undone = time.perf_counter() - start
             with warnings.catch_warnings():  # the first plan has warned already
                 warnings.simplefilter("ignore", IdentifyingColumnWarning)
                 top = plan(ddf, quasi_identifiers, k, client=c, **options)
+            top.timings["first attempt (undone: a count disallowed a cut)"] = undone
+            start = time.perf_counter()
             with stall_timeout(timeout):
                 result = run(c, build(top), progress, label)
         top.timings["route, shuffle, anonymize, write"] = time.perf_counter() - start

@@ -583,6 +583,9 @@ def test_writer_falls_back_to_a_counting_pass(client, tmp_path, monkeypatch):
     monkeypatch.setattr(counting_write, "settle", refuse)
     top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 5, **options)
     assert top.passes == 2 and top.counted
+    # The attempt the counts undid is timed apart from the pass that wrote.
+    assert top.timings["first attempt (undone: a count disallowed a cut)"] > 0
+    assert "route, shuffle, anonymize, write" in top.timings
     back = pd.read_parquet(tmp_path / "out").sort_index()
     _same_values(back[list(lazy.columns)], lazy)
 
