@@ -137,6 +137,12 @@ def test_cli_drop_allow_unique_and_one_warning_line(tmp_path, capsys):
     pd.Series(["a", None, "b", "c"] * 500),
     pd.Series(pd.date_range("2000", periods=3000, freq="h")),
     pd.Series([0] * 10),
+    pd.Series(np.arange(-1500, 1500, dtype=np.int32)),
+    pd.Series(np.arange(40_000, dtype=np.uint16)),
+    pd.Series(pd.array([1, None, 3, -4] * 700, dtype="Int64")),
+    pd.Series(pd.to_timedelta(np.arange(2000), unit="s")),
+    pd.Series([True, False, None] * 5, dtype=object),
+    pd.Series([True, False] * 100),
 ])
 @pytest.mark.parametrize("numpy_has_bitwise_count", [True, False])
 def test_dask_sketch_registers_are_dasks_own(values, numpy_has_bitwise_count, monkeypatch):
