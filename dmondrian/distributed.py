@@ -164,9 +164,10 @@ def anonymize(ddf, quasi_identifiers, k, **options):
     if not top.counted:
         from ._dask.lazy_frame import as_release  # dask.dataframe: imported on first use
 
+        method = shuffle_method or distributed_shuffle_method()
         return as_release(anonymize_counting(without_identifiers(ddf, top.options.identifiers),
-                                             top, shuffle_method or distributed_shuffle_method()),
-                          top)
+                                             top, method), top,
+                          _release_writer(ddf, top, method))
     if shuffle_method is None and options["client"] is not None:
         shuffle_method = distributed_shuffle_method()
     return apply_plan(ddf, top, shuffle_method)
@@ -254,6 +255,26 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
                    **sizes.as_plan_fields())
 
 
+def _release_writer(ddf, top: TopPlan, shuffle_method):
+    """What the lazy release's ``to_parquet`` runs: the writers' own graph, on its plan.
+
+    Each output partition is anonymized and written by one task, as
+    :func:`anonymize_to_parquet` does, instead of dask's read of the
+    anonymized partition in a task of its own.
+    """
+    def write(path, write_options, storage_options):
+        sink = ParquetSink.create(path, output_meta(ddf._meta, top), label_columns(top),
+                                  write_options, storage_options,
+                                  dictionary_columns=_class_columns(top))
+        return _write_parquet(ddf, top, sink, shuffle_method, oversized_ok=True)
+
+    return write
+
+
+def _class_columns(top: TopPlan) -> list:
+    return [] if top.options.class_column is None else [top.options.class_column]
+
+
 def _estimated_counts(nodes, leaves) -> np.ndarray:
     """Every leaf's rows (exact after a counting pass, else the sample's estimate)."""
     return np.asarray([int(round(nodes[j].n)) for j in leaves], dtype=np.int64)
@@ -278,7 +299,8 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
     return as_release(shuffled.map_partitions(anonymize_output_partition, spec,
                                               output_meta(ddf._meta, top),
                                               meta=lazy_meta(ddf._meta, top),
-                                              clear_divisions=True), top)
+                                              clear_divisions=True), top,
+                      _release_writer(ddf, top, shuffle_method))
 
 
 @takes_options(ANONYMIZE, DASK_PLAN, WRITE)
@@ -315,9 +337,9 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
                        if (write_options or {}).get("write_index", True) else None)
 
     def build(top):
-        classes = [] if top.options.class_column is None else [top.options.class_column]
         sink = ParquetSink.create(path, output_meta(ddf._meta, top), label_columns(top),
-                                  write_options, storage_options, dictionary_columns=classes)
+                                  write_options, storage_options,
+                                  dictionary_columns=_class_columns(top))
         return _write_parquet(ddf, top, sink, distributed_shuffle_method())
 
     return _anonymize_and_write(ddf, quasi_identifiers, k, build,
@@ -376,11 +398,12 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_count
         release(owned)
 
 
-def _write_parquet(ddf, top: TopPlan, sink: ParquetSink, shuffle_method):
+def _write_parquet(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
+                   oversized_ok: bool = False):
     """The lazy graph that anonymizes every output partition and writes it with ``sink``."""
     ddf = without_identifiers(ddf, top.options.identifiers)
     if not top.counted:
-        return write_parquet_counting(ddf, top, sink, shuffle_method)
+        return write_parquet_counting(ddf, top, sink, shuffle_method, oversized_ok)
     shuffled, spec = route_and_shuffle(ddf, top, shuffle_method)
     return shuffled.map_partitions(write_output_partition, spec, constant(sink, "sink"),
                                    output_meta(ddf._meta, top),

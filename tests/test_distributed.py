@@ -315,30 +315,37 @@ def _assert_release_file(path, labels, class_column):
 
 
 def test_lazy_release_writes_parquet_as_the_sink_does(client, tmp_path):
-    """dask's to_parquet of the lazy release takes the sink's writer defaults; a
-    caller's own write_statistics wins."""
+    """The lazy release's to_parquet runs the writers' graph (one task anonymizes and
+    writes each output partition); an option only dask's writer has runs dask's, with
+    the sink's defaults; a caller's own write_statistics wins either way."""
+    import dask
     import pyarrow.parquet as pq
 
     df = make_census(3000, seed=2)
     out = D.anonymize(dd.from_pandas(df, npartitions=2), CENSUS_QIS, 5, leaf_rows=1000,
                       class_column="cls", client=client)
     assert isinstance(out, dd.DataFrame)
-    out.to_parquet(tmp_path / "lazy")
-    files = sorted((tmp_path / "lazy").glob("*.parquet"))
-    for f in files:
-        _assert_release_file(f, CENSUS_QIS, "cls")
-        # The index dask writes as a column keeps its statistics.
-        meta = pq.ParquetFile(f).metadata.row_group(0)
-        index = [i for i in range(meta.num_columns)
-                 if meta.column(i).path_in_schema == "__null_dask_index__"]
-        assert index and meta.column(index[0]).statistics.has_min_max
+    expected = out.compute().sort_index()
+    with dask.config.set({"optimization.fuse.active": False}):
+        keys = [str(k) for k in out.to_parquet(tmp_path / "unused", compute=False)
+                .__dask_graph__()]
+    assert any("write_output_partition" in k for k in keys)
+    assert not any("toparquetdata" in k for k in keys)
+    assert out.to_parquet(tmp_path / "own") is None
+    assert out.to_parquet(tmp_path / "dasks", name_function=lambda i: f"p{i}.parquet") is None
+    assert sorted(f.name for f in (tmp_path / "dasks").glob("*.parquet"))[0] == "p0.parquet"
+    for folder in ("own", "dasks"):
+        files = sorted((tmp_path / folder).glob("*.parquet"))
+        assert files, folder
+        for f in files:
+            _assert_release_file(f, CENSUS_QIS, "cls")
+        back = pd.read_parquet(tmp_path / folder).sort_index()
+        _same_values(back[list(expected.columns)], expected)
     out.to_parquet(tmp_path / "asked", write_statistics=True)
     meta = pq.ParquetFile(sorted((tmp_path / "asked").glob("*.parquet"))[0]).metadata
     ages = [i for i in range(meta.num_columns)
             if meta.row_group(0).column(i).path_in_schema == "age"]
     assert meta.row_group(0).column(ages[0]).statistics.has_min_max
-    back = dd.read_parquet(tmp_path / "lazy").compute().sort_index()
-    _same_values(back[list(df.columns)], out.compute().sort_index()[list(df.columns)])
 
 
 def test_parquet_release_equals_the_lazy_release(client, tmp_path):

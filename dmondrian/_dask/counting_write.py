@@ -145,7 +145,8 @@ def _counted_shuffle(ddf, top: TopPlan, shuffle_method, oversized_ok: bool = Fal
     return shuffled, verdict, spec
 
 
-def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method):
+def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
+                           oversized_ok: bool = False):
     """Write an uncounted plan: the shuffle pass counts its leaves exactly on the way.
 
     Each input partition is routed once; its leaf counts are summed (tree
@@ -153,6 +154,8 @@ def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method)
     waits for. The counts are complete when the shuffle's inputs are, so no
     output partition waits longer or holds more memory; it then checks what
     it received against the exact counts, as after a counting pass.
+    ``oversized_ok`` (the lazy release's writer, which cannot start again)
+    writes a partition holding more rows than planned all the same.
 
     Returns
     -------
@@ -161,7 +164,7 @@ def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method)
     """
     from dask import delayed
 
-    shuffled, verdict, spec = _counted_shuffle(ddf, top, shuffle_method)
+    shuffled, verdict, spec = _counted_shuffle(ddf, top, shuffle_method, oversized_ok)
     parts = shuffled.to_delayed(optimize_graph=True)
     sink_d = constant(sink, "sink")
     write = delayed(write_output_partition, pure=True)

@@ -1,18 +1,25 @@
-"""The lazy release: a dask DataFrame whose ``to_parquet`` writes as the Parquet sink does.
+"""The lazy release: a dask DataFrame whose ``to_parquet`` writes as ``anonymize_to_parquet``.
 
 What a notebook user writes is ``dmondrian.anonymize(ddf, ...).to_parquet(path)``.
-dask's writer then takes pyarrow's defaults, which suit the input but not a
-release: min/max statistics for every label column (Arrow gathers the labels
-each 1,024-row batch refers to, and compares them), and a dictionary for every
-number (ids and amounts are mostly distinct: each value is hashed, the
-dictionary page overflows and the writer falls back to plain encoding). On
-census rows that write took about three times the sink's.
+Through dask's writer that costs more than :func:`~dmondrian.distributed.anonymize_to_parquet`
+in two ways. pyarrow's defaults suit the input, not a release: min/max
+statistics for every label column (Arrow gathers the labels each 1,024-row
+batch refers to, and compares them) and a dictionary for every number (ids and
+amounts are mostly distinct: each value is hashed, the dictionary page
+overflows and the writer falls back to plain encoding); on census rows that
+write took three times the sink's. And dask writes each anonymized partition
+in tasks of its own (``reset_index``, an ``operation``, ``toparquetdata``),
+reading it back from memory after it left the caches.
 
-:class:`AnonymizedFrame` is that frame, with the same ``to_parquet`` given the
-release's defaults (:func:`~.parquet_sink.release_write_options`: no statistics
-for labels, dictionaries for labels, text and the class column only) where the
-caller does not set ``write_statistics`` or ``use_dictionary``. Any other
-method returns dask's own DataFrame, as does pickling it.
+:class:`AnonymizedFrame` is that frame, whose ``to_parquet`` runs the writers'
+own graph on the same plan (each output partition anonymized and written by
+one task, :class:`~.parquet_sink.ParquetSink`) unless the caller asks for
+something only dask's writer does (``partition_on``, ``append``, a
+``schema``, ...): then dask's, with the release's defaults
+(:func:`~.parquet_sink.release_write_options`: no statistics for labels,
+dictionaries for labels, text and the class column only) where the caller
+does not set ``write_statistics`` or ``use_dictionary``. Any other method
+returns dask's own DataFrame, as does pickling it.
 """
 
 from __future__ import annotations
@@ -25,6 +32,13 @@ __all__ = ["AnonymizedFrame", "NONE_LABEL", "as_release"]
 
 #: The name dask's ``to_parquet`` gives an unnamed index it writes as a column.
 NONE_LABEL = "__null_dask_index__"
+
+#: dask's ``to_parquet`` options the writers' graph does not take, with their
+#: defaults: any other value goes to dask's writer.
+DASK_ONLY = {"append": False, "overwrite": False, "ignore_divisions": False,
+             "partition_on": None, "custom_metadata": None, "write_metadata_file": None,
+             "schema": "infer", "name_function": None, "filesystem": None,
+             "engine": None}
 
 
 class AnonymizedFrame(dd.DataFrame):
@@ -39,30 +53,59 @@ class AnonymizedFrame(dd.DataFrame):
         Columns published as labels (Categoricals of text).
     dictionary_columns : sequence, optional
         Numeric columns worth a dictionary all the same (the class ids).
+    writer : callable, optional
+        ``writer(path, write_options, storage_options)``: the writers' graph
+        of this release (a dask collection or a list of delayed writes).
     """
 
-    def __init__(self, expr, label_columns=(), dictionary_columns=()):
+    def __init__(self, expr, label_columns=(), dictionary_columns=(), writer=None):
         super().__init__(expr)
         # dask's __setattr__ assigns columns: these are plain attributes.
         object.__setattr__(self, "_label_columns", tuple(label_columns))
         object.__setattr__(self, "_dictionary_columns", tuple(dictionary_columns))
+        object.__setattr__(self, "_writer", writer)
 
     def to_parquet(self, path, **kwargs):
-        """:meth:`dask.dataframe.DataFrame.to_parquet`, labels written without statistics.
+        """Write the release as a Parquet dataset, as ``anonymize_to_parquet`` writes it.
 
         Parameters
         ----------
         path : str or os.PathLike
-            As dask's.
+            The dataset folder (local path or fsspec URL).
         **kwargs
-            As dask's. ``write_statistics`` and ``use_dictionary`` default to
-            :func:`~dmondrian._dask.parquet_sink.release_write_options`'s
-            choice for this release; give either to have pyarrow's.
+            As :meth:`dask.dataframe.DataFrame.to_parquet`'s. ``compression``,
+            ``write_index``, ``storage_options``, ``compute``,
+            ``compute_kwargs`` and pyarrow's ``write_table`` keywords are the
+            writers'; any of :data:`DASK_ONLY` set to another value than its
+            default runs dask's writer instead. ``write_statistics`` and
+            ``use_dictionary`` default to
+            :func:`~dmondrian._dask.parquet_sink.release_write_options`'s choice.
 
         Returns
         -------
-        As dask's (None, or a delayed write with ``compute=False``).
+        None, or with ``compute=False`` a :class:`dask.delayed.Delayed`
+        whose computation writes the files.
         """
+        if self._writer is None or any(kwargs.get(key, default) != default
+                                       for key, default in DASK_ONLY.items()):
+            return self._dask_to_parquet(path, **kwargs)
+        import dask
+
+        kwargs = {key: value for key, value in kwargs.items() if key not in DASK_ONLY}
+        compute = kwargs.pop("compute", True)
+        compute_kwargs = kwargs.pop("compute_kwargs", None) or {}
+        storage_options = kwargs.pop("storage_options", None)
+        graph = self._writer(path, kwargs, storage_options)
+        # A counted plan's writes are a dask DataFrame of row counts; an
+        # uncounted one's, delayed writes and the verdict of the counts.
+        done = dask.delayed(_written, pure=True)(graph)
+        if not compute:
+            return done
+        done.compute(**compute_kwargs)
+        return None
+
+    def _dask_to_parquet(self, path, **kwargs):
+        """dask's ``to_parquet``, labels written without statistics."""
         meta = self._meta
         write_index = kwargs.get("write_index", True)
         if write_index and meta.index.name is None:
@@ -74,9 +117,14 @@ class AnonymizedFrame(dd.DataFrame):
         return super().to_parquet(path, **kwargs)
 
 
-def as_release(frame, top) -> AnonymizedFrame:
-    """``frame``, the lazy release of plan ``top``, as an :class:`AnonymizedFrame`."""
+def _written(parts) -> None:
+    """Nothing: the task that waits for every write."""
+
+
+def as_release(frame, top, writer=None) -> AnonymizedFrame:
+    """``frame``, the lazy release of plan ``top``, as an :class:`AnonymizedFrame`
+    (``writer``: its writers' graph, see :class:`AnonymizedFrame`)."""
     from .leaves import label_columns
 
     classes = [] if top.options.class_column is None else [top.options.class_column]
-    return AnonymizedFrame(frame.expr, label_columns(top), classes)
+    return AnonymizedFrame(frame.expr, label_columns(top), classes, writer)
