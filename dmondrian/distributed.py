@@ -47,6 +47,7 @@ from ._dask.domain_pass import run_domain_pass
 from ._dask.graph import constant
 from ._dask.leaves import (
     anonymize_output_partition,
+    class_columns,
     label_columns,
     lazy_meta,
     output_meta,
@@ -134,9 +135,9 @@ def anonymize(ddf, quasi_identifiers, k, **options):
         local engine returns them; each partition has its own categories, so
         dask knows none, and dask's ``to_parquet`` writes them as Parquet
         dictionaries); the input's index values with unknown divisions; rows
-        grouped by leaf. Its ``to_parquet`` writes labels without min/max
-        statistics and numbers without dictionaries unless told otherwise
-        (:class:`dmondrian._dask.lazy_frame.AnonymizedFrame`).
+        grouped by leaf. Its ``to_parquet`` runs :func:`anonymize_to_parquet`'s
+        writer on this plan, labels without min/max statistics unless told
+        otherwise (:class:`dmondrian._dask.lazy_frame.AnonymizedFrame`).
 
     Raises
     ------
@@ -265,14 +266,10 @@ def _release_writer(ddf, top: TopPlan, shuffle_method):
     def write(path, write_options, storage_options):
         sink = ParquetSink.create(path, output_meta(ddf._meta, top), label_columns(top),
                                   write_options, storage_options,
-                                  dictionary_columns=_class_columns(top))
+                                  dictionary_columns=class_columns(top))
         return _write_parquet(ddf, top, sink, shuffle_method, oversized_ok=True)
 
     return write
-
-
-def _class_columns(top: TopPlan) -> list:
-    return [] if top.options.class_column is None else [top.options.class_column]
 
 
 def _estimated_counts(nodes, leaves) -> np.ndarray:
@@ -339,7 +336,7 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     def build(top):
         sink = ParquetSink.create(path, output_meta(ddf._meta, top), label_columns(top),
                                   write_options, storage_options,
-                                  dictionary_columns=_class_columns(top))
+                                  dictionary_columns=class_columns(top))
         return _write_parquet(ddf, top, sink, distributed_shuffle_method())
 
     return _anonymize_and_write(ddf, quasi_identifiers, k, build,

@@ -124,7 +124,6 @@ def _written(parts) -> None:
 def as_release(frame, top, writer=None) -> AnonymizedFrame:
     """``frame``, the lazy release of plan ``top``, as an :class:`AnonymizedFrame`
     (``writer``: its writers' graph, see :class:`AnonymizedFrame`)."""
-    from .leaves import label_columns
+    from .leaves import class_columns, label_columns
 
-    classes = [] if top.options.class_column is None else [top.options.class_column]
-    return AnonymizedFrame(frame.expr, label_columns(top), classes, writer)
+    return AnonymizedFrame(frame.expr, label_columns(top), class_columns(top), writer)

@@ -34,8 +34,8 @@ from .routing import leaf_order, row_offsets
 from .shipped_keys import gather_keys, partition_encodings
 
 __all__ = ["output_partition_frame", "anonymize_output_partition", "write_output_partition",
-           "publish_leaves", "output_meta", "lazy_meta", "label_columns", "text_labels",
-           "conform"]
+           "publish_leaves", "output_meta", "lazy_meta", "label_columns", "class_columns",
+           "text_labels", "conform"]
 
 # The kernel is parallel inside; concurrent calls from several threads of
 # one worker would oversubscribe its cores.
@@ -81,6 +81,11 @@ def label_columns(top: TopPlan) -> list:
     opts = top.options
     return [q for q, kind in zip(opts.qis, opts.kinds, strict=True)
             if kind_spec(kind).publishes_labels(opts.generalization)]
+
+
+def class_columns(top: TopPlan) -> list:
+    """The class column, when the release has one (as a list: written with a dictionary)."""
+    return [] if top.options.class_column is None else [top.options.class_column]
 
 
 def output_partition_frame(df: pd.DataFrame, top: TopPlan, partition_info,
