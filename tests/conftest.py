@@ -31,3 +31,13 @@ def adult(adult_dir):
     Shared by every test of the session: copy it before changing it.
     """
     return load_adult(adult_dir, download=False)
+
+
+@pytest.fixture(scope="module")
+def client():
+    """An in-process Dask cluster (one worker, two threads) shared by a module's tests."""
+    from distributed import Client
+
+    with Client(processes=False, n_workers=1, threads_per_worker=2,
+                dashboard_address=":0") as c:
+        yield c

@@ -7,7 +7,6 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
-from distributed import Client
 from distributed_helpers import CENSUS_QIS, make_census
 
 from dmondrian import _compat
@@ -65,13 +64,6 @@ def test_shuffle_falls_back_when_the_private_call_fails(monkeypatch):
     out = _compat.shuffle_to_partitions(ddf, "_partitions", 2, "tasks")
     assert len(calls) == 1
     assert sorted(pd.concat(_partitions(out)).index) == sorted(df.index)
-
-
-@pytest.fixture(scope="module")
-def client():
-    with Client(processes=False, n_workers=1, threads_per_worker=2,
-                dashboard_address=":0") as c:
-        yield c
 
 
 def test_the_engine_gives_the_same_release_on_the_fallback_shuffle(client, monkeypatch, tmp_path):

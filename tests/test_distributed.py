@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from checks import SENSITIVE_KINDS, assert_valid_release, sensitive_with_missing
-from distributed import Client
 from distributed_helpers import (
     ADULT_QIS,
     CENSUS_QIS,
@@ -34,13 +33,6 @@ from dmondrian._dask.memory import output_row_cost
 from dmondrian._dask.options import leaf_rows_for, output_partition_rows
 from dmondrian._dask.plan import Recount, Verdict, pack_output_partitions
 from dmondrian._dask.routing import route, row_positions
-
-
-@pytest.fixture(scope="module")
-def client():
-    with Client(processes=False, n_workers=1, threads_per_worker=2,
-                dashboard_address=":0") as c:
-        yield c
 
 
 def _collect(ddf_out) -> pd.DataFrame:
@@ -385,14 +377,9 @@ def test_every_shuffle_sends_rows_to_the_planned_partition(client, method):
     pd.testing.assert_frame_equal(got, expected)
 
 
-def test_parquet_writer_counts_leaves_in_the_shuffle_pass(client, tmp_path, monkeypatch):
-    """One top pass: the leaves are counted exactly while the rows are routed, once."""
-    df = make_census(20000, seed=23)
-    ddf = dd.from_pandas(df, npartitions=5)
-    options = dict(leaf_rows=1500, class_column="cls", client=client)
-    counted = D.plan(ddf, CENSUS_QIS, 10, **options)
-    lazy = _collect(D.apply_plan(ddf, counted))
-    calls = tmp_path / "calls"
+def _log_routing(monkeypatch, calls):
+    """Append an "x" to the file ``calls`` each time an input partition is routed
+    (from any worker thread); returns ``calls``."""
     attach = shuffle.attach_leaf
 
     def logged(*args, **kwargs):
@@ -401,6 +388,17 @@ def test_parquet_writer_counts_leaves_in_the_shuffle_pass(client, tmp_path, monk
         return attach(*args, **kwargs)
 
     monkeypatch.setattr(shuffle, "attach_leaf", logged)
+    return calls
+
+
+def test_parquet_writer_counts_leaves_in_the_shuffle_pass(client, tmp_path, monkeypatch):
+    """One top pass: the leaves are counted exactly while the rows are routed, once."""
+    df = make_census(20000, seed=23)
+    ddf = dd.from_pandas(df, npartitions=5)
+    options = dict(leaf_rows=1500, class_column="cls", client=client)
+    counted = D.plan(ddf, CENSUS_QIS, 10, **options)
+    lazy = _collect(D.apply_plan(ddf, counted))
+    calls = _log_routing(monkeypatch, tmp_path / "calls")
     top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 10, **options)
     assert counted.passes == 2 and top.passes == 1
     assert calls.read_text() == "x" * ddf.npartitions  # routed once, counted and shuffled
@@ -416,18 +414,10 @@ def test_lazy_result_counts_leaves_in_the_shuffle_pass(client, tmp_path, monkeyp
     ddf = dd.from_pandas(df, npartitions=5)
     options = dict(leaf_rows=1500, class_column="cls", client=client)
     counted = _collect(D.apply_plan(ddf, D.plan(ddf, CENSUS_QIS, 10, **options)))
-    calls = tmp_path / "calls"
-    attach = shuffle.attach_leaf
-
-    def logged(*args, **kwargs):
-        with open(calls, "a") as fh:
-            fh.write("x")
-        return attach(*args, **kwargs)
-
     def no_pass(*args, **kwargs):
         raise AssertionError("a counting pass ran")
 
-    monkeypatch.setattr(shuffle, "attach_leaf", logged)
+    calls = _log_routing(monkeypatch, tmp_path / "calls")
     monkeypatch.setattr(top_phase, "region_pass", no_pass)
     out = D.anonymize(ddf, CENSUS_QIS, 10, **options)
     got = _collect(out)

@@ -137,13 +137,6 @@ def _tasks_ran(dask_worker=None) -> bool:
 
 
 @pytest.fixture(scope="module")
-def client():
-    with Client(processes=False, n_workers=1, threads_per_worker=2,
-                dashboard_address=":0") as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
 def one_big_file(tmp_path_factory):
     """One Parquet file of 12,000 rows: one input partition."""
     path = tmp_path_factory.mktemp("big") / "one.parquet"

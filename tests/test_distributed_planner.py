@@ -296,15 +296,6 @@ def test_sizing_samples_for_every_expected_leaf():
     assert probed.leaf_rows == O.leaf_rows_for(2e9, 100.0, 5)
 
 
-@pytest.fixture(scope="module")
-def client():
-    from distributed import Client
-
-    with Client(processes=False, n_workers=1, threads_per_worker=2,
-                dashboard_address=":0") as c:
-        yield c
-
-
 def test_known_lengths_need_no_pass(tmp_path):
     import dask.dataframe as dd
     from dask import delayed

@@ -12,8 +12,6 @@ from __future__ import annotations
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
-import pytest
-from distributed import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,13 +19,6 @@ from dmondrian import distributed as D
 from dmondrian import local
 
 QIS = ["x", "y"]
-
-
-@pytest.fixture(scope="module")
-def client():
-    with Client(processes=False, n_workers=1, threads_per_worker=2,
-                dashboard_address=":0") as c:
-        yield c
 
 
 def _both(client, df, k, npartitions=3, **options):

@@ -20,13 +20,6 @@ NOISE = {"income": {"epsilon": 1.0, "bounds": (0.0, 100_000.0)}}
 
 
 @pytest.fixture(scope="module")
-def client():
-    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2,
-                            dashboard_address=":0") as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
 def table():
     rng = np.random.default_rng(0)
     n = 3000

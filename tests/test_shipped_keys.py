@@ -7,7 +7,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from checks import assert_valid_release
-from distributed import Client
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,13 +16,6 @@ from dmondrian import local
 from dmondrian._dask.global_domain import encode_keys
 from dmondrian._dask.shipped_keys import gather_keys, key_dtypes, narrow_keys
 from dmondrian._dask.shuffle import attach_leaf
-
-
-@pytest.fixture(scope="module")
-def client():
-    with Client(processes=False, n_workers=1, threads_per_worker=2,
-                dashboard_address=":0") as c:
-        yield c
 
 
 def wide_codes_table(n: int, seed: int) -> pd.DataFrame:

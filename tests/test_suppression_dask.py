@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from checks import class_sizes
-from distributed import Client
 from distributed_helpers import CENSUS_QIS, make_census
 
 import dmondrian
@@ -17,13 +16,6 @@ from dmondrian import distributed as D
 from dmondrian.suppression import MASK_LABEL, MASKED_CLASS
 
 N, K, F = 4000, 5, 0.05
-
-
-@pytest.fixture(scope="module")
-def client():
-    with Client(processes=False, n_workers=1, threads_per_worker=2,
-                dashboard_address=":0") as c:
-        yield c
 
 
 @pytest.fixture(scope="module")
