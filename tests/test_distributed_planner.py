@@ -562,3 +562,38 @@ def test_arrow_string_counts_are_value_counts(values, prefix, n_chunks, large):
     want.index = pd.Index(list(want.index), dtype=object)
     assert n_missing == sum(v is None for v in values)
     pd.testing.assert_series_equal(got, want.astype(np.int64))
+
+
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["a", "b", "", "é", "x" * 40,
+                                                      "x" * 39 + "y"])), max_size=60),
+       st.integers(0, 9), st.booleans())
+@settings(max_examples=80, deadline=None)
+def test_string_lookup_kernel_is_a_dictionary_lookup(values, start, large):
+    # Each row's index among a few known values (the empty string, a multibyte
+    # one, one longer than the inlined comparison) as a dict gives it, from an
+    # Arrow array sliced at any offset; the first other value stops the codes,
+    # the counts go on.
+    import pyarrow as pa
+
+    from dmondrian._kernel.strings import string_code_counts, string_codes_into, value_table
+    from dmondrian.kinds.keys import arrow_string_chunks
+
+    kind = pa.large_string() if large else pa.string()
+    arr = pa.array([None, "pad"] * start + values, type=kind).slice(2 * start)
+    known = ["a", "", "é", "x" * 40]
+    index = {v: j for j, v in enumerate(known)}
+    want = [99 if v is None else index.get(v, -1) for v in values]
+    first = next((i for i, c in enumerate(want) if c < 0), -1)
+    vdata, voff = value_table(known)
+    out = np.full(len(values), -7, dtype=np.int64)
+    counts = np.zeros(len(known), dtype=np.int64)
+    got_first, other = [], 0
+    for offsets, data, bits, bit_offset, chunk in arrow_string_chunks(arr):
+        assert len(chunk) == len(values)
+        got_first.append(string_codes_into(offsets, data, bits, bit_offset, vdata, voff, 99, out))
+        other += string_code_counts(offsets, data, bits, bit_offset, vdata, voff, counts)
+    assert got_first == ([first] if values else [])
+    stop = len(values) if first < 0 else first
+    assert out[:stop].tolist() == want[:stop]
+    assert counts.tolist() == [sum(v == k for v in values) for k in known]
+    assert other == sum(c < 0 for c in want)

@@ -18,6 +18,7 @@ import pandas as pd
 from .._compat import known_partition_lengths
 from .._kernel.constants import INT_MIN, MISSING_KEY
 from .._kernel.scan import _code_counts, _count_codes, _int_bounds, _key_bounds
+from .._kernel.strings import MAX_VALUES, string_code_counts, value_table
 from ..identifiers import (
     candidates,
     distinct_sketch,
@@ -26,7 +27,7 @@ from ..identifiers import (
     released_as_is,
 )
 from ..kinds import kind_spec
-from ..kinds.keys import arrow_int32_chunks
+from ..kinds.keys import arrow_int32_chunks, arrow_string_chunks
 from .cluster import run
 from .global_domain import GlobalDomain, encode_keys
 from .graph import column_partitions, tree_reduce
@@ -193,6 +194,10 @@ def _arrow_string_counts(s: pd.Series) -> pd.Series | None:
     known = pc.unique(values.slice(0, _PREFIX_ROWS)).drop_null()
     if len(known) > _PREFIX_ROWS // 8:  # many distinct values: one value_counts is cheaper
         return None
+    if len(known) <= MAX_VALUES:
+        fast = _few_string_counts(values, known.to_pylist())
+        if fast is not None:
+            return fast
     codes = pc.index_in(values, value_set=known)
     counts = np.zeros(len(known), dtype=np.int64)
     for raw, bits, offset in arrow_int32_chunks(codes):
@@ -202,6 +207,18 @@ def _arrow_string_counts(s: pd.Series) -> pd.Series | None:
         rest = pc.value_counts(pc.filter(values, pc.and_(codes.is_null(), values.is_valid())))
         labels += rest.field(0).to_pylist()
         counts = np.concatenate([counts, rest.field(1).to_numpy().astype(np.int64)])
+    return pd.Series(counts, index=pd.Index(labels, dtype=object), name="count")
+
+
+def _few_string_counts(values, labels: list) -> pd.Series | None:
+    """:func:`_arrow_string_counts` when the prefix's few values are all the column holds:
+    each row compared to each (:mod:`dmondrian._kernel.strings`); None when another
+    value turns up."""
+    vdata, voff = value_table(labels)
+    counts = np.zeros(len(labels), dtype=np.int64)
+    for offsets, data, bits, bit_offset, _ in arrow_string_chunks(values):
+        if string_code_counts(offsets, data, bits, bit_offset, vdata, voff, counts):
+            return None
     return pd.Series(counts, index=pd.Index(labels, dtype=object), name="count")
 
 

@@ -14,7 +14,7 @@ from .._kernel.constants import FLIP
 from ..errors import UnsupportedDtypeError
 
 __all__ = ["float_keys", "decode_float_keys", "factorize", "global_codes", "arrow_int32_chunks",
-           "category_order", "category_slot_counts"]
+           "arrow_string_chunks", "category_order", "category_slot_counts"]
 
 
 def float_keys(values: np.ndarray) -> np.ndarray:
@@ -177,6 +177,36 @@ def arrow_int32_chunks(codes):
             bits = (np.zeros(0, np.uint8) if validity is None or chunk.null_count == 0
                     else np.frombuffer(validity, dtype=np.uint8))
             yield raw, bits, chunk.offset
+
+
+def arrow_string_chunks(values):
+    """``(offsets, value bytes, validity bits, bit offset, chunk)`` of every non-empty chunk
+    of an Arrow ``string`` or ``large_string`` (chunked) array, read in place, as
+    :mod:`dmondrian._kernel.strings` takes them. The bits are empty when no value
+    is null.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> [(o.tolist(), bytes(d[:o[-1]])) for o, d, *_ in arrow_string_chunks(
+    ...     pa.array(["ab", None, "c"]).slice(1))]
+    [([2, 2, 3], b'abc')]
+    """
+    import pyarrow as pa
+
+    for chunk in (values.chunks if isinstance(values, pa.ChunkedArray) else [values]):
+        m = len(chunk)
+        if not m:
+            continue
+        validity, offsets, data = chunk.buffers()[:3]
+        width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+        offsets = np.frombuffer(offsets, dtype=width)[chunk.offset:chunk.offset + m + 1]
+        # An all-empty chunk may have no data buffer: one zero byte stands for it.
+        data = (np.frombuffer(data, dtype=np.uint8) if data is not None and data.size
+                else np.zeros(1, np.uint8))
+        bits = (np.zeros(0, np.uint8) if validity is None or chunk.null_count == 0
+                else np.frombuffer(validity, dtype=np.uint8))
+        yield offsets, data, bits, chunk.offset, chunk
 
 
 def _unknown(dtype: pd.CategoricalDtype) -> bool:

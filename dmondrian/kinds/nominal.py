@@ -7,10 +7,12 @@ import pandas as pd
 
 from .._kernel.constants import KIND_NOMINAL
 from .._kernel.routing import _arrow_codes_into, _remap_into
+from .._kernel.strings import MAX_VALUES, string_codes_into, value_table
 from .base import MISSING_LABEL, Domain, EncodedQI, QIKindSpec
 from .coverage import SetCoverage, set_coverage
 from .keys import (
     arrow_int32_chunks,
+    arrow_string_chunks,
     category_order,
     category_slot_counts,
     factorize,
@@ -123,6 +125,27 @@ class NominalKind(QIKindSpec):
         return set_coverage(labels)
 
 
+def _few_strings_into(name, values, index: pd.Index, missing_code, out) -> bool:
+    """:func:`_arrow_keys_into` for a few text categories: each row compared to each
+    (:mod:`dmondrian._kernel.strings`); False when the column or the categories do
+    not qualify."""
+    import pyarrow as pa
+
+    if (len(index) > MAX_VALUES or not all(isinstance(v, str) for v in index)
+            or not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type))):
+        return False
+    vdata, voff = value_table(index)
+    missing_code = np.int64(missing_code)
+    at = 0
+    for offsets, data, bits, bit_offset, chunk in arrow_string_chunks(values):
+        first = string_codes_into(offsets, data, bits, bit_offset, vdata, voff, missing_code,
+                                  out[at:at + len(chunk)])
+        if first >= 0:
+            global_codes(name, [chunk[int(first)].as_py()], index, missing_code)  # the typed error
+        at += len(chunk)
+    return True
+
+
 def _arrow_keys_into(s: pd.Series, index: pd.Index, missing_code, out) -> bool:
     """Global codes of an Arrow-backed string column by one hash lookup per row in
     Arrow (no factorization, no remap); False for any other column."""
@@ -135,6 +158,8 @@ def _arrow_keys_into(s: pd.Series, index: pd.Index, missing_code, out) -> bool:
     import pyarrow.compute as pc
 
     values = s.array.__arrow_array__()
+    if _few_strings_into(s.name, values, index, missing_code, out):
+        return True
     try:
         value_set = pa.array(list(index), type=values.type)
     except (pa.ArrowInvalid, pa.ArrowTypeError):  # categories that are not strings
