@@ -2,14 +2,19 @@
 
 Run: python benchmarks/bench_distributed.py [--quick] [--rows N] [--workers W]
          [--memory-limit 2GB] [--repeat R] [--paths to_parquet,lazy] [--quality]
-         [--input DIR] [--gen-jobs J] [--smallest-class] [--out PATH]
+         [--input DIR] [--gen-jobs J] [--smallest-class] [--data floats]
+         [--out PATH]
      python benchmarks/bench_distributed.py --small-memory [--rows 20000000]
          [--memory-limit 700MB] [--timeout 900]
      python benchmarks/bench_distributed.py --worker-memory [--rows 2000000]
 
-One synthetic census Parquet dataset (5 QIs: age, zip, birth_date, sex,
-education; 2 other columns: person_id, income) is written once. Then, on the
-same LocalCluster, side by side:
+One synthetic Parquet dataset is written once: census rows by default (5
+QIs: age, zip, birth_date, sex, education; 2 other columns: person_id,
+income), or with ``--data floats`` bench_local's float table (5 QIs: two
+continuous floats with nearly every value distinct, a float of about 25
+levels, an Int64 with 5 % missing, a nominal of 1,000 Zipf-like values;
+2 other columns: person_id, visits). Then, on the same LocalCluster, side by
+side:
 
 * baseline: ``read_parquet -> shuffle(person_id) -> to_parquet`` of the same
   data (the p2p shuffle every anonymization must at least pay for);
@@ -78,6 +83,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import json
 import os
@@ -92,15 +98,48 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-QIS = ["age", "zip", "birth_date", "sex", "education"]
-KEEP = ["person_id", "income"]
 K = 10
 
 
-def _write_file(path: Path, i: int, start: int, n: int) -> None:
+def census_rows(n: int, start: int) -> pd.DataFrame:
+    """Census rows ``start..start+n-1`` (the generator is deterministic per row)."""
     from dmondrian.synthetic import make_census
 
-    df = make_census(n, seed=0, start=start)[QIS + KEEP]
+    return make_census(n, seed=0, start=start)[
+        ["age", "zip", "birth_date", "sex", "education", "person_id", "income"]]
+
+
+def float_rows(n: int, start: int) -> pd.DataFrame:
+    """bench_local's float table (continuous floats, heavy ties, missing ints, a
+    long-tailed nominal of 1,000 values), seeded by ``start``, with a row id and
+    a count column released as is."""
+    from bench_local import make_float_table
+
+    df = make_float_table(n, seed=start)
+    df.insert(0, "person_id", np.arange(start, start + n, dtype=np.int64))
+    df["visits"] = np.random.default_rng(start + 1).poisson(3.0, n)
+    return df
+
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+    """A dataset ``--data`` names: its QIs and how one input file's rows are made."""
+
+    qis: list
+    rows: object
+
+
+DATASETS = {
+    "census": Data(["age", "zip", "birth_date", "sex", "education"], census_rows),
+    "floats": Data(["income", "lab_value", "score", "days_since_visit", "diagnosis_code"],
+                   float_rows),
+}
+#: The dataset of this run (``--data``).
+DATA = DATASETS["census"]
+
+
+def _write_file(path: Path, i: int, start: int, n: int) -> None:
+    df = DATA.rows(n, start)
     # Written aside, then renamed: an interrupted run never leaves a partial
     # file that a later --input run would take for a whole one.
     tmp = path / f".part-{i:05d}.parquet.tmp"
@@ -109,7 +148,7 @@ def _write_file(path: Path, i: int, start: int, n: int) -> None:
 
 
 def write_input(path: Path, rows: int, rows_per_file: int, jobs: int = 1) -> None:
-    """The census rows ``0..rows-1`` as Parquet files of ``rows_per_file`` rows.
+    """The rows ``0..rows-1`` of ``DATA`` as Parquet files of ``rows_per_file`` rows.
 
     Files already there (from an earlier run with the same ``--input``) are
     kept: the generator is deterministic per row (``start``), so a file's
@@ -278,12 +317,18 @@ class ThreadCpu:
 
 def baseline(client, src: Path, dst: Path) -> float:
     import dask.dataframe as dd
+    import pyarrow as pa
 
     t0 = time.perf_counter()
     ddf = dd.read_parquet(src)
     out = ddf.shuffle(on="person_id", npartitions=ddf.npartitions, shuffle_method="p2p",
                       force=True)
-    client.compute(out.to_parquet(dst, compute=False)).result()
+    # dask takes a Categorical's codes width from the meta, which knows no
+    # categories (dask issue 11830): a partition of more than 127 categories
+    # would fail to convert without 32-bit codes declared.
+    schema = {c: pa.dictionary(pa.int32(), pa.large_string())
+              for c, t in ddf.dtypes.items() if isinstance(t, pd.CategoricalDtype)}
+    client.compute(out.to_parquet(dst, compute=False, schema=schema or "infer")).result()
     return time.perf_counter() - t0
 
 
@@ -293,7 +338,7 @@ def anonymize(client, src: Path, dst: Path, leaf_rows):
     from dmondrian.distributed import anonymize_to_parquet
 
     t0 = time.perf_counter()
-    top = anonymize_to_parquet(dd.read_parquet(src), dst, QIS, K, client=client,
+    top = anonymize_to_parquet(dd.read_parquet(src), dst, DATA.qis, K, client=client,
                                leaf_rows=leaf_rows, class_column="cls", progress=False)
     return time.perf_counter() - t0, top
 
@@ -305,7 +350,7 @@ def anonymize_lazy(client, src: Path, dst: Path, leaf_rows):
     import dmondrian
 
     t0 = time.perf_counter()
-    out = dmondrian.anonymize(dd.read_parquet(src), QIS, K, client=client,
+    out = dmondrian.anonymize(dd.read_parquet(src), DATA.qis, K, client=client,
                               leaf_rows=leaf_rows, class_column="cls", progress=False)
     out.to_parquet(dst)
     return time.perf_counter() - t0, None
@@ -365,7 +410,7 @@ def profile_leaf(src: Path, top) -> dict:
 def average_ncp(original: pd.DataFrame, classes: np.ndarray) -> float:
     """Mean normalized class span over rows and QIs (nominal: distinct - 1 over global)."""
     total = np.zeros(len(original))
-    for q in QIS:
+    for q in DATA.qis:
         s = original[q]
         if isinstance(s.dtype, pd.CategoricalDtype):
             v = s.cat.codes.astype(float)
@@ -381,7 +426,7 @@ def average_ncp(original: pd.DataFrame, classes: np.ndarray) -> float:
         g = v.groupby(classes)
         span = (g.transform("max") - g.transform("min")).to_numpy()
         total += span / (v.max() - v.min())
-    return float(total.mean() / len(QIS))
+    return float(total.mean() / len(DATA.qis))
 
 
 def quality(src: Path, dst: Path) -> dict:
@@ -391,7 +436,7 @@ def quality(src: Path, dst: Path) -> dict:
     released = pd.read_parquet(dst, columns=["person_id", "cls"]).sort_values(
         "person_id", ignore_index=True)
     t0 = time.perf_counter()
-    ref = local.anonymize(original, QIS, K, class_column="cls")
+    ref = local.anonymize(original, DATA.qis, K, class_column="cls")
     local_time = time.perf_counter() - t0
     dist = average_ncp(original, released["cls"].to_numpy())
     loc = average_ncp(original, ref["cls"].to_numpy())
@@ -541,7 +586,7 @@ def small_memory(args, scratch: Path, src: Path) -> dict:
     def run(client):
         t0 = time.perf_counter()
         try:
-            out = dmondrian.anonymize(dd.read_parquet(src), QIS, K, client=client,
+            out = dmondrian.anonymize(dd.read_parquet(src), DATA.qis, K, client=client,
                                       progress=False)
             out.to_parquet(dst)
             job["seconds"] = time.perf_counter() - t0
@@ -595,7 +640,7 @@ def _anonymize_to_parquet_job(client, src: Path, dst: Path) -> None:
 
     from dmondrian.distributed import anonymize_to_parquet
 
-    anonymize_to_parquet(dd.read_parquet(src), dst, QIS, K, client=client, progress=False)
+    anonymize_to_parquet(dd.read_parquet(src), dst, DATA.qis, K, client=client, progress=False)
 
 
 def _lazy_job(client, src: Path, dst: Path) -> None:
@@ -603,7 +648,7 @@ def _lazy_job(client, src: Path, dst: Path) -> None:
 
     import dmondrian
 
-    dmondrian.anonymize(dd.read_parquet(src), QIS, K, client=client,
+    dmondrian.anonymize(dd.read_parquet(src), DATA.qis, K, client=client,
                         progress=False).to_parquet(dst)
 
 
@@ -706,7 +751,7 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
         top = last.get("to_parquet", {}).get("top")
         leaf_profile = profile_leaf(src, top) if args.profile_leaf and top else None
     result = {
-        "rows": rows, "qis": QIS, "k": K, "workers": args.workers,
+        "rows": rows, "data": args.data, "qis": DATA.qis, "k": K, "workers": args.workers,
         "threads_per_worker": args.threads, "memory_limit_bytes": limit,
         "input_parquet_bytes": input_bytes,
         "input_partitions": len(list(src.glob("part-*.parquet"))),
@@ -748,7 +793,7 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=None,
-                    help="rows of census data (default 20M; 2M with --worker-memory)")
+                    help="rows of data (default 20M; 2M with --worker-memory)")
     ap.add_argument("--quick", action="store_true", help="500,000 rows")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
@@ -782,9 +827,14 @@ def main(argv=None):
                     help="processes generating the input (default 1)")
     ap.add_argument("--smallest-class", action="store_true",
                     help="read the anonymize_to_parquet release back: its smallest class")
+    ap.add_argument("--data", choices=sorted(DATASETS), default="census",
+                    help="census (default) or floats: bench_local's continuous floats, heavy "
+                         "ties, missing ints and a long-tailed nominal; use its own --input")
     ap.add_argument("--out", default=None, help="JSON report (default: results/distributed"
                                                 "[_small_memory|_worker_memory].json)")
     args = ap.parse_args(argv)
+    global DATA
+    DATA = DATASETS[args.data]
     unknown = [p for p in args.paths if p not in PATHS]
     if unknown or not args.paths:
         ap.error(f"--paths: choose from {', '.join(PATHS)} (got {unknown or 'nothing'})")
