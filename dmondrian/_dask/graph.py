@@ -39,7 +39,15 @@ def constant(value, what: str):
 
 
 def column_partitions(ddf, columns) -> list:
-    """One delayed frame of ``columns`` per partition: a pass reads only those."""
+    """One delayed frame of ``columns`` per partition: a pass reads only those.
+
+    All the columns, in whatever order, are the partitions as they are: a
+    projection that only reorders is not pushed into the read, and costs a
+    copy of every partition.
+    """
+    columns = list(dict.fromkeys(columns))
+    if len(columns) == len(ddf.columns) and set(columns) == set(ddf.columns):
+        return ddf.to_delayed(optimize_graph=True)
     return ddf[columns].to_delayed(optimize_graph=True)
 
 
