@@ -121,18 +121,32 @@ def float_rows(n: int, start: int) -> pd.DataFrame:
     return df
 
 
+def wide_codes() -> dict:
+    """The plain job's schema for the float table's nominal: 32-bit codes.
+
+    dask takes a Categorical's codes width from the meta, which knows no
+    categories (dask issue 11830): a partition of more than 127 of the 1,000
+    values fails to convert otherwise.
+    """
+    import pyarrow as pa
+
+    return {"diagnosis_code": pa.dictionary(pa.int32(), pa.large_string())}
+
+
 @dataclasses.dataclass(frozen=True)
 class Data:
-    """A dataset ``--data`` names: its QIs and how one input file's rows are made."""
+    """A dataset ``--data`` names: its QIs, how one input file's rows are made, and
+    the ``schema`` the plain job's ``to_parquet`` needs."""
 
     qis: list
     rows: object
+    plain_schema: object = lambda: "infer"
 
 
 DATASETS = {
     "census": Data(["age", "zip", "birth_date", "sex", "education"], census_rows),
     "floats": Data(["income", "lab_value", "score", "days_since_visit", "diagnosis_code"],
-                   float_rows),
+                   float_rows, wide_codes),
 }
 #: The dataset of this run (``--data``).
 DATA = DATASETS["census"]
@@ -317,18 +331,12 @@ class ThreadCpu:
 
 def baseline(client, src: Path, dst: Path) -> float:
     import dask.dataframe as dd
-    import pyarrow as pa
 
     t0 = time.perf_counter()
     ddf = dd.read_parquet(src)
     out = ddf.shuffle(on="person_id", npartitions=ddf.npartitions, shuffle_method="p2p",
                       force=True)
-    # dask takes a Categorical's codes width from the meta, which knows no
-    # categories (dask issue 11830): a partition of more than 127 categories
-    # would fail to convert without 32-bit codes declared.
-    schema = {c: pa.dictionary(pa.int32(), pa.large_string())
-              for c, t in ddf.dtypes.items() if isinstance(t, pd.CategoricalDtype)}
-    client.compute(out.to_parquet(dst, compute=False, schema=schema or "infer")).result()
+    client.compute(out.to_parquet(dst, compute=False, schema=DATA.plain_schema())).result()
     return time.perf_counter() - t0
 
 
