@@ -571,11 +571,10 @@ def test_arrow_string_counts_are_value_counts(values, prefix, n_chunks, large):
 def test_string_lookup_kernel_is_a_dictionary_lookup(values, start, large):
     # Each row's index among a few known values (the empty string, a multibyte
     # one, one longer than the inlined comparison) as a dict gives it, from an
-    # Arrow array sliced at any offset; the first other value stops the codes,
-    # the counts go on.
+    # Arrow array sliced at any offset: codes, counts, and the first other value.
     import pyarrow as pa
 
-    from dmondrian._kernel.strings import string_code_counts, string_codes_into, value_table
+    from dmondrian._kernel.strings import lookup_strings, value_table
     from dmondrian.kinds.keys import arrow_string_chunks
 
     kind = pa.large_string() if large else pa.string()
@@ -585,15 +584,15 @@ def test_string_lookup_kernel_is_a_dictionary_lookup(values, start, large):
     want = [99 if v is None else index.get(v, -1) for v in values]
     first = next((i for i, c in enumerate(want) if c < 0), -1)
     vdata, voff = value_table(known)
+    none = np.zeros(0, dtype=np.int64)
     out = np.full(len(values), -7, dtype=np.int64)
     counts = np.zeros(len(known), dtype=np.int64)
-    got_first, other = [], 0
+    got = []
     for offsets, data, bits, bit_offset, chunk in arrow_string_chunks(arr):
         assert len(chunk) == len(values)
-        got_first.append(string_codes_into(offsets, data, bits, bit_offset, vdata, voff, 99, out))
-        other += string_code_counts(offsets, data, bits, bit_offset, vdata, voff, counts)
-    assert got_first == ([first] if values else [])
-    stop = len(values) if first < 0 else first
-    assert out[:stop].tolist() == want[:stop]
+        got.append(lookup_strings(offsets, data, bits, bit_offset, vdata, voff, 99, out, none))
+        got.append(lookup_strings(offsets, data, bits, bit_offset, vdata, voff, 99, none,
+                                  counts))
+    assert got == ([first, first] if values else [])
+    assert out.tolist() == want
     assert counts.tolist() == [sum(v == k for v in values) for k in known]
-    assert other == sum(c < 0 for c in want)

@@ -18,7 +18,7 @@ import pandas as pd
 from .._compat import known_partition_lengths
 from .._kernel.constants import INT_MIN, MISSING_KEY
 from .._kernel.scan import _code_counts, _count_codes, _int_bounds, _key_bounds
-from .._kernel.strings import MAX_VALUES, string_code_counts, value_table
+from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
 from ..identifiers import (
     candidates,
     distinct_sketch,
@@ -210,6 +210,9 @@ def _arrow_string_counts(s: pd.Series) -> pd.Series | None:
     return pd.Series(counts, index=pd.Index(labels, dtype=object), name="count")
 
 
+_NO_CODES = np.zeros(0, dtype=np.int64)
+
+
 def _few_string_counts(values, labels: list) -> pd.Series | None:
     """:func:`_arrow_string_counts` when the prefix's few values are all the column holds:
     each row compared to each (:mod:`dmondrian._kernel.strings`); None when another
@@ -217,7 +220,8 @@ def _few_string_counts(values, labels: list) -> pd.Series | None:
     vdata, voff = value_table(labels)
     counts = np.zeros(len(labels), dtype=np.int64)
     for offsets, data, bits, bit_offset, _ in arrow_string_chunks(values):
-        if string_code_counts(offsets, data, bits, bit_offset, vdata, voff, counts):
+        if lookup_strings(offsets, data, bits, bit_offset, vdata, voff, -1, _NO_CODES,
+                          counts) >= 0:
             return None
     return pd.Series(counts, index=pd.Index(labels, dtype=object), name="count")
 

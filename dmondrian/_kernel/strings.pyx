@@ -20,7 +20,7 @@ from libc.string cimport memcmp
 from dmondrian._kernel._bits cimport valid_bit
 from dmondrian._kernel._common cimport i64
 
-__all__ = ["MAX_VALUES", "value_table", "string_codes_into", "string_code_counts"]
+__all__ = ["MAX_VALUES", "value_table", "lookup_strings"]
 
 #: Most known values a lookup scans row by row.
 MAX_VALUES = 16
@@ -69,10 +69,10 @@ cdef inline i64 _find(const uint8_t* row, i64 length, const uint8_t* vdata,
     return -1
 
 
-def string_codes_into(const offset_t[::1] offsets, const uint8_t[::1] data,
-                      const uint8_t[::1] bits, i64 bit_offset, const uint8_t[::1] vdata,
-                      const i64[::1] voff, i64 missing_code, i64[::1] out):
-    """Each row's index among the known values into ``out``; ``missing_code`` for nulls.
+def lookup_strings(const offset_t[::1] offsets, const uint8_t[::1] data,
+                   const uint8_t[::1] bits, i64 bit_offset, const uint8_t[::1] vdata,
+                   const i64[::1] voff, i64 missing_code, i64[::1] out, i64[::1] counts):
+    """Look every row of a chunk up among the known values.
 
     Parameters
     ----------
@@ -87,68 +87,44 @@ def string_codes_into(const offset_t[::1] offsets, const uint8_t[::1] data,
     vdata, voff : arrays
         The known values, from :func:`value_table`.
     missing_code : int
-        The key of a null row.
-    out : int64 array (n,)
-        Filled with each row's key.
+        The code of a null row in ``out``.
+    out : int64 array (n,) or (0,)
+        Unless empty, filled with each row's index among the known values,
+        ``missing_code`` for a null and -1 for any other value.
+    counts : int64 array (m,) or (0,)
+        Unless empty, each known value's rows are added to it (nulls nowhere).
 
     Returns
     -------
     int
-        The first row whose value is not known, or -1 when every value is
-        (``out`` is then complete).
+        The first row holding a value that is not known, or -1.
     """
     cdef Py_ssize_t n = offsets.shape[0] - 1, m = voff.shape[0] - 1, i
     cdef i64 code, first_unknown = -1
     if n <= 0:
         return -1
-    if out.shape[0] < n:
+    if out.shape[0] and out.shape[0] < n:
         raise ValueError("out holds fewer values than the chunk")
-    cdef const offset_t* off = &offsets[0]
-    cdef const uint8_t* src = &data[0]
-    cdef const uint8_t* b = &bits[0] if bits.shape[0] else NULL
-    cdef const uint8_t* vd = &vdata[0]
-    cdef const i64* vo = &voff[0]
-    cdef i64* dst = &out[0]
-    with nogil:
-        for i in range(n):
-            if not valid_bit(b, bit_offset + i):
-                dst[i] = missing_code
-                continue
-            code = _find(src + off[i], off[i + 1] - off[i], vd, vo, m)
-            if code < 0:
-                first_unknown = i
-                break
-            dst[i] = code
-    return first_unknown
-
-
-def string_code_counts(const offset_t[::1] offsets, const uint8_t[::1] data,
-                       const uint8_t[::1] bits, i64 bit_offset, const uint8_t[::1] vdata,
-                       const i64[::1] voff, i64[::1] counts):
-    """Add each known value's rows to ``counts``; return the rows of other values.
-
-    Parameters are those of :func:`string_codes_into`; ``counts`` (m,) is
-    added to. Null rows are counted nowhere.
-    """
-    cdef Py_ssize_t n = offsets.shape[0] - 1, m = voff.shape[0] - 1, i
-    cdef i64 code, unknown = 0
-    if n <= 0:
-        return 0
-    if counts.shape[0] < m:
+    if counts.shape[0] and counts.shape[0] < m:
         raise ValueError("counts holds fewer values than the known values")
     cdef const offset_t* off = &offsets[0]
     cdef const uint8_t* src = &data[0]
     cdef const uint8_t* b = &bits[0] if bits.shape[0] else NULL
     cdef const uint8_t* vd = &vdata[0]
     cdef const i64* vo = &voff[0]
-    cdef i64* cnt = &counts[0] if m else NULL
+    cdef i64* dst = &out[0] if out.shape[0] else NULL
+    cdef i64* cnt = &counts[0] if counts.shape[0] else NULL
     with nogil:
         for i in range(n):
             if not valid_bit(b, bit_offset + i):
-                continue
-            code = _find(src + off[i], off[i + 1] - off[i], vd, vo, m)
-            if code < 0:
-                unknown += 1
+                code = missing_code
             else:
-                cnt[code] += 1
-    return unknown
+                code = _find(src + off[i], off[i + 1] - off[i], vd, vo, m)
+                if code < 0:
+                    if first_unknown < 0:
+                        first_unknown = i
+                elif cnt != NULL:
+                    cnt[code] += 1
+            if dst != NULL:
+                dst[i] = code
+    return first_unknown

@@ -7,7 +7,7 @@ import pandas as pd
 
 from .._kernel.constants import KIND_NOMINAL
 from .._kernel.routing import _arrow_codes_into, _remap_into
-from .._kernel.strings import MAX_VALUES, string_codes_into, value_table
+from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
 from .base import MISSING_LABEL, Domain, EncodedQI, QIKindSpec
 from .coverage import SetCoverage, set_coverage
 from .keys import (
@@ -125,6 +125,9 @@ class NominalKind(QIKindSpec):
         return set_coverage(labels)
 
 
+_NO_COUNTS = np.zeros(0, dtype=np.int64)
+
+
 def _few_strings_into(name, values, index: pd.Index, missing_code, out) -> bool:
     """:func:`_arrow_keys_into` for a few text categories: each row compared to each
     (:mod:`dmondrian._kernel.strings`); False when the column or the categories do
@@ -138,8 +141,8 @@ def _few_strings_into(name, values, index: pd.Index, missing_code, out) -> bool:
     missing_code = np.int64(missing_code)
     at = 0
     for offsets, data, bits, bit_offset, chunk in arrow_string_chunks(values):
-        first = string_codes_into(offsets, data, bits, bit_offset, vdata, voff, missing_code,
-                                  out[at:at + len(chunk)])
+        first = lookup_strings(offsets, data, bits, bit_offset, vdata, voff, missing_code,
+                               out[at:at + len(chunk)], _NO_COUNTS)
         if first >= 0:
             global_codes(name, [chunk[int(first)].as_py()], index, missing_code)  # the typed error
         at += len(chunk)
