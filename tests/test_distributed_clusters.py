@@ -127,15 +127,17 @@ def _write_wide_dataset(path: Path, n_files: int, rows_per_file: int) -> int:
 
 
 def test_larger_than_memory_parquet_round_trip(tmp_path):
-    # A worker process holds ~300-450 MB once dask, pandas, pyarrow and numba
-    # are loaded and have run, so 1 GB is about the smallest workable limit.
-    # p2p's default 1 GiB send buffer would alone exceed it: scale it down.
+    # A worker process holds ~260-310 MB once dask, pandas and pyarrow are
+    # loaded and have run, and these 4 kB rows add copies and Arrow's pool:
+    # 1 GB is about the smallest workable limit (on 700 MB workers the nanny
+    # restarted workers, December 2026). p2p's default 1 GiB send buffer
+    # would alone exceed it: scale it down.
     memory_limit, n_files, rows_per_file = 1e9, 124, 8_000
     src, dst = tmp_path / "in", tmp_path / "out"
     size = _write_wide_dataset(src, n_files=n_files, rows_per_file=rows_per_file)
     assert size > 2 * 2 * memory_limit  # twice the workers' total memory limit
-    # A worker's unmanaged memory (libraries and compiled numba code) sits
-    # near 80 % of 1 GB, where dask pauses it by default; a paused worker that
+    # A worker's unmanaged memory (libraries, Arrow's pool) can sit near 80 %
+    # of 1 GB, where dask pauses it by default; a paused worker that
     # cannot spill its way back under never resumes and the run stalls. Pause
     # at 90 %: still below the 95 % restart this test asserts never happens.
     p2p_buffers = {"distributed.p2p.comm.buffer": "64 MiB",
