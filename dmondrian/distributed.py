@@ -264,10 +264,9 @@ def _release_writer(ddf, top: TopPlan, shuffle_method):
     anonymized partition in a task of its own.
     """
     def write(path, write_options, storage_options):
-        sink = ParquetSink.create(path, output_meta(ddf._meta, top), label_columns(top),
-                                  write_options, storage_options,
-                                  dictionary_columns=class_columns(top))
-        return _write_parquet(ddf, top, sink, shuffle_method, oversized_ok=True)
+        return _write_parquet(ddf, top, _release_sink(ddf, top, path, write_options,
+                                                      storage_options),
+                              shuffle_method, oversized_ok=True)
 
     return write
 
@@ -334,10 +333,9 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
                        if (write_options or {}).get("write_index", True) else None)
 
     def build(top):
-        sink = ParquetSink.create(path, output_meta(ddf._meta, top), label_columns(top),
-                                  write_options, storage_options,
-                                  dictionary_columns=class_columns(top))
-        return _write_parquet(ddf, top, sink, distributed_shuffle_method())
+        return _write_parquet(ddf, top, _release_sink(ddf, top, path, write_options,
+                                                      storage_options),
+                              distributed_shuffle_method())
 
     return _anonymize_and_write(ddf, quasi_identifiers, k, build,
                                 label=f"pass: shuffle, anonymize, write {path}",
@@ -393,6 +391,14 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_count
         return top
     finally:
         release(owned)
+
+
+def _release_sink(ddf, top: TopPlan, path, write_options, storage_options) -> ParquetSink:
+    """The Parquet sink of plan ``top``'s release: its labels, and its class ids as a
+    dictionary."""
+    return ParquetSink.create(path, output_meta(ddf._meta, top), label_columns(top),
+                              write_options, storage_options,
+                              dictionary_columns=class_columns(top))
 
 
 def _write_parquet(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
