@@ -27,6 +27,7 @@ __all__ = [
     "MissingDependencyError",
     "IdentifyingColumnWarning",
     "JobStalledError",
+    "PlanFileError",
 ]
 
 
@@ -194,3 +195,8 @@ class JobStalledError(DMondrianError, RuntimeError):
             f"were paused for lack of memory, so the job was stopped. Paused: {listed}. "
             "Give the workers more memory (or fewer threads each), pass a smaller "
             "leaf_rows, or a larger stall_timeout if a task may need longer")
+
+
+class PlanFileError(DMondrianError, ValueError):
+    """A fitted-plan file that cannot be read: not JSON, not a plan, or another version
+    (see :mod:`dmondrian.plans.persist`)."""

@@ -26,14 +26,22 @@ __all__ = ["MondrianAnonymizer"]
 class MondrianAnonymizer:
     """k-anonymize the quasi-identifier columns of a DataFrame.
 
-    Mondrian is a *local* recoding: it has no model to reuse on new rows, so
-    ``fit`` only validates the parameters and records the columns, and
-    ``transform`` anonymizes the table it is given as a whole.
+    ``fit`` learns a Mondrian partition (a :class:`~dmondrian.plans.FittedPlan`:
+    the cut tree down to the classes, each region's bounds and counts) and
+    ``transform`` releases any table through it: every row is routed to its
+    fitted region and published with that region's label, a region holding
+    fewer than ``k`` of the table's rows (or failing l, t) at its nearest
+    ancestor that passes. ``fit_transform(X)``, and ``transform(X)`` on the
+    fitted table, return exactly :func:`dmondrian.anonymize`'s release of it;
+    later tables get the same labels for the same regions (see
+    :mod:`dmondrian.plans`). A fitted estimator pickles, and
+    :meth:`save_plan` writes its plan as JSON.
 
     Parameters
     ----------
     k : int, default=2
-        Minimum equivalence-class size.
+        Minimum equivalence-class size, in the fitted table and in every table
+        released through the fit.
     quasi_id : list of str, default=None
         Quasi-identifier columns; ``None`` means every column of the table
         seen in ``fit`` but the sensitive, noised and identifier columns.
@@ -43,12 +51,21 @@ identifiers, allow_unique
         The options of :data:`dmondrian.options.ANONYMIZE`, as in
         :func:`dmondrian.local.anonymize`; "midpoint" or "mean"
         generalization keeps numeric QIs numeric for estimators downstream.
-        ``identifiers`` are left out of the output.
+        ``identifiers`` are left out of the output. ``noise`` and
+        ``random_state`` apply per release; ``suppression`` is refused by ``fit``
+        (a plan publishes a short region at its ancestor instead).
+    batch_rows : int, default=None
+        Rows of the tables ``transform`` will release: the partition is fitted
+        coarser (:func:`dmondrian.plans.fit_k`) so that their regions keep at
+        least ``k`` rows from one table to the next. None: the fitted table's
+        own classes.
 
     Attributes
     ----------
     quasi_id_ : list
         The quasi-identifiers used.
+    plan_ : FittedPlan
+        The fitted partition.
     feature_names_in_ : ndarray of str
         Columns seen in ``fit``.
     n_features_in_ : int
@@ -66,10 +83,11 @@ identifiers, allow_unique
     """
 
     @takes_options(ANONYMIZE)
-    def __init__(self, k=2, quasi_id=None, **options):
+    def __init__(self, k=2, quasi_id=None, batch_rows=None, **options):
         # Stored verbatim, as scikit-learn's clone and get_params expect.
         self.k = k
         self.quasi_id = quasi_id
+        self.batch_rows = batch_rows
         for name, value in options.items():
             setattr(self, name, value)
 
@@ -107,7 +125,7 @@ identifiers, allow_unique
 
     # -- API ------------------------------------------------------------------------------
     def fit(self, X, y=None):
-        """Validate the parameters against ``X`` and record its columns.
+        """Learn the partition of ``X`` (after checking the parameters against it).
 
         Parameters
         ----------
@@ -142,18 +160,48 @@ identifiers, allow_unique
         check_identifiers(identifiers, columns, self.quasi_id_, self.sensitive,
                           [s.column for s in noise])
         check_allow_unique(self.allow_unique, columns, X.index.name)
+        from .plans import fit_plan
+
+        self.plan_ = fit_plan(X, self.quasi_id_, self.k, batch_rows=self.batch_rows,
+                              **{name: getattr(self, name) for name in ANONYMIZE
+                                 if name not in ("noise", "random_state")})
         self.feature_names_in_ = np.asarray([str(c) for c in columns], dtype=object)
         self.n_features_in_ = len(columns)
         return self
 
     def transform(self, X):
-        """Anonymize ``X`` (pandas or dask DataFrame) and return the released table."""
-        if not hasattr(self, "quasi_id_"):
-            raise NotFittedError("this MondrianAnonymizer is not fitted yet: call fit first")
-        from . import anonymize
+        """Release ``X`` (pandas or dask DataFrame) through the fitted partition.
 
-        return anonymize(X, self.quasi_id_, self.k,
-                         **{name: getattr(self, name) for name in ANONYMIZE})
+        Raises
+        ------
+        dmondrian.errors.InfeasibleError
+            When ``X`` as a whole cannot form one class (fewer than ``k`` rows).
+        """
+        if not hasattr(self, "plan_"):
+            raise NotFittedError("this MondrianAnonymizer is not fitted yet: call fit first")
+        if hasattr(X, "columns") and not hasattr(X, "compute"):
+            return self.plan_.transform(X, noise=self.noise, random_state=self.random_state)
+        return self.plan_.transform(X)
+
+    def save_plan(self, path) -> str:
+        """Write the fitted plan as JSON (:func:`dmondrian.plans.save_plan`); its SHA-256."""
+        if not hasattr(self, "plan_"):
+            raise NotFittedError("this MondrianAnonymizer is not fitted yet: call fit first")
+        from .plans import save_plan
+
+        return save_plan(self.plan_, path)
+
+    @classmethod
+    def load_plan(cls, path) -> MondrianAnonymizer:
+        """A fitted estimator from a plan file written by :meth:`save_plan`."""
+        from .plans import load_plan
+
+        plan = load_plan(path)
+        est = cls(k=plan.k, quasi_id=list(plan.qis), batch_rows=plan.batch_rows,
+                  **{name: plan.options[name] for name in plan.options if name in ANONYMIZE})
+        est.quasi_id_ = list(plan.qis)
+        est.plan_ = plan
+        return est
 
     def fit_transform(self, X, y=None):
         """Fit to ``X`` and return its anonymized version."""

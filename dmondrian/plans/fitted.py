@@ -1,0 +1,296 @@
+"""Fit a Mondrian partition once, then release any number of new tables through it.
+
+:func:`fit_plan` runs the local engine on a table and keeps its cut tree
+(:mod:`.tree`); :meth:`FittedPlan.transform` routes a new table's rows through
+it (:mod:`.batch`) and publishes every region with at least k of them
+(:mod:`.release`). The steps per batch are one routing walk, one count per
+node and one label per class: no partitioning.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..constraints import KAnonymity, kernel_privacy
+from ..errors import InfeasibleError, ParameterError
+from ..identifiers import identifying_columns, released_as_is, warn_identifying
+from ..local import encode_table, partition
+from ..noise import check_noise_dtypes, noisy_columns
+from ..sensitive import encode_sensitive
+from ..validation import check_options
+from .batch import encode_batch, place_rows, summarize_batch
+from .release import decide, publish_rows
+from .tree import build_tree
+
+__all__ = ["FittedPlan", "fit_plan", "fit_k"]
+
+#: Options a plan keeps (and writes into its file): the others are refused or
+#: belong to a release (``identifiers`` and ``allow_unique`` are checked per table).
+PLAN_OPTIONS = ("mode", "objective", "generalization", "max_depth", "class_column",
+                "l", "l_kind", "c", "t", "sensitive", "identifiers", "allow_unique")
+
+
+def fit_k(k: int, n_fit: int, batch_rows: int | None) -> int:
+    """The class size a plan is fitted at so a batch of ``batch_rows`` keeps its classes.
+
+    A fitted class of ``c`` rows expects ``c * batch_rows / n_fit`` rows of a
+    batch drawn like the fitted table; the fit asks for ``k + 3 * sqrt(k)``
+    expected rows (about three standard deviations of a Poisson count above
+    k), so that a class rarely falls short of k in one batch and not the next
+    (never more than ``n_fit``). Without ``batch_rows`` the plan is fitted at
+    ``k``: the fitted table's own classes.
+
+    Examples
+    --------
+    >>> fit_k(10, 30_000, None), fit_k(10, 30_000, 7_500), fit_k(10, 30_000, 60_000)
+    (10, 78, 10)
+    """
+    if batch_rows is None:
+        return k
+    # Never above the fitted table itself: a plan is at worst its root.
+    return max(k, min(n_fit, math.ceil((k + 3 * math.sqrt(k)) * n_fit / batch_rows)))
+
+
+class FittedPlan:
+    """A fitted Mondrian partition: its options, its QIs' encodings and its cut tree.
+
+    Made by :func:`fit_plan` (or :meth:`dmondrian.MondrianAnonymizer.fit`) and
+    read back by :func:`dmondrian.plans.load_plan`; :meth:`transform` releases
+    a table through it, :func:`dmondrian.plans.save_plan` writes it as JSON.
+
+    Attributes
+    ----------
+    qis : list
+        The quasi-identifiers.
+    k : int
+        Every published class of every batch holds at least ``k`` rows.
+    fit_k : int
+        The class size the tree was fitted at (:func:`fit_k`).
+    batch_rows : int or None
+        The batch size the plan was fitted for.
+    n_fit : int
+        Rows of the fitted table.
+    options : dict
+        The anonymization options (:data:`PLAN_OPTIONS`).
+    encodings : list of EncodedQI
+        Every QI's fitted encoding, without keys.
+    tree : PlanTree
+        The cut tree and every node's fitted bounds.
+    sensitive : SensitiveValues or None
+        The sensitive column's fitted domain (l-diversity, t-closeness).
+    """
+
+    def __init__(self, qis, k, fit_k_, batch_rows, n_fit, options, encodings, tree,
+                 sensitive=None, constraints=()):
+        self.qis = list(qis)
+        self.k = int(k)
+        self.fit_k = int(fit_k_)
+        self.batch_rows = batch_rows
+        self.n_fit = int(n_fit)
+        self.options = dict(options)
+        self.encodings = list(encodings)
+        self.tree = tree
+        self.sensitive = sensitive
+        self.constraints = list(constraints)
+        self.kernel_kinds = np.asarray([qi.kernel_kind for qi in self.encodings],
+                                       dtype=np.int64)
+
+    @property
+    def privacy(self):
+        """The l/t constraints in kernel form, against the fitted distribution (None: k only)."""
+        if self.sensitive is None:
+            return None
+        return kernel_privacy(self.constraints, np.zeros(1, dtype=np.int64),
+                              self.sensitive.n_codes, self.sensitive.ordered,
+                              distribution=self.sensitive.distribution())
+
+    @property
+    def n_leaves(self) -> int:
+        return int(self.tree.is_leaf.sum())
+
+    def __repr__(self) -> str:
+        return (f"FittedPlan(qis={self.qis!r}, k={self.k}, fit_k={self.fit_k}, "
+                f"leaves={self.n_leaves}, n_fit={self.n_fit})")
+
+    # -- releasing ----------------------------------------------------------------------
+    def _check_table(self, df) -> None:
+        missing = [q for q in self.qis if q not in df.columns]
+        if self.options["sensitive"] is not None and self.options["sensitive"] not in df.columns:
+            missing.append(self.options["sensitive"])
+        if missing:
+            from ..errors import MissingColumnError
+
+            raise MissingColumnError(missing[0], f"column {missing[0]!r} of the plan is not a "
+                                                 "column of the table")
+
+    def place(self, df: pd.DataFrame, positions=None):
+        """Keys, node and outside flag of every row of a pandas table (see :mod:`.batch`)."""
+        batch = encode_batch(df, self.encodings)
+        if positions is None and self.tree.cuts.has_ties:
+            positions = np.arange(len(df), dtype=np.int64)
+        node, outside = place_rows(self, batch, positions)
+        return batch, node, outside
+
+    def sensitive_codes(self, df: pd.DataFrame):
+        if self.sensitive is None:
+            return None
+        return self.sensitive.codes(df[self.options["sensitive"]])
+
+    def summarize(self, df: pd.DataFrame, positions=None):
+        """The per-node summary of a pandas table (one part of a table, for Dask)."""
+        batch, node, outside = self.place(df, positions)
+        return summarize_batch(self, batch, node, outside, self.sensitive_codes(df))
+
+    def transform(self, df, *, noise=None, random_state=None):
+        """Release a table through the plan.
+
+        Parameters
+        ----------
+        df : pandas.DataFrame or dask.dataframe.DataFrame
+            A table with the plan's QI columns (and sensitive column).
+        noise, random_state : optional
+            As in :func:`dmondrian.anonymize`, per release.
+
+        Returns
+        -------
+        DataFrame
+            The table with its QI columns generalized, as :func:`dmondrian.anonymize`
+            returns it; a lazy dask DataFrame for a dask input
+            (:func:`dmondrian.plans.dask.transform_dask`).
+
+        Raises
+        ------
+        InfeasibleError
+            When the table as a whole cannot be one class (fewer than k rows).
+        """
+        from ..kinds.base import is_dask
+
+        if is_dask(df):
+            from .dask import transform_dask
+
+            return transform_dask(self, df)
+        if not isinstance(df, pd.DataFrame):
+            raise ParameterError("df", f"a plan releases a pandas or dask DataFrame, got "
+                                       f"{type(df).__name__}")
+        self._check_table(df)
+        if len(df) == 0:
+            raise InfeasibleError("the table is empty: there is nothing to anonymize")
+        identifiers = [c for c in self.options["identifiers"] or [] if c in df.columns]
+        if identifiers:
+            df = df.drop(columns=identifiers)
+        opts = self._release_options(df, noise)
+        warn_identifying(identifying_columns(df, released_as_is(df.columns, opts),
+                                             opts.allow_unique))
+        batch, node, outside = self.place(df)
+        summary = summarize_batch(self, batch, node, outside, self.sensitive_codes(df))
+        release = decide(self, summary)
+        class_of_row = release.class_of_node[node]
+        out = publish_rows(df, release, class_of_row, self.options["class_column"])
+        if opts.noise:
+            noisy = noisy_columns(df, class_of_row, len(release.nodes), opts.noise,
+                                  random_state)
+            for column, values in noisy.items():
+                out[column] = pd.Series(values, index=out.index, copy=False)
+        return out
+
+    def _release_options(self, df, noise):
+        o = {name: self.options[name] for name in PLAN_OPTIONS if name != "identifiers"}
+        opts = check_options(df.columns, self.qis, self.k, index_name=df.index.name,
+                             noise=noise, **o)
+        check_noise_dtypes(opts.noise, df.dtypes)
+        return opts
+
+
+def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | None = None,
+             **options) -> FittedPlan:
+    """Fit a Mondrian partition to ``df`` to release later tables through.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table to learn the partition from.
+    quasi_identifiers, k
+        As in :func:`dmondrian.anonymize`.
+    batch_rows : int, optional
+        Rows of the tables the plan will release: the tree is fitted at
+        :func:`fit_k` so that their classes rarely fall short of k. Default:
+        the fitted table's own classes (the release of ``df`` through the plan
+        is then exactly ``dmondrian.anonymize(df, ...)``).
+    **options
+        ``mode``, ``objective``, ``generalization``, ``max_depth``,
+        ``hierarchies``, ``qi_kinds``, ``class_column``, ``l``, ``l_kind``,
+        ``c``, ``t``, ``sensitive``, ``identifiers``, ``allow_unique`` as in
+        :func:`dmondrian.anonymize`. ``suppression`` is refused: a plan
+        publishes a short region at its ancestor instead. ``noise`` is given
+        per release (:meth:`FittedPlan.transform`).
+
+    Returns
+    -------
+    FittedPlan
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"age": [23, 23, 24, 25, 50, 51, 52, 54],
+    ...                    "zip": [11000, 11000, 11001, 11002, 12000, 12000, 12001, 12002]})
+    >>> plan = fit_plan(df, ["age", "zip"], k=2)
+    >>> new = pd.DataFrame({"age": [25, 24, 52, 99], "zip": [11002, 11001, 12001, 12002]})
+    >>> plan.transform(new)["age"].tolist()
+    ['[24, 25]', '[24, 25]', '[52, 99]', '[52, 99]']
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise ParameterError("df", f"fit_plan expects a pandas DataFrame, got "
+                                   f"{type(df).__name__}")
+    for name in ("suppression", "noise", "random_state", "constraints"):
+        if options.get(name):
+            raise ParameterError(name, f"a fitted plan does not take {name!r}"
+                                       + (": give noise per release" if name != "suppression"
+                                          and name != "constraints" else ""))
+        options.pop(name, None)
+    opts = check_options(df.columns, quasi_identifiers, k, index_name=df.index.name, **options)
+    if len(df) == 0:
+        raise InfeasibleError("the table is empty: there is nothing to fit")
+    if batch_rows is not None and (not isinstance(batch_rows, (int, np.integer))
+                                   or batch_rows < 1):
+        raise ParameterError("batch_rows", f"batch_rows must be a positive integer, got "
+                                           f"{batch_rows!r}")
+    table = df.drop(columns=opts.identifiers) if opts.identifiers else df
+    k_fit = fit_k(opts.k, len(table), batch_rows)
+    constraints = [KAnonymity(k_fit) if isinstance(c, KAnonymity) else c
+                   for c in opts.constraints]
+    for cst in constraints:
+        cst.check_table(len(table))
+    sens = None
+    if opts.sensitive is not None:
+        codes, sens = encode_sensitive(table[opts.sensitive])
+        for cst in constraints:
+            cst.check_distribution(sens.counts)
+        privacy = kernel_privacy(constraints, codes, sens.n_codes, sens.ordered,
+                                 distribution=sens.distribution())
+    else:
+        privacy = kernel_privacy(constraints)
+    encoded = encode_table(table, opts.qis, opts.hierarchies, opts.qi_kinds)
+    part = partition(encoded, mode=opts.mode, objective=opts.objective,
+                     max_depth=opts.max_depth, privacy=privacy)
+    kinds = np.asarray([qi.kernel_kind for qi in encoded], dtype=np.int64)
+    cards = np.asarray([qi.card for qi in encoded], dtype=np.int64)
+    tree = build_tree(part.stats, part.sorted_keys, part.class_of_row, kinds, cards,
+                      opts.mode == "relaxed")
+    kept = {name: options.get(name) for name in PLAN_OPTIONS}
+    kept.update(mode=opts.mode, objective=opts.objective, generalization=opts.generalization,
+                max_depth=None if opts.max_depth < 0 else opts.max_depth,
+                sensitive=opts.sensitive,
+                identifiers=list(opts.identifiers), allow_unique=list(opts.allow_unique),
+                class_column=opts.class_column, l_kind=options.get("l_kind") or "distinct")
+    encodings = [_without_keys(qi) for qi in encoded]
+    return FittedPlan(opts.qis, opts.k, k_fit, batch_rows, len(table), kept, encodings, tree,
+                      sens, [c for c in opts.constraints if not isinstance(c, KAnonymity)])
+
+
+def _without_keys(qi):
+    from dataclasses import replace
+
+    return replace(qi, keys=np.zeros(0, dtype=np.int64))

@@ -1,0 +1,232 @@
+"""Which node publishes which rows of a batch, and the labels it publishes.
+
+The rule (bottom-up, once per batch, on per-node counts only):
+
+* the rows that landed in a node (:mod:`.batch`) form its group; children are
+  decided before their parent;
+* a group that satisfies the constraints (at least k rows; l and t when
+  asked) is published with its node's label; a group that does not is added
+  to its parent's group: its rows are published at the nearest ancestor that
+  passes;
+* when even the root's group fails (rows that only the root holds, say, or
+  rows lifted all the way up), the smallest published groups are folded into
+  it, smallest first, until it passes; a batch that fails as a whole (fewer
+  than k rows) raises :class:`~dmondrian.errors.InfeasibleError`.
+
+A published group is then exactly the batch's rows in its node's region less
+the regions published below it, so every published class, and every region an
+observer who knows the plan can tell apart, holds at least k rows.
+
+A class's label is its node's fitted label (the fitted rows' bounds, as the
+local engine publishes a class), widened only by the rows that reach past it
+through an open edge or at the root; labels are made by
+:func:`dmondrian.publish.class_values`, so a fitted table routed through its
+own plan publishes exactly what :func:`dmondrian.anonymize` published.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from .. import _kernel as K
+from ..errors import InfeasibleError
+from ..publish import class_values, expand_labels
+from ..suppression import MASK_LABEL
+from .batch import BatchSummary
+
+__all__ = ["Release", "published_targets", "decide", "publish_rows"]
+
+
+@dataclass
+class Release:
+    """The classes of one batch.
+
+    Attributes
+    ----------
+    class_of_node : int64 array (nodes,)
+        The class the rows landed in each node are published in (-1: none).
+    nodes : int64 array (classes,)
+        The node each class publishes.
+    counts : int64 array (classes,)
+        Rows of every class.
+    values : list of (values, inverse)
+        Per QI, as :func:`dmondrian.publish.class_values` returns them.
+    encodings : list of EncodedQI
+        The encodings the values are expanded with (nominal QIs extended by the
+        batch's new categories).
+    """
+
+    class_of_node: np.ndarray
+    nodes: np.ndarray
+    counts: np.ndarray
+    values: list
+    encodings: list
+
+
+def published_targets(parent: np.ndarray, count: np.ndarray, passes, hist=None) -> np.ndarray:
+    """The node each node's rows are published at (see the module docstring).
+
+    Parameters
+    ----------
+    parent : int64 array (nodes,)
+        Every node's parent, nodes in depth-first order (parents first).
+    count : int64 array (nodes,)
+        Rows landed in each node.
+    passes : callable
+        ``passes(rows, hist_row)``: whether a group may be published.
+    hist : int64 array (nodes, codes), optional
+        Sensitive values landed in each node.
+
+    Returns
+    -------
+    int64 array (nodes,)
+
+    Examples
+    --------
+    >>> parent = np.array([-1, 0, 0, 2, 2])
+    >>> published_targets(parent, np.array([0, 5, 2, 3, 1]), lambda n, h: n >= 3).tolist()
+    [0, 1, 2, 3, 2]
+    """
+    m = parent.shape[0]
+    group = count.astype(np.int64).copy()
+    ghist = None if hist is None else hist.astype(np.int64).copy()
+    dest = np.arange(m, dtype=np.int64)
+    kept = np.zeros(m, dtype=bool)
+
+    def ok(i):
+        return passes(int(group[i]), None if ghist is None else ghist[i])
+
+    for i in range(m - 1, 0, -1):
+        if group[i] == 0:
+            continue
+        if ok(i):
+            kept[i] = True
+        else:
+            dest[i] = parent[i]
+            group[parent[i]] += group[i]
+            if ghist is not None:
+                ghist[parent[i]] += ghist[i]
+    if group[0] > 0:
+        kept[0] = True
+        # Fold the smallest published groups into the root until it passes.
+        others = sorted((int(group[i]), i) for i in np.flatnonzero(kept) if i != 0)
+        while not ok(0):
+            if not others:
+                raise InfeasibleError(f"the batch's {int(group[0])} rows cannot form one "
+                                      "class that meets the plan's constraints (fewer than k "
+                                      "rows, or too few sensitive values)")
+            _, i = others.pop(0)
+            kept[i], dest[i] = False, 0
+            group[0] += group[i]
+            if ghist is not None:
+                ghist[0] += ghist[i]
+    target = np.arange(m, dtype=np.int64)
+    for i in range(1, m):  # parents (and the root) are resolved first
+        if dest[i] != i:
+            target[i] = target[dest[i]]
+    return target
+
+
+def _passes(plan):
+    k = plan.k
+    privacy = plan.privacy
+    if privacy is None:
+        return lambda n, h: n >= k
+    ip, fp, q = privacy.ip, privacy.fp, privacy.q
+    return lambda n, h: n >= k and bool(K.hist_ok(h, n, ip, fp, q))
+
+
+def decide(plan, summary: BatchSummary) -> Release:
+    """The classes of a batch from its summary, with their published values."""
+    target = published_targets(plan.tree.parent, summary.count, _passes(plan), summary.hist)
+    landed = summary.count > 0
+    nodes = np.unique(target[landed])
+    class_of_node = np.full(plan.tree.n_nodes, -1, dtype=np.int64)
+    class_of_node[nodes] = np.arange(len(nodes))
+    class_of_node[landed] = class_of_node[target[landed]]
+    counts = np.bincount(class_of_node[landed], weights=summary.count[landed],
+                         minlength=len(nodes)).astype(np.int64)
+    return Release(class_of_node, nodes, counts, *_values(plan, summary, class_of_node, nodes))
+
+
+def _values(plan, summary: BatchSummary, class_of_node, nodes):
+    tree = plan.tree
+    m, d = len(nodes), len(plan.encodings)
+    lo, hi = tree.lo[nodes].copy(), tree.hi[nodes].copy()
+    missing = tree.missing[nodes].copy()
+    landed = np.flatnonzero(summary.count > 0)
+    cls = class_of_node[landed]
+    np.minimum.at(lo, cls, summary.lo[landed])
+    np.maximum.at(hi, cls, summary.hi[landed])
+    np.logical_or.at(missing, cls, summary.missing[landed])
+    if summary.total is not None:
+        total = np.zeros((m, d), dtype=np.float64)
+        present = np.zeros((m, d), dtype=np.int64)
+        np.add.at(total, cls, summary.total[landed])
+        np.add.at(present, cls, summary.present[landed])
+    else:
+        total, present = tree.total[nodes], tree.present[nodes]
+    root = class_of_node[0] if summary.count[0] > 0 or (nodes == 0).any() else -1
+    values, encodings = [], []
+    for j, qi in enumerate(plan.encodings):
+        class_of_pos, sorted_row = np.arange(m, dtype=np.int64), np.zeros(m, dtype=np.int64)
+        star = False
+        if qi.kind == "nominal":
+            qi, class_of_pos, sorted_row = _set_rows(qi, tree, j, nodes, root, summary)
+        elif j in summary.new_names and root >= 0:
+            star = True  # an ordinal or hierarchy value the fit never saw: the root publishes *
+        stats = (class_of_pos, lo, hi, missing, total, present)
+        v, inverse = class_values(qi, j, plan.options["generalization"], stats, sorted_row)
+        if star:
+            v, inverse = _with_star(v, inverse, root)
+        values.append((v, inverse))
+        encodings.append(qi)
+    return values, encodings
+
+
+def _set_rows(qi, tree, j, nodes, root, summary):
+    """A nominal QI's codes of every class (``class_of_pos``, ``sorted_row``), with the
+    batch's new categories appended to its encoding."""
+    new = sorted(summary.new_names.get(j, set()), key=str) if root >= 0 else []
+    if new:
+        # New categories take codes after the fitted ones (the missing code included).
+        qi = replace(qi, categories=[*qi.categories, *new], card=qi.card + len(new))
+    parts, owners = [], []
+    for c, node in enumerate(nodes.tolist()):
+        codes = tree.node_codes(j, node)
+        if c == root:
+            extra = list(summary.root_codes.get(j, ())) + [qi.card - len(new) + i
+                                                            for i in range(len(new))]
+            codes = np.union1d(codes, np.asarray(extra, dtype=np.int64))
+        parts.append(codes)
+        owners.append(np.full(len(codes), c, dtype=np.int64))
+    return qi, np.concatenate(owners), np.concatenate(parts)
+
+
+def _with_star(values, inverse, c):
+    values = pd.Index(values)
+    at = values.get_indexer([MASK_LABEL])[0]
+    if at < 0:
+        values = values.append(pd.Index([MASK_LABEL], dtype=values.dtype))
+        at = len(values) - 1
+    inverse = np.asarray(inverse).copy()
+    inverse[c] = at
+    return values, inverse
+
+
+def publish_rows(df: pd.DataFrame, release: Release, class_of_row: np.ndarray,
+                 class_column=None) -> pd.DataFrame:
+    """``df`` with its QI columns replaced by their classes' published values."""
+    out = df.copy(deep=False)
+    for qi, (values, inverse) in zip(release.encodings, release.values, strict=True):
+        if isinstance(values, pd.Index):
+            column = expand_labels(values, inverse, class_of_row)
+        else:
+            column = qi.spec.summary_column(qi, values[inverse][class_of_row])
+        out[qi.name] = pd.Series(column, index=out.index, copy=False)
+    if class_column is not None:
+        out[class_column] = class_of_row
+    return out

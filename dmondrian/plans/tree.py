@@ -1,0 +1,278 @@
+"""The fitted tree: the cuts of one Mondrian run, read back from its classes.
+
+The kernel returns classes, not cuts: a class is a contiguous run of the
+class-ordered key matrix, and its runs are laid out in the order of a
+depth-first, left-first walk of the cut tree (a split writes its left child
+first). Any contiguous run of such classes can be cut in two by one of the
+tree's cuts, so the tree is rebuilt top-down: a run of classes is cut at the
+class boundary nearest its middle row (the kernel cuts at medians) where one
+QI separates the two sides: every key on the left at most every key on the
+right (equal only for a relaxed cut's median ties, split by input position as
+the kernel splits them), or, for a nominal QI, disjoint code sets. Every
+fitted row then routes to its own class, and every node is a region holding
+the classes below it. Each node keeps the bounds, missing flags, sums and
+code sets of its fitted rows, from which its label is published.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._dask.cut_tree import NO_TIES, CutTree
+from .._kernel.constants import KIND_NOMINAL, MISSING_KEY
+
+__all__ = ["PlanTree", "build_tree"]
+
+
+@dataclass
+class PlanTree:
+    """A fitted cut tree, nodes numbered in depth-first, left-first order (root = 0).
+
+    Attributes
+    ----------
+    cuts : CutTree
+        The routing arrays (:mod:`dmondrian._dask.cut_tree`); ``cuts.leaf[i]``
+        is ``i`` for every leaf, so a routed row's leaf is its node id.
+    parent : int64 array (nodes,)
+        Parent of every node (-1 for the root).
+    count : int64 array (nodes,)
+        Fitted rows in every node.
+    lo, hi : int64 arrays (nodes, QIs)
+        Smallest and largest present key of the node's fitted rows
+        (``MISSING_KEY`` / ``INT64_MIN`` when all are missing).
+    missing : bool array (nodes, QIs)
+        Whether the node's fitted rows hold a missing value.
+    total : float64 array (nodes, QIs)
+        Sum of the present values (numeric kinds), for mean generalization.
+    present : int64 array (nodes, QIs)
+        Present values.
+    codes : dict of int to (int64 array, int64 array)
+        For every nominal QI: the sorted ``node * card + code`` of every code
+        the node's fitted rows hold, and the QI's code count ``card``.
+    """
+
+    cuts: CutTree
+    parent: np.ndarray
+    count: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    missing: np.ndarray
+    total: np.ndarray
+    present: np.ndarray
+    codes: dict
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.parent.shape[0])
+
+    @property
+    def is_leaf(self) -> np.ndarray:
+        return self.cuts.qi < 0
+
+    def node_codes(self, j: int, node: int) -> np.ndarray:
+        """Codes of nominal QI ``j`` held by ``node``'s fitted rows."""
+        packed, card = self.codes[j]
+        a, b = np.searchsorted(packed, [node * card, (node + 1) * card])
+        return packed[a:b] - node * card
+
+
+def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, cards,
+               relaxed: bool) -> PlanTree:
+    """Rebuild the cut tree of a partition (see the module docstring).
+
+    Parameters
+    ----------
+    stats : tuple
+        :func:`dmondrian._kernel.class_statistics` of the partition.
+    sorted_keys : int64 array (QIs, rows)
+        The keys in class order.
+    class_of_row : int64 array (rows,)
+        Every row's class, in input order.
+    kinds, cards : int arrays (QIs,)
+        Kernel kind and code count of every QI.
+    relaxed : bool
+        Whether the partition was relaxed (median ties split by input position).
+
+    Returns
+    -------
+    PlanTree
+    """
+    class_of_pos, lo_c, hi_c, miss_c, total_c, present_c = stats
+    n_classes, d = lo_c.shape
+    kinds = np.asarray(kinds, dtype=np.int64)
+    sizes = np.bincount(class_of_row, minlength=n_classes).astype(np.int64)
+    starts = np.zeros(n_classes + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    nominal = [j for j in range(d) if kinds[j] == KIND_NOMINAL]
+    ordered = [j for j in range(d) if kinds[j] != KIND_NOMINAL]
+    # A class's largest key (the missing key when it holds one) and smallest.
+    top = np.where(miss_c, MISSING_KEY, hi_c)[:, ordered]
+    bottom = lo_c[:, ordered]
+    held = {}
+    for j in nominal:
+        m = np.zeros((n_classes, int(cards[j])), dtype=bool)
+        m[class_of_pos, sorted_keys[j]] = True
+        held[j] = m
+    order = np.argsort(class_of_row, kind="stable") if relaxed else None
+    builder = _Builder(n_classes, d)
+    # Explicit stack of (first class, end class, parent, side); left pushed last.
+    stack = [(0, n_classes, -1, 0)]
+    while stack:
+        a, b, par, side = stack.pop()
+        node = builder.add(par, side)
+        if b - a == 1:
+            builder.leaf(node, a)
+            continue
+        cut = _find_cut(a, b, starts, top, bottom, ordered, held, sorted_keys, order, relaxed)
+        builder.cut(node, cut)
+        m = cut[0]
+        stack.append((m, b, node, 1))
+        stack.append((a, m, node, 0))
+    return builder.finish(sizes, lo_c, hi_c, miss_c, total_c, present_c, held, cards)
+
+
+def _find_cut(a, b, starts, top, bottom, ordered, held, sorted_keys, order, relaxed):
+    """The cut of classes ``[a, b)``: ``(boundary class, qi, t, eq, tie_before, ranks)``."""
+    rows_left = starts[a + 1:b] - starts[a]
+    n = starts[b] - starts[a]
+    balance = np.abs(2 * rows_left - n)
+    candidates = []  # (balance, boundary offset, qi, tie)
+    if ordered:
+        left_max = np.maximum.accumulate(top[a:b - 1], axis=0)
+        right_min = np.minimum.accumulate(bottom[b - 1:a:-1], axis=0)[::-1]
+        ok = left_max < right_min
+        if relaxed:
+            ok |= left_max == right_min
+        for i, q in zip(*np.nonzero(ok), strict=True):
+            candidates.append((balance[i], i, ordered[q], bool(left_max[i, q] == right_min[i, q])))
+    for j, m in held.items():
+        left = np.logical_or.accumulate(m[a:b - 1], axis=0)
+        right = np.logical_or.accumulate(m[b - 1:a:-1], axis=0)[::-1]
+        shared = (left & right).sum(axis=1)
+        for i in np.flatnonzero(shared <= (1 if relaxed else 0)):
+            candidates.append((balance[i], i, j, bool(shared[i])))
+    candidates.sort(key=lambda c: (c[0], c[1], c[3], c[2]))
+    for _, i, q, tie in candidates:
+        cut = _make_cut(a, b, a + 1 + i, q, tie, starts, held, sorted_keys, order)
+        if cut is not None:
+            return cut
+    raise RuntimeError("dmondrian: no cut separates these classes; the partition is not a "
+                       "Mondrian tree")  # the kernel's classes always have one
+
+
+def _make_cut(a, b, m, q, tie, starts, held, sorted_keys, order):
+    s, mid, e = starts[a], starts[m], starts[b]
+    row = sorted_keys[q]
+    if q in held:
+        left = held[q][a:m].any(axis=0)
+        right = held[q][m:b].any(axis=0)
+        # Left-only codes rank 0, the shared (tied) code 1, every other code 2.
+        ranks = np.full(left.shape[0], 2, dtype=np.int64)
+        ranks[left] = 0
+        tie_before = NO_TIES
+        if tie:
+            value = int(np.flatnonzero(left & right)[0])
+            ranks[value] = 1
+            tie_before = _tie_before(row, order, s, mid, e, value)
+            if tie_before is None:
+                return None
+        return m, q, 0, 1, tie_before, ranks
+    left_max = int(np.max(row[s:mid]))
+    if not tie:
+        return m, q, left_max, 0, NO_TIES, None
+    tie_before = _tie_before(row, order, s, mid, e, left_max)
+    if tie_before is None:
+        return None
+    return m, q, left_max - 1, left_max, tie_before, None
+
+
+def _tie_before(row, order, s, mid, e, value):
+    """Smallest input position of a tied right row, if every tied left row comes before it
+    (the kernel sends the first tied rows in input order left); else None."""
+    left = order[s:mid][row[s:mid] == value]
+    right = order[mid:e][row[mid:e] == value]
+    if right.size == 0 or (left.size and left.max() >= right.min()):
+        return None
+    return int(right.min())
+
+
+class _Builder:
+    """Grows the node arrays in depth-first order."""
+
+    def __init__(self, n_classes, d):
+        cap = 2 * n_classes - 1
+        self.parent = np.full(cap, -1, dtype=np.int64)
+        self.qi = np.full(cap, -1, dtype=np.int64)
+        self.t = np.zeros(cap, dtype=np.int64)
+        self.eq = np.zeros(cap, dtype=np.int64)
+        self.tie_before = np.zeros(cap, dtype=np.int64)
+        self.rank_off = np.full(cap, -1, dtype=np.int64)
+        self.left = np.full(cap, -1, dtype=np.int64)
+        self.right = np.full(cap, -1, dtype=np.int64)
+        self.cls = np.full(cap, -1, dtype=np.int64)
+        self.ranks = [np.zeros(1, dtype=np.int64)]
+        self.rank_len = 1
+        self.n = 0
+
+    def add(self, parent, side):
+        node = self.n
+        self.n += 1
+        self.parent[node] = parent
+        if parent >= 0:
+            (self.left if side == 0 else self.right)[parent] = node
+        return node
+
+    def leaf(self, node, cls):
+        self.cls[node] = cls
+
+    def cut(self, node, cut):
+        _, q, t, eq, tie_before, ranks = cut
+        self.qi[node], self.t[node], self.eq[node], self.tie_before[node] = q, t, eq, tie_before
+        if ranks is not None:
+            self.rank_off[node] = self.rank_len
+            self.ranks.append(ranks)
+            self.rank_len += ranks.shape[0]
+
+    def finish(self, sizes, lo_c, hi_c, miss_c, total_c, present_c, held, cards) -> PlanTree:
+        n = self.n
+        leaf = np.where(self.qi[:n] < 0, np.arange(n), -1)
+        cuts = CutTree(self.qi[:n].copy(), self.t[:n].copy(), self.eq[:n].copy(),
+                       self.tie_before[:n].copy(), self.rank_off[:n].copy(),
+                       np.concatenate(self.ranks), self.left[:n].copy(),
+                       self.right[:n].copy(), leaf)
+        d = lo_c.shape[1]
+        count = np.zeros(n, dtype=np.int64)
+        lo = np.zeros((n, d), dtype=np.int64)
+        hi = np.zeros((n, d), dtype=np.int64)
+        missing = np.zeros((n, d), dtype=bool)
+        total = np.zeros((n, d), dtype=np.float64)
+        present = np.zeros((n, d), dtype=np.int64)
+        member = {j: np.zeros((n, m.shape[1]), dtype=bool) for j, m in held.items()}
+        # Children come after their parent: fold them in reverse order.
+        for node in range(n - 1, -1, -1):
+            c = self.cls[node]
+            if c >= 0:
+                count[node], lo[node], hi[node] = sizes[c], lo_c[c], hi_c[c]
+                missing[node], total[node], present[node] = miss_c[c], total_c[c], present_c[c]
+                for j, m in held.items():
+                    member[j][node] = m[c]
+                continue
+            x, y = self.left[node], self.right[node]
+            count[node] = count[x] + count[y]
+            lo[node] = np.minimum(lo[x], lo[y])
+            hi[node] = np.maximum(hi[x], hi[y])
+            missing[node] = missing[x] | missing[y]
+            # Sums in class order, as the kernel sums a class spanning both.
+            total[node] = total[x] + total[y]
+            present[node] = present[x] + present[y]
+            for m in member.values():
+                m[node] = m[x] | m[y]
+        codes = {}
+        for j, m in member.items():
+            card = int(cards[j])
+            nodes, code = np.nonzero(m)
+            codes[j] = (nodes.astype(np.int64) * card + code, card)
+        return PlanTree(cuts, self.parent[:n].copy(), count, lo, hi, missing, total, present,
+                        codes)

@@ -1,0 +1,214 @@
+"""Fitted plans: fit once, release new tables through the fitted partition."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dmondrian as dm
+from dmondrian import MondrianAnonymizer
+from dmondrian.errors import InfeasibleError, PlanFileError, UnsupportedDtypeError
+from dmondrian.plans import fit_k, fit_plan, load_plan, save_plan
+from dmondrian.plans.release import published_targets
+from tests.checks import assert_valid_release, class_sizes
+
+QIS = ["age", "score", "when", "job", "grade"]
+
+
+def _table(n, seed, missing=True):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({
+        "age": rng.integers(18, 90, n),
+        "score": rng.normal(50, 15, n).round(2),
+        "when": pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 365, n), "D"),
+        "job": rng.choice(["a", "b", "c", "d", "e"], n, p=[.4, .3, .15, .1, .05]),
+        "grade": pd.Categorical(rng.choice(["lo", "mid", "hi"], n),
+                                categories=["lo", "mid", "hi"], ordered=True),
+        "pay": rng.integers(0, 1000, n),
+    })
+    if missing:
+        df.loc[rng.random(n) < 0.05, "score"] = np.nan
+        df.loc[rng.random(n) < 0.05, "job"] = None
+    return df
+
+
+@pytest.mark.parametrize("mode,objective", [("strict", "balanced"), ("relaxed", "balanced"),
+                                            ("strict", "dm"), ("strict", "ncp"),
+                                            ("relaxed", "dm")])
+def test_fitted_table_release_is_anonymize(mode, objective):
+    df = _table(3000, 1)
+    plan = fit_plan(df, QIS, 7, mode=mode, objective=objective)
+    expected = dm.anonymize(df, QIS, 7, mode=mode, objective=objective)
+    pd.testing.assert_frame_equal(plan.transform(df), expected)
+    est = MondrianAnonymizer(k=7, quasi_id=QIS, mode=mode, objective=objective)
+    pd.testing.assert_frame_equal(est.fit_transform(df), expected)
+    pd.testing.assert_frame_equal(est.transform(df), expected)
+
+
+def test_fitted_table_release_with_hierarchy_and_class_column():
+    df = _table(2000, 2, missing=False)
+    h = {"job": {"a": ["ab", "*"], "b": ["ab", "*"], "c": ["cde", "*"], "d": ["cde", "*"],
+                 "e": ["cde", "*"]}}
+    plan = fit_plan(df, QIS, 5, hierarchies=h, class_column="cls")
+    pd.testing.assert_frame_equal(plan.transform(df),
+                                  dm.anonymize(df, QIS, 5, hierarchies=h, class_column="cls"))
+
+
+def test_midpoint_and_mean_of_the_fitted_table():
+    df = _table(2000, 3)
+    for how in ("midpoint", "mean"):
+        got = fit_plan(df, QIS, 5, generalization=how).transform(df)
+        pd.testing.assert_frame_equal(got, dm.anonymize(df, QIS, 5, generalization=how))
+
+
+def test_new_batch_keeps_k_and_labels_cover_values():
+    plan = fit_plan(_table(4000, 4), QIS, 10)
+    new = _table(700, 5)
+    out = plan.transform(new)
+    assert_valid_release(new, out, QIS, 10)
+    # Same regions, same labels: every label of the batch is a fitted node's label.
+    fitted = set(plan.transform(_table(4000, 4))["age"].astype(str))
+    assert set(out["age"].astype(str)) - fitted <= {lbl for lbl in out["age"].astype(str)
+                                                    if lbl not in fitted}
+
+
+def test_values_the_fit_never_saw():
+    df = _table(2000, 6, missing=False)
+    plan = fit_plan(df, QIS, 10)
+    new = _table(500, 7, missing=False)
+    new.loc[0, "age"] = 150                      # beyond the fitted range
+    new.loc[1, "score"] = -1000.0                # below it
+    new.loc[2, "job"] = "zebra"                  # a new category
+    new.loc[3, "score"] = np.nan                 # missing where the fit had none
+    new.loc[4, "job"] = None
+    out = plan.transform(new)
+    assert_valid_release(new, out, QIS, 10)
+    assert "150" in out.loc[0, "age"]
+    assert "-1000" in out.loc[1, "score"]
+    assert "zebra" in out.loc[2, "job"]
+    assert "<NA>" in out.loc[3, "score"] and "<NA>" in out.loc[4, "job"]
+    # An ordinal category the fit never saw: the root publishes "*" for it.
+    new2 = _table(300, 8, missing=False)
+    new2["grade"] = new2["grade"].cat.add_categories(["top"])
+    new2.loc[0, "grade"] = "top"
+    out2 = plan.transform(new2)
+    assert out2.loc[0, "grade"] == "*"
+    assert class_sizes(out2, QIS).min() >= 10
+
+
+def test_integers_fitted_read_floats_with_missing():
+    df = _table(1000, 9, missing=False)
+    plan = fit_plan(df, ["age"], 10)
+    new = df.head(200).copy()
+    new["age"] = new["age"].astype(float)
+    new.loc[new.index[0], "age"] = np.nan
+    out = plan.transform(new)
+    assert class_sizes(out, ["age"]).min() >= 10
+    new.loc[new.index[1], "age"] = 30.5
+    with pytest.raises(UnsupportedDtypeError, match="age"):
+        plan.transform(new)
+
+
+def test_batch_smaller_than_k_raises():
+    plan = fit_plan(_table(1000, 10), QIS, 10)
+    with pytest.raises(InfeasibleError):
+        plan.transform(_table(9, 11))
+    assert class_sizes(plan.transform(_table(10, 11)), QIS).min() == 10
+
+
+def test_published_targets_rule():
+    parent = np.array([-1, 0, 0, 2, 2])
+    # Node 3 (1 row) fails and goes up to 2, which then fails and goes to the root;
+    # the root (1 row) folds in the smallest published group, node 4.
+    assert published_targets(parent, np.array([0, 5, 0, 1, 4]),
+                             lambda n, h: n >= 3).tolist() == [0, 1, 0, 0, 0]
+    assert published_targets(parent, np.array([0, 5, 0, 3, 4]),
+                             lambda n, h: n >= 3).tolist() == [0, 1, 2, 3, 4]
+
+
+def test_fit_for_batch_rows_keeps_classes_across_batches():
+    full = _table(12000, 12, missing=False)
+    assert fit_k(10, 12000, 1000) > 10
+    plan = fit_plan(full.iloc[:8000], QIS, 10, batch_rows=1000)
+    a, b = plan.transform(full.iloc[8000:9000]), plan.transform(full.iloc[9000:10000])
+    assert class_sizes(a, QIS).min() >= 10 and class_sizes(b, QIS).min() >= 10
+    key_a = set(map(tuple, a[QIS].astype(str).to_numpy()))
+    shared = np.mean([tuple(r) in key_a for r in b[QIS].astype(str).to_numpy()])
+    assert shared >= 0.8
+
+
+def test_l_diversity_holds_on_new_batches():
+    df = _table(3000, 13, missing=False)
+    df["disease"] = np.random.default_rng(0).choice(["flu", "cold", "hiv"], len(df))
+    plan = fit_plan(df, QIS, 5, l=2, sensitive="disease")
+    new = df.sample(600, random_state=1)
+    out = plan.transform(new)
+    res = dm.verify(out, QIS, k=5, l=2, sensitive="disease")
+    assert res.ok, res
+
+
+def test_save_load_and_pickle(tmp_path):
+    df = _table(1500, 14)
+    est = MondrianAnonymizer(k=5, quasi_id=QIS).fit(df)
+    path = tmp_path / "plan.json"
+    digest = est.save_plan(path)
+    assert len(digest) == 64
+    data = json.loads(path.read_text())
+    assert data["format"] == "dmondrian-plan" and data["version"] == 1
+    assert data["quasi_identifiers"] == QIS and len(data["labels"]["age"]) == data["tree"]["nodes"]
+    new = _table(400, 15)
+    expected = est.transform(new)
+    pd.testing.assert_frame_equal(load_plan(path).transform(new), expected)
+    pd.testing.assert_frame_equal(MondrianAnonymizer.load_plan(path).transform(new), expected)
+    pd.testing.assert_frame_equal(pickle.loads(pickle.dumps(est)).transform(new), expected)
+    save_plan(load_plan(path), tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
+    data["version"] = 99
+    path.write_text(json.dumps(data))
+    with pytest.raises(PlanFileError, match="version"):
+        load_plan(path)
+    path.write_text("{not json")
+    with pytest.raises(PlanFileError):
+        load_plan(path)
+
+
+def test_suppression_is_refused():
+    with pytest.raises(dm.errors.ParameterError, match="suppression"):
+        fit_plan(_table(100, 16), QIS, 5, suppression=0.1)
+
+
+@st.composite
+def _fit_and_batch(draw):
+    seed = draw(st.integers(0, 10_000))
+    n_fit = draw(st.integers(20, 300))
+    n_new = draw(st.integers(1, 200))
+    k = draw(st.integers(1, 12))
+    mode = draw(st.sampled_from(["strict", "relaxed"]))
+    batch_rows = draw(st.one_of(st.none(), st.integers(1, 400)))
+    return seed, n_fit, n_new, k, mode, batch_rows
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_fit_and_batch())
+def test_k_never_broken_for_any_batch(params):
+    seed, n_fit, n_new, k, mode, batch_rows = params
+    k = min(k, n_fit)
+    rng = np.random.default_rng(seed)
+    fit = _table(n_fit, seed)
+    # New batches stray from the fit: wider ages, new jobs, more missing values.
+    new = _table(n_new, seed + 1)
+    new["age"] = rng.integers(0, 120, n_new)
+    new.loc[rng.random(n_new) < 0.1, "job"] = "new-" + str(seed % 3)
+    plan = fit_plan(fit, QIS, k, mode=mode, batch_rows=batch_rows)
+    if n_new < k:
+        with pytest.raises(InfeasibleError):
+            plan.transform(new)
+        return
+    out = plan.transform(new)
+    assert_valid_release(new, out, QIS, k)
