@@ -212,3 +212,27 @@ def test_k_never_broken_for_any_batch(params):
         return
     out = plan.transform(new)
     assert_valid_release(new, out, QIS, k)
+
+
+def test_cli_save_plan_then_apply(tmp_path, capsys):
+    from dmondrian.cli import main
+    from dmondrian.plans import plan_sha256
+
+    day1, day2 = tmp_path / "day1.csv", tmp_path / "day2.csv"
+    _table(1500, 20, missing=False).to_csv(day1, index=False)
+    _table(500, 21, missing=False).to_csv(day2, index=False)
+    plan = tmp_path / "plan.json"
+    out1, out2 = tmp_path / "out1.csv", tmp_path / "out2.csv"
+    assert main(["anonymize", str(day1), str(out1), "--k", "10", "--qi", "age,job",
+                 "--save-plan", str(plan), "--local", "--no-progress"]) == 0
+    expected = dm.anonymize(pd.read_csv(day1), ["age", "job"], 10)
+    assert (pd.read_csv(out1)["age"] == expected["age"].astype(str)).all()
+    assert main(["anonymize", str(day2), str(out2), "--plan", str(plan), "--no-progress"]) == 0
+    manifest = json.loads((tmp_path / "out2.csv.manifest.json").read_text())
+    assert manifest["extra"]["plan"]["sha256"] == plan_sha256(plan)
+    assert class_sizes(pd.read_csv(out2), ["age", "job"]).min() >= 10
+    capsys.readouterr()
+    assert main(["anonymize", str(day2), str(tmp_path / "o3.csv"), "--plan", str(plan),
+                 "--k", "5", "--no-progress"]) != 0
+    assert "contradicts" in capsys.readouterr().err
+    assert not (tmp_path / "o3.csv").exists()

@@ -78,10 +78,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                               formatter_class=FORMATTER, description=DESCRIPTION,
                               epilog=EXAMPLES)
     _add_input_output(p)
-    p.add_argument("-k", "--k", type=positive_int("k"), required=True,
-                   help="minimum equivalence-class size")
-    add_common(p)
+    p.add_argument("-k", "--k", type=positive_int("k"),
+                   help="minimum equivalence-class size (required unless --plan)")
+    add_common(p, qi_required=False)
     _add_anonymization(p)
+    _add_plan(p.add_argument_group("fitted plans (fit once, release every day)"))
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     p.add_argument("--output-format", choices=("csv", "parquet"),
                    help="output format, if it differs from --format")
@@ -125,6 +126,46 @@ def _add_anonymization(p) -> None:
                also="comma-separated (repeatable)")
 
 
+def _add_plan(group) -> None:
+    group.add_argument("--save-plan", metavar="FILE",
+                       help="also write the fitted partition as a JSON plan (in memory only)")
+    group.add_argument("--plan", metavar="FILE",
+                       help="release INPUT through a saved plan: QIs, k and options come from "
+                            "it (a flag that contradicts it is an error)")
+    group.add_argument("--batch-rows", type=positive_int("--batch-rows"), metavar="N",
+                       help="with --save-plan: rows of the tables the plan will release "
+                            "(fits coarser classes that keep k in each)")
+
+
+def _apply_plan_file(args) -> object:
+    """The plan of ``--plan``, its QIs, k and options put into ``args``; a flag that
+    contradicts it is a usage error."""
+    from ..plans import load_plan
+
+    if args.save_plan:
+        raise UsageError("--plan and --save-plan exclude each other")
+    plan = load_plan(args.plan)
+    given = split_names(args.qi)
+    if given and given != plan.qis:
+        raise UsageError(f"--qi {','.join(given)} contradicts the plan's quasi-identifiers "
+                         f"{','.join(map(str, plan.qis))}")
+    if args.k is not None and args.k != plan.k:
+        raise UsageError(f"--k {args.k} contradicts the plan's k={plan.k}")
+    for name in ("mode", "objective", "generalization", "max_depth", "l", "t", "sensitive"):
+        value, default = getattr(args, name), ANONYMIZE[name].default
+        if value != default and value != plan.options.get(name):
+            raise UsageError(f"--{name.replace('_', '-')} {value} contradicts the plan's "
+                             f"{name}={plan.options.get(name)}")
+    for name in ("suppression", "batch_rows", "hierarchy"):
+        if getattr(args, name):
+            raise UsageError(f"--{name.replace('_', '-')} cannot be used with --plan: the plan "
+                             "fixes the partition")
+    args.k, args.qi = plan.k, [",".join(map(str, plan.qis))]
+    for name in ("mode", "objective", "generalization", "max_depth", "l", "t", "sensitive"):
+        setattr(args, name, plan.options.get(name))
+    return plan
+
+
 def _add_engine(group) -> None:
     group.add_argument("--distributed", action="store_true",
                        help="use the Dask engine whatever the input size")
@@ -166,6 +207,9 @@ class Job:
     progress: Progress
     #: The columns the run warned single out rows.
     identifying: list = field(default_factory=list)
+    #: The plan of ``--plan`` (None without one), and the SHA-256 of the plan file.
+    plan: object = None
+    plan_sha256: str | None = None
 
     def options(self, *groups) -> dict:
         """The engine's keyword options of ``groups``, by the option table's names.
@@ -223,8 +267,13 @@ def run(args: argparse.Namespace) -> int:
     int
         The exit status, 0.
     """
+    plan = _apply_plan_file(args) if args.plan else None
     job = _job(args)
+    job.plan = plan
     engine = choose_engine(args, job.src)
+    if (args.plan or args.save_plan) and engine != "local":
+        raise UsageError("--plan and --save-plan run in memory: add --local (a dask table "
+                         "is released through a plan with dmondrian.plans in Python)")
     started = time.perf_counter()
     with _identifying_warnings(job):
         outcome = _anonymize_local(job) if engine == "local" else _anonymize_on_dask(job)
@@ -264,7 +313,11 @@ def _job(args) -> Job:
     from .. import io
 
     src, dst = _resolve_io(args)
+    if args.k is None:
+        raise UsageError("the following arguments are required: -k/--k (or --plan)")
     qis = split_names(args.qi)
+    if not qis:
+        raise UsageError("the following arguments are required: --qi (or --plan)")
     sensitive = split_names([args.sensitive] if args.sensitive else [])
     require_sensitive(args, sensitive)
     in_fmt = io.detect_format(src, args.format)
@@ -338,13 +391,41 @@ def _anonymize_local(job: Job) -> Outcome:
     check_columns(df, job.sensitive, "--sensitive", job.src)
     class_col = _free_column(df)
     with job.progress.stage(f"anonymizing {len(df):,} rows (k={job.args.k})"):
-        released = _engines.local_anonymize()(df, job.qis, job.args.k, class_column=class_col,
-                                              **job.options(ANONYMIZE))
+        if job.plan is not None or job.args.save_plan:
+            released = _release_with_plan(job, df, class_col)
+        else:
+            released = _engines.local_anonymize()(df, job.qis, job.args.k,
+                                                  class_column=class_col,
+                                                  **job.options(ANONYMIZE))
     sizes = _class_sizes(released.pop(class_col))
     io.write_table(released, job.dst, job.out_fmt, overwrite=job.args.overwrite,
                    progress=job.progress.bar(f"writing {job.dst}"))
     return Outcome(rows=len(released), classes=len(sizes), min_class_size=int(sizes.min()),
                    input_rows=len(df), released=released, original=df)
+
+
+def _release_with_plan(job: Job, df, class_col):
+    """The release through ``--plan``, or through the plan fitted on ``df`` (``--save-plan``,
+    written once the release is made; its release is the plain one)."""
+    from ..plans import fit_plan, plan_sha256, save_plan
+
+    options = job.options(ANONYMIZE)
+    noise, seed = options.pop("noise"), options.pop("random_state")
+    if job.plan is not None:
+        plan = job.plan
+        job.plan_sha256 = plan_sha256(job.args.plan)
+    else:
+        options = {n: v for n, v in options.items() if n not in ("suppressed", "suppression")
+                   or v != ANONYMIZE[n].default}
+        plan = fit_plan(df, job.qis, job.args.k, batch_rows=job.args.batch_rows, **options)
+    plan.options["class_column"] = class_col
+    try:
+        released = plan.transform(df, noise=noise, random_state=seed)
+    finally:
+        plan.options["class_column"] = None
+    if job.plan is None:
+        job.plan_sha256 = save_plan(plan, job.args.save_plan)
+    return released
 
 
 def _anonymize_on_dask(job: Job) -> Outcome:
@@ -419,6 +500,10 @@ def _write_manifest(job: Job, engine: str, outcome: Outcome) -> None:
     extra = {"command": "dmondrian anonymize", "input": job.src, "input_format": job.in_fmt,
              "output_format": job.out_fmt, "engine": engine, "classes": outcome.classes,
              "min_class_size": outcome.min_class_size, "seconds": outcome.seconds}
+    if job.plan_sha256 is not None:
+        extra["plan"] = {"path": job.args.plan or job.args.save_plan,
+                         "sha256": job.plan_sha256,
+                         "use": "applied" if job.args.plan else "fitted and saved"}
     kwargs = {"output": job.dst, "parameters": _parameters(job),
               "input_rows": outcome.input_rows, "output_rows": outcome.rows,
               "report": _report(job, outcome), "extra": extra,
