@@ -236,3 +236,32 @@ def test_cli_save_plan_then_apply(tmp_path, capsys):
                  "--k", "5", "--no-progress"]) != 0
     assert "contradicts" in capsys.readouterr().err
     assert not (tmp_path / "o3.csv").exists()
+
+
+@pytest.fixture(scope="module")
+def process_client():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        yield client
+
+
+@pytest.mark.parametrize("mode", ["strict", "relaxed"])
+def test_dask_release_equals_local_release(process_client, mode):
+    import dask.dataframe as dd
+
+    plan = fit_plan(_table(3000, 30), QIS, 7, mode=mode)
+    new = _table(2000, 31)
+    new.loc[0, "job"] = "never-seen"
+    new.loc[1, "age"] = 500
+    local = plan.transform(new)
+    ddf = dd.from_pandas(new, npartitions=4)
+    lazy = MondrianAnonymizer(k=7, quasi_id=QIS, mode=mode).fit(_table(3000, 30)).transform(ddf)
+    assert lazy.npartitions == 4
+    pd.testing.assert_frame_equal(lazy.compute(), local)
+    # The fitted table, through the plan on Dask, is anonymize's release of it.
+    fitted = _table(3000, 30)
+    pd.testing.assert_frame_equal(
+        plan.transform(dd.from_pandas(fitted, npartitions=3)).compute(),
+        dm.anonymize(fitted, QIS, 7, mode=mode))

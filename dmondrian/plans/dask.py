@@ -1,0 +1,105 @@
+"""A fitted plan applied to a dask DataFrame: two passes, no shuffle.
+
+1. Every input partition routes its rows through the plan and summarizes them
+   per node (:meth:`FittedPlan.summarize`); the summaries are merged in a tree
+   reduction (:func:`dmondrian._dask.graph.tree_reduce`), so the client
+   receives one array per node, never rows.
+2. The client decides the classes (:func:`.release.decide`), exactly as the
+   local engine does on the merged summary; ``map_partitions`` then routes
+   every partition again and writes each row's class label. Rows never move:
+   the output has the input's partitions, index and order.
+
+The labels are Categoricals with the same, known categories in every
+partition, and the release equals the local engine's release of the
+computed table (the summaries add up to the whole table's).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .._dask.cluster import release as release_client
+from .._dask.cluster import resolve_client, run
+from .._dask.graph import constant, tree_reduce
+from ..errors import InfeasibleError
+from .release import decide, publish_rows
+
+__all__ = ["transform_dask"]
+
+
+def _merge(*parts):
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.merge(p)
+    return out
+
+
+def _summarize(df: pd.DataFrame, plan, offset):
+    positions = None if offset is None else offset + np.arange(len(df), dtype=np.int64)
+    return plan.summarize(df, positions)
+
+
+def _publish(df: pd.DataFrame, plan, release, offsets=None, partition_info=None
+             ) -> pd.DataFrame:
+    positions = None
+    if offsets is not None and partition_info is not None:
+        positions = offsets[partition_info["number"]] + np.arange(len(df), dtype=np.int64)
+    _, node, _ = plan.place(df, positions)
+    return publish_rows(df, release, release.class_of_node[node],
+                        plan.options["class_column"])
+
+
+def transform_dask(plan, ddf, *, client=None, progress=None):
+    """Release a dask DataFrame through a fitted plan (see the module docstring).
+
+    Parameters
+    ----------
+    plan : FittedPlan
+    ddf : dask.dataframe.DataFrame
+        A table with the plan's QI columns.
+    client : distributed.Client, optional
+        Cluster for the counting pass (default: as :func:`dmondrian.distributed.anonymize`).
+    progress : bool, optional
+        Progress bar for the counting pass.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        The release, lazy: QI columns published (labels as Categoricals with
+        known categories), every other column untouched, the input's partitions.
+
+    Raises
+    ------
+    InfeasibleError
+        When the table as a whole cannot be one class (fewer than k rows).
+    """
+    from dask import delayed
+
+    plan._check_table(ddf)
+    identifiers = [c for c in plan.options["identifiers"] or [] if c in ddf.columns]
+    if identifiers:
+        ddf = ddf.drop(columns=identifiers)
+    cluster_client, owned = resolve_client(client)
+    try:
+        offsets = None
+        if plan.tree.cuts.has_ties:
+            # Relaxed cuts split median ties by input position: each partition's first row's.
+            lengths = run(cluster_client, ddf.map_partitions(len), False, "rows per partition")
+            offsets = np.concatenate([[0], np.cumsum(np.asarray(lengths))[:-1]]).tolist()
+        columns = [*plan.qis] + ([plan.options["sensitive"]]
+                                 if plan.options["sensitive"] is not None else [])
+        parts = ddf[columns].to_delayed(optimize_graph=True)
+        spec = constant(plan, "plan")
+        summarize = delayed(_summarize, pure=True)
+        partials = [summarize(p, spec, None if offsets is None else offsets[i])
+                    for i, p in enumerate(parts)]
+        summary = run(cluster_client, tree_reduce(partials, _merge), progress,
+                      "pass: rows per region of the plan")
+    finally:
+        release_client(owned)
+    if int(summary.count.sum()) == 0:
+        raise InfeasibleError("the table is empty: there is nothing to anonymize")
+    release = decide(plan, summary)
+    meta = _publish(ddf._meta, plan, release)
+    return ddf.map_partitions(_publish, plan, release, offsets, meta=meta)
