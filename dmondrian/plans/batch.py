@@ -29,6 +29,7 @@ import pandas as pd
 
 from .._dask.routing import route
 from .._kernel.constants import INT_MIN, KIND_FLOAT, KIND_INT, KIND_NOMINAL, MISSING_KEY
+from .._kernel.lift import lift_rows
 from ..errors import UnsupportedDtypeError
 from ..hierarchy import MISSING_LEAF
 from ..kinds.keys import decode_float_keys
@@ -156,6 +157,33 @@ def _inside(plan, j, v, nd):
     return held, inside
 
 
+#: Largest nodes x nominal codes table the compiled lift looks codes up in (bytes).
+MEMBER_BYTES = 256 << 20
+
+
+def lift_tables(plan):
+    """The arrays :func:`dmondrian._kernel.lift.lift_rows` reads (None: the table of
+    nominal codes would exceed :data:`MEMBER_BYTES`; the rows are lifted in numpy)."""
+    tree = plan.tree
+    m, d = tree.lo.shape
+    offsets = np.zeros(d, dtype=np.int64)
+    total = 0
+    for j, (_, card) in sorted(tree.codes.items()):
+        offsets[j] = total
+        total += card
+    if m * max(total, 1) > MEMBER_BYTES:
+        return None
+    member = np.zeros((m, max(total, 1)), dtype=np.uint8)
+    for j, (packed, card) in tree.codes.items():
+        member[packed // card, offsets[j] + packed % card] = 1
+    edge = np.asarray([qi.kind in EDGE_KINDS for qi in plan.encodings], dtype=bool)
+    open_lo = ((tree.lo == tree.lo[0]) & edge).astype(np.uint8)
+    open_hi = ((tree.hi == tree.hi[0]) & edge).astype(np.uint8)
+    nominal = (plan.kernel_kinds == KIND_NOMINAL).astype(np.uint8)
+    return (tree.parent, tree.lo, tree.hi, tree.missing.astype(np.uint8), open_lo, open_hi,
+            nominal, member, offsets)
+
+
 def place_rows(plan, batch: BatchKeys, positions=None) -> tuple[np.ndarray, np.ndarray]:
     """The node every row lands in, and which rows lie outside its fitted bounds.
 
@@ -179,6 +207,11 @@ def place_rows(plan, batch: BatchKeys, positions=None) -> tuple[np.ndarray, np.n
     unseen = np.zeros(n, dtype=bool)
     for mask in batch.unseen.values():
         unseen |= mask
+    tables = plan.lift_tables
+    if tables is not None:
+        outside = np.zeros(n, dtype=np.uint8)
+        lift_rows(keys, node, outside, unseen.view(np.uint8), *tables)
+        return node, outside.view(bool)
     outside = unseen.copy()
     node[unseen] = 0
     pending = np.flatnonzero(~unseen)

@@ -21,11 +21,11 @@ from ..local import encode_table, partition
 from ..noise import check_noise_dtypes, noisy_columns
 from ..sensitive import encode_sensitive
 from ..validation import check_options
-from .batch import encode_batch, place_rows, summarize_batch
-from .release import decide, publish_rows
+from .batch import encode_batch, lift_tables, place_rows, summarize_batch
+from .release import decide, node_depths, publish_rows
 from .tree import build_tree
 
-__all__ = ["FittedPlan", "fit_plan", "fit_k"]
+__all__ = ["FittedPlan", "fit_plan", "fit_k", "fit_trim"]
 
 #: Options a plan keeps (and writes into its file): the others are refused or
 #: belong to a release (``identifiers`` and ``allow_unique`` are checked per table).
@@ -54,6 +54,26 @@ def fit_k(k: int, n_fit: int, batch_rows: int | None) -> int:
     return max(k, min(n_fit, math.ceil((k + 3 * math.sqrt(k)) * n_fit / batch_rows)))
 
 
+def fit_trim(n_fit: int, batch_rows: int | None) -> int:
+    """How many fitted rows must hold a value for a region to keep it in its label.
+
+    A value ``c`` of the fitted rows of a region is expected ``c * batch_rows /
+    n_fit`` times in a batch; below once (``c < n_fit / batch_rows``) the
+    region leaves it out, and a batch's rare row holding it is published at the
+    nearest ancestor that holds it. Labels then describe the values a batch's
+    rows actually take, not the fitted table's outliers. Without
+    ``batch_rows``, 1: every fitted value.
+
+    Examples
+    --------
+    >>> fit_trim(30_000, None), fit_trim(30_000, 7_500), fit_trim(30_000, 60_000)
+    (1, 4, 1)
+    """
+    if batch_rows is None:
+        return 1
+    return max(1, round(n_fit / batch_rows))
+
+
 class FittedPlan:
     """A fitted Mondrian partition: its options, its QIs' encodings and its cut tree.
 
@@ -71,6 +91,8 @@ class FittedPlan:
         The class size the tree was fitted at (:func:`fit_k`).
     batch_rows : int or None
         The batch size the plan was fitted for.
+    trim : int
+        Fitted rows a value needs for a region to keep it (:func:`fit_trim`).
     n_fit : int
         Rows of the fitted table.
     options : dict
@@ -84,7 +106,7 @@ class FittedPlan:
     """
 
     def __init__(self, qis, k, fit_k_, batch_rows, n_fit, options, encodings, tree,
-                 sensitive=None, constraints=()):
+                 sensitive=None, constraints=(), trim=1):
         self.qis = list(qis)
         self.k = int(k)
         self.fit_k = int(fit_k_)
@@ -95,6 +117,7 @@ class FittedPlan:
         self.tree = tree
         self.sensitive = sensitive
         self.constraints = list(constraints)
+        self.trim = int(trim)
         self.kernel_kinds = np.asarray([qi.kernel_kind for qi in self.encodings],
                                        dtype=np.int64)
 
@@ -106,6 +129,24 @@ class FittedPlan:
         return kernel_privacy(self.constraints, np.zeros(1, dtype=np.int64),
                               self.sensitive.n_codes, self.sensitive.ordered,
                               distribution=self.sensitive.distribution())
+
+    @property
+    def lift_tables(self):
+        """The compiled lift's arrays (:func:`.batch.lift_tables`), made once."""
+        if "_lift" not in self.__dict__:
+            self.__dict__["_lift"] = lift_tables(self)
+        return self.__dict__["_lift"]
+
+    def __getstate__(self):
+        # The lift's arrays are made again where the plan is used.
+        return {k: v for k, v in self.__dict__.items() if k not in ("_lift", "_depth")}
+
+    @property
+    def depth(self) -> np.ndarray:
+        """Every node's depth, computed once."""
+        if "_depth" not in self.__dict__:
+            self.__dict__["_depth"] = node_depths(self.tree.parent)
+        return self.__dict__["_depth"]
 
     @property
     def n_leaves(self) -> int:
@@ -205,7 +246,7 @@ class FittedPlan:
 
 
 def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | None = None,
-             **options) -> FittedPlan:
+             fit_k_: int | None = None, trim: int | None = None, **options) -> FittedPlan:
     """Fit a Mondrian partition to ``df`` to release later tables through.
 
     Parameters
@@ -219,6 +260,8 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
         :func:`fit_k` so that their classes rarely fall short of k. Default:
         the fitted table's own classes (the release of ``df`` through the plan
         is then exactly ``dmondrian.anonymize(df, ...)``).
+    fit_k_, trim : int, optional
+        Override :func:`fit_k` and :func:`fit_trim` (for measuring them).
     **options
         ``mode``, ``objective``, ``generalization``, ``max_depth``,
         ``hierarchies``, ``qi_kinds``, ``class_column``, ``l``, ``l_kind``,
@@ -258,7 +301,8 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
         raise ParameterError("batch_rows", f"batch_rows must be a positive integer, got "
                                            f"{batch_rows!r}")
     table = df.drop(columns=opts.identifiers) if opts.identifiers else df
-    k_fit = fit_k(opts.k, len(table), batch_rows)
+    k_fit = fit_k(opts.k, len(table), batch_rows) if fit_k_ is None else max(opts.k, fit_k_)
+    trim = fit_trim(len(table), batch_rows) if trim is None else trim
     constraints = [KAnonymity(k_fit) if isinstance(c, KAnonymity) else c
                    for c in opts.constraints]
     for cst in constraints:
@@ -278,7 +322,7 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     kinds = np.asarray([qi.kernel_kind for qi in encoded], dtype=np.int64)
     cards = np.asarray([qi.card for qi in encoded], dtype=np.int64)
     tree = build_tree(part.stats, part.sorted_keys, part.class_of_row, kinds, cards,
-                      opts.mode == "relaxed")
+                      opts.mode == "relaxed", trim)
     kept = {name: options.get(name) for name in PLAN_OPTIONS}
     kept.update(mode=opts.mode, objective=opts.objective, generalization=opts.generalization,
                 max_depth=None if opts.max_depth < 0 else opts.max_depth,
@@ -287,7 +331,8 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
                 class_column=opts.class_column, l_kind=options.get("l_kind") or "distinct")
     encodings = [_without_keys(qi) for qi in encoded]
     return FittedPlan(opts.qis, opts.k, k_fit, batch_rows, len(table), kept, encodings, tree,
-                      sens, [c for c in opts.constraints if not isinstance(c, KAnonymity)])
+                      sens, [c for c in opts.constraints if not isinstance(c, KAnonymity)],
+                      trim)
 
 
 def _without_keys(qi):

@@ -102,6 +102,7 @@ def plan_dict(plan: FittedPlan) -> dict:
         "k": plan.k,
         "fit_k": plan.fit_k,
         "batch_rows": plan.batch_rows,
+        "trim": plan.trim,
         "n_fit": plan.n_fit,
         "quasi_identifiers": [_json_value(q) for q in plan.qis],
         "options": {name: (list(v) if isinstance(v, (list, tuple)) else _json_value(v))
@@ -161,7 +162,7 @@ def plan_from_dict(data: dict) -> FittedPlan:
         constraints = cons[1:]
     return FittedPlan(data["quasi_identifiers"], data["k"], data["fit_k"], data["batch_rows"],
                       data["n_fit"], options, [_qi_from(q) for q in data["qis"]], tree, sens,
-                      constraints)
+                      constraints, data.get("trim", 1))
 
 
 def save_plan(plan: FittedPlan, path) -> str:

@@ -66,7 +66,8 @@ class Release:
     encodings: list
 
 
-def published_targets(parent: np.ndarray, count: np.ndarray, passes, hist=None) -> np.ndarray:
+def published_targets(parent: np.ndarray, count: np.ndarray, passes, hist=None,
+                      depth: np.ndarray | None = None) -> np.ndarray:
     """The node each node's rows are published at (see the module docstring).
 
     Parameters
@@ -76,9 +77,12 @@ def published_targets(parent: np.ndarray, count: np.ndarray, passes, hist=None) 
     count : int64 array (nodes,)
         Rows landed in each node.
     passes : callable
-        ``passes(rows, hist_row)``: whether a group may be published.
+        ``passes(rows, hists)``: whether each group may be published (arrays
+        of the groups' rows and sensitive histograms, or None).
     hist : int64 array (nodes, codes), optional
         Sensitive values landed in each node.
+    depth : int64 array (nodes,), optional
+        Every node's depth (computed when not given).
 
     Returns
     -------
@@ -91,29 +95,31 @@ def published_targets(parent: np.ndarray, count: np.ndarray, passes, hist=None) 
     [0, 1, 2, 3, 2]
     """
     m = parent.shape[0]
+    depth = node_depths(parent) if depth is None else depth
     group = count.astype(np.int64).copy()
     ghist = None if hist is None else hist.astype(np.int64).copy()
     dest = np.arange(m, dtype=np.int64)
     kept = np.zeros(m, dtype=bool)
+    levels = [np.flatnonzero(depth == d) for d in range(int(depth.max()) + 1)]
+    for at in reversed(levels[1:]):  # children before parents
+        at = at[group[at] > 0]
+        ok = np.asarray(passes(group[at], None if ghist is None else ghist[at]), dtype=bool)
+        kept[at[ok]] = True
+        fail = at[~ok]
+        dest[fail] = parent[fail]
+        np.add.at(group, parent[fail], group[fail])
+        if ghist is not None:
+            np.add.at(ghist, parent[fail], ghist[fail])
 
-    def ok(i):
-        return passes(int(group[i]), None if ghist is None else ghist[i])
+    def root_ok():
+        h = None if ghist is None else ghist[:1]
+        return bool(np.asarray(passes(group[:1], h))[0])
 
-    for i in range(m - 1, 0, -1):
-        if group[i] == 0:
-            continue
-        if ok(i):
-            kept[i] = True
-        else:
-            dest[i] = parent[i]
-            group[parent[i]] += group[i]
-            if ghist is not None:
-                ghist[parent[i]] += ghist[i]
     if group[0] > 0:
         kept[0] = True
         # Fold the smallest published groups into the root until it passes.
         others = sorted((int(group[i]), i) for i in np.flatnonzero(kept) if i != 0)
-        while not ok(0):
+        while not root_ok():
             if not others:
                 raise InfeasibleError(f"the batch's {int(group[0])} rows cannot form one "
                                       "class that meets the plan's constraints (fewer than k "
@@ -124,10 +130,33 @@ def published_targets(parent: np.ndarray, count: np.ndarray, passes, hist=None) 
             if ghist is not None:
                 ghist[0] += ghist[i]
     target = np.arange(m, dtype=np.int64)
-    for i in range(1, m):  # parents (and the root) are resolved first
-        if dest[i] != i:
-            target[i] = target[dest[i]]
+    for at in levels[1:]:  # parents (and the root) are resolved first
+        moved = at[dest[at] != at]
+        target[moved] = target[dest[moved]]
     return target
+
+
+def node_depths(parent: np.ndarray) -> np.ndarray:
+    """Depth of every node (parents before children).
+
+    Examples
+    --------
+    >>> node_depths(np.array([-1, 0, 1, 0])).tolist()
+    [0, 1, 2, 1]
+    """
+    depth = np.zeros(parent.shape[0], dtype=np.int64)
+    frontier = np.zeros(1, dtype=np.int64)
+    children = np.argsort(parent, kind="stable")[1:]
+    order_parent = parent[children]
+    d = 0
+    while frontier.size:
+        d += 1
+        lo = np.searchsorted(order_parent, frontier, "left")
+        hi = np.searchsorted(order_parent, frontier, "right")
+        frontier = np.concatenate([children[a:b] for a, b in zip(lo, hi, strict=True)]) \
+            if frontier.size else frontier
+        depth[frontier] = d
+    return depth
 
 
 def _passes(plan):
@@ -136,12 +165,14 @@ def _passes(plan):
     if privacy is None:
         return lambda n, h: n >= k
     ip, fp, q = privacy.ip, privacy.fp, privacy.q
-    return lambda n, h: n >= k and bool(K.hist_ok(h, n, ip, fp, q))
+    return lambda n, h: np.asarray([int(c) >= k and bool(K.hist_ok(row, int(c), ip, fp, q))
+                                    for c, row in zip(n, h, strict=True)], dtype=bool)
 
 
 def decide(plan, summary: BatchSummary) -> Release:
     """The classes of a batch from its summary, with their published values."""
-    target = published_targets(plan.tree.parent, summary.count, _passes(plan), summary.hist)
+    target = published_targets(plan.tree.parent, summary.count, _passes(plan), summary.hist,
+                               plan.depth)
     landed = summary.count > 0
     nodes = np.unique(target[landed])
     class_of_node = np.full(plan.tree.n_nodes, -1, dtype=np.int64)
@@ -191,19 +222,22 @@ def _set_rows(qi, tree, j, nodes, root, summary):
     """A nominal QI's codes of every class (``class_of_pos``, ``sorted_row``), with the
     batch's new categories appended to its encoding."""
     new = sorted(summary.new_names.get(j, set()), key=str) if root >= 0 else []
+    packed, card = tree.codes[j]
     if new:
         # New categories take codes after the fitted ones (the missing code included).
         qi = replace(qi, categories=[*qi.categories, *new], card=qi.card + len(new))
-    parts, owners = [], []
-    for c, node in enumerate(nodes.tolist()):
-        codes = tree.node_codes(j, node)
-        if c == root:
-            extra = list(summary.root_codes.get(j, ())) + [qi.card - len(new) + i
-                                                            for i in range(len(new))]
-            codes = np.union1d(codes, np.asarray(extra, dtype=np.int64))
-        parts.append(codes)
-        owners.append(np.full(len(codes), c, dtype=np.int64))
-    return qi, np.concatenate(owners), np.concatenate(parts)
+    class_of = np.full(tree.n_nodes, -1, dtype=np.int64)
+    class_of[nodes] = np.arange(len(nodes))
+    owner = class_of[packed // card]
+    keep = owner >= 0
+    owner, code = owner[keep], packed[keep] % card
+    if root >= 0:
+        extra = np.asarray([*summary.root_codes.get(j, ()), *range(card, card + len(new))],
+                           dtype=np.int64)
+        owner = np.concatenate([owner, np.full(len(extra), root, dtype=np.int64)])
+        code = np.concatenate([code, extra])
+    pairs = np.unique(owner * (card + len(new)) + code)
+    return qi, pairs // (card + len(new)), pairs % (card + len(new))
 
 
 def _with_star(values, inverse, c):

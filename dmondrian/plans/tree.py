@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._dask.cut_tree import NO_TIES, CutTree
-from .._kernel.constants import KIND_NOMINAL, MISSING_KEY
+from .._kernel.constants import KIND_FLOAT, KIND_INT, KIND_NOMINAL, MISSING_KEY
 
 __all__ = ["PlanTree", "build_tree"]
 
@@ -79,7 +79,7 @@ class PlanTree:
 
 
 def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, cards,
-               relaxed: bool) -> PlanTree:
+               relaxed: bool, trim: int = 1) -> PlanTree:
     """Rebuild the cut tree of a partition (see the module docstring).
 
     Parameters
@@ -94,6 +94,12 @@ def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, 
         Kernel kind and code count of every QI.
     relaxed : bool
         Whether the partition was relaxed (median ties split by input position).
+    trim : int, default 1
+        Values a node's region keeps: a nominal code, the missing value, and
+        the bounds of an ordered QI only as far as values held by at least
+        ``trim`` of its fitted rows (the ``trim``-th smallest and largest key).
+        1 keeps every fitted value (the fitted classes' own labels); the root
+        always keeps them all. See :func:`dmondrian.plans.fitted.fit_trim`.
 
     Returns
     -------
@@ -122,6 +128,7 @@ def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, 
     while stack:
         a, b, par, side = stack.pop()
         node = builder.add(par, side)
+        builder.span[node] = (starts[a], starts[b])
         if b - a == 1:
             builder.leaf(node, a)
             continue
@@ -130,7 +137,47 @@ def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, 
         m = cut[0]
         stack.append((m, b, node, 1))
         stack.append((a, m, node, 0))
-    return builder.finish(sizes, lo_c, hi_c, miss_c, total_c, present_c, held, cards)
+    tree = builder.finish(sizes, lo_c, hi_c, miss_c, total_c, present_c, held, cards)
+    if trim > 1:
+        _trim(tree, builder.span, sorted_keys, kinds, trim)
+    return tree
+
+
+def _trim(tree: PlanTree, span, sorted_keys, kinds, trim: int) -> None:
+    """Narrow every node but the root to the values ``trim`` of its fitted rows hold.
+
+    The ``trim``-th smallest key of a node is at most any descendant's (its
+    rows include theirs), and a code held ``trim`` times by a child is held as
+    often by its parent: trimmed regions stay nested.
+    """
+    d = tree.lo.shape[1]
+    kept = {j: [] for j in tree.codes}
+    for node in range(tree.n_nodes):
+        s, e = span[node]
+        for j in range(d):
+            row = sorted_keys[j, s:e]
+            if j in tree.codes:
+                card = tree.codes[j][1]
+                counts = np.bincount(row, minlength=card)
+                codes = np.flatnonzero(counts >= (1 if node == 0 else trim))
+                kept[j].append(node * card + codes)
+                continue
+            if node == 0:
+                continue
+            present = row[row != MISSING_KEY]
+            tree.missing[node, j] = (e - s - present.size) >= trim
+            if present.size < trim:
+                tree.lo[node, j], tree.hi[node, j] = MISSING_KEY, np.iinfo(np.int64).min
+                continue
+            # An edge of the fitted domain stays where it is: regions there are open-ended
+            # (dmondrian.plans.batch), and a row past a trimmed edge would widen the label.
+            edge = kinds[j] in (KIND_INT, KIND_FLOAT)
+            if not (edge and tree.lo[node, j] == tree.lo[0, j]):
+                tree.lo[node, j] = np.partition(present, trim - 1)[trim - 1]
+            if not (edge and tree.hi[node, j] == tree.hi[0, j]):
+                tree.hi[node, j] = np.partition(present, present.size - trim)[present.size - trim]
+    for j, parts in kept.items():
+        tree.codes[j] = (np.concatenate(parts).astype(np.int64), tree.codes[j][1])
 
 
 def _find_cut(a, b, starts, top, bottom, ordered, held, sorted_keys, order, relaxed):
@@ -212,6 +259,7 @@ class _Builder:
         self.left = np.full(cap, -1, dtype=np.int64)
         self.right = np.full(cap, -1, dtype=np.int64)
         self.cls = np.full(cap, -1, dtype=np.int64)
+        self.span = {}  # node -> its positions in class order
         self.ranks = [np.zeros(1, dtype=np.int64)]
         self.rank_len = 1
         self.n = 0

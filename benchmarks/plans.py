@@ -1,0 +1,258 @@
+"""Fitted plans: class stability across batches, information loss, and speed.
+
+Run: python benchmarks/plans.py [--quick] [--local-rows N] [--dask-rows N] [--out PATH]
+
+Tables (figures in benchmarks/README.md, "Fitted plans"):
+
+1. Adult (``$DMONDRIAN_ADULT_DIR``, default /work/shared/datasets/adult; the
+   8 literature QIs, k=10): a plan fitted on ``adult.data`` releases
+   ``adult.test``: smallest class by a group-by of the published QIs and by
+   :func:`dmondrian.verify`, and whether every label contains its row's
+   value. Then the test file's two random halves (seed 0), each released
+   through the plan (fitted for the whole file's rows, and for a half's
+   with ``batch_rows``) and each anonymized on its own: ``shared`` is the
+   share of the second half's rows whose published QI combination appears
+   in the first half's release; ``gcp_ratio`` the NCP (GCP) of the plan's
+   release over the independent one's, averaged over the halves.
+2. A dated table: the census generator (``dmondrian.synthetic``, QIs age,
+   zip, sex, education) with an event date per row, uniform over 2025 (a
+   generated, stationary table: no real dated table is on this machine),
+   k=100. A plan fitted on January-June (``batch_rows`` = a month's rows)
+   releases each of July-December: smallest class, share of a month's rows
+   whose class also appears in the previous month's release, GCP over
+   anonymizing the month on its own.
+3. Speed, local engine: census rows (QIs age, zip, birth_date, sex,
+   education, k=10), a plan fitted on the first million rows, then the
+   whole table released through it against ``dmondrian.anonymize`` of it,
+   side by side in one run.
+4. Speed, Dask: the census table as Parquet (1M-row partitions), 2 worker
+   processes x 1 thread: the plan's release written to Parquet against a
+   plain ``read_parquet -> to_parquet`` copy.
+
+The JSON (``--out``) holds every row of every table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import dmondrian as dm
+from dmondrian.datasets import (
+    ADULT_COLUMNS,
+    ADULT_NUMERIC,
+    ADULT_QUASI_IDENTIFIERS,
+    load_adult,
+)
+from dmondrian.kinds.labels import parse_range, parse_set
+from dmondrian.metrics import ncp
+from dmondrian.plans import fit_plan
+from dmondrian.synthetic import make_census
+
+ADULT_DIR = os.environ.get("DMONDRIAN_ADULT_DIR", "/work/shared/datasets/adult")
+
+
+def _load_adult_test(folder) -> pd.DataFrame:
+    """``adult.test`` as :func:`load_adult` reads ``adult.data`` (rows with ``?`` dropped)."""
+    dtypes = {c: ("int64" if c in ADULT_NUMERIC else str) for c in ADULT_COLUMNS}
+    df = pd.read_csv(Path(folder) / "adult.test", header=None, names=ADULT_COLUMNS,
+                     dtype=dtypes, skiprows=1, skipinitialspace=True, na_values=["?"],
+                     keep_default_na=False)
+    for c in ADULT_COLUMNS:
+        if c not in ADULT_NUMERIC:
+            df[c] = df[c].str.strip().str.rstrip(".")
+    return df.dropna().reset_index(drop=True)
+
+
+def _tuples(released, qis) -> pd.Series:
+    """Every row's published QI combination, as one string."""
+    return released[qis].astype(str).agg("\x1f".join, axis=1)
+
+
+def _shared(a, b, qis) -> float:
+    """Share of ``b``'s rows whose published combination appears in ``a``."""
+    return float(_tuples(b, qis).isin(set(_tuples(a, qis))).mean())
+
+
+def _min_class(released, qis) -> int:
+    return int(released.groupby([released[q].astype(str) for q in qis]).size().min())
+
+
+def _labels_contain(released, original, qis) -> bool:
+    """Whether every published label contains its row's original value."""
+    for q in qis:
+        pairs = pd.DataFrame({"l": released[q].astype(str).to_numpy(),
+                              "v": original[q].astype(object).to_numpy()}).drop_duplicates()
+        for label, value in pairs.itertuples(index=False):
+            if isinstance(value, (int, float, np.integer, np.floating)):
+                ok = parse_range(label).contains(value)
+            else:
+                ok = str(value) in parse_set(label)
+            if not ok:
+                return False
+    return True
+
+
+def _gcp(released, original, qis) -> float:
+    return float(ncp(released, qis, original).overall)
+
+
+def adult(rows: list) -> None:
+    qis, k = ADULT_QUASI_IDENTIFIERS, 10
+    train, test = load_adult(ADULT_DIR, download=False), _load_adult_test(ADULT_DIR)
+    warnings.simplefilter("ignore", dm.errors.IdentifyingColumnWarning)  # fnlwgt, as always
+    plan = fit_plan(train, qis, k)
+    out = plan.transform(test)
+    check = dm.verify(out, qis, k=k)
+    rows.append({"table": "adult", "what": "fit adult.data, release adult.test",
+                 "rows": len(test), "min_class_groupby": _min_class(out, qis),
+                 "verify_ok": bool(check.ok), "verify_k": check.achieved["k"],
+                 "labels_contain_values": _labels_contain(out, test, qis),
+                 "classes": int(check.n_classes)})
+    order = np.random.default_rng(0).permutation(len(test))
+    half = len(test) // 2
+    halves = [test.iloc[np.sort(order[:half])], test.iloc[np.sort(order[half:])]]
+    alone = [dm.anonymize(h, qis, k) for h in halves]
+    gcp_alone = [_gcp(r, h, qis) for r, h in zip(alone, halves, strict=True)]
+    rows.append({"table": "adult", "what": "halves anonymized on their own",
+                 "shared": _shared(*alone, qis), "gcp_ratio": 1.0,
+                 "min_class_groupby": min(_min_class(r, qis) for r in alone)})
+    for label, batch_rows in (("plan fitted at k", None),
+                              ("plan, batch_rows=half", len(halves[0]))):
+        p = fit_plan(train, qis, k, batch_rows=batch_rows)
+        rel = [p.transform(h) for h in halves]
+        gcp = [_gcp(r, h, qis) for r, h in zip(rel, halves, strict=True)]
+        rows.append({"table": "adult", "what": label, "fit_k": p.fit_k,
+                     "shared": _shared(*rel, qis),
+                     "gcp_ratio": float(np.mean(np.divide(gcp, gcp_alone))),
+                     "min_class_groupby": min(_min_class(r, qis) for r in rel),
+                     "verify_ok": all(dm.verify(r, qis, k=k).ok for r in rel)})
+
+
+def dated(rows: list, n_rows: int) -> None:
+    qis, k = ["age", "zip", "sex", "education"], 100
+    df = make_census(n_rows, seed=3, columns=["age", "zip", "sex", "education", "income"])
+    rng = np.random.default_rng(3)
+    df["day"] = pd.Timestamp("2025-01-01") + pd.to_timedelta(rng.integers(0, 365, n_rows), "D")
+    month = df["day"].dt.month
+    first = df[month <= 6]
+    per_month = int(round(len(first) / 6))
+    plan = fit_plan(first.drop(columns="day"), qis, k, batch_rows=per_month,
+                    allow_unique=["income"])
+    previous = prev_alone = None
+    for m in range(7, 13):
+        batch = df[month == m].drop(columns="day")
+        rel = plan.transform(batch)
+        alone = dm.anonymize(batch, qis, k, allow_unique=["income"])
+        rows.append({"table": "dated", "month": m, "rows": len(batch), "fit_k": plan.fit_k,
+                     "min_class_groupby": _min_class(rel, qis),
+                     "shared_with_previous": None if previous is None
+                     else _shared(previous, rel, qis),
+                     "shared_independent": None if m == 7 else _shared(prev_alone, alone, qis),
+                     "gcp_ratio": _gcp(rel, batch, qis) / _gcp(alone, batch, qis)})
+        previous, prev_alone = rel, alone
+
+
+CENSUS_QIS = ["age", "zip", "birth_date", "sex", "education"]
+
+
+def local_speed(rows: list, n_rows: int) -> None:
+    df = make_census(n_rows, seed=5)
+    fit_rows = min(n_rows, 1_000_000)
+    t0 = time.perf_counter()
+    plan = fit_plan(df.iloc[:fit_rows], CENSUS_QIS, 10, identifiers=["person_id"], allow_unique=["income"])
+    t_fit = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = plan.transform(df)
+    t_plan = time.perf_counter() - t0
+    del out
+    t0 = time.perf_counter()
+    out = dm.anonymize(df, CENSUS_QIS, 10, identifiers=["person_id"], allow_unique=["income"])
+    t_scratch = time.perf_counter() - t0
+    del out
+    rows.append({"table": "speed-local", "rows": n_rows, "fit_rows": fit_rows,
+                 "fit_s": t_fit, "transform_s": t_plan, "anonymize_s": t_scratch,
+                 "ratio": t_plan / t_scratch, "leaves": plan.n_leaves})
+
+
+def dask_speed(rows: list, n_rows: int) -> None:
+    import dask.dataframe as dd
+    from distributed import Client, LocalCluster
+
+    from dmondrian.synthetic import write_census_parquet
+
+    work = Path(tempfile.mkdtemp(prefix="dm-plans-"))
+    try:
+        src = work / "census"
+        write_census_parquet(str(src), n_rows, seed=6, rows_per_partition=1_000_000)
+        plan = fit_plan(make_census(min(n_rows, 1_000_000), seed=6), CENSUS_QIS, 10,
+                        identifiers=["person_id"], allow_unique=["income"])
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
+            t0 = time.perf_counter()
+            dd.read_parquet(str(src)).to_parquet(str(work / "copy"), write_index=True)
+            t_copy = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            plan_release = plan_transform_dask(plan, dd.read_parquet(str(src)), client)
+            plan_release.to_parquet(str(work / "released"), write_index=True)
+            t_plan = time.perf_counter() - t0
+        rows.append({"table": "speed-dask", "rows": n_rows, "copy_s": t_copy,
+                     "plan_s": t_plan, "ratio": t_plan / t_copy})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def plan_transform_dask(plan, ddf, client):
+    from dmondrian.plans.dask import transform_dask
+
+    return transform_dask(plan, ddf, client=client, progress=False)
+
+
+def _print(rows) -> None:
+    frame = pd.DataFrame(rows)
+    with pd.option_context("display.width", 200, "display.max_columns", 30,
+                           "display.float_format", "{:.3f}".format):
+        for table, part in frame.groupby("table", sort=False):
+            print(f"\n== {table}")
+            print(part.dropna(axis=1, how="all").drop(columns="table").to_string(index=False))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    ap.add_argument("--dated-rows", type=int, default=1_200_000)
+    ap.add_argument("--local-rows", type=int, default=10_000_000)
+    ap.add_argument("--dask-rows", type=int, default=10_000_000)
+    ap.add_argument("--skip", action="append", default=[],
+                    help="adult, dated, local or dask (repeatable)")
+    ap.add_argument("--out", default="benchmarks/results/plans.json")
+    args = ap.parse_args()
+    if args.quick:
+        args.dated_rows, args.local_rows, args.dask_rows = 240_000, 1_000_000, 2_000_000
+    rows: list = []
+    steps = {"adult": lambda: adult(rows), "dated": lambda: dated(rows, args.dated_rows),
+             "local": lambda: local_speed(rows, args.local_rows),
+             "dask": lambda: dask_speed(rows, args.dask_rows)}
+    for name, step in steps.items():
+        if name not in args.skip:
+            step()
+    _print(rows)
+    out = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+           "args": vars(args), "rows": rows}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1, default=str))
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
