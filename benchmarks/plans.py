@@ -164,20 +164,21 @@ def dated(rows: list, n_rows: int) -> None:
 
 
 CENSUS_QIS = ["age", "zip", "birth_date", "sex", "education"]
+CENSUS_OPTIONS = {"identifiers": ["person_id"], "allow_unique": ["income"]}
 
 
 def local_speed(rows: list, n_rows: int) -> None:
     df = make_census(n_rows, seed=5)
     fit_rows = min(n_rows, 1_000_000)
     t0 = time.perf_counter()
-    plan = fit_plan(df.iloc[:fit_rows], CENSUS_QIS, 10, identifiers=["person_id"], allow_unique=["income"])
+    plan = fit_plan(df.iloc[:fit_rows], CENSUS_QIS, 10, **CENSUS_OPTIONS)
     t_fit = time.perf_counter() - t0
     t0 = time.perf_counter()
     out = plan.transform(df)
     t_plan = time.perf_counter() - t0
     del out
     t0 = time.perf_counter()
-    out = dm.anonymize(df, CENSUS_QIS, 10, identifiers=["person_id"], allow_unique=["income"])
+    out = dm.anonymize(df, CENSUS_QIS, 10, **CENSUS_OPTIONS)
     t_scratch = time.perf_counter() - t0
     del out
     rows.append({"table": "speed-local", "rows": n_rows, "fit_rows": fit_rows,
@@ -196,7 +197,7 @@ def dask_speed(rows: list, n_rows: int) -> None:
         src = work / "census"
         write_census_parquet(str(src), n_rows, seed=6, rows_per_partition=1_000_000)
         plan = fit_plan(make_census(min(n_rows, 1_000_000), seed=6), CENSUS_QIS, 10,
-                        identifiers=["person_id"], allow_unique=["income"])
+                        **CENSUS_OPTIONS)
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                           dashboard_address=":0") as cluster, Client(cluster) as client:
             t0 = time.perf_counter()
