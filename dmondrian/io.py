@@ -212,9 +212,24 @@ def _read_parquet(fs, path: str, url: str) -> pd.DataFrame:
                    for f in files):
             raise ReadError(url, f"directory {url!r} holds no Parquet files")
     try:
-        return pq.read_table(path, filesystem=fs).to_pandas()
+        table = pq.read_table(path, filesystem=fs)
+        return _nullable_ints(table, table.to_pandas())
     except pyarrow.lib.ArrowException as exc:
         raise ReadError(url, f"cannot read {url!r} as PARQUET: {_one_line(exc)}") from exc
+
+
+def _nullable_ints(table, df: pd.DataFrame) -> pd.DataFrame:
+    """Integer columns holding nulls as pandas' nullable ints, not floats: an ``int32``
+    zip stays a column of integers (published ``[10002, 10099]``), as Dask and
+    ``dtype_backend="pyarrow"`` read it."""
+    import pyarrow as pa
+
+    for field in table.schema:
+        if (pa.types.is_integer(field.type) and field.name in df.columns
+                and df[field.name].dtype.kind == "f"):
+            nullable = str(field.type).replace("uint", "UInt").replace("int", "Int")
+            df[field.name] = pd.array(table.column(field.name), dtype=nullable)
+    return df
 
 
 def _hidden(rel: str) -> bool:

@@ -5,7 +5,8 @@ answer as comparing the two original values in the order Mondrian cuts along.
 What a key, a scale and a missing value are for each kind is the kind
 object's business (:mod:`dmondrian.kinds`, where the table of kinds is);
 this module is the entry point: :func:`encode_qi` resolves a column's kind
-and lets it encode.
+(with :func:`dmondrian.kinds.resolve_kind`, the one detection every path
+uses) and lets it encode.
 """
 
 from __future__ import annotations
@@ -17,33 +18,11 @@ from .kinds import QIKind, resolve_kind
 from .kinds.base import MISSING_LABEL, EncodedQI
 from .kinds.keys import decode_float_keys, factorize, float_keys
 
-__all__ = ["QIKind", "EncodedQI", "encode_qi", "detect_kind", "float_keys", "decode_float_keys",
+__all__ = ["QIKind", "EncodedQI", "encode_qi", "float_keys", "decode_float_keys",
            "factorize", "MISSING_LABEL"]
 
 # The Dask engine's domain pass imports it by this name until it is converted.
 _factorize = factorize
-
-
-def detect_kind(series: pd.Series, has_hierarchy: bool = False) -> str:
-    """The name of the quasi-identifier kind a column's dtype implies.
-
-    Parameters
-    ----------
-    series : pandas.Series
-    has_hierarchy : bool
-        Whether a hierarchy is given for the column (it implies ``"hierarchy"``).
-
-    Returns
-    -------
-    str
-        One of :attr:`QIKind.ALL`.
-
-    Examples
-    --------
-    >>> detect_kind(pd.Series(pd.to_datetime(["2020-01-01"])))
-    'datetime'
-    """
-    return resolve_kind(series, has_hierarchy=has_hierarchy).name
 
 
 def encode_qi(series: pd.Series, kind: str | None = None, hierarchy=None) -> EncodedQI:

@@ -347,9 +347,8 @@ def masked_column(qi: EncodedQI, values, inverse: np.ndarray, class_of_row: np.n
             at = len(values)
             values = values.append(pd.Index([MASK_LABEL], dtype=values.dtype))
         return expand_labels(values, np.append(inverse, at), class_of_row)
-    blank = np.empty(1, dtype=values.dtype)
-    blank[0] = np.datetime64("NaT") if values.dtype.kind == "M" else np.nan
-    full = np.concatenate([values[inverse], blank])
+    # -1 takes the missing value of the values' type (NaN, NaT, NA).
+    full = pd.api.extensions.take(values, np.append(inverse, -1), allow_fill=True)
     return qi.spec.summary_column(qi, full[class_of_row])
 
 

@@ -11,7 +11,13 @@ import pandas as pd
 
 from dmondrian import parse_range, parse_set
 from dmondrian.hierarchy import MISSING_LEAF, Hierarchy
-from dmondrian.qi import MISSING_LABEL, detect_kind
+from dmondrian.kinds import detect_kind as _detect_kind
+from dmondrian.qi import MISSING_LABEL
+
+
+def detect_kind(series: pd.Series) -> str:
+    """The name of the kind dmondrian detects for a column."""
+    return _detect_kind(series).name
 
 
 def class_sizes(released: pd.DataFrame, qis) -> pd.Series:

@@ -41,3 +41,15 @@ def client():
     with Client(processes=False, n_workers=1, threads_per_worker=2,
                 dashboard_address=":0") as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def process_cluster():
+    """A Dask cluster of two worker processes (one thread each), shared by a module's tests:
+    the workers import dmondrian anew, as on a real cluster."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster:
+        with Client(cluster, set_as_default=False) as client:
+            yield client

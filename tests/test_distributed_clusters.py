@@ -34,14 +34,6 @@ def _env():
     return env
 
 
-@pytest.fixture(scope="module")
-def process_cluster():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=":0") as cluster:
-        with Client(cluster, set_as_default=False) as client:
-            yield client
-
-
 def _check_release(out: pd.DataFrame, original: pd.DataFrame, k: int):
     assert len(out) == len(original)
     assert out.groupby("cls").size().min() >= k

@@ -71,7 +71,7 @@ def _positional(index: pd.Index) -> bool:
 
 
 def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
-                  sample_size: int, rate: float = 1.0) -> DomainSketch:
+                  sample_size: int, rate: float = 1.0, kernel_kinds=None) -> DomainSketch:
     """Domain sketch of one partition (``df`` holds at least the QI columns).
 
     The sample holds the rows whose priority
@@ -93,6 +93,9 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
         Most sample rows kept.
     rate : float, default 1.0
         Sampling rate: the expected fraction of rows sampled.
+    kernel_kinds : list of int, optional
+        The kernel kind the schema gives each QI (see
+        :meth:`~dmondrian.kinds.QIKindSpec.conform_partition`).
 
     Returns
     -------
@@ -119,7 +122,10 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
             if isinstance(s.dtype, pd.CategoricalDtype):
                 categories[j] = {tuple(s.cat.categories)}
             missing[j], values[j] = _value_counts(s)
-        elif not _plain_bounds(s, spec, j, lo, hi, missing):
+            continue
+        if kernel_kinds is not None:
+            s = spec.conform_partition(s, kernel_kinds[j])
+        if not _plain_bounds(s, spec, j, lo, hi, missing):
             # One pass for the bounds and the missing count (numpy's mask, copy,
             # min and max would make five).
             keys = spec.encode(s).keys
@@ -349,7 +355,10 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int):
                if c not in opts.allow_unique]
     parts = column_partitions(ddf, [*opts.qis, *(c for c in checked if c in meta.columns)])
     sketch_d = delayed(domain_sketch, pure=True)
-    partials = [sketch_d(p, i, opts.qis, opts.kinds, sized.sample_size, rate=sized.rate)
+    kernel_kinds = [kind_spec(kind).kernel_kind_of(meta[q].dtype)
+                    for q, kind in zip(opts.qis, opts.kinds, strict=True)]
+    partials = [sketch_d(p, i, opts.qis, opts.kinds, sized.sample_size, rate=sized.rate,
+                         kernel_kinds=kernel_kinds)
                 for i, p in enumerate(parts)]
     distinct = tree_reduce([delayed(distinct_sketch, pure=True)(p, checked) for p in parts],
                            merge_distinct)

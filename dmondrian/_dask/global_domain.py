@@ -88,7 +88,9 @@ class GlobalDomain:
     def keys_into(self, j: int, series: pd.Series, out: np.ndarray) -> None:
         """Global keys of QI ``j``'s column (one partition's) into ``out``."""
         cats = self.categories[j]
-        self.specs[j].global_keys_into(
+        spec = self.specs[j]
+        series = spec.conform_partition(series, int(self.kernel_kinds[j]))
+        spec.global_keys_into(
             series, out, categories=cats, index=None if cats is None else self.category_index(j),
             hierarchy=self.hierarchies[j])
 

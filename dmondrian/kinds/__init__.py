@@ -4,15 +4,23 @@
 kind        detected from                  key                          published (range)
 ========== ============================== ============================ =======================
 numeric     int, uint, float, nullable     the integer itself; floats   ``[-3.5, 2]``
-            Int/Float                      as their IEEE bits made
-                                           order-preserving
+            Int/Float, Arrow ints and      as their IEEE bits made      ``[1895.69, 2628.32]``
+            floats; decimal128/256 and     order-preserving; decimals   ``[1 days, 3 days]``
+            Decimal objects; timedelta64   times 10**scale; durations
+            and duration                   in their unit
 datetime    datetime64 (naive or tz-aware) time since the epoch (UTC)   ``[2020-01-01, 2020-03-05]``
-ordinal     ordered pandas Categorical     category code                ``[Bachelors, Masters]``
+            Arrow date32/date64/timestamp, in the column's unit (days   ``[2020-01, 2020-05]``
+            datetime.date objects, period  for dates); period ordinal
+ordinal     ordered pandas Categorical,    category code                ``[Bachelors, Masters]``
+            ordered Arrow dictionary
 nominal     object, string, bool,          category code (categories    ``{Private, Self-emp-inc}``
-            unordered Categorical          sorted); cut by frequency
-                                           order per node
+            unordered Categorical, Arrow   sorted); cut by frequency
+            string/bool/dictionary         order per node
 hierarchy   nominal + a hierarchy given    depth-first leaf code        the lowest common ancestor
 ========== ============================== ============================ =======================
+
+Arrow-backed columns and object columns of dates and decimals are read by
+:mod:`dmondrian.kinds.types`.
 
 Each kind is an object of a :class:`QIKindSpec` subclass (one module each)
 and owns: detecting a column's kind from its dtype, encoding it to kernel
@@ -51,6 +59,7 @@ from .nominal import NominalKind
 from .numeric import NumericKind
 from .ordinal import OrdinalKind
 from .ranges import RangeKind
+from .types import detection_dtype, unsupported
 
 __all__ = ["QIKind", "QIKindSpec", "RangeKind", "EncodedQI", "Domain", "KINDS", "NUMERIC",
            "DATETIME", "ORDINAL", "NOMINAL", "HIERARCHY", "kind_spec", "resolve_kind",
@@ -93,7 +102,8 @@ def detect_kind(series: pd.Series) -> QIKindSpec:
     Raises
     ------
     UnsupportedDtypeError
-        For a dtype no kind takes (complex numbers, periods, intervals...).
+        For a dtype no kind takes (complex numbers, intervals, times of day,
+        nested Arrow types...), naming the column and what to do.
 
     Examples
     --------
@@ -101,16 +111,15 @@ def detect_kind(series: pd.Series) -> QIKindSpec:
     'numeric'
     >>> detect_kind(pd.Series(["a", "b"])).name
     'nominal'
+    >>> import datetime
+    >>> detect_kind(pd.Series([datetime.date(2020, 1, 2), None])).name
+    'datetime'
     """
-    dtype = series.dtype
+    dtype = detection_dtype(series)
     for kind in _DETECTION_ORDER:
         if kind.detects(dtype):
             return kind
-    raise UnsupportedDtypeError(
-        series.name,
-        f"column {series.name!r} has dtype {dtype}, which cannot be a quasi-identifier "
-        "(supported: numeric, datetime64, categorical, string/object, bool)",
-    )
+    raise unsupported(series, dtype)
 
 
 def resolve_kind(series: pd.Series, kind=None, has_hierarchy: bool = False) -> QIKindSpec:

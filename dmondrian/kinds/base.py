@@ -103,11 +103,17 @@ class EncodedQI:
     card: int = 0
     categories: list = field(default_factory=list)
     hierarchy: Hierarchy | None = None
-    #: "int", "float" or "bool" for numeric QIs; the numpy datetime unit and
-    #: timezone for datetimes.
+    #: "int", "float", "decimal" or "duration" for numeric QIs; the numpy datetime
+    #: unit ("D" for dates), or "period", and timezone for datetimes.
     value_type: str = "float"
     tz: object = None
+    #: The input column's dtype: the published midpoints and means take it back.
     dtype: object = None
+    #: Digits after the decimal point of a decimal QI (its keys are the values
+    #: times ``10**decimals``).
+    decimals: int = 0
+    #: The unit of a duration's keys ("s", "ns"...).
+    unit: str = ""
 
     @property
     def spec(self) -> QIKindSpec:
@@ -231,6 +237,11 @@ class QIKindSpec:
     def kernel_kind_of(self, dtype) -> int:
         """The kernel kind code :meth:`encode` gives a column of ``dtype``."""
         return self.kernel_kind
+
+    def conform_partition(self, series: pd.Series, kernel_kind: int) -> pd.Series:
+        """One Dask partition's column read as its schema declares it (kernel kind
+        ``kernel_kind``): the column as it is unless the kind says otherwise."""
+        return series
 
     def plain_int_values(self, series: pd.Series):
         """``(values, nat_missing)`` when a column's keys are its own int64 values

@@ -1,4 +1,4 @@
-"""Datetime QIs: datetime64 columns, naive or tz-aware, keyed by their integer time."""
+"""Datetime QIs: datetimes, dates and periods, keyed by their integer time."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import pandas as pd
 from .._kernel import keys as _keys
 from .._kernel import labels as _labels
 from .._kernel.constants import KIND_INT
-from ..errors import UnsupportedDtypeError
-from .base import Domain, EncodedQI
+from ..errors import InvalidValueError, UnsupportedDtypeError
+from .base import Domain, EncodedQI, meta_of
 from .ranges import RangeKind
+from .types import arrow_int64, arrow_type, as_arrow, is_date, is_period
 
 __all__ = ["DatetimeKind"]
 
@@ -20,7 +21,11 @@ class DatetimeKind(RangeKind):
 
     Published as ISO 8601 ranges with the shortest unit that loses nothing
     (tz-aware columns in their zone), or as the class midpoint or mean.
-    Points of the line (NCP, population matching) are nanoseconds.
+    Dates (Arrow ``date32``/``date64``, ``datetime.date`` objects) are keyed by
+    days and publish dates, ``[1977-02-11, 1977-04-21]``; their midpoint and
+    mean are dates. Periods are keyed by their ordinal and publish periods,
+    ``[2020-01, 2020-05]``. Points of the line (NCP, population matching) are
+    nanoseconds (a period's: its start).
     """
 
     name = "datetime"
@@ -29,12 +34,26 @@ class DatetimeKind(RangeKind):
     kernel_kind = KIND_INT
 
     def detects(self, dtype) -> bool:
-        return (not isinstance(dtype, pd.CategoricalDtype)
-                and pd.api.types.is_datetime64_any_dtype(dtype))
+        t = arrow_type(dtype)
+        if t is not None:
+            import pyarrow as pa
+
+            return pa.types.is_date(t) or pa.types.is_timestamp(t)
+        return is_period(dtype) or (not isinstance(dtype, pd.CategoricalDtype)
+                                    and pd.api.types.is_datetime64_any_dtype(dtype))
 
     def encode(self, series: pd.Series, hierarchy=None) -> EncodedQI:
-        name = series.name
+        name, source = series.name, series.dtype
+        series = as_arrow(series)
         dtype = series.dtype
+        t = arrow_type(dtype)
+        if t is not None and self.detects(dtype):
+            return self._arrow_encoded(series, t, source)
+        if is_period(dtype):
+            keys, lo, hi = _keys.sentinel_keys(np.ascontiguousarray(series.array.asi8),
+                                               np.iinfo(np.int64).min)
+            return EncodedQI(name, self.name, KIND_INT, keys, self.key_scale(lo, hi, KIND_INT),
+                             value_type="period", dtype=dtype)
         if not pd.api.types.is_datetime64_any_dtype(dtype):
             raise UnsupportedDtypeError(
                 name, f"column {name!r} has dtype {dtype}, which is not a datetime64 dtype"
@@ -48,6 +67,25 @@ class DatetimeKind(RangeKind):
         return EncodedQI(name, self.name, KIND_INT, keys, self.key_scale(lo, hi, KIND_INT),
                          value_type=unit, tz=tz, dtype=dtype)
 
+    def _arrow_encoded(self, series: pd.Series, t, source) -> EncodedQI:
+        """Arrow dates as days since the epoch, timestamps as their stored UTC integers."""
+        raw, missing = arrow_int64(series)
+        if is_date(series.dtype):
+            import pyarrow as pa
+
+            if pa.types.is_date64(t):  # milliseconds of midnights
+                raw = raw // 86_400_000
+            unit, tz = "D", None
+        else:
+            unit, tz = t.unit, t.tz
+        keys, lo, hi, reserved = _keys.int_keys(raw, missing)
+        if reserved:
+            raise InvalidValueError(series.name, f"column {series.name!r} holds the largest "
+                                    "time, which is reserved for missing values")
+        return EncodedQI(series.name, self.name, KIND_INT, keys,
+                         self.key_scale(lo, hi, KIND_INT), value_type=unit, tz=tz,
+                         dtype=source)
+
     def plain_int_values(self, series: pd.Series):
         dtype = series.dtype
         if isinstance(dtype, np.dtype) and dtype.kind == "M":
@@ -56,26 +94,34 @@ class DatetimeKind(RangeKind):
 
     # -- points: nanoseconds since the epoch, UTC -----------------------------------------------
     def point(self, value, context=None) -> float:
+        if isinstance(value, pd.Period):
+            value = value.start_time
         return float(pd.Timestamp(value).as_unit("ns").value)
 
     def value_points(self, col: pd.Series, context=None) -> np.ndarray:
+        col = _as_datetime64(col)
         utc = col.dt.tz_convert("UTC").dt.tz_localize(None) if col.dt.tz else col
         ns = utc.astype("datetime64[ns]").astype("int64").astype("float64")
         return np.where(col.isna().to_numpy(), np.nan, ns)
 
     # -- global domain --------------------------------------------------------------------------
     def domain_parts(self, col) -> tuple:
+        if is_date(meta_of(col).dtype):  # Dask has no meta for a date scalar
+            col = col.astype("datetime64[s]")
         return (col.min(), col.max())
 
     def domain(self, name, parts, meta, hierarchy=None) -> Domain:
         lo, hi = parts
         if pd.isna(lo):
             return Domain(self.name, 0.0)
-        lo, hi = pd.Timestamp(lo), pd.Timestamp(hi)
+        lo, hi = (pd.Timestamp(b.start_time if isinstance(b, pd.Period) else b)
+                  for b in (lo, hi))
         return Domain(self.name, self.span(self.point(lo), self.point(hi)), lo, hi)
 
     # -- publishing -----------------------------------------------------------------------------
     def decode_keys(self, qi: EncodedQI, keys: np.ndarray) -> np.ndarray:
+        if qi.value_type == "period":
+            return pd.PeriodIndex.from_ordinals(keys, freq=qi.dtype.freq)
         return keys.view(f"datetime64[{qi.value_type}]")
 
     def label_format(self, qi: EncodedQI) -> int:
@@ -86,31 +132,71 @@ class DatetimeKind(RangeKind):
 
     def bound_strings(self, qi: EncodedQI, values: np.ndarray) -> list[str]:
         decoded = self.decode_keys(qi, values)
+        if qi.value_type == "period":
+            return decoded.astype(str).tolist()
         if qi.tz is not None:
             stamps = pd.DatetimeIndex(decoded).tz_localize("UTC").tz_convert(qi.tz)
             return [t.isoformat() for t in stamps]
         return np.datetime_as_string(decoded, unit="auto").tolist()
 
-    def summary(self, qi: EncodedQI, how: str, lo, hi, total, present) -> np.ndarray:
-        """Midpoint or mean of every class as datetime64 (NaT for all-missing classes)."""
+    def summary(self, qi: EncodedQI, how: str, lo, hi, total, present):
+        """Midpoint or mean of every class (missing for all-missing classes): datetime64,
+        a date (a day count) for dates, a period for periods."""
         empty = present == 0
         a = np.where(empty, 0, lo)
         if how == "midpoint":
             ns = a + (np.where(empty, 0, hi) - a) // 2
         else:
             ns = np.rint(total / np.maximum(present, 1)).astype(np.int64)
+        if qi.value_type == "period":
+            return pd.PeriodIndex.from_ordinals(np.where(empty, np.iinfo(np.int64).min, ns),
+                                                freq=qi.dtype.freq).array
         out = ns.view(f"datetime64[{qi.value_type}]").copy()
         out[empty] = np.datetime64("NaT")
         return out
 
-    def summary_column(self, qi: EncodedQI, values: np.ndarray):
-        """Tz-aware columns publish their midpoints and means in their own zone."""
-        if qi.tz is None:
+    def summary_column(self, qi: EncodedQI, values):
+        """Midpoints and means in the input's type: tz-aware in their own zone, dates
+        as dates (Arrow or ``datetime.date`` objects, as the input held them)."""
+        if qi.value_type == "period":
             return values
-        return pd.DatetimeIndex(values).tz_localize("UTC").tz_convert(qi.tz)
+        if qi.value_type == "D":
+            import pyarrow as pa
+
+            dates = pd.array(pa.array(values, type=pa.date32(), from_pandas=True),
+                             dtype=pd.ArrowDtype(pa.date32()))
+            return dates.astype(qi.dtype) if isinstance(qi.dtype, pd.ArrowDtype) else \
+                dates.astype(object)
+        out = values
+        if qi.tz is not None:
+            out = pd.DatetimeIndex(values).tz_localize("UTC").tz_convert(qi.tz)
+        if isinstance(qi.dtype, pd.ArrowDtype):
+            out = pd.array(out).astype(qi.dtype)
+        return out
 
     def summary_dtype(self, dtype):
         return dtype
 
     def read_bound(self, text: str):
-        return pd.Timestamp(text)
+        """A Timestamp (a period's: its start)."""
+        try:
+            return pd.Timestamp(text)
+        except ValueError:
+            return pd.Period(text).start_time
+
+
+def _as_datetime64(col: pd.Series) -> pd.Series:
+    """A column of dates, Arrow timestamps or periods as pandas datetimes (a period
+    at its start)."""
+    col = as_arrow(col)
+    if is_period(col.dtype):
+        return col.dt.start_time
+    t = arrow_type(col.dtype)
+    if t is not None:
+        import pyarrow as pa
+
+        if pa.types.is_date(t):
+            return col.astype("datetime64[s]")
+        tz = t.tz
+        return col.astype(pd.DatetimeTZDtype(t.unit, tz) if tz else f"datetime64[{t.unit}]")
+    return col

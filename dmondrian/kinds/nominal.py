@@ -19,6 +19,7 @@ from .keys import (
     global_codes,
 )
 from .labels import parse_set
+from .types import arrow_type, dictionary_as_categorical
 
 __all__ = ["NominalKind"]
 
@@ -41,11 +42,19 @@ class NominalKind(QIKindSpec):
     def detects(self, dtype) -> bool:
         if isinstance(dtype, pd.CategoricalDtype):
             return not dtype.ordered
+        t = arrow_type(dtype)
+        if t is not None:
+            import pyarrow as pa
+
+            return (pa.types.is_boolean(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+                    or pa.types.is_null(t)
+                    or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+                    or (pa.types.is_dictionary(t) and not t.ordered))
         return (pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
                 or pd.api.types.is_object_dtype(dtype))
 
     def encode(self, series: pd.Series, hierarchy=None) -> EncodedQI:
-        codes, categories = factorize(series)
+        codes, categories = factorize(dictionary_as_categorical(series))
         missing = codes < 0
         card = len(categories) + 1  # the last code stands for missing
         keys = np.where(missing, card - 1, codes)
@@ -81,6 +90,7 @@ class NominalKind(QIKindSpec):
         if index is None:
             index = pd.Index(categories, dtype=object)
         missing_code = len(index)
+        series = dictionary_as_categorical(series)
         if isinstance(series.dtype, pd.CategoricalDtype):
             codes, uniques = series.cat.codes.to_numpy(), list(series.cat.categories)
         else:

@@ -13,6 +13,7 @@ from ..errors import InvalidValueError, UnsupportedDtypeError
 from .base import Domain, EncodedQI, is_dask, is_missing, meta_of
 from .keys import category_order, category_slot_counts, global_codes
 from .ranges import RangeKind
+from .types import arrow_type, dictionary_as_categorical
 
 __all__ = ["OrdinalKind"]
 
@@ -28,10 +29,16 @@ class OrdinalKind(RangeKind):
     exact_counts = True
 
     def detects(self, dtype) -> bool:
+        t = arrow_type(dtype)
+        if t is not None:
+            import pyarrow as pa
+
+            return pa.types.is_dictionary(t) and t.ordered
         return isinstance(dtype, pd.CategoricalDtype) and bool(dtype.ordered)
 
     def encode(self, series: pd.Series, hierarchy=None) -> EncodedQI:
         name = series.name
+        series = dictionary_as_categorical(series)
         if not isinstance(series.dtype, pd.CategoricalDtype):
             raise UnsupportedDtypeError(
                 name, f"column {name!r} must be a pandas Categorical to be ordinal, "
@@ -80,6 +87,7 @@ class OrdinalKind(RangeKind):
     def global_keys_into(self, series: pd.Series, out: np.ndarray, *, categories=None,
                          index: pd.Index | None = None, hierarchy=None) -> None:
         """Global codes: a partition's own categories, when they differ, remapped."""
+        series = dictionary_as_categorical(series)
         if not isinstance(series.dtype, pd.CategoricalDtype):
             series = series.astype(pd.CategoricalDtype(categories, ordered=True))
         local = list(series.cat.categories)
