@@ -61,7 +61,7 @@ def _as_fitted_dtype(series: pd.Series, qi) -> pd.Series:
         if qi.kind == "numeric" and qi.value_type == "int":
             if not pd.api.types.is_integer_dtype(series.dtype):
                 return series.astype("Int64")  # NaN stays missing; 1.5 raises
-        elif qi.kind == "numeric":
+        elif qi.kind == "numeric" and qi.value_type == "float":
             if not pd.api.types.is_float_dtype(series.dtype):
                 return series.astype("float64")
         elif qi.kind == "datetime" and series.dtype != qi.dtype:

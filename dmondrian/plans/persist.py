@@ -56,7 +56,8 @@ def _qi_dict(qi: EncodedQI) -> dict:
     return {
         "name": _json_value(qi.name), "kind": qi.kind, "kernel_kind": int(qi.kernel_kind),
         "value_type": qi.value_type, "tz": None if qi.tz is None else str(qi.tz),
-        "dtype": str(qi.dtype), "scale": float(qi.scale), "card": int(qi.card),
+        "dtype": str(qi.dtype), "decimals": int(qi.decimals), "unit": qi.unit,
+        "scale": float(qi.scale), "card": int(qi.card),
         "categories": [_json_value(c) for c in qi.categories],
         "hierarchy": None if h is None else {leaf: h.ancestors(leaf) for leaf in h.leaves},
     }
@@ -73,7 +74,8 @@ def _qi_from(d: dict) -> EncodedQI:
             dtype = np.dtype(object)
     return EncodedQI(d["name"], d["kind"], d["kernel_kind"], np.zeros(0, dtype=np.int64),
                      d["scale"], card=d["card"], categories=list(d["categories"]),
-                     hierarchy=hierarchy, value_type=d["value_type"], tz=d["tz"], dtype=dtype)
+                     hierarchy=hierarchy, value_type=d["value_type"], tz=d["tz"], dtype=dtype,
+                     decimals=d.get("decimals", 0), unit=d.get("unit", ""))
 
 
 def _node_labels(plan: FittedPlan) -> dict:
