@@ -185,6 +185,10 @@ def test_midpoint_and_mean_keep_the_source_type(numpy_backed, backend, how):
         groups = frame.groupby("cls")
         lo, hi, pub = groups["o"].min(), groups["o"].max(), groups["p"].first()
         assert ((lo <= pub) & (pub <= hi)).all(), q
+    # The same classes cost the same whether they publish ranges or values.
+    ranges = dmondrian.anonymize(df, qis, k=K, class_column="cls", allow_unique=["v"])
+    assert metrics.ncp(out, qis, df).overall == pytest.approx(
+        metrics.ncp(ranges, qis, df).overall)
     dates = out["birth"].dropna().astype(object)
     assert all(type(d) is dt.date for d in dates)  # a DATE midpoint is a DATE
     amounts = out["amount"].dropna().astype(object)

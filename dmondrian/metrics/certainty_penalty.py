@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import MissingColumnError, ParameterError, ParseError
+from ..errors import MissingColumnError, ParameterError, ParseError, UnsupportedDtypeError
+from ..kinds import detect_kind
 from ..kinds.base import is_missing
 from ..kinds.labels import not_published
 from ..suppression import MASK_LABEL
@@ -84,10 +85,12 @@ def label_costs(labels, domain: Domain, column=None) -> np.ndarray:
 
 
 def _publishes_numbers(meta: pd.Series) -> bool:
-    dtype = meta.dtype
-    if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(dtype):
+    """Whether a released column holds values (midpoints, means) rather than labels: a
+    column of a kind that publishes summaries (numbers, dates, decimals, durations)."""
+    try:
+        return detect_kind(meta).summarizes
+    except UnsupportedDtypeError:
         return False
-    return bool(pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_datetime64_any_dtype(dtype))
 
 
 def _value_cost_plan(released, original, q, keys):
