@@ -82,6 +82,37 @@ def anonymize(df, quasi_identifiers, k, **options):
     :func:`dmondrian.local.anonymize` (in memory), a dask DataFrame to
     :func:`dmondrian.distributed.anonymize` (lazy result; extra options
     ``leaf_rows``, ``client``, ``progress``). See them for the parameters.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame or dask.dataframe.DataFrame
+        The table.
+    quasi_identifiers : list of str
+        The columns an attacker could link to other data; they are generalized.
+    k : int
+        Every released equivalence class holds at least ``k`` rows.
+    **options
+        The options of the engine the table goes to: ``mode``, ``objective``,
+        ``generalization``, ``l``, ``t``, ``sensitive``, ``suppression``,
+        ``noise``, ``identifiers``, ...
+
+    Returns
+    -------
+    pandas.DataFrame or dask.dataframe.DataFrame
+        The release, of the same type as ``df``; the columns that are not QIs
+        are unchanged.
+
+    See Also
+    --------
+    dmondrian.verify : check a release against k (and l, t).
+    dmondrian.report : what a release costs and risks.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"age": [23, 24, 50, 51], "salary": [10, 20, 30, 40]})
+    >>> anonymize(df, ["age"], k=2)["age"].tolist()
+    ['[23, 24]', '[23, 24]', '[50, 51]', '[50, 51]']
     """
     if type(df).__module__.split(".")[0] == "dask":
         from .distributed import anonymize as distributed_anonymize

@@ -110,6 +110,11 @@ class Constraint:
 class KAnonymity(Constraint):
     """Every equivalence class holds at least ``k`` rows.
 
+    Parameters
+    ----------
+    k : int
+        The smallest class size, at least 1.
+
     Examples
     --------
     >>> KAnonymity(5).min_size()
@@ -147,6 +152,14 @@ class _SensitiveConstraint(Constraint):
 class DistinctLDiversity(_SensitiveConstraint):
     """Every class holds at least ``l`` distinct sensitive values.
 
+    Parameters
+    ----------
+    l : int
+        The fewest distinct sensitive values a class may hold, at least 1.
+    sensitive : str, optional
+        The sensitive column; ``None`` takes the ``sensitive=`` given to
+        :func:`dmondrian.anonymize`.
+
     Examples
     --------
     >>> DistinctLDiversity(2, sensitive="income")
@@ -175,7 +188,16 @@ class DistinctLDiversity(_SensitiveConstraint):
 
 
 class EntropyLDiversity(_SensitiveConstraint):
-    """The entropy of every class's sensitive values is at least ``log(l)``."""
+    """The entropy of every class's sensitive values is at least ``log(l)``.
+
+    Parameters
+    ----------
+    l : float
+        At least 1; the entropy bound is its natural logarithm.
+    sensitive : str, optional
+        The sensitive column; ``None`` takes the ``sensitive=`` given to
+        :func:`dmondrian.anonymize`.
+    """
 
     def __init__(self, l: float, sensitive=None):  # noqa: E741
         self.l = _check_number("l", l, 1)
@@ -200,7 +222,21 @@ class EntropyLDiversity(_SensitiveConstraint):
 
 
 class RecursiveCLDiversity(_SensitiveConstraint):
-    """Recursive (c, l)-diversity: ``r1 < c * (r_l + ... + r_m)`` in every class."""
+    """Recursive (c, l)-diversity: the most frequent sensitive value is not too frequent.
+
+    In every class, with ``r1 >= r2 >= ... >= rm`` the counts of its ``m``
+    sensitive values, ``r1 < c * (rl + ... + rm)``.
+
+    Parameters
+    ----------
+    c : float
+        The factor, above 0.
+    l : int
+        The rank from which the counts are summed, at least 1.
+    sensitive : str, optional
+        The sensitive column; ``None`` takes the ``sensitive=`` given to
+        :func:`dmondrian.anonymize`.
+    """
 
     def __init__(self, c: float, l: int, sensitive=None):  # noqa: E741
         self.c = _check_number("c", c, 0)
@@ -227,7 +263,20 @@ class RecursiveCLDiversity(_SensitiveConstraint):
 
 
 class TCloseness(_SensitiveConstraint):
-    """Every class's sensitive distribution is within EMD ``t`` of the whole table's."""
+    """Every class's sensitive distribution is within EMD ``t`` of the whole table's.
+
+    The Earth Mover's Distance is the ordered distance for numeric and
+    ordered values, the equal distance for nominal ones (Li, Li &
+    Venkatasubramanian 2007).
+
+    Parameters
+    ----------
+    t : float
+        The largest distance allowed, in [0, 1].
+    sensitive : str, optional
+        The sensitive column; ``None`` takes the ``sensitive=`` given to
+        :func:`dmondrian.anonymize`.
+    """
 
     def __init__(self, t: float, sensitive=None):
         self.t = float(_check_number("t", t, 0, maximum=1))

@@ -145,7 +145,7 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
     ----------
     path : str or os.PathLike, optional
         Where to write the JSON (a local file). Default: beside the output,
-        see :func:`manifest_path`.
+        see :func:`dmondrian.manifest.manifest_path`.
     output : str or os.PathLike
         The release: a file, or a directory of Parquet part files (each file
         is hashed); local or an fsspec URL.

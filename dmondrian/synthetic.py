@@ -379,7 +379,7 @@ def _check_columns(columns) -> list[str]:
 
 
 def make_census(n_rows: int, seed: int = 0, *, start: int = 0, columns=None) -> pd.DataFrame:
-    """Rows ``start .. start + n_rows - 1`` of the seeded census-like stream.
+    """Rows ``start`` to ``start + n_rows - 1`` of the seeded census-like stream.
 
     Parameters
     ----------

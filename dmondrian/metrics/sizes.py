@@ -127,7 +127,9 @@ def c_avg(table, quasi_identifiers, k, class_column=None) -> float:
 
 
 def calculate_avg_equivalence_class_size(df, k, quasi_id) -> float:
-    """``C_avg`` with the seed project's signature; see :func:`c_avg`.
+    """The average class size ``C_avg``, with the seed project's signature.
+
+    The same as :func:`dmondrian.metrics.c_avg`, arguments in another order.
 
     Parameters
     ----------

@@ -1,0 +1,100 @@
+"""The API reference's module pages, written at build time from each module's ``__all__``.
+
+Every public function and class of the modules in :data:`MODULES` gets an
+autosummary entry, so autosummary writes it a page of its own
+(``api/generated/<module>.<name>.rst``). The names come from ``__all__``:
+a name a module makes public gets its page with no edit to the docs. Modules
+re-exported in ``__all__`` (``dmondrian.errors``) link to their own page;
+constants are shown on the module's page with their value and their ``#:``
+comment.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+
+# The public modules, in the order of the reference's table of contents.
+MODULES = ["dmondrian", "dmondrian.local", "dmondrian.distributed", "dmondrian.metrics",
+           "dmondrian.plot", "dmondrian.errors", "dmondrian.synthetic"]
+GENERATED = "generated"
+
+
+def public_names(module_name: str) -> dict[str, list[str]]:
+    """``{"classes", "functions", "modules", "data": names}`` of a module's ``__all__``."""
+    module = importlib.import_module(module_name)
+    found = {"classes": [], "functions": [], "modules": [], "data": []}
+    for name in module.__all__:
+        value = getattr(module, name)
+        if inspect.isclass(value):
+            found["classes"].append(name)
+        elif inspect.ismodule(value):
+            found["modules"].append(name)
+        elif callable(value):
+            found["functions"].append(name)
+        elif not name.startswith("__"):
+            found["data"].append(name)
+    return found
+
+
+def page_names() -> list[str]:
+    """The full names that get a page of their own: every public class and function."""
+    return [f"{module}.{name}" for module in MODULES
+            for kind in ("classes", "functions") for name in public_names(module)[kind]]
+
+
+def _autosummary(names, template=None):
+    options = [f"   :toctree: {GENERATED}/"]
+    if template:
+        options.append(f"   :template: {template}")
+    return [".. autosummary::", *options, "", *(f"   {n}" for n in sorted(names)), ""]
+
+
+def module_page(module_name: str) -> str:
+    names = public_names(module_name)
+    lines = [module_name, "=" * len(module_name), "",
+             f".. automodule:: {module_name}", "   :no-members:", "",
+             f".. currentmodule:: {module_name}", ""]
+    for title, kind, template in (("Classes", "classes", "class.rst"),
+                                  ("Functions", "functions", None)):
+        if names[kind]:
+            lines += [title, "-" * len(title), "", *_autosummary(names[kind], template)]
+    if names["modules"]:
+        lines += ["Modules", "-------", ""]
+        lines += [f"* :mod:`{module_name}.{name}`" for name in names["modules"]] + [""]
+    if names["data"]:
+        lines += ["Constants", "---------", ""]
+        for name in names["data"]:
+            lines += [f".. autodata:: {name}", ""]
+    return "\n".join(lines)
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    # Rewriting an unchanged page would make Sphinx re-read it on every build.
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+
+
+def write_pages(app, config) -> None:
+    folder = Path(app.srcdir) / "api"
+    for module_name in MODULES:
+        _write_if_changed(folder / f"{module_name}.rst", module_page(module_name))
+    # A name no longer public must lose its page (a page in no toctree is an error).
+    names = set(page_names())
+    for stub in (folder / GENERATED).glob("*.rst"):
+        if stub.stem not in names and stub.stem.removesuffix("-2") not in names:
+            stub.unlink()
+    # Pages differing only in case (dmondrian.report, dmondrian.Report) would
+    # overwrite each other on a case-insensitive file system.
+    seen = set()
+    for full in page_names():
+        if full.lower() in seen:
+            config.autosummary_filename_map.setdefault(full, f"{full}-2")
+        seen.add(full.lower())
+
+
+def setup(app):
+    # config-inited runs before autosummary reads the sources for its stubs.
+    app.connect("config-inited", write_pages)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

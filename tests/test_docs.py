@@ -1,0 +1,86 @@
+"""The documentation site: every public name has its API page, every guide page is listed.
+
+The full build (``python -m sphinx -W -b html docs docs/_build/html``, warnings
+are errors) runs in CI after the install README names; these tests check
+what the build alone would not say.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+sys.path.insert(0, str(DOCS / "_ext"))
+
+import api_pages  # noqa: E402
+import repo_links  # noqa: E402
+
+
+def _public(module_name):
+    module = importlib.import_module(module_name)
+    return [n for n in module.__all__
+            if callable(getattr(module, n)) and not inspect.ismodule(getattr(module, n))]
+
+
+def test_the_reference_covers_the_public_modules():
+    toctree = (DOCS / "api" / "index.rst").read_text().split(":maxdepth: 2")[1].split()
+    assert toctree == api_pages.MODULES
+    for name in ("dmondrian", "dmondrian.distributed", "dmondrian.metrics", "dmondrian.plot",
+                 "dmondrian.errors"):
+        assert name in api_pages.MODULES
+
+
+@pytest.mark.parametrize("module_name", api_pages.MODULES)
+def test_every_public_name_has_an_api_page(module_name, tmp_path):
+    """autosummary writes a page for every class and function in the module's __all__."""
+    pytest.importorskip("sphinx")
+    page = tmp_path / f"{module_name}.rst"
+    page.write_text(api_pages.module_page(module_name))
+    out = tmp_path / "generated"
+    subprocess.run([sys.executable, "-m", "sphinx.ext.autosummary.generate", "-o", str(out),
+                    "-t", str(DOCS / "_templates"), "-i", str(page)],
+                   check=True, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    names = _public(module_name)
+    assert names
+    for name in names:
+        stub = out / f"{module_name}.{name}.rst"
+        assert stub.is_file(), f"{module_name}.{name} has no API page"
+        assert re.search(rf"^\.\. auto(class|exception|function):: {name}$",
+                         stub.read_text(), re.M), stub.read_text()
+
+
+def test_a_new_public_name_gets_its_page(monkeypatch):
+    import dmondrian.plot
+
+    def brand_new(table):
+        """A public function added to a module's __all__."""
+
+    monkeypatch.setattr(dmondrian.plot, "brand_new", brand_new, raising=False)
+    monkeypatch.setattr(dmondrian.plot, "__all__", [*dmondrian.plot.__all__, "brand_new"])
+    assert "dmondrian.plot.brand_new" in api_pages.page_names()
+    assert re.search(r"^   brand_new$", api_pages.module_page("dmondrian.plot"), re.M)
+
+
+def test_every_guide_page_is_in_the_guide():
+    toctree = (DOCS / "guide" / "index.md").read_text().split(":maxdepth: 2")[1]
+    listed = set(toctree.split("```")[0].split())
+    pages = {p.stem for p in (DOCS / "guide").glob("*.md")} - {"index"}
+    assert pages == listed
+
+
+def test_links_between_repository_files_point_at_the_pages():
+    text = "[a](../benchmarks/README.md#suppression) [b](other.md) [c](design.md)"
+    assert repo_links.rewrite(text, "docs/design.md", "design") == \
+        "[a](benchmarks.md#suppression) [b](other.md) [c](design.md)"
+    assert repo_links.rewrite("[d](../docs/design.md#layout)", "benchmarks/README.md",
+                              "benchmarks") == "[d](design.md#layout)"
+    assert repo_links.rewrite("[e](../../benchmarks/README.md)", "docs/guide/x.md",
+                              "guide/x") == "[e](../benchmarks.md)"
