@@ -192,7 +192,7 @@ class Hierarchy:
 
     # -- queries --------------------------------------------------------------
     def with_missing_leaf(self) -> Hierarchy:
-        """Return a copy with a :data:`MISSING_LEAF` leaf under the root (if absent)."""
+        """A copy with a :data:`~dmondrian.hierarchy.MISSING_LEAF` leaf under the root (once)."""
         if MISSING_LEAF in self._leaf_code:
             return self
         paths = {leaf: self.ancestors(leaf) for leaf in self.leaves}
@@ -209,7 +209,10 @@ class Hierarchy:
         return out
 
     def leaf_codes(self, values: Iterable[str]) -> np.ndarray:
-        """DFS codes of leaf labels; raises :class:`HierarchyError` for unknown values."""
+        """DFS codes of leaf labels.
+
+        Raises :class:`~dmondrian.errors.HierarchyError` for unknown values.
+        """
         try:
             return np.fromiter((self._leaf_code[v] for v in values), dtype=np.int64)
         except KeyError as exc:
@@ -231,7 +234,7 @@ class Hierarchy:
         return self.labels[self.lca_node(int(codes.min()), int(codes.max()))]
 
     def node_index(self, label: str) -> int | None:
-        """Index of the node named ``label`` (into :attr:`labels`), or None.
+        """Index of the node named ``label`` (into ``labels``), or None.
 
         Examples
         --------

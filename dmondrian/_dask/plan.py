@@ -148,7 +148,7 @@ class TopPlan:
 
     @property
     def bins(self) -> list:
-        """Deprecated: :attr:`output_partitions`."""
+        """Deprecated: ``output_partitions``."""
         _deprecated("bins", "output_partitions")
         return self.output_partitions
 

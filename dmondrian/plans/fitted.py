@@ -96,7 +96,7 @@ class FittedPlan:
     n_fit : int
         Rows of the fitted table.
     options : dict
-        The anonymization options (:data:`PLAN_OPTIONS`).
+        The anonymization options (:data:`dmondrian.plans.fitted.PLAN_OPTIONS`).
     encodings : list of EncodedQI
         Every QI's fitted encoding, without keys.
     tree : PlanTree

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from pathlib import Path
 
 # The public modules, in the order of the reference's table of contents.
-MODULES = ["dmondrian", "dmondrian.local", "dmondrian.distributed", "dmondrian.metrics",
-           "dmondrian.plot", "dmondrian.errors", "dmondrian.synthetic"]
+MODULES = ["dmondrian", "dmondrian.local", "dmondrian.distributed", "dmondrian.plans",
+           "dmondrian.metrics", "dmondrian.plot", "dmondrian.errors", "dmondrian.synthetic"]
 GENERATED = "generated"
 
 
@@ -44,11 +45,10 @@ def page_names() -> list[str]:
             for kind in ("classes", "functions") for name in public_names(module)[kind]]
 
 
-def _autosummary(names, template=None):
-    options = [f"   :toctree: {GENERATED}/"]
-    if template:
-        options.append(f"   :template: {template}")
-    return [".. autosummary::", *options, "", *(f"   {n}" for n in sorted(names)), ""]
+def _autosummary(names):
+    # Pages use docs/_templates/autosummary/<class|exception|function>.rst.
+    return [".. autosummary::", f"   :toctree: {GENERATED}/", "",
+            *(f"   {n}" for n in sorted(names)), ""]
 
 
 def module_page(module_name: str) -> str:
@@ -56,10 +56,9 @@ def module_page(module_name: str) -> str:
     lines = [module_name, "=" * len(module_name), "",
              f".. automodule:: {module_name}", "   :no-members:", "",
              f".. currentmodule:: {module_name}", ""]
-    for title, kind, template in (("Classes", "classes", "class.rst"),
-                                  ("Functions", "functions", None)):
+    for title, kind in (("Classes", "classes"), ("Functions", "functions")):
         if names[kind]:
-            lines += [title, "-" * len(title), "", *_autosummary(names[kind], template)]
+            lines += [title, "-" * len(title), "", *_autosummary(names[kind])]
     if names["modules"]:
         lines += ["Modules", "-------", ""]
         lines += [f"* :mod:`{module_name}.{name}`" for name in names["modules"]] + [""]
@@ -94,7 +93,43 @@ def write_pages(app, config) -> None:
         seen.add(full.lower())
 
 
+def _outside_the_reference(app, domain, node) -> bool | None:
+    """True (no warning) for a reference to a module or a name the reference leaves out.
+
+    Docstrings name internal modules and their names for developers
+    (``:mod:`dmondrian._dask.shuffle```, ``:func:`dmondrian.qi.encode_qi```):
+    those show as code, unlinked. A reference to a name of a documented
+    module that does not exist is still an error.
+    """
+    if domain.name != "py":
+        return None
+    if node.get("reftype") == "mod":
+        return True
+    target = node.get("reftarget", "").lstrip("~.")
+    if not target.startswith("dmondrian."):
+        return None
+    parts = target.split(".")
+    if any(part.startswith("_") for part in parts) or _owner(parts) not in MODULES:
+        return True
+    return None
+
+
+def _owner(parts: list[str]) -> str:
+    """The module a dotted name lives in: its longest prefix that imports."""
+    for n in range(len(parts), 1, -1):
+        name = ".".join(parts[:n])
+        if name in sys.modules:
+            return name
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+        return name
+    return parts[0]
+
+
 def setup(app):
     # config-inited runs before autosummary reads the sources for its stubs.
     app.connect("config-inited", write_pages)
+    app.connect("warn-missing-reference", _outside_the_reference)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
