@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -84,3 +85,23 @@ def test_links_between_repository_files_point_at_the_pages():
                               "benchmarks") == "[d](design.md#layout)"
     assert repo_links.rewrite("[e](../../benchmarks/README.md)", "docs/guide/x.md",
                               "guide/x") == "[e](../benchmarks.md)"
+
+
+def _reference(target, module, source):
+    addnodes = pytest.importorskip("sphinx.addnodes")
+    node = addnodes.pending_xref("", reftarget=target, reftype="func")
+    node["py:module"] = module
+    node.source = source
+    return node
+
+
+def test_only_a_reference_to_no_name_is_an_error():
+    """Existing names without a page show unlinked; a name that exists nowhere fails."""
+    py = SimpleNamespace(name="py")
+    source = f"{ROOT}/dmondrian/plans/fitted.py:docstring of dmondrian.plans.fitted.fit_plan"
+    check = api_pages._outside_the_reference
+    assert check(None, py, _reference("fit_trim", "dmondrian.plans", source))
+    assert check(None, py, _reference(".tree", "dmondrian.plans", source))
+    assert check(None, py, _reference("pandas.DataFrame", "dmondrian.plans", source))
+    assert check(None, py, _reference("fit_trimm", "dmondrian.plans", source)) is None
+    assert check(None, py, _reference("dmondrian.plans.nothing", "dmondrian", source)) is None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import sys
 from pathlib import Path
 
 # The public modules, in the order of the reference's table of contents.
@@ -94,38 +93,57 @@ def write_pages(app, config) -> None:
 
 
 def _outside_the_reference(app, domain, node) -> bool | None:
-    """True (no warning) for a reference to a module or a name the reference leaves out.
+    """True (no warning) for a reference to a Python object the reference leaves out.
 
     Docstrings name internal modules and their names for developers
-    (``:mod:`dmondrian._dask.shuffle```, ``:func:`dmondrian.qi.encode_qi```):
-    those show as code, unlinked. A reference to a name of a documented
-    module that does not exist is still an error.
+    (``:mod:`dmondrian._dask.shuffle```, ``:func:`fit_trim``` in its own
+    module): those show as code, unlinked. A reference to a name that exists
+    nowhere (a typo, a renamed function) still fails the build.
     """
     if domain.name != "py":
         return None
-    if node.get("reftype") == "mod":
-        return True
-    target = node.get("reftarget", "").lstrip("~.")
-    if not target.startswith("dmondrian."):
-        return None
-    parts = target.split(".")
-    if any(part.startswith("_") for part in parts) or _owner(parts) not in MODULES:
-        return True
-    return None
+    target = node.get("reftarget", "").lstrip("~").lstrip(".")
+    return True if any(_exists(name) for name in _candidates(node, target)) else None
 
 
-def _owner(parts: list[str]) -> str:
-    """The module a dotted name lives in: its longest prefix that imports."""
-    for n in range(len(parts), 1, -1):
-        name = ".".join(parts[:n])
-        if name in sys.modules:
-            return name
+def _candidates(node, target: str) -> list[str]:
+    """Where ``target`` may live: as written, or relative to the referring object."""
+    scopes = []
+    module, cls = node.get("py:module"), node.get("py:class")
+    if module:
+        scopes += [f"{module}.{cls}", module] if cls else [module]
+    # "…/fitted.py:docstring of dmondrian.plans.fitted.fit_plan": where the
+    # docstring was written, which may differ from where it is documented.
+    source = str(node.source or "")
+    if "docstring of " in source:
+        path, documented = source.split(":docstring of ")
+        written = documented.split(":")[0].split(".")
+        scopes += [".".join(written[:n]) for n in range(len(written) - 1, 0, -1)]
+        # The file's own module and packages (``:mod:`.shipped_keys``` is a sibling).
+        path = Path(path)
+        if path.suffix == ".py" and "dmondrian" in path.parts:
+            parts = list(path.with_suffix("").parts)
+            parts = parts[len(parts) - 1 - parts[::-1].index("dmondrian"):]
+            if parts[-1] == "__init__":
+                parts.pop()
+            scopes += [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
+    return [target, *(f"{scope}.{target}" for scope in scopes)]
+
+
+def _exists(dotted: str) -> bool:
+    """Whether ``dotted`` names a module or an object reachable from one."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
         try:
-            importlib.import_module(name)
+            value = importlib.import_module(".".join(parts[:n]))
         except ImportError:
             continue
-        return name
-    return parts[0]
+        for part in parts[n:]:
+            if not hasattr(value, part):
+                return False
+            value = getattr(value, part)
+        return True
+    return False
 
 
 def setup(app):
