@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _kernel as K
+from .entities import pair_codes, pair_counts
 from .errors import InfeasibleError, ParameterError
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "resolve_constraints",
     "kernel_privacy",
     "KernelPrivacy",
+    "with_entity",
 ]
 
 
@@ -142,7 +144,7 @@ class _SensitiveConstraint(Constraint):
         self.sensitive = sensitive
 
     def _fails(self, counts) -> bool:
-        ip, fp = np.zeros(6, dtype=np.int64), np.full(3, -1.0)
+        ip, fp = np.zeros(K.N_IP, dtype=np.int64), np.full(3, -1.0)
         ip[K.P_SENS_ROW] = 0
         self._kernel(ip, fp)
         q = counts / counts.sum()
@@ -352,6 +354,10 @@ class KernelPrivacy:
     fp: np.ndarray
     q: np.ndarray
     sensitive_codes: np.ndarray | None = None
+    #: Each row's entity code, when classes count entities (see :mod:`dmondrian.entities`).
+    entity_codes: np.ndarray | None = None
+    #: Each row's (entity, sensitive value) pair code, when the histograms count pairs.
+    pair_codes: np.ndarray | None = None
 
     @property
     def min_size(self) -> int:
@@ -359,25 +365,46 @@ class KernelPrivacy:
 
 
 def kernel_privacy(constraints, sensitive_codes=None, n_values: int = 0,
-                   ordered: bool = False, distribution=None) -> KernelPrivacy:
+                   ordered: bool = False, distribution=None, entity=None) -> KernelPrivacy:
     """Kernel parameters of a list of constraints.
 
     ``distribution`` is the whole table's sensitive distribution (for
-    t-closeness); it defaults to the one of ``sensitive_codes``, and the
-    distributed engine passes the whole dataset's.
+    t-closeness); it defaults to the one of ``sensitive_codes`` (with an
+    entity, of its (entity, value) pairs), and the distributed engine passes
+    the whole dataset's. ``entity`` (:class:`dmondrian.entities.EntityCodes`)
+    makes k count distinct entities and the sensitive histograms count
+    distinct (entity, value) pairs.
     """
-    ip = np.zeros(6, dtype=np.int64)
+    ip = np.zeros(K.N_IP, dtype=np.int64)
     fp = np.full(3, -1.0)
     ip[K.P_K] = 1
-    ip[K.P_SENS_ROW] = -1
+    ip[K.P_SENS_ROW] = ip[K.P_ENT_ROW] = ip[K.P_PAIR_ROW] = -1
     for cst in constraints:
         cst._kernel(ip, fp)
     if sensitive_codes is None or not any(isinstance(c, _SensitiveConstraint)
                                           for c in constraints):
-        return KernelPrivacy(ip, fp, np.zeros(1))
+        privacy = KernelPrivacy(ip, fp, np.zeros(1))
+        return privacy if entity is None else with_entity(privacy, entity)
     ip[K.P_N_SENS] = n_values
     ip[K.P_T_ORDERED] = int(ordered)
     if distribution is None:
-        counts = np.bincount(sensitive_codes, minlength=n_values).astype(float)
+        counts = (np.bincount(sensitive_codes, minlength=n_values) if entity is None
+                  else pair_counts(entity.codes, sensitive_codes, n_values)).astype(float)
         distribution = counts / counts.sum()
-    return KernelPrivacy(ip, fp, np.asarray(distribution, dtype=float), sensitive_codes)
+    privacy = KernelPrivacy(ip, fp, np.asarray(distribution, dtype=float), sensitive_codes)
+    return privacy if entity is None else with_entity(privacy, entity)
+
+
+def with_entity(privacy: KernelPrivacy, entity) -> KernelPrivacy:
+    """``privacy`` counting the distinct entities of ``entity`` (an
+    :class:`~dmondrian.entities.EntityCodes` of the same rows), and, with a
+    sensitive constraint, its histograms counting (entity, value) pairs."""
+    ip = privacy.ip.copy()
+    ip[K.P_N_SEEN] = entity.n_entities
+    pairs = None
+    if privacy.sensitive_codes is not None:
+        pairs, n_pairs = pair_codes(entity.codes, privacy.sensitive_codes,
+                                    int(ip[K.P_N_SENS]))
+        ip[K.P_N_SEEN] = max(entity.n_entities, n_pairs)
+    return KernelPrivacy(ip, privacy.fp, privacy.q, privacy.sensitive_codes, entity.codes,
+                         pairs)

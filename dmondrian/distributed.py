@@ -44,6 +44,7 @@ from ._dask.cluster import (
 from ._dask.counting_write import anonymize_counting, cuts_certain, write_parquet_counting
 from ._dask.cut_tree import flatten, leaf_nodes
 from ._dask.domain_pass import run_domain_pass
+from ._dask.entity_pass import keep_entity_cuts, leaf_entities
 from ._dask.graph import constant
 from ._dask.leaves import (
     anonymize_output_partition,
@@ -121,6 +122,16 @@ def anonymize(ddf, quasi_identifiers, k, **options):
         stays within ``floor(suppression * n)``, and each leaf suppresses
         none or at least ``k`` rows, so the masked rows form one class of at
         least ``k`` (:mod:`dmondrian.suppression`).
+    entity
+        As in :func:`dmondrian.local.anonymize`: every class holds ``k``
+        distinct entities. After the top phase, one pass keeps up to ``k``
+        distinct entity ids of every leaf (exact ids, hashed; enough to
+        decide ">= k" exactly) and undoes any cut whose children hold fewer;
+        the column travels to the leaves with the rows, whose local runs
+        count entities below, and is never written. With ``entity``, the Dask
+        engine takes distinct l only (not entropy, recursive l or t) and no
+        noise (the contributions of an entity are bounded across the whole
+        release, which the leaves, finished apart, cannot do).
     l, l_kind, c, t, sensitive, constraints
         l-diversity and t-closeness, as in :func:`dmondrian.local.anonymize`.
         After the top phase, one pass counts the sensitive values of every
@@ -245,6 +256,11 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
         keep_diverse_cuts(nodes, leaf_histograms(client, ddf, opts, domain, nodes, sens,
                                                  progress), sens)
         lap("sensitive passes")
+    if opts.entity is not None:
+        keep_entity_cuts(nodes, leaf_entities(client, ddf, opts, domain, nodes, progress),
+                         opts.k)
+        passes += 1
+        lap("entity pass")
     leaves = leaf_nodes(nodes)
     counts = _estimated_counts(nodes, leaves)
     depths = np.asarray([nodes[j].depth for j in leaves], dtype=np.int64)

@@ -13,12 +13,18 @@ import inspect
 import numpy as np
 
 from .constraints import check_k, resolve_constraints
-from .errors import NotFittedError
+from .entities import check_entity
+from .errors import NotFittedError, ParameterError
 from .identifiers import check_allow_unique, check_identifiers
 from .noise import check_noise, check_noise_dtypes, check_random_state
 from .options import ANONYMIZE, takes_options
 from .suppression import check_suppression
-from .validation import check_max_depth, check_quasi_identifiers, check_sensitive
+from .validation import (
+    check_max_contributions,
+    check_max_depth,
+    check_quasi_identifiers,
+    check_sensitive,
+)
 
 __all__ = ["MondrianAnonymizer"]
 
@@ -150,7 +156,8 @@ identifiers, allow_unique
         noised = list(self.noise or {})
         if self.quasi_id is None:
             qis = [c for c in columns
-                   if c != self.sensitive and c not in noised and c not in identifiers]
+                   if c != self.sensitive and c not in noised and c not in identifiers
+                   and c != self.entity]
         else:
             qis = self.quasi_id
         self.quasi_id_ = check_quasi_identifiers(qis, columns)
@@ -160,11 +167,20 @@ identifiers, allow_unique
         check_identifiers(identifiers, columns, self.quasi_id_, self.sensitive,
                           [s.column for s in noise])
         check_allow_unique(self.allow_unique, columns, X.index.name)
-        from .plans import fit_plan
+        check_entity(self.entity, columns, self.quasi_id_, self.sensitive,
+                     [s.column for s in noise], self.class_column)
+        check_max_contributions(self.max_contributions)
+        check_max_contributions(self.max_classes, "max_classes")
+        if self.entity is not None:
+            # Fitted plans count rows, not entities: an estimator with an
+            # entity anonymizes each table it transforms on its own.
+            self.plan_ = None
+        else:
+            from .plans import fit_plan
 
-        self.plan_ = fit_plan(X, self.quasi_id_, self.k, batch_rows=self.batch_rows,
-                              **{name: getattr(self, name) for name in ANONYMIZE
-                                 if name not in ("noise", "random_state")})
+            self.plan_ = fit_plan(X, self.quasi_id_, self.k, batch_rows=self.batch_rows,
+                                  **{name: getattr(self, name) for name in ANONYMIZE
+                                     if name not in ("noise", "random_state")})
         self.feature_names_in_ = np.asarray([str(c) for c in columns], dtype=object)
         self.n_features_in_ = len(columns)
         return self
@@ -179,6 +195,11 @@ identifiers, allow_unique
         """
         if not hasattr(self, "plan_"):
             raise NotFittedError("this MondrianAnonymizer is not fitted yet: call fit first")
+        if self.plan_ is None:
+            from . import anonymize
+
+            return anonymize(X, self.quasi_id_, self.k,
+                             **{name: getattr(self, name) for name in ANONYMIZE})
         if hasattr(X, "columns") and not hasattr(X, "compute"):
             return self.plan_.transform(X, noise=self.noise, random_state=self.random_state)
         return self.plan_.transform(X)
@@ -187,6 +208,9 @@ identifiers, allow_unique
         """Write the fitted plan as JSON (:func:`dmondrian.plans.save_plan`); its SHA-256."""
         if not hasattr(self, "plan_"):
             raise NotFittedError("this MondrianAnonymizer is not fitted yet: call fit first")
+        if self.plan_ is None:
+            raise ParameterError("entity", "fitted plans do not take entity= yet: this "
+                                           "estimator has no plan to save")
         from .plans import save_plan
 
         return save_plan(self.plan_, path)
@@ -212,6 +236,8 @@ identifiers, allow_unique
         is added."""
         dropped = {str(c) for c in check_identifiers(self.identifiers, self.feature_names_in_,
                                                      [])}
+        if self.entity is not None:
+            dropped.add(str(self.entity))
         names = np.asarray([c for c in self.feature_names_in_ if c not in dropped], dtype=object)
         if self.class_column is None:
             return names

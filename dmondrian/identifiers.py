@@ -182,9 +182,11 @@ def released_as_is(columns, opts) -> list:
     """The columns an anonymization with checked options ``opts`` releases unchanged.
 
     Not the QIs, the sensitive column, the noised columns, the identifiers
-    (removed) nor the class column (added).
+    and the entity column (removed) nor the class column (added).
     """
     changed = {*opts.qis, *(s.column for s in opts.noise), *opts.identifiers}
+    if getattr(opts, "entity", None) is not None:
+        changed.add(opts.entity)
     if opts.sensitive is not None:
         changed.add(opts.sensitive)
     return [c for c in columns if c not in changed and c != opts.class_column]

@@ -47,10 +47,12 @@ from .constraints import (
     KernelPrivacy,
     kernel_privacy,
 )
+from .entities import encode_entities, pair_counts
 from .errors import InfeasibleError, ParameterError
-from .identifiers import identifying_columns, released_as_is, warn_identifying
+from .identifiers import candidates, identifying_columns, released_as_is, warn_identifying
 from .noise import check_noise_dtypes, noise_groups, noisy_columns
 from .options import ANONYMIZE, takes_options
+from .person_keys import person_key_columns, warn_person_keys
 from .publish import class_values, expand_labels
 from .qi import EncodedQI, encode_qi
 from .sensitive import encode_sensitive
@@ -179,16 +181,18 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
     if privacy is None:
         privacy = kernel_privacy([KAnonymity(min_size)])
     n = len(encoded[0].keys)
-    d = len(encoded)
-    sensitive = privacy.sensitive_codes
-    rows = d + (sensitive is not None) + 1
     # Both halves of the kernel's double buffer, the first filled with the keys;
-    # the sensitive codes and the row numbers ride along as rows never cut.
+    # the sensitive, entity and pair codes and the row numbers ride along as
+    # rows never cut.
     keys = [qi.keys for qi in encoded]
     ip = privacy.ip.copy()
-    if sensitive is not None:
-        keys.append(sensitive)
-        ip[K.P_SENS_ROW] = d
+    for slot, codes in ((K.P_SENS_ROW, privacy.sensitive_codes),
+                        (K.P_ENT_ROW, privacy.entity_codes),
+                        (K.P_PAIR_ROW, privacy.pair_codes)):
+        if codes is not None:
+            ip[slot] = len(keys)
+            keys.append(codes)
+    rows = len(keys) + 1
     # WorkSpace.buffer is the one definition of the layout, so that keys a
     # caller wrote into it in place are recognized and not copied.
     bufs = K.double_buffer(keys, rows, n,
@@ -314,6 +318,22 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     random_state : int or numpy.random.Generator, optional
         Makes the noise repeatable (numpy's generator instead of OpenDP's
         exact, unseeded sampler; see :mod:`dmondrian.noise`).
+    entity : column name, optional
+        The person key of an event table (``"user_id"``): every class then
+        holds at least ``k`` distinct entities, not rows; entropy and
+        recursive l and t count each entity once per sensitive value it holds
+        in a class; the noised means bound each entity's contribution
+        (``max_contributions``). The column is never released. Missing
+        values in it are refused. See :mod:`dmondrian.entities`.
+    max_contributions : int, default 1
+        With ``entity`` and ``noise``: rows of one entity a class's noised
+        mean keeps (chosen at random; the rest are left out of the mean).
+    max_classes : int, default 1
+        With ``entity`` and ``noise``: classes whose noised means one
+        entity's rows count in (chosen at random). The noise scale is
+        ``max_classes * max_contributions * (hi - lo) / (n'_c * eps)``,
+        ``n'_c`` the class's kept rows, so that ``eps`` holds per entity
+        (see :mod:`dmondrian.noise`).
     identifiers : list of column names, optional
         Direct identifiers (record ids, names, emails): removed from the release.
     allow_unique : list of column names, optional
@@ -322,7 +342,8 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     Returns
     -------
     pandas.DataFrame
-        Same index, columns and order (less the ``identifiers``); QI columns
+        Same index, columns and order (less the ``identifiers`` and the
+        ``entity``); QI columns
         generalized (range labels as a Categorical of strings), noised
         columns replaced, every other column untouched (without the dropped
         rows, if ``suppressed="drop"``).
@@ -332,7 +353,10 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     dmondrian.errors.IdentifyingColumnWarning
         For each column released as is (and a non-default index) that
         singles out rows: on 1,000 rows or more, half the rows or more hold
-        a value no other row has (see :mod:`dmondrian.identifiers`).
+        a value no other row has (see :mod:`dmondrian.identifiers`); and,
+        without ``entity``, for each that looks like a person key (many
+        values, each covering a few rows whose QIs mostly repeat; see
+        :mod:`dmondrian.person_keys`).
 
     Raises
     ------
@@ -360,20 +384,33 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     check_noise_dtypes(opts.noise, df.dtypes)
     if len(df) == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
-    if opts.identifiers:
-        df = df.drop(columns=opts.identifiers)
-    warn_identifying(identifying_columns(df, released_as_is(df.columns, opts),
-                                         opts.allow_unique))
     for cst in opts.constraints:
         cst.check_table(len(df))
+    entity = None
+    if opts.entity is not None:
+        entity = encode_entities(df[opts.entity], opts.k)
+    dropped = [*opts.identifiers, *([opts.entity] if opts.entity is not None else [])]
+    if dropped:
+        df = df.drop(columns=list(dict.fromkeys(dropped)))
+    as_is = released_as_is(df.columns, opts)
+    found = identifying_columns(df, as_is, opts.allow_unique)
+    warn_identifying(found)
+    if entity is None:
+        flagged = {f.column for f in found}
+        warn_person_keys(person_key_columns(
+            df, [c for c in candidates(df.dtypes, df.index, as_is)
+                 if c in df.columns and c not in flagged], opts.qis, opts.allow_unique))
     if opts.sensitive is not None:
         codes, domain = encode_sensitive(df[opts.sensitive])
+        counts = (domain.counts if entity is None
+                  else pair_counts(entity.codes, codes, domain.n_codes))
         for cst in opts.constraints:
-            cst.check_distribution(domain.counts)
+            cst.check_distribution(counts)
         privacy = kernel_privacy(opts.constraints, codes, domain.n_codes, domain.ordered,
-                                 distribution=domain.distribution())
+                                 distribution=None if entity is not None
+                                 else domain.distribution(), entity=entity)
     else:
-        privacy = kernel_privacy(opts.constraints)
+        privacy = kernel_privacy(opts.constraints, entity=entity)
     encoded = encode_table(df, opts.qis, opts.hierarchies, opts.qi_kinds)
     part = partition(encoded, mode=opts.mode, objective=opts.objective,
                      max_depth=opts.max_depth, privacy=privacy)
@@ -387,7 +424,10 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     if opts.noise:
         rows, groups, n_groups, _ = noise_groups(part.class_of_row, part.n_classes,
                                                  result=result)
-        noisy = noisy_columns(df.iloc[rows], groups, n_groups, opts.noise, opts.random_state)
+        noisy = noisy_columns(df.iloc[rows], groups, n_groups, opts.noise, opts.random_state,
+                              entity_codes=None if entity is None else entity.codes[rows],
+                              max_contributions=opts.max_contributions,
+                              max_classes=opts.max_classes)
         for column, values in noisy.items():
             out[column] = pd.Series(values, index=out.index, copy=False)
     return out

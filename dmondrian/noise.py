@@ -57,6 +57,36 @@ On the Dask engine the noise is drawn inside each leaf's task; with a seed,
 each leaf draws from its own generator, seeded by the seed and the leaf id,
 so the release does not depend on which task finished first.
 
+Per person: ``entity=`` (event tables)
+--------------------------------------
+A class mean's sensitivity ``(hi - lo) / n_c`` assumes one row per person;
+a person with ``r`` rows in a class moves its mean ``r`` times as far, and a
+person with rows in several classes moves several means. With an entity
+column, each entity's contribution is bounded first, as differentially
+private aggregation libraries do (PipelineDP's contribution bounding: a
+cap on the partitions a privacy unit contributes to, and on its
+contributions to each), by sampling:
+
+* ``max_classes`` (default 1): each entity's rows count in at most this many
+  of the classes it has rows in, chosen at random; in its other classes its
+  rows are left out of the means;
+* ``max_contributions`` (default 1): in each of those, at most this many of
+  its rows, chosen at random, count.
+
+The published values are still one per class, for every row of the class.
+A class's mean is taken over its kept rows, ``n'_c`` of them, and gets
+Laplace noise of scale ``max_classes * max_contributions * (hi - lo) /
+(n'_c * epsilon)``. **Guarantee**: given the partition (which rows are in
+which class, and whose rows they are), the published means of a column are
+``epsilon``-differentially private with respect to any one entity's values
+in that column: changing all of them moves the means of at most
+``max_classes`` classes, each by at most ``max_contributions * (hi - lo) /
+n'_c``, and the noise of each is scaled so the privacy losses sum to at most
+``epsilon``. A class none of whose rows are kept publishes the bounds'
+midpoint plus the noise of ``n'_c = 1`` (nothing of its values). The
+sampling uses ``random_state`` when given, else fresh OS entropy; it looks
+at who holds which rows, never at the values.
+
 With suppression (``suppression=``), the masked rows are noised as one group
 (the masked class) by the local engine, and as one group per leaf by the
 Dask engine, which finishes leaves apart: there the masked class may publish
@@ -84,7 +114,8 @@ from .errors import (
 )
 
 __all__ = ["NoiseSpec", "check_noise", "check_noise_dtypes", "check_random_state",
-           "noise_seed", "noisy_columns", "noise_groups", "noise_summary", "laplace_sampler"]
+           "noise_seed", "noisy_columns", "noise_groups", "noise_summary", "laplace_sampler",
+           "bound_contributions"]
 
 
 @dataclass(frozen=True)
@@ -96,15 +127,21 @@ class NoiseSpec:
     lo: float
     hi: float
 
-    def scale(self, class_size) -> float:
+    def scale(self, class_size, contributions: int = 1) -> float:
         """The Laplace scale of a class of ``class_size`` rows: ``(hi - lo) / (n_c * eps)``.
+
+        ``contributions`` is the most rows one person may have in the
+        published means (``max_classes * max_contributions`` with an entity),
+        which multiplies the sensitivity.
 
         Examples
         --------
         >>> NoiseSpec("income", 1.0, 0.0, 100.0).scale(10)
         10.0
+        >>> NoiseSpec("income", 1.0, 0.0, 100.0).scale(10, contributions=3)
+        30.0
         """
-        return (self.hi - self.lo) / (class_size * self.epsilon)
+        return contributions * (self.hi - self.lo) / (class_size * self.epsilon)
 
 
 def _finite_real(value) -> bool:
@@ -320,14 +357,20 @@ def laplace_sampler(random_state=None):
 
 
 def _class_values(values: np.ndarray, class_of_row: np.ndarray, sizes: np.ndarray,
-                  spec: NoiseSpec, runs) -> np.ndarray:
+                  spec: NoiseSpec, runs, kept=None, contributions: int = 1) -> np.ndarray:
     """Every class's noisy clipped mean, clamped to the bounds.
 
     ``runs`` lists ``(first_class, end_class, draw)``: the classes of each
     run draw from their own sampler, one call per distinct class size.
+    ``kept`` (a row mask) leaves rows out of the means; ``sizes`` then
+    counts the kept rows, and a class with none gets the bounds' midpoint.
     """
     clipped = np.clip(values, spec.lo, spec.hi)
-    means = np.bincount(class_of_row, weights=clipped, minlength=len(sizes)) / sizes
+    if kept is not None:
+        clipped = np.where(kept, clipped, 0.0)
+    sums = np.bincount(class_of_row, weights=clipped, minlength=len(sizes))
+    means = np.where(sizes > 0, sums / np.maximum(sizes, 1), 0.5 * (spec.lo + spec.hi))
+    sizes = np.maximum(sizes, 1)
     # Rounding can leave a mean a hair outside the bounds; the mechanism's
     # input must be the clipped mean itself.
     means = np.clip(means, spec.lo, spec.hi)
@@ -338,7 +381,7 @@ def _class_values(values: np.ndarray, class_of_row: np.ndarray, sizes: np.ndarra
         distinct, starts = np.unique(run_sizes[order], return_index=True)
         for size, group in zip(distinct, np.split(order, starts[1:]), strict=True):
             classes = first + group
-            noisy[classes] = draw(means[classes], spec.scale(int(size)))
+            noisy[classes] = draw(means[classes], spec.scale(int(size), contributions))
     return np.clip(noisy, spec.lo, spec.hi)
 
 
@@ -392,9 +435,48 @@ def noise_groups(class_of_row: np.ndarray, n_classes: int, starts=None, result=N
     return rows, before[ids], int(before[-1]), before[first + np.arange(n_runs)]
 
 
+def _rank_in_runs(keys: np.ndarray) -> np.ndarray:
+    """Position of each element of sorted ``keys`` within its run of equal keys."""
+    n = len(keys)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    return np.arange(n) - np.repeat(starts, np.diff(np.append(starts, n)))
+
+
+def bound_contributions(class_of_row: np.ndarray, entity_codes: np.ndarray,
+                        max_classes: int, max_contributions: int, rng) -> np.ndarray:
+    """Rows kept in the noised means: per entity, ``max_classes`` classes and
+    ``max_contributions`` rows in each, sampled with ``rng``.
+
+    Examples
+    --------
+    >>> kept = bound_contributions(np.array([0, 0, 0, 1, 1]), np.array([7, 7, 8, 7, 8]),
+    ...                            1, 1, np.random.default_rng(0))
+    >>> int(kept.sum()), int(kept[[0, 1, 3]].sum()), int(kept[[2, 4]].sum())
+    (2, 1, 1)
+    """
+    classes = np.asarray(class_of_row, dtype=np.int64)
+    ent = np.asarray(entity_codes, dtype=np.int64)
+    n = len(classes)
+    width = int(classes.max()) + 1 if n else 1
+    pair, pair_key = pd.factorize(ent * width + classes)
+    pair_key = np.asarray(pair_key, dtype=np.int64)
+    # Classes of each entity in a random order; the first max_classes count.
+    order = np.lexsort((rng.random(len(pair_key)), pair_key // width))
+    keep_pair = np.empty(len(pair_key), dtype=bool)
+    keep_pair[order] = _rank_in_runs(pair_key[order] // width) < max_classes
+    # Rows of each (entity, class) in a random order; the first max_contributions count.
+    order = np.lexsort((rng.random(n), pair))
+    kept = np.empty(n, dtype=bool)
+    kept[order] = _rank_in_runs(pair[order]) < max_contributions
+    return kept & keep_pair[pair]
+
+
 def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
                   specs: list[NoiseSpec], random_state=None, *, class_runs=None,
-                  run_ids=None) -> dict:
+                  run_ids=None, entity_codes=None, max_contributions: int = 1,
+                  max_classes: int = 1) -> dict:
     """The published values of the noised columns, row-aligned with ``frame``.
 
     Parameters
@@ -414,6 +496,10 @@ def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
         With a seed on the Dask engine: run ``i`` (a leaf) holds the classes
         from ``class_runs[i]`` to the next run's; its noise comes from a
         generator seeded by ``(random_state, run_ids[i])``.
+    entity_codes : ndarray of int, optional
+        Each row's entity: contributions are then bounded per entity
+        (``max_classes`` classes, ``max_contributions`` rows in each; see the
+        module docstring) and the noise scaled so epsilon holds per entity.
 
     Returns
     -------
@@ -434,7 +520,12 @@ def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
     True
     """
     class_of_row = np.asarray(class_of_row, dtype=np.int64)
-    sizes = np.bincount(class_of_row, minlength=n_classes).astype(np.float64)
+    kept, contributions = None, 1
+    if entity_codes is not None:
+        kept = bound_contributions(class_of_row, entity_codes, max_classes, max_contributions,
+                                   _selection_rng(random_state, run_ids))
+        contributions = max_classes * max_contributions
+    sizes = np.bincount(class_of_row, weights=kept, minlength=n_classes).astype(np.float64)
     out = {}
     if random_state is None:
         draw = laplace_sampler(None)
@@ -453,9 +544,19 @@ def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
             raise InvalidValueError(spec.column, f"noised column {spec.column!r} holds missing "
                                                  "values; fill or drop them first")
         values = column.to_numpy(dtype=np.float64)
-        published = _class_values(values, class_of_row, sizes, spec, runs)
+        published = _class_values(values, class_of_row, sizes, spec, runs, kept, contributions)
         out[spec.column] = published[class_of_row]
     return out
+
+
+def _selection_rng(random_state, run_ids=None):
+    """The generator sampling the kept rows: its own stream of the seed, or OS entropy."""
+    if random_state is None:
+        return np.random.default_rng()
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    ids = [] if run_ids is None else [int(i) for i in run_ids]
+    return np.random.default_rng([int(random_state), 0x5E1EC7, *ids])
 
 
 def noise_summary(specs) -> dict:

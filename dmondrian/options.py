@@ -113,6 +113,13 @@ ANONYMIZE = _group(
            "noise: {column: {'epsilon': eps, 'bounds': (lo, hi)}} (dmondrian.noise)"),
     Option("random_state", None, "seed (int or numpy.random.Generator) making the noise "
            "repeatable; default: OpenDP's unseeded exact sampler"),
+    Option("entity", None, "person key of an event table (e.g. user_id): every class holds "
+           "k distinct entities, l and t count them, noise is bounded per entity; the column "
+           "is never released (dmondrian.entities)"),
+    Option("max_contributions", 1, "with entity and noise: rows of one entity a class's "
+           "noised mean keeps (the rest are left out of it)"),
+    Option("max_classes", 1, "with entity and noise: classes whose noised means one entity's "
+           "rows count in (its rows in other classes are left out of them)"),
     Option("identifiers", None, "direct identifiers: columns removed from the release"),
     Option("allow_unique", None, "columns judged safe although they single out rows (no "
            "warning for them)"),

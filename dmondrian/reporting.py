@@ -42,7 +42,7 @@ from .metrics.risk import check_threshold, prosecutor
 from .metrics.sizes import finish_size_counts, size_counts_of
 from .metrics.suppressed import Suppressed, suppressed_deferred
 from .noise import check_noise, noise_summary
-from .verification import jsonable
+from .verification import fewest_entities, jsonable
 
 __all__ = ["Report", "report"]
 
@@ -78,6 +78,8 @@ class Report:
         columns, as given to :func:`report` (see :mod:`dmondrian.noise`).
     identifying_columns : list of dmondrian.identifiers.IdentifyingColumn
         Columns released as is that single out rows (a risk k does not cover).
+    k_entities : int or None
+        The fewest distinct entities of a class, given ``entity`` values.
     """
 
     n_records: int
@@ -94,6 +96,7 @@ class Report:
     suppressed: Suppressed | None = None
     noise: dict = field(default_factory=dict)
     identifying_columns: list = field(default_factory=list)
+    k_entities: int | None = None
 
     # -- export ----------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -106,7 +109,7 @@ class Report:
             "k": self.k,
             "achieved": {"k": p.k, "sensitive": None if p.sensitive is None else str(p.sensitive),
                          "l_distinct": p.l_distinct, "l_entropy": p.l_entropy, "t": p.t,
-                         "t_distance": p.t_distance},
+                         "t_distance": p.t_distance, "k_entities": self.k_entities},
             "c_avg": self.c_avg,
             "discernibility": self.discernibility,
             "class_sizes": self.class_sizes.to_dict(orient="records"),
@@ -133,6 +136,8 @@ class Report:
                 ("quasi-identifiers", ", ".join(map(str, self.quasi_identifiers)))]
         asked = "" if self.k is None else f" (asked {self.k})"
         rows.append(("k achieved", f"{p.k}{asked}"))
+        if self.k_entities is not None:
+            rows.append(("k achieved in entities", f"{self.k_entities}"))
         if p.sensitive is not None:
             rows.append((f"l-diversity ({p.sensitive})",
                          f"distinct {p.l_distinct}, entropy {p.l_entropy:.3f}"))
@@ -194,7 +199,7 @@ class Report:
 def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *,
            population=None, domains=None, hierarchies=None, qi_kinds=None, weights=None,
            class_column=None, risk_threshold=DEFAULT_RISK_THRESHOLD, t_distance="auto",
-           bins=None, noise=None, allow_unique=None) -> Report:
+           bins=None, noise=None, allow_unique=None, entity=None) -> Report:
     """Measure a release: sizes, information loss, re-identification risk, privacy.
 
     Parameters
@@ -233,6 +238,10 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
         Columns judged safe although they single out rows. Every other
         column but the QIs, the sensitive, the noised and the class column
         is checked (:mod:`dmondrian.identifiers`).
+    entity : array-like, optional
+        The person key of each released row, in its row order (a release of
+        ``entity=`` no longer holds it): the report then gives the fewest
+        distinct entities of a class (``k_entities``). Pandas tables only.
 
     Returns
     -------
@@ -305,4 +314,5 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
         class_sizes=size_distribution(counts, bins), ncp=ncp, risk=Risk(threshold, **risk_fields),
         suppressed=suppressed,
         noise=noise_summary(specs), identifying_columns=results[-1],
+        k_entities=None if entity is None else fewest_entities(released, keys, entity),
     )

@@ -273,8 +273,17 @@ def _masked_class_ok(rows: np.ndarray, privacy) -> bool:
         return False
     if privacy is None:
         return True
+    if privacy.entity_codes is not None:
+        # Every class holds k entities, so a union of classes does; checked
+        # all the same, as the kernel checks a cut.
+        if len(np.unique(privacy.entity_codes[rows])) < privacy.min_size:
+            return False
     if privacy.sensitive_codes is None:
         return len(rows) >= privacy.min_size
+    if privacy.pair_codes is not None:
+        # l and t over people: one count per (entity, sensitive value) pair.
+        _, first = np.unique(privacy.pair_codes[rows], return_index=True)
+        rows = rows[first]
     hist = np.bincount(privacy.sensitive_codes[rows], minlength=int(privacy.ip[K.P_N_SENS]))
     return bool(K.hist_ok(hist.astype(np.int64), len(rows), privacy.ip, privacy.fp, privacy.q))
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .constraints import resolve_constraints
+from .entities import check_entity
 from .errors import DuplicateColumnError, MissingColumnError, ParameterError
 from .identifiers import check_allow_unique, check_identifiers
 from .noise import check_noise, check_random_state
@@ -91,6 +92,13 @@ def check_sensitive(sensitive, columns, qis):
     return sensitive
 
 
+def check_max_contributions(value, name: str = "max_contributions") -> int:
+    """A contribution bound of the noise (``max_contributions``, ``max_classes``): an int >= 1."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ParameterError(name, f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
 @dataclass(frozen=True)
 class Options:
     """The checked options of one anonymization, as both engines use them.
@@ -118,6 +126,12 @@ class Options:
     #: Columns removed from the release, and columns allowed to single out rows.
     identifiers: list
     allow_unique: list
+    #: The person key (:mod:`dmondrian.entities`): classes count distinct entities.
+    entity: object
+    #: With ``entity`` and noise: rows of one entity kept in a class's noised mean,
+    #: and classes an entity's rows count in.
+    max_contributions: int
+    max_classes: int
 
     @property
     def k(self) -> int:
@@ -187,4 +201,8 @@ def check_options(columns, quasi_identifiers, k, *, index_name=None, **options) 
         identifiers=check_identifiers(o["identifiers"], columns, qis, sensitive,
                                       [s.column for s in noise]),
         allow_unique=check_allow_unique(o["allow_unique"], columns, index_name),
+        entity=check_entity(o["entity"], columns, qis, sensitive, [s.column for s in noise],
+                            o["class_column"]),
+        max_contributions=check_max_contributions(o["max_contributions"]),
+        max_classes=check_max_contributions(o["max_classes"], "max_classes"),
     )

@@ -174,7 +174,7 @@ def _check_t(t_value):
 
 def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *,  # noqa: E741
            l_kind="distinct", t_distance="auto", max_listed=100,
-           allow_unique=None) -> VerifyResult:
+           allow_unique=None, entity=None) -> VerifyResult:
     """Check a released table against k-anonymity, l-diversity and t-closeness.
 
     Parameters
@@ -204,6 +204,11 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
         column but the QIs and the sensitive one is checked and, if it
         singles out rows, listed as a risk (:mod:`dmondrian.identifiers`);
         it does not make the verification fail.
+    entity : array-like, optional
+        The person key of each released row, in the table's row order (the
+        release of ``entity=`` no longer holds it): ``k`` then counts the
+        distinct entities of each class, and ``achieved`` gives them as
+        ``k_entities``. Pandas tables only.
 
     Returns
     -------
@@ -239,9 +244,11 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
         check_column(table, sensitive, "sensitive")
         columns.append(sensitive)
     frame, plan = class_statistics(table[columns], keys, sensitive, t_distance)
+    if entity is not None:
+        frame = _with_entities(table, keys, frame, entity)
     fails = {}
     if k is not None:
-        fails["k"] = frame[SIZE] < k
+        fails["k"] = frame[SIZE if entity is None else ENTITIES] < k
     if l_value is not None:
         column = L_DISTINCT if l_kind == "distinct" else L_ENTROPY
         fails["l"] = frame[column] < l_value * (1 - _TOL)
@@ -263,6 +270,8 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     identifying = unique_finish(done[len(aggs):])
     n_records, n_classes, min_size, n_bad, listed = done[:5]
     achieved = {"k": int(min_size) if n_classes else 0}
+    if entity is not None:
+        achieved["k_entities"] = int(frame[ENTITIES].min()) if n_classes else 0
     if plan is not None:
         achieved.update(l_distinct=int(done[5]), l_entropy=float(done[6]), t=float(done[7]),
                         t_distance=plan.distance)
@@ -272,6 +281,29 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     listed = listed.set_index(keys).rename(columns=_PUBLIC)
     return VerifyResult(int(n_bad) == 0, requirements, achieved, int(n_records), int(n_classes),
                         int(n_bad), listed, identifying)
+
+
+#: The column of distinct entities per class, with ``entity=``.
+ENTITIES = "entities"
+
+
+def _with_entities(table, keys, frame, entity):
+    """``frame`` (one row per class) with the distinct entities of each class."""
+    if is_dask(table):
+        raise ParameterError("entity", "verify with entity= takes a pandas table")
+    values = entity.to_numpy() if isinstance(entity, pd.Series) else np.asarray(entity)
+    if values.ndim != 1 or len(values) != len(table):
+        raise ParameterError("entity", f"entity must hold one value per row of the table "
+                                       f"({len(table)}), got {values.shape}")
+    rows = table[keys].reset_index(drop=True).assign(**{ENTITIES: values})
+    people = rows.groupby(keys, observed=True, dropna=False)[ENTITIES].nunique()
+    return frame.merge(people.reset_index(), on=keys, how="left")
+
+
+def fewest_entities(table, keys, entity) -> int:
+    """The fewest distinct ``entity`` values of a class of ``table`` (classes by ``keys``)."""
+    people = _with_entities(table, keys, table[keys].drop_duplicates(), entity)
+    return int(people[ENTITIES].min()) if len(people) else 0
 
 
 def _failed_label(fails: dict):

@@ -21,7 +21,8 @@ from dask.dataframe.utils import UNKNOWN_CATEGORIES
 
 from .. import _kernel as K
 from .. import suppression
-from ..constraints import KAnonymity, KernelPrivacy, kernel_privacy
+from ..constraints import KAnonymity, KernelPrivacy, kernel_privacy, with_entity
+from ..entities import encode_entities
 from ..identifiers import without_identifiers
 from ..kinds import kind_spec
 from ..local import partition, publish
@@ -131,8 +132,10 @@ def output_partition_frame(df: pd.DataFrame, top: TopPlan, partition_info,
         frame = frame.iloc[rows]  # suppressed rows dropped
     for col in published.columns:
         frame[col] = published[col].array
-    # The input's column order (the QIs were added last), then the class column.
-    return frame[[*top.columns, *(c for c in published.columns if c not in top.columns)]]
+    # The input's column order (the QIs were added last), then the class column;
+    # never the entity column.
+    columns = [c for c in top.columns if c != top.options.entity]
+    return frame[[*columns, *(c for c in published.columns if c not in top.columns)]]
 
 
 def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts, depths,
@@ -153,20 +156,27 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
     ``suppressed="drop"`` leaves rows out).
     """
     opts = top.options
-    privacy, sensitive = None, []
+    privacy = None
     if top.sensitive is not None:
         base = top.sensitive.privacy
         # Each leaf is checked against the whole dataset's distribution
         # (t-closeness), not its own.
         privacy = KernelPrivacy(base.ip, base.fp, base.q, top.sensitive.codes(
             frame[opts.sensitive]))
-        sensitive = [privacy.sensitive_codes]
+    if opts.entity is not None:
+        # Codes of this partition's entities: leaves never mix, so a node
+        # counts the entities of its own rows whatever the other leaves hold.
+        entity = encode_entities(frame[opts.entity], name=opts.entity)
+        privacy = with_entity(privacy or kernel_privacy([KAnonymity(opts.k)]), entity)
+    riding = 0 if privacy is None else sum(
+        codes is not None for codes in (privacy.sensitive_codes, privacy.entity_codes,
+                                        privacy.pair_codes))
     roots = np.column_stack([starts, depths]).astype(np.int64)
     d, n = top.domain.d, len(order)
     with _workspace() as workspace:
         # The layout local.partition builds in this work space: keys, the
-        # sensitive codes, then the row ids.
-        key_rows = workspace.buffer(d + len(sensitive) + 1, n)[0, :d]
+        # sensitive, entity and pair codes, then the row ids.
+        key_rows = workspace.buffer(d + riding + 1, n)[0, :d]
         for j, (name, offset) in enumerate(zip(key_names(d), top.key_offsets, strict=True)):
             gather_keys(routed[name].to_numpy(), order, key_rows[j], offset)
         encoded = partition_encodings(top.encodings, key_rows)
@@ -305,8 +315,9 @@ def output_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
     Labels are Categoricals of unknown categories (dask's marker): every output
     partition has its own.
     """
-    out = without_identifiers(meta, top.options.identifiers).copy()
     opts = top.options
+    out = without_identifiers(meta, [*opts.identifiers,
+                                     *([opts.entity] if opts.entity is not None else [])]).copy()
     for spec in opts.noise:
         out[spec.column] = out[spec.column].astype(np.float64)
     for q, kind in zip(opts.qis, opts.kinds, strict=True):

@@ -67,7 +67,7 @@ def cut_regions(client, ddf, opts: DaskOptions, domain: GlobalDomain, root: Summ
                 roots.append(j)
         if not roots:
             break
-        if (defer_counts and passes == 1 and opts.sensitive is None
+        if (defer_counts and passes == 1 and opts.sensitive is None and opts.entity is None
                 and not any(needs_cut(j) for j in leaf_nodes(nodes))
                 and (defer_counts is True or defer_counts(nodes))):
             # The domain sample planned the whole tree: its exact counts can

@@ -25,6 +25,9 @@ cdef enum:
     P_L_DISTINCT = 3
     P_RC_L = 4
     P_T_ORDERED = 5
+    P_ENT_ROW = 6
+    P_N_SEEN = 7
+    P_PAIR_ROW = 8
     P_LOG_L = 0
     P_RC_C = 1
     P_T = 2
@@ -89,6 +92,13 @@ cdef struct WorkRows:
     i64* data
     Py_ssize_t width
     i64* ncp
+    # With an entity (a person key): one mark word per entity code (or per
+    # (entity, sensitive value) pair), all zeros between uses, and the entity
+    # and pair code rows of the buffer the node being split lives in (NULL
+    # when off; see bind_entities).
+    i64* seen
+    const i64* ent
+    const i64* pair
 
 
 cdef inline i64* buf_row(const Buffers* b, Py_ssize_t which, Py_ssize_t r) noexcept nogil:
@@ -97,6 +107,19 @@ cdef inline i64* buf_row(const Buffers* b, Py_ssize_t which, Py_ssize_t r) noexc
 
 cdef inline i64* ws_row(const WorkRows* ws, Py_ssize_t r) noexcept nogil:
     return ws.data + r * ws.width
+
+
+cdef inline void bind_entities(const WorkRows* ws, const Buffers* bufs, i64 buf,
+                               const Privacy* priv) noexcept nogil:
+    """Point the work space at the entity and pair rows of buffer ``buf``.
+
+    The node's rows alternate between the two buffers with depth, so the rows
+    the privacy check reads are bound per node; every other field of the work
+    space is fixed for the thread, which is why it is passed as const.
+    """
+    cdef WorkRows* w = <WorkRows*>ws
+    w.ent = buf_row(bufs, buf, priv.ip[P_ENT_ROW]) if priv.ip[P_ENT_ROW] >= 0 else NULL
+    w.pair = buf_row(bufs, buf, priv.ip[P_PAIR_ROW]) if priv.ip[P_PAIR_ROW] >= 0 else NULL
 
 
 cdef inline bint is_class(i64 n, i64 depth, const Rules* rules) noexcept nogil:

@@ -20,11 +20,18 @@ INT_MAX = np.iinfo(np.int64).max
 #   ip (int64):   [0] k (min class size), [1] key-matrix row of the sensitive
 #                 codes (-1: no sensitive constraint), [2] number of sensitive
 #                 codes, [3] distinct l (0: off), [4] recursive (c, l)'s l
-#                 (0: off), [5] 1 if t-closeness uses the ordered distance
+#                 (0: off), [5] 1 if t-closeness uses the ordered distance,
+#                 [6] key-matrix row of the entity codes (-1: rows are
+#                 counted, not entities), [7] entity (or pair) codes the
+#                 marks must cover, [8] key-matrix row of the codes of the
+#                 (entity, sensitive value) pairs (-1: the sensitive
+#                 histograms count rows)
 #   fp (float64): [0] log(l) for entropy l-diversity (-1: off), [1] recursive
 #                 c, [2] t for t-closeness (-1: off)
 #   q (float64):  the whole table's sensitive distribution (t-closeness)
 P_K, P_SENS_ROW, P_N_SENS, P_L_DISTINCT, P_RC_L, P_T_ORDERED = 0, 1, 2, 3, 4, 5
+P_ENT_ROW, P_N_SEEN, P_PAIR_ROW = 6, 7, 8
+N_IP = 9
 P_LOG_L, P_RC_C, P_T = 0, 1, 2
 
 # What a split optimizes: the objectives' names, in the kernel's order (OBJ_*

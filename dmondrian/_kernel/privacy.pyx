@@ -1,16 +1,27 @@
-"""The sensitive-attribute half of "may this cut happen": l-diversity and t-closeness.
+"""The entity and sensitive-attribute halves of "may this cut happen".
 
-A cut is checked on both children's histograms of sensitive codes, counted
-with the very rule the split uses to move rows (``goes_left``), so what is
-checked is what is made. Nothing here allocates: the histograms live in the
-caller's work space.
+A cut is checked on both children's distinct entities (people, when a
+person key is given) and histograms of sensitive codes, counted with the
+very rule the split uses to move rows (``goes_left``), so what is checked is
+what is made. Nothing here allocates: the histograms and the entity marks
+live in the caller's work space.
+
+Entities are counted exactly: one mark word per entity code (bit 1: seen on
+the left, bit 2: on the right), set on a pass over the node's rows and
+cleared on a second pass over the same rows, so a check costs the rows it
+reads, never the number of entities. The pass stops once both sides hold k
+entities, which on the large nodes near the root is after a small prefix.
+
+With an entity, the sensitive histograms count (entity, value) pairs: a
+person holding a value on many rows of a child counts once for it (the
+pair codes ride along like the entity codes and are marked the same way).
 """
 
 from libc.math cimport log, fabs
 
 from ._common cimport i64, INT_MIN
 from ._rules cimport (Privacy, WorkRows, ws_row, goes_left, WS_COUNTS, WS_ORDER,
-                      P_L_DISTINCT, P_RC_L, P_T_ORDERED, P_N_SENS, P_LOG_L, P_RC_C, P_T)
+                      P_K, P_L_DISTINCT, P_RC_L, P_T_ORDERED, P_N_SENS, P_LOG_L, P_RC_C, P_T)
 
 cdef extern from *:
     """
@@ -106,15 +117,58 @@ cdef bint sensitive_cut_ok(const i64* row, const i64* sens, Py_ssize_t s, Py_ssi
     # Rows the cut search no longer needs once it asks (rank and cum stay).
     cdef i64* left = ws_row(ws, WS_COUNTS)
     cdef i64* right = ws_row(ws, WS_ORDER)
+    cdef i64* seen = ws.seen
+    cdef const i64* pair = ws.pair
+    cdef i64 bit, m_left = n_left, m_right = n - n_left
     for c in range(n_codes):
         left[c] = 0
         right[c] = 0
+    if pair == NULL:
+        for i in range(s, e):
+            if goes_left(row[i], rank, t, eq_value, need_eq, &taken):
+                left[sens[i]] += 1
+            else:
+                right[sens[i]] += 1
+    else:
+        m_left = 0
+        m_right = 0
+        for i in range(s, e):
+            bit = 1 if goes_left(row[i], rank, t, eq_value, need_eq, &taken) else 2
+            if seen[pair[i]] & bit == 0:
+                seen[pair[i]] |= bit
+                if bit == 1:
+                    left[sens[i]] += 1
+                    m_left += 1
+                else:
+                    right[sens[i]] += 1
+                    m_right += 1
+        for i in range(s, e):
+            seen[pair[i]] = 0
+    return hist_ok(left, n_codes, m_left, priv) and hist_ok(right, n_codes, m_right, priv)
+
+
+cdef bint entity_cut_ok(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 t, i64 eq_value,
+                        i64 need_eq, const i64* rank, const Privacy* priv,
+                        const WorkRows* ws) noexcept nogil:
+    """Whether both children of a cut of ``row[s:e]`` hold at least k distinct entities."""
+    cdef i64* seen = ws.seen
+    cdef const i64* ent = ws.ent
+    cdef i64 k = priv.ip[P_K], n_left = 0, n_right = 0, taken = 0, bit
+    cdef Py_ssize_t i, stop = e
     for i in range(s, e):
-        if goes_left(row[i], rank, t, eq_value, need_eq, &taken):
-            left[sens[i]] += 1
-        else:
-            right[sens[i]] += 1
-    return hist_ok(left, n_codes, n_left, priv) and hist_ok(right, n_codes, n - n_left, priv)
+        bit = 1 if goes_left(row[i], rank, t, eq_value, need_eq, &taken) else 2
+        if seen[ent[i]] & bit == 0:
+            seen[ent[i]] |= bit
+            if bit == 1:
+                n_left += 1
+            else:
+                n_right += 1
+            if n_left >= k and n_right >= k:
+                stop = i + 1
+                break
+    for i in range(s, stop):
+        seen[ent[i]] = 0
+    return n_left >= k and n_right >= k
 
 
 def hist_ok_py(const i64[::1] h, i64 m, const i64[::1] ip, const double[::1] fp,

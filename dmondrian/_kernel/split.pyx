@@ -26,9 +26,10 @@ from ._common cimport (i64, u64, MISSING_KEY, INT_MIN, FLOAT_MAX, popcount, key_
 from ._rules cimport (Buffers, Rules, QIRules, Privacy, WorkRows, buf_row, ws_row, is_class,
                       goes_left, WS_SCRATCH, WS_COUNTS, WS_ORDER, WS_RANK, WS_CUM, WS_SEEN,
                       WS_ROWS, BUCKETS, SMALL, MASK_CARD, P_K, P_SENS_ROW, P_N_SENS,
-                      OBJ_BALANCED, OBJ_DM, OBJ_NCP)
+                      P_ENT_ROW, P_PAIR_ROW, P_N_SEEN, OBJ_BALANCED, OBJ_DM, OBJ_NCP,
+                      bind_entities)
 from .select cimport Selected, select_kth, heapsort
-from .privacy cimport sensitive_cut_ok
+from .privacy cimport sensitive_cut_ok, entity_cut_ok
 from .node cimport is_constant, hier_lca, node_span, nominal_ranks, rank_at
 from .ncp cimport Choice, ncp_cut
 from .packing cimport packed_left, packs_better, best_sorted_boundary, best_ranked_boundary
@@ -127,12 +128,15 @@ cdef inline bint _cut_ok(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize
                          const Privacy* priv, const WorkRows* ws) noexcept nogil:
     """The one place that decides whether a cut may happen.
 
-    Both children must hold at least k rows and, when a sensitive constraint
-    is on, satisfy it; their histograms are counted with the very rule the
-    move uses (goes_left), so what is checked is what is made.
+    Both children must hold at least k rows (k entities, when an entity
+    row is on) and, when a sensitive constraint is on, satisfy it; their
+    histograms are counted with the very rule the move uses (goes_left), so
+    what is checked is what is made.
     """
     cdef i64 n = e - s, k = priv.ip[P_K]
     if n_left <= 0 or n_left >= n or n_left < k or n - n_left < k:
+        return False
+    if ws.ent != NULL and not entity_cut_ok(row, s, e, t, eq_value, need_eq, rank, priv, ws):
         return False
     if priv.ip[P_SENS_ROW] < 0:
         return True
@@ -460,6 +464,7 @@ cdef i64 split_node(const Buffers* bufs, Py_ssize_t s, Py_ssize_t e, i64 depth, 
     cdef Choice ch
     cdef const i64* row
     if not is_class(e - s, depth, rules):
+        bind_entities(ws, bufs, buf, &rules.priv)
         for j in range(d):
             spans[j] = node_span(buf_row(bufs, buf, j), s, e, lo[j], hi[j], miss[j],
                                  qi.kind[j], qi.scale[j], qi.hoff[j], qi.loff[j], qi, ws)
@@ -536,7 +541,7 @@ cdef class RuleArrays:
                  h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, i64 objective=OBJ_BALANCED):
         kv, cv = _int64(kinds), _int64(cards)
         sv = np.append(np.asarray(scales, dtype=np.float64), 0.0)
-        ip = np.ascontiguousarray(priv[0], dtype=np.int64)
+        ip = _full_ip(priv[0])
         fp = np.ascontiguousarray(priv[1], dtype=np.float64)
         q = np.append(np.asarray(priv[2], dtype=np.float64), 0.0)
         hp, hl, hh, hf = _int64(h_parent), _int64(h_lo), _int64(h_hi), _int64(h_leafnode)
@@ -569,6 +574,14 @@ cdef class RuleArrays:
         self.rules.objective = objective
 
 
+def _full_ip(ip):
+    """The kernel's ``ip`` with every slot, the entity ones off when an older caller left them out."""
+    ip = np.asarray(ip, dtype=np.int64)
+    if ip.shape[0] < 9:
+        ip = np.concatenate([ip, np.array([-1, 0, -1], dtype=np.int64)[ip.shape[0] - 9:]])
+    return np.ascontiguousarray(ip)
+
+
 def _int64(values):
     """``values`` as int64 with one padding entry, so its first address always exists."""
     return np.append(np.asarray(values, dtype=np.int64), 0)
@@ -597,6 +610,9 @@ cdef WorkRows _work_rows(i64[:, ::1] ws):
     w.data = &ws[0, 0]
     w.width = ws.shape[1]
     w.ncp = NULL
+    w.seen = NULL
+    w.ent = NULL
+    w.pair = NULL
     return w
 
 

@@ -17,7 +17,8 @@ from cython.parallel cimport prange
 from libc.stdlib cimport malloc, calloc, realloc, free
 
 from ._common cimport i64
-from ._rules cimport Buffers, Rules, WorkRows, is_class, WS_ROWS, P_N_SENS, OBJ_NCP
+from ._rules cimport (Buffers, Rules, WorkRows, is_class, WS_ROWS, P_N_SENS, P_N_SEEN,
+                      P_ENT_ROW, OBJ_NCP)
 from .ncp cimport ncp_words
 from .split cimport RuleArrays, column_stats, split_node, make_class, workspace_width
 
@@ -78,6 +79,14 @@ cdef bint _alloc_work(Work* w, const Rules* rules, const Buffers* bufs) noexcept
     w.spans = <double*>malloc((d + 1) * sizeof(double))
     w.child = <i64*>malloc((6 * d + 1) * sizeof(i64))
     w.rows.ncp = NULL
+    w.rows.seen = NULL
+    w.rows.ent = NULL
+    w.rows.pair = NULL
+    if rules.priv.ip[P_ENT_ROW] >= 0:
+        # Zeroed: the entity marks start (and stay) all zeros between checks.
+        w.rows.seen = <i64*>calloc(rules.priv.ip[P_N_SEEN] + 1, sizeof(i64))
+        if w.rows.seen == NULL:
+            return False
     if rules.objective == OBJ_NCP:
         w.rows.ncp = <i64*>malloc(ncp_words(d) * sizeof(i64))
         if w.rows.ncp == NULL:
@@ -90,8 +99,10 @@ cdef void _free_work(Work* w) noexcept nogil:
     free(w.spans)
     free(w.child)
     free(w.rows.ncp)
+    free(w.rows.seen)
     w.rows.data = NULL
     w.rows.ncp = NULL
+    w.rows.seen = NULL
     w.spans = NULL
     w.child = NULL
 
@@ -286,8 +297,9 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, bint relaxed, tuple priv
         The kernel's double buffer (see :func:`dmondrian._kernel.double_buffer`).
         ``bufs_keys[0]`` holds, one row each, the ``d`` QIs' order-preserving
         keys (see :mod:`dmondrian.qi`), then any rows that only ride along
-        (the sensitive codes at row ``d`` when a sensitive constraint is on),
-        and last the row numbers ``0..n-1``.
+        (the sensitive codes, the entity codes and the (entity, sensitive
+        value) pair codes, at the rows ``priv`` names), and last the row
+        numbers ``0..n-1``.
     kinds, scales, cards : arrays (d,)
         Per QI: kernel kind, global scale normalizing spans, and code
         cardinality (nominal kinds).

@@ -124,6 +124,11 @@ def _add_anonymization(p) -> None:
                also="comma-separated (repeatable)")
     add_option(p, ANONYMIZE["allow_unique"], action="append", metavar="COLS",
                also="comma-separated (repeatable)")
+    add_option(p, ANONYMIZE["entity"], metavar="COL")
+    add_option(p, ANONYMIZE["max_contributions"], type=positive_int("--max-contributions"),
+               metavar="N", also="needs --entity and --noise")
+    add_option(p, ANONYMIZE["max_classes"], type=positive_int("--max-classes"),
+               metavar="N", also="needs --entity and --noise")
 
 
 def _add_plan(group) -> None:
@@ -465,6 +470,8 @@ def _parameters(job: Job) -> dict:
         "noise": dict(args.noise) if args.noise else None, "seed": args.random_state,
         "identifiers": split_names(args.identifiers),
         "allow_unique": split_names(args.allow_unique),
+        "entity": args.entity, "max_contributions": args.max_contributions,
+        "max_classes": args.max_classes,
     }
 
 
@@ -477,7 +484,18 @@ def _report(job: Job, outcome: Outcome):
                   sensitive=job.sensitive[0] if job.sensitive else None, k=job.args.k,
                   hierarchies=job.hierarchies or None,
                   noise=dict(job.args.noise) if job.args.noise else None,
-                  allow_unique=split_names(job.args.allow_unique))
+                  allow_unique=split_names(job.args.allow_unique),
+                  entity=_released_entities(job, outcome))
+
+
+def _released_entities(job: Job, outcome: Outcome):
+    """The entity of each released row (the release itself no longer holds it)."""
+    if job.args.entity is None:
+        return None
+    values = outcome.original[job.args.entity]
+    # The local engine keeps the input's rows in order, less suppressed="drop"'s.
+    return values.to_numpy() if len(values) == len(outcome.released) else \
+        values.loc[outcome.released.index].to_numpy()
 
 
 def _suppressed(outcome: Outcome) -> dict | None:

@@ -294,6 +294,10 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
                                           and name != "constraints" else ""))
         options.pop(name, None)
     opts = check_options(df.columns, quasi_identifiers, k, index_name=df.index.name, **options)
+    if opts.entity is not None:
+        # A batch's regions would be published on row counts: refused, not ignored.
+        raise ParameterError("entity", "fitted plans do not take entity= yet (they count "
+                                       "rows); use dmondrian.anonymize")
     if len(df) == 0:
         raise InfeasibleError("the table is empty: there is nothing to fit")
     if batch_rows is not None and (not isinstance(batch_rows, (int, np.integer))

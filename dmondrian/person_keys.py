@@ -1,0 +1,150 @@
+"""Columns that look like a person key: a warning pointing to ``entity=``.
+
+A ``user_id`` of an event table does not single out rows (each value
+covers several), so :mod:`dmondrian.identifiers` does not flag it; released
+as is it still links every event of a person, and without ``entity=`` the
+classes count rows, not people. A column released as is (integers or text)
+is flagged as a person key when, on a table of at least
+:data:`~dmondrian.identifiers.MIN_ROWS` rows:
+
+1. it has many values: at least :data:`MIN_VALUES` distinct ones, of which
+   at least :data:`MIN_REPEATED` cover two rows or more;
+2. the quasi-identifiers are mostly constant within a value, far more
+   than chance makes them: of the rows beyond the first of each value, the
+   share that bring a combination of QI values the value has not shown yet
+   is below :data:`NEW_TUPLE_RATIO` times the same share with the column's
+   values shuffled across the rows (same value sizes, QIs independent of
+   the value). A person keeps their age and region from one event to the
+   next; an ordinary category (a product, a zip code released as is, a
+   store) gathers rows of many people, whose QIs differ about as much as
+   any rows' do, and a large value (a capital gain of 0) repeats QI
+   combinations by chance alone, shuffled or not.
+
+The rule is measured on whole values: rows are kept by a hash of their
+value, about :data:`SAMPLE_ROWS` of them, so a value is either in the sample
+with all its rows or not at all; a column of few distinct values is ruled
+out first on a plain sample of rows. Its false and true alarms on Adult, the
+census generator and the event generator are in benchmarks/README.md
+("Person keys").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .errors import IdentifyingColumnWarning
+from .identifiers import MIN_ROWS, _caller_level
+
+__all__ = ["MIN_REPEATED", "MIN_VALUES", "NEW_TUPLE_RATIO", "SAMPLE_ROWS", "new_tuple_share",
+           "person_key_columns", "warn_person_keys"]
+
+#: Distinct values a person key has at least.
+MIN_VALUES = 100
+#: Values (in the sample) covering two rows or more.
+MIN_REPEATED = 30
+#: The share of further rows bringing a new QI combination, over the same share
+#: with the values shuffled, below which the QIs are "mostly constant" within a value.
+NEW_TUPLE_RATIO = 0.5
+#: Rows the rule looks at.
+SAMPLE_ROWS = 50_000
+
+
+def _share(rows: pd.DataFrame, column, n_values: int) -> float:
+    """Share of the rows beyond each value's first that bring a new QI combination."""
+    return (len(rows.drop_duplicates()) - n_values) / (len(rows) - n_values)
+
+
+def new_tuple_share(df: pd.DataFrame, column, qis) -> tuple[float, float, int, int]:
+    """``(share, shuffled, distinct, repeated)`` of ``column`` on a sample of whole values.
+
+    ``share`` is, over the sampled values covering two rows or more, the
+    share of their rows beyond the first that bring a QI combination new to
+    the value (``nan`` when none repeats), and ``shuffled`` the same with
+    the values shuffled across those rows; ``distinct`` estimates the
+    column's distinct values, ``repeated`` counts the sampled values covering
+    two rows or more.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"u": np.repeat(np.arange(500), 4),
+    ...                    "age": np.repeat(np.arange(500) % 70, 4)})
+    >>> share, shuffled, distinct, repeated = new_tuple_share(df, "u", ["age"])
+    >>> share, shuffled > 0.5, distinct, repeated
+    (0.0, True, 500, 500)
+    """
+    values = df[column]
+    n = len(values)
+    p = min(1.0, SAMPLE_ROWS / max(n, 1))
+    if p < 1.0:
+        # Whole values: a row is kept by a hash of its value, not by chance.
+        h = pd.util.hash_pandas_object(values, index=False).to_numpy()
+        keep = (h >> np.uint64(11)).astype(np.float64) * 2.0**-53 < p
+        sample = df.loc[keep, [column, *qis]]
+    else:
+        sample = df[[column, *qis]]
+    sample = sample[sample[column].notna()]
+    sizes = sample.groupby(column, observed=True, sort=False).size()
+    distinct = int(round(len(sizes) / p))
+    repeated = sizes[sizes >= 2]
+    if len(repeated) == 0:
+        return float("nan"), float("nan"), distinct, 0
+    rows = sample[sample[column].isin(repeated.index)]
+    shuffled = rows.assign(**{column: np.random.default_rng(0).permutation(
+        rows[column].to_numpy())})
+    return (_share(rows, column, len(repeated)), _share(shuffled, column, len(repeated)),
+            distinct, len(repeated))
+
+
+def person_key_columns(df: pd.DataFrame, candidates, qis, allow=()) -> list:
+    """``[(column, share, shuffled, distinct)]`` of the ``candidates`` that look like a
+    person key.
+
+    ``candidates`` are columns released as is of an identifier's kind (see
+    :func:`dmondrian.identifiers.candidates`), less those already flagged.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> users = np.repeat(np.arange(2_000), 5)
+    >>> df = pd.DataFrame({"user": users, "age": users % 60,
+    ...                    "device": rng.integers(0, 3, len(users)),
+    ...                    "shop": rng.integers(0, 300, len(users))})
+    >>> [f[0] for f in person_key_columns(df, ["user", "shop"], ["age", "device"])]
+    ['user']
+    """
+    if len(df) < MIN_ROWS or not qis:
+        return []
+    found = []
+    for column in candidates:
+        if column in allow or column not in df.columns:
+            continue
+        values = df[column]
+        if len(values) > 2 * SAMPLE_ROWS:
+            # Few distinct values show as few in any sample of rows: skip them cheaply.
+            rows = np.random.default_rng(0).choice(len(values), SAMPLE_ROWS, replace=False)
+            if values.iloc[rows].nunique(dropna=True) < MIN_VALUES:
+                continue
+        try:
+            share, shuffled, distinct, repeated = new_tuple_share(df, column, qis)
+        except TypeError:  # unhashable objects: not a key's values
+            continue
+        if (distinct >= MIN_VALUES and repeated >= MIN_REPEATED
+                and share < NEW_TUPLE_RATIO * shuffled):
+            found.append((column, float(share), float(shuffled), distinct))
+    return found
+
+
+def warn_person_keys(found: list) -> None:
+    """One :class:`~dmondrian.errors.IdentifyingColumnWarning` per person key found."""
+    for column, share, shuffled, distinct in found:
+        message = (f"column {column!r} looks like a person key: about {distinct:,} values, "
+                   f"each covering several rows whose quasi-identifiers mostly repeat "
+                   f"({share:.0%} of the further rows bring a new combination, "
+                   f"{shuffled:.0%} if the values were shuffled); classes count "
+                   f"rows, not people: pass entity={column!r} (--entity {column}) so every "
+                   f"class holds k people and the column is not released, or "
+                   f"allow_unique=[{column!r}] if it is not a person")
+        import warnings
+
+        warnings.warn(IdentifyingColumnWarning(column, message), stacklevel=_caller_level())
