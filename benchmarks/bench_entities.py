@@ -1,7 +1,7 @@
 """entity= against plain k on event tables, side by side, local and Dask.
 
 Run: python benchmarks/bench_entities.py [--users N ...] [--dask-users N] [--repeat R]
-     [--workers W] [--memory-limit SIZE] [--out PATH]
+     [--events-per-user E] [--workers W] [--memory-limit SIZE] [--out PATH]
 
 Tables: dmondrian.synthetic_events (age and region fixed per user, device
 per event, 6.62 events per user on average), QIs age, region, device, k=10.
@@ -50,8 +50,8 @@ def _people(out, users):
             "share_under_k": round(float((people < K).mean()), 4)}
 
 
-def local_case(n_users: int, repeat: int) -> dict:
-    ev = make_events(n_users, seed=0)
+def local_case(n_users: int, repeat: int, per_user: float) -> dict:
+    ev = make_events(n_users, seed=0, events_per_user=per_user)
     users = ev["user_id"].to_numpy()
     jobs = {"plain": {"identifiers": ["user_id"]}, "entity": {"entity": "user_id"}}
     best = {name: float("inf") for name in jobs}
@@ -69,7 +69,8 @@ def local_case(n_users: int, repeat: int) -> dict:
             "ratio": round(best["entity"] / best["plain"], 3), "quality": quality}
 
 
-def dask_case(n_users: int, repeat: int, workers: int, memory_limit: str) -> dict:
+def dask_case(n_users: int, repeat: int, workers: int, memory_limit: str,
+              per_user: float) -> dict:
     import dask.dataframe as dd
     from distributed import Client, LocalCluster
 
@@ -77,7 +78,8 @@ def dask_case(n_users: int, repeat: int, workers: int, memory_limit: str) -> dic
 
     tmp = Path(tempfile.mkdtemp(prefix="dm-entities-"))
     try:
-        events_dask(n_users, seed=0, users_per_partition=50_000).to_parquet(tmp / "in")
+        events_dask(n_users, seed=0, users_per_partition=50_000,
+                    events_per_user=per_user).to_parquet(tmp / "in")
         ddf = dd.read_parquet(tmp / "in")
         jobs = {"plain": {"identifiers": ["user_id"]}, "entity": {"entity": "user_id"}}
         best = {name: float("inf") for name in jobs}
@@ -115,15 +117,17 @@ def main(argv=None):
     parser.add_argument("--dask-users", type=int, default=200_000,
                         help="0 skips the Dask case")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--events-per-user", type=float, default=6.62,
+                        help="mean events per user (10 for the issue's 10M events / 1M users)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--memory-limit", default="2GB")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" /
                                              "entities.json"))
     args = parser.parse_args(argv)
-    results = [local_case(n, args.repeat) for n in args.users]
+    results = [local_case(n, args.repeat, args.events_per_user) for n in args.users]
     if args.dask_users:
         results.append(dask_case(args.dask_users, args.repeat, args.workers,
-                                 args.memory_limit))
+                                 args.memory_limit, args.events_per_user))
     print(f"{'engine':<6} {'users':>9} {'events':>10} {'plain s':>8} {'entity s':>9} "
           f"{'ratio':>6} {'plain <k':>9} {'plain min':>9} {'entity min':>10}")
     for r in results:
