@@ -16,7 +16,7 @@ import numpy as np
 from .sketch import Summary
 
 __all__ = ["NO_TIES", "ALL_TIES", "Cut", "CutTree", "Node", "leaf_nodes", "flatten",
-           "subtree_count"]
+           "subtree_count", "undo_failing_cuts"]
 
 #: ``tie_before`` of a cut that sends no tied row left (strict cuts).
 NO_TIES = 0
@@ -154,3 +154,32 @@ def subtree_count(nodes, i) -> float:
     if nd.cut is None:
         return nd.n
     return subtree_count(nodes, nd.left) + subtree_count(nodes, nd.right)
+
+
+def undo_failing_cuts(nodes, leaf_values: dict, combine, passes) -> None:
+    """Undo, from the root down, every cut whose children do not both pass.
+
+    ``leaf_values`` holds a value per current leaf (exact counts of some
+    kind); a node's value is ``combine`` of its children's, and a cut stays
+    only if ``passes`` holds for both children's values. A node whose cut is
+    undone becomes a leaf with its combined value. The root passes (checked
+    on the whole table first), so every remaining leaf passes.
+    """
+    def value(j):
+        if nodes[j].cut is None:
+            return leaf_values[j]
+        return combine(value(nodes[j].left), value(nodes[j].right))
+
+    stack = [0]
+    while stack:
+        j = stack.pop()
+        nd = nodes[j]
+        if nd.cut is None:
+            continue
+        left, right = value(nd.left), value(nd.right)
+        if passes(left) and passes(right):
+            stack.extend((nd.left, nd.right))
+            continue
+        leaf_values[j] = combine(left, right)
+        nd.n = subtree_count(nodes, j)
+        nd.cut, nd.left, nd.right = None, -1, -1

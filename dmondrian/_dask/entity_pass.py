@@ -28,7 +28,7 @@ import pandas as pd
 
 from ..errors import InfeasibleError, InvalidValueError
 from .cluster import run
-from .cut_tree import flatten, leaf_nodes, subtree_count
+from .cut_tree import flatten, leaf_nodes, undo_failing_cuts
 from .global_domain import encode_keys
 from .graph import column_partitions, constant, tree_reduce
 from .routing import route, row_positions
@@ -105,24 +105,13 @@ def keep_entity_cuts(nodes, leaf_ids: dict, k: int) -> None:
     Raises :class:`~dmondrian.errors.InfeasibleError` when the whole table
     holds fewer than ``k``.
     """
-    def ids(j):
-        if nodes[j].cut is None:
-            return leaf_ids[j]
-        return np.union1d(ids(nodes[j].left), ids(nodes[j].right))[:k]
+    def union(a, b):
+        return np.union1d(a, b)[:k]
 
-    whole = ids(0)
+    whole = leaf_ids[0] if nodes[0].cut is None else None
+    if whole is None:
+        whole = functools.reduce(union, (leaf_ids[j] for j in leaf_nodes(nodes)))
     if len(whole) < k:
         raise InfeasibleError(f"the table holds {len(whole)} distinct entities, fewer than "
                               f"k={k}: no release of it can hold k people per class")
-    stack = [0]
-    while stack:
-        j = stack.pop()
-        nd = nodes[j]
-        if nd.cut is None:
-            continue
-        if len(ids(nd.left)) >= k and len(ids(nd.right)) >= k:
-            stack.extend((nd.left, nd.right))
-            continue
-        leaf_ids[j] = ids(j)
-        nd.n = subtree_count(nodes, j)
-        nd.cut, nd.left, nd.right = None, -1, -1
+    undo_failing_cuts(nodes, leaf_ids, union, lambda ids: len(ids) >= k)

@@ -16,7 +16,7 @@ from .. import _kernel as K
 from ..constraints import kernel_privacy
 from ..sensitive import sensitive_values
 from .cluster import run
-from .cut_tree import flatten, leaf_nodes, subtree_count
+from .cut_tree import flatten, leaf_nodes, undo_failing_cuts
 from .global_domain import encode_keys
 from .graph import column_partitions, constant, sum_arrays, tree_reduce
 from .options import DaskOptions
@@ -75,23 +75,5 @@ def keep_diverse_cuts(nodes, leaf_hist: dict, sens: SensitiveDomain) -> None:
     leaf passes: the local engine then starts each leaf from a valid node.
     """
     ip, fp, q = sens.privacy.ip, sens.privacy.fp, sens.privacy.q
-
-    def hist(j):
-        if nodes[j].cut is None:
-            return leaf_hist[j]
-        return hist(nodes[j].left) + hist(nodes[j].right)
-
-    stack = [0]
-    while stack:
-        j = stack.pop()
-        nd = nodes[j]
-        if nd.cut is None:
-            continue
-        hl, hr = hist(nd.left), hist(nd.right)
-        if (K.hist_ok(hl, int(hl.sum()), ip, fp, q)
-                and K.hist_ok(hr, int(hr.sum()), ip, fp, q)):
-            stack.extend((nd.left, nd.right))
-            continue
-        leaf_hist[j] = hl + hr
-        nd.n = subtree_count(nodes, j)
-        nd.cut, nd.left, nd.right = None, -1, -1
+    undo_failing_cuts(nodes, leaf_hist, np.add,
+                      lambda h: K.hist_ok(h, int(h.sum()), ip, fp, q))
