@@ -24,6 +24,8 @@ Arrow bool, string, dictionary   nominal   (ordinal: an ordered dictionary)
 
 from __future__ import annotations
 
+import decimal
+
 import numpy as np
 import pandas as pd
 
@@ -80,9 +82,15 @@ def as_arrow(series: pd.Series) -> pd.Series:
         return series
     import pyarrow as pa
 
+    raw = series.to_numpy()
     try:
-        arr = pa.array(series.to_numpy(), type=pa.date32() if values == "date" else None,
+        arr = pa.array(raw, type=pa.date32() if values == "date" else _decimal_type(raw),
                        from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        arr = None  # a later decimal has more digits than the first ones: infer them all
+    try:
+        if arr is None:
+            arr = pa.array(raw, from_pandas=True)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise InvalidValueError(series.name, f"column {series.name!r} holds {values} values "
                                 f"that cannot be read as one {values} type ({exc}); convert "
@@ -103,6 +111,28 @@ def dictionary_as_categorical(series: pd.Series) -> pd.Series:
     values = series.array.__arrow_array__().to_pandas()  # unifies the chunks' dictionaries
     return pd.Series(values.array if isinstance(values, pd.Series) else values,
                      index=series.index, name=series.name)
+
+
+#: Decimals whose digits after the point the scale of an object column is guessed from.
+_SCALE_SAMPLE = 1000
+
+
+def _decimal_type(raw: np.ndarray):
+    """``decimal128(38, scale)`` with the largest scale of the first present Decimals:
+    pyarrow converts Decimal objects to a given type several times faster than it
+    infers one (it then rescales each value, refusing any that would lose a digit)."""
+    import pyarrow as pa
+
+    scale = 0
+    seen = 0
+    for v in raw:
+        if v is None or not isinstance(v, decimal.Decimal) or not v.is_finite():
+            continue
+        scale = max(scale, -v.as_tuple().exponent)
+        seen += 1
+        if seen == _SCALE_SAMPLE:
+            break
+    return pa.decimal128(38, min(scale, 38))
 
 
 def is_date(dtype) -> bool:
