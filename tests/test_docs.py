@@ -105,3 +105,14 @@ def test_only_a_reference_to_no_name_is_an_error():
     assert check(None, py, _reference("pandas.DataFrame", "dmondrian.plans", source))
     assert check(None, py, _reference("fit_trimm", "dmondrian.plans", source)) is None
     assert check(None, py, _reference("dmondrian.plans.nothing", "dmondrian", source)) is None
+
+
+def test_readme_links_into_the_docs():
+    """README, the front door, links to every guide page; its local links resolve."""
+    readme = (ROOT / "README.md").read_text()
+    for page in (DOCS / "guide").glob("*.md"):
+        if page.stem != "index":
+            assert f"(docs/guide/{page.name})" in readme, f"README does not link {page.name}"
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme):
+        if "://" not in target:
+            assert (ROOT / target).exists(), f"README links to a missing {target}"
