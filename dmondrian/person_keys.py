@@ -23,12 +23,16 @@ is flagged as a person key when, on a table of at least
 The rule is measured on whole values: rows are kept by a hash of their
 value, about :data:`SAMPLE_ROWS` of them, so a value is either in the sample
 with all its rows or not at all; a column of few distinct values is ruled
-out first on a plain sample of rows. Its false and true alarms on Adult, the
+out first on a plain sample of rows. The Dask engine applies the rule to
+the first partition, read by its domain pass anyway (a person's rows
+usually sit together). Its false and true alarms on Adult, the
 census generator and the event generator are in benchmarks/README.md
 ("Person keys").
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -138,13 +142,12 @@ def person_key_columns(df: pd.DataFrame, candidates, qis, allow=()) -> list:
 def warn_person_keys(found: list) -> None:
     """One :class:`~dmondrian.errors.IdentifyingColumnWarning` per person key found."""
     for column, share, shuffled, distinct in found:
-        message = (f"column {column!r} looks like a person key: about {distinct:,} values, "
+        message = (f"column {column!r} looks like a person key: about {distinct:,} values "
+                   f"in the rows looked at, "
                    f"each covering several rows whose quasi-identifiers mostly repeat "
                    f"({share:.0%} of the further rows bring a new combination, "
                    f"{shuffled:.0%} if the values were shuffled); classes count "
                    f"rows, not people: pass entity={column!r} (--entity {column}) so every "
                    f"class holds k people and the column is not released, or "
                    f"allow_unique=[{column!r}] if it is not a person")
-        import warnings
-
         warnings.warn(IdentifyingColumnWarning(column, message), stacklevel=_caller_level())

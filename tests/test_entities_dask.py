@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import dmondrian
 from dmondrian.distributed import anonymize_to_parquet, plan
 from dmondrian.entities import distinct_per_class
-from dmondrian.errors import ParameterError
+from dmondrian.errors import IdentifyingColumnWarning, ParameterError
 from dmondrian.synthetic_events import EVENT_QUASI_IDENTIFIERS, make_events
 
 
@@ -90,3 +90,9 @@ def test_dask_refuses_what_it_cannot_bound(cluster_client):
     with pytest.raises(ParameterError, match="distinct"):
         dmondrian.anonymize(ddf, EVENT_QUASI_IDENTIFIERS, k=5, entity="user_id", t=0.3,
                             sensitive="event_type", client=cluster_client)
+
+
+def test_dask_flags_a_person_key(cluster_client):
+    ddf = dd.from_pandas(make_events(1_500, seed=14), npartitions=2)
+    with pytest.warns(IdentifyingColumnWarning, match="entity='user_id'"):
+        plan(ddf, EVENT_QUASI_IDENTIFIERS, 10, client=cluster_client, progress=False)

@@ -28,6 +28,7 @@ from ..identifiers import (
 )
 from ..kinds import kind_spec
 from ..kinds.keys import arrow_int32_chunks, arrow_string_chunks
+from ..person_keys import person_key_columns, warn_person_keys
 from .cluster import run
 from .global_domain import GlobalDomain, encode_keys
 from .graph import column_partitions, tree_reduce
@@ -362,11 +363,20 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int):
                 for i, p in enumerate(parts)]
     distinct = tree_reduce([delayed(distinct_sketch, pure=True)(p, checked) for p in parts],
                            merge_distinct)
-    merged, sized, distinct = run(client, [tree_reduce(partials, merge_domain), sized, distinct],
-                                  progress, "pass 1: global domain")
+    # Person keys are looked for on the first partition, whose read the pass
+    # shares: a person's rows usually sit together, and the rule samples
+    # whole values anyway (dmondrian.person_keys).
+    jobs = [tree_reduce(partials, merge_domain), sized, distinct]
+    if opts.entity is None and parts:
+        jobs.append(delayed(person_key_columns, pure=True)(
+            parts[0], [c for c in checked if c in meta.columns], opts.qis))
+    merged, sized, distinct, *keyish = run(client, jobs, progress, "pass 1: global domain")
+    keyish = keyish[0] if keyish else []
     domain, root = build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta)
     index_name = None if not checked or checked[-1] in meta.columns else checked[-1]
     identifying = estimate_identifying(distinct, merged.n, index_name)
+    flagged = {f.column for f in identifying}
+    warn_person_keys([f for f in keyish if f[0] not in flagged])
     return (domain, root, merged.positional_index,
             replace(sized, largest_partition=merged.largest), identifying)
 
