@@ -275,6 +275,19 @@ def test_dask_engine_cuts_every_type_across_leaves(process_cluster):
                 assert out[q].dtype == table[q].dtype, q
 
 
+@pytest.mark.parametrize("column, arrow", [("birth", "date32"), ("amount", "decimal128")])
+def test_dask_refuses_object_dates_and_decimals_by_name(column, arrow):
+    import dask
+    import dask.dataframe as dd
+
+    # Without dask's string conversion the objects stay objects: the schema cannot
+    # tell dates from names, so the engine refuses them rather than list every date.
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = dd.from_pandas(numpy_table(50)[[column, "v"]], npartitions=2)
+        with pytest.raises(UnsupportedDtypeError, match=rf"'{column}'.*ArrowDtype\(pa\.{arrow}"):
+            D.anonymize(ddf, [column], K)
+
+
 def test_cli_publishes_date_and_decimal_ranges_on_both_engines(process_cluster, tmp_path):
     src = warehouse_parquet(tmp_path / "w.parquet")
     common = ["--k", str(K), "--qi", ",".join(WAREHOUSE_QIS), "--no-progress"]

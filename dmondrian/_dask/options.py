@@ -15,7 +15,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 import pandas as pd
 
-from ..errors import ParameterError
+from ..errors import ParameterError, UnsupportedDtypeError
+from ..kinds.types import object_values
 from ..local import encode_table
 from ..noise import check_noise_dtypes, noise_seed
 from ..sensitive import check_known_order, is_ordered
@@ -30,6 +31,7 @@ from .memory import (
 from .planner import PlanConfig
 
 __all__ = ["SAMPLE_ROWS", "MAX_SAMPLE_LEVELS", "DaskOptions", "check_dask_options",
+           "check_object_qis",
            "guess_row_bytes", "default_leaf_rows", "leaf_rows_for", "output_partition_rows",
            "Sizing", "sizing", "expected_levels", "least_row_bytes", "LEAF_ROWS_MIN",
            "LEAF_ROWS_MAX"]
@@ -79,6 +81,8 @@ def check_dask_options(ddf, quasi_identifiers, k, leaf_rows, options) -> DaskOpt
     # Encoding the empty meta frame raises the local engine's typed errors for
     # unsupported dtypes and kinds, and coerces hierarchy files to trees.
     probe = encode_table(ddf._meta, checked.qis, checked.hierarchies, checked.qi_kinds)
+    check_object_qis(ddf, [q for q in checked.qis
+                           if q not in checked.qi_kinds and q not in checked.hierarchies])
     if checked.sensitive is not None:
         column = ddf[checked.sensitive]
         check_known_order(column, is_ordered(column._meta.dtype))
@@ -88,6 +92,40 @@ def check_dask_options(ddf, quasi_identifiers, k, leaf_rows, options) -> DaskOpt
     shared["random_state"] = noise_seed(checked.random_state)
     return DaskOptions(**{**shared, "hierarchies": trees}, kinds=[qi.kind for qi in probe],
                        leaf_rows=None if leaf_rows is None else int(leaf_rows))
+
+
+#: Rows of the first partition whose values say what an object QI column holds.
+_PEEK_ROWS = 1000
+
+
+def check_object_qis(ddf, qis) -> None:
+    """Refuse a QI column of ``datetime.date`` or ``Decimal`` objects in a Dask table.
+
+    Its schema says only ``object``, so the kind detected from it would be
+    nominal (every exact date listed, the order lost) where the local engine
+    reads the same values as dates or numbers. The first partition's first
+    rows tell what the column holds; only object columns are read.
+
+    Raises
+    ------
+    UnsupportedDtypeError
+        Naming the column and the Arrow type to give it.
+    """
+    meta = ddf._meta
+    objects = [q for q in qis
+               if isinstance(meta[q].dtype, np.dtype) and meta[q].dtype.kind == "O"]
+    if not objects or ddf.npartitions == 0:
+        return
+    head = ddf[objects].partitions[0].compute().head(_PEEK_ROWS)
+    for q in objects:
+        values = object_values(head[q])
+        if values is None:
+            continue
+        arrow = "pa.date32()" if values == "date" else "pa.decimal128(18, scale)"
+        raise UnsupportedDtypeError(q, f"column {q!r} holds {values} objects, which a Dask "
+                                       "table's schema types only as 'object': give it an "
+                                       f"Arrow type, e.g. ddf[{q!r}] = ddf[{q!r}].astype("
+                                       f"pd.ArrowDtype({arrow}))")
 
 
 def _row_bytes(meta: pd.DataFrame, category: int, other: int) -> float:
