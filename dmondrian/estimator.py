@@ -200,9 +200,7 @@ identifiers, allow_unique
 
             return anonymize(X, self.quasi_id_, self.k,
                              **{name: getattr(self, name) for name in ANONYMIZE})
-        if hasattr(X, "columns") and not hasattr(X, "compute"):
-            return self.plan_.transform(X, noise=self.noise, random_state=self.random_state)
-        return self.plan_.transform(X)
+        return self.plan_.transform(X, noise=self.noise, random_state=self.random_state)
 
     def save_plan(self, path) -> str:
         """Write the fitted plan as JSON (:func:`dmondrian.plans.save_plan`); its SHA-256."""

@@ -100,6 +100,7 @@ def test_values_the_fit_never_saw():
     out2 = plan.transform(new2)
     assert out2.loc[0, "grade"] == "*"
     assert class_sizes(out2, QIS).min() >= 10
+    assert dm.report(out2, QIS, original=new2).to_dict()["achieved"]["k"] >= 10
 
 
 def test_integers_fitted_read_floats_with_missing():

@@ -102,4 +102,6 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
     release = decide(plan, summary)
     meta = _publish(ddf._meta, plan, release)
-    return ddf.map_partitions(_publish, plan, release, offsets, meta=meta)
+    # One copy of the plan and the classes in the graph, not one per task.
+    return ddf.map_partitions(_publish, constant(plan, "plan"), constant(release, "classes"),
+                              offsets, meta=meta)

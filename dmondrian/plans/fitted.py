@@ -212,6 +212,9 @@ class FittedPlan:
         if is_dask(df):
             from .dask import transform_dask
 
+            if noise:
+                raise ParameterError("noise", "noise through a plan is drawn in memory: "
+                                              "release a pandas DataFrame")
             return transform_dask(self, df)
         if not isinstance(df, pd.DataFrame):
             raise ParameterError("df", f"a plan releases a pandas or dask DataFrame, got "

@@ -42,8 +42,8 @@ _CUT_FIELDS = ("qi", "t", "eq", "tie_before", "rank_off", "left", "right")
 def _json_value(v):
     if isinstance(v, (np.integer,)):
         return int(v)
-    if isinstance(v, (np.floating,)):
-        return float(v)
+    if isinstance(v, (float, np.floating)):
+        return None if np.isnan(v) else float(v)  # a class of missing values only
     if isinstance(v, (np.bool_,)):
         return bool(v)
     if isinstance(v, (str, int, float, bool)) or v is None:
