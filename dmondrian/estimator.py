@@ -70,8 +70,11 @@ identifiers, allow_unique
     ----------
     quasi_id_ : list
         The quasi-identifiers used.
-    plan_ : FittedPlan
-        The fitted partition.
+    plan_ : FittedPlan or None
+        The fitted partition; None with ``entity`` (plans count rows) or when
+        fitted on a dask DataFrame (a plan is fitted in memory: fit on a pandas
+        table, a day's rows or a sample): ``transform`` then anonymizes each
+        table on its own.
     feature_names_in_ : ndarray of str
         Columns seen in ``fit``.
     n_features_in_ : int
@@ -171,9 +174,12 @@ identifiers, allow_unique
                      [s.column for s in noise], self.class_column)
         check_max_contributions(self.max_contributions)
         check_max_contributions(self.max_classes, "max_classes")
-        if self.entity is not None:
-            # Fitted plans count rows, not entities: an estimator with an
-            # entity anonymizes each table it transforms on its own.
+        from .kinds.base import is_dask
+
+        if self.entity is not None or is_dask(X):
+            # Fitted plans count rows, not entities, and are fitted in memory: an
+            # estimator with an entity, or fitted on a dask table, anonymizes each
+            # table it transforms on its own.
             self.plan_ = None
         else:
             from .plans import fit_plan
@@ -207,8 +213,9 @@ identifiers, allow_unique
         if not hasattr(self, "plan_"):
             raise NotFittedError("this MondrianAnonymizer is not fitted yet: call fit first")
         if self.plan_ is None:
-            raise ParameterError("entity", "fitted plans do not take entity= yet: this "
-                                           "estimator has no plan to save")
+            raise ParameterError("entity", "this estimator has no plan to save: fitted "
+                                           "plans take no entity= yet, and are fitted on "
+                                           "pandas tables")
         from .plans import save_plan
 
         return save_plan(self.plan_, path)
