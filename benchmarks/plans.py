@@ -10,7 +10,9 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    :func:`dmondrian.verify`, and whether every label contains its row's
    value. Then the test file's two random halves (seed 0), each released
    through the plan (fitted for the whole file's rows, and for a half's
-   with ``batch_rows``) and each anonymized on its own: ``shared`` is the
+   with ``batch_rows``) and each anonymized on its own (``--sweep``: also
+   plans at fit_k 40-79 x trim 1-8, and the halves on their own at k=15,
+   20, 30): ``shared`` is the
    share of the second half's rows whose published QI combination appears
    in the first half's release; ``gcp_ratio`` the NCP (GCP) of the plan's
    release over the independent one's, averaged over the halves.
@@ -107,7 +109,7 @@ def _gcp(released, original, qis) -> float:
     return float(ncp(released, qis, original).overall)
 
 
-def adult(rows: list) -> None:
+def adult(rows: list, sweep: bool = False) -> None:
     qis, k = ADULT_QUASI_IDENTIFIERS, 10
     train, test = load_adult(ADULT_DIR, download=False), _load_adult_test(ADULT_DIR)
     warnings.simplefilter("ignore", dm.errors.IdentifyingColumnWarning)  # fnlwgt, as always
@@ -137,6 +139,21 @@ def adult(rows: list) -> None:
                      "gcp_ratio": float(np.mean(np.divide(gcp, gcp_alone))),
                      "min_class_groupby": min(_min_class(r, qis) for r in rel),
                      "verify_ok": all(dm.verify(r, qis, k=k).ok for r in rel)})
+    if not sweep:
+        return
+    for k_alone in (15, 20, 30):
+        g = [_gcp(dm.anonymize(h, qis, k_alone), h, qis) for h in halves]
+        rows.append({"table": "adult-sweep", "what": f"halves on their own at k={k_alone}",
+                     "gcp_ratio": float(np.mean(np.divide(g, gcp_alone)))})
+    for fk in (40, 50, 60, 79):
+        for trim in (1, 2, 4, 8):
+            p = fit_plan(train, qis, k, fit_k_=fk, trim=trim)
+            rel = [p.transform(h) for h in halves]
+            gcp = [_gcp(r, h, qis) for r, h in zip(rel, halves, strict=True)]
+            rows.append({"table": "adult-sweep", "what": "plan", "fit_k": fk, "trim": trim,
+                         "shared": _shared(*rel, qis),
+                         "gcp_ratio": float(np.mean(np.divide(gcp, gcp_alone))),
+                         "min_class_groupby": min(_min_class(r, qis) for r in rel)})
 
 
 def dated(rows: list, n_rows: int) -> None:
@@ -145,13 +162,13 @@ def dated(rows: list, n_rows: int) -> None:
     rng = np.random.default_rng(3)
     df["day"] = pd.Timestamp("2025-01-01") + pd.to_timedelta(rng.integers(0, 365, n_rows), "D")
     month = df["day"].dt.month
-    first = df[month <= 6]
+    first = df[month <= 6].reset_index(drop=True)
     per_month = int(round(len(first) / 6))
     plan = fit_plan(first.drop(columns="day"), qis, k, batch_rows=per_month,
                     allow_unique=["income"])
     previous = prev_alone = None
     for m in range(7, 13):
-        batch = df[month == m].drop(columns="day")
+        batch = df[month == m].drop(columns="day").reset_index(drop=True)
         rel = plan.transform(batch)
         alone = dm.anonymize(batch, qis, k, allow_unique=["income"])
         rows.append({"table": "dated", "month": m, "rows": len(batch), "fit_k": plan.fit_k,
@@ -231,6 +248,8 @@ def _print(rows) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="Adult: also the fit_k x trim trade-off, and halves alone at k=15-30")
     ap.add_argument("--dated-rows", type=int, default=1_200_000)
     ap.add_argument("--local-rows", type=int, default=10_000_000)
     ap.add_argument("--dask-rows", type=int, default=10_000_000)
@@ -241,7 +260,8 @@ def main() -> None:
     if args.quick:
         args.dated_rows, args.local_rows, args.dask_rows = 240_000, 1_000_000, 2_000_000
     rows: list = []
-    steps = {"adult": lambda: adult(rows), "dated": lambda: dated(rows, args.dated_rows),
+    steps = {"adult": lambda: adult(rows, args.sweep),
+             "dated": lambda: dated(rows, args.dated_rows),
              "local": lambda: local_speed(rows, args.local_rows),
              "dask": lambda: dask_speed(rows, args.dask_rows)}
     for name, step in steps.items():

@@ -118,7 +118,8 @@ def published_targets(parent: np.ndarray, count: np.ndarray, passes, hist=None,
     if group[0] > 0:
         kept[0] = True
         # Fold the smallest published groups into the root until it passes.
-        others = sorted((int(group[i]), i) for i in np.flatnonzero(kept) if i != 0)
+        others = [] if root_ok() else sorted(
+            (int(group[i]), i) for i in np.flatnonzero(kept) if i != 0)
         while not root_ok():
             if not others:
                 raise InfeasibleError(f"the batch's {int(group[0])} rows cannot form one "
@@ -137,7 +138,7 @@ def published_targets(parent: np.ndarray, count: np.ndarray, passes, hist=None,
 
 
 def node_depths(parent: np.ndarray) -> np.ndarray:
-    """Depth of every node (parents before children).
+    """Depth of every node (the root's parent is -1).
 
     Examples
     --------
@@ -145,17 +146,12 @@ def node_depths(parent: np.ndarray) -> np.ndarray:
     [0, 1, 2, 1]
     """
     depth = np.zeros(parent.shape[0], dtype=np.int64)
-    frontier = np.zeros(1, dtype=np.int64)
-    children = np.argsort(parent, kind="stable")[1:]
-    order_parent = parent[children]
-    d = 0
-    while frontier.size:
-        d += 1
-        lo = np.searchsorted(order_parent, frontier, "left")
-        hi = np.searchsorted(order_parent, frontier, "right")
-        frontier = np.concatenate([children[a:b] for a, b in zip(lo, hi, strict=True)]) \
-            if frontier.size else frontier
-        depth[frontier] = d
+    up = parent.copy()
+    # One step up per level for every node still below the root: height passes.
+    while (up >= 0).any():
+        below = up >= 0
+        depth += below
+        up[below] = parent[up[below]]
     return depth
 
 
