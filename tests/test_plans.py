@@ -179,9 +179,11 @@ def test_save_load_and_pickle(tmp_path):
         load_plan(path)
 
 
-def test_suppression_is_refused():
+def test_suppression_and_entity_are_refused():
     with pytest.raises(dm.errors.ParameterError, match="suppression"):
         fit_plan(_table(100, 16), QIS, 5, suppression=0.1)
+    with pytest.raises(dm.errors.ParameterError, match="entity"):
+        fit_plan(_table(100, 16), QIS, 5, entity="pay")
 
 
 @st.composite

@@ -161,7 +161,7 @@ def _apply_plan_file(args) -> object:
         if value != default and value != plan.options.get(name):
             raise UsageError(f"--{name.replace('_', '-')} {value} contradicts the plan's "
                              f"{name}={plan.options.get(name)}")
-    for name in ("suppression", "batch_rows", "hierarchy"):
+    for name in ("suppression", "batch_rows", "hierarchy", "entity"):
         if getattr(args, name):
             raise UsageError(f"--{name.replace('_', '-')} cannot be used with --plan: the plan "
                              "fixes the partition")

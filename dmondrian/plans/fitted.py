@@ -270,8 +270,9 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
         ``hierarchies``, ``qi_kinds``, ``class_column``, ``l``, ``l_kind``,
         ``c``, ``t``, ``sensitive``, ``identifiers``, ``allow_unique`` as in
         :func:`dmondrian.anonymize`. ``suppression`` is refused: a plan
-        publishes a short region at its ancestor instead. ``noise`` is given
-        per release (:meth:`FittedPlan.transform`).
+        publishes a short region at its ancestor instead; so is ``entity``
+        (plans count rows, not entities, for now). ``noise`` is given per
+        release (:meth:`FittedPlan.transform`).
 
     Returns
     -------
@@ -290,11 +291,14 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     if not isinstance(df, pd.DataFrame):
         raise ParameterError("df", f"fit_plan expects a pandas DataFrame, got "
                                    f"{type(df).__name__}")
-    for name in ("suppression", "noise", "random_state", "constraints"):
+    why = {"noise": ": give noise per release", "random_state": ": give it per release",
+           "entity": " yet: plans count rows, not entities"}
+    for name in ("suppression", "noise", "random_state", "constraints", "entity"):
         if options.get(name):
             raise ParameterError(name, f"a fitted plan does not take {name!r}"
-                                       + (": give noise per release" if name != "suppression"
-                                          and name != "constraints" else ""))
+                                       + why.get(name, ""))
+        options.pop(name, None)
+    for name in ("max_contributions", "max_classes"):  # entity options, unused without one
         options.pop(name, None)
     opts = check_options(df.columns, quasi_identifiers, k, index_name=df.index.name, **options)
     if opts.entity is not None:
