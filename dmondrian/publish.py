@@ -3,10 +3,14 @@
 Published forms (``generalization="range"``, the default)
 ---------------------------------------------------------
 =========== ================================= ===============================
-kind         one value in the class            several values
+kind, type   one value in the class            several values
 =========== ================================= ===============================
 numeric      ``23``, ``-1.5``                  ``[-3.5, 2]`` (closed interval)
+decimal      ``1895.69``                       ``[1895.69, 2628.30]`` (at its scale)
+duration     ``0 days 02:00:00``               ``[0 days 02:00:00, 3 days 00:00:00]``
 datetime     ``2020-01-31``                    ``[2020-01-01, 2020-03-05T10:00]``
+date         ``1977-02-11``                    ``[1977-02-11, 1977-04-21]``
+period       ``2020-01``                       ``[2020-01, 2020-05]``
 ordinal      ``Bachelors``                     ``[Bachelors, Masters]`` (labels)
 nominal      ``Private``                       ``{Private, Self-emp-inc}``
 hierarchy    ``Private``                       the lowest common ancestor, ``gov``
@@ -26,7 +30,9 @@ never formatted per row.
 
 ``generalization="midpoint"`` / ``"mean"`` publish, for numeric and datetime
 QIs, the midpoint of the class range or the class mean (microaggregation with a
-guaranteed class size); other kinds keep their labels.
+guaranteed class size), in the input's type where it has one (a date for a
+date, a decimal at its scale, a duration, a period, a timestamp in its zone;
+float64 for ints and floats); other kinds keep their labels.
 """
 
 from __future__ import annotations
