@@ -176,11 +176,15 @@ identifiers, allow_unique
         check_max_contributions(self.max_classes, "max_classes")
         from .kinds.base import is_dask
 
-        if self.entity is not None or is_dask(X):
-            # Fitted plans count rows, not entities, and are fitted in memory: an
-            # estimator with an entity, or fitted on a dask table, anonymizes each
-            # table it transforms on its own.
+        unplanned = [name for name in ("entity", "suppression", "constraints")
+                     if getattr(self, name)]
+        if unplanned or is_dask(X):
+            # Fitted plans count rows, not entities, suppress nothing, take the
+            # named models only, and are fitted in memory: such an estimator
+            # anonymizes each table it transforms on its own.
             self.plan_ = None
+            self.unplanned_ = (unplanned[0], f"it was given {unplanned[0]}=") if unplanned \
+                else ("X", "it was fitted on a dask table")
         else:
             from .plans import fit_plan
 
@@ -213,9 +217,10 @@ identifiers, allow_unique
         if not hasattr(self, "plan_"):
             raise NotFittedError("this MondrianAnonymizer is not fitted yet: call fit first")
         if self.plan_ is None:
-            raise ParameterError("entity", "this estimator has no plan to save: fitted "
-                                           "plans take no entity= yet, and are fitted on "
-                                           "pandas tables")
+            name, why = self.unplanned_
+            raise ParameterError(name, f"this estimator has no plan to save: {why}, and "
+                                       "fitted plans take no entity, suppression or "
+                                       "constraints objects and are fitted on pandas tables")
         from .plans import save_plan
 
         return save_plan(self.plan_, path)
