@@ -1,16 +1,16 @@
 """A/B of two engines side by side: speed and identical releases, case by case.
 
 Run: python benchmarks/ab_engines.py [--quick] [--rounds R] [--cases adult,numeric,ratio,floats]
-         [--ref-python /work/venv_ref/bin/python] [--ref-path /work/numba_ref]
+         [--ref-python /work/venv_ref/bin/python] [--ref-path /work/ref]
          [--new-python PYTHON] [--new-path REPO] [--threads N] [--out PATH]
 
 Each engine is a Python interpreter plus a folder put first on its
-``PYTHONPATH`` (OLD: ``--ref-python``/``--ref-path``, e.g. the numba engine's
-worktree and venv; NEW: ``--new-python``/``--new-path``, by default this
+``PYTHONPATH`` (OLD: ``--ref-python``/``--ref-path``, e.g. a worktree of main
+and its venv; NEW: ``--new-python``/``--new-path``, by default this
 interpreter and this repository). Every measurement runs in a new subprocess
 of one engine (this very file with ``--child``), which builds the case's
-table, calls ``dmondrian.anonymize`` once to warm it (imports, a JIT's
-compilation or cache load), then times it. The child checks that it imported
+table, calls ``dmondrian.anonymize`` once to warm it (imports, caches), then
+times it. The child checks that it imported
 dmondrian from the folder it was given.
 
 Cases (all k=10, range labels):
@@ -48,7 +48,7 @@ table; a case prints ``identical`` when every run of both engines gave one
 fingerprint, ``DIFFERENT`` otherwise (and says so if the inputs differed).
 
 Threads: children inherit the environment; ``--threads N`` sets both
-``OMP_NUM_THREADS`` and ``NUMBA_NUM_THREADS`` to N for both engines.
+``OMP_NUM_THREADS`` to N for both engines.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def child(case: str, rows: int, repeat: int, expect: str | None) -> dict:
         out = dmondrian.anonymize(df, qis, K)
         best = min(best, (time.perf_counter() - t0, time.process_time() - c0))
     result = {"seconds": best[0], "cpu_seconds": best[1], "rows": len(df),
-              "dmondrian": where, "numba_loaded": "numba" in sys.modules}
+              "dmondrian": where}
     if case in ("ratio", "floats"):
         columns = [numpy_values(df[q]) for q in qis]
         t0 = time.perf_counter()
@@ -140,7 +140,7 @@ def run_child(engine: dict, case: str, rows: int, repeat: int, threads, timeout)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (engine["path"], str(HERE),
                                                     env.get("PYTHONPATH")) if p)
     if threads:
-        env["OMP_NUM_THREADS"] = env["NUMBA_NUM_THREADS"] = str(threads)
+        env["OMP_NUM_THREADS"] = str(threads)
     cmd = [engine["python"], str(Path(__file__).resolve()), "--child", case, "--rows",
            str(rows), "--repeat", str(repeat), "--expect", engine["path"]]
     t0 = time.perf_counter()
@@ -207,11 +207,11 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of "
                                                              + ", ".join(CASES))
     ap.add_argument("--ref-python", default="/work/venv_ref/bin/python")
-    ap.add_argument("--ref-path", default="/work/numba_ref")
+    ap.add_argument("--ref-path", default="/work/ref")
     ap.add_argument("--new-python", default=sys.executable)
     ap.add_argument("--new-path", default=str(REPO))
     ap.add_argument("--threads", type=int, default=None,
-                    help="OMP_NUM_THREADS and NUMBA_NUM_THREADS of both engines")
+                    help="OMP_NUM_THREADS of both engines")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per child")
     ap.add_argument("--out", default=str(HERE / "results" / "ab_engines.json"))
     args = ap.parse_args(argv)
@@ -264,7 +264,7 @@ def main(argv=None) -> int:
               f"{fmt('new_median_argsort_ratio', '.2f', 13)}  {s['verdict']}{note}")
     report = {"benchmark": "ab_engines", "rounds": args.rounds, "k": K,
               "engines": engines, "threads": args.threads, "cpus": os.cpu_count(),
-              "env_threads": {v: os.environ[v] for v in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS")
+              "env_threads": {v: os.environ[v] for v in ("OMP_NUM_THREADS",)
                               if os.environ.get(v)},
               "python": platform.python_version(), "results": results}
     out = Path(args.out)

@@ -53,9 +53,8 @@ Two more cases run instead of the comparison above:
 ``--small-memory``
     Does the lazy path finish on small workers, and at what cost? 20M rows
     (``--rows``) on 2 workers x 700 MB (``--memory-limit``), started with
-    fresh caches (every worker gets an empty ``HOME``, ``XDG_CACHE_HOME`` and
-    ``NUMBA_CACHE_DIR`` through the ``env`` of its nanny, so a JIT engine
-    compiles inside the job, as on a new cluster), then
+    fresh caches (every worker gets an empty ``HOME`` and ``XDG_CACHE_HOME``
+    through the ``env`` of its nanny, as on a new cluster), then
     ``dmondrian.anonymize(dd.read_parquet(...), ...).to_parquet(...)``.
     Reported: the wall time, how many times workers were paused (their
     ``worker-status-change`` events on the scheduler) and for how long, the
@@ -97,6 +96,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from dmondrian._compat import scheduler_workers
 
 K = 10
 
@@ -243,7 +244,7 @@ class PeakMemory(_PeakPoller):
         self.client = client
 
     def _sample(self):
-        workers = self.client.scheduler_info(n_workers=-1)["workers"]
+        workers = scheduler_workers(self.client)
         return max((w["metrics"]["memory"] for w in workers.values()), default=0)
 
 
@@ -464,11 +465,9 @@ def _warm():
 
 
 def fresh_env(home: Path) -> dict:
-    """Environment for workers with empty HOME, XDG cache and numba cache folders."""
-    for sub in ("cache", "numba"):
-        (home / sub).mkdir(parents=True, exist_ok=True)
-    return {"HOME": str(home), "XDG_CACHE_HOME": str(home / "cache"),
-            "NUMBA_CACHE_DIR": str(home / "numba")}
+    """Environment for workers with empty HOME and XDG cache folders."""
+    (home / "cache").mkdir(parents=True, exist_ok=True)
+    return {"HOME": str(home), "XDG_CACHE_HOME": str(home / "cache")}
 
 
 @contextlib.contextmanager
@@ -497,13 +496,13 @@ def fresh_cluster(args, scratch: Path, tag: str):
             Client(cluster) as client:
         seen = client.run(_worker_env)
         for addr, got in seen.items():
-            if got["NUMBA_CACHE_DIR"] != env["NUMBA_CACHE_DIR"] or got["dmondrian_loaded"]:
+            if got["XDG_CACHE_HOME"] != env["XDG_CACHE_HOME"] or got["dmondrian_loaded"]:
                 raise RuntimeError(f"worker {addr} did not start fresh: {got}")
         yield cluster, client
 
 
 def _worker_env() -> dict:
-    return {"HOME": os.environ.get("HOME"), "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR"),
+    return {"HOME": os.environ.get("HOME"), "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME"),
             "dmondrian_loaded": "dmondrian" in sys.modules}
 
 
@@ -516,14 +515,14 @@ def _rss() -> int:
 
 def worker_rss(client) -> dict:
     """RSS of every worker process after a ``gc.collect()``, keyed by worker name."""
-    names = {a: str(w["name"]) for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
+    names = {a: str(w["name"]) for a, w in scheduler_workers(client).items()}
     return {names[a]: v for a, v in sorted(client.run(_rss).items(), key=lambda kv: names[kv[0]])}
 
 
 def _worker_states(client) -> dict:
     """Memory (RSS), spilled bytes, status and limit of every worker, by name."""
     out = {}
-    for addr, w in client.scheduler_info(n_workers=-1)["workers"].items():
+    for addr, w in scheduler_workers(client).items():
         m = w.get("metrics", {})
         out[str(w["name"])] = {"address": addr, "status": w.get("status"),
                                "memory": int(m.get("memory", 0)),
@@ -545,7 +544,7 @@ class StatusWatch:
     def _poll(self):
         while not self._stop.is_set():
             try:
-                workers = self.client.scheduler_info(n_workers=-1)["workers"]
+                workers = scheduler_workers(self.client)
                 self.addresses.update(workers)
                 self.paused_samples += sum(w.get("status") == "paused" for w in workers.values())
             except Exception:  # noqa: BLE001 - a missed sample is not an error
@@ -604,7 +603,7 @@ def small_memory(args, scratch: Path, src: Path) -> dict:
 
     with fresh_cluster(args, scratch, "small") as (cluster, client):
         limit = min(w["memory_limit"] for w in
-                    client.scheduler_info(n_workers=-1)["workers"].values())
+                    scheduler_workers(client).values())
         with StatusWatch(client) as watch, PeakMemory(client) as mem:
             thread = threading.Thread(target=run, args=(client,), daemon=True)
             t0 = time.time()
@@ -712,9 +711,9 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
             memory_limit=args.memory_limit, dashboard_address=":0",
             local_directory=str(scratch / "dask")) as cluster, Client(cluster) as client:
         limit = min(w["memory_limit"] for w in
-                    client.scheduler_info(n_workers=-1)["workers"].values())
-        # Imports and numba cache loads (about 0.9 s in a fresh client
-        # process, once) stay out of the timings, in the workers and here.
+                    scheduler_workers(client).values())
+        # Imports (once per fresh process) stay out of the timings, in the
+        # workers and here.
         client.run(_warm)
         _warm()
         rounds, last = [], {}

@@ -14,17 +14,16 @@ c. 10M synthetic census rows (1M with --quick), 5 QIs (age, zip, birth_date,
    of those five columns (their numpy values: ints, float, datetime64 and the
    ordinal's codes) in the same run. Ratio = anonymize / argsort.
 d. Cold start, as a user meets it right after ``pip install``: a new Python
-   process with an empty temporary ``HOME`` and ``XDG_CACHE_HOME`` (and
-   ``NUMBA_CACHE_DIR`` pointed at an empty folder, so a JIT engine compiles
-   everything; a compiled engine ignores it). Inside the child, timed
+   process with an empty temporary ``HOME`` and ``XDG_CACHE_HOME``. Inside
+   the child, timed
    separately: ``import dmondrian``, loading Adult (pandas import and CSV
    read, the user's own cost, outside the target) and the first
-   ``dmondrian.anonymize`` of Adult (8 QIs, k=10: engine import, any
-   compilation, the call). The child's whole wall time (interpreter start
+   ``dmondrian.anonymize`` of Adult (8 QIs, k=10: engine import and the
+   call). The child's whole wall time (interpreter start
    included) is reported beside them, and the same child again on the now
    warm temporary caches. Target: import + first call <= 2 s. Also
    ``python -m dmondrian demo`` in a new process with empty ``HOME`` /
-   ``XDG_CACHE_HOME`` / ``NUMBA_CACHE_DIR`` (its embedded Dask workers
+   ``XDG_CACHE_HOME`` (its embedded Dask workers
    inherit them): the whole wall time, target <= 15 s. Skipped when Adult is
    absent (the demo still runs).
 e. Continuous float QIs, 10M rows (1M with --quick), 5 QIs, k=10: a normal,
@@ -217,7 +216,7 @@ dmondrian.anonymize(adult, ADULT_QUASI_IDENTIFIERS, 10)
 t3 = time.perf_counter()
 import sys
 print(json.dumps({"import_s": t1 - t0, "load_adult_s": t2 - t1, "first_call_s": t3 - t2,
-                  "numba_loaded": "numba" in sys.modules, "dmondrian": dmondrian.__file__}))
+                  "dmondrian": dmondrian.__file__}))
 """
 
 
@@ -230,11 +229,9 @@ def package_root() -> str | None:
 
 
 def fresh_env(home: Path, **extra) -> dict:
-    """This process's environment with an empty HOME, XDG cache and numba cache under ``home``."""
-    for sub in ("cache", "numba"):
-        (home / sub).mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / "cache"),
-           "NUMBA_CACHE_DIR": str(home / "numba"), **extra}
+    """This process's environment with an empty HOME and XDG cache under ``home``."""
+    (home / "cache").mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / "cache"), **extra}
     for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "MPLCONFIGDIR", "DASK_CONFIG"):
         env.pop(var, None)
     root = package_root()
@@ -294,7 +291,7 @@ def case_demo():
 def threads_info() -> dict:
     """The host's CPU count and the thread variables set for this run."""
     info = {"cpu_count": os.cpu_count()}
-    for var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    for var in ("OMP_NUM_THREADS",):
         if os.environ.get(var):
             info[var] = os.environ[var]
     return info
@@ -352,7 +349,6 @@ def main(argv=None):
         print(f"{r['case']:<5}{r['what']:<62}{r['seconds']:>10.3f}  {'; '.join(_notes(r))}")
     report = {"benchmark": "local", "dmondrian": dmondrian.__version__,
               "dmondrian_path": str(Path(dmondrian.__file__).parent),
-              "numba_loaded": "numba" in sys.modules,
               "python": platform.python_version(), "cpus": os.cpu_count(),
               "threads": threads_info(), "results": results}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -7,8 +7,8 @@ The first form anonymizes a fixed set of tables with fixed options and writes
 ``{name: sha256}`` of every released DataFrame; the second compares two such
 files name by name and prints ``identical`` / ``DIFFERENT`` / ``missing``
 (exit status 1 unless every release in either file is identical in both).
-Run the first form before and after a change (e.g. under the numba engine
-and under the compiled one) and compare.
+Run the first form before and after a change (e.g. on main and on a branch)
+and compare.
 
 Releases (the Adult ones need the Adult folder, ``$DMONDRIAN_ADULT_DIR`` or the
 user cache, and are left out with a note otherwise):

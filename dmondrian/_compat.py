@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["shuffle_to_partitions", "known_partition_lengths", "categorical_dtype"]
+__all__ = ["shuffle_to_partitions", "known_partition_lengths", "categorical_dtype",
+           "scheduler_workers", "job_progress_probe", "hll_estimate_count", "nonempty_meta",
+           "unknown_categories", "has_unknown_categories"]
 
 # The fallback shuffle's working columns (set_index itself uses "_partitions").
 _TARGET, _INDEX = "__dmondrian_compat_target", "__dmondrian_compat_index"
@@ -129,3 +131,142 @@ def categorical_dtype(labels: pd.Index) -> pd.CategoricalDtype:
         except TypeError:  # a changed signature: the public constructor below
             pass
     return pd.CategoricalDtype(labels)
+
+
+def scheduler_workers(client) -> dict:
+    """Every worker the scheduler knows, ``{address: info}``, however many there are.
+
+    ``Client.scheduler_info()`` lists only the first few workers unless
+    asked ``n_workers=-1``; distributed releases before that argument list
+    them all and refuse it.
+
+    Parameters
+    ----------
+    client : distributed.Client
+
+    Returns
+    -------
+    dict
+    """
+    try:
+        return client.scheduler_info(n_workers=-1)["workers"]
+    except TypeError:  # older distributed: no n_workers argument, every worker listed
+        return client.scheduler_info()["workers"]
+
+
+def job_progress_probe():
+    """The function a scheduler runs to tell how far a job is, and whether it can move.
+
+    ``probe(keys, dask_scheduler=...)`` returns the number of the job's
+    tasks (those of ``keys`` and everything they wait for) not finished yet,
+    and whether one of them is assigned to a worker that is not paused
+    (which will run it: the job is not stalled, however long the task). It
+    reads the scheduler's ``TaskState`` and ``WorkerState`` internals (no
+    public API tells which unfinished task waits on a paused worker): a
+    caller whose probe fails must treat the job as unprobed. Built in a
+    closure so that it travels by value: the scheduler needs no dmondrian
+    installed.
+
+    Returns
+    -------
+    callable
+    """
+    def probe(keys, dask_scheduler=None):
+        tasks = dask_scheduler.tasks
+        stack = [tasks[k] for k in keys if k in tasks]
+        seen, remaining, movable = set(), 0, False
+        while stack:
+            ts = stack.pop()
+            if ts.key in seen:
+                continue
+            seen.add(ts.key)
+            if ts.state in ("memory", "erred", "released", "forgotten"):
+                continue
+            remaining += 1
+            worker = ts.processing_on
+            if worker is not None and getattr(worker.status, "name", "") != "paused":
+                movable = True
+            stack.extend(ts.dependencies)
+        return remaining, movable
+
+    return probe
+
+
+def hll_estimate_count(registers, bits: int) -> float:
+    """The distinct count a HyperLogLog's ``registers`` estimate (``2**bits`` of them).
+
+    dask's private ``hyperloglog.estimate_count`` is the estimator its
+    ``nunique_approx`` uses; the fallback is the same estimator written out
+    (Flajolet et al. 2007, with its small- and large-range corrections).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(hll_estimate_count(np.zeros(2**10, dtype=np.uint8), 10))
+    0
+    """
+    import numpy as np
+
+    try:
+        from dask.dataframe.hyperloglog import estimate_count
+
+        return float(estimate_count(registers, bits))
+    except (ImportError, TypeError):  # a moved or changed private function
+        pass
+    m = 1 << bits
+    regs = np.asarray(registers, dtype=np.float64).reshape(-1, m).max(axis=0)
+    estimate = 0.7213 / (1.0 + 1.079 / m) * m * m / np.sum(2.0 ** -regs)
+    zeros = int((regs == 0).sum())
+    if estimate < 2.5 * m and zeros:
+        return float(m * np.log(m / zeros))
+    if estimate > 2**32 / 30.0:
+        return float(-(2**32) * np.log1p(-estimate / 2**32))
+    return float(estimate)
+
+
+def nonempty_meta(meta: pd.DataFrame) -> pd.DataFrame:
+    """A small non-empty frame with ``meta``'s columns, dtypes and index (fake values).
+
+    dask's ``meta_nonempty`` (in ``dask.dataframe.utils``, which dask does
+    not document) picks a plausible value per dtype; the fallback reindexes
+    to two rows and fills what reindexing would leave missing or retype.
+    """
+    try:
+        from dask.dataframe.utils import meta_nonempty
+
+        return meta_nonempty(meta)
+    except ImportError:
+        pass
+    import numpy as np
+
+    out = meta.reindex(pd.Index([0, 1], dtype=meta.index.dtype, name=meta.index.name))
+    for col in meta.columns:
+        dtype = meta[col].dtype
+        if dtype == np.dtype(object):
+            out[col] = pd.Series(["x"] * len(out), index=out.index, dtype=object)
+        elif out[col].dtype != dtype and isinstance(dtype, np.dtype):
+            out[col] = np.zeros(2, dtype=dtype)
+    return out
+
+
+def unknown_categories() -> str:
+    """dask's placeholder category of a Categorical whose categories dask does not know."""
+    try:
+        from dask.dataframe.utils import UNKNOWN_CATEGORIES
+
+        return UNKNOWN_CATEGORIES
+    except ImportError:
+        return "__UNKNOWN_CATEGORIES__"
+
+
+def has_unknown_categories(dtype: pd.CategoricalDtype) -> bool:
+    """Whether a dask meta's Categorical ``dtype`` holds only dask's placeholder category.
+
+    Examples
+    --------
+    >>> has_unknown_categories(pd.CategoricalDtype([unknown_categories()]))
+    True
+    >>> has_unknown_categories(pd.CategoricalDtype(["a"]))
+    False
+    """
+    return len(dtype.categories) == 1 and dtype.categories[0] == unknown_categories()

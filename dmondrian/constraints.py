@@ -46,6 +46,7 @@ import numpy as np
 from . import _kernel as K
 from .entities import pair_codes, pair_counts
 from .errors import InfeasibleError, ParameterError
+from .options import ANONYMIZE
 
 __all__ = [
     "Constraint",
@@ -308,9 +309,7 @@ def resolve_constraints(k, *, l=None, l_kind="distinct", c=None, t=None,  # noqa
     """
     out: list[Constraint] = [KAnonymity(k)]
     if l is not None:
-        if l_kind not in _L_KINDS:
-            raise ParameterError("l_kind", f"l_kind must be one of {sorted(_L_KINDS)}, "
-                                           f"got {l_kind!r}")
+        ANONYMIZE["l_kind"].check_choice(l_kind)
         if l_kind == "recursive":
             if c is None:
                 raise ParameterError("c", "recursive l-diversity needs c (l_kind='recursive')")

@@ -68,6 +68,7 @@ from .constraints import KAnonymity
 from .errors import IdentifyingColumnWarning, InfeasibleError
 from .identifiers import warn_identifying, without_identifiers
 from .options import ANONYMIZE, DASK, DASK_PLAN, WRITE, takes_options
+from .row_order import row_order_seed, shuffle_partition
 
 __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "apply_plan",
            "TopPlan", "default_leaf_rows", "session", "SAMPLE_ROWS"]
@@ -331,8 +332,10 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     path : str or os.PathLike
         The dataset folder (local path or fsspec URL).
     write_options : dict, optional
-        ``write_index`` (default True) and keywords for
-        :func:`pyarrow.parquet.write_table` (``compression``, ...).
+        ``write_index`` (default False), ``shuffle_rows`` (default True: each
+        file's rows in an order seeded by ``random_state``, so that the
+        input's order reveals nothing; :mod:`dmondrian.row_order`) and
+        keywords for :func:`pyarrow.parquet.write_table` (``compression``, ...).
     storage_options : dict, optional
         Keywords for the fsspec filesystem of ``path``.
 
@@ -346,7 +349,7 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     # Before any pass: a name Parquet cannot store would only fail at the end.
     added = [] if options["class_column"] is None else [options["class_column"]]
     check_column_names([*ddf.columns, *added], ddf._meta.index.name
-                       if (write_options or {}).get("write_index", True) else None)
+                       if (write_options or {}).get("write_index", False) else None)
 
     def build(top):
         return _write_parquet(ddf, top, _release_sink(ddf, top, path, write_options,
@@ -358,15 +361,30 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
                                 defer_counts=True, **options)
 
 
-@takes_options(ANONYMIZE, DASK_PLAN, {"write_options": WRITE["write_options"]})
+@takes_options(ANONYMIZE, DASK_PLAN, WRITE)
 def anonymize_to_csv(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
-    """Like :func:`anonymize_to_parquet`, writing CSV files (``path`` may hold ``*``)."""
-    kw = dict(options.pop("write_options") or {})
-    return _anonymize_and_write(
-        ddf, quasi_identifiers, k,
-        lambda top: apply_plan(ddf, top, distributed_shuffle_method()).to_csv(
-            path, compute=False, **kw),
-        label=f"pass: shuffle, anonymize, write {path}", **options)
+    """Like :func:`anonymize_to_parquet`, writing CSV files (``path`` may hold ``*``).
+
+    ``write_options`` go to dask's ``to_csv`` (``index`` defaults to False,
+    ``single_file`` writes one file); ``shuffle_rows`` (default True) puts
+    every partition's rows in an order seeded by ``random_state``.
+    """
+    kw = {"index": False, **(options.pop("write_options") or {})}
+    shuffle = kw.pop("shuffle_rows", True)
+    storage_options = options.pop("storage_options")
+    if storage_options:
+        kw["storage_options"] = storage_options
+
+    def build(top):
+        release = apply_plan(ddf, top, distributed_shuffle_method())
+        if shuffle:
+            release = release.map_partitions(shuffle_partition,
+                                             row_order_seed(top.options.random_state),
+                                             meta=release._meta)
+        return release.to_csv(path, compute=False, **kw)
+
+    return _anonymize_and_write(ddf, quasi_identifiers, k, build,
+                                label=f"pass: shuffle, anonymize, write {path}", **options)
 
 
 def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_counts=False,
@@ -414,7 +432,8 @@ def _release_sink(ddf, top: TopPlan, path, write_options, storage_options) -> Pa
     dictionary."""
     return ParquetSink.create(path, output_meta(ddf._meta, top), label_columns(top),
                               write_options, storage_options,
-                              dictionary_columns=class_columns(top))
+                              dictionary_columns=class_columns(top),
+                              random_state=top.options.random_state)
 
 
 def _write_parquet(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,

@@ -57,6 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ._compat import hll_estimate_count
 from .errors import ColumnError, IdentifyingColumnWarning, MissingColumnError, ParameterError
 
 __all__ = ["MIN_ROWS", "UNIQUE_SHARE", "IdentifyingColumn", "check_identifiers", "released_as_is",
@@ -448,14 +449,12 @@ def estimate_identifying(sketch: DistinctSketch, n_rows: int | None = None, inde
                          ) -> list[IdentifyingColumn]:
     """The columns whose estimated distinct count is at least ``UNIQUE_SHARE`` of the rows
     (``n_rows``, by default the sketch's)."""
-    from dask.dataframe.hyperloglog import estimate_count
-
     n_rows = sketch.rows if n_rows is None else n_rows
     if n_rows < MIN_ROWS:
         return []
     found = []
     for column, regs in sketch.registers.items():
-        share = min(1.0, float(estimate_count(regs, _HLL_BITS)) / n_rows)
+        share = min(1.0, hll_estimate_count(regs, _HLL_BITS) / n_rows)
         if share >= UNIQUE_SHARE:
             found.append(IdentifyingColumn(column, share, n_rows, False,
                                            index_name is not None and column == index_name))

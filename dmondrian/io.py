@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterator
 import fsspec
 import pandas as pd
 
+from .csv_tables import TEXT_TYPES, CsvDialect, convert_dtypes, read_csv, uncompressed_name
 from .errors import DMondrianError
+from .options import FORMATS
 
 __all__ = [
     "FORMATS",
@@ -39,14 +41,14 @@ __all__ = [
     "write_json",
     "atomic_output",
     "manifest_path",
+    "SUCCESS_MARKER",
+    "storage_options",
 ]
 
-FORMATS = ("csv", "parquet")
-
 _SUFFIXES = {
-    ".csv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
+    ".csv": "csv", ".tsv": "csv", ".txt": "csv",
+    ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
 }
-_COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst", ".zip")
 
 class IOFailure(DMondrianError):
     """Base class of the errors raised while reading or writing tables."""
@@ -75,6 +77,47 @@ class OutputError(IOFailure, OSError):
 def _fs(url: str):
     fs, path = fsspec.core.url_to_fs(url)
     return fs, path
+
+
+@contextlib.contextmanager
+def storage_options(urls, options: dict | None) -> Iterator[None]:
+    """Within the block, fsspec opens the filesystems of ``urls`` with ``options``.
+
+    The options (an endpoint, credentials, a profile, ...) become fsspec's
+    defaults for the protocols of ``urls`` (``fsspec.config.conf``), so every
+    reader and writer here and in dask gets them, and the filesystems sent
+    to Dask workers carry them. Local paths take none.
+
+    Parameters
+    ----------
+    urls : iterable of str
+        The URLs the options are for.
+    options : dict or None
+        fsspec storage options; None or empty changes nothing.
+    """
+    if not options:
+        yield
+        return
+    from fsspec.config import conf
+
+    protocols = set()
+    for url in urls:
+        if url is None:
+            continue
+        protocol = fsspec.core.split_protocol(str(url))[0]
+        if protocol not in (None, "file", "local"):
+            protocols.add(protocol)
+    saved = {p: conf.get(p) for p in protocols}
+    try:
+        for p in protocols:
+            conf[p] = {**(conf.get(p) or {}), **options}
+        yield
+    finally:
+        for p, before in saved.items():
+            if before is None:
+                conf.pop(p, None)
+            else:
+                conf[p] = before
 
 
 def detect_format(url: str, format: str | None = None, *, must_exist: bool = False) -> str:
@@ -109,12 +152,7 @@ def detect_format(url: str, format: str | None = None, *, must_exist: bool = Fal
         if fmt not in FORMATS:
             raise UnknownFormatError(url, f"unknown format {format!r}: choose csv or parquet")
         return fmt
-    name = url.rstrip("/").rsplit("/", 1)[-1].lower()
-    for comp in _COMPRESSIONS:
-        if name.endswith(comp):
-            name = name[: -len(comp)]
-            break
-    ext = posixpath.splitext(name)[1]
+    ext = posixpath.splitext(uncompressed_name(url))[1]
     if ext in _SUFFIXES:
         return _SUFFIXES[ext]
     if url.endswith("/"):
@@ -144,11 +182,12 @@ def _check_exists(url: str, what: str = "input"):
 
 
 def read_table(url: str, format: str | None = None, *, dtypes: dict | None = None,
-               csv_options: dict | None = None) -> pd.DataFrame:
+               dialect: CsvDialect | None = None) -> pd.DataFrame:
     """Read a CSV file, a Parquet file or a directory of Parquet files.
 
-    CSV goes through :func:`pandas.read_csv` with its defaults (text columns
-    become pandas' string dtype, numbers int64/float64, ``""`` is missing);
+    CSV goes through :func:`dmondrian.csv_tables.read_csv`, the reader the
+    Dask path shares (pandas' types: text columns become pandas' string
+    dtype, numbers int64/float64, ``""`` is missing; the separator sniffed);
     Parquet through pyarrow, which keeps the stored types (categoricals,
     datetimes, nullable integers).
 
@@ -159,11 +198,13 @@ def read_table(url: str, format: str | None = None, *, dtypes: dict | None = Non
     format : {"csv", "parquet"}, optional
         Overrides the extension.
     dtypes : dict, optional
-        ``{column: type}`` applied after reading: ``"str"``, ``"int"``,
+        ``{column: type}`` applied after reading
+        (:func:`dmondrian.csv_tables.convert_dtypes`): ``"str"``, ``"int"``,
         ``"float"``, ``"category"``, ``"datetime"`` or any pandas dtype name.
         Use it to keep ZIP codes as strings or to parse dates in a CSV.
-    csv_options : dict, optional
-        Extra keyword arguments for :func:`pandas.read_csv` (e.g. ``sep``).
+    dialect : dmondrian.csv_tables.CsvDialect, optional
+        A CSV file's separator, decimal mark and encoding (default: the
+        separator sniffed, ``"."``, UTF-8).
 
     Returns
     -------
@@ -184,22 +225,20 @@ def read_table(url: str, format: str | None = None, *, dtypes: dict | None = Non
     """
     fmt = detect_format(url, format)
     fs, path = _check_exists(url)
-    str_cols = [c for c, t in (dtypes or {}).items() if str(t) in ("str", "string")]
+    str_cols = [c for c, t in (dtypes or {}).items() if str(t).lower() in TEXT_TYPES]
     try:
         if fmt == "csv":
             if fs.isdir(path):
                 raise ReadError(url, f"{url!r} is a directory, not a CSV file")
-            options = {"dtype": dict.fromkeys(str_cols, "str"), **(csv_options or {})}
-            with fsspec.open(url, "rb", compression="infer") as fh:
-                df = pd.read_csv(fh, **options)
+            df = read_csv(url, dialect, str_cols)
         else:
             df = _read_parquet(fs, path, url)
     except IOFailure:
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError,
-            OSError) as exc:
+            LookupError, OSError) as exc:
         raise ReadError(url, f"cannot read {url!r} as {fmt.upper()}: {_one_line(exc)}") from exc
-    return _apply_dtypes(df, dtypes or {}, url)
+    return convert_dtypes(df, dtypes or {}, url)
 
 
 def _read_parquet(fs, path: str, url: str) -> pd.DataFrame:
@@ -234,29 +273,6 @@ def _nullable_ints(table, df: pd.DataFrame) -> pd.DataFrame:
 
 def _hidden(rel: str) -> bool:
     return any(part.startswith((".", "_")) for part in rel.split("/") if part)
-
-
-def _apply_dtypes(df: pd.DataFrame, dtypes: dict, url: str) -> pd.DataFrame:
-    from .errors import ColumnError, MissingColumnError
-
-    for col, typ in dtypes.items():
-        if col not in df.columns:
-            raise MissingColumnError(col, f"--dtype names column {col!r}, which is not in "
-                                          f"{url!r}")
-        name = str(typ).lower()
-        try:
-            if name == "datetime":
-                df[col] = pd.to_datetime(df[col], format="ISO8601")
-            elif name in ("str", "string"):
-                df[col] = df[col].astype("str").where(df[col].notna())
-            elif name == "int":
-                df[col] = df[col].astype("Int64" if df[col].isna().any() else "int64")
-            else:
-                df[col] = df[col].astype({"float": "float64"}.get(name, name))
-        except (ValueError, TypeError) as exc:
-            raise ColumnError(col, f"cannot convert column {col!r} to {typ}: "
-                                   f"{_one_line(exc)}") from exc
-    return df
 
 
 def read_lines(url: str, what: str = "file") -> list[str]:
@@ -301,10 +317,21 @@ def _check_output(fs, path: str, url: str, overwrite: bool) -> str:
     if fs.exists(path) and not overwrite:
         raise OutputError(url, f"output {url!r} already exists (pass --overwrite to replace it)")
     # Object stores have no real directories; only a local path can name a
-    # missing or read-only one, and saying so beats a PermissionError later.
+    # read-only one, and saying so beats a PermissionError later. Missing
+    # parents are made, as dask's writers do: a daily job writes to a new
+    # dated folder.
     if _is_local(fs):
-        if not fs.exists(parent):
-            raise OutputError(url, f"cannot write {url!r}: directory {parent!r} does not exist")
+        ancestor = parent
+        while ancestor and not fs.exists(ancestor):
+            ancestor = fs._parent(ancestor)
+        if ancestor and not fs.isdir(ancestor):
+            raise OutputError(url, f"cannot write {url!r}: {ancestor!r} is not a directory")
+        if ancestor != parent:
+            try:
+                fs.makedirs(parent, exist_ok=True)
+            except OSError as exc:
+                raise OutputError(url, f"cannot write {url!r}: cannot create directory "
+                                       f"{parent!r}: {_one_line(exc)}") from exc
         if not fs.isdir(parent):
             raise OutputError(url, f"cannot write {url!r}: {parent!r} is not a directory")
         if not os.access(parent, os.W_OK | os.X_OK):
@@ -313,15 +340,33 @@ def _check_output(fs, path: str, url: str, overwrite: bool) -> str:
     return parent
 
 
+#: The object a directory release on an object store gets last, once complete.
+SUCCESS_MARKER = "_SUCCESS"
+
+
 @contextlib.contextmanager
 def atomic_output(url: str, *, directory: bool = False, overwrite: bool = False
                   ) -> Iterator[tuple]:
-    """Yield ``(fs, tmp_path)`` to write to; rename it to ``url`` when the block succeeds.
+    """Yield ``(fs, tmp_path)`` to write to; publish it at ``url`` when the block succeeds.
 
-    The temporary name is hidden (``.NAME.tmp-XXXX``) and in the same
-    directory, so the rename is a same-filesystem move, and readers of a
-    Parquet dataset directory skip it. If the block raises, the temporary is
-    removed and nothing appears at ``url``.
+    The temporary name is hidden (``.NAME.tmp-XXXX``) and beside ``url``,
+    and readers of a Parquet dataset directory skip it. If the block raises,
+    the temporary is removed and nothing appears at ``url``.
+
+    How the temporary is published depends on the filesystem:
+
+    * A local path is renamed, which is atomic.
+    * An object store (S3, GCS, Azure, ...; any other fsspec filesystem too)
+      has no directories and no rename: each object is copied to its final
+      key (one copy of an object is atomic: a file output appears whole or
+      not at all), then the temporary objects are deleted. A directory
+      output gets an empty ``_SUCCESS`` object last, once every file is in
+      place, as Hadoop and Spark jobs mark theirs: a directory release on an
+      object store is complete when ``_SUCCESS`` exists (and the manifest,
+      written after it). A copy that fails removes the objects already
+      copied; a run killed before the copies leaves only the hidden
+      temporary prefix (``.NAME.tmp-XXXX/``), which readers of the final
+      prefix never see.
 
     Parameters
     ----------
@@ -353,12 +398,40 @@ def atomic_output(url: str, *, directory: bool = False, overwrite: bool = False
         yield fs, tmp
         if fs.exists(path):  # only reachable with overwrite=True
             fs.rm(path, recursive=True)
-        fs.mv(tmp, path, recursive=directory)
+        if _is_local(fs):
+            fs.mv(tmp, path, recursive=directory)
+        else:
+            _publish_objects(fs, tmp, path, directory)
     except BaseException:
         with contextlib.suppress(Exception):
             if fs.exists(tmp):
                 fs.rm(tmp, recursive=True)
         raise
+
+
+def _publish_objects(fs, tmp: str, path: str, directory: bool) -> None:
+    """Copy the objects under ``tmp`` to ``path`` (and ``_SUCCESS`` last), then delete ``tmp``."""
+    if not directory:
+        fs.copy(tmp, path)
+        fs.rm(tmp)
+        return
+    # Other processes (Dask workers) wrote the objects: no listing cached here is current.
+    fs.invalidate_cache(tmp)
+    sources = sorted(fs.find(tmp))
+    copied = []
+    try:
+        for source in sources:
+            target = path + source[len(tmp):]
+            fs.copy(source, target)
+            copied.append(target)
+        fs.pipe(f"{path}/{SUCCESS_MARKER}", b"")
+    except BaseException:
+        with contextlib.suppress(Exception):
+            if copied:
+                fs.rm(copied)
+        raise
+    fs.rm(tmp, recursive=True)
+    fs.invalidate_cache(path)
 
 
 def write_table(df: pd.DataFrame, url: str, format: str | None = None, *,

@@ -30,13 +30,18 @@ from dataclasses import dataclass
 
 from .errors import ParameterError
 
-__all__ = ["ANONYMIZE", "DASK", "DASK_PLAN", "WRITE", "Option", "defaults", "takes_options"]
+__all__ = ["ANONYMIZE", "DASK", "DASK_PLAN", "WRITE", "FORMATS", "L_KINDS", "OBJECTIVES",
+           "Option", "defaults", "takes_options"]
 
+# Every list of choices, once: the engines, verify, the I/O and the command line
+# read them from here.
 MODES = ("strict", "relaxed")
 GENERALIZATIONS = ("range", "midpoint", "mean")
 L_KINDS = ("distinct", "entropy", "recursive")
 OBJECTIVES = ("balanced", "dm", "ncp")
 SUPPRESSED = ("mask", "drop")
+#: The table formats read and written (:mod:`dmondrian.io`, the command line).
+FORMATS = ("csv", "parquet")
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 :func:`verify` reads only the published columns (the QIs and, for l and t,
 the sensitive column): an equivalence class is a group of rows with the same
 published QI values, exactly what an attacker sees, so engine bookkeeping such
-as a class-id column plays no part. Definitions of k, l (distinct and
-entropy) and t (EMD) are those of :mod:`dmondrian.metrics`.
+as a class-id column plays no part. Definitions of k, l (distinct, entropy
+and recursive (c, l)) and t (EMD) are those of :mod:`dmondrian.metrics` and
+of the engines' constraints (:mod:`dmondrian.constraints`).
 
 The per-class statistics (:mod:`dmondrian.metrics.per_class`) are computed
 with group-by aggregations; on a Dask table they stay distributed (one row per
@@ -26,17 +27,17 @@ from .constraints import check_k
 from .errors import ParameterError
 from .identifiers import identifying_parts
 from .metrics import check_column, class_keys, compute, is_dask
-from .metrics.per_class import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
+from .metrics.per_class import L_DISTINCT, L_ENTROPY, L_RECURSIVE, SIZE, T, class_statistics
+from .options import ANONYMIZE
 
 __all__ = ["VerifyResult", "verify", "class_statistics", "jsonable"]
-
-L_KINDS = ("distinct", "entropy")
 
 # Relative slack for float comparisons: exp(log(2)) may come back as
 # 1.9999999999999998, which must still count as 2-diverse.
 _TOL = 1e-9
 
-_PUBLIC = {SIZE: "size", L_DISTINCT: "l_distinct", L_ENTROPY: "l_entropy", T: "t"}
+_PUBLIC = {SIZE: "size", L_DISTINCT: "l_distinct", L_ENTROPY: "l_entropy",
+           L_RECURSIVE: "recursive_ratio", T: "t"}
 
 
 @dataclass
@@ -48,11 +49,13 @@ class VerifyResult:
     ok : bool
         True when every class meets every requirement.
     requirements : dict
-        What was checked (``k``, ``l``, ``l_kind``, ``t``, ``t_distance``,
-        ``sensitive``); None for what was not.
+        What was checked (``k``, ``l``, ``l_kind``, ``c``, ``t``,
+        ``t_distance``, ``sensitive``); None for what was not.
     achieved : dict
         What the table achieves: ``k`` and, with a sensitive column,
-        ``l_distinct``, ``l_entropy`` and ``t``.
+        ``l_distinct``, ``l_entropy`` and ``t``; for recursive (c, l)-diversity
+        also ``recursive_ratio``, the largest ``r1 / (r_l + ... + r_m)`` of a
+        class (the table holds for every ``c`` above it).
     n_records, n_classes : int
     n_violations : int
         Number of classes that fail at least one requirement.
@@ -150,16 +153,23 @@ def jsonable(obj):
     return obj
 
 
-def _check_l(l_value, l_kind):
-    if l_kind not in L_KINDS:
-        raise ParameterError("l_kind", f"l_kind must be one of {L_KINDS}, got {l_kind!r}")
+def _check_l(l_value, l_kind, c):
+    ANONYMIZE["l_kind"].check_choice(l_kind)
+    if c is not None and (l_value is None or l_kind != "recursive"):
+        raise ParameterError("c", "c is only used with l and l_kind='recursive'")
     if l_value is None:
         return None
     if isinstance(l_value, bool) or not isinstance(l_value, numbers.Real) \
             or not math.isfinite(l_value) or l_value < 1:
         raise ParameterError("l", f"l must be a number >= 1, got {l_value!r}")
-    if l_kind == "distinct" and l_value != int(l_value):
-        raise ParameterError("l", f"distinct l-diversity needs an integer l, got {l_value!r}")
+    if l_kind != "entropy" and l_value != int(l_value):
+        raise ParameterError("l", f"{l_kind} l-diversity needs an integer l, got {l_value!r}")
+    if l_kind == "recursive":
+        if c is None:
+            raise ParameterError("c", "recursive l-diversity needs c (l_kind='recursive')")
+        if isinstance(c, bool) or not isinstance(c, numbers.Real) or not math.isfinite(c) \
+                or c <= 0:
+            raise ParameterError("c", f"c must be a number > 0, got {c!r}")
     return l_value
 
 
@@ -173,7 +183,7 @@ def _check_t(t_value):
 
 
 def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *,  # noqa: E741
-           l_kind="distinct", t_distance="auto", max_listed=100,
+           l_kind="distinct", c=None, t_distance="auto", max_listed=100,
            allow_unique=None, entity=None) -> VerifyResult:
     """Check a released table against k-anonymity, l-diversity and t-closeness.
 
@@ -192,9 +202,13 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     t : float, optional
         Every class's sensitive distribution must be within EMD ``t`` of the
         table's.
-    l_kind : {"distinct", "entropy"}, default "distinct"
-        Distinct l-diversity (at least ``l`` distinct values) or entropy
-        l-diversity (entropy at least ``log(l)``).
+    l_kind : {"distinct", "entropy", "recursive"}, default "distinct"
+        Distinct l-diversity (at least ``l`` distinct values), entropy
+        l-diversity (entropy at least ``log(l)``) or recursive (c, l)-diversity
+        (``r1 < c * (r_l + ... + r_m)``, the class's value counts sorted
+        descending), as the engines enforce them.
+    c : float, optional
+        The ``c`` of recursive (c, l)-diversity (required with it).
     t_distance : {"auto", "ordered", "equal"}, default "auto"
         EMD ground distance (see :func:`dmondrian.metrics.privacy`).
     max_listed : int, default 100
@@ -224,11 +238,13 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     >>> r = verify(t, ["age"], k=2, sensitive="disease", l=2)
     >>> r.ok, r.n_violations, r.violations.index.tolist()
     (False, 1, ['[30, 39]'])
+    >>> verify(t, ["age"], sensitive="disease", l=2, l_kind="recursive", c=3).n_violations
+    1
     """
     qis, keys = class_keys(table, quasi_identifiers)
     if k is not None:
         k = check_k(k)
-    l_value = _check_l(l, l_kind)
+    l_value = _check_l(l, l_kind, c)
     t_value = _check_t(t)
     if (l_value is not None or t_value is not None) and sensitive is None:
         raise ParameterError("sensitive", "l-diversity and t-closeness need the sensitive column: "
@@ -243,13 +259,17 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     if sensitive is not None:
         check_column(table, sensitive, "sensitive")
         columns.append(sensitive)
-    frame, plan = class_statistics(table[columns], keys, sensitive, t_distance)
+    recursive_l = int(l_value) if l_value is not None and l_kind == "recursive" else None
+    frame, plan = class_statistics(table[columns], keys, sensitive, t_distance, recursive_l)
     if entity is not None:
         frame = _with_entities(table, keys, frame, entity)
     fails = {}
     if k is not None:
         fails["k"] = frame[SIZE if entity is None else ENTITIES] < k
-    if l_value is not None:
+    if recursive_l is not None:
+        # The engines' test, r1 < c * tail, on the ratio r1 / tail.
+        fails["l"] = frame[L_RECURSIVE] >= c
+    elif l_value is not None:
         column = L_DISTINCT if l_kind == "distinct" else L_ENTROPY
         fails["l"] = frame[column] < l_value * (1 - _TOL)
     if t_value is not None:
@@ -264,6 +284,8 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
             else viol.sort_values(SIZE, kind="stable").head(max_listed)]
     if plan is not None:
         aggs += [frame[L_DISTINCT].min(), frame[L_ENTROPY].min(), frame[T].max()]
+    if recursive_l is not None:
+        aggs.append(frame[L_RECURSIVE].max())
     as_is = [c for c in table.columns if c not in columns]
     unique_parts, unique_finish = identifying_parts(table, as_is, allow_unique or ())
     done = compute(*aggs, *unique_parts)
@@ -275,8 +297,11 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     if plan is not None:
         achieved.update(l_distinct=int(done[5]), l_entropy=float(done[6]), t=float(done[7]),
                         t_distance=plan.distance)
+    if recursive_l is not None:
+        achieved["recursive_ratio"] = float(done[8])
     requirements = {"k": k, "l": l_value, "l_kind": l_kind if l_value is not None else None,
-                    "t": t_value, "t_distance": plan.distance if t_value is not None else None,
+                    "c": c if recursive_l is not None else None, "t": t_value,
+                    "t_distance": plan.distance if t_value is not None else None,
                     "sensitive": sensitive}
     listed = listed.set_index(keys).rename(columns=_PUBLIC)
     return VerifyResult(int(n_bad) == 0, requirements, achieved, int(n_records), int(n_classes),

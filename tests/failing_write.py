@@ -7,7 +7,12 @@ line instead of ``python -m dmondrian``::
     python tests/failing_write.py kill anonymize big.csv out.csv --k 50 --qi age
 
 It patches :func:`dmondrian.io.write_table`, then runs
-:func:`dmondrian.cli.main` with the remaining arguments.
+:func:`dmondrian.cli.main` with the remaining arguments. The action
+``kill-dask`` kills a ``--distributed`` run instead: the Dask workers write
+the release through :class:`KillingSink`, which, once it has written its
+first file, SIGKILLs its whole process group (the command line, its
+cluster, every worker). Run it in a new session, with this folder on the
+workers' ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ import signal
 import sys
 
 from dmondrian import io
+from dmondrian._dask.parquet_sink import ParquetSink
 
 ACTIONS = ("raise", "kill")
+RUN_ACTIONS = (*ACTIONS, "kill-dask")
 
 #: The message of the injected failure, for the tests to look for.
 MESSAGE = "injected write failure"
@@ -64,11 +71,29 @@ def failing_write_table(action: str, write_table=io.write_table):
     return failing
 
 
+class KillingSink(ParquetSink):
+    """A Parquet sink whose first written file is the last thing its process group does."""
+
+    def write(self, frame, number):
+        rows = super().write(frame, number)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+        return rows
+
+
 def main(argv: list[str]) -> int:
     """Run ``dmondrian ARGS`` with the writer failing: ``argv`` is ``ACTION ARGS...``."""
+    from dmondrian import distributed
     from dmondrian.cli import main as dmondrian
 
-    io.write_table = failing_write_table(argv[0])
+    if argv[0] not in RUN_ACTIONS:
+        raise SystemExit(f"action must be one of {RUN_ACTIONS}, got {argv[0]!r}")
+    if argv[0] == "kill-dask":
+        # By its module's name, not __main__'s: the workers unpickle it.
+        from failing_write import KillingSink as sink
+
+        distributed.ParquetSink = sink
+    else:
+        io.write_table = failing_write_table(argv[0])
     return dmondrian(argv[1:])
 
 

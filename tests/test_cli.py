@@ -119,8 +119,8 @@ def test_anonymize_csv_and_parquet(work, src, dst, k):
     original = _people(N_ROWS)
     assert len(released) == N_ROWS and list(released.columns) == list(original.columns)
     _assert_k_anonymous(released, QIS, k)
-    if src != "ds":  # rows keep their order, the sensitive column is untouched
-        assert released["income"].tolist() == original["income"].tolist()
+    # The sensitive column is untouched; the file's rows are shuffled (dmondrian.row_order).
+    assert sorted(released["income"]) == sorted(original["income"])
     manifest = json.loads((work / f"{dst.rstrip('/')}.manifest.json").read_text())
     assert manifest["parameters"]["k"] == k
     assert manifest["parameters"]["quasi_identifiers"] == QIS
@@ -227,8 +227,6 @@ BAD = {
                        "cannot read 'bad.csv' as CSV"),
     "corrupt parquet": (["anonymize", "bad.parquet", "o.csv", "--k", "1", "--qi", "age"],
                         "cannot read 'bad.parquet' as PARQUET"),
-    "output dir missing": (["anonymize", "people.csv", "no/such/dir/o.csv", "--k", "5", "--qi",
-                            "age"], "does not exist"),
     "output under a file": (["anonymize", "people.csv", "a_file/o.csv", "--k", "5", "--qi",
                              "age"], "is not a directory"),
     "unknown format": (["anonymize", "people.csv", "o.xlsx", "--k", "5", "--qi", "age"],
@@ -285,7 +283,7 @@ BAD = {
 # this process (same code path, without paying a Python start-up each).
 SUBPROCESS_CASES = [
     "missing input", "unknown column", "k not a number", "k above rows", "unreadable csv",
-    "output dir missing", "input twice", "unknown command", "hierarchy without file",
+    "input twice", "unknown command", "hierarchy without file",
     "hierarchy file missing",
 ]
 

@@ -69,7 +69,9 @@ def test_shuffle_falls_back_when_the_private_call_fails(monkeypatch):
 def test_the_engine_gives_the_same_release_on_the_fallback_shuffle(client, monkeypatch, tmp_path):
     df = make_census(6000, seed=31)
     ddf = dd.from_pandas(df, npartitions=3)
-    options = dict(leaf_rows=700, class_column="cls", client=client, mode="relaxed")
+    # Seeded: the writers' row shuffles (dmondrian.row_order) repeat.
+    options = dict(leaf_rows=700, class_column="cls", client=client, mode="relaxed",
+                   random_state=0)
     top = D.plan(ddf, CENSUS_QIS, 5, **options)
     private = D.apply_plan(ddf, top, "p2p").compute()
     D.anonymize_to_parquet(ddf, tmp_path / "private", CENSUS_QIS, 5, **options)
@@ -111,3 +113,44 @@ def test_categorical_dtype_falls_back_when_the_fast_path_refuses(monkeypatch):
     index = pd.Index(["b", "a"])
     got = _compat.categorical_dtype(index)
     assert got == pd.CategoricalDtype(index) and list(got.categories) == ["b", "a"]
+
+
+def test_hll_estimate_private_path_and_fallback(monkeypatch):
+    from dask.dataframe import hyperloglog
+
+    rng = np.random.default_rng(5)
+    cases = [np.zeros(2**12, np.uint8), rng.integers(0, 6, 2**12).astype(np.uint8),
+             rng.integers(8, 20, 2**12).astype(np.uint8)]
+    private = [_compat.hll_estimate_count(regs, 12) for regs in cases]
+    monkeypatch.delattr(hyperloglog, "estimate_count")
+    fallback = [_compat.hll_estimate_count(regs, 12) for regs in cases]
+    assert fallback == pytest.approx(private, rel=1e-12)
+
+
+def test_nonempty_meta_and_unknown_categories_fallbacks(monkeypatch):
+    from dask.dataframe import utils
+
+    meta = pd.DataFrame({"a": pd.Series([], dtype=object), "n": pd.Series([], dtype="int64"),
+                         "c": pd.Categorical([]), "t": pd.Series([], dtype="datetime64[ns]")},
+                        index=pd.Index([], dtype="int64", name="ix"))
+    private = _compat.nonempty_meta(meta)
+    marker = _compat.unknown_categories()
+    monkeypatch.delattr(utils, "meta_nonempty")
+    monkeypatch.delattr(utils, "UNKNOWN_CATEGORIES")
+    fallback = _compat.nonempty_meta(meta)
+    assert len(fallback) > 0 and dict(fallback.dtypes) == dict(private.dtypes) == \
+        dict(meta.dtypes)
+    assert fallback.index.name == "ix" and fallback.index.dtype == meta.index.dtype
+    assert _compat.unknown_categories() == marker
+    assert _compat.has_unknown_categories(pd.CategoricalDtype([marker]))
+
+
+def test_scheduler_workers_private_path_and_fallback(client):
+    workers = _compat.scheduler_workers(client)
+    assert len(workers) == len(client.scheduler_info()["workers"]) >= 1
+
+    class Older:  # a distributed release without n_workers
+        def scheduler_info(self):
+            return client.scheduler_info()
+
+    assert set(_compat.scheduler_workers(Older())) == set(workers)

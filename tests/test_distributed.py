@@ -34,6 +34,10 @@ from dmondrian._dask.options import leaf_rows_for, output_partition_rows
 from dmondrian._dask.plan import Recount, Verdict, pack_output_partitions
 from dmondrian._dask.routing import route, row_positions
 
+#: The writers write no index by default (dmondrian.row_order); these tests compare the
+#: files with the lazy release row by row, by index.
+INDEXED = {"write_index": True}
+
 
 def _collect(ddf_out) -> pd.DataFrame:
     return ddf_out.compute().sort_index()
@@ -147,7 +151,7 @@ def test_lazy_result_writes_parquet_of_many_labels_per_partition(client, tmp_pat
                       leaf_rows=2500, client=client, class_column="cls")
     parts = out.to_delayed()
     assert max(len(p.compute()["income"].cat.categories) for p in parts) > 127
-    out.to_parquet(tmp_path / "release")
+    out.to_parquet(tmp_path / "release", write_index=True)  # compared by index below
     import pyarrow.parquet as pq
 
     schema = pq.read_schema(sorted((tmp_path / "release").glob("*.parquet"))[0])
@@ -323,8 +327,10 @@ def test_lazy_release_writes_parquet_as_the_sink_does(client, tmp_path):
                 .__dask_graph__()]
     assert any("write_output_partition" in k for k in keys)
     assert not any("toparquetdata" in k for k in keys)
-    assert out.to_parquet(tmp_path / "own") is None
-    assert out.to_parquet(tmp_path / "dasks", name_function=lambda i: f"p{i}.parquet") is None
+    # The index is asked for: the files are compared with the lazy release by index.
+    assert out.to_parquet(tmp_path / "own", write_index=True) is None
+    assert out.to_parquet(tmp_path / "dasks", name_function=lambda i: f"p{i}.parquet",
+                          write_index=True) is None
     assert sorted(f.name for f in (tmp_path / "dasks").glob("*.parquet"))[0] == "p0.parquet"
     for folder in ("own", "dasks"):
         files = sorted((tmp_path / folder).glob("*.parquet"))
@@ -350,7 +356,8 @@ def test_parquet_release_equals_the_lazy_release(client, tmp_path):
     ddf = dd.from_pandas(df, npartitions=4)
     options = dict(leaf_rows=400, mode="relaxed", class_column="cls", client=client)
     lazy = _collect(D.anonymize(ddf, CENSUS_QIS, 5, **options))
-    top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 5, **options)
+    top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 5, **options,
+                                 write_options=INDEXED)
     assert max(len(p) for p in top.output_partitions) > 1  # several leaves share one
     files = sorted((tmp_path / "out").glob("part.*.parquet"))
     assert len(files) == len(top.output_partitions)
@@ -399,7 +406,8 @@ def test_parquet_writer_counts_leaves_in_the_shuffle_pass(client, tmp_path, monk
     counted = D.plan(ddf, CENSUS_QIS, 10, **options)
     lazy = _collect(D.apply_plan(ddf, counted))
     calls = _log_routing(monkeypatch, tmp_path / "calls")
-    top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 10, **options)
+    top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 10, **options,
+                                 write_options=INDEXED)
     assert counted.passes == 2 and top.passes == 1
     assert calls.read_text() == "x" * ddf.npartitions  # routed once, counted and shuffled
     assert top.counted and top.undone_cuts == 0
@@ -424,7 +432,7 @@ def test_lazy_result_counts_leaves_in_the_shuffle_pass(client, tmp_path, monkeyp
     assert calls.read_text() == "x" * ddf.npartitions  # routed once, counted and shuffled
     _same_values(got, counted)
     assert (got["cls"].to_numpy() == counted["cls"].to_numpy()).all()
-    out.to_parquet(tmp_path / "release")
+    out.to_parquet(tmp_path / "release", write_index=True)
     back = dd.read_parquet(tmp_path / "release").compute().sort_index()
     _same_values(back[list(got.columns)], got)
 
@@ -578,7 +586,8 @@ def test_writer_falls_back_to_a_counting_pass(client, tmp_path, monkeypatch):
         raise Recount("forced by the test")
 
     monkeypatch.setattr(counting_write, "settle", refuse)
-    top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 5, **options)
+    top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 5, **options,
+                                 write_options=INDEXED)
     assert top.passes == 2 and top.counted
     # The attempt the counts undid is timed apart from the pass that wrote.
     assert top.timings["first attempt (undone: a count disallowed a cut)"] > 0
@@ -693,21 +702,6 @@ def test_partition_refuses_a_leaf_with_unexpected_rows(client):
         leaves.anonymize_output_partition(part.iloc[1:], top, meta, {"number": 0})
 
 
-def test_deprecated_bin_names_read_the_output_partitions(client):
-    ddf = dd.from_pandas(mixed_table(1200, seed=8), npartitions=3)
-    top = D.plan(ddf, ["age", "zip"], 5, leaf_rows=300, client=client)
-    with pytest.warns(DeprecationWarning, match="TopPlan.output_partitions"):
-        assert top.bins is top.output_partitions
-    with pytest.warns(DeprecationWarning, match="TopPlan.output_partition_rows"):
-        assert top.bin_rows == top.output_partition_rows
-    with pytest.warns(DeprecationWarning, match="TopPlan.partition_of_leaf"):
-        assert top.bin_of_leaf is top.partition_of_leaf
-    with pytest.warns(DeprecationWarning, match="TopPlan.output_partitions"):
-        top.bins = [list(range(top.n_leaves))]
-    assert top.output_partitions == [list(range(top.n_leaves))]
-    assert top.partition_of_leaf.tolist() == [0] * top.n_leaves
-
-
 def test_max_depth_counts_top_phase_levels(client):
     df = make_census(5000, seed=9)
     ddf = dd.from_pandas(df, npartitions=4)
@@ -735,8 +729,8 @@ def test_max_depth_counts_top_phase_levels(client):
                                         ["age"], 2), errors.ColumnError),
     (lambda ddf: D.anonymize_to_parquet(ddf, "never-written", ["age"], 2, class_column=7),
      errors.ColumnError),
-    (lambda ddf: D.anonymize_to_parquet(ddf.rename_axis(0), "never-written", ["age"], 2),
-     errors.ColumnError),
+    (lambda ddf: D.anonymize_to_parquet(ddf.rename_axis(0), "never-written", ["age"], 2,
+                                        write_options=INDEXED), errors.ColumnError),
 ])
 def test_bad_options_raise_typed_errors_before_any_pass(call, error):
     ddf = dd.from_pandas(mixed_table(50), npartitions=2)

@@ -171,11 +171,12 @@ def test_directory_output_is_a_parquet_dataset(tmp_path):
 
 def test_output_errors(tmp_path):
     df = _people()
-    with pytest.raises(io.OutputError, match="does not exist"):
-        io.write_table(df, str(tmp_path / "missing" / "out.csv"))
     (tmp_path / "file").write_text("x")
     with pytest.raises(io.OutputError, match="not a directory"):
         io.write_table(df, str(tmp_path / "file" / "out.csv"))
+    with pytest.raises(io.OutputError, match="not a directory"):
+        io.write_table(df, str(tmp_path / "file" / "deeper" / "out.csv"))
+    assert (tmp_path / "file").read_text() == "x"
     target = tmp_path / "out.csv"
     target.write_text("old")
     with pytest.raises(io.OutputError, match="already exists"):
@@ -261,3 +262,15 @@ def test_chunked_writes_equal_one_shot(data, chunk):
     back = io.read_table(f"{root}/t.parquet")
     pd.testing.assert_frame_equal(back, df, check_dtype=False)
     fsspec.filesystem("memory").rm(root[len("memory://"):], recursive=True)
+
+
+@pytest.mark.parametrize("name", ["anon/2024-06-01/", "anon/2024-06-02/day.csv"])
+def test_missing_parent_folders_are_made(tmp_path, name):
+    """A daily job writes to a new dated folder (issue 25, bug 8)."""
+    df = _people()
+    url = f"{tmp_path}/{name}"
+    io.write_table(df, url)
+    assert len(io.read_table(url)) == len(df)
+    mem = f"memory://parents-{uuid.uuid4().hex[:8]}/anon/{name.rsplit('/', 2)[-2]}/x.csv"
+    io.write_table(df, mem)  # fsspec filesystems too
+    assert len(io.read_table(mem)) == len(df)

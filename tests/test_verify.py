@@ -168,7 +168,13 @@ def test_bad_requests_raise_typed_errors():
     assert e.value.parameter == "sensitive"
     with pytest.raises(ParameterError) as e:
         verify(t, QIS, sensitive="disease", l=2, l_kind="recursive")
+    assert e.value.parameter == "c"
+    with pytest.raises(ParameterError) as e:
+        verify(t, QIS, sensitive="disease", l=2, l_kind="alpha")
     assert e.value.parameter == "l_kind"
+    with pytest.raises(ParameterError) as e:
+        verify(t, QIS, sensitive="disease", l=2, c=2)
+    assert e.value.parameter == "c"
     with pytest.raises(ParameterError) as e:
         verify(t, QIS, sensitive="disease", l=1.5)
     assert e.value.parameter == "l"
@@ -221,3 +227,56 @@ def test_engine_releases_under_l_and_t_pass_verification(case):
     r = verify(rel, QIS, k=k, sensitive=sensitive if (l_value or t) else None, l=l_value,
                t=t, l_kind="entropy")
     assert r.ok, r
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(releases(), st.sampled_from([0.5, 1, 1.5, 2, 3]))
+def test_recursive_l_agrees_with_the_engines_constraint(case, c):
+    """verify's recursive (c, l) verdict is the engines' own test, class by class."""
+    from dmondrian.constraints import RecursiveCLDiversity
+
+    t, _, l_value = case
+    r = verify(t, QIS, sensitive="s", l=l_value, l_kind="recursive", c=c, max_listed=10 ** 6)
+    rule = RecursiveCLDiversity(c, l_value, "s")
+    keys = [t[q].astype(str) for q in QIS]
+    bad = {name for name, s in t.groupby(keys)["s"]
+           if rule._fails(s.value_counts(dropna=False).to_numpy().astype(float))}
+    assert set(r.violations.index) == bad and r.ok == (not bad)
+    assert r.requirements["c"] == c and r.requirements["l_kind"] == "recursive"
+    assert math.isinf(r.achieved["recursive_ratio"]) or \
+        (r.achieved["recursive_ratio"] < c) == (not bad)
+
+
+def test_engine_release_under_recursive_l_verifies_on_pandas_and_dask():
+    rng = np.random.default_rng(7)
+    n = 400
+    df = pd.DataFrame({"age": rng.integers(18, 80, n), "zip": rng.choice(list("abcdef"), n),
+                       "disease": rng.choice(["flu", "cold", "acne", "none"], n)})
+    rel = dmondrian.anonymize(df, QIS, 5, sensitive="disease", l=2, l_kind="recursive", c=3)
+    for table in (rel, dd.from_pandas(rel, npartitions=3)):
+        r = verify(table, QIS, k=5, sensitive="disease", l=2, l_kind="recursive", c=3)
+        assert r.ok, r
+        assert r.achieved["recursive_ratio"] < 3
+    # The original table is not: one row per (age, zip) class, so no tail.
+    assert not verify(df, QIS, sensitive="disease", l=2, l_kind="recursive", c=3).ok
+
+
+def test_cli_verifies_recursive_l(tmp_path, capsys):
+    from dmondrian.cli import main
+
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"age": rng.integers(18, 80, 300), "zip": rng.choice(list("abcd"), 300),
+                       "disease": rng.choice(["flu", "cold", "acne"], 300)})
+    rel = dmondrian.anonymize(df, QIS, 5, sensitive="disease", l=2, l_kind="recursive", c=2)
+    rel.to_csv(tmp_path / "rel.csv", index=False)
+    base = ["verify", str(tmp_path / "rel.csv"), "--qi", "age,zip", "--k", "5",
+            "--sensitive", "disease", "--l", "2", "--l-kind", "recursive"]
+    assert main([*base, "--c", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["requirements"]["c"] == 2 and out["achieved"]["recursive_ratio"] < 2
+    # At c equal to the largest ratio, the class holding it fails (r1 < c * tail is strict).
+    tight = out["achieved"]["recursive_ratio"]
+    assert main([*base, "--c", repr(tight), "--json"]) == 1
+    capsys.readouterr()
+    assert main(base) == 2  # recursive without --c: one error line
+    assert "needs c" in capsys.readouterr().err

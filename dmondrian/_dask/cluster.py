@@ -13,6 +13,7 @@ import sys
 import threading
 from contextlib import contextmanager
 
+from .._compat import scheduler_workers
 from .watchdog import wait_for
 
 __all__ = ["resolve_client", "session", "run", "worker_memory_per_thread", "cores_per_worker",
@@ -171,7 +172,7 @@ def cores_per_worker(client) -> int | None:
 
     try:
         cores = client.run(_usable_cores)
-        workers = client.scheduler_info(n_workers=-1)["workers"]
+        workers = scheduler_workers(client)
     except Exception:  # noqa: BLE001 - an unknown layout keeps OpenMP's default
         return None
     # In-process workers (inproc:// addresses) share this process's host.

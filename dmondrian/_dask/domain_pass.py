@@ -346,7 +346,8 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int):
     # A lower bound of the row size: only a cluster that cannot work is refused
     # before the data is read (the plan checks again on measured rows).
     check_fits(mem, least_row_bytes(ddf._meta), len(opts.qis),
-               max(lengths) if lengths else 0, smallest_leaf(opts))
+               max(lengths) if lengths else 0,
+               smallest_leaf(opts, sum(lengths) if lengths else None))
     per_thread = None if mem is None else mem.per_thread
     sized = delayed(sizing, pure=True)(
         probe, None if lengths is None else sum(lengths), ddf.npartitions, opts.leaf_rows,
@@ -381,7 +382,14 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int):
             replace(sized, largest_partition=merged.largest), identifying)
 
 
-def smallest_leaf(opts: DaskOptions) -> int:
+def smallest_leaf(opts: DaskOptions, n_rows: int | None = None) -> int:
     """The smallest leaf a plan of these options may use: the given ``leaf_rows``, else
-    the least default, raised to ``2 * k``."""
-    return max(opts.leaf_rows or LEAF_ROWS_MIN, 2 * opts.k)
+    the least default, raised to ``2 * k``; never more rows than the table holds.
+
+    ``n_rows`` is the table's rows when dask knows them; otherwise a given
+    ``leaf_rows`` counts at most as the least default (a leaf of the whole
+    table may be small: the plan checks again on the counted rows).
+    """
+    leaf = opts.leaf_rows or LEAF_ROWS_MIN
+    leaf = min(leaf, max(int(n_rows), 1)) if n_rows is not None else min(leaf, LEAF_ROWS_MIN)
+    return max(leaf, 2 * opts.k)

@@ -58,12 +58,14 @@ class AnonymizedFrame(dd.DataFrame):
         of this release (a dask collection or a list of delayed writes).
     """
 
-    def __init__(self, expr, label_columns=(), dictionary_columns=(), writer=None):
+    def __init__(self, expr, label_columns=(), dictionary_columns=(), writer=None,
+                 row_seed=None):
         super().__init__(expr)
         # dask's __setattr__ assigns columns: these are plain attributes.
         object.__setattr__(self, "_label_columns", tuple(label_columns))
         object.__setattr__(self, "_dictionary_columns", tuple(dictionary_columns))
         object.__setattr__(self, "_writer", writer)
+        object.__setattr__(self, "_row_seed", row_seed)
 
     def to_parquet(self, path, **kwargs):
         """Write the release as a Parquet dataset, as ``anonymize_to_parquet`` writes it.
@@ -75,8 +77,10 @@ class AnonymizedFrame(dd.DataFrame):
         **kwargs
             As :meth:`dask.dataframe.DataFrame.to_parquet`'s. ``compression``,
             ``write_index``, ``storage_options``, ``compute``,
-            ``compute_kwargs`` and pyarrow's ``write_table`` keywords are the
-            writers'; any of :data:`DASK_ONLY` set to another value than its
+            ``compute_kwargs``, ``shuffle_rows`` (default True: each file's
+            rows in a random order, :mod:`dmondrian.row_order`) and pyarrow's
+            ``write_table`` keywords are the writers'; ``write_index``
+            defaults to False. Any of :data:`DASK_ONLY` set to another value than its
             default runs dask's writer instead. ``write_statistics`` and
             ``use_dictionary`` default to
             :func:`~dmondrian._dask.parquet_sink.release_write_options`'s choice.
@@ -105,16 +109,23 @@ class AnonymizedFrame(dd.DataFrame):
         return None
 
     def _dask_to_parquet(self, path, **kwargs):
-        """dask's ``to_parquet``, labels written without statistics."""
+        """dask's ``to_parquet``, labels written without statistics, rows shuffled."""
+        from ..row_order import row_order_seed, shuffle_partition
+
         meta = self._meta
-        write_index = kwargs.get("write_index", True)
+        kwargs.setdefault("write_index", False)
+        write_index = kwargs["write_index"]
+        frame = self
+        if kwargs.pop("shuffle_rows", True):
+            seed = self._row_seed if self._row_seed is not None else row_order_seed()
+            frame = self.map_partitions(shuffle_partition, seed, meta=meta)
         if write_index and meta.index.name is None:
             meta = meta.rename_axis(NONE_LABEL)  # as dask names it in the files
         schema = release_schema(meta, self._label_columns, write_index)
         for key, value in release_write_options(schema, self._label_columns,
                                                 self._dictionary_columns).items():
             kwargs.setdefault(key, value)
-        return super().to_parquet(path, **kwargs)
+        return dd.DataFrame.to_parquet(frame, path, **kwargs)
 
 
 def _written(parts) -> None:
@@ -124,6 +135,8 @@ def _written(parts) -> None:
 def as_release(frame, top, writer=None) -> AnonymizedFrame:
     """``frame``, the lazy release of plan ``top``, as an :class:`AnonymizedFrame`
     (``writer``: its writers' graph, see :class:`AnonymizedFrame`)."""
+    from ..row_order import row_order_seed
     from .leaves import class_columns, label_columns
 
-    return AnonymizedFrame(frame.expr, label_columns(top), class_columns(top), writer)
+    return AnonymizedFrame(frame.expr, label_columns(top), class_columns(top), writer,
+                           row_order_seed(top.options.random_state))

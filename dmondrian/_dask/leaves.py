@@ -17,10 +17,10 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-from dask.dataframe.utils import UNKNOWN_CATEGORIES
 
 from .. import _kernel as K
 from .. import suppression
+from .._compat import unknown_categories
 from ..constraints import KAnonymity, KernelPrivacy, kernel_privacy, with_entity
 from ..entities import encode_entities
 from ..identifiers import without_identifiers
@@ -328,7 +328,7 @@ def output_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
             if dtype != out[q].dtype:
                 out[q] = out[q].astype(dtype)
     for q in label_columns(top):
-        out[q] = pd.Categorical([], categories=pd.Index([UNKNOWN_CATEGORIES], dtype=TEXT))
+        out[q] = pd.Categorical([], categories=pd.Index([unknown_categories()], dtype=TEXT))
     if opts.class_column is not None:
         out[opts.class_column] = np.zeros(0, dtype=np.int64)
     return out
@@ -357,5 +357,5 @@ def _padded_unknown_categories() -> pd.Index:
     An object index: dask tokenizes the meta often, and an object array of
     short strings hashes fifty times faster than a "str" one.
     """
-    values = np.array([UNKNOWN_CATEGORIES, *map(str, range(1, 2**15))], dtype=object)
+    values = np.array([unknown_categories(), *map(str, range(1, 2**15))], dtype=object)
     return pd.Index(values, dtype=object)

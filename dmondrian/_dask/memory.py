@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._compat import scheduler_workers
 from ..errors import MemoryLimitError
 
 __all__ = ["WorkerMemory", "measure_workers", "output_row_cost", "input_row_cost",
@@ -252,10 +253,7 @@ def measure_workers(client) -> WorkerMemory | None:
     >>> mem.limit, mem.threads, mem.baseline > 0
     (4000000000.0, 1, True)
     """
-    try:
-        workers = client.scheduler_info(n_workers=-1)["workers"]
-    except TypeError:  # older distributed: no n_workers argument
-        workers = client.scheduler_info()["workers"]
+    workers = scheduler_workers(client)
     limits = [w["memory_limit"] for w in workers.values() if w.get("memory_limit")]
     if not limits:
         return None

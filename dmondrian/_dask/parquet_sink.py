@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dask.dataframe.utils import meta_nonempty
 
+from .._compat import nonempty_meta
 from ..errors import ColumnError
+from ..row_order import row_order_seed, shuffle_rows
 
 __all__ = ["ParquetSink", "check_column_names", "release_schema", "release_write_options"]
 
@@ -40,6 +41,9 @@ class ParquetSink:
         Whether the index is stored as a column (read back as the index).
     options : dict
         Keywords for :func:`pyarrow.parquet.write_table`.
+    row_seed : int or None
+        Seed of each file's row shuffle (:mod:`dmondrian.row_order`); None
+        keeps the rows in the order given.
     """
 
     fs: object
@@ -47,10 +51,11 @@ class ParquetSink:
     schema: pa.Schema
     write_index: bool
     options: dict
+    row_seed: int | None = None
 
     @classmethod
     def create(cls, path, meta: pd.DataFrame, label_columns, write_options=None,
-               storage_options=None, dictionary_columns=()) -> ParquetSink:
+               storage_options=None, dictionary_columns=(), random_state=None) -> ParquetSink:
         """Prepare the folder ``path`` (any fsspec URL) for a release shaped like ``meta``.
 
         Parameters
@@ -62,14 +67,18 @@ class ParquetSink:
         label_columns : list
             Columns published as labels (Categoricals of strings).
         write_options : dict, optional
-            ``write_index`` (default True) and keywords for
-            :func:`pyarrow.parquet.write_table` (``compression``,
-            ``row_group_size``, ``write_statistics``, ...).
+            ``write_index`` (default False: the input's row numbers would
+            link rows back to it), ``shuffle_rows`` (default True: each
+            file's rows in a random order, :mod:`dmondrian.row_order`) and
+            keywords for :func:`pyarrow.parquet.write_table`
+            (``compression``, ``row_group_size``, ``write_statistics``, ...).
         storage_options : dict, optional
             Keywords for the fsspec filesystem.
         dictionary_columns : sequence, optional
             Numeric columns to dictionary-encode all the same (few distinct
             values, such as class ids).
+        random_state : None, int or numpy.random.Generator
+            Seed of the row shuffles (None: fresh entropy).
 
         Returns
         -------
@@ -92,7 +101,8 @@ class ParquetSink:
         import fsspec
 
         options = dict(write_options or {})
-        write_index = bool(options.pop("write_index", True))
+        write_index = bool(options.pop("write_index", False))
+        shuffle = bool(options.pop("shuffle_rows", True))
         check_column_names(meta.columns, meta.index.name if write_index else None)
         fs, root = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
         fs.makedirs(root, exist_ok=True)
@@ -100,10 +110,13 @@ class ParquetSink:
         for key, value in release_write_options(schema, label_columns,
                                                 dictionary_columns).items():
             options.setdefault(key, value)
-        return cls(fs, root, schema, write_index, options)
+        return cls(fs, root, schema, write_index, options,
+                   row_order_seed(random_state) if shuffle else None)
 
     def write(self, frame: pd.DataFrame, number: int) -> int:
         """Write one output partition as ``part.<number>.parquet``; return its row count."""
+        if self.row_seed is not None:
+            frame = shuffle_rows(frame, self.row_seed, number)
         table = pa.Table.from_pandas(frame, schema=self.schema, preserve_index=self.write_index)
         with self.fs.open(f"{self.root}/part.{int(number)}.parquet", "wb") as fh:
             pq.write_table(table, fh, **self.options)
@@ -119,7 +132,7 @@ def release_schema(meta: pd.DataFrame, label_columns, write_index: bool = True) 
     """
     labels = {str(c) for c in label_columns}
     # A non-empty stand-in: an empty object column has no Arrow type.
-    probe = meta_nonempty(meta)
+    probe = nonempty_meta(meta)
     for col in labels:
         probe[col] = pd.Categorical(["label"] * len(probe))
     schema = pa.Schema.from_pandas(probe, preserve_index=write_index)

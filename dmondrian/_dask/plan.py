@@ -9,7 +9,6 @@ and the output partitions share them. See docs/design.md, section "The plan".
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,9 +68,6 @@ class TopPlan:
         Whether every input partition's index was its row positions.
     output_partition_rows : int
         Rows an output partition may pack.
-
-    ``bins``, ``bin_rows`` and ``bin_of_leaf`` are deprecated aliases of
-    ``output_partitions``, ``output_partition_rows`` and ``partition_of_leaf``.
     """
 
     domain: GlobalDomain
@@ -143,36 +139,6 @@ class TopPlan:
             out.flags.writeable = False
             cached = self.__dict__["_partition_of_leaf"] = (self.output_partitions, out)
         return cached[1]
-
-    # Deprecated names: "bin" was this module's word for an output partition.
-
-    @property
-    def bins(self) -> list:
-        """Deprecated: ``output_partitions``."""
-        _deprecated("bins", "output_partitions")
-        return self.output_partitions
-
-    @bins.setter
-    def bins(self, value) -> None:
-        _deprecated("bins", "output_partitions")
-        self.output_partitions = value
-
-    @property
-    def bin_rows(self) -> int:
-        """Deprecated: :attr:`output_partition_rows`."""
-        _deprecated("bin_rows", "output_partition_rows")
-        return self.output_partition_rows
-
-    @property
-    def bin_of_leaf(self) -> np.ndarray:
-        """Deprecated: :attr:`partition_of_leaf`."""
-        _deprecated("bin_of_leaf", "partition_of_leaf")
-        return self.partition_of_leaf
-
-
-def _deprecated(old: str, new: str) -> None:
-    warnings.warn(f"TopPlan.{old} is deprecated; use TopPlan.{new}", DeprecationWarning,
-                  stacklevel=3)
 
 
 def pack_output_partitions(counts: np.ndarray, rows: int) -> list:

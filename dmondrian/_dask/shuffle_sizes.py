@@ -48,7 +48,8 @@ def shuffle_sizes(client, ddf, sizing: Sizing, leaf_rows: int, n_rows: int,
     largest = max(lengths) if lengths else max(sizing.largest_partition, 1)
     mem = measure_workers(client)
     if sizing.measured:
-        check_fits(mem, sizing.row_bytes, n_qis, largest, leaf_rows)
+        # A leaf holds at most the whole table, whatever leaf_rows allows.
+        check_fits(mem, sizing.row_bytes, n_qis, largest, min(leaf_rows, max(n_rows, 1)))
     per_thread = None if mem is None else mem.per_thread
     rows = output_partition_rows(leaf_rows, n_rows, ddf.npartitions, per_thread,
                                  sizing.row_bytes, n_qis)

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from .._compat import job_progress_probe, scheduler_workers
 from ..errors import JobStalledError, ParameterError
 
 __all__ = ["check_stall_timeout", "stall_timeout", "wait_for", "PausedWorker"]
@@ -87,48 +88,12 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:,.0f} MiB"
 
 
-def _job_probe():
-    """The function the scheduler runs: how far the job is, and whether it can move.
-
-    It returns the number of the job's tasks not finished yet, and whether
-    one of them is assigned to a worker that is not paused (which will run
-    it: the job is not stalled, however long the task). Built in a closure
-    so that it travels by value: the scheduler needs no dmondrian installed.
-    """
-    def probe(keys, dask_scheduler=None):
-        tasks = dask_scheduler.tasks
-        stack = [tasks[k] for k in keys if k in tasks]
-        seen, remaining, movable = set(), 0, False
-        while stack:
-            ts = stack.pop()
-            if ts.key in seen:
-                continue
-            seen.add(ts.key)
-            if ts.state in ("memory", "erred", "released", "forgotten"):
-                continue
-            remaining += 1
-            worker = ts.processing_on
-            if worker is not None and getattr(worker.status, "name", "") != "paused":
-                movable = True
-            stack.extend(ts.dependencies)
-        return remaining, movable
-
-    return probe
-
-
-def _workers(client) -> dict:
-    try:
-        return client.scheduler_info(n_workers=-1)["workers"]
-    except TypeError:  # older distributed: no n_workers argument
-        return client.scheduler_info()["workers"]
-
-
 class _Watch:
     """The state of one watched wait: the last progress seen and when."""
 
     def __init__(self, client, keys, timeout: float):
         self.client, self.keys, self.timeout = client, keys, timeout
-        self.probe = _job_probe()
+        self.probe = job_progress_probe()
         self.remaining = None
         self.since = time.monotonic()
 
@@ -137,7 +102,7 @@ class _Watch:
         remaining, movable = self.client.run_on_scheduler(self.probe, self.keys)
         paused = [PausedWorker(address, info.get("name"), info.get("metrics", {}).get("memory"),
                                info.get("memory_limit"))
-                  for address, info in _workers(self.client).items()
+                  for address, info in scheduler_workers(self.client).items()
                   if info.get("status") == "paused"]
         now = time.monotonic()
         if remaining != self.remaining or movable or not paused:

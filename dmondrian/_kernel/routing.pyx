@@ -1,4 +1,4 @@
-"""Compiled passes of :mod:`dmondrian.routing`: global keys, row priorities, the cut-tree walk.
+"""Compiled passes of :mod:`dmondrian._dask.routing`: global keys, row priorities, the cut-tree walk.
 
 Every pass releases the GIL: in a Dask worker the event loop keeps
 receiving shuffle data and answering heartbeats while a partition is
@@ -240,7 +240,7 @@ def _route_rows(const i64[:, :] keys, const i64[::1] qi, const i64[::1] t, const
                 const i64[::1] pos, bint use_tie, int_t[::1] out, i64[::1] out_bin,
                 const i64[::1] bin_of_leaf):
     """Leaf of every row (column of ``keys``) into ``out``, and its output partition
-    into ``out_bin`` unless that is empty (see :class:`dmondrian.routing.CutTree`)."""
+    into ``out_bin`` unless that is empty (see :class:`dmondrian._dask.cut_tree.CutTree`)."""
     # A block of rows steps down one level at a time with branch-free steps
     # (a leaf steps to itself), about twice as fast as one row's walk to its
     # leaf after another, whose every cut is a mispredicted branch.

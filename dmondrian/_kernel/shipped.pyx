@@ -1,4 +1,4 @@
-"""Compiled passes of :mod:`dmondrian.shipped_keys`: keys into their narrow shipped type
+"""Compiled passes of :mod:`dmondrian._dask.shipped_keys`: keys into their narrow shipped type
 and back.
 
 In a narrow type -1 stands for the missing key; every other value is the

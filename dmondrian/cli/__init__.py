@@ -38,6 +38,7 @@ from ._common import (
     Parser,
     UsageError,
     error_line,
+    warnings_as_lines,
 )
 
 __all__ = ["main", "build_parser", "UsageError"]
@@ -52,6 +53,9 @@ examples:
   dmondrian verify released.parquet --qi age,zip,sex --k 10
 
 Run 'dmondrian COMMAND --help' for a command's options."""
+
+#: The arguments naming tables: --storage-options is for their filesystems.
+URL_ARGUMENTS = ("input", "output", "input_flag", "output_flag", "table", "original")
 
 #: The seed's command line had no sub-command: a line starting with one of
 #: these flags is an ``anonymize``.
@@ -112,7 +116,11 @@ def _take_extras(args, extras: list[str]) -> None:
 def _run(argv: list[str]) -> int:
     args, extras = build_parser().parse_known_args(_normalize_argv(argv))
     _take_extras(args, extras)
-    return args.handler(args)
+    from ..io import storage_options
+
+    urls = [getattr(args, name, None) for name in URL_ARGUMENTS]
+    with warnings_as_lines(), storage_options(urls, getattr(args, "storage_options", None)):
+        return args.handler(args)
 
 
 def _failed(message, *, debug: bool, status: int) -> int:

@@ -7,30 +7,29 @@ from . import _engines
 from ._inputs import check_columns
 
 #: The writers' options per output format: no index column, and a CSV
-#: release as one file rather than one per partition.
+#: release as one file rather than one per partition (each partition's
+#: rows shuffled, as every writer does: dmondrian.row_order).
 WRITE_OPTIONS = {"parquet": {"write_index": False}, "csv": {"single_file": True, "index": False}}
 
 
-def anonymize_on_dask(job) -> tuple[int, int, int, int, int]:
-    """Anonymize a job's input on a Dask cluster and write its release.
+def anonymize_on_dask(job, release_report) -> tuple[object, int]:
+    """Anonymize a job's input on a Dask cluster, write its release, and measure it.
 
     Parameters
     ----------
     job : dmondrian.cli.anonymize.Job
         The resolved command line.
+    release_report : callable
+        ``(job, released, original) -> Report``, run on the cluster with the
+        release read back from the output and the input (both lazy), so the
+        manifest of a Dask release holds what a local one does.
 
     Returns
     -------
-    rows : int
-        Rows written.
-    classes : int
-        Equivalence classes written.
-    min_class_size : int
-        Rows of the smallest class.
+    report : dmondrian.reporting.Report
+        The written release's report.
     input_rows : int
         Rows read.
-    masked : int
-        Rows written with every QI masked (``--suppression``).
     """
     from .. import io
 
@@ -38,7 +37,9 @@ def anonymize_on_dask(job) -> tuple[int, int, int, int, int]:
     with _client(job.args) as client:
         ddf = _read(job)
         top = _write(job, ddf, client)
-        return (*_class_counts(job), int(top.domain.n_rows))
+        with job.progress.stage("measuring the release for its manifest"):
+            rep = release_report(job, _read_back(job), ddf)
+        return rep, int(top.domain.n_rows)
 
 
 def _client(args):
@@ -50,29 +51,16 @@ def _client(args):
 def _read(job):
     import dask.dataframe as dd
 
+    from ..csv_tables import TEXT_TYPES, convert_dtypes, read_csv_dask
+
     if job.in_fmt == "parquet":
         ddf = dd.read_parquet(job.src)
     else:
-        str_cols = [c for c, t in job.dtypes.items() if t in ("str", "string")]
-        ddf = dd.read_csv(job.src, dtype=dict.fromkeys(str_cols, "str"))
+        text = [c for c, t in job.dtypes.items() if str(t).lower() in TEXT_TYPES]
+        ddf = read_csv_dask(job.src, job.dialect, text)
     check_columns(ddf, [*job.qis, *job.sensitive, *job.dtypes], "--qi/--sensitive/--dtype",
                   job.src)
-    return _convert(ddf, job.dtypes)
-
-
-def _convert(ddf, dtypes: dict):
-    """``--dtype`` conversions on a dask DataFrame (strings were set when reading)."""
-    import dask.dataframe as dd
-
-    for col, typ in dtypes.items():
-        name = str(typ).lower()
-        if name == "datetime":
-            ddf[col] = dd.to_datetime(ddf[col], format="ISO8601")
-        elif name in ("int", "float"):
-            ddf[col] = ddf[col].astype({"int": "Int64", "float": "float64"}[name])
-        elif name not in ("str", "string"):
-            ddf[col] = ddf[col].astype(name)
-    return ddf
+    return convert_dtypes(ddf, job.dtypes, job.src)
 
 
 def _write(job, ddf, client):
@@ -90,15 +78,12 @@ def _write(job, ddf, client):
                      **job.options(ANONYMIZE, DASK_PLAN))
 
 
-def _class_counts(job) -> tuple[int, int, int, int]:
-    """Rows, classes, smallest class and masked rows of the release, read back from the
-    output."""
+def _read_back(job):
+    """The written release, lazily, read as the readers of the command line read it."""
     import dask.dataframe as dd
 
-    from ..suppression import MASK_LABEL
+    from ..csv_tables import CsvDialect, read_csv_dask
 
-    written = dd.read_parquet(job.dst) if job.out_fmt == "parquet" else dd.read_csv(job.dst)
-    counts = written[job.qis].astype(str).groupby(job.qis, observed=True).size().compute()
-    masked_key = MASK_LABEL if len(job.qis) == 1 else (MASK_LABEL,) * len(job.qis)
-    masked = int(counts.get(masked_key, 0))
-    return int(counts.sum()), len(counts), int(counts.min()), masked
+    if job.out_fmt == "parquet":
+        return dd.read_parquet(job.dst)
+    return read_csv_dask(job.dst, CsvDialect(","))

@@ -9,9 +9,11 @@ choice or a default is written once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import warnings
 
-from ..options import Option
+from ..options import FORMATS, Option
 
 PROG = "dmondrian"
 
@@ -40,7 +42,32 @@ def error_line(message) -> None:
     message : object
         The error; its text is joined onto one line.
     """
-    sys.stderr.write(f"{PROG}: error: {' '.join(str(message).split())}\n")
+    _line("error", message)
+
+
+def warning_line(message) -> None:
+    """Write ``message`` to stderr as the one line ``dmondrian: warning: MESSAGE``."""
+    _line("warning", message)
+
+
+def _line(kind: str, message) -> None:
+    sys.stderr.write(f"{PROG}: {kind}: {' '.join(str(message).split())}\n")
+
+
+@contextlib.contextmanager
+def warnings_as_lines():
+    """Print every warning shown inside the block as :func:`warning_line` does.
+
+    Python would print the warning's category, the file and line that raised
+    it and that line's source: noise to a user of the command line, who gets
+    the same one-line form from every command.
+    """
+    def show(message, category, filename, lineno, file=None, line=None):
+        warning_line(message)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
 
 
 def add_common(parser, *, qi_required: bool = True) -> None:
@@ -56,13 +83,55 @@ def add_common(parser, *, qi_required: bool = True) -> None:
     parser.add_argument("--qi", "--qi-names", dest="qi", action="append", metavar="COLS",
                         required=qi_required,
                         help="quasi-identifier columns, comma-separated (repeatable)")
-    parser.add_argument("--format", choices=("csv", "parquet"),
+    parser.add_argument("--format", choices=FORMATS,
                         help="table format when the extension does not tell (input and "
                              "output)")
     parser.add_argument("--dtype", action="append", metavar="COL=TYPE",
                         help="convert a column after reading: str, int, float, category or "
                              "datetime (e.g. --dtype zip=str,birth_date=datetime)")
+    add_csv_dialect(parser)
+    parser.add_argument("--storage-options", type=json_object, metavar="JSON",
+                        help="fsspec options for the URLs' filesystems, e.g. "
+                             "'{\"endpoint_url\": \"http://localhost:9000\"}' or "
+                             "'{\"profile\": \"etl\"}'")
     add_debug(parser)
+
+
+def json_object(text: str) -> dict:
+    """An argparse type: a JSON object.
+
+    Examples
+    --------
+    >>> json_object('{"anon": true}')
+    {'anon': True}
+    """
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object ({{...}}), got {text!r}")
+    return value
+
+
+def add_csv_dialect(parser) -> None:
+    """Add how CSV input is written: --sep, --decimal, --encoding.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        A sub-command's parser.
+    """
+    group = parser.add_argument_group("CSV input")
+    group.add_argument("--sep", metavar="CHAR",
+                       help="field separator of CSV input, e.g. ';' or '\\t' (default: "
+                            "sniffed from the first lines; a tab for .tsv)")
+    group.add_argument("--decimal", default=".", metavar="CHAR",
+                       help="decimal mark of CSV numbers, e.g. ',' (default: .)")
+    group.add_argument("--encoding", default="utf-8", metavar="NAME",
+                       help="text encoding of CSV input, e.g. latin-1 (default: utf-8)")
 
 
 def add_debug(parser) -> None:

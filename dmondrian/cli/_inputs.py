@@ -21,8 +21,30 @@ def dtypes_of(args) -> dict[str, str]:
     return pairs(args.dtype, "--dtype", "TYPE")
 
 
+def dialect_of(args):
+    """The :class:`~dmondrian.csv_tables.CsvDialect` of the parsed --sep, --decimal and
+    --encoding."""
+    from ..csv_tables import CsvDialect
+
+    sep = args.sep
+    if sep is not None:
+        # A shell makes typing a tab awkward: "\t" stands for one.
+        sep = {"\\t": "\t", "tab": "\t"}.get(sep, sep)
+        if len(sep) != 1:
+            raise UsageError(f"--sep must be one character, got {args.sep!r}")
+    if len(args.decimal) != 1:
+        raise UsageError(f"--decimal must be one character, got {args.decimal!r}")
+    import codecs
+
+    try:
+        codecs.lookup(args.encoding)
+    except LookupError:
+        raise UsageError(f"--encoding {args.encoding!r} is not a known encoding") from None
+    return CsvDialect(sep, args.decimal, args.encoding)
+
+
 def read(url: str | None, args, *, role: str = "input"):
-    """Read the table at ``url`` with the command's --format and --dtype.
+    """Read the table at ``url`` with the command's --format, --dtype and CSV dialect.
 
     Parameters
     ----------
@@ -41,7 +63,7 @@ def read(url: str | None, args, *, role: str = "input"):
 
     if url is None:
         raise UsageError(f"missing {role}")
-    return io.read_table(url, args.format, dtypes=dtypes_of(args))
+    return io.read_table(url, args.format, dtypes=dtypes_of(args), dialect=dialect_of(args))
 
 
 def check_columns(df, names: list[str], flag: str, url: str) -> None:

@@ -115,6 +115,27 @@ def fraction(name: str):
     return parse
 
 
+def positive_float(name: str):
+    """An argparse type: a finite number > 0, with a message naming the option.
+
+    Examples
+    --------
+    >>> positive_float("--c")("2.5")
+    2.5
+    """
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not 0.0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"{name} must be a number > 0, got {text!r}")
+        return value
+
+    parse.__name__ = name
+    return parse
+
+
 def k_list(text: str) -> list[int]:
     """An argparse type: comma-separated positive k's (``2,5,10``).
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 import warnings
 from dataclasses import dataclass, field
 
 from ..errors import IdentifyingColumnWarning
-from ..options import ANONYMIZE, DASK_PLAN
+from ..options import ANONYMIZE, DASK_PLAN, FORMATS
+from ..row_order import row_order_record, row_order_seed, shuffle_rows
 from . import _engines
 from ._anonymize_dask import anonymize_on_dask
 from ._common import (
@@ -27,14 +27,23 @@ from ._common import (
     add_option,
     require_sensitive,
     table_options,
+    warning_line,
 )
-from ._inputs import check_columns, dtypes_of, exists, load_hierarchies, metrics_api
+from ._inputs import (
+    check_columns,
+    dialect_of,
+    dtypes_of,
+    exists,
+    load_hierarchies,
+    metrics_api,
+)
 from ._progress import Progress
 from ._types import (
     byte_size,
     fraction,
     noise_spec,
     nonnegative_int,
+    positive_float,
     positive_int,
     seconds_or_none,
     split_names,
@@ -84,7 +93,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     _add_anonymization(p)
     _add_plan(p.add_argument_group("fitted plans (fit once, release every day)"))
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
-    p.add_argument("--output-format", choices=("csv", "parquet"),
+    p.add_argument("--output-format", choices=FORMATS,
                    help="output format, if it differs from --format")
     _add_engine(p.add_argument_group("engine"))
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -105,6 +114,9 @@ def _add_anonymization(p) -> None:
     add_option(p, ANONYMIZE["sensitive"], metavar="COL", also="the manifest's report too")
     add_option(p, ANONYMIZE["l"], type=positive_int("l"), metavar="N",
                also="needs --sensitive")
+    add_option(p, ANONYMIZE["l_kind"])
+    add_option(p, ANONYMIZE["c"], type=positive_float("--c"), metavar="C",
+               also="with --l-kind recursive")
     add_option(p, ANONYMIZE["t"], type=fraction("t"), metavar="T", also="needs --sensitive")
     add_option(p, ANONYMIZE["mode"])
     add_option(p, ANONYMIZE["objective"])
@@ -209,6 +221,8 @@ class Job:
     hierarchies: dict
     hierarchy_files: dict
     dtypes: dict
+    #: How CSV input is written (separator, decimal mark, encoding).
+    dialect: object
     progress: Progress
     #: The columns the run warned single out rows.
     identifying: list = field(default_factory=list)
@@ -245,18 +259,21 @@ class Job:
 
 @dataclass
 class Outcome:
-    """What a run wrote: its rows and classes, and how long it took."""
+    """What a run wrote: its rows and classes, its report, and how long it took."""
 
     rows: int
     classes: int
     min_class_size: int
     input_rows: int | None = None
-    #: In memory, the release and its original, for the manifest's report.
-    released: object = None
-    original: object = None
+    #: The release's report (dmondrian.reporting.Report), for the manifest.
+    report: object = None
     seconds: float = 0.0
-    #: Rows written with every QI masked (known without a report on Dask).
-    masked: int = 0
+
+    @classmethod
+    def of(cls, rep, input_rows: int) -> Outcome:
+        """The outcome of a release measured by its report ``rep``."""
+        return cls(rows=rep.n_records, classes=rep.n_classes, min_class_size=rep.privacy.k,
+                   input_rows=input_rows, report=rep)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -307,7 +324,7 @@ class _identifying_warnings:
             if issubclass(w.category, IdentifyingColumnWarning):
                 if exc[0] is not None:  # nothing was released: the error line says why
                     continue
-                sys.stderr.write(f"dmondrian: warning: {w.message}\n")
+                warning_line(w.message)
                 self.job.identifying.append(str(w.message.column))
             else:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
@@ -329,7 +346,7 @@ def _job(args) -> Job:
     out_fmt = io.detect_format(dst, args.output_format or args.format)
     hierarchies, hierarchy_files = load_hierarchies(args.hierarchy)
     return Job(args, src, dst, in_fmt, out_fmt, qis, sensitive, hierarchies, hierarchy_files,
-               dtypes_of(args), Progress(not args.no_progress))
+               dtypes_of(args), dialect_of(args), Progress(not args.no_progress))
 
 
 def _resolve_io(args) -> tuple[str, str]:
@@ -391,7 +408,7 @@ def _anonymize_local(job: Job) -> Outcome:
     from .. import io
 
     with job.progress.stage(f"reading {job.src}"):
-        df = io.read_table(job.src, job.in_fmt, dtypes=job.dtypes)
+        df = io.read_table(job.src, job.in_fmt, dtypes=job.dtypes, dialect=job.dialect)
     check_columns(df, job.qis, "--qi", job.src)
     check_columns(df, job.sensitive, "--sensitive", job.src)
     class_col = _free_column(df)
@@ -402,11 +419,13 @@ def _anonymize_local(job: Job) -> Outcome:
             released = _engines.local_anonymize()(df, job.qis, job.args.k,
                                                   class_column=class_col,
                                                   **job.options(ANONYMIZE))
-    sizes = _class_sizes(released.pop(class_col))
-    io.write_table(released, job.dst, job.out_fmt, overwrite=job.args.overwrite,
+    released = released.drop(columns=[class_col])
+    # The file's rows in a random order (dmondrian.row_order); the frame kept
+    # for the report stays aligned with the input.
+    written = shuffle_rows(released, row_order_seed(job.args.random_state))
+    io.write_table(written, job.dst, job.out_fmt, overwrite=job.args.overwrite,
                    progress=job.progress.bar(f"writing {job.dst}"))
-    return Outcome(rows=len(released), classes=len(sizes), min_class_size=int(sizes.min()),
-                   input_rows=len(df), released=released, original=df)
+    return Outcome.of(release_report(job, released, df), len(df))
 
 
 def _release_with_plan(job: Job, df, class_col):
@@ -434,9 +453,8 @@ def _release_with_plan(job: Job, df, class_col):
 
 
 def _anonymize_on_dask(job: Job) -> Outcome:
-    rows, classes, smallest, masked, input_rows = anonymize_on_dask(job)
-    return Outcome(rows=rows, classes=classes, min_class_size=smallest, input_rows=input_rows,
-                   masked=masked)
+    rep, input_rows = anonymize_on_dask(job, release_report)
+    return Outcome.of(rep, input_rows)
 
 
 def _free_column(df, base: str = "__dmondrian_class") -> str:
@@ -445,13 +463,6 @@ def _free_column(df, base: str = "__dmondrian_class") -> str:
     while name in df.columns:
         name += "_"
     return name
-
-
-def _class_sizes(class_ids):
-    import numpy as np
-
-    # Class ids, masked rows' -1 (dmondrian.suppression) among them.
-    return np.unique(np.asarray(class_ids, dtype=np.int64), return_counts=True)[1]
 
 
 # -- the manifest and the last words -----------------------------------------------------
@@ -463,7 +474,8 @@ def _parameters(job: Job) -> dict:
     return {
         "k": args.k, "quasi_identifiers": job.qis,
         "sensitive": job.sensitive[0] if job.sensitive else None,
-        "l": args.l, "t": args.t, "mode": args.mode, "objective": args.objective,
+        "l": args.l, "l_kind": args.l_kind, "c": args.c, "t": args.t, "mode": args.mode,
+        "objective": args.objective,
         "generalization": args.generalization,
         "max_depth": args.max_depth, "hierarchies": job.hierarchy_files, "dtypes": job.dtypes,
         "suppression": args.suppression, "suppressed": args.suppressed,
@@ -475,37 +487,41 @@ def _parameters(job: Job) -> dict:
     }
 
 
-def _report(job: Job, outcome: Outcome):
-    """The release's report for the manifest; None on Dask (the release is not in memory)."""
-    if outcome.released is None:
-        return None
+def release_report(job: Job, released, original):
+    """The report of a release (pandas, or dask read back from the output) for the
+    manifest: achieved k, l and t, class sizes, information loss, risk, suppressed rows.
+
+    Parameters
+    ----------
+    job : Job
+        The run.
+    released, original : pandas or dask DataFrame
+        The release and the input it was made from.
+
+    Returns
+    -------
+    dmondrian.reporting.Report
+    """
     report, _ = metrics_api()
-    return report(outcome.released, job.qis, original=outcome.original,
+    return report(released, job.qis, original=original,
                   sensitive=job.sensitive[0] if job.sensitive else None, k=job.args.k,
                   hierarchies=job.hierarchies or None,
                   noise=dict(job.args.noise) if job.args.noise else None,
                   allow_unique=split_names(job.args.allow_unique),
-                  entity=_released_entities(job, outcome))
+                  entity=_released_entities(job, released, original))
 
 
-def _released_entities(job: Job, outcome: Outcome):
-    """The entity of each released row (the release itself no longer holds it)."""
-    if job.args.entity is None:
+def _released_entities(job: Job, released, original):
+    """The entity of each released row (the release itself no longer holds it); None on
+    Dask, whose release read back from the files is shuffled and has no index to align."""
+    from ..metrics import is_dask
+
+    if job.args.entity is None or is_dask(released):
         return None
-    values = outcome.original[job.args.entity]
+    values = original[job.args.entity]
     # The local engine keeps the input's rows in order, less suppressed="drop"'s.
-    return values.to_numpy() if len(values) == len(outcome.released) else \
-        values.loc[outcome.released.index].to_numpy()
-
-
-def _suppressed(outcome: Outcome) -> dict | None:
-    """The suppressed rows when no report counts them (Dask): masked, and rows not written."""
-    if outcome.released is not None or outcome.input_rows is None:
-        return None
-    dropped = outcome.input_rows - outcome.rows
-    rows = outcome.masked + dropped
-    return {"rows": rows, "share": rows / outcome.input_rows if outcome.input_rows else 0.0,
-            "masked": outcome.masked, "dropped": dropped}
+    return values.to_numpy() if len(values) == len(released) else \
+        values.loc[released.index].to_numpy()
 
 
 def _write_manifest(job: Job, engine: str, outcome: Outcome) -> None:
@@ -517,15 +533,15 @@ def _write_manifest(job: Job, engine: str, outcome: Outcome) -> None:
 
     extra = {"command": "dmondrian anonymize", "input": job.src, "input_format": job.in_fmt,
              "output_format": job.out_fmt, "engine": engine, "classes": outcome.classes,
-             "min_class_size": outcome.min_class_size, "seconds": outcome.seconds}
+             "min_class_size": outcome.min_class_size, "seconds": outcome.seconds,
+             "row_order": row_order_record(job.args.random_state)}
     if job.plan_sha256 is not None:
         extra["plan"] = {"path": job.args.plan or job.args.save_plan,
                          "sha256": job.plan_sha256,
                          "use": "applied" if job.args.plan else "fitted and saved"}
     kwargs = {"output": job.dst, "parameters": _parameters(job),
               "input_rows": outcome.input_rows, "output_rows": outcome.rows,
-              "report": _report(job, outcome), "extra": extra,
-              "suppressed": _suppressed(outcome),
+              "report": outcome.report, "extra": extra,
               "risks": {"identifying_columns": job.identifying}}
     fs, _ = io._fs(job.dst)
     if io._is_local(fs):

@@ -8,12 +8,14 @@ import json
 from ..options import ANONYMIZE
 from ._common import EXIT_FAILED, EXIT_OK, FORMATTER, add_common, add_option, require_sensitive
 from ._inputs import check_columns, metrics_api, read
-from ._types import fraction, positive_int, split_names
+from ._types import fraction, positive_float, positive_int, split_names
 
 EXAMPLES = """\
 examples:
   dmondrian verify released.csv --qi age,zip,sex --k 10
-  dmondrian verify released.parquet --qi age,zip --k 5 --l 2 --sensitive diagnosis"""
+  dmondrian verify released.parquet --qi age,zip --k 5 --l 2 --sensitive diagnosis
+  dmondrian verify released.parquet --qi age,zip --k 5 --l 2 --l-kind recursive --c 3 \
+      --sensitive diagnosis"""
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -38,6 +40,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("-k", "--k", type=positive_int("k"), required=True)
     add_common(p)
     add_option(p, ANONYMIZE["l"], type=positive_int("l"), also="needs --sensitive")
+    add_option(p, ANONYMIZE["l_kind"])
+    add_option(p, ANONYMIZE["c"], type=positive_float("--c"), metavar="C",
+               also="with --l-kind recursive")
     add_option(p, ANONYMIZE["t"], type=fraction("t"), also="needs --sensitive")
     add_option(p, ANONYMIZE["sensitive"], metavar="COL")
     add_option(p, ANONYMIZE["allow_unique"], action="append", metavar="COLS",
@@ -68,6 +73,6 @@ def run(args: argparse.Namespace) -> int:
     check_columns(table, qis, "--qi", args.table)
     check_columns(table, sensitive, "--sensitive", args.table)
     result = verify(table, qis, k=args.k, sensitive=args.sensitive, l=args.l, t=args.t,
-                    allow_unique=split_names(args.allow_unique))
+                    l_kind=args.l_kind, c=args.c, allow_unique=split_names(args.allow_unique))
     print(json.dumps(result.to_dict(), indent=2, default=str) if args.json else repr(result))
     return EXIT_OK if result.ok else EXIT_FAILED

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .._compat import has_unknown_categories
 from .._kernel import keys as _keys
 from .._kernel.constants import FLIP
 from ..errors import UnsupportedDtypeError
@@ -211,7 +212,7 @@ def arrow_string_chunks(values):
 
 def _unknown(dtype: pd.CategoricalDtype) -> bool:
     """Whether a Dask meta's categories are unknown (Dask's placeholder category)."""
-    return len(dtype.categories) == 1 and dtype.categories[0] == "__UNKNOWN_CATEGORIES__"
+    return has_unknown_categories(dtype)
 
 
 def category_order(kind, name, values: pd.Index, seen: set, meta_dtype) -> list:

@@ -17,14 +17,14 @@ from ..errors import ParameterError
 from ..sensitive import check_known_order, is_ordered, sensitive_values
 from ._frames import N_COLUMN, class_sizes, compute, groupby, is_dask, meta_of
 
-__all__ = ["T_DISTANCES", "SIZE", "L_DISTINCT", "L_ENTROPY", "T", "t_distance_of",
-           "SensitivePlan", "global_distribution", "ordered_emd", "equal_emd",
-           "sensitive_class_stats", "class_statistics"]
+__all__ = ["T_DISTANCES", "SIZE", "L_DISTINCT", "L_ENTROPY", "L_RECURSIVE", "T",
+           "t_distance_of", "SensitivePlan", "global_distribution", "ordered_emd", "equal_emd",
+           "recursive_ratio", "sensitive_class_stats", "class_statistics"]
 
 T_DISTANCES = ("auto", "ordered", "equal")
 # Per-class statistic columns, named so they cannot clash with a QI called "size" or "t".
-SIZE, L_DISTINCT, L_ENTROPY, T = (f"__dmondrian_{c}__" for c in ("size", "l_distinct",
-                                                                "l_entropy", "t"))
+SIZE, L_DISTINCT, L_ENTROPY, L_RECURSIVE, T = (
+    f"__dmondrian_{c}__" for c in ("size", "l_distinct", "l_entropy", "l_recursive", "t"))
 
 
 def t_distance_of(meta: pd.Series, t_distance: str = "auto") -> str:
@@ -133,17 +133,45 @@ def equal_emd(gid, rank, p, q: np.ndarray, n_classes: int) -> np.ndarray:
     return (diff + (1.0 - covered)) / 2.0
 
 
+def recursive_ratio(gid, n, size, n_classes: int, l: int) -> np.ndarray:  # noqa: E741
+    """Every class's ``r1 / (r_l + ... + r_m)``, its counts ``r`` sorted descending.
+
+    A class is recursive (c, l)-diverse when ``r1 < c * (r_l + ... + r_m)``
+    (Machanavajjhala et al. 2007), that is when this ratio is below ``c``;
+    a class with fewer than ``l`` distinct values has an empty tail and the
+    ratio ``inf``. Rows are (class, sensitive value) pairs with count ``n``.
+
+    Examples
+    --------
+    >>> gid, n = np.array([0, 0, 0, 1]), np.array([5.0, 3.0, 2.0, 4.0])
+    >>> recursive_ratio(gid, n, np.array([10.0, 4.0]), 2, 2).tolist()
+    [1.0, inf]
+    """
+    order = np.lexsort((-n, gid))
+    g, counts = gid[order], n[order]
+    starts = np.searchsorted(g, np.arange(n_classes))
+    position = np.arange(len(g)) - starts[g]
+    largest = np.bincount(g, weights=np.where(position == 0, counts, 0.0), minlength=n_classes)
+    head = np.bincount(g, weights=np.where(position < l - 1, counts, 0.0), minlength=n_classes)
+    tail = size - head
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(tail > 0, largest / np.where(tail > 0, tail, 1.0), np.inf)
+
+
 def sensitive_class_stats(counts: pd.DataFrame, keys, sensitive, q: pd.Series,
-                          distance: str) -> pd.DataFrame:
+                          distance: str, recursive_l: int | None = None) -> pd.DataFrame:
     """Per-class size, distinct and entropy l, and EMD from (class, value, count) rows.
 
     ``counts`` has the ``keys`` columns, the sensitive column and the count
     column; every class's rows must be in this frame (pandas, or one Dask
-    partition after a shuffle on ``keys``).
+    partition after a shuffle on ``keys``). With ``recursive_l``, the column
+    :data:`L_RECURSIVE` holds each class's :func:`recursive_ratio`.
     """
     if len(counts) == 0:
-        return counts[keys].iloc[:0].assign(**{SIZE: np.int64(0), L_DISTINCT: np.int64(0),
-                                               L_ENTROPY: 0.0, T: 0.0})
+        empty = {SIZE: np.int64(0), L_DISTINCT: np.int64(0), L_ENTROPY: 0.0, T: 0.0}
+        if recursive_l is not None:
+            empty[L_RECURSIVE] = 0.0
+        return counts[keys].iloc[:0].assign(**empty)
     gid = groupby(counts, keys).ngroup().to_numpy()
     n_classes = int(gid.max()) + 1
     n = counts[N_COLUMN].to_numpy(dtype=np.float64)
@@ -160,10 +188,13 @@ def sensitive_class_stats(counts: pd.DataFrame, keys, sensitive, q: pd.Series,
     out[L_DISTINCT] = distinct.astype(np.int64)
     out[L_ENTROPY] = np.exp(np.maximum(entropy, 0.0))
     out[T] = np.clip(emd, 0.0, 1.0)
+    if recursive_l is not None:
+        out[L_RECURSIVE] = recursive_ratio(gid, n, size, n_classes, int(recursive_l))
     return out
 
 
-def class_statistics(table, keys, sensitive=None, t_distance: str = "auto"):
+def class_statistics(table, keys, sensitive=None, t_distance: str = "auto",
+                     recursive_l: int | None = None):
     """Per-class statistics of a table.
 
     For Dask it stays lazy (one row per class, partitioned by class); the
@@ -176,6 +207,8 @@ def class_statistics(table, keys, sensitive=None, t_distance: str = "auto"):
         The columns whose distinct values define the classes.
     sensitive : column name, optional
     t_distance : {"auto", "ordered", "equal"}
+    recursive_l : int, optional
+        The l of recursive (c, l)-diversity: adds :data:`L_RECURSIVE`.
 
     Returns
     -------
@@ -202,10 +235,10 @@ def class_statistics(table, keys, sensitive=None, t_distance: str = "auto"):
     g = groupby(table[[*keys, sensitive]], [*keys, sensitive])
     if is_dask(table):
         counts = g.size(split_out=True).rename(N_COLUMN).reset_index()
-        meta = sensitive_class_stats(counts._meta, keys, sensitive, q, distance)
+        meta = sensitive_class_stats(counts._meta, keys, sensitive, q, distance, recursive_l)
         frame = counts.shuffle(on=keys).map_partitions(
-            sensitive_class_stats, keys, sensitive, q, distance, meta=meta)
+            sensitive_class_stats, keys, sensitive, q, distance, recursive_l, meta=meta)
     else:
         counts = g.size().rename(N_COLUMN).reset_index()
-        frame = sensitive_class_stats(counts, keys, sensitive, q, distance)
+        frame = sensitive_class_stats(counts, keys, sensitive, q, distance, recursive_l)
     return frame, SensitivePlan(frame, sensitive, distance, len(q))

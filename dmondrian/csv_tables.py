@@ -1,0 +1,339 @@
+"""Reading CSV tables, in memory or on Dask, with one dialect and one type rule.
+
+The command line reads CSV in memory (pandas) for the local engine and lazily
+(dask) for the Dask engine; both go through this module, so a file reads the
+same way whichever engine runs:
+
+* :class:`CsvDialect` is how the file is written: the separator (sniffed
+  from the first lines when not given; a tab for ``.tsv``), the decimal mark
+  (``","`` in many European exports) and the encoding.
+* The column types are pandas' inference over the *whole* file. dask infers
+  them from the first block only: a column empty in the first rows and
+  holding text later (a common shape of real exports) would be typed as a
+  number there and fail further on. :func:`read_csv_dask` reads the columns
+  dask would have typed as numbers or booleans as text, finds their types in
+  one pass over the file, and converts them; a column that turns out to hold
+  text stays text, and the reader says so.
+* :func:`convert_dtypes` applies the ``--dtype COLUMN=TYPE`` conversions to a
+  pandas or a dask DataFrame, the one converter of both paths.
+"""
+
+from __future__ import annotations
+
+import csv
+import warnings
+from dataclasses import dataclass
+
+import fsspec
+import numpy as np
+import pandas as pd
+
+from .errors import ColumnError, MissingColumnError
+
+__all__ = ["CsvDialect", "CsvTypeWarning", "sniff_separator", "pandas_options", "read_csv",
+           "read_csv_dask", "convert_dtypes", "uncompressed_name", "TEXT_TYPES", "COMPRESSIONS"]
+
+#: What ``--dtype`` accepts for text.
+TEXT_TYPES = ("str", "string")
+#: The separators sniffing may find (pandas' default when none is found).
+SEPARATORS = ",;\t|"
+#: Compression suffixes the readers see through (fsspec's ``compression="infer"``).
+COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst", ".zip")
+_SNIFF_BYTES = 64 * 1024
+_BOOL_WORDS = {"true": True, "false": False}
+#: What the type pass counts per column: values present, those pandas would
+#: read as numbers, as integers, as booleans, and missing values.
+_FACTS = ("present", "numeric", "integral", "boolean", "missing")
+
+
+class CsvTypeWarning(UserWarning):
+    """A CSV column the first rows showed as numbers holds text further on: read as text."""
+
+
+@dataclass(frozen=True)
+class CsvDialect:
+    """How a CSV file is written.
+
+    Parameters
+    ----------
+    sep : str, optional
+        Field separator; None sniffs it from the first lines (``","`` when
+        nothing else is found), and a ``.tsv`` file's default is a tab.
+    decimal : str, default "."
+        Decimal mark of the numbers.
+    encoding : str, default "utf-8"
+        Text encoding of the file.
+
+    Examples
+    --------
+    >>> CsvDialect(sep=";", decimal=",").resolved("x.csv")
+    CsvDialect(sep=';', decimal=',', encoding='utf-8')
+    """
+
+    sep: str | None = None
+    decimal: str = "."
+    encoding: str = "utf-8"
+
+    def resolved(self, url: str) -> CsvDialect:
+        """This dialect with its separator known: given, a tab for ``.tsv``, or sniffed."""
+        if self.sep is not None:
+            return self
+        if uncompressed_name(url).endswith(".tsv"):
+            return CsvDialect("\t", self.decimal, self.encoding)
+        return CsvDialect(sniff_separator(url, self.encoding), self.decimal, self.encoding)
+
+
+def uncompressed_name(url: str) -> str:
+    """The file name of ``url``, lower case, without a compression suffix.
+
+    Examples
+    --------
+    >>> uncompressed_name("s3://bucket/Day.TSV.gz")
+    'day.tsv'
+    """
+    name = url.rstrip("/").rsplit("/", 1)[-1].lower()
+    for suffix in COMPRESSIONS:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def sniff_separator(url: str, encoding: str = "utf-8") -> str:
+    """The field separator of a CSV file, from its first lines (``","`` if unsure).
+
+    Examples
+    --------
+    >>> with fsspec.open("memory://doc/semi.csv", "w") as fh:
+    ...     _ = fh.write("age;income\\n31;1,5\\n45;2,0\\n")
+    >>> sniff_separator("memory://doc/semi.csv")
+    ';'
+    """
+    try:
+        with fsspec.open(url, "rb", compression="infer") as fh:
+            raw = fh.read(_SNIFF_BYTES)
+    except (OSError, ValueError):
+        return ","  # the reader will say what is wrong with the file
+    text = raw.decode(encoding, errors="replace")
+    if len(raw) == _SNIFF_BYTES:  # drop a line cut in the middle
+        text = text[: text.rfind("\n") + 1] or text
+    lines = [line for line in text.splitlines() if line.strip()][:50]
+    if not lines:
+        return ","
+    try:
+        return csv.Sniffer().sniff("\n".join(lines), delimiters=SEPARATORS).delimiter
+    except csv.Error:
+        # One column, or a sample the sniffer cannot decide: the separator
+        # that splits the header and every line into the same number of fields.
+        for sep in SEPARATORS:
+            counts = {line.count(sep) for line in lines}
+            if len(counts) == 1 and counts != {0}:
+                return sep
+        return ","
+
+
+def pandas_options(dialect: CsvDialect, text_columns=()) -> dict:
+    """Keywords of :func:`pandas.read_csv` (and dask's) for a resolved ``dialect``.
+
+    Examples
+    --------
+    >>> pandas_options(CsvDialect(",", ".", "utf-8"), ["zip"])
+    {'sep': ',', 'decimal': '.', 'encoding': 'utf-8', 'dtype': {'zip': 'str'}}
+    """
+    return {"sep": dialect.sep, "decimal": dialect.decimal, "encoding": dialect.encoding,
+            "dtype": dict.fromkeys(text_columns, "str")}
+
+
+def read_csv(url: str, dialect: CsvDialect | None = None, text_columns=()) -> pd.DataFrame:
+    """Read a CSV file into pandas: the dialect resolved, types inferred from every row.
+
+    Parameters
+    ----------
+    url : str
+        Path or fsspec URL (compression inferred from the extension).
+    dialect : CsvDialect, optional
+        Default: sniffed separator, ``"."`` decimals, UTF-8.
+    text_columns : sequence of str
+        Columns read as text whatever they hold (e.g. ZIP codes).
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    dialect = (dialect or CsvDialect()).resolved(url)
+    with fsspec.open(url, "rb", compression="infer") as fh:
+        return pd.read_csv(fh, **pandas_options(dialect, text_columns))
+
+
+def read_csv_dask(url: str, dialect: CsvDialect | None = None, text_columns=(),
+                  **dask_options):
+    """Read a CSV file lazily with dask, its column types those :func:`read_csv` gives.
+
+    dask guesses each column's type from the file's first block. Every
+    column it guesses as a number or a boolean is read as text instead; one
+    pass over the file (run now, on the current dask scheduler) finds what
+    pandas would make of the whole column, and the column is converted to
+    that: integers (``int64``, ``float64`` with missing values), floats,
+    booleans, or text. A column read as text although its first rows held
+    numbers is named in a :class:`CsvTypeWarning`.
+
+    Parameters
+    ----------
+    url, dialect, text_columns
+        As in :func:`read_csv`.
+    **dask_options
+        More keywords for :func:`dask.dataframe.read_csv` (``blocksize``, ...).
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+    """
+    import dask
+    import dask.dataframe as dd
+
+    dialect = (dialect or CsvDialect()).resolved(url)
+    options = {**pandas_options(dialect, text_columns), **dask_options}
+    guessed = dd.read_csv(url, **options)
+    checked = [c for c, t in guessed.dtypes.items()
+               if c not in options["dtype"] and (pd.api.types.is_numeric_dtype(t)
+                                                  or pd.api.types.is_bool_dtype(t))]
+    if not checked:
+        return guessed
+    options["dtype"].update(dict.fromkeys(checked, "str"))
+    ddf = dd.read_csv(url, **options)
+    meta = pd.DataFrame({f: np.zeros(0, np.int64) for f in _FACTS})
+    (found,) = dask.compute(ddf[checked].map_partitions(_column_facts, dialect.decimal,
+                                                        meta=meta))
+    facts = found.groupby(level=0).sum()
+    types = {c: _type_of(facts.loc[c]) for c in checked}
+    text = [c for c in checked if types[c] is None]
+    if text:
+        warnings.warn(CsvTypeWarning(
+            f"{url}: column(s) {', '.join(map(repr, text))} look numeric in the first rows "
+            "but hold text further on: read as text"), stacklevel=2)
+    typed = {c: t for c, t in types.items() if t is not None}
+    if not typed:
+        return ddf
+    meta = _as_types(ddf._meta, typed, dialect.decimal)
+    return ddf.map_partitions(_as_types, typed, dialect.decimal, meta=meta)
+
+
+def _column_facts(part: pd.DataFrame, decimal: str = ".") -> pd.DataFrame:
+    """Per column of a text partition (a row each): the counts :func:`_type_of` reads."""
+    rows = {}
+    for col in part.columns:
+        values = part[col]
+        present = values.dropna().astype(str).str.strip()
+        numeric = _to_numbers(present, decimal).notna()
+        integral = present.str.fullmatch(r"[+-]?\d+")
+        boolean = present.str.lower().isin(list(_BOOL_WORDS))
+        rows[col] = [len(present), int(numeric.sum()), int(integral.sum()),
+                     int(boolean.sum()), int(values.isna().sum())]
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(_FACTS)).astype(np.int64)
+
+
+def _type_of(facts) -> str | None:
+    """pandas' type of a whole column from its counts; None for text."""
+    present, numeric, integral, boolean, missing = (int(facts[f]) for f in _FACTS)
+    if present == 0:
+        return "float64"  # pandas reads an all-empty column as float NaN
+    if boolean == present:
+        return "bool" if missing == 0 else "object_bool"
+    if numeric < present:
+        return None
+    if integral == present and missing == 0:
+        return "int64"
+    return "float64"
+
+
+def _to_numbers(values: pd.Series, decimal: str) -> pd.Series:
+    text = values.astype(str).str.strip()
+    if decimal != ".":
+        text = text.str.replace(".", "\0", regex=False).str.replace(decimal, ".", regex=False)
+    return pd.to_numeric(text, errors="coerce")
+
+
+def _as_types(part: pd.DataFrame, types: dict, decimal: str) -> pd.DataFrame:
+    out = part.copy()
+    for col, typ in types.items():
+        if typ in ("bool", "object_bool"):
+            words = out[col].str.strip().str.lower().map(_BOOL_WORDS)
+            out[col] = words.astype(bool) if typ == "bool" else words.astype(object)
+        else:
+            out[col] = _to_numbers(out[col], decimal).astype(typ)
+    return out
+
+
+def convert_dtypes(frame, dtypes: dict, url: str):
+    """Apply ``--dtype`` conversions ``{column: type}`` to a pandas or a dask DataFrame.
+
+    Types: ``"str"``/``"string"`` (text, missing values kept missing),
+    ``"int"`` (``int64``, nullable ``Int64`` when values are missing; always
+    ``Int64`` on dask, whose partitions cannot agree otherwise), ``"float"``,
+    ``"datetime"`` (ISO 8601 text), ``"category"`` or any pandas dtype name.
+
+    Parameters
+    ----------
+    frame : pandas or dask DataFrame
+    dtypes : dict
+        ``{column: type}``.
+    url : str
+        Where the table was read, for the messages.
+
+    Returns
+    -------
+    pandas or dask DataFrame
+        A new frame (pandas: the same object, converted in place).
+
+    Raises
+    ------
+    MissingColumnError
+        A column the table lacks.
+    ColumnError
+        A column that cannot be converted.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"zip": [2134, 10001], "day": ["2024-06-01", "2024-06-02"]})
+    >>> out = convert_dtypes(df, {"zip": "str", "day": "datetime"}, "t.csv")
+    >>> out["zip"].tolist(), str(out["day"].dtype).startswith("datetime64")
+    (['2134', '10001'], True)
+    """
+    for col in dtypes:
+        if col not in frame.columns:
+            raise MissingColumnError(col, f"--dtype names column {col!r}, which is not in "
+                                          f"{url!r}")
+    if not dtypes:
+        return frame
+    if isinstance(frame, pd.DataFrame):
+        return _convert(frame, dtypes, url, nullable_int=False)
+    meta = _convert(frame._meta.copy(), dtypes, url, nullable_int=True)
+    return frame.map_partitions(_convert_like, dtypes, url, meta, meta=meta)
+
+
+def _convert_like(part: pd.DataFrame, dtypes: dict, url: str, meta: pd.DataFrame):
+    """One dask partition converted, then cast to the collection's declared types."""
+    out = _convert(part, dtypes, url, nullable_int=True)
+    for col in dtypes:
+        if out[col].dtype != meta[col].dtype:
+            out[col] = out[col].astype(meta[col].dtype)
+    return out
+
+
+def _convert(df: pd.DataFrame, dtypes: dict, url: str, *, nullable_int: bool) -> pd.DataFrame:
+    for col, typ in dtypes.items():
+        name = str(typ).lower()
+        try:
+            if name == "datetime":
+                df[col] = pd.to_datetime(df[col], format="ISO8601")
+            elif name in TEXT_TYPES:
+                df[col] = df[col].astype("str").where(df[col].notna())
+            elif name == "int":
+                df[col] = df[col].astype("Int64" if nullable_int or df[col].isna().any()
+                                         else "int64")
+            else:
+                df[col] = df[col].astype({"float": "float64"}.get(name, name))
+        except (ValueError, TypeError) as exc:
+            text = " ".join(str(exc).split())
+            raise ColumnError(col, f"cannot convert column {col!r} to {typ}: {text[:300]} "
+                                   f"(in {url})") from exc
+    return df

@@ -1,0 +1,130 @@
+"""Written releases do not keep the input's row order (issue 25, bug 5).
+
+The input is sorted by birth date and carries its row number, released as is
+(``allow_unique``). Inside each published class, the rank correlation between
+the row number and the position in the written file must be near 0 for every
+writer, where it was exactly 1; the in-memory API keeps the order.
+"""
+
+from __future__ import annotations
+
+import json
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from distributed_helpers import make_census
+
+import dmondrian
+from dmondrian import distributed as D
+from dmondrian.cli import main
+
+QIS = ["age", "zip", "sex"]
+K = 40
+
+
+@pytest.fixture(scope="module")
+def sorted_people(tmp_path_factory):
+    df = make_census(6000, seed=4)[["birth_date", "age", "zip", "sex", "income"]]
+    df = df.sort_values("birth_date", kind="stable", ignore_index=True)
+    df["row"] = np.arange(len(df))
+    folder = tmp_path_factory.mktemp("order")
+    df.to_csv(folder / "people.csv", index=False)
+    df.to_parquet(folder / "people.parquet", index=False)
+    return df, folder
+
+
+def _spearman(a, b) -> float:
+    ra, rb = pd.Series(a).rank().to_numpy(), pd.Series(b).rank().to_numpy()
+    if ra.std() == 0 or rb.std() == 0:
+        return 0.0
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def within_class_order(released: pd.DataFrame) -> tuple[float, float]:
+    """Mean rank correlation, and mean |correlation|, of the row numbers and the file
+    positions inside each class of at least 10 rows."""
+    released = released.reset_index(drop=True)
+    keys = [released[q].astype(str) for q in QIS]
+    rhos = [_spearman(group["row"].to_numpy(), group.index.to_numpy())
+            for _, group in released.groupby(keys) if len(group) >= 10]
+    assert len(rhos) >= 20
+    return float(np.mean(rhos)), float(np.mean(np.abs(rhos)))
+
+
+def assert_shuffled(released: pd.DataFrame) -> None:
+    mean, mean_abs = within_class_order(released)
+    # Unshuffled, both are 1.00; a random order gives a mean near 0 (sd 0.02
+    # here) and a mean |rho| near 0.14 for classes of 40-80 rows.
+    assert abs(mean) < 0.1 and mean_abs < 0.3, (mean, mean_abs)
+
+
+def _read_dataset(path) -> pd.DataFrame:
+    files = sorted(path.glob("part.*.parquet"), key=lambda p: int(p.name.split(".")[1]))
+    for f in files:
+        schema = pq.read_schema(f)
+        assert "__index_level_0__" not in schema.names and "row" in schema.names
+        meta = json.loads(schema.metadata[b"pandas"])
+        assert not meta["index_columns"] or meta["index_columns"][0].get("kind") == "range"
+    return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+
+
+def test_in_memory_api_keeps_the_input_order(sorted_people):
+    df, _ = sorted_people
+    rel = dmondrian.anonymize(df, QIS, K, allow_unique=["row", "birth_date", "income"])
+    assert rel["row"].tolist() == df["row"].tolist()
+    assert within_class_order(rel)[0] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("out", ["rel.csv", "rel.parquet"])
+def test_cli_local_writers_shuffle_seeded(sorted_people, out, capsys):
+    df, folder = sorted_people
+    args = ["anonymize", str(folder / "people.csv"), "", "--k", str(K), "--qi", ",".join(QIS),
+            "--allow-unique", "row,birth_date,income", "--no-progress", "--overwrite"]
+    written = []
+    for name, seed in ((out, "7"), ("again_" + out, "7"), ("other_" + out, "8")):
+        args[2] = str(folder / name)
+        assert main([*args, "--seed", seed]) == 0, capsys.readouterr().err
+        written.append(io_read(folder / name))
+    assert_shuffled(written[0])
+    assert written[0].equals(written[1])  # the same seed writes the same file
+    assert not written[0]["row"].equals(written[2]["row"])
+    manifest = json.loads((folder / f"{out}.manifest.json").read_text())
+    assert manifest["extra"]["row_order"] == {"order": "shuffled within each file",
+                                              "seeded": True, "index_written": False}
+
+
+def io_read(path) -> pd.DataFrame:
+    from dmondrian import io
+
+    return io.read_table(str(path))
+
+
+def test_dask_writers_shuffle(sorted_people, client, tmp_path):
+    df, folder = sorted_people
+    ddf = dd.from_pandas(df, npartitions=3)
+    options = {"allow_unique": ["row", "birth_date", "income"], "client": client,
+               "leaf_rows": 1500, "random_state": 3}
+    D.anonymize_to_parquet(ddf, str(tmp_path / "pq"), QIS, K, **options)
+    assert_shuffled(_read_dataset(tmp_path / "pq"))
+    D.anonymize(ddf, QIS, K, **options).to_parquet(str(tmp_path / "lazy"))
+    assert_shuffled(_read_dataset(tmp_path / "lazy"))
+    D.anonymize_to_csv(ddf, str(tmp_path / "csv" / "part-*.csv"), QIS, K, **options)
+    parts = sorted((tmp_path / "csv").glob("part-*.csv"))
+    assert_shuffled(pd.concat([pd.read_csv(p) for p in parts], ignore_index=True))
+    assert "Unnamed: 0" not in pd.read_csv(parts[0]).columns  # no index column
+
+
+def test_cli_distributed_writer_shuffles(sorted_people, client, tmp_path, capsys):
+    _, folder = sorted_people
+    out = tmp_path / "dist"
+    code = main(["anonymize", str(folder / "people.parquet"), f"{out}/", "--k", str(K),
+                 "--qi", ",".join(QIS), "--allow-unique", "row,birth_date,income",
+                 "--output-format", "parquet", "--distributed", "--leaf-rows", "1500",
+                 "--scheduler", client.scheduler.address, "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    assert_shuffled(_read_dataset(out))
+    manifest = json.loads((tmp_path / "dist.manifest.json").read_text())
+    assert manifest["extra"]["row_order"]["order"] == "shuffled within each file"
