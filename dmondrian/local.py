@@ -346,7 +346,9 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
         ``entity``); QI columns
         generalized (range labels as a Categorical of strings), noised
         columns replaced, every other column untouched (without the dropped
-        rows, if ``suppressed="drop"``).
+        rows, if ``suppressed="drop"``). The rows keep the input's order, so
+        that a scikit-learn ``y`` stays aligned with them; a release written
+        to files has its rows shuffled instead (:mod:`dmondrian.row_order`).
 
     Warns
     -----
