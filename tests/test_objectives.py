@@ -83,7 +83,8 @@ def test_the_estimator_and_the_command_line_take_the_objective(tmp_path):
     assert main(["anonymize", str(tmp_path / "in.csv"), str(tmp_path / "out.csv"), "--k", "4",
                  "--qi", "age,zip", "--objective", "dm"]) == 0
     out = pd.read_csv(tmp_path / "out.csv")
-    assert out["age"].astype(str).tolist() == expected["age"].astype(str).tolist()
+    # The same release, its rows shuffled in the file (dmondrian.row_order).
+    assert sorted(out["age"].astype(str)) == sorted(expected["age"].astype(str))
 
 
 def test_the_dask_top_phase_plans_with_the_objective():
