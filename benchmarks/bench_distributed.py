@@ -2,8 +2,10 @@
 
 Run: python benchmarks/bench_distributed.py [--quick] [--rows N] [--workers W]
          [--memory-limit 2GB] [--repeat R] [--paths to_parquet,lazy] [--quality]
-         [--input DIR] [--gen-jobs J] [--smallest-class] [--data floats]
-         [--out PATH]
+         [--input DIR] [--gen-jobs J] [--smallest-class] [--data floats|wide|text4k]
+         [--baseline shuffle|copy] [--out PATH]
+     python benchmarks/bench_distributed.py --data wide --rows 2000000
+         --rows-per-file 100000 --paths to_parquet,to_parquet_rows --smallest-class
      python benchmarks/bench_distributed.py --small-memory [--rows 20000000]
          [--memory-limit 700MB] [--timeout 900]
      python benchmarks/bench_distributed.py --worker-memory [--rows 2000000]
@@ -13,16 +15,24 @@ QIs: age, zip, birth_date, sex, education; 2 other columns: person_id,
 income), or with ``--data floats`` bench_local's float table (5 QIs: two
 continuous floats with nearly every value distinct, a float of about 25
 levels, an Int64 with 5 % missing, a nominal of 1,000 Zipf-like values;
-2 other columns: person_id, visits). Then, on the same LocalCluster, side by
-side:
+2 other columns: person_id, visits), or with ``--data wide`` a warehouse-like
+table (the 9 census columns and 60 more released as they are: 20 floats, 20
+ints, 20 words; about 870 bytes a row in memory; 4 QIs: age, zip, sex,
+education). Then, on the same LocalCluster, side by side:
 
-* baseline: ``read_parquet -> shuffle(person_id) -> to_parquet`` of the same
-  data (the p2p shuffle every anonymization must at least pay for);
+* baseline (``--baseline``): ``shuffle`` is ``read_parquet ->
+  shuffle(person_id) -> to_parquet`` of the same data (the p2p shuffle a
+  whole-row anonymization must at least pay for; the default); ``copy`` is
+  ``read_parquet -> to_parquet`` (what any release of the table costs; the
+  default with ``--data wide`` and ``text4k``, where only keys need to cross the
+  network); ``--data text4k`` is census rows with a 4 kB text each;
 * dmondrian, each path ``--paths`` names (default ``to_parquet``):
   ``to_parquet`` is ``anonymize_to_parquet`` (domain pass, top-phase passes,
   route, p2p shuffle, local engine per leaf, write); ``lazy`` is what a
   notebook user writes, ``dmondrian.anonymize(dd.read_parquet(...), ...)``
-  then dask's own ``.to_parquet(...)`` of the lazy frame.
+  then dask's own ``.to_parquet(...)`` of the lazy frame. ``to_parquet_keys``,
+  ``to_parquet_rows``, ``lazy_keys`` and ``lazy_rows`` force the exchange
+  (``exchange="keys"`` or ``"rows"``) instead of the plan's choice.
 
 ``--repeat R`` runs every job R times, rotating which goes first (and
 reversing the order every other round), and reports the median of the
@@ -122,6 +132,39 @@ def float_rows(n: int, start: int) -> pd.DataFrame:
     return df
 
 
+#: The wide table's extra columns: (kind, count); words come from a 1,000-word list.
+WIDE_EXTRAS = (("f", 20), ("i", 20), ("w", 20))
+
+
+def wide_rows(n: int, start: int) -> pd.DataFrame:
+    """A warehouse-like wide table: the 9 census columns and 60 more released as
+    they are (20 floats, 20 ints, 20 words), about 870 bytes a row in memory; 4 QIs."""
+    from dmondrian.synthetic import make_census
+
+    df = make_census(n, seed=0, start=start)
+    rng = np.random.default_rng(start + 7)
+    words = np.array([f"w{i:04d}{'abcdefgh'[i % 8] * (i % 9)}" for i in range(1000)])
+    extra = {}
+    for kind, count in WIDE_EXTRAS:
+        for j in range(count):
+            name = f"{kind}{j:02d}"
+            if kind == "f":
+                extra[name] = rng.normal(0.0, 1.0 + j, n)
+            elif kind == "i":
+                extra[name] = rng.integers(0, 10 ** (3 + j % 6), n)
+            else:
+                extra[name] = pd.array(words[rng.integers(0, 1000, n)], dtype="str")
+    return pd.concat([df, pd.DataFrame(extra, index=df.index)], axis=1)
+
+
+def text_rows(n: int, start: int) -> pd.DataFrame:
+    """Census rows with a 4 kB text each (the larger-than-memory test's rows)."""
+    df = census_rows(n, start)
+    filler = "x" * 3988
+    df["note"] = pd.array([f"{i:012d}{filler}" for i in df["person_id"]], dtype="str")
+    return df
+
+
 def wide_codes() -> dict:
     """The plain job's schema for the float table's nominal: 32-bit codes.
 
@@ -148,6 +191,8 @@ DATASETS = {
     "census": Data(["age", "zip", "birth_date", "sex", "education"], census_rows),
     "floats": Data(["income", "lab_value", "score", "days_since_visit", "diagnosis_code"],
                    float_rows, wide_codes),
+    "wide": Data(["age", "zip", "sex", "education"], wide_rows),
+    "text4k": Data(["age", "zip", "birth_date", "sex", "education"], text_rows),
 }
 #: The dataset of this run (``--data``).
 DATA = DATASETS["census"]
@@ -341,18 +386,33 @@ def baseline(client, src: Path, dst: Path) -> float:
     return time.perf_counter() - t0
 
 
-def anonymize(client, src: Path, dst: Path, leaf_rows):
+def copy(client, src: Path, dst: Path) -> float:
+    """The least any release of the table costs: ``read_parquet -> to_parquet``."""
+    import dask.dataframe as dd
+
+    t0 = time.perf_counter()
+    client.compute(dd.read_parquet(src).to_parquet(dst, compute=False,
+                                                   schema=DATA.plain_schema())).result()
+    return time.perf_counter() - t0
+
+
+#: The plain jobs ``--baseline`` chooses from.
+BASELINES = {"shuffle": baseline, "copy": copy}
+
+
+def anonymize(client, src: Path, dst: Path, leaf_rows, exchange="auto"):
     import dask.dataframe as dd
 
     from dmondrian.distributed import anonymize_to_parquet
 
     t0 = time.perf_counter()
     top = anonymize_to_parquet(dd.read_parquet(src), dst, DATA.qis, K, client=client,
-                               leaf_rows=leaf_rows, class_column="cls", progress=False)
+                               leaf_rows=leaf_rows, class_column="cls", progress=False,
+                               exchange=exchange)
     return time.perf_counter() - t0, top
 
 
-def anonymize_lazy(client, src: Path, dst: Path, leaf_rows):
+def anonymize_lazy(client, src: Path, dst: Path, leaf_rows, exchange="auto"):
     """What a notebook user writes: the lazy frame, then dask's own ``to_parquet``."""
     import dask.dataframe as dd
 
@@ -360,13 +420,24 @@ def anonymize_lazy(client, src: Path, dst: Path, leaf_rows):
 
     t0 = time.perf_counter()
     out = dmondrian.anonymize(dd.read_parquet(src), DATA.qis, K, client=client,
-                              leaf_rows=leaf_rows, class_column="cls", progress=False)
+                              leaf_rows=leaf_rows, class_column="cls", progress=False,
+                              exchange=exchange)
     out.to_parquet(dst)
     return time.perf_counter() - t0, None
 
 
-#: The dmondrian jobs ``--paths`` chooses from, each timed against the plain shuffle.
-PATHS = {"to_parquet": anonymize, "lazy": anonymize_lazy}
+def _on(path, exchange):
+    def job(client, src, dst, leaf_rows):
+        return path(client, src, dst, leaf_rows, exchange)
+
+    return job
+
+
+#: The dmondrian jobs ``--paths`` chooses from, each timed against the plain job:
+#: the exchange the plan chooses, or the keys or whole-row one forced.
+PATHS = {"to_parquet": anonymize, "lazy": anonymize_lazy,
+         "to_parquet_keys": _on(anonymize, "keys"), "to_parquet_rows": _on(anonymize, "rows"),
+         "lazy_keys": _on(anonymize_lazy, "keys"), "lazy_rows": _on(anonymize_lazy, "rows")}
 
 
 def task_seconds(stream) -> dict:
@@ -732,7 +803,7 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
                         PeakDisk(scratch / "dask") as disk, \
                         get_task_stream(client) as ts, CpuSeconds(client) as cpu:
                     if job == "baseline":
-                        seconds[job], top = baseline(client, src, dst), None
+                        seconds[job], top = BASELINES[args.baseline](client, src, dst), None
                     else:
                         seconds[job], top = PATHS[job](client, src, dst, args.leaf_rows)
                 cpu_s[job] = cpu.seconds
@@ -763,7 +834,7 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
         "input_parquet_bytes": input_bytes,
         "input_partitions": len(list(src.glob("part-*.parquet"))),
         "leaf_rows_asked": args.leaf_rows, "generate_s": round(gen_s, 2),
-        "paths": paths, "rounds": rounds,
+        "baseline": args.baseline, "paths": paths, "rounds": rounds,
     }
     for job in paths:
         # The figures the report compares: medians of the per-round ratios.
@@ -779,6 +850,7 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
     if top is not None:
         result.update({
             "top_phase_passes": top.passes, "leaves": top.n_leaves, "leaf_rows": top.leaf_rows,
+            "exchange": top.exchange,
             "largest_leaf": int(top.leaf_counts.max()),
             "phase_wall_s": {lab: round(s, 2) for lab, s in top.timings.items()},
         })
@@ -835,13 +907,19 @@ def main(argv=None):
     ap.add_argument("--smallest-class", action="store_true",
                     help="read the anonymize_to_parquet release back: its smallest class")
     ap.add_argument("--data", choices=sorted(DATASETS), default="census",
-                    help="census (default) or floats: bench_local's continuous floats, heavy "
-                         "ties, missing ints and a long-tailed nominal; use its own --input")
+                    help="census (default), floats: bench_local's continuous floats, heavy "
+                         "ties, missing ints and a long-tailed nominal, or wide: census and "
+                         "60 more columns (floats, ints, words), 4 QIs, or text4k: census with a "
+                         "4 kB text a row; use its own --input")
+    ap.add_argument("--baseline", choices=sorted(BASELINES), default=None,
+                    help="the plain job: shuffle (read, p2p shuffle, write; the default) or "
+                         "copy (read, write; the default with --data wide)")
     ap.add_argument("--out", default=None, help="JSON report (default: results/distributed"
                                                 "[_small_memory|_worker_memory].json)")
     args = ap.parse_args(argv)
     global DATA
     DATA = DATASETS[args.data]
+    args.baseline = args.baseline or ("copy" if args.data in ("wide", "text4k") else "shuffle")
     unknown = [p for p in args.paths if p not in PATHS]
     if unknown or not args.paths:
         ap.error(f"--paths: choose from {', '.join(PATHS)} (got {unknown or 'nothing'})")

@@ -45,6 +45,13 @@ from ._dask.counting_write import anonymize_counting, cuts_certain, write_parque
 from ._dask.cut_tree import flatten, leaf_nodes
 from ._dask.domain_pass import run_domain_pass
 from ._dask.entity_pass import keep_entity_cuts, leaf_entities
+from ._dask.exchange import (
+    anonymize_keys,
+    check_exchange,
+    choose_exchange,
+    exchanged_bytes,
+    write_keys,
+)
 from ._dask.graph import constant
 from ._dask.leaves import (
     anonymize_output_partition,
@@ -59,7 +66,7 @@ from ._dask.parquet_sink import ParquetSink, check_column_names
 from ._dask.plan import Recount, TopPlan, pack_output_partitions, partition_of_leaves
 from ._dask.planner import PlanConfig
 from ._dask.sensitive_pass import keep_diverse_cuts, leaf_histograms, sensitive_domain
-from ._dask.shipped_keys import qi_encodings
+from ._dask.shipped_keys import key_dtypes, qi_encodings
 from ._dask.shuffle import distributed_shuffle_method, route_and_shuffle
 from ._dask.shuffle_sizes import shuffle_sizes
 from ._dask.top_phase import cut_regions
@@ -112,6 +119,16 @@ def anonymize(ddf, quasi_identifiers, k, **options):
         and their memory. None waits for ever. The passes made here are
         watched, and the writers' whole job; the lazy result is computed by
         the caller, unwatched.
+    exchange : {"auto", "keys", "rows"}, default "auto"
+        What the shuffle moves. "keys": only the QIs' keys (and the sensitive
+        and noised columns), the published values travel back, and each input
+        partition is read again and written with them in place: output
+        partition ``i`` holds input partition ``i``'s rows, in input order.
+        "rows": every column travels to its leaf, and output partitions are
+        runs of leaves. "auto" (or None): the path whose shuffles move fewer
+        bytes (the keys path when the other columns outweigh its two
+        exchanges; see docs/design.md, "Moving only keys"). The release's
+        classes and labels are the same either way.
     shuffle_method : str, optional
         How the rows move to their leaves ("p2p", "tasks", "disk"). Default:
         "p2p" when ``client`` is given (compute the result with that client),
@@ -178,9 +195,11 @@ def anonymize(ddf, quasi_identifiers, k, **options):
         from ._dask.lazy_frame import as_release  # dask.dataframe: imported on first use
 
         method = shuffle_method or distributed_shuffle_method()
-        return as_release(anonymize_counting(without_identifiers(ddf, top.options.identifiers),
-                                             top, method), top,
-                          _release_writer(ddf, top, method))
+        source = without_identifiers(ddf, top.options.identifiers)
+        lazy = (anonymize_keys(source, top, method, output_meta(source._meta, top),
+                               lazy_meta(source._meta, top)) if top.exchange == "keys"
+                else anonymize_counting(source, top, method))
+        return as_release(lazy, top, _release_writer(ddf, top, method))
     if shuffle_method is None and options["client"] is not None:
         shuffle_method = distributed_shuffle_method()
     return apply_plan(ddf, top, shuffle_method)
@@ -207,19 +226,20 @@ def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=Fa
     opts = check_dask_options(ddf, quasi_identifiers, k, options["leaf_rows"],
                               anonymize_options)
     timeout = check_stall_timeout(options["stall_timeout"])
+    exchange = check_exchange(options["exchange"])
     # Direct identifiers are never read: no pass, no shuffle carries them.
     ddf = without_identifiers(ddf, opts.identifiers)
     cluster_client, owned = resolve_client(options["client"])
     try:
         with stall_timeout(timeout):
             return _plan(cluster_client, ddf, opts, options["progress"], int(sample_rows),
-                         defer_counts=_defer_counts)
+                         defer_counts=_defer_counts, exchange=exchange)
     finally:
         release(owned)
 
 
 def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
-          defer_counts: bool | str = False) -> TopPlan:
+          defer_counts: bool | str = False, exchange: str | None = None) -> TopPlan:
     """Steps 1-2 on ``client``: the domain pass, the top phase, the sensitive passes."""
     timings, clock = {}, time.perf_counter()
 
@@ -239,7 +259,11 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     if domain.n_rows == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
     KAnonymity(opts.k).check_table(domain.n_rows)
-    sizes = shuffle_sizes(client, ddf, sizing, leaf_rows, domain.n_rows, len(opts.qis))
+    key_bytes = sum(t.itemsize for t in key_dtypes(domain))
+    exchange = choose_exchange(exchange, ddf._meta, sizing.row_bytes, opts, key_bytes)
+    sizes = shuffle_sizes(client, ddf, sizing, leaf_rows, domain.n_rows, len(opts.qis),
+                          exchanged_bytes(ddf._meta, sizing.row_bytes, opts, key_bytes)[1]
+                          if exchange == "keys" else None)
     defer = defer_counts
     if defer_counts == "certain":
         def defer(nodes):
@@ -270,7 +294,7 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
                    leaf_rows, opts, list(ddf.columns), ddf._meta.index.name, sens, timings,
                    cores_per_worker(client), positional, counted,
                    encodings=qi_encodings(domain, ddf._meta), identifying=identifying,
-                   **sizes.as_plan_fields())
+                   exchange=exchange, **sizes.as_plan_fields())
 
 
 def _release_writer(ddf, top: TopPlan, shuffle_method):
@@ -307,6 +331,10 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
     ddf = without_identifiers(ddf, top.options.identifiers)
     from ._dask.lazy_frame import as_release  # dask.dataframe: imported on first use
 
+    if top.exchange == "keys":
+        return as_release(anonymize_keys(ddf, top, shuffle_method, output_meta(ddf._meta, top),
+                                         lazy_meta(ddf._meta, top)), top,
+                          _release_writer(ddf, top, shuffle_method))
     shuffled, spec = route_and_shuffle(ddf, top, shuffle_method)
     # The tasks get the small meta; the collection declares 32-bit label codes.
     return as_release(shuffled.map_partitions(anonymize_output_partition, spec,
@@ -440,6 +468,9 @@ def _write_parquet(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
                    oversized_ok: bool = False):
     """The lazy graph that anonymizes every output partition and writes it with ``sink``."""
     ddf = without_identifiers(ddf, top.options.identifiers)
+    if top.exchange == "keys":
+        return write_keys(ddf, top, sink, shuffle_method, output_meta(ddf._meta, top),
+                          oversized_ok)
     if not top.counted:
         return write_parquet_counting(ddf, top, sink, shuffle_method, oversized_ok)
     shuffled, spec = route_and_shuffle(ddf, top, shuffle_method)

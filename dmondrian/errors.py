@@ -28,6 +28,7 @@ __all__ = [
     "IdentifyingColumnWarning",
     "JobStalledError",
     "PlanFileError",
+    "WorkersRestartedError",
 ]
 
 
@@ -200,3 +201,34 @@ class JobStalledError(DMondrianError, RuntimeError):
 class PlanFileError(DMondrianError, ValueError):
     """A fitted-plan file that cannot be read: not JSON, not a plan, or another version
     (see :mod:`dmondrian.plans.persist`)."""
+
+
+class WorkersRestartedError(JobStalledError):
+    """A Dask job whose workers kept being restarted for exceeding their memory limit.
+
+    dask's nanny restarts a worker past 95 % of its limit; a job whose tasks
+    fill a worker again each time would restart it for ever. Raised once
+    :data:`dmondrian._dask.watchdog.RESTARTS_MAX` workers were restarted so
+    during one watched wait (see :mod:`dmondrian._dask.watchdog`); the job's
+    tasks are cancelled.
+
+    Parameters
+    ----------
+    job : str
+        The job that was stopped.
+    workers : list of dmondrian._dask.watchdog.PausedWorker
+        Every restart: the worker (``memory``: its process memory when the
+        nanny restarted it; ``memory_limit``: as the scheduler last heard).
+    timeout : float
+        The wait's ``stall_timeout``.
+    """
+
+    def __init__(self, job: str, workers, timeout: float):
+        self.job, self.workers, self.timeout = job, list(workers), timeout
+        listed = "; ".join(w.describe() for w in self.workers)
+        DMondrianError.__init__(
+            self,
+            f"{job}: workers were restarted {len(self.workers)} times for exceeding their "
+            f"memory limit, so the job was stopped. Last seen before each restart: "
+            f"{listed}. Give the workers more memory (or fewer threads each), or pass a "
+            "smaller leaf_rows")

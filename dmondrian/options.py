@@ -138,6 +138,10 @@ DASK_PLAN = _group(
            "$DASK_SCHEDULER_ADDRESS, or an embedded LocalCluster)"),
     Option("progress", None, "show a progress bar per pass (default: when a terminal or "
            "notebook is attached)"),
+    Option("exchange", "auto", "what the shuffle moves: keys (the QIs' keys; every input "
+           "partition is read again and written with its published values, in its own "
+           "partition), rows (every column), or auto (by the bytes each would move)",
+           ("auto", "keys", "rows")),
     Option("stall_timeout", 120.0, "seconds a job may go without any finished task while "
            "workers are paused for lack of memory before it stops with JobStalledError "
            "(None: wait for ever)"),

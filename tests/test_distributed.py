@@ -657,7 +657,7 @@ def test_routing_carries_any_input_index_as_a_column(client):
     # rides along as one column, by position, and the rest is routed as before.
     df = mixed_table(1500, seed=14)
     top = D.plan(dd.from_pandas(df, npartitions=2), ["age", "zip"], 5, leaf_rows=300,
-                 client=client)
+                 client=client, exchange="rows")  # the whole-row path carries the index
     top.positional_index = False
     plain = shuffle.attach_leaf(df.reset_index(drop=True), top, {"number": 3})
     n = len(df)
@@ -693,7 +693,7 @@ def test_positional_partition_index_is_restored_without_shipping_it(client):
 def test_partition_refuses_a_leaf_with_unexpected_rows(client):
     df = mixed_table(1200, seed=8)
     ddf = dd.from_pandas(df, npartitions=3)
-    top = D.plan(ddf, ["age", "zip"], 5, leaf_rows=300, client=client)
+    top = D.plan(ddf, ["age", "zip"], 5, leaf_rows=300, client=client, exchange="rows")
     routed = shuffle.attach_leaf(df, top, {"number": 0})
     part = routed[routed["_partitions"] == 0]
     meta = leaves.output_meta(df.iloc[:0], top)

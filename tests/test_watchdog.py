@@ -133,3 +133,27 @@ def test_slow_jobs_beside_a_paused_worker_are_never_stopped(cluster):
             assert run(cluster, dask.delayed(_slow, pure=False)(0, 1.5), False, "long") == 1
     finally:
         _pause(cluster, [first], paused=False)
+
+
+def _hog(megabytes):
+    """Fill a worker past its memory limit (the nanny restarts it) and hold it a while."""
+    block = np.ones(megabytes * 2**20 // 8)
+    time.sleep(30)
+    return float(block[0])
+
+
+def test_a_job_whose_workers_keep_being_restarted_stops_naming_their_memory():
+    from dask import delayed
+
+    # Without dask's own cap on a task's failures, only the watch ends the loop.
+    with dask.config.set({"distributed.scheduler.allowed-failures": 100}), LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, memory_limit="400MiB",
+            dashboard_address=":0") as c, Client(c, set_as_default=False) as client:
+        started = time.monotonic()
+        with stall_timeout(60.0), pytest.raises(errors.WorkersRestartedError) as info:
+            run(client, delayed(_hog)(600), False, "pass: hog")
+        assert time.monotonic() - started < 120
+        err = info.value
+        assert len(err.workers) >= 2 and "pass: hog" in str(err)
+        assert all(w.memory_limit == 400 * 2**20 for w in err.workers)
+        assert "400 MiB" in str(err) and "restarted" in str(err)

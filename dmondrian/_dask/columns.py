@@ -9,7 +9,7 @@ travel as the index. See docs/design.md, section "Step 3: the shuffle".
 
 from __future__ import annotations
 
-__all__ = ["INDEX", "LEAF", "PARTITION", "key_names", "carried"]
+__all__ = ["INDEX", "LEAF", "PARTITION", "key_names", "carried", "leaf_inputs"]
 
 #: The input index, when it is not the row positions.
 INDEX = "__dm_index"
@@ -25,15 +25,26 @@ def key_names(d: int) -> list:
     return [f"__dm_k{j}" for j in range(d)]
 
 
-def carried(qis, columns) -> tuple[list, list, list]:
+def carried(qis, columns, travel=None) -> tuple[list, list, list]:
     """Positions, shipped names and own names of the columns that travel as they are
-    (all but the QIs).
+    (all but the QIs; only those of ``travel`` when it is given).
 
     Examples
     --------
     >>> carried(["age"], ["id", "age", "pay"])
     ([0, 2], ['__dm_c0', '__dm_c2'], ['id', 'pay'])
+    >>> carried(["age"], ["id", "age", "pay"], travel=["pay"])
+    ([2], ['__dm_c2'], ['pay'])
     """
     qis = set(qis)
-    at = [i for i, c in enumerate(columns) if c not in qis]
+    at = [i for i, c in enumerate(columns)
+          if c not in qis and (travel is None or c in travel)]
     return at, [f"__dm_c{i}" for i in at], [columns[i] for i in at]
+
+
+def leaf_inputs(options) -> list:
+    """The columns besides the QIs that the leaves read: the sensitive column and the
+    noised ones (all that travels when only keys cross the network)."""
+    out = [] if options.sensitive is None else [options.sensitive]
+    out += [spec.column for spec in options.noise if spec.column not in out]
+    return out

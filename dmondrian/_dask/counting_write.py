@@ -24,11 +24,11 @@ from .parquet_sink import ParquetSink
 from .plan import Recount, TopPlan, Verdict
 from .planner import sizes_allowed
 from .routing import route
-from .shuffle import routed_meta, routed_partitions, to_output_partitions
+from .shuffle import routed_meta, routed_partitions, routing_input, to_output_partitions
 from .sketch import Summary
 
 __all__ = ["leaf_counts", "settle", "cuts_certain", "write_parquet_counting",
-           "anonymize_counting"]
+           "anonymize_counting", "counted_shuffle"]
 
 
 def leaf_counts(routed: pd.DataFrame, n_leaves: int) -> np.ndarray:
@@ -125,7 +125,7 @@ def cuts_certain(tree: CutTree, partition_of_leaf: np.ndarray, root: Summary, k:
     return True
 
 
-def _counted_shuffle(ddf, top: TopPlan, shuffle_method, oversized_ok: bool = False):
+def counted_shuffle(ddf, top: TopPlan, shuffle_method, oversized_ok: bool = False):
     """Route every input partition once: its leaf counts make the verdict, its rows the shuffle.
 
     Returns the shuffled output partitions (a dask DataFrame), the verdict
@@ -135,6 +135,7 @@ def _counted_shuffle(ddf, top: TopPlan, shuffle_method, oversized_ok: bool = Fal
     from dask import delayed
 
     spec = constant(top, "plan")
+    ddf = routing_input(ddf, top)
     # Delayed routed partitions, so that the counts and the shuffle share them.
     routed = routed_partitions(ddf, top, spec)
     count = delayed(leaf_counts, pure=True)
@@ -164,7 +165,7 @@ def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
     """
     from dask import delayed
 
-    shuffled, verdict, spec = _counted_shuffle(ddf, top, shuffle_method, oversized_ok)
+    shuffled, verdict, spec = counted_shuffle(ddf, top, shuffle_method, oversized_ok)
     parts = shuffled.to_delayed(optimize_graph=True)
     sink_d = constant(sink, "sink")
     write = delayed(write_output_partition, pure=True)
@@ -186,7 +187,7 @@ def anonymize_counting(ddf, top: TopPlan, shuffle_method):
     -------
     dask.dataframe.DataFrame
     """
-    shuffled, verdict, spec = _counted_shuffle(ddf, top, shuffle_method, oversized_ok=True)
+    shuffled, verdict, spec = counted_shuffle(ddf, top, shuffle_method, oversized_ok=True)
     # map_partitions, not delayed tasks: dask fuses each output partition's
     # anonymization with what the caller does next (to_parquet's write).
     return shuffled.map_partitions(anonymize_output_partition, spec, output_meta(ddf._meta, top),

@@ -97,6 +97,8 @@ def output_partition_frame(df: pd.DataFrame, top: TopPlan, partition_info,
     Categoricals, ``generalization`` numbers, the class column). None when
     the partition is empty. Only the QI columns go through the engine; the
     other columns (maybe wide) are reordered once and never copied again.
+    A plan whose shuffle carries only keys (``top.exchange == "keys"``) gets
+    the published columns alone, indexed by the rows' input positions.
     An uncounted plan comes with the ``verdict`` of its exact counts.
     """
     if verdict is None and not top.counted:
@@ -116,10 +118,14 @@ def output_partition_frame(df: pd.DataFrame, top: TopPlan, partition_info,
             f"{exact[expected].tolist()} rows. Refusing to publish.")
     if len(df) == 0:
         return None
-    _, internal, names = carried(top.options.qis, top.columns)
-    frame = df[internal if top.positional_index else [*internal, INDEX]].take(order)
-    index = (row_offsets(positions[order]) if top.positional_index
-             else frame.pop(INDEX).to_numpy())
+    _, internal, names = carried(top.options.qis, top.columns, top.travelling)
+    frame = df[[*internal, INDEX] if top.ships_index else internal].take(order)
+    if top.ships_index:
+        index = frame.pop(INDEX).to_numpy()
+    elif top.exchange == "keys":
+        index = positions[order]  # the rows' way back to their input partition
+    else:
+        index = row_offsets(positions[order])
     frame.columns = names
     frame.index = pd.Index(index, name=top.index_name)
     depths = top.leaf_depths[ids]
@@ -128,6 +134,8 @@ def output_partition_frame(df: pd.DataFrame, top: TopPlan, partition_info,
         keep = np.flatnonzero(np.diff(verdict.root[ids], prepend=-1) != 0)
         ids, starts, depths = verdict.root[ids][keep], starts[keep], verdict.depth[ids][keep]
     published, rows = publish_leaves(df, order, frame, ids, starts, depths, top)
+    if top.exchange == "keys":
+        return published  # indexed by input position: the other columns are at home
     if rows is not None:
         frame = frame.iloc[rows]  # suppressed rows dropped
     for col in published.columns:

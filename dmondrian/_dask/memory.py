@@ -168,24 +168,35 @@ def input_piece_rows(per_thread: float | None, partition_rows: int, row_bytes: f
     return min(partition_rows, max(PIECE_ROWS_MIN, rows))
 
 
-def _thread_need(row_bytes: float, n_qis: int, partition_rows: int, leaf_rows: int) -> float:
-    """Bytes the smallest plan needs per thread: the largest of its tasks' needs."""
+def _thread_need(row_bytes: float, n_qis: int, partition_rows: int, leaf_rows: int,
+                 shuffled_bytes: float | None = None) -> float:
+    """Bytes the smallest plan needs per thread: the largest of its tasks' needs.
+
+    ``shuffled_bytes`` is what a row carries through the shuffles when only
+    keys travel (None: the whole row travels); routing and the leaves then
+    hold that much a row, and reading an input partition to write it also
+    holds its published values.
+    """
+    moved = float(row_bytes if shuffled_bytes is None else shuffled_bytes)
     read = READ_COPIES * partition_rows * float(row_bytes)
+    if shuffled_bytes is not None:
+        read += partition_rows * moved
     piece = min(partition_rows, PIECE_ROWS_MIN)
-    route = partition_rows * float(row_bytes) + piece * input_row_cost(row_bytes, n_qis) \
-        / PIECE_SHARE
-    output = leaf_rows * output_row_cost(row_bytes, n_qis) / OUTPUT_SHARE
+    route = partition_rows * moved + piece * input_row_cost(moved, n_qis) / PIECE_SHARE
+    output = leaf_rows * output_row_cost(moved, n_qis) / OUTPUT_SHARE
     return max(read, route, output)
 
 
 def smallest_limit(mem: WorkerMemory, row_bytes: float, n_qis: int, partition_rows: int,
-                   leaf_rows: int) -> float:
+                   leaf_rows: int, shuffled_bytes: float | None = None) -> float:
     """The smallest memory limit per worker (bytes) on which a plan fits.
 
     The same rules as the sizes: the baseline, the p2p reserve, and per
     thread the largest of reading the largest input partition, routing its
     smallest piece while holding it, and an output partition of one leaf of
     ``leaf_rows`` (the smallest the plan may use), at the pause fraction.
+    ``shuffled_bytes``: a row's bytes through the shuffles when only keys
+    travel (see :func:`_thread_need`).
 
     Examples
     --------
@@ -194,7 +205,7 @@ def smallest_limit(mem: WorkerMemory, row_bytes: float, n_qis: int, partition_ro
     560
     """
     need = mem.baseline + max(1, mem.threads) * _thread_need(row_bytes, n_qis, partition_rows,
-                                                             leaf_rows)
+                                                             leaf_rows, shuffled_bytes)
     with_all = (need + mem.p2p_buffers) / mem.pause
     if mem.p2p_buffers <= P2P_SHARE_MAX * with_all:
         return with_all
@@ -202,8 +213,11 @@ def smallest_limit(mem: WorkerMemory, row_bytes: float, n_qis: int, partition_ro
 
 
 def check_fits(mem: WorkerMemory | None, row_bytes: float, n_qis: int, partition_rows: int,
-               leaf_rows: int) -> None:
+               leaf_rows: int, shuffled_bytes: float | None = None) -> None:
     """Raise :class:`~dmondrian.errors.MemoryLimitError` when no plan fits the workers.
+
+    ``shuffled_bytes``: a row's bytes through the shuffles when only keys
+    travel (None: the whole row, :func:`smallest_limit`).
 
     Examples
     --------
@@ -215,7 +229,8 @@ def check_fits(mem: WorkerMemory | None, row_bytes: float, n_qis: int, partition
     """
     if mem is None:
         return
-    smallest = smallest_limit(mem, row_bytes, n_qis, partition_rows, leaf_rows)
+    smallest = smallest_limit(mem, row_bytes, n_qis, partition_rows, leaf_rows,
+                              shuffled_bytes)
     if mem.limit >= smallest:
         return
     raise MemoryLimitError(

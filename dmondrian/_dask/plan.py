@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..constraints import KernelPrivacy
 from ..sensitive import SensitiveValues
+from .columns import leaf_inputs
 from .cut_tree import CutTree
 from .global_domain import GlobalDomain
 from .options import DaskOptions
@@ -110,6 +111,21 @@ class TopPlan:
     #: The workers' memory as measured when the plan was made
     #: (:class:`dmondrian._dask.memory.WorkerMemory`; None when they have no limit).
     worker_memory: object = None
+    #: What the shuffle carries: "rows" (every column) or "keys" (the QIs' keys and
+    #: the columns the leaves read; each input partition is read again and
+    #: written with its published values, :mod:`dmondrian._dask.exchange`).
+    exchange: str = "rows"
+
+    @property
+    def travelling(self) -> list | None:
+        """The non-QI columns the shuffle carries (None: all of them)."""
+        return leaf_inputs(self.options) if self.exchange == "keys" else None
+
+    @property
+    def ships_index(self) -> bool:
+        """Whether the input index travels as a column (only rows do, and only when
+        it is not the row positions)."""
+        return self.exchange == "rows" and not self.positional_index
 
     @property
     def n_leaves(self) -> int:

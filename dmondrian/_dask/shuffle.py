@@ -22,7 +22,7 @@ from .routing import route_to_partitions, row_positions
 from .shipped_keys import narrow_keys
 from .shuffle_sizes import piece_bounds
 
-__all__ = ["attach_leaf", "attach_piece", "routed_partitions", "routed_meta",
+__all__ = ["attach_leaf", "attach_piece", "routed_partitions", "routed_meta", "routing_input",
            "to_output_partitions", "route_and_shuffle", "distributed_shuffle_method"]
 
 
@@ -53,7 +53,9 @@ def attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None,
     # The new columns join as Series on the output's own index: pandas then
     # takes them as they are instead of copying arrays handed to it bare.
     index = pd.Index(positions, copy=False)
-    at, internal, _ = carried(top.options.qis, top.columns)
+    at, internal, names = carried(top.options.qis, top.columns, top.travelling)
+    if top.travelling is not None:  # the columns read for routing only (routing_input)
+        at = [df.columns.get_loc(c) for c in names]
     out = df.iloc[:, at].set_axis(internal, axis=1).set_axis(index, axis=0)
     try:
         shipped = narrow_keys(keys, top.key_dtypes, top.key_offsets, top.domain.names)
@@ -62,7 +64,7 @@ def attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None,
                            "deterministic") from None
     for name, column in zip(key_names(top.domain.d), shipped, strict=True):
         out[name] = pd.Series(column, index=index, copy=False)
-    if not top.positional_index:
+    if top.ships_index:
         out[INDEX] = df.index  # as it is (a MultiIndex makes no Series)
     out[LEAF] = pd.Series(leaf, index=index, copy=False)
     out[PARTITION] = pd.Series(partition, index=index, copy=False)
@@ -101,16 +103,26 @@ def routed_partitions(ddf, top: TopPlan, spec) -> list:
 
 def routed_meta(ddf, top: TopPlan) -> pd.DataFrame:
     """The empty frame of :func:`attach_leaf`'s output."""
-    _, internal, names = carried(top.options.qis, top.columns)
+    _, internal, names = carried(top.options.qis, top.columns, top.travelling)
     meta = ddf._meta[names].set_axis(internal, axis=1)
     for name, dtype in zip(key_names(top.domain.d), top.key_dtypes, strict=True):
         meta[name] = np.zeros(0, dtype=dtype)
-    if not top.positional_index:
+    if top.ships_index:
         meta[INDEX] = ddf._meta.index
     meta[LEAF] = np.zeros(0, dtype=top.leaf_dtype)
     meta[PARTITION] = np.zeros(0, dtype=np.int64)
     meta.index = pd.Index(np.zeros(0, dtype=np.int64))
     return meta
+
+
+def routing_input(ddf, top: TopPlan):
+    """What the shuffle pass reads: every column ("rows"), or only the QIs and the
+    columns the leaves read ("keys": the rest stays in the input until it is
+    written)."""
+    if top.travelling is None:
+        return ddf
+    wanted = set(top.options.qis) | set(top.travelling)
+    return ddf[[c for c in top.columns if c in wanted]]
 
 
 def to_output_partitions(routed, n_partitions: int, shuffle_method):
@@ -130,7 +142,11 @@ def route_and_shuffle(ddf, top: TopPlan, shuffle_method):
         raise ParameterError("top", "this plan's leaf counts are not exact yet; only "
                                     "anonymize_to_parquet can apply it")
     spec = constant(top, "plan")
-    if top.input_piece_rows:
+    ddf = routing_input(ddf, top)
+    # Delayed partitions when only some columns are read: dask's optimizer
+    # would fuse the reads of a narrow projection into fewer partitions, and
+    # a row's input position must name the partition it is written back to.
+    if top.input_piece_rows or top.travelling is not None:
         import dask.dataframe as dd
 
         routed = dd.from_delayed(routed_partitions(ddf, top, spec), meta=routed_meta(ddf, top),

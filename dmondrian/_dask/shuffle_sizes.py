@@ -36,8 +36,13 @@ class ShuffleSizes:
 
 
 def shuffle_sizes(client, ddf, sizing: Sizing, leaf_rows: int, n_rows: int,
-                  n_qis: int) -> ShuffleSizes:
+                  n_qis: int, shuffled_bytes: float | None = None) -> ShuffleSizes:
     """Measure the workers and size the shuffle pass's tasks; refuse what cannot fit.
+
+    ``shuffled_bytes`` is a row's bytes through the shuffles when only keys
+    travel (None: the whole row travels, ``sizing.row_bytes``): the output
+    partitions and routed pieces hold that much a row; reading an input
+    partition holds all of it.
 
     Raises
     ------
@@ -49,11 +54,12 @@ def shuffle_sizes(client, ddf, sizing: Sizing, leaf_rows: int, n_rows: int,
     mem = measure_workers(client)
     if sizing.measured:
         # A leaf holds at most the whole table, whatever leaf_rows allows.
-        check_fits(mem, sizing.row_bytes, n_qis, largest, min(leaf_rows, max(n_rows, 1)))
+        check_fits(mem, sizing.row_bytes, n_qis, largest, min(leaf_rows, max(n_rows, 1)),
+                   shuffled_bytes)
     per_thread = None if mem is None else mem.per_thread
-    rows = output_partition_rows(leaf_rows, n_rows, ddf.npartitions, per_thread,
-                                 sizing.row_bytes, n_qis)
-    piece = input_piece_rows(per_thread, largest, sizing.row_bytes, n_qis)
+    moved = sizing.row_bytes if shuffled_bytes is None else shuffled_bytes
+    rows = output_partition_rows(leaf_rows, n_rows, ddf.npartitions, per_thread, moved, n_qis)
+    piece = input_piece_rows(per_thread, largest, moved, n_qis)
     return ShuffleSizes(rows, 0 if piece >= largest else piece,
                         tuple(lengths) if lengths else (largest,) * ddf.npartitions, mem)
 

@@ -15,6 +15,16 @@ is never stopped; nor is one with a task on a running worker, however long
 it takes, nor one without a paused worker. ``stall_timeout`` should exceed
 the longest task a paused worker may still finish.
 
+The same watch stops a restart loop: dask's nanny restarts a worker whose
+process passes 95 % of its limit, and a job whose tasks fill it again each
+time would restart it for ever. The nanny logs each such restart on the
+scheduler (:data:`RESTART_TOPIC`, with the process memory it saw); after
+:data:`RESTARTS_MAX` of them during one wait (polled as above), the job's
+tasks are cancelled and :class:`~dmondrian.errors.WorkersRestartedError`
+names the workers, the memory they held and their limits. A worker lost for
+any other reason (a crash, a scale-down) is not counted: dask retries its
+tasks elsewhere.
+
 The timeout is set for a block of waits with :func:`stall_timeout` (the
 engine's entry points do it from their ``stall_timeout`` option) and read by
 :func:`wait_for`. The lazy result of :func:`dmondrian.distributed.anonymize`
@@ -31,9 +41,15 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 from .._compat import job_progress_probe, scheduler_workers
-from ..errors import JobStalledError, ParameterError
+from ..errors import JobStalledError, ParameterError, WorkersRestartedError
 
-__all__ = ["check_stall_timeout", "stall_timeout", "wait_for", "PausedWorker"]
+__all__ = ["check_stall_timeout", "stall_timeout", "wait_for", "PausedWorker",
+           "RESTARTS_MAX", "RESTART_TOPIC"]
+
+#: Restarts for memory during one wait that stop the job.
+RESTARTS_MAX = 2
+#: The scheduler's event topic under which dask's nanny logs a restart for memory.
+RESTART_TOPIC = "worker-restart-memory"
 
 _TIMEOUT: ContextVar[float | None] = ContextVar("dmondrian_stall_timeout", default=None)
 
@@ -88,6 +104,11 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:,.0f} MiB"
 
 
+def _described(address: str, info: dict) -> PausedWorker:
+    return PausedWorker(address, info.get("name"), info.get("metrics", {}).get("memory"),
+                        info.get("memory_limit"))
+
+
 class _Watch:
     """The state of one watched wait: the last progress seen and when."""
 
@@ -96,13 +117,48 @@ class _Watch:
         self.probe = job_progress_probe()
         self.remaining = None
         self.since = time.monotonic()
+        #: Every worker's name and limit as last heard of, by address, and the
+        #: restarts for memory logged before this wait.
+        self.limits: dict = {}
+        try:
+            self.events_before = len(client.get_events(RESTART_TOPIC))
+        except Exception:  # noqa: BLE001 - a scheduler that keeps no events: unwatched
+            self.events_before = None
+
+    def restarted(self, workers: dict) -> list[PausedWorker] | None:
+        """The workers restarted for memory during this wait, once there are enough to stop.
+
+        The nanny logs every such restart on the scheduler (topic
+        :data:`RESTART_TOPIC`) with the process memory it saw; the limit is
+        the one the scheduler last heard from that worker.
+        """
+        for address, info in workers.items():
+            self.limits[address] = (info.get("name"), info.get("memory_limit"))
+        if self.events_before is None:
+            return None
+        events = self.client.get_events(RESTART_TOPIC)[self.events_before:]
+        if len(events) < RESTARTS_MAX:
+            return None
+        out = []
+        for _, event in events:
+            name, limit = self.limits.get(event.get("worker"), (None, None))
+            out.append(PausedWorker(event.get("worker"), name, event.get("rss"), limit))
+        return out
 
     def stalled(self) -> list[PausedWorker] | None:
-        """The paused workers if the job has stalled for ``timeout`` seconds, else None."""
+        """The paused workers if the job has stalled for ``timeout`` seconds, else None.
+
+        Raises
+        ------
+        WorkersRestartedError
+            When workers keep being restarted for memory (:meth:`restarted`).
+        """
         remaining, movable = self.client.run_on_scheduler(self.probe, self.keys)
-        paused = [PausedWorker(address, info.get("name"), info.get("metrics", {}).get("memory"),
-                               info.get("memory_limit"))
-                  for address, info in scheduler_workers(self.client).items()
+        workers = scheduler_workers(self.client)
+        restarted = self.restarted(workers)
+        if restarted:
+            raise WorkersRestartedError("", restarted, self.timeout)
+        paused = [_described(address, info) for address, info in workers.items()
                   if info.get("status") == "paused"]
         now = time.monotonic()
         if remaining != self.remaining or movable or not paused:
@@ -149,6 +205,10 @@ def wait_for(client, futures, label: str = "the job"):
             break
         try:
             paused = watch.stalled()
+        except WorkersRestartedError as e:
+            for future in flat:
+                future.release()
+            raise WorkersRestartedError(label, e.workers, timeout) from None
         except Exception:  # noqa: BLE001 - a scheduler we cannot probe: wait unwatched
             return client.gather(futures)
         if paused:

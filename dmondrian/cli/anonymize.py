@@ -201,6 +201,7 @@ def _add_engine(group) -> None:
                also="Dask engine only")
     add_option(group, DASK_PLAN["stall_timeout"], type=seconds_or_none("--stall-timeout"),
                metavar="SECONDS", also="Dask engine only")
+    add_option(group, DASK_PLAN["exchange"], also="Dask engine only")
 
 
 # -- the run ---------------------------------------------------------------------------

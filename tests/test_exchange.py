@@ -1,0 +1,173 @@
+"""The Dask engine's keys path: only keys cross the network, the release is unchanged.
+
+Every comparison runs both paths on one plan's inputs: the keys path must give
+the same classes, labels and values as the whole-row path, keep each input
+partition's rows in its own output partition, and refuse an input that changed.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+dd = pytest.importorskip("dask.dataframe")
+distributed = pytest.importorskip("distributed")
+
+from distributed_helpers import JOB_HIERARCHY, MIXED_QIS, mixed_table  # noqa: E402
+
+from dmondrian import distributed as D  # noqa: E402
+from dmondrian._dask.exchange import check_exchange, merge_input_partition  # noqa: E402
+from dmondrian.errors import IdentifyingColumnWarning, ParameterError  # noqa: E402
+
+NOISE = {"payload": {"epsilon": 1.0, "bounds": (0.0, 5000.0)}}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two worker processes: the shuffles cross process boundaries."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as lc:
+        with distributed.Client(lc, set_as_default=False) as client:
+            yield client
+
+
+def _both(ddf, client, qis, k, **options):
+    """The lazy release on each path, computed, rows in index order."""
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IdentifyingColumnWarning)
+        for exchange in ("rows", "keys"):
+            lazy = D.anonymize(ddf, qis, k, client=client, exchange=exchange, **options)
+            out[exchange] = client.compute(lazy).result().sort_index()
+    return out["rows"], out["keys"]
+
+
+def _assert_same_release(rows: pd.DataFrame, keys: pd.DataFrame):
+    assert list(rows.columns) == list(keys.columns)
+    assert rows.index.equals(keys.index)
+    for col in rows.columns:
+        assert rows[col].dtype == keys[col].dtype or (
+            isinstance(rows[col].dtype, pd.CategoricalDtype)
+            and isinstance(keys[col].dtype, pd.CategoricalDtype)), col
+        missing = rows[col].isna().to_numpy()
+        assert (missing == keys[col].isna().to_numpy()).all(), col
+        a = rows[col].astype(object).to_numpy()[~missing]
+        b = keys[col].astype(object).to_numpy()[~missing]
+        same = a == b
+        assert same.all(), f"{col}: {a[~same][:5]} vs {b[~same][:5]}"
+
+
+@pytest.mark.parametrize("options", [
+    dict(class_column="cls", mode="relaxed", generalization="midpoint"),
+    dict(sensitive="color", l=2, class_column="cls"),
+    dict(noise=NOISE, random_state=3, suppression=0.05, class_column="cls"),
+    dict(suppression=0.05, suppressed="drop"),
+], ids=["relaxed-midpoint", "l-diversity", "noise-suppression", "drop"])
+def test_keys_path_publishes_the_rows_path_release(cluster, options):
+    df = mixed_table(6000, seed=4)
+    ddf = dd.from_pandas(df, npartitions=4)
+    qis = [q for q in MIXED_QIS if q != options.get("sensitive")]
+    rows, keys = _both(ddf, cluster, qis, 8, leaf_rows=1200,
+                       hierarchies={"job": JOB_HIERARCHY}, **options)
+    _assert_same_release(rows, keys)
+    if "cls" in keys:
+        assert keys.groupby("cls").size().min() >= 8
+
+
+def test_keys_path_keeps_the_input_partitioning(cluster):
+    df = mixed_table(5000, seed=5)
+    ddf = dd.from_pandas(df, npartitions=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IdentifyingColumnWarning)
+        lazy = D.anonymize(ddf, MIXED_QIS, 10, client=cluster, leaf_rows=1000,
+                           exchange="keys", hierarchies={"job": JOB_HIERARCHY})
+    assert lazy.npartitions == ddf.npartitions
+    for i in range(ddf.npartitions):
+        got = cluster.compute(lazy.get_partition(i)).result()
+        assert got.index.equals(ddf.get_partition(i).compute().index)
+        assert got["payload"].equals(df.loc[got.index, "payload"])  # untouched, in place
+
+
+def test_writers_and_cli_on_the_keys_path(cluster, tmp_path):
+    from dmondrian.cli import main
+
+    df = mixed_table(4000, seed=6)
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(4):
+        df.iloc[i * 1000:(i + 1) * 1000].to_parquet(src / f"part.{i}.parquet", index=False)
+    ddf = dd.read_parquet(src)
+    qis = ["age", "zip", "income", "when", "grade"]
+    written = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IdentifyingColumnWarning)
+        for exchange in ("rows", "keys"):
+            top = D.anonymize_to_parquet(ddf, tmp_path / exchange, qis, 10, client=cluster,
+                                         leaf_rows=800, class_column="cls", exchange=exchange)
+            assert top.exchange == exchange
+            written[exchange] = pd.read_parquet(tmp_path / exchange).set_index("payload")
+    _assert_same_release(written["rows"].sort_index(), written["keys"].sort_index())
+    # Output file i holds input file i's rows.
+    for i in range(4):
+        part = pd.read_parquet(tmp_path / "keys" / f"part.{i}.parquet")
+        assert sorted(part["payload"]) == list(range(i * 1000, (i + 1) * 1000))
+    csv = tmp_path / "keys.csv"
+    assert main(["anonymize", str(src), str(csv), "--k", "10", "--qi", ",".join(qis),
+                 "--scheduler", cluster.scheduler.address, "--exchange", "keys", "--no-progress",
+                 "--leaf-rows", "800", "--allow-unique", "payload"]) == 0
+    cli = pd.read_csv(csv).set_index("payload").sort_index()
+    assert len(cli) == len(df)
+    assert cli.groupby(qis).size().min() >= 10
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(n=st.integers(60, 400), parts=st.integers(1, 4), k=st.integers(2, 6),
+       seed=st.integers(0, 10_000))
+def test_keys_and_rows_paths_agree_on_random_tables(client, n, parts, k, seed):
+    df = mixed_table(n, seed=seed).drop(columns=["job"])
+    ddf = dd.from_pandas(df, npartitions=parts)
+    rows, keys = _both(ddf, client, ["age", "zip", "when", "color"], k, leaf_rows=2 * k + 20,
+                       class_column="cls")
+    _assert_same_release(rows, keys)
+    assert len(keys) == n and keys.groupby("cls").size().min() >= k
+
+
+def test_a_partition_that_changed_is_refused(client):
+    df = mixed_table(600, seed=7)
+    ddf = dd.from_pandas(df, npartitions=2)
+    top = D.plan(ddf, ["age", "zip"], 5, client=client, exchange="keys")
+    back = pd.DataFrame({"age": pd.array(["[1, 2]"] * 3, dtype="str"), "zip": ["x"] * 3,
+                         "_partitions": 0}, index=pd.Index([0, 1, 1], dtype=np.int64))
+    meta = ddf._meta.copy()
+    with pytest.raises(RuntimeError, match="Refusing to publish"):
+        merge_input_partition(df.iloc[:3], back, top, meta, {"number": 0})
+
+
+def test_exchange_option_is_checked():
+    assert check_exchange("auto") is None and check_exchange("keys") == "keys"
+    with pytest.raises(ParameterError, match="exchange"):
+        check_exchange("columns")
+
+
+def test_hive_partitioned_input_is_written_back_with_its_partition_on(client, tmp_path):
+    df = mixed_table(3000, seed=9).drop(columns=["job"])
+    df["dt"] = np.repeat(["2024-06-01", "2024-06-02", "2024-06-03"], 1000)
+    df.to_parquet(tmp_path / "in", partition_cols=["dt"], index=False)
+    ddf = dd.read_parquet(tmp_path / "in")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IdentifyingColumnWarning)
+        lazy = D.anonymize(ddf, ["age", "zip", "when"], 10, client=client, leaf_rows=600,
+                           exchange="keys")
+        lazy.to_parquet(tmp_path / "out", partition_on=["dt"])
+    for day in ("2024-06-01", "2024-06-02", "2024-06-03"):
+        files = [pd.read_parquet(f) for f in (tmp_path / "out" / f"dt={day}").glob("*.parquet")]
+        # Input partition i is output partition i: each day's rows stay in one file.
+        files = [f for f in files if len(f)]
+        assert len(files) == len(list((tmp_path / "in" / f"dt={day}").glob("*.parquet")))
+        assert sorted(files[0]["payload"]) == sorted(df.loc[df["dt"] == day, "payload"])
