@@ -312,21 +312,28 @@ class PeakDisk(_PeakPoller):
 def smallest_class(dst: Path, column: str = "cls") -> dict:
     """The smallest equivalence class of a written release, read back from its files.
 
-    A class never spans files (it lies in one leaf, a leaf in one output
-    partition), so the smallest over files of each file's smallest class is
-    the release's. Only the class column is read.
+    On the whole-row path a class lies in one file; on the keys path file
+    ``i`` holds input partition ``i``'s rows and a class spans files, so the
+    classes' rows are summed over files (each file's distinct ids and
+    counts, then the counts of every id). Only the class column is read.
     """
     import pyarrow.parquet as pq
 
-    smallest, files, rows, classes = None, 0, 0, 0
+    ids, counts, files, rows = [], [], 0, 0
     for f in sorted(dst.glob("*.parquet")):
-        ids = pq.read_table(f, columns=[column]).column(0).to_numpy()
-        if len(ids) == 0:
+        column = pq.read_table(f, columns=[column]).column(0).to_numpy()
+        if len(column) == 0:
             continue
-        _, counts = np.unique(ids, return_counts=True)
-        smallest = int(counts.min()) if smallest is None else min(smallest, int(counts.min()))
-        files, rows, classes = files + 1, rows + len(ids), classes + len(counts)
-    return {"smallest_class_on_disk": smallest, "classes_on_disk": classes,
+        unique, n = np.unique(column, return_counts=True)
+        ids.append(unique)
+        counts.append(n)
+        files, rows = files + 1, rows + len(column)
+    if not ids:
+        return {"smallest_class_on_disk": None, "classes_on_disk": 0, "rows_on_disk": 0,
+                "files_on_disk": 0}
+    unique, inverse = np.unique(np.concatenate(ids), return_inverse=True)
+    sizes = np.bincount(inverse, weights=np.concatenate(counts))
+    return {"smallest_class_on_disk": int(sizes.min()), "classes_on_disk": int(unique.size),
             "rows_on_disk": rows, "files_on_disk": files}
 
 
