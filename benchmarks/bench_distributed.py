@@ -321,13 +321,13 @@ def smallest_class(dst: Path, column: str = "cls") -> dict:
 
     ids, counts, files, rows = [], [], 0, 0
     for f in sorted(dst.glob("*.parquet")):
-        column = pq.read_table(f, columns=[column]).column(0).to_numpy()
-        if len(column) == 0:
+        values = pq.read_table(f, columns=[column]).column(0).to_numpy()
+        if len(values) == 0:
             continue
-        unique, n = np.unique(column, return_counts=True)
+        unique, n = np.unique(values, return_counts=True)
         ids.append(unique)
         counts.append(n)
-        files, rows = files + 1, rows + len(column)
+        files, rows = files + 1, rows + len(values)
     if not ids:
         return {"smallest_class_on_disk": None, "classes_on_disk": 0, "rows_on_disk": 0,
                 "files_on_disk": 0}

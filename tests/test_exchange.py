@@ -79,6 +79,19 @@ def test_keys_path_publishes_the_rows_path_release(cluster, options):
         assert keys.groupby("cls").size().min() >= 8
 
 
+def test_keys_path_carries_the_entity(cluster):
+    from dmondrian.synthetic_events import EVENT_QUASI_IDENTIFIERS, make_events
+
+    ev = make_events(1_500, seed=11)
+    ddf = dd.from_pandas(ev, npartitions=3)
+    rows, keys = _both(ddf, cluster, EVENT_QUASI_IDENTIFIERS, 5, entity="user_id",
+                       class_column="cls", leaf_rows=400)
+    _assert_same_release(rows, keys)
+    assert "user_id" not in keys.columns
+    people = ev.loc[keys.index, "user_id"].groupby(keys["cls"].to_numpy()).nunique()
+    assert people.min() >= 5
+
+
 def test_keys_path_keeps_the_input_partitioning(cluster):
     df = mixed_table(5000, seed=5)
     ddf = dd.from_pandas(df, npartitions=5)

@@ -43,8 +43,9 @@ def carried(qis, columns, travel=None) -> tuple[list, list, list]:
 
 
 def leaf_inputs(options) -> list:
-    """The columns besides the QIs that the leaves read: the sensitive column and the
-    noised ones (all that travels when only keys cross the network)."""
-    out = [] if options.sensitive is None else [options.sensitive]
+    """The columns besides the QIs that the leaves read: the sensitive column, the
+    entity column and the noised ones (all that travels when only keys cross the
+    network)."""
+    out = [c for c in (options.sensitive, options.entity) if c is not None]
     out += [spec.column for spec in options.noise if spec.column not in out]
     return out

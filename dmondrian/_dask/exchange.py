@@ -81,7 +81,7 @@ def choose_exchange(requested, meta: pd.DataFrame, row_bytes: float, options,
     --------
     >>> from types import SimpleNamespace
     >>> opts = SimpleNamespace(qis=["age"], kinds=["numeric"], generalization="range",
-    ...                        sensitive=None, noise=[], class_column=None)
+    ...                        sensitive=None, entity=None, noise=[], class_column=None)
     >>> meta = pd.DataFrame({"age": pd.Series([], dtype="int64")})
     >>> choose_exchange(None, meta, 870.0, opts, 1.0), choose_exchange(None, meta, 60.0, opts, 1.0)
     ('keys', 'rows')
