@@ -128,12 +128,13 @@ def test_writers_and_cli_on_the_keys_path(cluster, tmp_path):
         part = pd.read_parquet(tmp_path / "keys" / f"part.{i}.parquet")
         assert sorted(part["payload"]) == list(range(i * 1000, (i + 1) * 1000))
     csv = tmp_path / "keys.csv"
-    assert main(["anonymize", str(src), str(csv), "--k", "10", "--qi", ",".join(qis),
+    assert main(["anonymize", str(src), str(csv), "--format", "parquet", "--output-format",
+                 "csv", "--k", "10", "--qi", ",".join(qis[:4]),  # no ordinal from Parquet
                  "--scheduler", cluster.scheduler.address, "--exchange", "keys", "--no-progress",
                  "--leaf-rows", "800", "--allow-unique", "payload"]) == 0
     cli = pd.read_csv(csv).set_index("payload").sort_index()
     assert len(cli) == len(df)
-    assert cli.groupby(qis).size().min() >= 10
+    assert cli.groupby(qis[:4]).size().min() >= 10
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow,
