@@ -1,6 +1,7 @@
 """A/B of two engines side by side: speed and identical releases, case by case.
 
-Run: python benchmarks/ab_engines.py [--quick] [--rounds R] [--cases adult,numeric,ratio,floats]
+Run: python benchmarks/ab_engines.py [--quick] [--rounds R]
+         [--cases adult,numeric,ratio,floats,real]
          [--ref-python /work/venv_ref/bin/python] [--ref-path /work/ref]
          [--new-python PYTHON] [--new-path REPO] [--threads N] [--out PATH]
 
@@ -31,6 +32,9 @@ floats
     10M rows (1M with --quick) of continuous floats, heavy ties, a nullable
     Int64 with missing values and a Zipf nominal; ``bench_local.py`` case e,
     with its anonymize/argsort ratio.
+real
+    10M rows (1M with --quick) of two continuous floats, a rounded float and
+    two integers; ``bench_local.py`` case f, with its anonymize/argsort ratio.
 
 Why ratios and alternation: the host is shared and its speed drifts. Over
 ``--rounds R`` the two engines run each case alternately, OLD first in odd
@@ -66,7 +70,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 K = 10
-CASES = ["adult", "numeric", "ratio", "floats"]
+CASES = ["adult", "numeric", "ratio", "floats", "real"]
 
 
 # -- child: one case, one engine ---------------------------------------------------------------
@@ -74,7 +78,7 @@ CASES = ["adult", "numeric", "ratio", "floats"]
 
 def _build(case: str, rows: int):
     """(table, QIs) of a case, or None when its data is absent."""
-    from bench_local import FLOAT_QIS, make_float_table
+    from bench_local import FLOAT_QIS, REAL_QIS, make_float_table, make_real_table
 
     import dmondrian
     from dmondrian.synthetic import make_census
@@ -94,6 +98,8 @@ def _build(case: str, rows: int):
         return make_census(rows, seed=2, columns=qis), qis
     if case == "floats":
         return make_float_table(rows), list(FLOAT_QIS)
+    if case == "real":
+        return make_real_table(rows), list(REAL_QIS)
     raise ValueError(case)
 
 
@@ -119,7 +125,7 @@ def child(case: str, rows: int, repeat: int, expect: str | None) -> dict:
         best = min(best, (time.perf_counter() - t0, time.process_time() - c0))
     result = {"seconds": best[0], "cpu_seconds": best[1], "rows": len(df),
               "dmondrian": where}
-    if case in ("ratio", "floats"):
+    if case in ("ratio", "floats", "real"):
         columns = [numpy_values(df[q]) for q in qis]
         t0 = time.perf_counter()
         for col in columns:
@@ -198,9 +204,10 @@ def main(argv=None) -> int:
     ap.add_argument("--expect", help=argparse.SUPPRESS)
     ap.add_argument("--repeat", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--rows", type=int, default=None,
-                    help="rows of the ratio and floats cases (default 10M, 1M with --quick; "
-                         "also caps the numeric case's 1M, for smoke tests)")
-    ap.add_argument("--quick", action="store_true", help="1M rows in the ratio and floats cases")
+                    help="rows of the ratio, floats and real cases (default 10M, 1M with "
+                         "--quick; also caps the numeric case's 1M, for smoke tests)")
+    ap.add_argument("--quick", action="store_true",
+                    help="1M rows in the ratio, floats and real cases")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--adult-repeat", type=int, default=7,
                     help="calls per Adult child, the best is kept")
@@ -221,8 +228,9 @@ def main(argv=None) -> int:
         return 0
 
     big = args.rows or (1_000_000 if args.quick else 10_000_000)
-    rows = {"adult": 0, "numeric": min(big, 1_000_000), "ratio": big, "floats": big}
-    repeat = {"adult": args.adult_repeat, "numeric": 1, "ratio": 1, "floats": 1}
+    rows = {"adult": 0, "numeric": min(big, 1_000_000), "ratio": big, "floats": big,
+            "real": big}
+    repeat = {"adult": args.adult_repeat, "numeric": 1, "ratio": 1, "floats": 1, "real": 1}
     engines = {"old": {"python": args.ref_python, "path": str(Path(args.ref_path).resolve())},
                "new": {"python": args.new_python, "path": str(Path(args.new_path).resolve())}}
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]

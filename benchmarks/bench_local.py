@@ -34,6 +34,11 @@ e. Continuous float QIs, 10M rows (1M with --quick), 5 QIs, k=10: a normal,
    Ratio = anonymize / numpy ``argsort`` of the five columns' values (the
    floats; the Int64 as float64 with NaN; the category codes), side by side
    in the same run. Target ratio <= 0.75.
+f. Real-valued QIs, 10M rows (1M with --quick), 5 QIs, k=10: two continuous
+   floats (uniform and lognormal, every value distinct), a normal rounded to
+   tenths (about 1,000 levels) and two integers (:func:`make_real_table`).
+   Ratio = anonymize / numpy ``argsort`` of the five columns, side by side in
+   the same run. Target ratio <= 0.75.
 
 Why ratios: machines here are shared and noisy, and the same engine runs at
 different speeds on different hosts. A table sorted once per QI is the floor
@@ -42,7 +47,7 @@ anonymize / argsort, both timed side by side and interleaved in one process,
 compares the engine with that floor independently of the host's speed and
 load. Each case reports the best of ``--repeat`` runs (with that run's CPU
 seconds, all threads, which load from other processes inflates less than
-wall time). Cases a, b, c and e also report one more run split into its
+wall time). Cases a, b, c, e and f also report one more run split into its
 stages (encode, partition, publish) to show where the time goes. No timing is
 asserted: the targets are printed beside the figures.
 """
@@ -202,6 +207,42 @@ def case_floats(repeat, n_rows):
             "stages": stages(df, FLOAT_QIS), "target_ratio": 0.75}
 
 
+#: The QIs of :func:`make_real_table`, in column order.
+REAL_QIS = ["uniform", "lognormal", "rounded", "count", "code"]
+
+
+def make_real_table(n_rows: int, seed: int = 4) -> pd.DataFrame:
+    """Five real-valued QIs: two continuous floats, a rounded float and two integers.
+
+    ========= ==========================================================
+    column    values
+    ========= ==========================================================
+    uniform   float64, uniform on [0, 100,000): every value distinct
+    lognormal float64, lognormal(3.0, 1.0): every value distinct, skewed
+    rounded   float64, normal(50, 10) rounded to tenths: about 1,000 levels
+    count     int64, uniform on 0..999
+    code      int64, uniform on 0..99,999
+    ========= ==========================================================
+
+    The same seed gives the same table with any engine installed (plain numpy).
+    """
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "uniform": rng.uniform(0.0, 100_000.0, n_rows),
+        "lognormal": rng.lognormal(3.0, 1.0, n_rows),
+        "rounded": np.round(rng.normal(50.0, 10.0, n_rows), 1),
+        "count": rng.integers(0, 1_000, n_rows),
+        "code": rng.integers(0, 100_000, n_rows),
+    })
+
+
+def case_real(repeat, n_rows):
+    df = make_real_table(n_rows)
+    return {"case": "f", "what": f"{n_rows:,} rows x 5 real-valued QIs, k=10 vs argsort",
+            "rows": n_rows, **ratio_to_argsort(df, REAL_QIS, repeat),
+            "stages": stages(df, REAL_QIS), "target_ratio": 0.75}
+
+
 # -- d: cold start -------------------------------------------------------------------------
 
 _COLD_CHILD = """
@@ -319,18 +360,18 @@ def _notes(r) -> list[str]:
     return notes
 
 
-CASES = "abcde"
+CASES = "abcdef"
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        help="1M rows instead of 10M in cases c and e")
+                        help="1M rows instead of 10M in cases c, e and f")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", default=CASES, help=f"cases to run, e.g. 'ade' (default "
                                                       f"{CASES})")
     parser.add_argument("--rows", type=int, default=None,
-                        help="rows of cases c and e (overrides --quick; for smoke tests)")
+                        help="rows of cases c, e and f (overrides --quick; for smoke tests)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "local.json"))
     args = parser.parse_args(argv)
     big = args.rows or (1_000_000 if args.quick else 10_000_000)
@@ -339,7 +380,8 @@ def main(argv=None):
             "b": lambda: [case_numeric(args.repeat, min(big, 1_000_000))],
             "c": lambda: [case_ratio(args.repeat, big)],
             "d": lambda: [case_cold_start(), case_demo()],
-            "e": lambda: [case_floats(args.repeat, big)]}
+            "e": lambda: [case_floats(args.repeat, big)],
+            "f": lambda: [case_real(args.repeat, big)]}
     results = [r for case in CASES if case in args.only for r in runs[case]()]
     print(f"{'case':<5}{'what':<62}{'seconds':>10}  notes")
     for r in results:

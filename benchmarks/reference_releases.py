@@ -28,6 +28,9 @@ user cache, and are left out with a note otherwise):
 * The float table of ``bench_local.py`` case e at 200,000 rows (continuous
   floats, heavy ties, a nullable Int64 with missing values, a Zipf nominal):
   k=10 range labels and ``mean``.
+* The real-valued table of ``bench_local.py`` case f at 200,000 rows (two
+  continuous floats, a rounded float, two integers): k=10 range labels,
+  relaxed with ``midpoint``.
 * The Dask engine on the census table (:func:`dmondrian.synthetic.census_dask`,
   the same rows in 4 partitions, ``leaf_rows=40,000`` so
   the distributed cuts run) on a ``LocalCluster(n_workers=2,
@@ -147,7 +150,7 @@ def _census():
 
 
 def _local_cases():
-    from bench_local import FLOAT_QIS, make_float_table
+    from bench_local import FLOAT_QIS, REAL_QIS, make_float_table, make_real_table
 
     import dmondrian
 
@@ -166,6 +169,10 @@ def _local_cases():
     floats = make_float_table(CENSUS_ROWS)
     yield "floats_k10", run(floats, FLOAT_QIS)
     yield "floats_mean", run(floats, FLOAT_QIS, generalization="mean")
+    real = make_real_table(CENSUS_ROWS)
+    yield "real_k10", run(real, REAL_QIS)
+    yield "real_relaxed_midpoint", run(real, REAL_QIS, mode="relaxed",
+                                       generalization="midpoint")
 
 
 DASK_QIS = ["age", "zip", "birth_date", "sex", "education"]

@@ -53,7 +53,7 @@ from .identifiers import candidates, identifying_columns, released_as_is, warn_i
 from .noise import check_noise_dtypes, noise_groups, noisy_columns
 from .options import ANONYMIZE, takes_options
 from .person_keys import person_key_columns, warn_person_keys
-from .publish import class_values, expand_labels
+from .publish import class_values, expand_label_columns
 from .qi import EncodedQI, encode_qi
 from .sensitive import encode_sensitive
 from .validation import check_options
@@ -218,28 +218,23 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
     return Partitioning(class_of_row, int(stats[1].shape[0]), stats, sorted_keys)
 
 
-def _expand(values, inverse, class_of_row, qi: EncodedQI):
-    """Turn per-class published values into a row-aligned column."""
-    if isinstance(values, pd.Index):
-        return expand_labels(values, inverse, class_of_row)
-    return qi.spec.summary_column(qi, values[inverse][class_of_row])
-
-
 def publish(df: pd.DataFrame, encoded: list[EncodedQI], part: Partitioning,
             generalization: str = "range", class_column=None) -> pd.DataFrame:
     """Replace the QI columns of ``df`` by their published generalization."""
     out = df.copy(deep=False)
-
-    def column(j):
-        qi = encoded[j]
-        values, inverse = class_values(qi, j, generalization, part.stats, part.sorted_keys[j])
-        return _expand(values, inverse, part.class_of_row, qi)
-
-    published = _per_column(column, len(encoded), len(df))
-    for qi, values in zip(encoded, published, strict=True):
+    values = _per_column(lambda j: class_values(encoded[j], j, generalization, part.stats,
+                                                part.sorted_keys[j]),
+                         len(encoded), len(df))
+    labelled = [j for j, (v, _) in enumerate(values) if isinstance(v, pd.Index)]
+    published = dict(zip(labelled, expand_label_columns([values[j] for j in labelled],
+                                                        part.class_of_row), strict=True))
+    for j, qi in enumerate(encoded):
+        if j not in published:
+            v, inverse = values[j]
+            published[j] = qi.spec.summary_column(qi, v[inverse][part.class_of_row])
         # A Series on the frame's own index is stored as is; a bare array
         # would be copied (1M codes a column).
-        out[qi.name] = pd.Series(values, index=out.index, copy=False)
+        out[qi.name] = pd.Series(published[j], index=out.index, copy=False)
     if class_column is not None:
         out[class_column] = part.class_of_row
     return out

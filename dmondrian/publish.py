@@ -49,7 +49,7 @@ from .kinds.base import MISSING_LABEL, EncodedQI
 from .kinds.labels import Interval, parse_range, parse_set
 
 __all__ = ["Interval", "parse_range", "parse_set", "class_values", "expand_labels",
-           "group_triples", "NO_TABLE", "MISSING_LABEL"]
+           "expand_label_columns", "group_triples", "NO_TABLE", "MISSING_LABEL"]
 
 
 # -- building labels --------------------------------------------------------------------------
@@ -303,3 +303,44 @@ def expand_labels(labels: pd.Index, inverse: np.ndarray, class_of_row: np.ndarra
     """
     codes = np.take(np.asarray(inverse).astype(_code_dtype(len(labels))), class_of_row)
     return pd.Categorical.from_codes(codes, dtype=_label_dtype(labels), validate=False)
+
+
+def expand_label_columns(columns: list, class_of_row: np.ndarray) -> list:
+    """Row-aligned Categoricals of several columns' class labels, in one pass over the rows.
+
+    Parameters
+    ----------
+    columns : list of (labels, inverse)
+        Each column's distinct labels (a pandas Index) and label index of
+        every class, as :func:`class_values` returns them; every ``inverse``
+        has one entry per class.
+    class_of_row : ndarray of int64
+        Class of every row.
+
+    Returns
+    -------
+    list of pandas.Categorical
+        Column ``j`` equals ``expand_labels(*columns[j], class_of_row)``.
+
+    Examples
+    --------
+    >>> cols = [(pd.Index(["a", "b"]), np.array([1, 0])), (pd.Index(["x"]), np.array([0, 0]))]
+    >>> [c.tolist() for c in expand_label_columns(cols, np.array([0, 1, 1]))]
+    [['b', 'a', 'a'], ['x', 'x', 'x']]
+    """
+    class_of_row = np.ascontiguousarray(class_of_row, dtype=np.int64)
+    out = [None] * len(columns)
+    by_dtype = {}
+    for j, (labels, _) in enumerate(columns):
+        by_dtype.setdefault(np.dtype(_code_dtype(len(labels))), []).append(j)
+    for dtype, group in by_dtype.items():
+        # Columns whose codes share a type are gathered together: the class
+        # ids are read once and each row reads one line of the table.
+        table = np.ascontiguousarray(
+            np.stack([np.asarray(columns[j][1]) for j in group], axis=1), dtype=dtype)
+        codes = np.empty((len(group), len(class_of_row)), dtype=dtype)
+        K.gather_codes(class_of_row, table, codes)
+        for row, j in enumerate(group):
+            out[j] = pd.Categorical.from_codes(codes[row], dtype=_label_dtype(columns[j][0]),
+                                               validate=False)
+    return out

@@ -588,3 +588,26 @@ def test_distinct_masks_and_members_match_a_lexsort(words, sets):
     for i, r in enumerate(first.tolist()):
         expected = sorted({c for c in sets[r] if c < 64 * words})
         assert codes[off[i]: off[i + 1]].tolist() == expected
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_expand_label_columns_matches_one_column_at_a_time(data):
+    # Columns of few and of many labels (int8 and int16 codes) are gathered
+    # together by code type; each must equal its own expansion.
+    from dmondrian.publish import expand_label_columns
+
+    n_classes = data.draw(st.integers(1, 40))
+    n_rows = data.draw(st.integers(0, 300))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    columns = []
+    for n_labels in data.draw(st.lists(st.sampled_from([1, 3, 200, 300]), min_size=1,
+                                       max_size=5)):
+        labels = pd.Index([f"l{i}" for i in range(n_labels)])
+        columns.append((labels, rng.integers(0, n_labels, n_classes)))
+    class_of_row = rng.integers(0, n_classes, n_rows)
+    got = expand_label_columns(columns, class_of_row)
+    for (labels, inverse), column in zip(columns, got, strict=True):
+        want = expand_labels(labels, inverse, class_of_row)
+        assert column.codes.dtype == want.codes.dtype
+        assert column.equals(want) and list(column.categories) == list(want.categories)

@@ -21,6 +21,7 @@ few flat arrays (global scales, hierarchy trees). Its modules, by concern:
 
 from .class_stats import class_code_masks, class_code_sets
 from .class_stats import class_statistics as _class_statistics
+from .class_stats import gather_codes as _gather_codes
 from .class_stats import rows_to_classes as _rows_to_classes
 from .constants import *  # noqa: F403
 from .privacy import hist_ok_py as hist_ok
@@ -30,7 +31,8 @@ from .workspace import WorkSpace, double_buffer
 
 __all__ = [
     "WorkSpace", "class_code_masks", "class_code_sets", "class_statistics", "double_buffer",
-    "hist_ok", "max_threads", "mondrian_partition", "rows_to_classes", "thread_limit",
+    "gather_codes", "hist_ok", "max_threads", "mondrian_partition", "rows_to_classes",
+    "thread_limit",
 ]
 
 
@@ -50,3 +52,8 @@ def rows_to_classes(order, class_of_pos, n_threads=None):
     """:func:`dmondrian._kernel.class_stats.rows_to_classes` on this thread's budget."""
     return _rows_to_classes(order, class_of_pos,
                             max_threads() if n_threads is None else n_threads)
+
+
+def gather_codes(class_of_row, table, out, n_threads=None):
+    """:func:`dmondrian._kernel.class_stats.gather_codes` on this thread's budget."""
+    _gather_codes(class_of_row, table, out, max_threads() if n_threads is None else n_threads)

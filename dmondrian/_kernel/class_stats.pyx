@@ -9,7 +9,7 @@ import numpy as np
 
 from cython.parallel cimport prange
 
-from ._common cimport i64, u64, MISSING_KEY, INT_MIN, key_value, KIND_INT, KIND_FLOAT
+from ._common cimport i64, u64, int_t, MISSING_KEY, INT_MIN, key_value, KIND_INT, KIND_FLOAT
 from .select cimport heapsort
 
 from .constants import PARALLEL_MIN_ROWS as _PARALLEL_MIN_ROWS_PY
@@ -167,6 +167,46 @@ def rows_to_classes(order, class_of_pos, int n_threads=1):
             for i in prange(n, num_threads=threads, schedule="static"):
                 res[ov[i]] = cv[i]
     return out
+
+
+def gather_codes(const i64[::1] class_of_row, const int_t[:, ::1] table, int_t[:, ::1] out,
+                 int n_threads=1):
+    """Every row's label code in several columns at once: ``out[j, i] = table[class_of_row[i], j]``.
+
+    One read of the class ids and one cache line of ``table`` a row, where
+    a gather per column would read the class ids and a random line per
+    column.
+
+    Parameters
+    ----------
+    class_of_row : int64 array (n,)
+        Class id of every row, each below ``table.shape[0]``.
+    table : int array (n_classes, m)
+        Label code of every class in each of ``m`` columns.
+    out : int array (m, n), same type as ``table``
+        Filled with the rows' codes.
+    n_threads : int, default 1
+    """
+    cdef Py_ssize_t n = class_of_row.shape[0], m = table.shape[1], i, j
+    cdef i64 c
+    cdef int threads = n_threads if n_threads > 0 and n >= PARALLEL_MIN_ROWS else 1
+    if out.shape[0] != m or out.shape[1] != n:
+        raise ValueError("out must have one row per column of table and one column per row")
+    if m == 0 or n == 0:
+        return
+    if table.shape[0] == 0:
+        raise ValueError("table has no class")
+    with nogil:
+        if threads == 1:
+            for i in range(n):
+                c = class_of_row[i]
+                for j in range(m):
+                    out[j, i] = table[c, j]
+        else:
+            for i in prange(n, num_threads=threads, schedule="static"):
+                c = class_of_row[i]
+                for j in range(m):
+                    out[j, i] = table[c, j]
 
 
 def class_code_sets(sorted_row, class_of_pos, Py_ssize_t n_classes):

@@ -52,30 +52,81 @@ cdef struct Cut:
     bint ranked
 
 
+cdef extern from *:
+    """
+    /* The bounds fold is most of a split's arithmetic once a node fits in
+       cache: built twice where the toolchain can pick one at load time (GCC
+       or clang on x86-64 glibc), for AVX2, whose 64-bit compares take four
+       keys at a time, and for the baseline ISA a portable build targets. */
+    #if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)
+    #if __has_attribute(target_clones)
+    #define DM_CLONES __attribute__((target_clones("avx2", "default")))
+    #endif
+    #endif
+    #ifndef DM_CLONES
+    #define DM_CLONES
+    #endif
+    /* Fold row[s:e] into the smallest and largest key. */
+    static DM_CLONES void dm_fold_bounds(const int64_t* row, Py_ssize_t s, Py_ssize_t e,
+                                         int64_t* lo, int64_t* hi) {
+        int64_t l = *lo, h = *hi, v;
+        Py_ssize_t i;
+        for (i = s; i < e; i++) {
+            v = row[i];
+            l = v < l ? v : l;
+            h = v > h ? v : h;
+        }
+        *lo = l;
+        *hi = h;
+    }
+    /* The same with missing keys (INT64_MAX) counted in *miss and kept out
+       of the largest present key; the missing key, the largest of all,
+       never lowers the smallest. */
+    static DM_CLONES void dm_fold_bounds_missing(const int64_t* row, Py_ssize_t s,
+                                                 Py_ssize_t e, int64_t* lo, int64_t* hi,
+                                                 int64_t* miss) {
+        int64_t l = *lo, h = *hi, a = *miss, v, m;
+        Py_ssize_t i;
+        for (i = s; i < e; i++) {
+            v = row[i];
+            m = v == INT64_MAX;
+            a += m;
+            l = v < l ? v : l;
+            v = m ? INT64_MIN : v;
+            h = v > h ? v : h;
+        }
+        *lo = l;
+        *hi = h;
+        *miss = a;
+    }
+    """
+    void fold_bounds "dm_fold_bounds"(const i64* row, Py_ssize_t s, Py_ssize_t e, i64* lo,
+                                      i64* hi) noexcept nogil
+    void fold_bounds_missing "dm_fold_bounds_missing"(const i64* row, Py_ssize_t s,
+                                                      Py_ssize_t e, i64* lo, i64* hi,
+                                                      i64* miss) noexcept nogil
+
+
 cdef inline void fold_stats(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 kind, i64 card,
-                            i64* lo, i64* hi, i64* aux) noexcept nogil:
-    """Fold rows ``[s, e)`` into running statistics (nominal: ``aux`` is a bitmask)."""
+                            i64* lo, i64* hi, i64* aux, bint may_miss) noexcept nogil:
+    """Fold rows ``[s, e)`` into running statistics (nominal: ``aux`` is a bitmask).
+
+    ``may_miss`` False promises that no key of an ordered kind is missing
+    (its node has none), which spares the count.
+    """
     cdef Py_ssize_t i
     cdef u64 mask
-    cdef i64 v, a = aux[0], l = lo[0], h = hi[0], m
     if kind == KIND_NOMINAL:
         if card <= MASK_CARD:
-            mask = <u64>a
+            mask = <u64>aux[0]
             for i in range(s, e):
                 mask |= (<u64>1) << (<u64>row[i])
             aux[0] = <i64>mask
         return
-    for i in range(s, e):
-        v = row[i]
-        m = v == MISSING_KEY
-        a += m
-        # MISSING_KEY is the largest key: it never lowers lo.
-        l = v if v < l else l
-        v = INT_MIN if m else v
-        h = v if v > h else h
-    lo[0] = l
-    hi[0] = h
-    aux[0] = a
+    if may_miss:
+        fold_bounds_missing(row, s, e, lo, hi, aux)
+    else:
+        fold_bounds(row, s, e, lo, hi)
 
 
 cdef inline void finish_stats(i64 kind, i64 card, i64* lo, i64* hi, i64* aux) noexcept nogil:
@@ -111,7 +162,7 @@ cdef void column_stats(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 kind, i64
     lo[0] = MISSING_KEY
     hi[0] = INT_MIN
     aux[0] = 0
-    fold_stats(row, s, e, kind, card, lo, hi, aux)
+    fold_stats(row, s, e, kind, card, lo, hi, aux, True)
     finish_stats(kind, card, lo, hi, aux)
 
 
@@ -305,10 +356,10 @@ cdef inline void _scatter(const Buffers* bufs, Py_ssize_t src, const i64* pos, P
     """Move rows ``b0..b1`` of key rows ``active[:n_active]`` to positions ``pos``.
 
     Four key rows per sweep, unrolled: a loop over a runtime number of rows
-    per moved row costs more than the moves. A last group of fewer rows
-    repeats its last row, which stores the same value twice.
+    per moved row costs more than the moves. The one to three rows left over
+    are moved by a sweep of their own size.
     """
-    cdef Py_ssize_t last = n_active - 1, q0, i, dst = 1 - src
+    cdef Py_ssize_t q0 = 0, i, dst = 1 - src, rest
     cdef const i64* s0
     cdef const i64* s1
     cdef const i64* s2
@@ -318,21 +369,46 @@ cdef inline void _scatter(const Buffers* bufs, Py_ssize_t src, const i64* pos, P
     cdef i64* d2
     cdef i64* d3
     cdef i64 p
-    for q0 in range(0, n_active, 4):
+    while q0 + 4 <= n_active:
         s0 = buf_row(bufs, src, active[q0])
-        s1 = buf_row(bufs, src, active[q0 + 1 if q0 + 1 < last else last])
-        s2 = buf_row(bufs, src, active[q0 + 2 if q0 + 2 < last else last])
-        s3 = buf_row(bufs, src, active[q0 + 3 if q0 + 3 < last else last])
+        s1 = buf_row(bufs, src, active[q0 + 1])
+        s2 = buf_row(bufs, src, active[q0 + 2])
+        s3 = buf_row(bufs, src, active[q0 + 3])
         d0 = buf_row(bufs, dst, active[q0])
-        d1 = buf_row(bufs, dst, active[q0 + 1 if q0 + 1 < last else last])
-        d2 = buf_row(bufs, dst, active[q0 + 2 if q0 + 2 < last else last])
-        d3 = buf_row(bufs, dst, active[q0 + 3 if q0 + 3 < last else last])
+        d1 = buf_row(bufs, dst, active[q0 + 1])
+        d2 = buf_row(bufs, dst, active[q0 + 2])
+        d3 = buf_row(bufs, dst, active[q0 + 3])
         for i in range(b0, b1):
             p = pos[i - b0]
             d0[p] = s0[i]
             d1[p] = s1[i]
             d2[p] = s2[i]
             d3[p] = s3[i]
+        q0 += 4
+    rest = n_active - q0
+    if rest == 0:
+        return
+    s0 = buf_row(bufs, src, active[q0])
+    d0 = buf_row(bufs, dst, active[q0])
+    if rest == 1:
+        for i in range(b0, b1):
+            d0[pos[i - b0]] = s0[i]
+        return
+    s1 = buf_row(bufs, src, active[q0 + 1])
+    d1 = buf_row(bufs, dst, active[q0 + 1])
+    if rest == 2:
+        for i in range(b0, b1):
+            p = pos[i - b0]
+            d0[p] = s0[i]
+            d1[p] = s1[i]
+        return
+    s2 = buf_row(bufs, src, active[q0 + 2])
+    d2 = buf_row(bufs, dst, active[q0 + 2])
+    for i in range(b0, b1):
+        p = pos[i - b0]
+        d0[p] = s0[i]
+        d1[p] = s1[i]
+        d2[p] = s2[i]
 
 
 cdef void _move(const Buffers* bufs, Py_ssize_t src, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e,
@@ -399,9 +475,9 @@ cdef void _move(const Buffers* bufs, Py_ssize_t src, Py_ssize_t j, Py_ssize_t s,
                 break
             dq = buf_row(bufs, dst, q)
             fold_stats(dq, li0, li, kinds[q], cards[q], &child_lo[q], &child_hi[q],
-                       &child_miss[q])
+                       &child_miss[q], miss[q] != 0)
             fold_stats(dq, ri0, ri, kinds[q], cards[q], &child_lo[d + q], &child_hi[d + q],
-                       &child_miss[d + q])
+                       &child_miss[d + q], miss[q] != 0)
         b0 = b1
     for q in range(d):
         if is_constant(kinds[q], lo[q], hi[q], miss[q]):

@@ -250,9 +250,10 @@ cdef int _split_one(const Buffers* bufs, const Rules* rules, const Frontier* fr,
 cdef int _partition_all(const Buffers* bufs, const Rules* rules, const i64* roots,
                         Py_ssize_t n_roots, unsigned char* leaf_start,
                         int n_threads) noexcept nogil:
-    cdef Py_ssize_t d = rules.qi.d, n = bufs.n, i, j
+    cdef Py_ssize_t d = rules.qi.d, n = bufs.n, i, j, ij
     cdef Frontier fr
     cdef int failed = 0
+    cdef bint serial = n < PARALLEL_MIN_ROWS or n_threads <= 1
     if not _alloc_frontier(&fr, n_roots, d):
         _free_frontier(&fr)
         return -1
@@ -261,11 +262,15 @@ cdef int _partition_all(const Buffers* bufs, const Rules* rules, const i64* root
         fr.node[4 * i + 1] = roots[2 * i + 2] if i + 1 < n_roots else n
         fr.node[4 * i + 2] = roots[2 * i + 1]
         fr.node[4 * i + 3] = 0
-        for j in range(d):
-            column_stats(bufs.data + j * n, fr.node[4 * i], fr.node[4 * i + 1],
-                         rules.qi.kind[j], rules.qi.card[j], &fr.lo[i * d + j],
-                         &fr.hi[i * d + j], &fr.miss[i * d + j])
-    if n < PARALLEL_MIN_ROWS or n_threads <= 1:
+    # Every key is read once here: one (root, QI) pair per thread at a time.
+    for ij in prange(n_roots * d, nogil=True, num_threads=1 if serial else n_threads,
+                     schedule="dynamic", chunksize=1):
+        i = ij // d
+        j = ij % d
+        column_stats(bufs.data + j * n, fr.node[4 * i], fr.node[4 * i + 1],
+                     rules.qi.kind[j], rules.qi.card[j], &fr.lo[i * d + j],
+                     &fr.hi[i * d + j], &fr.miss[i * d + j])
+    if serial:
         for i in range(n_roots):
             if _run_subtree(bufs, rules, fr.node + 4 * i, fr.lo + i * d, fr.hi + i * d,
                             fr.miss + i * d, leaf_start) < 0:
