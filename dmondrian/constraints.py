@@ -145,7 +145,7 @@ class _SensitiveConstraint(Constraint):
         self.sensitive = sensitive
 
     def _fails(self, counts) -> bool:
-        ip, fp = np.zeros(K.N_IP, dtype=np.int64), np.full(3, -1.0)
+        ip, fp = np.zeros(K.N_IP, dtype=np.int64), np.full(K.N_FP, -1.0)
         ip[K.P_SENS_ROW] = 0
         self._kernel(ip, fp)
         q = counts / counts.sum()
@@ -375,7 +375,7 @@ def kernel_privacy(constraints, sensitive_codes=None, n_values: int = 0,
     distinct (entity, value) pairs.
     """
     ip = np.zeros(K.N_IP, dtype=np.int64)
-    fp = np.full(3, -1.0)
+    fp = np.full(K.N_FP, -1.0)
     ip[K.P_K] = 1
     ip[K.P_SENS_ROW] = ip[K.P_ENT_ROW] = ip[K.P_PAIR_ROW] = -1
     for cst in constraints:

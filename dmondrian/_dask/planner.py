@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._kernel.constants import KIND_HIERARCHY, MISSING_KEY
+from .._kernel.packing import packed_left, packs_better
 from .cut_tree import ALL_TIES, NO_TIES, Cut
 from .global_domain import GlobalDomain
-from .packing import packed_left, packs_better
 from .sketch import Summary
 
 __all__ = ["PlanNode", "PlanConfig", "region_spans", "find_cut", "choose_cut",
@@ -160,7 +160,7 @@ def _packed_cut(cum, values, n: int, nominal: bool, min_size: int):
     """The kernel's "dm" strict cut on an axis: ``(left rows, threshold)`` or None.
 
     A nominal axis scores every boundary between ranks; an ordered one the
-    two around the value at the packed position (see :mod:`.packing`).
+    two around the value at the packed position (see :mod:`dmondrian._kernel.packing`).
     """
     def le(r):
         return int(round(cum[r - 1])) if r > 0 else 0
@@ -173,7 +173,7 @@ def _packed_cut(cum, values, n: int, nominal: bool, min_size: int):
         candidates = [(le(r), v - 1), (int(round(cum[r])), v)]
     best = None
     for a, t in candidates:
-        if sizes_allowed(a, n - a, min_size) and packs_better(a, None if best is None
+        if sizes_allowed(a, n - a, min_size) and packs_better(a, 0 if best is None
                                                               else best[0], n, min_size):
             best = (a, t)
     return best

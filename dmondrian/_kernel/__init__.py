@@ -15,6 +15,8 @@ few flat arrays (global scales, hierarchy trees). Its modules, by concern:
 * ``class_stats``: per-class bounds, sums and code sets for publishing;
 * ``workspace``, ``buffers``: the double buffer the tree is built in;
 * ``threads``: how many threads a call may use;
+* ``codes`` (with ``codes.pxd``), ``constants``: the codes and limits C and
+  Python share, defined once;
 * ``keys``, ``labels``, ``routing``, ``scan``, ``shipped``: the passes over
   columns that encode keys, write labels, and route rows for the Dask engine.
 """

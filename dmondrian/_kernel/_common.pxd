@@ -16,28 +16,13 @@ ctypedef fused int_t:
 
 cdef extern from *:
     """
-    #include <stdint.h>
-    /* The missing value's key: larger than every present key, so missing
-       values sort last in every QI. */
-    #define DM_MISSING_KEY INT64_MAX
-    #define DM_INT_MIN INT64_MIN
-    #define DM_FLIP ((int64_t)0x7FFFFFFFFFFFFFFF)
-    #define DM_FLOAT_MAX 1.7976931348623157e308
     #define DM_POPCOUNT(x) ((int64_t)__builtin_popcountll(x))
     """
-    const i64 MISSING_KEY "DM_MISSING_KEY"
-    const i64 INT_MIN "DM_INT_MIN"
-    const i64 FLIP "DM_FLIP"
-    const double FLOAT_MAX "DM_FLOAT_MAX"
     i64 popcount "DM_POPCOUNT"(u64 x) noexcept nogil
 
-# Kinds of quasi-identifier the kernel distinguishes (see constants.py).
-cdef enum:
-    KIND_INT = 0        # keys are the number itself (ints, datetimes)
-    KIND_FLOAT = 1      # keys hold order-preserving float64 bits
-    KIND_ORDINAL = 2    # category codes in category order
-    KIND_NOMINAL = 3    # category codes without order
-    KIND_HIERARCHY = 4  # DFS leaf codes of a generalization tree
+# Defined in codes.pxd, shared with Python; cimported from here by most modules.
+from .codes cimport (MISSING_KEY, INT_MIN, FLIP, FLOAT_MAX, KIND_INT, KIND_FLOAT, KIND_ORDINAL,
+                     KIND_NOMINAL, KIND_HIERARCHY)
 
 
 cdef inline double decode_float_key(i64 key) noexcept nogil:
@@ -54,3 +39,14 @@ cdef inline double key_value(i64 key, i64 kind) noexcept nogil:
     if kind == KIND_FLOAT:
         return decode_float_key(key)
     return <double>key
+
+
+cdef inline u64 splitmix64_mix(u64 x) noexcept nogil:
+    """splitmix64's finalizer: every bit of ``x`` spread over every bit of the result.
+
+    The hash pandas' ``hash_array`` gives a 64-bit word, and the mix of the
+    Dask engine's row priorities.
+    """
+    x = (x ^ (x >> 30)) * <u64>0xBF58476D1CE4E5B9ULL
+    x = (x ^ (x >> 27)) * <u64>0x94D049BB133111EBULL
+    return x ^ (x >> 31)

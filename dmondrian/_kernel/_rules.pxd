@@ -3,51 +3,17 @@
 # the mode. Passed down as one pointer instead of a dozen arrays.
 from ._common cimport i64
 
-# Rows of the split's work space (see workspace_width): a small segment's
-# copy (then a split's row positions), counts (select histogram, code counts,
-# left sensitive histogram), code order (and the right sensitive histogram),
-# nominal ranks, their cumulative counts (then a split's list of moved key
-# rows), and the codes seen in a node (kept all zeros between uses).
-cdef enum:
-    WS_SCRATCH = 0
-    WS_COUNTS = 1
-    WS_ORDER = 2
-    WS_RANK = 3
-    WS_CUM = 4
-    WS_SEEN = 5
-    WS_ROWS = 6
-
-# Indices of the privacy parameters (see constants.py).
-cdef enum:
-    P_K = 0
-    P_SENS_ROW = 1
-    P_N_SENS = 2
-    P_L_DISTINCT = 3
-    P_RC_L = 4
-    P_T_ORDERED = 5
-    P_ENT_ROW = 6
-    P_N_SEEN = 7
-    P_PAIR_ROW = 8
-    P_LOG_L = 0
-    P_RC_C = 1
-    P_T = 2
+# Defined in codes.pxd, shared with Python; cimported from here by most modules.
+from .codes cimport (WS_SCRATCH, WS_COUNTS, WS_ORDER, WS_RANK, WS_CUM, WS_SEEN, WS_ROWS, P_K,
+                     P_SENS_ROW, P_N_SENS, P_L_DISTINCT, P_RC_L, P_T_ORDERED, P_ENT_ROW,
+                     P_N_SEEN, P_PAIR_ROW, N_IP, P_LOG_L, P_RC_C, P_T, N_FP, MASK_CARD,
+                     OBJ_BALANCED, OBJ_DM, OBJ_NCP)
 
 # Buckets of the histogram median select: 16 KiB of counters stay in L1.
 cdef enum:
     BUCKETS = 2048
     # Segments up to this size are selected by copying into the scratch row.
     SMALL = 1024
-    # Nominal QIs with at most this many codes count a node's distinct codes
-    # with a one-word bitmask while its rows are moved.
-    MASK_CARD = 64
-
-
-# What a split optimizes (see constants.py): balanced median cuts, classes
-# packed close to k rows (discernibility), or the children's summed spans (NCP).
-cdef enum:
-    OBJ_BALANCED = 0
-    OBJ_DM = 1
-    OBJ_NCP = 2
 
 
 cdef struct QIRules:

@@ -1,48 +1,68 @@
-"""The kernel's constants, as Python sees them (``_common.pxd`` declares them in C)."""
+"""The kernel's constants, as Python sees them.
+
+The codes (kinds, privacy slots, objectives, work space rows) and the key
+limits are defined once, in ``codes.pxd``, and read here from the compiled
+:mod:`dmondrian._kernel.codes`; the rest are Python's own.
+"""
 
 import numpy as np
 
-# Kinds of quasi-identifier the kernel distinguishes.
-KIND_INT = 0  # int64 keys whose value is the number itself (ints, datetimes)
-KIND_FLOAT = 1  # int64 keys holding order-preserving float64 bits
-KIND_ORDINAL = 2  # category codes in category order
-KIND_NOMINAL = 3  # category codes without order; cut by frequency order per node
-KIND_HIERARCHY = 4  # DFS leaf codes of a generalization tree
+from .codes import (
+    KIND_FLOAT,
+    KIND_HIERARCHY,
+    KIND_INT,
+    KIND_NOMINAL,
+    KIND_ORDINAL,
+    LIMITS,
+    MASK_CARD,
+    N_FP,
+    N_IP,
+    OBJ_BALANCED,
+    OBJ_DM,
+    OBJ_NCP,
+    P_ENT_ROW,
+    P_K,
+    P_L_DISTINCT,
+    P_LOG_L,
+    P_N_SEEN,
+    P_N_SENS,
+    P_PAIR_ROW,
+    P_RC_C,
+    P_RC_L,
+    P_SENS_ROW,
+    P_T,
+    P_T_ORDERED,
+    WS_COUNTS,
+    WS_CUM,
+    WS_ORDER,
+    WS_RANK,
+    WS_ROWS,
+    WS_SCRATCH,
+    WS_SEEN,
+)
+
+__all__ = [
+    "KIND_INT", "KIND_FLOAT", "KIND_ORDINAL", "KIND_NOMINAL", "KIND_HIERARCHY",
+    "MISSING_KEY", "FLIP", "FLOAT_MAX", "INT_MIN", "INT_MAX",
+    "P_K", "P_SENS_ROW", "P_N_SENS", "P_L_DISTINCT", "P_RC_L", "P_T_ORDERED", "P_ENT_ROW",
+    "P_N_SEEN", "P_PAIR_ROW", "N_IP",
+    "P_LOG_L", "P_RC_C", "P_T", "N_FP",
+    "OBJ_BALANCED", "OBJ_DM", "OBJ_NCP", "OBJECTIVES", "PARALLEL_MIN_ROWS",
+    "WS_SCRATCH", "WS_COUNTS", "WS_ORDER", "WS_RANK", "WS_CUM", "WS_SEEN", "WS_ROWS",
+    "MASK_CARD",
+]
 
 # The missing value's key: larger than every present key.
-MISSING_KEY = np.iinfo(np.int64).max
-FLIP = np.int64(0x7FFFFFFFFFFFFFFF)
-FLOAT_MAX = np.finfo(np.float64).max
-INT_MIN = np.iinfo(np.int64).min
+MISSING_KEY = LIMITS["MISSING_KEY"]
+FLIP = np.int64(LIMITS["FLIP"])
+FLOAT_MAX = np.float64(LIMITS["FLOAT_MAX"])
+INT_MIN = LIMITS["INT_MIN"]
 INT_MAX = np.iinfo(np.int64).max
 
-# The privacy constraint reaches the kernel as ``priv = (ip, fp, q)``:
-#   ip (int64):   [0] k (min class size), [1] key-matrix row of the sensitive
-#                 codes (-1: no sensitive constraint), [2] number of sensitive
-#                 codes, [3] distinct l (0: off), [4] recursive (c, l)'s l
-#                 (0: off), [5] 1 if t-closeness uses the ordered distance,
-#                 [6] key-matrix row of the entity codes (-1: rows are
-#                 counted, not entities), [7] entity (or pair) codes the
-#                 marks must cover, [8] key-matrix row of the codes of the
-#                 (entity, sensitive value) pairs (-1: the sensitive
-#                 histograms count rows)
-#   fp (float64): [0] log(l) for entropy l-diversity (-1: off), [1] recursive
-#                 c, [2] t for t-closeness (-1: off)
-#   q (float64):  the whole table's sensitive distribution (t-closeness)
-P_K, P_SENS_ROW, P_N_SENS, P_L_DISTINCT, P_RC_L, P_T_ORDERED = 0, 1, 2, 3, 4, 5
-P_ENT_ROW, P_N_SEEN, P_PAIR_ROW = 6, 7, 8
-N_IP = 9
-P_LOG_L, P_RC_C, P_T = 0, 1, 2
-
-# What a split optimizes: the objectives' names, in the kernel's order (OBJ_*
-# in _rules.pxd).
-OBJECTIVES = ("balanced", "dm", "ncp")
+# What a split optimizes: the objectives' names, indexed by the OBJ_* codes.
+OBJECTIVES = tuple(name for _, name in sorted(
+    [(OBJ_BALANCED, "balanced"), (OBJ_DM, "dm"), (OBJ_NCP, "ncp")]))
 
 # Below this many rows a kernel call runs on one thread: starting threads and
 # handing work over cost more than small tables take.
 PARALLEL_MIN_ROWS = 200_000
-
-# Rows of a split's work space (see _rules.pxd).
-WS_SCRATCH, WS_COUNTS, WS_ORDER, WS_RANK, WS_CUM, WS_SEEN = 0, 1, 2, 3, 4, 5
-# Nominal QIs up to this many codes keep a node's codes in a one-word bitmask.
-MASK_CARD = 64

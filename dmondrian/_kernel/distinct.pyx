@@ -8,7 +8,7 @@ splitmix64 finalizer), the hash kept to its low 32 bits as dask's
 
 from libc.stdint cimport uint8_t, uint32_t
 
-from dmondrian._kernel._common cimport popcount, u64
+from dmondrian._kernel._common cimport popcount, splitmix64_mix, u64
 
 __all__ = ["add_words"]
 
@@ -36,12 +36,7 @@ def add_words(const u64[::1] words, uint8_t[::1] registers, int bits):
     cdef int shift = 32 - bits
     with nogil:
         for i in range(n):
-            v = words[i]
-            v = v ^ (v >> 30)
-            v = v * <u64>0xBF58476D1CE4E5B9ULL
-            v = v ^ (v >> 27)
-            v = v * <u64>0x94D049BB133111EBULL
-            v = v ^ (v >> 31)
+            v = splitmix64_mix(words[i])
             h = <uint32_t>v
             # h ^ (h - 1): the lowest set bit and every bit below it.
             rank = 33 if h == 0 else <uint8_t>popcount(<u64>(h ^ (h - 1)))

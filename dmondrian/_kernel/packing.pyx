@@ -5,7 +5,8 @@ node's remainder ``n mod k`` to one class: in the limit every class has
 exactly k rows but one, and discernibility approaches ``n * k``. Strict cuts
 can only fall between distinct keys, so they score the boundaries they may
 use by the best discernibility their two sides could still reach.
-(:mod:`dmondrian._dask.packing` makes the same choices on a region's counts.)
+:func:`packed_left` and :func:`packs_better` are also Python functions: the
+Dask engine's planner makes the same choices with them on a region's counts.
 """
 
 from ._common cimport i64
@@ -20,7 +21,7 @@ cdef inline i64 _pack_cost(i64 x, i64 k) noexcept nogil:
     return (m - r) * q * q + r * (q + 1) * (q + 1)
 
 
-cdef bint packs_better(i64 a, i64 b, i64 n, i64 k) noexcept nogil:
+cpdef bint packs_better(i64 a, i64 b, i64 n, i64 k) noexcept nogil:
     """Whether a left side of ``a`` rows (of ``n``) packs classes better than one of ``b``.
 
     Lower best-case discernibility of the two sides first (what a side holds
@@ -28,6 +29,11 @@ cdef bint packs_better(i64 a, i64 b, i64 n, i64 k) noexcept nogil:
     balanced cut, then the smaller left side, so the choice is
     deterministic. ``b`` 0 means no candidate yet; both sides of ``a`` must
     hold at least k rows.
+
+    Examples
+    --------
+    >>> packs_better(20, 25, 45, 10), packs_better(25, 20, 45, 10)
+    (True, False)
     """
     cdef i64 ca, cb, da, db
     if b == 0:
@@ -43,8 +49,14 @@ cdef bint packs_better(i64 a, i64 b, i64 n, i64 k) noexcept nogil:
     return a < b
 
 
-cdef i64 packed_left(i64 n, i64 k) noexcept nogil:
-    """The multiple of ``k`` nearest ``n / 2`` (the lower on a tie), for ``n >= 2k``."""
+cpdef i64 packed_left(i64 n, i64 k) noexcept nogil:
+    """The multiple of ``k`` nearest ``n / 2`` (the lower on a tie), for ``n >= 2k``.
+
+    Examples
+    --------
+    >>> packed_left(45, 10), packed_left(30162, 50)
+    (20, 15100)
+    """
     cdef i64 m = n // k, a = k * (m // 2), b = k * ((m + 1) // 2)
     return b if 2 * b - n < n - 2 * a else a
 

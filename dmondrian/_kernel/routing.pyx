@@ -11,13 +11,11 @@ from libc.math cimport ceil
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 
 from dmondrian._kernel._bits cimport is_int_max, is_int_min, valid_bit
-from dmondrian._kernel._common cimport MISSING_KEY, i64, int_t, u64
+from dmondrian._kernel._common cimport MISSING_KEY, i64, int_t, splitmix64_mix, u64
 
 __all__ = ["arrow_valid"]
 
-# splitmix64's finalizer constants, and the golden ratio.
-cdef u64 M1 = 0xBF58476D1CE4E5B9ULL
-cdef u64 M2 = 0x94D049BB133111EBULL
+# The golden ratio, added to a row's mix.
 cdef u64 GOLDEN = 0x9E3779B97F4A7C15ULL
 
 # Rows walked down the tree together: their walks are independent, so the
@@ -156,11 +154,7 @@ def arrow_valid(const uint8_t[::1] bits, i64 k):
 
 cdef inline u64 priority_bits(u64 i, u64 base) noexcept nogil:
     # splitmix64's finalizer of (row ^ base), plus the golden ratio, to 53 bits.
-    cdef u64 x = i ^ base
-    x = (x ^ (x >> 30)) * M1
-    x = (x ^ (x >> 27)) * M2
-    x = (x ^ (x >> 31)) + GOLDEN
-    return x >> 11
+    return (splitmix64_mix(i ^ base) + GOLDEN) >> 11
 
 
 cdef inline double priority(u64 i, u64 base) noexcept nogil:
@@ -237,19 +231,20 @@ def _stable_by_leaf(const i64[:] leaf, const i64[:] by_position, Py_ssize_t n_le
 def _route_rows(const i64[:, :] keys, const i64[::1] qi, const i64[::1] t, const i64[::1] eq,
                 const i64[::1] tie_before, const i64[::1] rank_off, const i64[::1] ranks,
                 const i64[::1] left, const i64[::1] right, const i64[::1] leaf,
-                const i64[::1] pos, bint use_tie, int_t[::1] out, i64[::1] out_bin,
-                const i64[::1] bin_of_leaf):
+                const i64[::1] pos, bint use_tie, int_t[::1] out, i64[::1] out_partition,
+                const i64[::1] partition_of_leaf):
     """Leaf of every row (column of ``keys``) into ``out``, and its output partition
-    into ``out_bin`` unless that is empty (see :class:`dmondrian._dask.cut_tree.CutTree`)."""
+    into ``out_partition`` unless that is empty
+    (see :class:`dmondrian._dask.cut_tree.CutTree`)."""
     # A block of rows steps down one level at a time with branch-free steps
     # (a leaf steps to itself), about twice as fast as one row's walk to its
     # leaf after another, whose every cut is a mispredicted branch.
     cdef Py_ssize_t m = qi.shape[0], n = keys.shape[1], d = keys.shape[0]
     cdef Py_ssize_t j, blk, s, b, b_n, i, level, top, height
-    cdef bint with_bin = out_bin.shape[0] > 0, busy
+    cdef bint with_partition = out_partition.shape[0] > 0, busy
     _check_out(out.shape[0], n)
-    if with_bin:
-        _check_out(out_bin.shape[0], n)
+    if with_partition:
+        _check_out(out_partition.shape[0], n)
     if use_tie and pos.shape[0] < n:
         raise ValueError("positions hold fewer values than keys have rows")
     if d and n and keys.strides[1] != sizeof(i64):
@@ -260,9 +255,9 @@ def _route_rows(const i64[:, :] keys, const i64[::1] qi, const i64[::1] t, const
     step_a = np.empty((3, m), dtype=np.int64)
     depth_a = np.zeros(m, dtype=np.int64)
     stack_a = np.empty(m, dtype=np.int64)
-    bin_a = np.zeros(m, dtype=np.int64)
+    partition_a = np.zeros(m, dtype=np.int64)
     node_a = np.empty(ROUTE_BLOCK, dtype=np.int64)
-    cdef i64[::1] child = child_a, depth = depth_a, stack = stack_a, bin_of_node = bin_a
+    cdef i64[::1] child = child_a, depth = depth_a, stack = stack_a, partition_of_node = partition_a
     cdef i64[::1] node = node_a
     cdef i64[:, ::1] step = step_a
     cdef i64[::1] step_qi = step[0], step_t = step[1], step_rank = step[2]
@@ -288,11 +283,11 @@ def _route_rows(const i64[:, :] keys, const i64[::1] qi, const i64[::1] t, const
                 stack[top] = left[j]
                 stack[top + 1] = right[j]
                 top += 2
-        # Each node's output partition (only when out_bin is wanted).
-        if with_bin:
+        # Each node's output partition (only when out_partition is wanted).
+        if with_partition:
             for j in range(m):
                 if qi[j] < 0:
-                    bin_of_node[j] = bin_of_leaf[leaf[j]]
+                    partition_of_node[j] = partition_of_leaf[leaf[j]]
         for blk in range((n + ROUTE_BLOCK - 1) // ROUTE_BLOCK):
             s = blk * ROUTE_BLOCK
             b_n = min(ROUTE_BLOCK, n - s)
@@ -318,6 +313,6 @@ def _route_rows(const i64[:, :] keys, const i64[::1] qi, const i64[::1] t, const
                         break
             for b in range(b_n):
                 out[s + b] = <int_t>leaf[node[b]]
-            if with_bin:
+            if with_partition:
                 for b in range(b_n):
-                    out_bin[s + b] = bin_of_node[node[b]]
+                    out_partition[s + b] = partition_of_node[node[b]]

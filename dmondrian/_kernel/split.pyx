@@ -26,8 +26,8 @@ from ._common cimport (i64, u64, MISSING_KEY, INT_MIN, FLOAT_MAX, popcount, key_
 from ._rules cimport (Buffers, Rules, QIRules, Privacy, WorkRows, buf_row, ws_row, is_class,
                       goes_left, WS_SCRATCH, WS_COUNTS, WS_ORDER, WS_RANK, WS_CUM, WS_SEEN,
                       WS_ROWS, BUCKETS, SMALL, MASK_CARD, P_K, P_SENS_ROW, P_N_SENS,
-                      P_ENT_ROW, P_PAIR_ROW, P_N_SEEN, OBJ_BALANCED, OBJ_DM, OBJ_NCP,
-                      bind_entities)
+                      P_ENT_ROW, P_PAIR_ROW, P_N_SEEN, N_IP, N_FP, OBJ_BALANCED, OBJ_DM,
+                      OBJ_NCP, bind_entities)
 from .select cimport Selected, select_kth, heapsort
 from .privacy cimport sensitive_cut_ok, entity_cut_ok
 from .node cimport is_constant, hier_lca, node_span, nominal_ranks, rank_at
@@ -626,7 +626,7 @@ cdef class RuleArrays:
         if sv.shape[0] != d + 1 or cv.shape[0] != d + 1 or ho.shape[0] != d + 1 \
                 or lf.shape[0] != d + 1:
             raise ValueError("kinds, scales, cards, hoffs and loffs must have one entry per QI")
-        if ip.shape[0] < 6 or fp.shape[0] < 3:
+        if ip.shape[0] < N_IP or fp.shape[0] < N_FP:
             raise ValueError("priv must be the kernel's (ip, fp, q) arrays")
         if not OBJ_BALANCED <= objective <= OBJ_NCP:
             raise ValueError("objective must index constants.OBJECTIVES")
@@ -653,8 +653,8 @@ cdef class RuleArrays:
 def _full_ip(ip):
     """The kernel's ``ip`` with every slot, the entity ones off when an older caller left them out."""
     ip = np.asarray(ip, dtype=np.int64)
-    if ip.shape[0] < 9:
-        ip = np.concatenate([ip, np.array([-1, 0, -1], dtype=np.int64)[ip.shape[0] - 9:]])
+    if ip.shape[0] < N_IP:
+        ip = np.concatenate([ip, np.array([-1, 0, -1], dtype=np.int64)[ip.shape[0] - N_IP:]])
     return np.ascontiguousarray(ip)
 
 
@@ -675,8 +675,10 @@ cdef const double* _f64_ptr(const double[::1] a):
 # (d, n) key matrix.
 
 # The constraint of a test entry point that has none: k = 1, no sensitive column.
-_NO_PRIVACY = (np.array([1, -1, 0, 0, 0, 0], dtype=np.int64), np.full(3, -1.0),
+_NO_PRIVACY = (np.zeros(N_IP, dtype=np.int64), np.full(N_FP, -1.0),
                np.zeros(0))
+_NO_PRIVACY[0][P_K] = 1
+_NO_PRIVACY[0][[P_SENS_ROW, P_ENT_ROW, P_PAIR_ROW]] = -1
 
 
 cdef WorkRows _work_rows(i64[:, ::1] ws):
