@@ -20,7 +20,8 @@ user cache, and are left out with a note otherwise):
   (relationship, l=3), recursive (c, l)-diversity (relationship, c=2, l=3);
   t-closeness on a nominal (relationship, t=0.2) and an ordered
   (hours-per-week, t=0.15) sensitive column; relaxed mode; generalization
-  ``mean`` and ``midpoint``; hierarchies + relaxed + l-diversity together.
+  ``mean`` and ``midpoint``; hierarchies + relaxed + l-diversity together;
+  the "ncp" objective, and the "dm" one relaxed.
 * Synthetic census (:func:`dmondrian.synthetic.make_census`, 200,000 rows,
   seed 5) with every kind of QI (int, datetime, nominal strings, ordinal
   Categorical, float): k=10 plain; relaxed + midpoint; l-diversity + t-closeness
@@ -30,7 +31,8 @@ user cache, and are left out with a note otherwise):
   k=10 range labels and ``mean``.
 * The real-valued table of ``bench_local.py`` case f at 200,000 rows (two
   continuous floats, a rounded float, two integers): k=10 range labels,
-  relaxed with ``midpoint``.
+  relaxed with ``midpoint``, and the "ncp" objective (also on the census
+  table, with l-diversity).
 * The Dask engine on the census table (:func:`dmondrian.synthetic.census_dask`,
   the same rows in 4 partitions, ``leaf_rows=40,000`` so
   the distributed cuts run) on a ``LocalCluster(n_workers=2,
@@ -135,6 +137,8 @@ def _adult_cases():
     yield "adult_relaxed", run(mode="relaxed")
     yield "adult_mean", run(generalization="mean")
     yield "adult_midpoint", run(generalization="midpoint")
+    yield "adult_ncp", run(objective="ncp")
+    yield "adult_dm_relaxed", run(objective="dm", mode="relaxed")
     if hier:
         yield "adult_hierarchies_relaxed_l2", run(hierarchies=hier, mode="relaxed",
                                                   sensitive="income", l=2)
@@ -173,6 +177,9 @@ def _local_cases():
     yield "real_k10", run(real, REAL_QIS)
     yield "real_relaxed_midpoint", run(real, REAL_QIS, mode="relaxed",
                                        generalization="midpoint")
+    yield "real_ncp", run(real, REAL_QIS, objective="ncp")
+    yield "census_ncp_l3_diagnosis", run(census, CENSUS_QIS, objective="ncp",
+                                         sensitive="diagnosis", l=3)
 
 
 DASK_QIS = ["age", "zip", "birth_date", "sex", "education"]

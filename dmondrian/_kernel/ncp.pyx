@@ -98,37 +98,58 @@ cdef inline void _fold(i64* alo, i64* ahi, i64* ams, const i64* blo, const i64* 
             ams[q] += bms[x]
 
 
-cdef double _score(const Buffers* bufs, Py_ssize_t buf, Py_ssize_t s, Py_ssize_t e,
-                   Py_ssize_t j, const i64* lo, const i64* hi, const i64* miss,
-                   const double* spans, const Rules* rules, const WorkRows* ws, i64* spare,
-                   Choice* out) noexcept nogil:
-    """The cheapest allowed cut of QI ``j`` (``out``) and its cost; INFINITY if none."""
-    cdef const QIRules* qi = &rules.qi
-    cdef Py_ssize_t d = qi.d, q, i, b, x, B = BUCKETS, n_act = 0
-    cdef i64 n = e - s, k = rules.priv.ip[P_K], nb, m, left, right, v, best_b = -1
-    cdef i64 bal_b = -1, best_left = 0, bal_left = 0, limit, first_in = -1, last_in = -1
-    cdef i64 below = -1, above = -1
-    cdef int shift = 0
-    cdef bint ranked = qi.kind[j] == KIND_NOMINAL
-    cdef u64 span
-    cdef const i64* row = buf_row(bufs, buf, j)
-    cdef const i64* kr
+cdef struct Scoring:
+    # One node's buckets along the scored QI, in the thread's scoring memory
+    # (see ncp_words): rows per bucket, every row's bucket, every QI's
+    # statistics per bucket (nominal: the code mask in blo), the left costs,
+    # the running statistics and the QIs that have statistics.
+    i64 nb
+    int shift
+    i64* cnt
+    i64* bid
+    i64* blo
+    i64* bhi
+    i64* bms
+    double* lcost
+    i64* alo
+    i64* ahi
+    i64* ams
+    i64* act
+    Py_ssize_t n_act
+    double fixed       # spans of the nominal QIs scored at the node's span
+
+
+cdef inline void _scoring(Scoring* sc, Py_ssize_t d, const WorkRows* ws,
+                          i64* bid) noexcept nogil:
+    """Lay the scoring memory out (see ncp_words)."""
+    cdef Py_ssize_t B = BUCKETS
+    sc.cnt = ws_row(ws, WS_COUNTS)
+    sc.bid = bid
+    sc.blo = ws.ncp
+    sc.bhi = sc.blo + d * B
+    sc.bms = sc.bhi + d * B
+    sc.lcost = <double*>(sc.bms + d * B)
+    sc.alo = <i64*>(sc.lcost + B)
+    sc.ahi = sc.alo + d
+    sc.ams = sc.ahi + d
+    sc.act = sc.ams + d
+    sc.n_act = 0
+    sc.fixed = 0.0
+
+
+cdef void _bucket_rows(const i64* row, Py_ssize_t s, Py_ssize_t e, Py_ssize_t j, const i64* lo,
+                       const i64* hi, const i64* miss, bint ranked, const QIRules* qi,
+                       const WorkRows* ws, Scoring* sc) noexcept nogil:
+    """Every row's bucket along QI ``j`` and the rows of each bucket.
+
+    No more buckets than rows (a small node's sweeps stay small); missing
+    keys get the last one.
+    """
+    cdef i64 n = e - s, limit = BUCKETS - 1 if n >= BUCKETS - 1 else n, m, v, nb
     cdef const i64* rank = ws_row(ws, WS_RANK)
-    cdef i64* cnt = ws_row(ws, WS_COUNTS)
-    cdef i64* bid = spare + s
-    cdef i64* blo = ws.ncp
-    cdef i64* bhi = blo + d * B
-    cdef i64* bms = bhi + d * B
-    cdef double* lcost = <double*>(bms + d * B)
-    cdef i64* alo = <i64*>(lcost + B)
-    cdef i64* ahi = alo + d
-    cdef i64* ams = ahi + d
-    cdef i64* act = ams + d
-    cdef double cost, best = INFINITY, bal = INFINITY, fixed = 0.0
-    out.n_left = 0
-    # Buckets along QI j, no more of them than rows (a small node's sweeps
-    # stay small); missing keys get the last one.
-    limit = B - 1 if n >= B - 1 else n
+    cdef int shift = 0
+    cdef u64 span
+    cdef Py_ssize_t i, b
     if ranked:
         nominal_ranks(row, s, e, qi.card[j], ws)
         m = rank_at(ws_row(ws, WS_CUM), n - 1) + 1  # codes present
@@ -136,7 +157,7 @@ cdef double _score(const Buffers* bufs, Py_ssize_t buf, Py_ssize_t s, Py_ssize_t
             shift += 1
         nb = ((m - 1) >> shift) + 1
         for i in range(s, e):
-            bid[i - s] = rank[row[i]] >> shift
+            sc.bid[i - s] = rank[row[i]] >> shift
     else:
         span = <u64>hi[j] - <u64>lo[j]
         while (span >> shift) >= <u64>limit:
@@ -144,100 +165,147 @@ cdef double _score(const Buffers* bufs, Py_ssize_t buf, Py_ssize_t s, Py_ssize_t
         nb = <i64>(span >> shift) + 1
         for i in range(s, e):
             v = row[i]
-            bid[i - s] = nb if v == MISSING_KEY else <i64>((<u64>v - <u64>lo[j]) >> shift)
+            sc.bid[i - s] = nb if v == MISSING_KEY else <i64>((<u64>v - <u64>lo[j]) >> shift)
         nb += miss[j] > 0
+    sc.nb = nb
+    sc.shift = shift
     if nb < 2:
-        return INFINITY
+        return
     for b in range(nb):
-        cnt[b] = 0
+        sc.cnt[b] = 0
     for i in range(n):
-        cnt[bid[i]] += 1
-    # The boundaries worth a cost: those leaving a quarter to three quarters
-    # of the rows on the left, and the nearest allowed one on either side
-    # (one of which is the balanced cut when none is inside).
-    left = 0
-    for b in range(nb - 1):
-        left += cnt[b]
-        if cnt[b] == 0 or left < k or n - left < k:
+        sc.cnt[sc.bid[i]] += 1
+
+
+cdef bint _window(const Scoring* sc, i64 n, i64 k, i64* first_in, i64* last_in) noexcept nogil:
+    """The boundaries worth a cost, ``first_in..last_in``; False when none is allowed.
+
+    Those leaving a quarter to three quarters of the rows on the left, and
+    the nearest allowed one on either side (one of which is the balanced
+    cut when none is inside).
+    """
+    cdef i64 left = 0, below = -1, above = -1, lo_in = -1, hi_in = -1, b
+    for b in range(sc.nb - 1):
+        left += sc.cnt[b]
+        if sc.cnt[b] == 0 or left < k or n - left < k:
             continue
         if 4 * left < n:
             below = b
         elif 4 * left <= 3 * n:
-            first_in = b if first_in < 0 else first_in
-            last_in = b
+            lo_in = b if lo_in < 0 else lo_in
+            hi_in = b
         elif above < 0:
             above = b
-    if first_in < 0 and below < 0 and above < 0:
-        return INFINITY
-    first_in = below if below >= 0 else (first_in if first_in >= 0 else above)
-    last_in = above if above >= 0 else (last_in if last_in >= 0 else below)
-    # Per bucket, every QI's statistics (nominal: the code mask in blo).
-    for q in range(d):
+    if lo_in < 0 and below < 0 and above < 0:
+        return False
+    first_in[0] = below if below >= 0 else (lo_in if lo_in >= 0 else above)
+    last_in[0] = above if above >= 0 else (hi_in if hi_in >= 0 else below)
+    return True
+
+
+cdef void _bucket_stats(const Buffers* bufs, Py_ssize_t buf, Py_ssize_t s, Py_ssize_t e,
+                        const i64* lo, const i64* hi, const i64* miss, const double* spans,
+                        const QIRules* qi, Scoring* sc) noexcept nogil:
+    """Per bucket, the statistics of every QI not constant in the node."""
+    cdef Py_ssize_t q, i, b, x, B = BUCKETS
+    cdef const i64* kr
+    cdef i64 v
+    for q in range(qi.d):
         if is_constant(qi.kind[q], lo[q], hi[q], miss[q]):
             continue
         if qi.kind[q] == KIND_NOMINAL and qi.card[q] > MASK_CARD:
-            fixed += spans[q]
+            sc.fixed += spans[q]
             continue
-        act[n_act] = q
-        n_act += 1
+        sc.act[sc.n_act] = q
+        sc.n_act += 1
         kr = buf_row(bufs, buf, q)
         if qi.kind[q] == KIND_NOMINAL:
-            for b in range(nb):
-                blo[q * B + b] = 0
+            for b in range(sc.nb):
+                sc.blo[q * B + b] = 0
             for i in range(s, e):
-                x = q * B + bid[i - s]
-                blo[x] = <i64>(<u64>blo[x] | ((<u64>1) << (<u64>kr[i])))
+                x = q * B + sc.bid[i - s]
+                sc.blo[x] = <i64>(<u64>sc.blo[x] | ((<u64>1) << (<u64>kr[i])))
             continue
-        for b in range(nb):
-            blo[q * B + b] = MISSING_KEY
-            bhi[q * B + b] = INT_MIN
-            bms[q * B + b] = 0
+        for b in range(sc.nb):
+            sc.blo[q * B + b] = MISSING_KEY
+            sc.bhi[q * B + b] = INT_MIN
+            sc.bms[q * B + b] = 0
         for i in range(s, e):
             v = kr[i]
-            x = q * B + bid[i - s]
+            x = q * B + sc.bid[i - s]
             if v == MISSING_KEY:
-                bms[x] += 1
+                sc.bms[x] += 1
             else:
-                blo[x] = v if v < blo[x] else blo[x]
-                bhi[x] = v if v > bhi[x] else bhi[x]
-    # Prefix sweep: the left child's cost at each boundary (after bucket b).
-    _reset(alo, ahi, ams, act, n_act, qi)
-    left = 0
+                sc.blo[x] = v if v < sc.blo[x] else sc.blo[x]
+                sc.bhi[x] = v if v > sc.bhi[x] else sc.bhi[x]
+
+
+cdef double _sweep(Scoring* sc, i64 n, i64 k, i64 first_in, i64 last_in, const QIRules* qi,
+                   const WorkRows* ws, i64* best_b, i64* best_left) noexcept nogil:
+    """The cheapest boundary of the window (``best_b``, ``best_left``) and its cost.
+
+    A prefix sweep gives the left child's cost at each boundary, a suffix
+    sweep adds the right child's; the balanced boundary wins when it is
+    cheaper than every one inside the window, or none is. INFINITY if none.
+    """
+    cdef i64 left = 0, right = 0, b, bal_b = -1, bal_left = 0
+    cdef double cost, best = INFINITY, bal = INFINITY
+    best_b[0] = -1
+    _reset(sc.alo, sc.ahi, sc.ams, sc.act, sc.n_act, qi)
     for b in range(last_in + 1):
-        _fold(alo, ahi, ams, blo, bhi, bms, b, act, n_act, qi)
-        left += cnt[b]
-        lcost[b] = -1.0
-        if b >= first_in and cnt[b] > 0 and left >= k and n - left >= k:
-            lcost[b] = <double>left * _side_cost(act, n_act, alo, ahi, ams, fixed, qi, ws)
-    # Suffix sweep: add the right child's cost and keep the cheapest boundary.
-    _reset(alo, ahi, ams, act, n_act, qi)
-    right = 0
-    for b in range(nb - 1, first_in, -1):
-        _fold(alo, ahi, ams, blo, bhi, bms, b, act, n_act, qi)
-        right += cnt[b]
-        if b - 1 > last_in or lcost[b - 1] < 0.0:
+        _fold(sc.alo, sc.ahi, sc.ams, sc.blo, sc.bhi, sc.bms, b, sc.act, sc.n_act, qi)
+        left += sc.cnt[b]
+        sc.lcost[b] = -1.0
+        if b >= first_in and sc.cnt[b] > 0 and left >= k and n - left >= k:
+            sc.lcost[b] = <double>left * _side_cost(sc.act, sc.n_act, sc.alo, sc.ahi, sc.ams,
+                                                    sc.fixed, qi, ws)
+    _reset(sc.alo, sc.ahi, sc.ams, sc.act, sc.n_act, qi)
+    for b in range(sc.nb - 1, first_in, -1):
+        _fold(sc.alo, sc.ahi, sc.ams, sc.blo, sc.bhi, sc.bms, b, sc.act, sc.n_act, qi)
+        right += sc.cnt[b]
+        if b - 1 > last_in or sc.lcost[b - 1] < 0.0:
             continue
         left = n - right
-        cost = lcost[b - 1] + <double>right * _side_cost(act, n_act, alo, ahi, ams, fixed, qi,
-                                                         ws)
+        cost = sc.lcost[b - 1] + <double>right * _side_cost(sc.act, sc.n_act, sc.alo, sc.ahi,
+                                                            sc.ams, sc.fixed, qi, ws)
         if bal_b < 0 or (2 * left - n if 2 * left >= n else n - 2 * left) <= (
                 2 * bal_left - n if 2 * bal_left >= n else n - 2 * bal_left):
             bal_b, bal_left, bal = b - 1, left, cost
         if 4 * left >= n and 4 * left <= 3 * n and cost <= best:
-            best_b, best_left, best = b - 1, left, cost
-    if bal_b >= 0 and (best_b < 0 or bal < best):
-        best_b, best_left, best = bal_b, bal_left, bal
+            best_b[0], best_left[0], best = b - 1, left, cost
+    if bal_b >= 0 and (best_b[0] < 0 or bal < best):
+        best_b[0], best_left[0], best = bal_b, bal_left, bal
+    return best if best_b[0] >= 0 else INFINITY
+
+
+cdef double _score(const Buffers* bufs, Py_ssize_t buf, Py_ssize_t s, Py_ssize_t e,
+                   Py_ssize_t j, const i64* lo, const i64* hi, const i64* miss,
+                   const double* spans, const Rules* rules, const WorkRows* ws, i64* spare,
+                   Choice* out) noexcept nogil:
+    """The cheapest allowed cut of QI ``j`` (``out``) and its cost; INFINITY if none."""
+    cdef const QIRules* qi = &rules.qi
+    cdef i64 n = e - s, k = rules.priv.ip[P_K], first_in, last_in, best_b, best_left = 0
+    cdef bint ranked = qi.kind[j] == KIND_NOMINAL
+    cdef double best
+    cdef Scoring sc
+    out.n_left = 0
+    _scoring(&sc, qi.d, ws, spare + s)
+    _bucket_rows(buf_row(bufs, buf, j), s, e, j, lo, hi, miss, ranked, qi, ws, &sc)
+    if sc.nb < 2 or not _window(&sc, n, k, &first_in, &last_in):
+        return INFINITY
+    _bucket_stats(bufs, buf, s, e, lo, hi, miss, spans, qi, &sc)
+    best = _sweep(&sc, n, k, first_in, last_in, qi, ws, &best_b, &best_left)
     if best_b < 0:
         return INFINITY
     out.j = j
     out.n_left = best_left
     out.ranked = ranked
     if ranked:
-        out.t = ((best_b + 1) << shift) - 1
+        out.t = ((best_b + 1) << sc.shift) - 1
     else:
         # The last key of bucket best_b; never past the node's largest key,
         # so missing keys stay right.
-        out.t = <i64>(<u64>lo[j] + ((<u64>(best_b + 1)) << shift) - 1)
+        out.t = <i64>(<u64>lo[j] + ((<u64>(best_b + 1)) << sc.shift) - 1)
         if out.t > hi[j]:
             out.t = hi[j]
     return best
