@@ -122,6 +122,7 @@ class _Watch:
         self.limits: dict = {}
         try:
             self.events_before = len(client.get_events(RESTART_TOPIC))
+            self._remember(scheduler_workers(client))
         except Exception:  # noqa: BLE001 - a scheduler that keeps no events: unwatched
             self.events_before = None
 
@@ -132,18 +133,24 @@ class _Watch:
         :data:`RESTART_TOPIC`) with the process memory it saw; the limit is
         the one the scheduler last heard from that worker.
         """
-        for address, info in workers.items():
-            self.limits[address] = (info.get("name"), info.get("memory_limit"))
+        self._remember(workers)
         if self.events_before is None:
             return None
         events = self.client.get_events(RESTART_TOPIC)[self.events_before:]
         if len(events) < RESTARTS_MAX:
             return None
+        # A worker restarted before any poll saw it: the smallest limit known.
+        known = [limit for _, limit in self.limits.values() if limit]
         out = []
         for _, event in events:
             name, limit = self.limits.get(event.get("worker"), (None, None))
-            out.append(PausedWorker(event.get("worker"), name, event.get("rss"), limit))
+            out.append(PausedWorker(event.get("worker"), name, event.get("rss"),
+                                    limit or (min(known) if known else None)))
         return out
+
+    def _remember(self, workers: dict) -> None:
+        for address, info in workers.items():
+            self.limits[address] = (info.get("name"), info.get("memory_limit"))
 
     def stalled(self) -> list[PausedWorker] | None:
         """The paused workers if the job has stalled for ``timeout`` seconds, else None.
