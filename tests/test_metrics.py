@@ -179,7 +179,7 @@ def test_hand_report_and_its_exports():
     d = rep.to_dict()
     assert d["achieved"] == {"k": 2, "sensitive": "disease", "l_distinct": 1,
                              "l_entropy": pytest.approx(1.0), "t": pytest.approx(0.5),
-                             "t_distance": "equal"}
+                             "t_distance": "equal", "k_entities": None}
     assert d["class_sizes"] == [{"size_min": 2, "size_max": 2, "classes": 1, "records": 2},
                                 {"size_min": 3, "size_max": 3, "classes": 2, "records": 6}]
     import json
