@@ -59,8 +59,10 @@ def test_parquet_writer_and_plan_count_people(cluster_client, tmp_path):
     ddf = dd.from_pandas(ev, npartitions=3)
     anonymize_to_parquet(ddf, tmp_path / "out", EVENT_QUASI_IDENTIFIERS, 10, entity="user_id",
                          class_column="cls", client=cluster_client, leaf_rows=2_000,
-                         progress=False)
+                         progress=False, write_options={"write_index": True})
+    # The input's row numbers, written on request only, tie each row to its user.
     out = pd.read_parquet(tmp_path / "out").sort_index()
+    assert out.index.equals(ev.index)
     assert "user_id" not in out.columns and len(out) == len(ev)
     users = ev["user_id"].to_numpy()[out.index.to_numpy()]
     assert distinct_per_class(pd.factorize(out["cls"])[0], users).min() >= 10
