@@ -54,12 +54,19 @@ NEW_TUPLE_RATIO = 0.5
 SAMPLE_ROWS = 50_000
 
 
-def _share(rows: pd.DataFrame, column, n_values: int) -> float:
+def _qi_codes(df: pd.DataFrame, qis) -> np.ndarray:
+    """One code per row for its QI combination (missing values are a value)."""
+    return df.groupby(list(qis), dropna=False, sort=False, observed=True).ngroup().to_numpy()
+
+
+def _share(values: np.ndarray, combos: np.ndarray, n_values: int) -> float:
     """Share of the rows beyond each value's first that bring a new QI combination."""
-    return (len(rows.drop_duplicates()) - n_values) / (len(rows) - n_values)
+    pairs = values.astype(np.int64) * (int(combos.max()) + 1) + combos
+    return (len(np.unique(pairs)) - n_values) / (len(values) - n_values)
 
 
-def new_tuple_share(df: pd.DataFrame, column, qis) -> tuple[float, float, int, int]:
+def new_tuple_share(df: pd.DataFrame, column, qis,
+                    qi_codes=None) -> tuple[float, float, int, int]:
     """``(share, shuffled, distinct, repeated)`` of ``column`` on a sample of whole values.
 
     ``share`` is, over the sampled values covering two rows or more, the
@@ -67,7 +74,8 @@ def new_tuple_share(df: pd.DataFrame, column, qis) -> tuple[float, float, int, i
     the value (``nan`` when none repeats), and ``shuffled`` the same with
     the values shuffled across those rows; ``distinct`` estimates the
     column's distinct values, ``repeated`` counts the sampled values covering
-    two rows or more.
+    two rows or more. ``qi_codes``, one code per row of ``df`` for its QI
+    combination, spares the caller of several columns grouping the QIs again.
 
     Examples
     --------
@@ -84,20 +92,24 @@ def new_tuple_share(df: pd.DataFrame, column, qis) -> tuple[float, float, int, i
         # Whole values: a row is kept by a hash of its value, not by chance.
         h = pd.util.hash_pandas_object(values, index=False).to_numpy()
         keep = (h >> np.uint64(11)).astype(np.float64) * 2.0**-53 < p
-        sample = df.loc[keep, [column, *qis]]
+        values = values[keep]
+        # Each column keeps other rows: group only the sampled ones.
+        combos = _qi_codes(df.loc[keep, list(qis)], qis) if qi_codes is None else qi_codes[keep]
     else:
-        sample = df[[column, *qis]]
-    sample = sample[sample[column].notna()]
-    sizes = sample.groupby(column, observed=True, sort=False).size()
-    distinct = int(round(len(sizes) / p))
-    repeated = sizes[sizes >= 2]
-    if len(repeated) == 0:
+        combos = _qi_codes(df, qis) if qi_codes is None else qi_codes
+    present = values.notna().to_numpy()
+    codes, uniques = pd.factorize(values[present])
+    combos = combos[present]
+    distinct = int(round(len(uniques) / p))
+    repeats = np.bincount(codes, minlength=len(uniques)) >= 2
+    n_repeated = int(repeats.sum())
+    if n_repeated == 0:
         return float("nan"), float("nan"), distinct, 0
-    rows = sample[sample[column].isin(repeated.index)]
-    shuffled = rows.assign(**{column: np.random.default_rng(0).permutation(
-        rows[column].to_numpy())})
-    return (_share(rows, column, len(repeated)), _share(shuffled, column, len(repeated)),
-            distinct, len(repeated))
+    rows = repeats[codes]
+    codes, combos = codes[rows], combos[rows]
+    shuffled = np.random.default_rng(0).permutation(codes)
+    return (_share(codes, combos, n_repeated), _share(shuffled, combos, n_repeated),
+            distinct, n_repeated)
 
 
 def person_key_columns(df: pd.DataFrame, candidates, qis, allow=()) -> list:
@@ -120,6 +132,7 @@ def person_key_columns(df: pd.DataFrame, candidates, qis, allow=()) -> list:
     if len(df) < MIN_ROWS or not qis:
         return []
     found = []
+    qi_codes = None
     for column in candidates:
         if column in allow or column not in df.columns:
             continue
@@ -129,8 +142,10 @@ def person_key_columns(df: pd.DataFrame, candidates, qis, allow=()) -> list:
             rows = np.random.default_rng(0).choice(len(values), SAMPLE_ROWS, replace=False)
             if values.iloc[rows].nunique(dropna=True) < MIN_VALUES:
                 continue
+        if qi_codes is None and len(values) <= SAMPLE_ROWS:
+            qi_codes = _qi_codes(df, qis)  # every column reads all the rows: group once
         try:
-            share, shuffled, distinct, repeated = new_tuple_share(df, column, qis)
+            share, shuffled, distinct, repeated = new_tuple_share(df, column, qis, qi_codes)
         except TypeError:  # unhashable objects: not a key's values
             continue
         if (distinct >= MIN_VALUES and repeated >= MIN_REPEATED
