@@ -65,6 +65,39 @@ def _share(values: np.ndarray, combos: np.ndarray, n_values: int) -> float:
     return (len(np.unique(pairs)) - n_values) / (len(values) - n_values)
 
 
+def _sampled_values(df: pd.DataFrame, column, qis, qi_codes=None):
+    """``(codes, combos, distinct, repeated)``: the sampled rows of values covering two
+    rows or more, as value codes and QI combination codes, with the column's estimated
+    distinct values and the number of such values."""
+    values = df[column]
+    n = len(values)
+    p = min(1.0, SAMPLE_ROWS / max(n, 1))
+    if p < 1.0:
+        # Whole values: a row is kept by a hash of its value, not by chance.
+        h = pd.util.hash_pandas_object(values, index=False).to_numpy()
+        keep = (h >> np.uint64(11)).astype(np.float64) * 2.0**-53 < p
+        values = values[keep]
+        # Each column keeps other rows: group only the sampled ones.
+        combos = _qi_codes(df.loc[keep, list(qis)], qis) if qi_codes is None else qi_codes[keep]
+    else:
+        combos = _qi_codes(df, qis) if qi_codes is None else qi_codes
+    present = values.notna().to_numpy()
+    codes, uniques = pd.factorize(values[present])
+    combos = combos[present]
+    distinct = int(round(len(uniques) / p))
+    repeats = np.bincount(codes, minlength=len(uniques)) >= 2
+    rows = repeats[codes]
+    return codes[rows], combos[rows], distinct, int(repeats.sum())
+
+
+def _shares(codes: np.ndarray, combos: np.ndarray, repeated: int) -> tuple[float, float]:
+    """``(share, shuffled)`` of :func:`new_tuple_share` from :func:`_sampled_values`."""
+    if repeated == 0:
+        return float("nan"), float("nan")
+    shuffled = np.random.default_rng(0).permutation(codes)
+    return _share(codes, combos, repeated), _share(shuffled, combos, repeated)
+
+
 def new_tuple_share(df: pd.DataFrame, column, qis,
                     qi_codes=None) -> tuple[float, float, int, int]:
     """``(share, shuffled, distinct, repeated)`` of ``column`` on a sample of whole values.
@@ -85,31 +118,8 @@ def new_tuple_share(df: pd.DataFrame, column, qis,
     >>> share, shuffled > 0.5, distinct, repeated
     (0.0, True, 500, 500)
     """
-    values = df[column]
-    n = len(values)
-    p = min(1.0, SAMPLE_ROWS / max(n, 1))
-    if p < 1.0:
-        # Whole values: a row is kept by a hash of its value, not by chance.
-        h = pd.util.hash_pandas_object(values, index=False).to_numpy()
-        keep = (h >> np.uint64(11)).astype(np.float64) * 2.0**-53 < p
-        values = values[keep]
-        # Each column keeps other rows: group only the sampled ones.
-        combos = _qi_codes(df.loc[keep, list(qis)], qis) if qi_codes is None else qi_codes[keep]
-    else:
-        combos = _qi_codes(df, qis) if qi_codes is None else qi_codes
-    present = values.notna().to_numpy()
-    codes, uniques = pd.factorize(values[present])
-    combos = combos[present]
-    distinct = int(round(len(uniques) / p))
-    repeats = np.bincount(codes, minlength=len(uniques)) >= 2
-    n_repeated = int(repeats.sum())
-    if n_repeated == 0:
-        return float("nan"), float("nan"), distinct, 0
-    rows = repeats[codes]
-    codes, combos = codes[rows], combos[rows]
-    shuffled = np.random.default_rng(0).permutation(codes)
-    return (_share(codes, combos, n_repeated), _share(shuffled, combos, n_repeated),
-            distinct, n_repeated)
+    codes, combos, distinct, repeated = _sampled_values(df, column, qis, qi_codes)
+    return (*_shares(codes, combos, repeated), distinct, repeated)
 
 
 def person_key_columns(df: pd.DataFrame, candidates, qis, allow=()) -> list:
@@ -145,11 +155,13 @@ def person_key_columns(df: pd.DataFrame, candidates, qis, allow=()) -> list:
         if qi_codes is None and len(values) <= SAMPLE_ROWS:
             qi_codes = _qi_codes(df, qis)  # every column reads all the rows: group once
         try:
-            share, shuffled, distinct, repeated = new_tuple_share(df, column, qis, qi_codes)
+            codes, combos, distinct, repeated = _sampled_values(df, column, qis, qi_codes)
         except TypeError:  # unhashable objects: not a key's values
             continue
-        if (distinct >= MIN_VALUES and repeated >= MIN_REPEATED
-                and share < NEW_TUPLE_RATIO * shuffled):
+        if distinct < MIN_VALUES or repeated < MIN_REPEATED:
+            continue  # decided by the counts alone: spare the pair counting
+        share, shuffled = _shares(codes, combos, repeated)
+        if share < NEW_TUPLE_RATIO * shuffled:
             found.append((column, float(share), float(shuffled), distinct))
     return found
 
