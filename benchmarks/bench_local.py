@@ -91,7 +91,7 @@ def stages(df, qis):
     t0 = time.perf_counter()
     encoded = local.encode_table(df, qis)
     t1 = time.perf_counter()
-    part = local.partition(encoded, K)
+    part = local.partition(encoded, local.kernel_rules(encoded, K))
     t2 = time.perf_counter()
     local.publish(df, encoded, part)
     t3 = time.perf_counter()

@@ -38,8 +38,9 @@ user cache, and are left out with a note otherwise):
   the distributed cuts run) on a ``LocalCluster(n_workers=2,
   threads_per_worker=1, processes=True)``: the lazy ``dmondrian.anonymize(ddf,
   ...)`` computed (plain, with l-diversity, relaxed with a class column) and
-  ``dmondrian.distributed.anonymize_to_parquet`` read back; rows sorted by
-  index (the engine returns them grouped by leaf).
+  ``dmondrian.distributed.anonymize_to_parquet`` (``random_state=0``: the
+  writer shuffles each file's rows) read back; rows sorted by index (the
+  engine returns them grouped by leaf).
 
 The fingerprint (:func:`frame_digest`) covers the values and the index
 (``pandas.util.hash_pandas_object(df, index=True)``, row by row, so row order
@@ -210,9 +211,11 @@ def _dask_cases(scratch: Path):
 
         def to_parquet():
             path = scratch / "released.parquet"
+            # Seeded: the writer shuffles each file's rows (a fresh order per
+            # run by default).
             anonymize_to_parquet(ddf, path, DASK_QIS, K, client=client,
                                  leaf_rows=DASK_LEAF_ROWS, progress=False,
-                                 class_column="eq_class")
+                                 class_column="eq_class", random_state=0)
             return pd.read_parquet(path).sort_index()
 
         yield "dask_census_k10", lazy()

@@ -60,7 +60,7 @@ import pandas as pd
 import dmondrian
 from dmondrian import suppression as S
 from dmondrian.datasets import ADULT_COLUMNS, ADULT_QUASI_IDENTIFIERS, adult_dir, load_adult
-from dmondrian.local import encode_table, partition
+from dmondrian.local import encode_table, kernel_rules, partition
 from dmondrian.metrics import ncp
 from dmondrian.synthetic import make_census
 
@@ -142,7 +142,7 @@ def sweep(name, df, qis, target, test, y_test, numeric, nominal, check_ncp: bool
     rows = []
     encoded = encode_table(df, qis)
     for k in KS:
-        part = partition(encoded, k)
+        part = partition(encoded, kernel_rules(encoded, k))
         for f in FRACTIONS:
             t0 = time.perf_counter()
             masked = dmondrian.anonymize(df, qis, k, suppression=f, generalization="midpoint",
@@ -191,7 +191,7 @@ def rules(df, qis):
     n = len(df)
     out = []
     for k in KS:
-        part = partition(encoded, k)
+        part = partition(encoded, kernel_rules(encoded, k))
         for f in FRACTIONS[1:]:
             shipped = S.suppress(encoded, part, f, "mask").hidden
             row = {"k": k, "suppression": f,
@@ -210,7 +210,7 @@ def _repartitioned(encoded, k, hidden, n) -> float:
     """NCP (suppressed at 1) when the rows not ``hidden`` are partitioned again."""
     kept = np.flatnonzero(~hidden)
     sub = [dataclasses.replace(q, keys=q.keys[kept]) for q in encoded]
-    part = partition(sub, k, scales=[q.scale for q in encoded])
+    part = partition(sub, kernel_rules(sub, k, scales=[q.scale for q in encoded]))
     costs = S.class_costs(encoded, part)
     return float((costs[part.class_of_row].sum() + hidden.sum()) / n)
 

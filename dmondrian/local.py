@@ -58,7 +58,8 @@ from .qi import EncodedQI, encode_qi
 from .sensitive import encode_sensitive
 from .validation import check_options
 
-__all__ = ["anonymize", "encode_table", "partition", "publish", "Partitioning"]
+__all__ = ["anonymize", "encode_table", "kernel_rules", "partition", "publish", "Partitioning",
+           "riding_codes"]
 
 # From this many rows, encoding and publishing run one QI column per thread;
 # below it, thread hand-off costs more than it saves.
@@ -117,8 +118,9 @@ def _per_column(fn, count: int, n_rows: int) -> list:
     return [fn(j) for j in range(count)]
 
 
-def _hierarchy_arrays(encoded: list[EncodedQI]):
-    parts = {"parent": [], "lo": [], "hi": [], "leafnode": []}
+def _hierarchy_arrays(encoded: list[EncodedQI]) -> dict:
+    """The hierarchy QIs' trees, concatenated, and each QI's offsets into them."""
+    parts = {"h_parent": [], "h_lo": [], "h_hi": [], "h_leafnode": []}
     hoffs = np.zeros(len(encoded), dtype=np.int64)
     loffs = np.zeros(len(encoded), dtype=np.int64)
     n_nodes = n_leaves = 0
@@ -127,22 +129,35 @@ def _hierarchy_arrays(encoded: list[EncodedQI]):
         if h is None:  # only hierarchy QIs have a tree
             continue
         hoffs[j], loffs[j] = n_nodes, n_leaves
-        parts["parent"].append(h.parent)
-        parts["lo"].append(h.node_lo)
-        parts["hi"].append(h.node_hi)
-        parts["leafnode"].append(h.leaf_node)
+        parts["h_parent"].append(h.parent)
+        parts["h_lo"].append(h.node_lo)
+        parts["h_hi"].append(h.node_hi)
+        parts["h_leafnode"].append(h.leaf_node)
         n_nodes += len(h.labels)
         n_leaves += len(h.leaves)
     # Non-empty arrays even when no QI has a hierarchy: the kernel takes their address.
-    arrays = [np.concatenate(v) if v else np.zeros(1, dtype=np.int64) for v in parts.values()]
-    return (*arrays, hoffs, loffs)
+    trees = {name: np.concatenate(v) if v else np.zeros(1, dtype=np.int64)
+             for name, v in parts.items()}
+    return {**trees, "hoffs": hoffs, "loffs": loffs}
 
 
-def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: str = "strict",
-              objective: str = "balanced", max_depth: int = -1, scales=None,
-              privacy: KernelPrivacy | None = None,
-              roots=None, workspace: K.WorkSpace | None = None) -> Partitioning:
-    """Run Mondrian on encoded QIs and return each row's equivalence class.
+def riding_codes(privacy: KernelPrivacy | None) -> list[tuple[int, np.ndarray]]:
+    """The code rows that ride along with the keys in the kernel's buffer.
+
+    ``(privacy slot, codes)`` of the sensitive, entity and pair codes that
+    ``privacy`` carries, in the order they follow the keys.
+    """
+    if privacy is None:
+        return []
+    return [(slot, codes) for slot, codes in zip(
+        K.RIDING_SLOTS, (privacy.sensitive_codes, privacy.entity_codes, privacy.pair_codes),
+        strict=True) if codes is not None]
+
+
+def kernel_rules(encoded: list[EncodedQI], min_size: int | None = None, *,
+                 mode: str = "strict", objective: str = "balanced", max_depth: int = -1,
+                 scales=None, privacy: KernelPrivacy | None = None) -> K.KernelRules:
+    """The rules of a kernel call on these encoded QIs.
 
     Parameters
     ----------
@@ -161,14 +176,45 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
         engine passes the whole dataset's so every region normalizes alike.
     privacy : KernelPrivacy, optional
         The constraints in kernel form (see
-        :func:`dmondrian.constraints.kernel_privacy`), with the sensitive
-        codes when l-diversity or t-closeness is asked.
+        :func:`dmondrian.constraints.kernel_privacy`), with the sensitive,
+        entity and pair codes the constraints count; they ride along in the
+        kernel's buffer, at the rows the rules' privacy slots name.
+
+    Returns
+    -------
+    dmondrian._kernel.KernelRules
+    """
+    if privacy is None:
+        privacy = kernel_privacy([KAnonymity(min_size)])
+    ip = privacy.ip.copy()
+    riding = riding_codes(privacy)
+    for r, (slot, _) in enumerate(riding):
+        ip[slot] = len(encoded) + r
+    return K.KernelRules(
+        kinds=[qi.kernel_kind for qi in encoded],
+        scales=[qi.scale for qi in encoded] if scales is None else list(scales),
+        cards=[qi.card for qi in encoded], ip=ip, fp=privacy.fp, q=privacy.q,
+        riding=tuple(codes for _, codes in riding), **_hierarchy_arrays(encoded),
+        relaxed=mode == "relaxed", max_depth=int(max_depth),
+        objective=K.OBJECTIVES.index(objective))
+
+
+def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, roots=None,
+              workspace: K.WorkSpace | None = None) -> Partitioning:
+    """Run Mondrian on encoded QIs and return each row's equivalence class.
+
+    Parameters
+    ----------
+    encoded : list of EncodedQI
+        The QIs, all of the same length.
+    rules : dmondrian._kernel.KernelRules
+        What the kernel is asked (see :func:`kernel_rules`).
     roots : int64 array (m, 2), optional
-        Rows ``(start, depth)``: cut each run of rows from one ``start`` to
-        the next as its own table, already ``depth`` cuts below the root
+        Rows ``(start, depth)``: cut the rows from one ``start`` to the
+        next as a table of its own, already ``depth`` cuts below the root
         (see :func:`dmondrian._kernel.mondrian_partition`). Default: the
-        whole table, depth 0. Classes are numbered in row order, so a run's
-        classes come after the previous run's.
+        whole table, depth 0. Classes are numbered in row order, so one
+        root's classes come after the previous root's.
     workspace : dmondrian._kernel.WorkSpace, optional
         Memory kept for the kernel's buffers from one call to the next (for
         a caller partitioning many tables in turn). The result's
@@ -177,43 +223,30 @@ def partition(encoded: list[EncodedQI], min_size: int | None = None, *, mode: st
     Returns
     -------
     Partitioning
+
+    Examples
+    --------
+    >>> qi = encode_qi(pd.Series([1, 2, 3, 4]))
+    >>> partition([qi], kernel_rules([qi], 2)).class_of_row.tolist()
+    [0, 0, 1, 1]
     """
-    if privacy is None:
-        privacy = kernel_privacy([KAnonymity(min_size)])
     n = len(encoded[0].keys)
-    # Both halves of the kernel's double buffer, the first filled with the keys;
-    # the sensitive, entity and pair codes and the row numbers ride along as
-    # rows never cut.
-    keys = [qi.keys for qi in encoded]
-    ip = privacy.ip.copy()
-    for slot, codes in ((K.P_SENS_ROW, privacy.sensitive_codes),
-                        (K.P_ENT_ROW, privacy.entity_codes),
-                        (K.P_PAIR_ROW, privacy.pair_codes)):
-        if codes is not None:
-            ip[slot] = len(keys)
-            keys.append(codes)
-    rows = len(keys) + 1
+    # Both halves of the kernel's double buffer, the first filled with the
+    # keys, the codes riding along (never cut) and the row numbers.
     # WorkSpace.buffer is the one definition of the layout, so that keys a
     # caller wrote into it in place are recognized and not copied.
-    bufs = K.double_buffer(keys, rows, n,
+    rows = rules.buffer_rows
+    bufs = K.double_buffer([qi.keys for qi in encoded] + list(rules.riding), rows, n,
                            None if workspace is None else workspace.buffer(rows, n).reshape(-1))
-    kinds = np.asarray([qi.kernel_kind for qi in encoded], dtype=np.int64)
-    scales = [qi.scale for qi in encoded] if scales is None else list(scales)
-    scales = np.asarray(scales, dtype=np.float64)
-    cards = np.asarray([qi.card for qi in encoded], dtype=np.int64)
-    h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs = _hierarchy_arrays(encoded)
     roots = np.zeros((1, 2), dtype=np.int64) if roots is None else np.asarray(roots, np.int64)
     starts = roots[:, 0]
     if (roots.ndim != 2 or roots.shape[1] != 2 or starts.size == 0 or starts[0] != 0
             or starts[-1] >= max(n, 1) or np.any(np.diff(starts) <= 0)):
-        # An empty run would flag a class start past the end of the table.
+        # An empty root would flag a class start past the end of the table.
         raise ValueError("roots must be (start, depth) rows, starts increasing from 0 "
                          "and below the row count")
-    order, class_start, sorted_keys = K.mondrian_partition(
-        bufs, kinds, scales, cards, mode == "relaxed", (ip, privacy.fp, privacy.q),
-        int(max_depth), roots, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
-        objective=K.OBJECTIVES.index(objective))
-    stats = K.class_statistics(sorted_keys, class_start, kinds, cards)
+    order, class_start, sorted_keys = K.mondrian_partition(bufs, rules, roots)
+    stats = K.class_statistics(sorted_keys, class_start, rules.kinds, rules.cards)
     class_of_row = K.rows_to_classes(order, stats[0])
     return Partitioning(class_of_row, int(stats[1].shape[0]), stats, sorted_keys)
 
@@ -409,8 +442,8 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     else:
         privacy = kernel_privacy(opts.constraints, entity=entity)
     encoded = encode_table(df, opts.qis, opts.hierarchies, opts.qi_kinds)
-    part = partition(encoded, mode=opts.mode, objective=opts.objective,
-                     max_depth=opts.max_depth, privacy=privacy)
+    part = partition(encoded, kernel_rules(encoded, mode=opts.mode, objective=opts.objective,
+                                           max_depth=opts.max_depth, privacy=privacy))
     result = None
     if opts.suppression > 0:
         result = suppression.suppress(encoded, part, opts.suppression, opts.suppressed,

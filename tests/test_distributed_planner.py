@@ -23,9 +23,8 @@ from dmondrian._dask.planner import find_cut, goes_left, region_spans
 from dmondrian._dask.routing import route, row_positions
 from dmondrian._dask.sketch import merge_sketches, summarize
 from dmondrian._kernel.split import column_stats_py, find_cut_py, node_span_py, workspace
-from dmondrian.constraints import KAnonymity, kernel_privacy
 from dmondrian.hierarchy import Hierarchy
-from dmondrian.local import _hierarchy_arrays, encode_table
+from dmondrian.local import encode_table, kernel_rules
 from dmondrian.qi import encode_qi
 
 QIS = ["num", "flt", "ord", "nom", "job"]
@@ -57,11 +56,11 @@ def _domain(df):
     return build_domain(sk, QIS, KINDS, trees, df.iloc[:0])
 
 
-def _kernel_cut(keys, j, n, lo, hi, miss, kind, card, relaxed, priv, *trees, ws):
+def _kernel_cut(keys, j, n, lo, hi, miss, rules, ws):
     """The kernel's ``find_cut`` on rows ``[0, n)``: ``(n_left, t, eq, need, rank)``."""
-    n_left, t, eq, need, ranked = find_cut_py(keys, j, 0, n, lo, hi, miss, kind, card, relaxed,
-                                              priv, *trees, ws, np.empty(n, dtype=np.int64))
-    return n_left, t, eq, need, ws[K.WS_RANK, :card if ranked else 0].copy()
+    n_left, t, eq, need, ranked = find_cut_py(keys, j, 0, n, lo, hi, miss, rules, ws,
+                                              np.empty(n, dtype=np.int64))
+    return n_left, t, eq, need, ws[K.WS_RANK, :rules.cards[j] if ranked else 0].copy()
 
 
 @settings(max_examples=60, deadline=None)
@@ -73,22 +72,17 @@ def test_summary_decisions_equal_kernel_decisions(df, min_size, relaxed):
     keys = np.ascontiguousarray(np.stack([e.keys for e in encoded]))
     np.testing.assert_array_equal(encode_keys(df, domain), keys)
     np.testing.assert_allclose(domain.scales, [e.scale for e in encoded])
-    h_parent, h_lo, h_hi, h_leaf, hoffs, loffs = _hierarchy_arrays(encoded)
+    rules = kernel_rules(encoded, min_size, mode="relaxed" if relaxed else "strict")
     n = len(df)
     spans = region_spans(root, domain)
-    privacy = kernel_privacy([KAnonymity(min_size)])
-    priv = (privacy.ip, privacy.fp, privacy.q)
-    ws = workspace(np.asarray([e.card for e in encoded]), priv)
+    ws = workspace(rules.cards, (rules.ip, rules.fp, rules.q))
     for j, e in enumerate(encoded):
         lo, hi, miss = column_stats_py(keys, j, 0, n, e.kernel_kind, e.card)
-        expected = node_span_py(keys, j, 0, n, lo, hi, miss, e.kernel_kind, e.scale, e.card,
-                                h_parent, h_lo, h_hi, h_leaf, hoffs[j], loffs[j], ws)
+        expected = node_span_py(keys, j, 0, n, lo, hi, miss, rules, ws)
         assert spans[j] == expected, (j, spans[j], expected)
         if expected <= 0:
             continue
-        n_left, t, eq, need, rank = _kernel_cut(keys, j, n, lo, hi, miss, e.kernel_kind,
-                                                e.card, relaxed, priv, h_parent, h_lo, h_hi,
-                                                h_leaf, hoffs[j], loffs[j], ws=ws)
+        n_left, t, eq, need, rank = _kernel_cut(keys, j, n, lo, hi, miss, rules, ws)
         cut = find_cut(root, j, domain, relaxed, min_size)
         if n_left == 0:
             assert cut is None

@@ -16,7 +16,6 @@ import dmondrian
 from dmondrian import metrics
 from dmondrian._kernel.constants import FLOAT_MAX, MISSING_KEY
 from dmondrian._kernel.split import column_stats_py, node_span_py, workspace
-from dmondrian.constraints import KAnonymity, kernel_privacy
 from dmondrian.errors import InvalidValueError, ParseError, UnsupportedDtypeError
 from dmondrian.hierarchy import Hierarchy
 from dmondrian.kinds import (
@@ -33,6 +32,7 @@ from dmondrian.kinds import (
     kind_spec,
     resolve_kind,
 )
+from dmondrian.local import kernel_rules
 from dmondrian.metrics.certainty_penalty import label_cost
 from dmondrian.qi import encode_qi
 
@@ -240,15 +240,11 @@ def test_region_span_is_the_kernels_node_span(df):
     encoded = [encode_qi(df[q], hierarchy=JOBS if q == "job" else None) for q in df.columns]
     keys = np.ascontiguousarray(np.stack([e.keys for e in encoded]))
     n = len(df)
-    # One tree (the "job" column's): every column's offsets into it are 0.
-    tree = encoded[-1].hierarchy
-    h_parent, h_lo, h_hi, h_leaf = tree.parent, tree.node_lo, tree.node_hi, tree.leaf_node
-    privacy = kernel_privacy([KAnonymity(1)], {})
-    ws = workspace(np.asarray([e.card for e in encoded]), (privacy.ip, privacy.fp, privacy.q))
+    rules = kernel_rules(encoded, 1)
+    ws = workspace(rules.cards, (rules.ip, rules.fp, rules.q))
     for j, e in enumerate(encoded):
         lo, hi, miss = column_stats_py(keys, j, 0, n, e.kernel_kind, e.card)
-        expected = node_span_py(keys, j, 0, n, lo, hi, miss, e.kernel_kind, e.scale, e.card,
-                                h_parent, h_lo, h_hi, h_leaf, 0, 0, ws)
+        expected = node_span_py(keys, j, 0, n, lo, hi, miss, rules, ws)
         row = keys[j]
         hist = np.bincount(row, minlength=e.card) if e.spec is NOMINAL else None
         present = row[row != MISSING_KEY]

@@ -119,14 +119,16 @@ def test_independent_roots_cut_like_separate_tables(case, data):
     max_depth = data.draw(st.sampled_from([-1, 2, 6]), label="max_depth")
     whole = local.encode_table(df, qis, trees)
     scales = [qi.scale for qi in whole]
-    together = local.partition(whole, k, mode=mode, max_depth=max_depth, scales=scales,
+    together = local.partition(whole, local.kernel_rules(whole, k, mode=mode,
+                                                          max_depth=max_depth, scales=scales),
                                roots=np.column_stack([starts, depths]))
     ends = [*cuts, n]
     offset = 0
     for s, e, depth in zip(starts, ends, depths, strict=True):
-        alone = local.partition(local.encode_table(df.iloc[s:e], qis, trees), k, mode=mode,
-                                max_depth=-1 if max_depth < 0 else max(0, max_depth - depth),
-                                scales=scales)
+        part_enc = local.encode_table(df.iloc[s:e], qis, trees)
+        alone = local.partition(part_enc, local.kernel_rules(
+            part_enc, k, mode=mode, scales=scales,
+            max_depth=-1 if max_depth < 0 else max(0, max_depth - depth)))
         np.testing.assert_array_equal(together.class_of_row[s:e] - offset, alone.class_of_row)
         offset += alone.n_classes
     assert together.n_classes == offset
@@ -145,9 +147,10 @@ def test_a_reused_work_space_partitions_like_fresh_memory(cases):
     for df, qis, k, mode in cases:
         trees = {"h": JOB_TREE.with_missing_leaf()} if "h" in qis else None
         encoded = local.encode_table(df, qis, trees)
-        fresh = local.partition(encoded, k, mode=mode)
+        rules = local.kernel_rules(encoded, k, mode=mode)
+        fresh = local.partition(encoded, rules)
         size = space._space.shape[0]
-        reused = local.partition(encoded, k, mode=mode, workspace=space)
+        reused = local.partition(encoded, rules, workspace=space)
         need = 2 * (len(qis) + 1) * len(df)
         assert space._space.shape[0] == (size if size >= need else need + need // 4)
         np.testing.assert_array_equal(reused.class_of_row, fresh.class_of_row)
@@ -183,7 +186,7 @@ def test_sorted_keys_hold_every_class_rows_keys(n, k, blocks, seed, many_rows):
     })
     qis = ["x", "blk", "half", "same", "none", "day"]
     encoded = local.encode_table(df, qis)
-    part = local.partition(encoded, k)
+    part = local.partition(encoded, local.kernel_rules(encoded, k))
     sizes = np.bincount(part.class_of_row)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     by_class = np.argsort(part.class_of_row, kind="stable")

@@ -25,7 +25,7 @@ from ..constraints import KAnonymity, KernelPrivacy, kernel_privacy, with_entity
 from ..entities import encode_entities
 from ..identifiers import without_identifiers
 from ..kinds import kind_spec
-from ..local import partition, publish
+from ..local import kernel_rules, partition, publish, riding_codes
 from ..noise import noise_groups, noisy_columns
 from .columns import INDEX, LEAF, carried, key_names
 from .memory import release_freed_memory
@@ -176,26 +176,23 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
         # counts the entities of its own rows whatever the other leaves hold.
         entity = encode_entities(frame[opts.entity], name=opts.entity)
         privacy = with_entity(privacy or kernel_privacy([KAnonymity(opts.k)]), entity)
-    riding = 0 if privacy is None else sum(
-        codes is not None for codes in (privacy.sensitive_codes, privacy.entity_codes,
-                                        privacy.pair_codes))
     roots = np.column_stack([starts, depths]).astype(np.int64)
     d, n = top.domain.d, len(order)
     with _workspace() as workspace:
         # The layout local.partition builds in this work space: keys, the
-        # sensitive, entity and pair codes, then the row ids.
-        key_rows = workspace.buffer(d + riding + 1, n)[0, :d]
+        # codes riding along, then the row ids.
+        key_rows = workspace.buffer(d + len(riding_codes(privacy)) + 1, n)[0, :d]
         for j, (name, offset) in enumerate(zip(key_names(d), top.key_offsets, strict=True)):
             gather_keys(routed[name].to_numpy(), order, key_rows[j], offset)
         encoded = partition_encodings(top.encodings, key_rows)
+        rules = kernel_rules(encoded, opts.k, mode=opts.mode, objective=opts.objective,
+                             max_depth=opts.max_depth, scales=top.domain.scales,
+                             privacy=privacy)
         # The thread budget (this thread's) sizes the kernel and the local
         # engine's per-column thread pools alike: one worker core, one thread.
         with K.thread_limit(top.kernel_threads):
             with _KERNEL_LOCK:
-                part = partition(encoded, opts.k, mode=opts.mode, objective=opts.objective,
-                                 max_depth=opts.max_depth,
-                                 scales=top.domain.scales, privacy=privacy, roots=roots,
-                                 workspace=workspace)
+                part = partition(encoded, rules, roots=roots, workspace=workspace)
             if opts.suppression > 0:
                 return _publish_suppressed(frame, encoded, part, privacy, ids, starts, top)
             out = publish(pd.DataFrame(index=frame.index), encoded, part, opts.generalization)

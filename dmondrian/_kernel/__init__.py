@@ -12,6 +12,7 @@ few flat arrays (global scales, hierarchy trees). Its modules, by concern:
 * ``split``: one node's cut and the move of its rows;
 * ``packing``, ``ncp``: the cuts of the "dm" and "ncp" objectives;
 * ``tree``: the whole tree, independent nodes and subtrees on OpenMP threads;
+* ``rules``: what a call asks (QIs, privacy, mode), one object read once;
 * ``class_stats``: per-class bounds, sums and code sets for publishing;
 * ``workspace``, ``buffers``: the double buffer the tree is built in;
 * ``threads``: how many threads a call may use;
@@ -27,21 +28,22 @@ from .class_stats import gather_codes as _gather_codes
 from .class_stats import rows_to_classes as _rows_to_classes
 from .constants import *  # noqa: F403
 from .privacy import hist_ok_py as hist_ok
+from .rules import RIDING_SLOTS, KernelRules
 from .threads import max_threads, thread_limit
 from .tree import mondrian_partition as _mondrian_partition
 from .workspace import WorkSpace, double_buffer
 
 __all__ = [
-    "WorkSpace", "class_code_masks", "class_code_sets", "class_statistics", "double_buffer",
-    "gather_codes", "hist_ok", "max_threads", "mondrian_partition", "rows_to_classes",
-    "thread_limit",
+    "RIDING_SLOTS", "KernelRules", "WorkSpace", "class_code_masks", "class_code_sets",
+    "class_statistics", "double_buffer", "gather_codes", "hist_ok", "max_threads",
+    "mondrian_partition", "rows_to_classes", "thread_limit",
 ]
 
 
-def mondrian_partition(*args, n_threads=None, objective=0):
+def mondrian_partition(bufs_keys, rules, roots, n_threads=None):
     """:func:`dmondrian._kernel.tree.mondrian_partition` on this thread's thread budget."""
-    return _mondrian_partition(*args, n_threads=max_threads() if n_threads is None else n_threads,
-                               objective=objective)
+    return _mondrian_partition(bufs_keys, rules, roots,
+                               max_threads() if n_threads is None else n_threads)
 
 
 def class_statistics(sorted_keys, class_start, kinds, cards, n_threads=None):

@@ -591,47 +591,29 @@ cdef Py_ssize_t workspace_width(const i64* cards, Py_ssize_t d, i64 n_sens,
 
 
 cdef class RuleArrays:
-    """The kernel's :c:type:`Rules` over arrays this object keeps alive.
+    """The kernel's :c:type:`Rules`, read from a :class:`~dmondrian._kernel.rules.KernelRules`.
 
-    The one place a kernel call's configuration is read from Python arrays:
-    the tree's entry point and the test entry points below build it the same
-    way. Every pointer is valid, also when no QI has a hierarchy or no
-    constraint has a distribution (the arrays get one padding entry).
-
-    Parameters
-    ----------
-    kinds, scales, cards : arrays (d,)
-        Kernel kind, global scale and code count of each QI.
-    relaxed : bool
-    priv : tuple (ip, fp, q)
-        The privacy constraint in kernel form.
-    max_depth : int
-        -1 for no limit.
-    h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs : int64 arrays
-        Concatenated hierarchy trees and each QI's offsets into them.
-    objective : int, default 0
-        What the cuts optimize: an index into ``constants.OBJECTIVES``.
+    The one place a kernel call's configuration is read from Python: the
+    tree's entry point and the test entry points below build it the same
+    way, and it keeps the arrays alive while the kernel runs. Every pointer is
+    valid, also when no QI has a hierarchy or no constraint has a
+    distribution (the arrays get one padding entry).
     """
 
-    def __init__(self, kinds, scales, cards, bint relaxed, tuple priv, i64 max_depth,
-                 h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs, i64 objective=OBJ_BALANCED):
-        kv, cv = _int64(kinds), _int64(cards)
-        sv = np.append(np.asarray(scales, dtype=np.float64), 0.0)
-        ip = _full_ip(priv[0])
-        fp = np.ascontiguousarray(priv[1], dtype=np.float64)
-        q = np.append(np.asarray(priv[2], dtype=np.float64), 0.0)
-        hp, hl, hh, hf = _int64(h_parent), _int64(h_lo), _int64(h_hi), _int64(h_leafnode)
-        ho, lf = _int64(hoffs), _int64(loffs)
-        cdef Py_ssize_t d = kv.shape[0] - 1
-        if sv.shape[0] != d + 1 or cv.shape[0] != d + 1 or ho.shape[0] != d + 1 \
-                or lf.shape[0] != d + 1:
-            raise ValueError("kinds, scales, cards, hoffs and loffs must have one entry per QI")
-        if ip.shape[0] < N_IP or fp.shape[0] < N_FP:
-            raise ValueError("priv must be the kernel's (ip, fp, q) arrays")
-        if not OBJ_BALANCED <= objective <= OBJ_NCP:
+    def __init__(self, rules):
+        kv, cv = _int64(rules.kinds), _int64(rules.cards)
+        sv = np.append(rules.scales, 0.0)
+        ip, fp = rules.ip, rules.fp
+        q = np.append(rules.q, 0.0)
+        hp, hl = _int64(rules.h_parent), _int64(rules.h_lo)
+        hh, hf = _int64(rules.h_hi), _int64(rules.h_leafnode)
+        ho, lf = _int64(rules.hoffs), _int64(rules.loffs)
+        if ip.shape[0] != N_IP or fp.shape[0] != N_FP:
+            raise ValueError("rules.ip and rules.fp must be the kernel's privacy arrays")
+        if not OBJ_BALANCED <= rules.objective <= OBJ_NCP:
             raise ValueError("objective must index constants.OBJECTIVES")
         self._arrays = [kv, sv, cv, ip, fp, q, hp, hl, hh, hf, ho, lf]
-        self.rules.qi.d = d
+        self.rules.qi.d = kv.shape[0] - 1
         self.rules.qi.kind = _i64_ptr(kv)
         self.rules.qi.scale = _f64_ptr(sv)
         self.rules.qi.card = _i64_ptr(cv)
@@ -645,17 +627,9 @@ cdef class RuleArrays:
         self.rules.priv.fp = _f64_ptr(fp)
         self.rules.priv.q = _f64_ptr(q)
         self.rules.priv.n_q = q.shape[0] - 1
-        self.rules.relaxed = relaxed
-        self.rules.max_depth = max_depth
-        self.rules.objective = objective
-
-
-def _full_ip(ip):
-    """The kernel's ``ip`` with every slot, the entity ones off when an older caller left them out."""
-    ip = np.asarray(ip, dtype=np.int64)
-    if ip.shape[0] < N_IP:
-        ip = np.concatenate([ip, np.array([-1, 0, -1], dtype=np.int64)[ip.shape[0] - N_IP:]])
-    return np.ascontiguousarray(ip)
+        self.rules.relaxed = rules.relaxed
+        self.rules.max_depth = rules.max_depth
+        self.rules.objective = rules.objective
 
 
 def _int64(values):
@@ -673,13 +647,6 @@ cdef const double* _f64_ptr(const double[::1] a):
 
 # Python entry points, for the tests: each runs one step on rows [s, e) of a
 # (d, n) key matrix.
-
-# The constraint of a test entry point that has none: k = 1, no sensitive column.
-_NO_PRIVACY = (np.zeros(N_IP, dtype=np.int64), np.full(N_FP, -1.0),
-               np.zeros(0))
-_NO_PRIVACY[0][P_K] = 1
-_NO_PRIVACY[0][[P_SENS_ROW, P_ENT_ROW, P_PAIR_ROW]] = -1
-
 
 cdef WorkRows _work_rows(i64[:, ::1] ws):
     cdef WorkRows w
@@ -711,13 +678,13 @@ def column_stats_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize
 
 
 def node_span_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e, i64 lo,
-                 i64 hi, i64 miss, i64 kind, double scale, i64 card, h_parent, h_lo, h_hi,
-                 h_leafnode, i64 hoff, i64 loff, i64[:, ::1] ws):
-    """Normalized span of QI ``j`` over rows ``[s, e)``."""
-    cdef RuleArrays r = RuleArrays([kind], [scale], [card], False, _NO_PRIVACY, -1, h_parent,
-                                   h_lo, h_hi, h_leafnode, [hoff], [loff])
+                 i64 hi, i64 miss, rules, i64[:, ::1] ws):
+    """Normalized span of QI ``j`` (of ``rules``, a KernelRules) over rows ``[s, e)``."""
+    cdef RuleArrays r = RuleArrays(rules)
     cdef WorkRows w = _work_rows(ws)
-    return node_span(&keys[j, 0], s, e, lo, hi, miss, kind, scale, hoff, loff, &r.rules.qi, &w)
+    cdef const QIRules* qi = &r.rules.qi
+    return node_span(&keys[j, 0], s, e, lo, hi, miss, qi.kind[j], qi.scale[j], qi.hoff[j],
+                     qi.loff[j], qi, &w)
 
 
 def nominal_ranks_py(const i64[::1] row, Py_ssize_t s, Py_ssize_t e, i64 card, i64[:, ::1] ws):
@@ -727,19 +694,19 @@ def nominal_ranks_py(const i64[::1] row, Py_ssize_t s, Py_ssize_t e, i64 card, i
 
 
 def find_cut_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e, i64 lo,
-                i64 hi, i64 miss, i64 kind, i64 card, bint relaxed, tuple priv, h_parent, h_lo,
-                h_hi, h_leafnode, i64 hoff, i64 loff, i64[:, ::1] ws, i64[::1] spare,
-                i64 objective=OBJ_BALANCED):
+                i64 hi, i64 miss, rules, i64[:, ::1] ws, i64[::1] spare):
     """``(n_left, t, eq_value, need_eq, ranked)`` of the kernel's cut of QI ``j``.
 
-    The sensitive codes, when the constraint has them, are key row
-    ``priv[0][P_SENS_ROW]``; the frequency ranks of a ranked cut are left in
-    ``ws[WS_RANK]``.
+    ``rules`` is a :class:`~dmondrian._kernel.rules.KernelRules` of the QIs
+    of ``keys``; the sensitive codes, when the constraint has them, are key
+    row ``rules.ip[P_SENS_ROW]``. The frequency ranks of a ranked cut are
+    left in ``ws[WS_RANK]``.
     """
-    cdef RuleArrays r = RuleArrays([kind], [0.0], [card], relaxed, priv, -1, h_parent, h_lo,
-                                   h_hi, h_leafnode, [hoff], [loff], objective)
+    cdef RuleArrays r = RuleArrays(rules)
     cdef WorkRows w = _work_rows(ws)
+    cdef const QIRules* qi = &r.rules.qi
     cdef i64 srow = r.rules.priv.ip[P_SENS_ROW]
     cdef Cut cut = find_cut(&keys[j, 0], &keys[srow, 0] if srow >= 0 else NULL, s, e, lo, hi,
-                            miss, kind, card, hoff, loff, &r.rules, &w, &spare[0])
+                            miss, qi.kind[j], qi.card[j], qi.hoff[j], qi.loff[j], &r.rules, &w,
+                            &spare[0])
     return cut.n_left, cut.t, cut.eq_value, cut.need_eq, bool(cut.ranked)

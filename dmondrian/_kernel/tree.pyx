@@ -291,9 +291,7 @@ cdef int _partition_all(const Buffers* bufs, const Rules* rules, const i64* root
     return -1 if failed else 0
 
 
-def mondrian_partition(bufs_keys, kinds, scales, cards, bint relaxed, tuple priv,
-                       i64 max_depth, roots, h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs,
-                       int n_threads=1, i64 objective=0):
+def mondrian_partition(bufs_keys, rules, roots, int n_threads=1):
     """Run Mondrian over a key matrix of ``d`` QIs and ``n`` rows.
 
     Parameters
@@ -303,17 +301,12 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, bint relaxed, tuple priv
         ``bufs_keys[0]`` holds, one row each, the ``d`` QIs' order-preserving
         keys (see :mod:`dmondrian.qi`), then any rows that only ride along
         (the sensitive codes, the entity codes and the (entity, sensitive
-        value) pair codes, at the rows ``priv`` names), and last the row
+        value) pair codes, at the rows ``rules.ip`` names), and last the row
         numbers ``0..n-1``.
-    kinds, scales, cards : arrays (d,)
-        Per QI: kernel kind, global scale normalizing spans, and code
-        cardinality (nominal kinds).
-    relaxed : bool
-        Relaxed partitioning (median ties may go to both sides).
-    priv : tuple (ip, fp, q)
-        The privacy constraint (see :mod:`dmondrian._kernel.constants`).
-    max_depth : int
-        Maximum number of cuts from the root to a class; -1 for no limit.
+    rules : dmondrian._kernel.rules.KernelRules
+        The QIs' kinds, scales and trees, the privacy constraint (with the
+        buffer rows of the codes riding along), the mode, depth limit and
+        objective.
     roots : int64 array (m, 2)
         Independent root nodes, as ``(start, depth)`` rows in increasing
         ``start`` order, the first at 0: root ``i`` holds positions
@@ -322,15 +315,9 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, bint relaxed, tuple priv
         plain Mondrian; the distributed engine passes an output partition's
         leaves, each already ``depth`` cuts below the table's root, so one
         call does them all and numbers their classes in position order.
-    h_parent, h_lo, h_hi, h_leafnode, hoffs, loffs : int64 arrays
-        Concatenated hierarchy trees and each QI's offsets into them.
     n_threads : int, default 1
         Threads to split independent nodes on. The result does not depend
         on it.
-    objective : int, default 0
-        What the cuts optimize, an index into
-        :data:`dmondrian._kernel.constants.OBJECTIVES`: balanced median cuts,
-        classes packed close to k rows, or the cheapest children (NCP).
 
     Returns
     -------
@@ -342,14 +329,14 @@ def mondrian_partition(bufs_keys, kinds, scales, cards, bint relaxed, tuple priv
         The keys in class order (a view of ``bufs_keys[0, :d]``).
     """
     cdef i64[:, :, ::1] bv = bufs_keys
-    cdef RuleArrays config = RuleArrays(kinds, scales, cards, relaxed, priv, max_depth, h_parent,
-                                        h_lo, h_hi, h_leafnode, hoffs, loffs, objective)
+    cdef RuleArrays config = RuleArrays(rules)
     cdef const i64[:, ::1] rv = np.ascontiguousarray(roots, dtype=np.int64)
     cdef Py_ssize_t d = config.rules.qi.d, n = bv.shape[2]
     cdef Buffers bufs
     cdef int status
-    if bv.shape[0] != 2 or bv.shape[1] < d + 1:
-        raise ValueError("bufs_keys must be a (2, rows, n) double buffer with the row ids last")
+    if bv.shape[0] != 2 or bv.shape[1] != rules.buffer_rows:
+        raise ValueError("bufs_keys must be a (2, rules.buffer_rows, n) double buffer: "
+                         "keys, riding codes, row ids")
     leaf_start = np.zeros(n, dtype=np.bool_)
     cdef unsigned char[::1] ls = leaf_start.view(np.uint8)
     if n == 0:

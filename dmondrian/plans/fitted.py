@@ -17,7 +17,7 @@ import pandas as pd
 from ..constraints import KAnonymity, kernel_privacy
 from ..errors import InfeasibleError, ParameterError
 from ..identifiers import identifying_columns, released_as_is, warn_identifying
-from ..local import encode_table, partition
+from ..local import encode_table, kernel_rules, partition
 from ..noise import check_noise_dtypes, noisy_columns
 from ..sensitive import encode_sensitive
 from ..validation import check_options
@@ -328,12 +328,11 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     else:
         privacy = kernel_privacy(constraints)
     encoded = encode_table(table, opts.qis, opts.hierarchies, opts.qi_kinds)
-    part = partition(encoded, mode=opts.mode, objective=opts.objective,
-                     max_depth=opts.max_depth, privacy=privacy)
-    kinds = np.asarray([qi.kernel_kind for qi in encoded], dtype=np.int64)
-    cards = np.asarray([qi.card for qi in encoded], dtype=np.int64)
-    tree = build_tree(part.stats, part.sorted_keys, part.class_of_row, kinds, cards,
-                      opts.mode == "relaxed", trim)
+    rules = kernel_rules(encoded, mode=opts.mode, objective=opts.objective,
+                         max_depth=opts.max_depth, privacy=privacy)
+    part = partition(encoded, rules)
+    tree = build_tree(part.stats, part.sorted_keys, part.class_of_row, rules.kinds, rules.cards,
+                      rules.relaxed, trim)
     kept = {name: options.get(name) for name in PLAN_OPTIONS}
     kept.update(mode=opts.mode, objective=opts.objective, generalization=opts.generalization,
                 max_depth=None if opts.max_depth < 0 else opts.max_depth,
