@@ -2,10 +2,10 @@
 
 Run: python benchmarks/bench_distributed.py [--quick] [--rows N] [--workers W]
          [--memory-limit 2GB] [--repeat R] [--paths to_parquet,lazy] [--quality]
-         [--input DIR] [--gen-jobs J] [--smallest-class] [--data floats|wide|text4k]
+         [--input DIR] [--gen-jobs J] [--data floats|wide|text4k]
          [--baseline shuffle|copy] [--out PATH]
      python benchmarks/bench_distributed.py --data wide --rows 2000000
-         --rows-per-file 100000 --paths to_parquet,to_parquet_rows --smallest-class
+         --rows-per-file 100000 --paths to_parquet,to_parquet_rows
      python benchmarks/bench_distributed.py --small-memory [--rows 20000000]
          [--memory-limit 700MB] [--timeout 900]
      python benchmarks/bench_distributed.py --worker-memory [--rows 2000000]
@@ -44,6 +44,12 @@ worker processes and the client for each and their ratio (the figure to compare
 when the machine is shared and wall times are noisy), passes over the data in
 the top phase, leaves and the largest leaf, and the peak memory of any worker
 process (sampled from the scheduler's heartbeats) against its limit.
+
+Every release is read back from its files (the last round's of each path,
+the ``--small-memory`` and ``--worker-memory`` ones): its smallest class, the
+rows sharing every QI's label summed over files, and its rows
+(``read_back_<path>``, ``k_ok``); the script exits non-zero when a class
+holds fewer than k rows or a row is missing.
 
 Per phase: the wall time of every top-phase pass and of the final
 route-shuffle-anonymize-write pass (``TopPlan.timings``), and from the Dask
@@ -309,32 +315,38 @@ class PeakDisk(_PeakPoller):
         return total
 
 
-def smallest_class(dst: Path, column: str = "cls") -> dict:
+def smallest_class(dst: Path, rows: int | None = None) -> dict:
     """The smallest equivalence class of a written release, read back from its files.
 
-    On the whole-row path a class lies in one file; on the keys path file
-    ``i`` holds input partition ``i``'s rows and a class spans files, so the
-    classes' rows are summed over files (each file's distinct ids and
-    counts, then the counts of every id). Only the class column is read.
+    Classes are what the release publishes: the rows sharing every QI's
+    label. Only the QI columns are read; each file's label combinations are
+    counted, then summed over files (on the keys path file ``i`` holds input
+    partition ``i``'s rows and a class spans files). ``k_ok`` says whether
+    every class holds at least ``K`` rows and, given ``rows``, whether every
+    row was written: k is checked on the output, not taken from the plan.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    ids, counts, files, rows = [], [], 0, 0
-    for f in sorted(dst.glob("*.parquet")):
-        values = pq.read_table(f, columns=[column]).column(0).to_numpy()
-        if len(values) == 0:
-            continue
-        unique, n = np.unique(values, return_counts=True)
-        ids.append(unique)
-        counts.append(n)
-        files, rows = files + 1, rows + len(values)
-    if not ids:
+    files = [f for f in sorted(dst.glob("*.parquet")) if pq.read_metadata(f).num_rows]
+    if not files:
         return {"smallest_class_on_disk": None, "classes_on_disk": 0, "rows_on_disk": 0,
-                "files_on_disk": 0}
-    unique, inverse = np.unique(np.concatenate(ids), return_inverse=True)
-    sizes = np.bincount(inverse, weights=np.concatenate(counts))
-    return {"smallest_class_on_disk": int(sizes.min()), "classes_on_disk": int(unique.size),
-            "rows_on_disk": rows, "files_on_disk": files}
+                "files_on_disk": 0, "k_ok": False}
+    table = pa.concat_tables([pq.read_table(f, columns=DATA.qis) for f in files])
+    table = table.unify_dictionaries()  # a label's code is then the same in every file
+    combined = None
+    for name in DATA.qis:
+        column = table.column(name)
+        if not pa.types.is_dictionary(column.type):
+            column = column.dictionary_encode()
+        codes = column.combine_chunks().indices.fill_null(-1).to_numpy().astype(np.int64) + 1
+        combined = codes if combined is None else (
+            pd.factorize(combined * (int(codes.max()) + 1) + codes)[0].astype(np.int64))
+    sizes = np.bincount(pd.factorize(combined)[0])
+    smallest = int(sizes.min())
+    return {"smallest_class_on_disk": smallest, "classes_on_disk": int(sizes.size),
+            "rows_on_disk": table.num_rows, "files_on_disk": len(files),
+            "k_ok": smallest >= K and (rows is None or table.num_rows == rows)}
 
 
 def _worker_metrics(dask_scheduler=None) -> dict:
@@ -712,6 +724,8 @@ def small_memory(args, scratch: Path, src: Path) -> dict:
             result["workers_at_end"] = _worker_states(client)
         else:
             result["status"] = f"finished in {job['seconds']:.1f} s"
+            result["read_back"] = smallest_class(dst, args.rows)
+            result["k_checked_on_disk"] = result["read_back"]["k_ok"]
         result["elapsed_s"] = round(time.time() - t0, 1)
     return result
 
@@ -754,6 +768,8 @@ def worker_memory(args, scratch: Path, src: Path) -> dict:
             seconds = time.perf_counter() - t0
             jobs[name] = {"seconds": round(seconds, 2), "rss_at_start": started,
                           "rss_after": worker_rss(client)}
+        if i:  # the dmondrian jobs' releases, read back
+            jobs[name]["read_back"] = smallest_class(scratch / f"out{i}", args.rows)
         shutil.rmtree(scratch / f"out{i}", ignore_errors=True)
         print(f"{name}: {jobs[name]}", file=sys.stderr)
     plain = jobs["plain read-shuffle-write"]["rss_after"]
@@ -794,7 +810,7 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
         # workers and here.
         client.run(_warm)
         _warm()
-        rounds, last = [], {}
+        rounds, last, read_back = [], {}, {}
         jobs = ["baseline", *paths]
         for r in range(args.repeat):
             # Rotate which job goes first, and reverse every other round, so
@@ -818,6 +834,10 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
                              last.get(job, {}).get("top")}
                 if top is not None:
                     phases[job] = {lab: round(t, 1) for lab, t in top.timings.items()}
+                if job != "baseline" and r == args.repeat - 1:
+                    # k checked on every release as written, not taken from the plan.
+                    read_back[job] = smallest_class(dst, rows)
+                    print(f"{job}: read back {read_back[job]}", file=sys.stderr)
                 if not (r == args.repeat - 1 and job == "to_parquet"):
                     # The last release of anonymize_to_parquet stays for --quality.
                     shutil.rmtree(dst, ignore_errors=True)
@@ -871,8 +891,9 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
         result["leaf_profile"] = leaf_profile
     if args.quality and "to_parquet" in paths:
         result.update(quality(src, scratch / "out-to_parquet"))
-    if args.smallest_class and "to_parquet" in paths:
-        result.update(smallest_class(scratch / "out-to_parquet"))
+    for job, found in read_back.items():
+        result[f"read_back_{job}"] = found
+    result["k_checked_on_disk"] = all(found["k_ok"] for found in read_back.values())
     return result
 
 
@@ -912,7 +933,7 @@ def main(argv=None):
     ap.add_argument("--gen-jobs", type=int, default=1,
                     help="processes generating the input (default 1)")
     ap.add_argument("--smallest-class", action="store_true",
-                    help="read the anonymize_to_parquet release back: its smallest class")
+                    help="(kept for older commands: every release is read back now)")
     ap.add_argument("--data", choices=sorted(DATASETS), default="census",
                     help="census (default), floats: bench_local's continuous floats, heavy "
                          "ties, missing ints and a long-tailed nominal, or wide: census and "
@@ -971,6 +992,11 @@ def main(argv=None):
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}", file=sys.stderr)
+    checked = [result.get("k_checked_on_disk")] + [
+        job.get("read_back", {}).get("k_ok") for job in result.get("jobs", {}).values()
+        if "read_back" in job]
+    if False in checked:
+        sys.exit("a release read back has a class below k or misses rows: see the report")
     if args.small_memory and not result["finished"]:
         # A job thread may still be blocked on the closed cluster: do not wait for it.
         sys.stdout.flush()

@@ -49,7 +49,7 @@ from ._dask.exchange import (
     anonymize_keys,
     check_exchange,
     choose_exchange,
-    exchanged_bytes,
+    shipped_sizes,
     write_keys,
 )
 from ._dask.graph import constant
@@ -71,9 +71,10 @@ from ._dask.shuffle import distributed_shuffle_method, route_and_shuffle
 from ._dask.shuffle_sizes import shuffle_sizes
 from ._dask.top_phase import cut_regions
 from ._dask.watchdog import check_stall_timeout, stall_timeout
+from ._dask.written_check import checked_now_or_later, finish_written, written_meta
 from .constraints import KAnonymity
 from .errors import IdentifyingColumnWarning, InfeasibleError
-from .identifiers import warn_identifying, without_identifiers
+from .identifiers import without_identifiers
 from .options import ANONYMIZE, DASK, DASK_PLAN, WRITE, takes_options
 from .row_order import row_order_seed, shuffle_partition
 
@@ -98,7 +99,8 @@ def anonymize(ddf, quasi_identifiers, k, **options):
         limit at dask's pause fraction, less what the worker already holds
         and the p2p shuffle's buffers, shared by its threads) over what a
         row costs in an output partition (about three times its in-memory
-        size, measured on the first partition, plus 28 bytes per QI and 40),
+        size, measured on the first partition, plus 28 bytes per QI and 40;
+        on the keys path three times the bytes it ships instead of its size),
         clipped to [1,000, 4,000,000] rows. Any value is raised to ``2 * k``.
         Workers too small for any plan raise
         :class:`~dmondrian.errors.MemoryLimitError`, naming the smallest
@@ -207,7 +209,7 @@ def anonymize(ddf, quasi_identifiers, k, **options):
 
 @takes_options(ANONYMIZE, DASK_PLAN)
 def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=False,
-         **options) -> TopPlan:
+         _check_in_write=False, **options) -> TopPlan:
     """Run the domain pass and the top phase; return the cut tree (steps 1-2).
 
     Parameters are those of :func:`anonymize`; ``sample_rows`` sets the
@@ -216,7 +218,10 @@ def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=Fa
     is for :func:`anonymize_to_parquet` (True) and :func:`anonymize`
     ("certain": only when no exact count can undo a cut across output
     partitions): the shuffle pass then counts the leaves, see
-    :mod:`dmondrian._dask.counting_write`.)
+    :mod:`dmondrian._dask.counting_write`. ``_check_in_write``, for
+    :func:`anonymize_to_parquet`: the domain pass reads only the QIs and the
+    write tasks check for identifying columns,
+    :mod:`dmondrian._dask.written_check`.)
 
     Returns
     -------
@@ -233,13 +238,15 @@ def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=Fa
     try:
         with stall_timeout(timeout):
             return _plan(cluster_client, ddf, opts, options["progress"], int(sample_rows),
-                         defer_counts=_defer_counts, exchange=exchange)
+                         defer_counts=_defer_counts, exchange=exchange,
+                         check_in_write=_check_in_write)
     finally:
         release(owned)
 
 
 def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
-          defer_counts: bool | str = False, exchange: str | None = None) -> TopPlan:
+          defer_counts: bool | str = False, exchange: str | None = None,
+          check_in_write: bool = False) -> TopPlan:
     """Steps 1-2 on ``client``: the domain pass, the top phase, the sensitive passes."""
     timings, clock = {}, time.perf_counter()
 
@@ -249,21 +256,21 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
         timings[label] = now - clock
         clock = now
 
-    domain, root, positional, sizing, identifying = run_domain_pass(client, ddf, opts, progress,
-                                                                    sample_rows)
-    warn_identifying(identifying)
-    leaf_rows = sizing.leaf_rows
-    cfg = PlanConfig(opts.k, opts.mode == "relaxed", leaf_rows, opts.max_depth,
-                     objective=opts.objective, sample_rows=sample_rows)
+    domain, root, positional, sizing, identifying, person_keys = run_domain_pass(
+        client, ddf, opts, progress, sample_rows, check_identifying=not check_in_write)
+    written_check = checked_now_or_later(check_in_write, ddf._meta, opts, identifying,
+                                         person_keys)
     lap("pass 1: domain (and leaf size)")
     if domain.n_rows == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
     KAnonymity(opts.k).check_table(domain.n_rows)
     key_bytes = sum(t.itemsize for t in key_dtypes(domain))
     exchange = choose_exchange(exchange, ddf._meta, sizing.row_bytes, opts, key_bytes)
+    shipped, leaf_rows = shipped_sizes(exchange, ddf._meta, sizing, opts, key_bytes)
+    cfg = PlanConfig(opts.k, opts.mode == "relaxed", leaf_rows, opts.max_depth,
+                     objective=opts.objective, sample_rows=sample_rows)
     sizes = shuffle_sizes(client, ddf, sizing, leaf_rows, domain.n_rows, len(opts.qis),
-                          exchanged_bytes(ddf._meta, sizing.row_bytes, opts, key_bytes)[1]
-                          if exchange == "keys" else None)
+                          shipped)
     defer = defer_counts
     if defer_counts == "certain":
         def defer(nodes):
@@ -294,7 +301,7 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
                    leaf_rows, opts, list(ddf.columns), ddf._meta.index.name, sens, timings,
                    cores_per_worker(client), positional, counted,
                    encodings=qi_encodings(domain, ddf._meta), identifying=identifying,
-                   exchange=exchange, **sizes.as_plan_fields())
+                   exchange=exchange, written_check=written_check, **sizes.as_plan_fields())
 
 
 def _release_writer(ddf, top: TopPlan, shuffle_method):
@@ -379,14 +386,18 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     check_column_names([*ddf.columns, *added], ddf._meta.index.name
                        if (write_options or {}).get("write_index", False) else None)
 
-    def build(top):
-        return _write_parquet(ddf, top, _release_sink(ddf, top, path, write_options,
-                                                      storage_options),
-                              distributed_shuffle_method())
+    sinks = []
 
+    def build(top):
+        sinks.append(_release_sink(ddf, top, path, write_options, storage_options))
+        return _write_parquet(ddf, top, sinks[-1], distributed_shuffle_method())
+
+    # The identifying-column check runs in the write tasks (the domain pass reads only
+    # the QIs); if its warning is raised as an error, the files written are removed.
     return _anonymize_and_write(ddf, quasi_identifiers, k, build,
                                 label=f"pass: shuffle, anonymize, write {path}",
-                                defer_counts=True, **options)
+                                defer_counts=True, check_in_write=True,
+                                undo=lambda files: sinks[-1].remove(files), **options)
 
 
 @takes_options(ANONYMIZE, DASK_PLAN, WRITE)
@@ -416,13 +427,15 @@ def anonymize_to_csv(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
 
 
 def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_counts=False,
-                         **options) -> TopPlan:
-    """Plan, then run ``build(top)``'s graph, on one cluster; recount if the verdict asks."""
+                         check_in_write=False, undo=None, **options) -> TopPlan:
+    """Plan, then run ``build(top)``'s graph, on one cluster; recount if the verdict asks.
+    ``check_in_write``, ``undo``: :func:`~dmondrian._dask.written_check.finish_written`."""
     timeout = check_stall_timeout(options["stall_timeout"])
     c, owned = resolve_client(options.pop("client"))
     progress = options["progress"]
     try:
-        top = plan(ddf, quasi_identifiers, k, client=c, _defer_counts=defer_counts, **options)
+        top = plan(ddf, quasi_identifiers, k, client=c, _defer_counts=defer_counts,
+                   _check_in_write=check_in_write, **options)
         start = time.perf_counter()
         try:
             with stall_timeout(timeout):
@@ -433,7 +446,8 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_count
             undone = time.perf_counter() - start
             with warnings.catch_warnings():  # the first plan has warned already
                 warnings.simplefilter("ignore", IdentifyingColumnWarning)
-                top = plan(ddf, quasi_identifiers, k, client=c, **options)
+                top = plan(ddf, quasi_identifiers, k, client=c, _check_in_write=check_in_write,
+                           **options)
             top.timings["first attempt (undone: a count disallowed a cut)"] = undone
             start = time.perf_counter()
             with stall_timeout(timeout):
@@ -450,6 +464,7 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_count
             fewest = n - suppression.most_dropped(n, top.options)
             if not fewest <= written <= n:
                 raise RuntimeError(f"dmondrian: wrote {written} rows of {n}")
+            finish_written(result, top, undo)
         return top
     finally:
         release(owned)
@@ -476,5 +491,5 @@ def _write_parquet(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
     shuffled, spec = route_and_shuffle(ddf, top, shuffle_method)
     return shuffled.map_partitions(write_output_partition, spec, constant(sink, "sink"),
                                    output_meta(ddf._meta, top),
-                                   meta=pd.DataFrame({"rows": np.zeros(0, dtype=np.int64)}),
+                                   meta=written_meta(top.written_check),
                                    clear_divisions=True)

@@ -36,8 +36,10 @@ if it has none). Default means numbering the rows consecutively (a
 RangeIndex, or the row positions a sorted Dask release gets back): such an
 index tells no more than the rows' order.
 
-On the Dask engine the check costs no pass of its own: the domain pass
-(:mod:`dmondrian._dask.domain_pass`) also reads the candidate columns and
+On the Dask engine the check costs no pass of its own: the pass that writes
+the release (:mod:`dmondrian._dask.written_check`, for
+``anonymize_to_parquet``), else the domain pass
+(:mod:`dmondrian._dask.domain_pass`), also reads the candidate columns and
 keeps a HyperLogLog sketch of each (``dask.dataframe.hyperloglog``), and
 the warning fires when the estimated count of distinct values is at least
 :data:`UNIQUE_SHARE` of the rows. That is a necessary condition of the

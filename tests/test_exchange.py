@@ -115,13 +115,18 @@ def test_writers_and_cli_on_the_keys_path(cluster, tmp_path):
     ddf = dd.read_parquet(src)
     qis = ["age", "zip", "income", "when", "grade"]
     written = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", IdentifyingColumnWarning)
-        for exchange in ("rows", "keys"):
+    for exchange in ("rows", "keys"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             top = D.anonymize_to_parquet(ddf, tmp_path / exchange, qis, 10, client=cluster,
                                          leaf_rows=800, class_column="cls", exchange=exchange)
-            assert top.exchange == exchange
-            written[exchange] = pd.read_parquet(tmp_path / exchange).set_index("payload")
+        assert top.exchange == exchange
+        # The write tasks found the id column (the domain pass read only the QIs).
+        assert top.written_check is not None
+        assert [f.column for f in top.identifying] == ["payload"]
+        assert [w.message.column for w in caught
+                if issubclass(w.category, IdentifyingColumnWarning)] == ["payload"]
+        written[exchange] = pd.read_parquet(tmp_path / exchange).set_index("payload")
     _assert_same_release(written["rows"].sort_index(), written["keys"].sort_index())
     # Output file i holds input file i's rows.
     for i in range(4):
@@ -135,6 +140,17 @@ def test_writers_and_cli_on_the_keys_path(cluster, tmp_path):
     cli = pd.read_csv(csv).set_index("payload").sort_index()
     assert len(cli) == len(df)
     assert cli.groupby(qis[:4]).size().min() >= 10
+
+
+def test_an_identifying_column_raised_as_an_error_leaves_no_file(cluster, tmp_path):
+    ddf = dd.from_pandas(mixed_table(3000, seed=8), npartitions=3)
+    for exchange in ("rows", "keys"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", IdentifyingColumnWarning)
+            with pytest.raises(IdentifyingColumnWarning, match="payload"):
+                D.anonymize_to_parquet(ddf, tmp_path / exchange, ["age", "zip"], 10,
+                                       client=cluster, leaf_rows=800, exchange=exchange)
+        assert not list((tmp_path / exchange).glob("*.parquet"))
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow,

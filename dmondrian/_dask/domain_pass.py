@@ -19,26 +19,22 @@ from .._compat import known_partition_lengths
 from .._kernel.constants import INT_MIN, MISSING_KEY
 from .._kernel.scan import _code_counts, _count_codes, _int_bounds, _key_bounds
 from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
-from ..identifiers import (
-    candidates,
-    distinct_sketch,
-    estimate_identifying,
-    merge_distinct,
-    released_as_is,
-)
+from ..identifiers import DistinctSketch, distinct_sketch, estimate_identifying, merge_distinct
 from ..kinds import kind_spec
 from ..kinds.keys import arrow_int32_chunks, arrow_string_chunks
-from ..person_keys import person_key_columns, warn_person_keys
+from ..person_keys import person_key_columns
 from .cluster import run
+from .exchange import exchanged_bytes
 from .global_domain import GlobalDomain, encode_keys
 from .graph import column_partitions, tree_reduce
 from .memory import check_fits, measure_workers
 from .options import LEAF_ROWS_MIN, DaskOptions, guess_row_bytes, least_row_bytes, sizing
 from .routing import row_positions, sample_below
 from .sketch import Summary
+from .written_check import identifying_check
 
-__all__ = ["run_domain_pass", "DomainSketch", "domain_sketch", "merge_domain", "build_domain",
-           "probe_first_partition"]
+__all__ = ["run_domain_pass", "DomainSketch", "domain_sketch",
+           "merge_domain", "build_domain", "probe_first_partition"]
 
 
 @dataclass
@@ -312,8 +308,14 @@ def probe_first_partition(part: pd.DataFrame):
     return rows, float(part.memory_usage(deep=True).sum()) / rows if rows else None
 
 
-def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int):
+def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
+                    check_identifying: bool = True):
     """Pass 1: the global domain, the root's summary, and the leaf size.
+
+    With ``check_identifying`` False the pass reads only the QIs: the
+    identifying-column check is left to the pass that writes the release,
+    which reads every column anyway (:func:`dmondrian._dask.leaves.written`);
+    the person-key check still reads the first partition's candidates.
 
     Returns
     -------
@@ -326,7 +328,12 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int):
         With the largest partition's rows.
     identifying : list of dmondrian.identifiers.IdentifyingColumn
         Columns released as is that single out rows (estimated from sketches
-        of distinct values kept in this same pass).
+        of distinct values kept in this same pass; empty when not
+        ``check_identifying``).
+    person_keys : list
+        The candidates that look like a person key on the first partition
+        (:func:`dmondrian.person_keys.person_key_columns`), less those in
+        ``identifying``; the caller warns.
 
     Raises
     ------
@@ -337,49 +344,56 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int):
     from dask import delayed
 
     lengths = known_partition_lengths(ddf)
-    probe = None
+    probe = first = None
     if lengths is None or opts.leaf_rows is None:
         # The first partition, read alongside the pass, gives the row size of
         # the default leaf_rows and, without known lengths, the table's size.
-        probe = delayed(probe_first_partition, pure=True)(ddf.to_delayed()[0])
+        first = ddf.to_delayed()[0]
+        probe = delayed(probe_first_partition, pure=True)(first)
     mem = measure_workers(client)
-    # A lower bound of the row size: only a cluster that cannot work is refused
-    # before the data is read (the plan checks again on measured rows).
-    check_fits(mem, least_row_bytes(ddf._meta), len(opts.qis),
-               max(lengths) if lengths else 0,
-               smallest_leaf(opts, sum(lengths) if lengths else None))
+    # A lower bound of the row size, on the path needing less (the keys path's
+    # keys at a byte each): only a cluster that cannot work is refused before
+    # the data is read (the plan checks again on measured rows).
+    least = least_row_bytes(ddf._meta)
+    check_fits(mem, least, len(opts.qis), max(lengths) if lengths else 0,
+               smallest_leaf(opts, sum(lengths) if lengths else None),
+               (None, exchanged_bytes(ddf._meta, least, opts, float(len(opts.qis)))[1]))
     per_thread = None if mem is None else mem.per_thread
     sized = delayed(sizing, pure=True)(
         probe, None if lengths is None else sum(lengths), ddf.npartitions, opts.leaf_rows,
         per_thread, guess_row_bytes(ddf._meta), len(opts.qis), opts.k, sample_rows)
     meta = ddf._meta
-    checked = [c for c in candidates(meta.dtypes, meta.index, released_as_is(meta.columns, opts))
-               if c not in opts.allow_unique]
-    parts = column_partitions(ddf, [*opts.qis, *(c for c in checked if c in meta.columns)])
+    checked, index_name = identifying_check(meta, opts)
+    present = [c for c in checked if c in meta.columns]
+    parts = column_partitions(ddf, [*opts.qis, *(present if check_identifying else ())])
     sketch_d = delayed(domain_sketch, pure=True)
     kernel_kinds = [kind_spec(kind).kernel_kind_of(meta[q].dtype)
                     for q, kind in zip(opts.qis, opts.kinds, strict=True)]
     partials = [sketch_d(p, i, opts.qis, opts.kinds, sized.sample_size, rate=sized.rate,
                          kernel_kinds=kernel_kinds)
                 for i, p in enumerate(parts)]
+    # Without the identifying check, an empty sketch stands in (no task).
     distinct = tree_reduce([delayed(distinct_sketch, pure=True)(p, checked) for p in parts],
-                           merge_distinct)
+                           merge_distinct) if check_identifying else delayed(DistinctSketch({}))
     # Person keys are looked for on the first partition, whose read the pass
-    # shares: a person's rows usually sit together, and the rule samples
-    # whole values anyway (dmondrian.person_keys).
+    # shares (its QIs' or the probe's): a person's rows usually sit together,
+    # and the rule samples whole values anyway (dmondrian.person_keys).
     jobs = [tree_reduce(partials, merge_domain), sized, distinct]
     if opts.entity is None and parts:
-        jobs.append(delayed(person_key_columns, pure=True)(
-            parts[0], [c for c in checked if c in meta.columns], opts.qis))
+        if check_identifying or not present:
+            first = parts[0]
+        elif first is None:
+            first = column_partitions(ddf, [*opts.qis, *present])[0]
+        jobs.append(delayed(person_key_columns, pure=True)(first, present, opts.qis))
     merged, sized, distinct, *keyish = run(client, jobs, progress, "pass 1: global domain")
     keyish = keyish[0] if keyish else []
     domain, root = build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta)
-    index_name = None if not checked or checked[-1] in meta.columns else checked[-1]
-    identifying = estimate_identifying(distinct, merged.n, index_name)
+    identifying = (estimate_identifying(distinct, merged.n, index_name)
+                   if check_identifying else [])
     flagged = {f.column for f in identifying}
-    warn_person_keys([f for f in keyish if f[0] not in flagged])
     return (domain, root, merged.positional_index,
-            replace(sized, largest_partition=merged.largest), identifying)
+            replace(sized, largest_partition=merged.largest), identifying,
+            [f for f in keyish if f[0] not in flagged])
 
 
 def smallest_leaf(opts: DaskOptions, n_rows: int | None = None) -> int:

@@ -26,11 +26,13 @@ from .columns import PARTITION, leaf_inputs
 from .counting_write import counted_shuffle
 from .graph import constant
 from .leaves import TEXT, class_columns, conform, label_columns, output_partition_frame
+from .memory import leaf_rows_for
 from .plan import TopPlan, Verdict
 from .routing import row_offsets
 from .shuffle import route_and_shuffle
+from .written_check import written, written_meta
 
-__all__ = ["EXCHANGES", "choose_exchange", "exchanged_bytes", "published_meta",
+__all__ = ["EXCHANGES", "choose_exchange", "exchanged_bytes", "shipped_sizes", "published_meta",
            "publish_output_partition", "merge_input_partition", "anonymize_keys",
            "write_keys"]
 
@@ -92,6 +94,24 @@ def choose_exchange(requested, meta: pd.DataFrame, row_bytes: float, options,
         return requested
     rows, keys = exchanged_bytes(meta, row_bytes, options, key_bytes)
     return "keys" if rows >= KEYS_ADVANTAGE * keys else "rows"
+
+
+def shipped_sizes(exchange: str, meta: pd.DataFrame, sizing, options, key_bytes: float
+                  ) -> tuple[float | None, int]:
+    """What a row ships on the keys path (None on the whole-row path) and the leaf size.
+
+    A leaf of the keys path holds what its rows ship, not the rows: a default
+    leaf size (``options.leaf_rows`` None) is then sized on that, never below
+    the domain pass's (whose sample, sized for the smaller leaf, suffices).
+    ``sizing`` is the domain pass's :class:`~dmondrian._dask.options.Sizing`.
+    """
+    if exchange != "keys":
+        return None, sizing.leaf_rows
+    shipped = exchanged_bytes(meta, sizing.row_bytes, options, key_bytes)[1]
+    if options.leaf_rows is not None:
+        return shipped, sizing.leaf_rows
+    return shipped, max(sizing.leaf_rows,
+                        leaf_rows_for(sizing.per_thread, shipped, len(options.qis)))
 
 
 def _columns_bytes(meta: pd.DataFrame, columns) -> float:
@@ -254,7 +274,7 @@ def write_keys(ddf, top: TopPlan, sink, shuffle_method, release_meta,
 
     back, verdict, spec = _published(ddf, top, release_meta, shuffle_method, oversized_ok)
     written = dd.map_partitions(_write_input_partition, ddf, back, spec, constant(sink, "sink"),
-                                release_meta, meta=pd.DataFrame({"rows": np.zeros(0, np.int64)}),
+                                release_meta, meta=written_meta(top.written_check),
                                 align_dataframes=False, clear_divisions=True)
     return written if verdict is None else [*written.to_delayed(optimize_graph=True), verdict]
 
@@ -262,4 +282,5 @@ def write_keys(ddf, top: TopPlan, sink, shuffle_method, release_meta,
 def _write_input_partition(df, back, top: TopPlan, sink, meta, partition_info=None):
     frame = merge_input_partition(df, back, top, meta, partition_info)
     number = partition_info["number"] if partition_info else 0
-    return pd.DataFrame({"rows": [sink.write(frame, number)]})
+    # The input partition as read, index included: what the domain pass would sketch.
+    return written(sink.write(frame, number), df, top.written_check)

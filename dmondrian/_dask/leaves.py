@@ -33,6 +33,7 @@ from .parquet_sink import ParquetSink, empty_like
 from .plan import TopPlan, Verdict
 from .routing import leaf_order, row_offsets
 from .shipped_keys import gather_keys, partition_encodings
+from .written_check import written
 
 __all__ = ["output_partition_frame", "anonymize_output_partition", "write_output_partition",
            "publish_leaves", "output_meta", "lazy_meta", "label_columns", "class_columns",
@@ -278,7 +279,9 @@ def write_output_partition(df: pd.DataFrame, top: TopPlan, sink: ParquetSink,
     # Labels stay Categoricals: the sink writes them as Parquet dictionaries.
     frame = conform(frame, meta, keep=labels)
     number = partition_info["number"] if partition_info else 0
-    return pd.DataFrame({"rows": [sink.write(frame, number)]})
+    check = top.written_check
+    return written(sink.write(frame, number), frame,
+                   None if check is None else check.for_rows_path(top.positional_index))
 
 
 def text_labels(column: pd.Series) -> pd.Series:

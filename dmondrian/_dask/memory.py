@@ -213,11 +213,12 @@ def smallest_limit(mem: WorkerMemory, row_bytes: float, n_qis: int, partition_ro
 
 
 def check_fits(mem: WorkerMemory | None, row_bytes: float, n_qis: int, partition_rows: int,
-               leaf_rows: int, shuffled_bytes: float | None = None) -> None:
+               leaf_rows: int, shuffled_bytes: float | None | tuple = None) -> None:
     """Raise :class:`~dmondrian.errors.MemoryLimitError` when no plan fits the workers.
 
     ``shuffled_bytes``: a row's bytes through the shuffles when only keys
-    travel (None: the whole row, :func:`smallest_limit`).
+    travel (None: the whole row, :func:`smallest_limit`); a tuple of such
+    values (before the path is chosen) refuses only when none fits.
 
     Examples
     --------
@@ -229,8 +230,9 @@ def check_fits(mem: WorkerMemory | None, row_bytes: float, n_qis: int, partition
     """
     if mem is None:
         return
-    smallest = smallest_limit(mem, row_bytes, n_qis, partition_rows, leaf_rows,
-                              shuffled_bytes)
+    paths = shuffled_bytes if isinstance(shuffled_bytes, tuple) else (shuffled_bytes,)
+    smallest = min(smallest_limit(mem, row_bytes, n_qis, partition_rows, leaf_rows, s)
+                   for s in paths)
     if mem.limit >= smallest:
         return
     raise MemoryLimitError(

@@ -122,6 +122,13 @@ class ParquetSink:
             pq.write_table(table, fh, **self.options)
         return int(table.num_rows)
 
+    def remove(self, files: int) -> None:
+        """Remove ``part.0`` to ``part.<files - 1>`` (a release refused once written)."""
+        for number in range(int(files)):
+            path = f"{self.root}/part.{number}.parquet"
+            if self.fs.exists(path):
+                self.fs.rm(path)
+
 
 def release_schema(meta: pd.DataFrame, label_columns, write_index: bool = True) -> pa.Schema:
     """The Arrow schema of a release shaped like ``meta``: labels ``dictionary<int32, string>``.

@@ -115,6 +115,9 @@ class TopPlan:
     #: the columns the leaves read; each input partition is read again and
     #: written with its published values, :mod:`dmondrian._dask.exchange`).
     exchange: str = "rows"
+    #: The identifying-column check the write tasks do, for a plan whose domain pass
+    #: left it to them (:class:`dmondrian._dask.written_check.WrittenCheck`; None: done).
+    written_check: object = None
 
     @property
     def travelling(self) -> list | None:

@@ -1,0 +1,131 @@
+"""The identifying-column check done by the pass that writes the release.
+
+The writers' last pass reads every column of every row to write it; the
+tasks that write also keep a distinct-value sketch of the columns released
+as is (:func:`dmondrian.identifiers.distinct_sketch`), returned beside their
+row counts. The client merges them and warns before the job returns, so
+before the command line publishes its temporary output
+(:func:`dmondrian.io.atomic_output`); the domain pass then reads only the
+QIs. See docs/design.md, section "Step 1: the domain pass".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..identifiers import (
+    candidates,
+    distinct_sketch,
+    estimate_identifying,
+    merge_distinct,
+    released_as_is,
+    warn_identifying,
+)
+from ..person_keys import warn_person_keys
+
+__all__ = ["WrittenCheck", "DISTINCT", "identifying_check", "checked_now_or_later", "written",
+           "written_meta", "finish_written"]
+
+#: The column of a write task's result holding its sketch.
+DISTINCT = "distinct"
+
+
+def identifying_check(meta: pd.DataFrame, opts) -> tuple[list, object]:
+    """What the identifying-column check sketches: the candidate columns released as is
+    (the index's name last when the index is one) and that index name (None if not).
+
+    See :func:`dmondrian.identifiers.candidates`.
+    """
+    checked = [c for c in candidates(meta.dtypes, meta.index, released_as_is(meta.columns, opts))
+               if c not in opts.allow_unique]
+    index_name = None if not checked or checked[-1] in meta.columns else checked[-1]
+    return checked, index_name
+
+
+@dataclass(frozen=True)
+class WrittenCheck:
+    """What the write tasks sketch, and what the client warns about once they are done.
+
+    Attributes
+    ----------
+    columns : list
+        The candidate columns (:func:`dmondrian.identifiers.candidates`), the
+        index's name last when the index is one.
+    index_name : object
+        That index name, None when the index is not a candidate.
+    person_keys : list
+        Person keys found on the first partition by the domain pass
+        (:func:`dmondrian.person_keys.person_key_columns`), warned with the
+        identifying columns, unless one of those already names them.
+    """
+
+    columns: list
+    index_name: object = None
+    person_keys: list = field(default_factory=list)
+
+    @classmethod
+    def of(cls, meta: pd.DataFrame, opts, person_keys) -> WrittenCheck:
+        """The check of a table shaped like ``meta`` under checked options ``opts``."""
+        return cls(*identifying_check(meta, opts), person_keys)
+
+    def for_rows_path(self, positional_index: bool) -> WrittenCheck:
+        """The check of a whole-row release: without the index when it was the row
+        positions (the shuffle restores it as global positions, unique by nature)."""
+        if self.index_name is None or not positional_index:
+            return self
+        return WrittenCheck([c for c in self.columns if c != self.index_name], None,
+                            self.person_keys)
+
+    def finish(self, sketches, n_rows: int) -> list:
+        """Merge the write tasks' sketches, warn (person keys, then the identifying
+        columns) and return the :class:`~dmondrian.identifiers.IdentifyingColumn` found."""
+        sketches = [s for s in sketches if s is not None]
+        found = (estimate_identifying(merge_distinct(*sketches), n_rows, self.index_name)
+                 if sketches else [])
+        flagged = {f.column for f in found}
+        warn_person_keys([f for f in self.person_keys if f[0] not in flagged])
+        warn_identifying(found)
+        return found
+
+
+def checked_now_or_later(later: bool, meta: pd.DataFrame, opts, identifying: list,
+                         person_keys: list) -> WrittenCheck | None:
+    """The check the write tasks are to do when ``later``; else warn now on what the
+    domain pass found (person keys, then identifying columns) and return None."""
+    if later:
+        return WrittenCheck.of(meta, opts, person_keys)
+    warn_person_keys(person_keys)
+    warn_identifying(identifying)
+    return None
+
+
+def written(rows: int, df: pd.DataFrame, check: WrittenCheck | None) -> pd.DataFrame:
+    """A write task's result: its row count and, with a ``check``, the sketch of ``df``."""
+    out = pd.DataFrame({"rows": [int(rows)]})
+    if check is not None:
+        out[DISTINCT] = pd.Series([distinct_sketch(df, check.columns)], dtype=object)
+    return out
+
+
+def written_meta(check: WrittenCheck | None) -> pd.DataFrame:
+    """The empty frame of :func:`written`'s results."""
+    out = pd.DataFrame({"rows": pd.Series([], dtype="int64")})
+    if check is not None:
+        out[DISTINCT] = pd.Series([], dtype=object)
+    return out
+
+
+def finish_written(result: pd.DataFrame, top, undo=None) -> None:
+    """Warn on the write tasks' sketches in ``result`` (one row per file written), and
+    keep what was found in ``top.identifying``; ``undo(files)`` removes the files
+    written when a warning is raised as an error."""
+    if DISTINCT not in result.columns:
+        return
+    try:
+        top.identifying = top.written_check.finish(result[DISTINCT], top.domain.n_rows)
+    except BaseException:
+        if undo is not None:
+            undo(len(result))
+        raise
