@@ -44,6 +44,8 @@ from ._dask.cluster import (
 from ._dask.counting_write import anonymize_counting, cuts_certain, write_parquet_counting
 from ._dask.cut_tree import flatten, leaf_nodes
 from ._dask.domain_pass import run_domain_pass
+from ._dask.entity_noise import class_shares
+from ._dask.entity_pairs import keep_pair_cuts, node_pair_counts
 from ._dask.entity_pass import keep_entity_cuts, leaf_entities
 from ._dask.exchange import (
     anonymize_keys,
@@ -142,16 +144,19 @@ def anonymize(ddf, quasi_identifiers, k, **options):
         stays within ``floor(suppression * n)``, and each leaf suppresses
         none or at least ``k`` rows, so the masked rows form one class of at
         least ``k`` (:mod:`dmondrian.suppression`).
-    entity
+    entity, max_contributions, max_classes
         As in :func:`dmondrian.local.anonymize`: every class holds ``k``
-        distinct entities. After the top phase, one pass keeps up to ``k``
-        distinct entity ids of every leaf (exact ids, hashed; enough to
-        decide ">= k" exactly) and undoes any cut whose children hold fewer;
-        the column travels to the leaves with the rows, whose local runs
-        count entities below, and is never written. With ``entity``, the Dask
-        engine takes distinct l only (not entropy, recursive l or t) and no
-        noise (the contributions of an entity are bounded across the whole
-        release, which the leaves, finished apart, cannot do).
+        distinct entities, l and t count (entity, value) pairs, and noise
+        bounds each entity's contributions with the same scale. Each leaf's
+        people are counted exactly (up to ``k`` distinct entity ids per
+        leaf, hashed; enough to decide ">= k"), in the shuffle pass when the
+        writers defer their counts, else in a pass of their own, and a cut
+        whose children hold fewer is undone. With l or t, one pass counts
+        the exact (entity, value) pairs of every region of the top phase
+        instead. With noise, one pass shares each entity's ``max_classes``
+        among the leaves it has rows in. The column travels to the leaves
+        with the rows, whose local runs count entities below, and is never
+        written. See docs/design.md, section "Entities".
     l, l_kind, c, t, sensitive, constraints
         l-diversity and t-closeness, as in :func:`dmondrian.local.anonymize`.
         After the top phase, one pass counts the sensitive values of every
@@ -285,14 +290,25 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     if opts.sensitive is not None:
         sens = sensitive_domain(client, ddf, opts, progress)
         passes += 2
-        keep_diverse_cuts(nodes, leaf_histograms(client, ddf, opts, domain, nodes, sens,
-                                                 progress), sens)
+        if opts.entity is None:
+            keep_diverse_cuts(nodes, leaf_histograms(client, ddf, opts, domain, nodes, sens,
+                                                     progress), sens)
+        else:
+            # People, not rows: k, l and t on exact (entity, value) pairs, in one pass.
+            sens = keep_pair_cuts(nodes, node_pair_counts(client, ddf, opts, domain, nodes,
+                                                          sens, progress), sens, opts)
         lap("sensitive passes")
-    if opts.entity is not None:
+    elif opts.entity is not None and counted:
+        # (Uncounted, the shuffle pass counts the people too: counting_write.)
         keep_entity_cuts(nodes, leaf_entities(client, ddf, opts, domain, nodes, progress),
                          opts.k)
         passes += 1
         lap("entity pass")
+    shares = None
+    if opts.entity is not None and opts.noise:
+        shares = class_shares(client, ddf, opts, domain, nodes, progress)
+        passes += 1
+        lap("entity shares pass")
     leaves = leaf_nodes(nodes)
     counts = _estimated_counts(nodes, leaves)
     depths = np.asarray([nodes[j].depth for j in leaves], dtype=np.int64)
@@ -301,7 +317,8 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
                    leaf_rows, opts, list(ddf.columns), ddf._meta.index.name, sens, timings,
                    cores_per_worker(client), positional, counted,
                    encodings=qi_encodings(domain, ddf._meta), identifying=identifying,
-                   exchange=exchange, written_check=written_check, **sizes.as_plan_fields())
+                   exchange=exchange, written_check=written_check, class_shares=shares,
+                   **sizes.as_plan_fields())
 
 
 def _release_writer(ddf, top: TopPlan, shuffle_method):

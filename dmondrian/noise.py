@@ -445,9 +445,13 @@ def _rank_in_runs(keys: np.ndarray) -> np.ndarray:
 
 
 def bound_contributions(class_of_row: np.ndarray, entity_codes: np.ndarray,
-                        max_classes: int, max_contributions: int, rng) -> np.ndarray:
+                        max_classes, max_contributions: int, rng) -> np.ndarray:
     """Rows kept in the noised means: per entity, ``max_classes`` classes and
     ``max_contributions`` rows in each, sampled with ``rng``.
+
+    ``max_classes`` is an int, or an array giving each entity code its own
+    (the Dask engine's share of an entity's classes in one leaf; see
+    :mod:`dmondrian._dask.entity_noise`).
 
     Examples
     --------
@@ -465,7 +469,9 @@ def bound_contributions(class_of_row: np.ndarray, entity_codes: np.ndarray,
     # Classes of each entity in a random order; the first max_classes count.
     order = np.lexsort((rng.random(len(pair_key)), pair_key // width))
     keep_pair = np.empty(len(pair_key), dtype=bool)
-    keep_pair[order] = _rank_in_runs(pair_key[order] // width) < max_classes
+    allowed = (max_classes if np.ndim(max_classes) == 0
+               else np.asarray(max_classes, dtype=np.int64)[pair_key[order] // width])
+    keep_pair[order] = _rank_in_runs(pair_key[order] // width) < allowed
     # Rows of each (entity, class) in a random order; the first max_contributions count.
     order = np.lexsort((rng.random(n), pair))
     kept = np.empty(n, dtype=bool)
@@ -476,7 +482,7 @@ def bound_contributions(class_of_row: np.ndarray, entity_codes: np.ndarray,
 def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
                   specs: list[NoiseSpec], random_state=None, *, class_runs=None,
                   run_ids=None, entity_codes=None, max_contributions: int = 1,
-                  max_classes: int = 1) -> dict:
+                  max_classes: int = 1, class_shares=None) -> dict:
     """The published values of the noised columns, row-aligned with ``frame``.
 
     Parameters
@@ -500,6 +506,10 @@ def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
         Each row's entity: contributions are then bounded per entity
         (``max_classes`` classes, ``max_contributions`` rows in each; see the
         module docstring) and the noise scaled so epsilon holds per entity.
+    class_shares : ndarray of int, optional
+        With ``entity_codes`` on the Dask engine: the classes each entity
+        code may count in here, its share of ``max_classes`` (which still
+        sets the noise scale).
 
     Returns
     -------
@@ -522,8 +532,9 @@ def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
     class_of_row = np.asarray(class_of_row, dtype=np.int64)
     kept, contributions = None, 1
     if entity_codes is not None:
-        kept = bound_contributions(class_of_row, entity_codes, max_classes, max_contributions,
-                                   _selection_rng(random_state, run_ids))
+        kept = bound_contributions(class_of_row, entity_codes,
+                                   max_classes if class_shares is None else class_shares,
+                                   max_contributions, _selection_rng(random_state, run_ids))
         contributions = max_classes * max_contributions
     sizes = np.bincount(class_of_row, weights=kept, minlength=n_classes).astype(np.float64)
     out = {}

@@ -13,11 +13,14 @@ shuffle pass".
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
-from .columns import LEAF
+from .columns import LEAF, carried
 from .cut_tree import CutTree
+from .entity_pass import entity_hashes, merge_smallest, smallest_per_leaf
 from .graph import constant, sum_arrays, tree_reduce
 from .leaves import anonymize_output_partition, lazy_meta, output_meta, write_output_partition
 from .parquet_sink import ParquetSink
@@ -31,9 +34,23 @@ __all__ = ["leaf_counts", "settle", "cuts_certain", "write_parquet_counting",
            "anonymize_counting", "counted_shuffle"]
 
 
-def leaf_counts(routed: pd.DataFrame, n_leaves: int) -> np.ndarray:
-    """Rows of every leaf in one routed input partition."""
-    return np.bincount(routed[LEAF].to_numpy(dtype=np.int64), minlength=n_leaves)
+def leaf_counts(routed: pd.DataFrame, n_leaves: int, entity=None, k: int = 1):
+    """Rows of every leaf in one routed input partition; with an ``entity`` column,
+    also up to ``k`` distinct entity ids of every leaf
+    (:func:`~.entity_pass.smallest_per_leaf`)."""
+    leaf = routed[LEAF].to_numpy(dtype=np.int64)
+    counts = np.bincount(leaf, minlength=n_leaves)
+    if entity is None:
+        return counts
+    return counts, smallest_per_leaf(leaf, entity_hashes(routed[entity]), k)
+
+
+def _merge_counts(*parts, k: int):
+    """Sum the row counts; unite the entity ids, each leaf's ``k`` smallest kept."""
+    if not isinstance(parts[0], tuple):
+        return sum_arrays(*parts)
+    return (sum_arrays(*(p[0] for p in parts)),
+            merge_smallest(*(p[1] for p in parts), k=k))
 
 
 def _subtrees(tree: CutTree, counts: np.ndarray):
@@ -64,6 +81,12 @@ def settle(counts: np.ndarray, top: TopPlan, oversized_ok: bool = False) -> Verd
     :class:`~.plan.Recount` before anything is written.
     """
     tree, k = top.tree, top.options.k
+    people = None
+    if isinstance(counts, tuple):
+        counts, people = counts[0], _subtree_people(tree, *counts[1], k)
+        if len(people[0]) < k:
+            # Too few people in the whole table: the counted plan says so.
+            raise Recount(f"the table holds fewer than k={k} entities")
     sub, first, last = _subtrees(tree, counts)
     root = np.arange(top.n_leaves, dtype=np.int64)
     depth = top.leaf_depths.copy()
@@ -74,11 +97,13 @@ def settle(counts: np.ndarray, top: TopPlan, oversized_ok: bool = False) -> Verd
         if tree.qi[i] < 0:
             continue
         lt, rt = tree.left[i], tree.right[i]
-        if sizes_allowed(sub[lt], sub[rt], k):
+        if sizes_allowed(sub[lt], sub[rt], k) and (
+                people is None or min(len(people[lt]), len(people[rt])) >= k):
             stack.extend(((lt, level + 1), (rt, level + 1)))
             continue
         if partition_of[first[i]] != partition_of[last[i]]:
-            raise Recount(f"a cut with {sub[lt]} | {sub[rt]} rows spans output partitions")
+            raise Recount(f"a cut with {sub[lt]} | {sub[rt]} rows (or fewer than k={k} "
+                          "entities on a side) spans output partitions")
         undone += 1
         root[first[i]:last[i] + 1] = first[i]
         depth[first[i]:last[i] + 1] = level
@@ -89,6 +114,18 @@ def settle(counts: np.ndarray, top: TopPlan, oversized_ok: bool = False) -> Verd
         raise Recount(f"an output partition holds {int(per_partition.max())} rows, "
                       f"over twice the {planned} planned")
     return Verdict(np.asarray(counts, dtype=np.int64), root, depth, undone)
+
+
+def _subtree_people(tree: CutTree, leaf: np.ndarray, ids: np.ndarray, k: int) -> list:
+    """Up to ``k`` distinct entity ids below every node of ``tree`` (from each leaf's)."""
+    m = tree.qi.shape[0]
+    out = [None] * m
+    for i in range(m - 1, -1, -1):
+        if tree.qi[i] < 0:
+            out[i] = ids[leaf == tree.leaf[i]]
+        else:
+            out[i] = np.union1d(out[tree.left[i]], out[tree.right[i]])[:k]
+    return out
 
 
 def cuts_certain(tree: CutTree, partition_of_leaf: np.ndarray, root: Summary, k: int) -> bool:
@@ -139,7 +176,13 @@ def counted_shuffle(ddf, top: TopPlan, shuffle_method, oversized_ok: bool = Fals
     # Delayed routed partitions, so that the counts and the shuffle share them.
     routed = routed_partitions(ddf, top, spec)
     count = delayed(leaf_counts, pure=True)
-    totals = tree_reduce([count(r, top.n_leaves) for r in routed], sum_arrays)
+    entity, k = top.options.entity, top.options.k
+    if entity is not None:
+        # The entity column travels under its shipped name.
+        _, internal, names = carried(top.options.qis, top.columns, top.travelling)
+        entity = internal[names.index(entity)]
+    totals = tree_reduce([count(r, top.n_leaves, entity, k) for r in routed],
+                         functools.partial(_merge_counts, k=k))
     verdict = delayed(settle, pure=True)(totals, spec, oversized_ok)
     routed_ddf = dd.from_delayed(routed, meta=routed_meta(ddf, top), verify_meta=False)
     shuffled = to_output_partitions(routed_ddf, len(top.output_partitions), shuffle_method)

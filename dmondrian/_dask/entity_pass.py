@@ -33,7 +33,8 @@ from .global_domain import encode_keys
 from .graph import column_partitions, constant, tree_reduce
 from .routing import route, row_positions
 
-__all__ = ["entity_hashes", "smallest_per_leaf", "leaf_entities", "keep_entity_cuts"]
+__all__ = ["entity_hashes", "smallest_per_leaf", "merge_smallest", "leaf_entities",
+           "keep_entity_cuts"]
 
 
 def entity_hashes(values: pd.Series) -> np.ndarray:
@@ -80,7 +81,8 @@ def _partition_entities(df, partition_number, tree, domain, column, k):
     return smallest_per_leaf(leaf, entity_hashes(df[column]), k)
 
 
-def _merge(*parts, k):
+def merge_smallest(*parts, k):
+    """Unite ``(leaf, ids)`` partials of :func:`smallest_per_leaf`, ``k`` smallest kept."""
     return smallest_per_leaf(np.concatenate([p[0] for p in parts]),
                              np.concatenate([p[1] for p in parts]), k)
 
@@ -94,7 +96,7 @@ def leaf_entities(client, ddf, opts, domain, nodes, progress) -> dict:
     parts = column_partitions(ddf, [*opts.qis, opts.entity])
     one = delayed(_partition_entities, pure=True)
     partials = [one(p, i, tree, domain, opts.entity, opts.k) for i, p in enumerate(parts)]
-    leaf, ids = run(client, tree_reduce(partials, functools.partial(_merge, k=opts.k)),
+    leaf, ids = run(client, tree_reduce(partials, functools.partial(merge_smallest, k=opts.k)),
                     progress, "pass: entities per leaf")
     return {j: ids[leaf == slot] for slot, j in enumerate(leaves)}
 

@@ -28,6 +28,7 @@ from ..kinds import kind_spec
 from ..local import kernel_rules, partition, publish, riding_codes
 from ..noise import noise_groups, noisy_columns
 from .columns import INDEX, LEAF, carried, key_names
+from .entity_pass import entity_hashes
 from .memory import release_freed_memory
 from .parquet_sink import ParquetSink, empty_like
 from .plan import TopPlan, Verdict
@@ -217,10 +218,28 @@ def _add_noise(out, frame, part, ids, starts, top, result=None) -> None:
     rows, groups, n_groups, runs = noise_groups(part.class_of_row, part.n_classes, starts,
                                                 result)
     source = frame if len(rows) == len(frame) else frame.iloc[rows]
+    per_person = {} if opts.entity is None else _per_person(source, rows, ids, starts,
+                                                            len(frame), top)
     noisy = noisy_columns(source, groups, n_groups, opts.noise, opts.random_state,
-                          class_runs=runs, run_ids=ids)
+                          class_runs=runs, run_ids=ids, **per_person)
     for column, values in noisy.items():
         out[column] = values
+
+
+def _per_person(source, rows, ids, starts, n, top) -> dict:
+    """The contribution bounds of the published rows ``source`` (positions ``rows``):
+    an entity in two leaves here is two entities, each with its share of
+    ``max_classes`` in its leaf (:mod:`dmondrian._dask.entity_noise`)."""
+    opts = top.options
+    run = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))[rows]
+    people = source[opts.entity]
+    codes = encode_entities(people, name=opts.entity)
+    pair, _ = pd.factorize(run * max(codes.n_entities, 1) + codes.codes)
+    shares = np.zeros(int(pair.max()) + 1 if len(pair) else 0, dtype=np.int64)
+    shares[pair] = top.class_shares.of_rows(np.asarray(ids, dtype=np.int64)[run],
+                                            entity_hashes(people))
+    return {"entity_codes": pair, "max_contributions": opts.max_contributions,
+            "max_classes": opts.max_classes, "class_shares": shares}
 
 
 def _class_ids(class_of_row, part, ids, starts, n) -> np.ndarray:

@@ -63,16 +63,6 @@ def check_dask_options(ddf, quasi_identifiers, k, leaf_rows, options) -> DaskOpt
     checked = check_options(ddf.columns, quasi_identifiers, k, index_name=ddf._meta.index.name,
                             **options)
     check_noise_dtypes(checked.noise, ddf._meta.dtypes)
-    if checked.entity is not None:
-        if checked.noise:
-            raise ParameterError("entity", "noise with entity= bounds each entity's "
-                                           "contributions over the whole release, which the "
-                                           "Dask engine cannot do yet; use the local engine")
-        if any(type(c).__name__ not in ("KAnonymity", "DistinctLDiversity")
-               for c in checked.constraints):
-            raise ParameterError("entity", "with entity=, the Dask engine takes distinct "
-                                           "l-diversity only (entropy and recursive l and t "
-                                           "count (entity, value) pairs); use the local engine")
     if leaf_rows is not None and (isinstance(leaf_rows, bool)
                                   or not isinstance(leaf_rows, numbers.Integral)
                                   or leaf_rows < 1):

@@ -118,6 +118,9 @@ class TopPlan:
     #: The identifying-column check the write tasks do, for a plan whose domain pass
     #: left it to them (:class:`dmondrian._dask.written_check.WrittenCheck`; None: done).
     written_check: object = None
+    #: With ``entity`` and ``noise``: each entity's share of ``max_classes`` in each
+    #: leaf (:class:`dmondrian._dask.entity_noise.ClassShares`).
+    class_shares: object = None
 
     @property
     def travelling(self) -> list | None:

@@ -30,12 +30,15 @@ def sensitive_domain(client, ddf, opts: DaskOptions, progress) -> SensitiveDomai
     """One pass: the sensitive values and counts; infeasible requests fail here.
 
     The domain is the local engine's (:func:`dmondrian.sensitive.sensitive_values`),
-    built from a distributed value count instead of the column.
+    built from a distributed value count instead of the column. With an
+    entity, the constraints read (entity, value) pairs, not rows: they are
+    checked on the pairs' counts (:mod:`.entity_pairs`), which also replace
+    the distribution here.
     """
     column = ddf[opts.sensitive]
     counts = run(client, column.value_counts(dropna=False), progress, "pass: sensitive values")
     values = sensitive_values(counts, column._meta.dtype, name=opts.sensitive)
-    for cst in opts.constraints:
+    for cst in opts.constraints if opts.entity is None else ():
         cst.check_distribution(values.counts)
     privacy = kernel_privacy(opts.constraints, np.zeros(1, dtype=np.int64), values.n_codes,
                              values.ordered, distribution=values.distribution())

@@ -67,7 +67,11 @@ def cut_regions(client, ddf, opts: DaskOptions, domain: GlobalDomain, root: Summ
                 roots.append(j)
         if not roots:
             break
-        if (defer_counts and passes == 1 and opts.sensitive is None and opts.entity is None
+        # With an entity, only a writer defers (it can count again on a
+        # Recount; the lazy result's test of certainty reads rows, not
+        # people), and not with noise, whose shares are dealt per leaf.
+        if (defer_counts and passes == 1 and opts.sensitive is None
+                and (opts.entity is None or (defer_counts is True and not opts.noise))
                 and not any(needs_cut(j) for j in leaf_nodes(nodes))
                 and (defer_counts is True or defer_counts(nodes))):
             # The domain sample planned the whole tree: its exact counts can
