@@ -269,3 +269,30 @@ def test_dask_release_equals_local_release(process_client, mode):
     pd.testing.assert_frame_equal(
         plan.transform(dd.from_pandas(fitted, npartitions=3)).compute(),
         dm.anonymize(fitted, QIS, 7, mode=mode))
+
+
+def test_cli_plan_on_dask_is_the_local_release(tmp_path, process_client):
+    from dmondrian.cli import main
+    from dmondrian.plans import plan_sha256
+
+    day1, day2 = tmp_path / "day1.csv", tmp_path / "day2.parquet"
+    _table(1500, 40, missing=False).to_csv(day1, index=False)
+    _table(600, 41).drop(columns="when").to_parquet(day2)
+    plan, local, on_dask = tmp_path / "plan.json", tmp_path / "local.csv", tmp_path / "dask.csv"
+    assert main(["anonymize", str(day1), str(tmp_path / "out1.csv"), "--k", "10",
+                 "--qi", "age,score,job", "--save-plan", str(plan), "--local",
+                 "--no-progress"]) == 0
+    assert main(["anonymize", str(day2), str(local), "--plan", str(plan), "--local",
+                 "--no-progress"]) == 0
+    assert main(["anonymize", str(day2), str(on_dask), "--plan", str(plan), "--distributed",
+                 "--scheduler", process_client.scheduler.address, "--no-progress"]) == 0
+    # The same rows (each file's rows shuffled: dmondrian.row_order).
+    cols = ["age", "score", "job", "grade", "pay"]
+    a, b = (pd.read_csv(f, dtype=str)[cols].sort_values(cols, ignore_index=True)
+            for f in (local, on_dask))
+    pd.testing.assert_frame_equal(a, b)
+    assert class_sizes(b, ["age", "score", "job"]).min() >= 10
+    manifest = json.loads((tmp_path / "dask.csv.manifest.json").read_text())
+    assert manifest["extra"]["engine"] == "distributed"
+    assert manifest["extra"]["plan"]["sha256"] == plan_sha256(plan)
+    assert manifest["rows"] == {"input": 600, "output": 600}

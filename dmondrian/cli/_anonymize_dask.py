@@ -42,6 +42,55 @@ def anonymize_on_dask(job, release_report) -> tuple[object, int]:
         return rep, int(top.domain.n_rows)
 
 
+def release_plan_on_dask(job, release_report):
+    """Release a job's input through its ``--plan`` on a Dask cluster, write it, measure it.
+
+    The plan's Dask path (:func:`dmondrian.plans.dask.transform_dask`): one pass
+    counts the rows of every region, then every partition is published in
+    place, its rows shuffled (:mod:`dmondrian.row_order`) and written. No
+    shuffle between partitions.
+
+    Parameters
+    ----------
+    job : dmondrian.cli.anonymize.Job
+        The resolved command line, ``job.plan`` the loaded plan.
+    release_report : callable
+        As in :func:`anonymize_on_dask`.
+
+    Returns
+    -------
+    dmondrian.reporting.Report
+        The written release's report.
+    """
+    from .. import io
+    from .._dask.cluster import run
+    from ..plans.dask import transform_dask
+    from ..row_order import row_order_seed, shuffle_partition
+    from ._common import UsageError
+
+    if job.args.noise:
+        raise UsageError("--noise through a plan is drawn in memory: add --local")
+    io._check_exists(job.src)
+    with _client(job.args) as client:
+        ddf = _read(job)
+        released = transform_dask(job.plan, ddf, client=client,
+                                  progress=job.progress.enabled)
+        released = released.map_partitions(shuffle_partition,
+                                           row_order_seed(job.args.random_state),
+                                           meta=released._meta)
+        with io.atomic_output(job.dst, directory=job.out_fmt == "parquet",
+                              overwrite=job.args.overwrite) as (fs, tmp):
+            target = fs.unstrip_protocol(tmp)
+            if job.out_fmt == "parquet":
+                graph = released.to_parquet(target, compute=False,
+                                            **WRITE_OPTIONS["parquet"])
+            else:
+                graph = released.to_csv(target, compute=False, **WRITE_OPTIONS["csv"])
+            run(client, graph, job.progress.enabled, f"pass: publish, write {job.dst}")
+        with job.progress.stage("measuring the release for its manifest"):
+            return release_report(job, _read_back(job), ddf)
+
+
 def _client(args):
     if args.scheduler:
         return _engines.scheduler_client(args.scheduler)

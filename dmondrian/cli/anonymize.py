@@ -18,7 +18,7 @@ from ..errors import IdentifyingColumnWarning
 from ..options import ANONYMIZE, DASK_PLAN, FORMATS
 from ..row_order import row_order_record, row_order_seed, shuffle_rows
 from . import _engines
-from ._anonymize_dask import anonymize_on_dask
+from ._anonymize_dask import anonymize_on_dask, release_plan_on_dask
 from ._common import (
     EXIT_OK,
     FORMATTER,
@@ -294,9 +294,9 @@ def run(args: argparse.Namespace) -> int:
     job = _job(args)
     job.plan = plan
     engine = choose_engine(args, job.src)
-    if (args.plan or args.save_plan) and engine != "local":
-        raise UsageError("--plan and --save-plan run in memory: add --local (a dask table "
-                         "is released through a plan with dmondrian.plans in Python)")
+    if args.save_plan and engine != "local":
+        raise UsageError("--save-plan fits in memory: add --local (a dask table is fitted "
+                         "with dmondrian.plans in Python)")
     started = time.perf_counter()
     with _identifying_warnings(job):
         outcome = _anonymize_local(job) if engine == "local" else _anonymize_on_dask(job)
@@ -454,6 +454,12 @@ def _release_with_plan(job: Job, df, class_col):
 
 
 def _anonymize_on_dask(job: Job) -> Outcome:
+    if job.plan is not None:
+        from ..plans import plan_sha256
+
+        job.plan_sha256 = plan_sha256(job.args.plan)
+        rep = release_plan_on_dask(job, release_report)
+        return Outcome.of(rep, rep.n_records)  # a plan releases every row it reads
     rep, input_rows = anonymize_on_dask(job, release_report)
     return Outcome.of(rep, input_rows)
 

@@ -37,21 +37,23 @@ def fit_k(k: int, n_fit: int, batch_rows: int | None) -> int:
     """The class size a plan is fitted at so a batch of ``batch_rows`` keeps its classes.
 
     A fitted class of ``c`` rows expects ``c * batch_rows / n_fit`` rows of a
-    batch drawn like the fitted table; the fit asks for ``k + 3 * sqrt(k)``
-    expected rows (about three standard deviations of a Poisson count above
-    k), so that a class rarely falls short of k in one batch and not the next
-    (never more than ``n_fit``). Without ``batch_rows`` the plan is fitted at
+    batch drawn like the fitted table; the fit asks for ``k + 2 * sqrt(k)``
+    expected rows (two standard deviations of a Poisson count above k), so
+    that a class rarely falls short of k in one batch and not the next (never
+    more than ``n_fit``). Fewer classes fall short with a wider margin, but
+    every class is larger: the margin buys shared classes with information
+    loss (benchmarks/README.md, "Fitted plans"). Without ``batch_rows`` the plan is fitted at
     ``k``: the fitted table's own classes.
 
     Examples
     --------
     >>> fit_k(10, 30_000, None), fit_k(10, 30_000, 7_500), fit_k(10, 30_000, 60_000)
-    (10, 78, 10)
+    (10, 66, 10)
     """
     if batch_rows is None:
         return k
     # Never above the fitted table itself: a plan is at worst its root.
-    return max(k, min(n_fit, math.ceil((k + 3 * math.sqrt(k)) * n_fit / batch_rows)))
+    return max(k, min(n_fit, math.ceil((k + 2 * math.sqrt(k)) * n_fit / batch_rows)))
 
 
 def fit_trim(n_fit: int, batch_rows: int | None) -> int:
