@@ -359,9 +359,9 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
         return as_release(anonymize_keys(ddf, top, shuffle_method, output_meta(ddf._meta, top),
                                          lazy_meta(ddf._meta, top)), top,
                           _release_writer(ddf, top, shuffle_method))
-    shuffled, spec = route_and_shuffle(ddf, top, shuffle_method)
+    shuffled, plan_d = route_and_shuffle(ddf, top, shuffle_method)
     # The tasks get the small meta; the collection declares 32-bit label codes.
-    return as_release(shuffled.map_partitions(anonymize_output_partition, spec,
+    return as_release(shuffled.map_partitions(anonymize_output_partition, plan_d,
                                               output_meta(ddf._meta, top),
                                               meta=lazy_meta(ddf._meta, top),
                                               clear_divisions=True), top,
@@ -505,8 +505,8 @@ def _write_parquet(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
                           oversized_ok)
     if not top.counted:
         return write_parquet_counting(ddf, top, sink, shuffle_method, oversized_ok)
-    shuffled, spec = route_and_shuffle(ddf, top, shuffle_method)
-    return shuffled.map_partitions(write_output_partition, spec, constant(sink, "sink"),
+    shuffled, plan_d = route_and_shuffle(ddf, top, shuffle_method)
+    return shuffled.map_partitions(write_output_partition, plan_d, constant(sink, "sink"),
                                    output_meta(ddf._meta, top),
                                    meta=written_meta(top.written_check),
                                    clear_divisions=True)

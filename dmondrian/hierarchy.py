@@ -167,27 +167,27 @@ class Hierarchy:
             ) from None
 
     @classmethod
-    def coerce(cls, spec, name=None) -> Hierarchy:
+    def coerce(cls, source, name=None) -> Hierarchy:
         """Turn what a user passes (object, file path, lines or mapping) into a Hierarchy."""
-        if isinstance(spec, Hierarchy):
-            if spec.name is None:
-                spec.name = name
-            return spec
-        if isinstance(spec, (str, os.PathLike)):
-            return cls.from_file(spec, name=name)
-        if isinstance(spec, Mapping):
+        if isinstance(source, Hierarchy):
+            if source.name is None:
+                source.name = name
+            return source
+        if isinstance(source, (str, os.PathLike)):
+            return cls.from_file(source, name=name)
+        if isinstance(source, Mapping):
             paths = {}
-            for leaf, chain in spec.items():
+            for leaf, chain in source.items():
                 if isinstance(chain, str):
                     chain = [c.strip() for c in chain.split(";")]
                 paths[str(leaf)] = [str(c) for c in chain]
             return cls(paths, name=name)
-        if isinstance(spec, Iterable):
-            return cls.from_lines(spec, name=name)
+        if isinstance(source, Iterable):
+            return cls.from_lines(source, name=name)
         raise HierarchyError(
             name,
             f"hierarchy for column {name!r} must be a Hierarchy, a file path, lines or a "
-            f"mapping leaf -> ancestors, not {type(spec).__name__}",
+            f"mapping leaf -> ancestors, not {type(source).__name__}",
         )
 
     # -- queries --------------------------------------------------------------

@@ -199,7 +199,7 @@ def kernel_rules(encoded: list[EncodedQI], min_size: int | None = None, *,
         objective=K.OBJECTIVES.index(objective))
 
 
-def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, roots=None,
+def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, leaves=None,
               workspace: K.WorkSpace | None = None) -> Partitioning:
     """Run Mondrian on encoded QIs and return each row's equivalence class.
 
@@ -209,7 +209,7 @@ def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, roots=None,
         The QIs, all of the same length.
     rules : dmondrian._kernel.KernelRules
         What the kernel is asked (see :func:`kernel_rules`).
-    roots : int64 array (m, 2), optional
+    leaves : int64 array (m, 2), optional
         Rows ``(start, depth)``: cut the rows from one ``start`` to the
         next as a table of its own, already ``depth`` cuts below the root
         (see :func:`dmondrian._kernel.mondrian_partition`). Default: the
@@ -238,14 +238,14 @@ def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, roots=None,
     rows = rules.buffer_rows
     bufs = K.double_buffer([qi.keys for qi in encoded] + list(rules.riding), rows, n,
                            None if workspace is None else workspace.buffer(rows, n).reshape(-1))
-    roots = np.zeros((1, 2), dtype=np.int64) if roots is None else np.asarray(roots, np.int64)
-    starts = roots[:, 0]
-    if (roots.ndim != 2 or roots.shape[1] != 2 or starts.size == 0 or starts[0] != 0
+    leaves = np.zeros((1, 2), dtype=np.int64) if leaves is None else np.asarray(leaves, np.int64)
+    starts = leaves[:, 0]
+    if (leaves.ndim != 2 or leaves.shape[1] != 2 or starts.size == 0 or starts[0] != 0
             or starts[-1] >= max(n, 1) or np.any(np.diff(starts) <= 0)):
         # An empty root would flag a class start past the end of the table.
-        raise ValueError("roots must be (start, depth) rows, starts increasing from 0 "
+        raise ValueError("leaves must be (start, depth) rows, starts increasing from 0 "
                          "and below the row count")
-    order, class_start, sorted_keys = K.mondrian_partition(bufs, rules, roots)
+    order, class_start, sorted_keys = K.mondrian_partition(bufs, rules, leaves)
     stats = K.class_statistics(sorted_keys, class_start, rules.kinds, rules.cards)
     class_of_row = K.rows_to_classes(order, stats[0])
     return Partitioning(class_of_row, int(stats[1].shape[0]), stats, sorted_keys)

@@ -113,13 +113,13 @@ from .errors import (
     UnsupportedDtypeError,
 )
 
-__all__ = ["NoiseSpec", "check_noise", "check_noise_dtypes", "check_random_state",
+__all__ = ["NoisedColumn", "check_noise", "check_noise_dtypes", "check_random_state",
            "noise_seed", "noisy_columns", "noise_groups", "noise_summary", "laplace_sampler",
            "bound_contributions"]
 
 
 @dataclass(frozen=True)
-class NoiseSpec:
+class NoisedColumn:
     """The noise of one column: its ``epsilon`` and ``bounds = (lo, hi)``."""
 
     column: object
@@ -136,9 +136,9 @@ class NoiseSpec:
 
         Examples
         --------
-        >>> NoiseSpec("income", 1.0, 0.0, 100.0).scale(10)
+        >>> NoisedColumn("income", 1.0, 0.0, 100.0).scale(10)
         10.0
-        >>> NoiseSpec("income", 1.0, 0.0, 100.0).scale(10, contributions=3)
+        >>> NoisedColumn("income", 1.0, 0.0, 100.0).scale(10, contributions=3)
         30.0
         """
         return contributions * (self.hi - self.lo) / (class_size * self.epsilon)
@@ -149,7 +149,7 @@ def _finite_real(value) -> bool:
             and math.isfinite(value))
 
 
-def _spec(column, entry) -> NoiseSpec:
+def _noised_column(column, entry) -> NoisedColumn:
     if not isinstance(entry, Mapping):
         raise ParameterError("noise", f"noise[{column!r}] must be a mapping with 'epsilon' and "
                                       f"'bounds', got {type(entry).__name__}")
@@ -176,10 +176,10 @@ def _spec(column, entry) -> NoiseSpec:
     if not lo < hi:
         raise ParameterError("noise", f"noise[{column!r}]: bounds must be (lo, hi) with "
                                       f"lo < hi, got {bounds!r}")
-    return NoiseSpec(column, float(epsilon), float(lo), float(hi))
+    return NoisedColumn(column, float(epsilon), float(lo), float(hi))
 
 
-def check_noise(noise, columns, qis, sensitive=None) -> list[NoiseSpec]:
+def check_noise(noise, columns, qis, sensitive=None) -> list[NoisedColumn]:
     """Check the ``noise`` option against the table's columns.
 
     Parameters
@@ -195,12 +195,12 @@ def check_noise(noise, columns, qis, sensitive=None) -> list[NoiseSpec]:
 
     Returns
     -------
-    list of NoiseSpec
+    list of NoisedColumn
 
     Examples
     --------
     >>> check_noise({"pay": {"epsilon": 1, "bounds": (0, 10)}}, ["age", "pay"], ["age"])
-    [NoiseSpec(column='pay', epsilon=1.0, lo=0.0, hi=10.0)]
+    [NoisedColumn(column='pay', epsilon=1.0, lo=0.0, hi=10.0)]
     >>> check_noise({"pay": {"epsilon": 0, "bounds": (0, 10)}}, ["age", "pay"], ["age"])
     Traceback (most recent call last):
     ...
@@ -212,7 +212,7 @@ def check_noise(noise, columns, qis, sensitive=None) -> list[NoiseSpec]:
         raise ParameterError("noise", "noise must be a mapping column -> {'epsilon': ..., "
                                       f"'bounds': (lo, hi)}}, got {type(noise).__name__}")
     cols = list(columns)
-    specs = []
+    noised = []
     for column, entry in noise.items():
         if column not in cols:
             raise MissingColumnError(column, f"noise names column {column!r}, which is not a "
@@ -223,29 +223,29 @@ def check_noise(noise, columns, qis, sensitive=None) -> list[NoiseSpec]:
         if sensitive is not None and column == sensitive:
             raise ColumnError(column, f"noised column {column!r} is the sensitive column, "
                                       "whose values l-diversity and t-closeness are about")
-        specs.append(_spec(column, entry))
-    return specs
+        noised.append(_noised_column(column, entry))
+    return noised
 
 
-def check_noise_dtypes(specs: list[NoiseSpec], dtypes) -> None:
+def check_noise_dtypes(noised: list[NoisedColumn], dtypes) -> None:
     """Refuse a noised column that is not numeric (bool and complex included).
 
     ``dtypes`` maps each column to its dtype (``df.dtypes``).
 
     Examples
     --------
-    >>> check_noise_dtypes([NoiseSpec("name", 1.0, 0.0, 1.0)],
+    >>> check_noise_dtypes([NoisedColumn("name", 1.0, 0.0, 1.0)],
     ...                    pd.Series({"name": np.dtype(object)}))
     Traceback (most recent call last):
     ...
     dmondrian.errors.UnsupportedDtypeError: noised column 'name' has dtype object; noise needs a \
 numeric column
     """
-    for spec in specs:
-        dtype = dtypes[spec.column]
+    for nc in noised:
+        dtype = dtypes[nc.column]
         if (not pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
                 or pd.api.types.is_complex_dtype(dtype)):
-            raise UnsupportedDtypeError(spec.column, f"noised column {spec.column!r} has dtype "
+            raise UnsupportedDtypeError(nc.column, f"noised column {nc.column!r} has dtype "
                                                      f"{dtype}; noise needs a numeric column")
 
 
@@ -357,32 +357,32 @@ def laplace_sampler(random_state=None):
 
 
 def _class_values(values: np.ndarray, class_of_row: np.ndarray, sizes: np.ndarray,
-                  spec: NoiseSpec, runs, kept=None, contributions: int = 1) -> np.ndarray:
+                  nc: NoisedColumn, leaves, kept=None, contributions: int = 1) -> np.ndarray:
     """Every class's noisy clipped mean, clamped to the bounds.
 
-    ``runs`` lists ``(first_class, end_class, draw)``: the classes of each
-    run draw from their own sampler, one call per distinct class size.
+    ``leaves`` lists ``(first_class, end_class, draw)``: the classes of each
+    leaf draw from their own sampler, one call per distinct class size.
     ``kept`` (a row mask) leaves rows out of the means; ``sizes`` then
     counts the kept rows, and a class with none gets the bounds' midpoint.
     """
-    clipped = np.clip(values, spec.lo, spec.hi)
+    clipped = np.clip(values, nc.lo, nc.hi)
     if kept is not None:
         clipped = np.where(kept, clipped, 0.0)
     sums = np.bincount(class_of_row, weights=clipped, minlength=len(sizes))
-    means = np.where(sizes > 0, sums / np.maximum(sizes, 1), 0.5 * (spec.lo + spec.hi))
+    means = np.where(sizes > 0, sums / np.maximum(sizes, 1), 0.5 * (nc.lo + nc.hi))
     sizes = np.maximum(sizes, 1)
     # Rounding can leave a mean a hair outside the bounds; the mechanism's
     # input must be the clipped mean itself.
-    means = np.clip(means, spec.lo, spec.hi)
+    means = np.clip(means, nc.lo, nc.hi)
     noisy = np.empty_like(means)
-    for first, end, draw in runs:
+    for first, end, draw in leaves:
         run_sizes = sizes[first:end]
         order = np.argsort(run_sizes, kind="stable")
         distinct, starts = np.unique(run_sizes[order], return_index=True)
         for size, group in zip(distinct, np.split(order, starts[1:]), strict=True):
             classes = first + group
-            noisy[classes] = draw(means[classes], spec.scale(int(size), contributions))
-    return np.clip(noisy, spec.lo, spec.hi)
+            noisy[classes] = draw(means[classes], nc.scale(int(size), contributions))
+    return np.clip(noisy, nc.lo, nc.hi)
 
 
 def noise_groups(class_of_row: np.ndarray, n_classes: int, starts=None, result=None):
@@ -390,9 +390,9 @@ def noise_groups(class_of_row: np.ndarray, n_classes: int, starts=None, result=N
 
     A group is a class of the partition; with suppression (``result``, a
     :class:`dmondrian.suppression.SuppressionResult`), the suppressed rows of
-    a run are one group when they are masked, and absent when dropped. Runs
-    (``starts``: the first row of each Dask leaf; default one run) keep
-    their groups contiguous, in run order.
+    a leaf are one group when they are masked, and absent when dropped.
+    Leaves (``starts``: the first row of each Dask leaf; default one leaf)
+    keep their groups contiguous, in leaf order.
 
     Returns
     -------
@@ -401,38 +401,38 @@ def noise_groups(class_of_row: np.ndarray, n_classes: int, starts=None, result=N
     groups : ndarray of int64
         Group of each published row, ``0..n_groups-1``.
     n_groups : int
-    runs : ndarray of int64
-        First group of each run.
+    leaf_groups : ndarray of int64
+        First group of each leaf.
 
     Examples
     --------
-    >>> rows, groups, n, runs = noise_groups(np.array([0, 0, 1, 2, 2]), 3, [0, 3])
-    >>> groups.tolist(), n, runs.tolist()
+    >>> rows, groups, n, leaf_groups = noise_groups(np.array([0, 0, 1, 2, 2]), 3, [0, 3])
+    >>> groups.tolist(), n, leaf_groups.tolist()
     ([0, 0, 1, 2, 2], 3, [0, 2])
     """
     n = len(class_of_row)
     starts = np.zeros(1, dtype=np.int64) if starts is None else np.asarray(starts, np.int64)
     classes = np.asarray(class_of_row, dtype=np.int64)
     rows = np.arange(n, dtype=np.int64)
-    n_runs = len(starts)
-    if result is None and n_runs == 1:
+    n_leaves = len(starts)
+    if result is None and n_leaves == 1:
         return rows, classes, n_classes, np.zeros(1, dtype=np.int64)
-    # Classes are numbered in row order: run i holds classes first[i]..first[i+1]-1.
-    # Each run's masked group goes right after its classes (ids shift by one per
-    # earlier run), then ids no published row holds are squeezed out.
-    run_of_row = np.repeat(np.arange(n_runs), np.diff(np.append(starts, n)))
-    first = np.minimum.reduceat(classes, starts) if n else np.zeros(n_runs, dtype=np.int64)
-    ids = classes + run_of_row
+    # Classes are numbered in row order: leaf i holds classes first[i]..first[i+1]-1.
+    # Each leaf's masked group goes right after its classes (ids shift by one per
+    # earlier leaf), then ids no published row holds are squeezed out.
+    leaf_of_row = np.repeat(np.arange(n_leaves), np.diff(np.append(starts, n)))
+    first = np.minimum.reduceat(classes, starts) if n else np.zeros(n_leaves, dtype=np.int64)
+    ids = classes + leaf_of_row
     if result is not None:
         ends = np.append(first[1:], n_classes)
-        ids = np.where(result.hidden, ends[run_of_row] + run_of_row, ids)
+        ids = np.where(result.hidden, ends[leaf_of_row] + leaf_of_row, ids)
         if not result.masked:
             rows = np.flatnonzero(~result.hidden)
             ids = ids[rows]
-    present = np.zeros(n_classes + n_runs, dtype=bool)
+    present = np.zeros(n_classes + n_leaves, dtype=bool)
     present[ids] = True
     before = np.concatenate([[0], np.cumsum(present)])
-    return rows, before[ids], int(before[-1]), before[first + np.arange(n_runs)]
+    return rows, before[ids], int(before[-1]), before[first + np.arange(n_leaves)]
 
 
 def _rank_in_runs(keys: np.ndarray) -> np.ndarray:
@@ -480,8 +480,8 @@ def bound_contributions(class_of_row: np.ndarray, entity_codes: np.ndarray,
 
 
 def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
-                  specs: list[NoiseSpec], random_state=None, *, class_runs=None,
-                  run_ids=None, entity_codes=None, max_contributions: int = 1,
+                  noised: list[NoisedColumn], random_state=None, *, leaf_classes=None,
+                  leaf_ids=None, entity_codes=None, max_contributions: int = 1,
                   max_classes: int = 1, class_shares=None) -> dict:
     """The published values of the noised columns, row-aligned with ``frame``.
 
@@ -493,15 +493,15 @@ def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
         Class of every row, ids ``0..n_classes-1``, every class non-empty.
     n_classes : int
         Number of classes.
-    specs : list of NoiseSpec
+    noised : list of NoisedColumn
         The noised columns.
     random_state : None, int or numpy.random.Generator
         None: OpenDP's sampler. Otherwise the seeded one, drawn column by
-        column in ``specs`` order.
-    class_runs, run_ids : ndarray of int, optional
-        With a seed on the Dask engine: run ``i`` (a leaf) holds the classes
-        from ``class_runs[i]`` to the next run's; its noise comes from a
-        generator seeded by ``(random_state, run_ids[i])``.
+        column in ``noised`` order.
+    leaf_classes, leaf_ids : ndarray of int, optional
+        With a seed on the Dask engine: leaf ``i`` holds the classes from
+        ``leaf_classes[i]`` to the next leaf's; its noise comes from a
+        generator seeded by ``(random_state, leaf_ids[i])``.
     entity_codes : ndarray of int, optional
         Each row's entity: contributions are then bounded per entity
         (``max_classes`` classes, ``max_contributions`` rows in each; see the
@@ -525,7 +525,7 @@ def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
     --------
     >>> df = pd.DataFrame({"pay": [10.0, 20.0, 30.0, 900.0]})
     >>> out = noisy_columns(df, np.array([0, 0, 1, 1]), 2,
-    ...                     [NoiseSpec("pay", 1.0, 0.0, 100.0)], random_state=3)
+    ...                     [NoisedColumn("pay", 1.0, 0.0, 100.0)], random_state=3)
     >>> bool(out["pay"][0] == out["pay"][1] and 0 <= out["pay"].min() <= out["pay"].max() <= 100)
     True
     """
@@ -534,57 +534,57 @@ def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
     if entity_codes is not None:
         kept = bound_contributions(class_of_row, entity_codes,
                                    max_classes if class_shares is None else class_shares,
-                                   max_contributions, _selection_rng(random_state, run_ids))
+                                   max_contributions, _selection_rng(random_state, leaf_ids))
         contributions = max_classes * max_contributions
     sizes = np.bincount(class_of_row, weights=kept, minlength=n_classes).astype(np.float64)
     out = {}
     if random_state is None:
         draw = laplace_sampler(None)
-        runs = [(0, n_classes, draw)]
-    elif class_runs is None:
+        leaves = [(0, n_classes, draw)]
+    elif leaf_classes is None:
         rng = np.random.default_rng(random_state)
-        runs = [(0, n_classes, _seeded_sampler(rng))]
+        leaves = [(0, n_classes, _seeded_sampler(rng))]
     else:
-        ends = np.append(np.asarray(class_runs[1:], dtype=np.int64), n_classes)
-        rngs = [np.random.default_rng([int(random_state), int(i)]) for i in run_ids]
-        runs = [(int(a), int(b), _seeded_sampler(g))
-                for a, b, g in zip(class_runs, ends, rngs, strict=True)]
-    for spec in specs:
-        column = frame[spec.column]
+        ends = np.append(np.asarray(leaf_classes[1:], dtype=np.int64), n_classes)
+        rngs = [np.random.default_rng([int(random_state), int(i)]) for i in leaf_ids]
+        leaves = [(int(a), int(b), _seeded_sampler(g))
+                for a, b, g in zip(leaf_classes, ends, rngs, strict=True)]
+    for nc in noised:
+        column = frame[nc.column]
         if column.isna().any():
-            raise InvalidValueError(spec.column, f"noised column {spec.column!r} holds missing "
+            raise InvalidValueError(nc.column, f"noised column {nc.column!r} holds missing "
                                                  "values; fill or drop them first")
         values = column.to_numpy(dtype=np.float64)
-        published = _class_values(values, class_of_row, sizes, spec, runs, kept, contributions)
-        out[spec.column] = published[class_of_row]
+        published = _class_values(values, class_of_row, sizes, nc, leaves, kept, contributions)
+        out[nc.column] = published[class_of_row]
     return out
 
 
-def _selection_rng(random_state, run_ids=None):
+def _selection_rng(random_state, leaf_ids=None):
     """The generator sampling the kept rows: its own stream of the seed, or OS entropy."""
     if random_state is None:
         return np.random.default_rng()
     if isinstance(random_state, np.random.Generator):
         return random_state
-    ids = [] if run_ids is None else [int(i) for i in run_ids]
+    ids = [] if leaf_ids is None else [int(i) for i in leaf_ids]
     return np.random.default_rng([int(random_state), 0x5E1EC7, *ids])
 
 
-def noise_summary(specs) -> dict:
+def noise_summary(noised) -> dict:
     """``{column: {"epsilon": eps, "bounds": [lo, hi]}}`` for reports and manifests.
 
-    ``specs`` is a list of :class:`NoiseSpec` or the ``noise`` option itself
+    ``noised`` is a list of :class:`NoisedColumn` or the ``noise`` option itself
     (checked as the engines check it, but for the columns).
 
     Examples
     --------
-    >>> noise_summary([NoiseSpec("pay", 1.0, 0.0, 10.0)])
+    >>> noise_summary([NoisedColumn("pay", 1.0, 0.0, 10.0)])
     {'pay': {'epsilon': 1.0, 'bounds': [0.0, 10.0]}}
     >>> noise_summary({"pay": {"epsilon": 2, "bounds": (0, 5)}})
     {'pay': {'epsilon': 2.0, 'bounds': [0.0, 5.0]}}
     """
-    if specs is None:
+    if noised is None:
         return {}
-    if isinstance(specs, Mapping):
-        specs = [_spec(column, entry) for column, entry in specs.items()]
-    return {str(s.column): {"epsilon": s.epsilon, "bounds": [s.lo, s.hi]} for s in specs}
+    if isinstance(noised, Mapping):
+        noised = [_noised_column(column, entry) for column, entry in noised.items()]
+    return {str(s.column): {"epsilon": s.epsilon, "bounds": [s.lo, s.hi]} for s in noised}

@@ -278,10 +278,10 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
         parts.append(Deferred([], list))
     parts.append(Deferred([size_counts_of(sizes)],
                           lambda d: SizeSummary(finish_size_counts(d[0]))))
-    specs = check_noise(noise, released.columns, qis, sensitive)
+    noised = check_noise(noise, released.columns, qis, sensitive)
     as_is = [c for c in released.columns
              if c not in qis and c not in keys and c != sensitive
-             and c not in {s.column for s in specs}]
+             and c not in {s.column for s in noised}]
     unique_parts, unique_finish = identifying_parts(released, as_is, allow_unique or ())
     measure_ncp = original is not None or domains is not None
     if measure_ncp:
@@ -313,6 +313,6 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
         discernibility=summary.discernibility, size_counts=counts,
         class_sizes=size_distribution(counts, bins), ncp=ncp, risk=Risk(threshold, **risk_fields),
         suppressed=suppressed,
-        noise=noise_summary(specs), identifying_columns=results[-1],
+        noise=noise_summary(noised), identifying_columns=results[-1],
         k_entities=None if entity is None else fewest_entities(released, keys, entity),
     )

@@ -151,7 +151,7 @@ def _spans(qi: EncodedQI, j: int, scale: float, part) -> np.ndarray:
     return np.where(missing[:, j] & ~empty, 1.0, width)
 
 
-def choose_classes(costs: np.ndarray, sizes: np.ndarray, class_run: np.ndarray,
+def choose_classes(costs: np.ndarray, sizes: np.ndarray, class_leaf: np.ndarray,
                    budgets: np.ndarray) -> np.ndarray:
     """Which classes to suppress: per run, the costliest that fit its budget.
 
@@ -161,7 +161,7 @@ def choose_classes(costs: np.ndarray, sizes: np.ndarray, class_run: np.ndarray,
     Parameters
     ----------
     costs, sizes : ndarray, one per class
-    class_run : ndarray of int
+    class_leaf : ndarray of int
         The run (table, or Dask leaf) each class belongs to.
     budgets : ndarray of int, one per run
         Rows each run may suppress.
@@ -186,7 +186,7 @@ def choose_classes(costs: np.ndarray, sizes: np.ndarray, class_run: np.ndarray,
     for c in np.lexsort((sizes, -costs)):
         if costs[c] <= mean:
             break
-        r = class_run[c]
+        r = class_leaf[c]
         if sizes[c] <= left[r]:
             chosen[c] = True
             left[r] -= sizes[c]
@@ -195,16 +195,16 @@ def choose_classes(costs: np.ndarray, sizes: np.ndarray, class_run: np.ndarray,
 
 def suppressed_rows(encoded: list[EncodedQI], part, starts: np.ndarray, budgets: np.ndarray,
                     scales=None) -> np.ndarray:
-    """Rows to suppress (a boolean per row) given a partition of runs from ``starts``."""
+    """Rows to suppress (a boolean per row) given leaves starting at ``starts``."""
     n = len(part.class_of_row)
     if n == 0 or not np.any(budgets > 0):
         return np.zeros(n, dtype=bool)
     sizes = np.bincount(part.class_of_row, minlength=part.n_classes)
     costs = class_costs(encoded, part, scales)
-    run_of_row = np.searchsorted(starts, np.arange(n), side="right") - 1
-    class_run = np.zeros(part.n_classes, dtype=np.int64)
-    class_run[part.class_of_row] = run_of_row
-    chosen = choose_classes(costs, sizes, class_run, budgets)
+    leaf_of_row = np.searchsorted(starts, np.arange(n), side="right") - 1
+    class_leaf = np.zeros(part.n_classes, dtype=np.int64)
+    class_leaf[part.class_of_row] = leaf_of_row
+    chosen = choose_classes(costs, sizes, class_leaf, budgets)
     return chosen[part.class_of_row]
 
 

@@ -120,7 +120,7 @@ class Options:
     #: Share of rows that may be suppressed, and what becomes of them (mask, drop).
     suppression: float
     suppressed: str
-    #: :class:`dmondrian.noise.NoiseSpec` of each noised column, and the noise's seed.
+    #: :class:`dmondrian.noise.NoisedColumn` of each noised column, and the noise's seed.
     noise: list
     random_state: object
     #: Columns removed from the release, and columns allowed to single out rows.

@@ -99,8 +99,8 @@ def test_row_order_does_not_change_the_classes(case):
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables(min_rows=2), st.data())
-def test_independent_roots_cut_like_separate_tables(case, data):
-    """Runs of rows given as roots are cut exactly as each run alone would be.
+def test_independent_leaves_cut_like_separate_tables(case, data):
+    """Runs of rows given as leaves are cut exactly as each run alone would be.
 
     The distributed engine cuts all the leaves of an output partition in one
     call, each ``depth`` cuts below the table's root: the result must be the
@@ -121,7 +121,7 @@ def test_independent_roots_cut_like_separate_tables(case, data):
     scales = [qi.scale for qi in whole]
     together = local.partition(whole, local.kernel_rules(whole, k, mode=mode,
                                                           max_depth=max_depth, scales=scales),
-                               roots=np.column_stack([starts, depths]))
+                               leaves=np.column_stack([starts, depths]))
     ends = [*cuts, n]
     offset = 0
     for s, e, depth in zip(starts, ends, depths, strict=True):
@@ -272,7 +272,7 @@ def test_kernel_histogram_select_matches_numpy(seed, n, spread, p_missing, data)
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=300), st.integers(41, 60))
 def test_kernel_frequency_ranks_match_a_stable_sort(codes, card):
     # Nominal cuts order a node's codes by frequency (ties by code) with an
-    # in-place heapsort; a stable argsort of the negated counts is the spec.
+    # in-place heapsort; a stable argsort of the negated counts is the reference.
     from dmondrian import _kernel as K
     from dmondrian._kernel.split import nominal_ranks_py
 

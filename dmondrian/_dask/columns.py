@@ -47,5 +47,5 @@ def leaf_inputs(options) -> list:
     entity column and the noised ones (all that travels when only keys cross the
     network)."""
     out = [c for c in (options.sensitive, options.entity) if c is not None]
-    out += [spec.column for spec in options.noise if spec.column not in out]
+    out += [nc.column for nc in options.noise if nc.column not in out]
     return out

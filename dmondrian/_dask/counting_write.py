@@ -171,10 +171,10 @@ def counted_shuffle(ddf, top: TopPlan, shuffle_method, oversized_ok: bool = Fals
     import dask.dataframe as dd
     from dask import delayed
 
-    spec = constant(top, "plan")
+    plan_d = constant(top, "plan")
     ddf = routing_input(ddf, top)
     # Delayed routed partitions, so that the counts and the shuffle share them.
-    routed = routed_partitions(ddf, top, spec)
+    routed = routed_partitions(ddf, top, plan_d)
     count = delayed(leaf_counts, pure=True)
     entity, k = top.options.entity, top.options.k
     if entity is not None:
@@ -183,10 +183,10 @@ def counted_shuffle(ddf, top: TopPlan, shuffle_method, oversized_ok: bool = Fals
         entity = internal[names.index(entity)]
     totals = tree_reduce([count(r, top.n_leaves, entity, k) for r in routed],
                          functools.partial(_merge_counts, k=k))
-    verdict = delayed(settle, pure=True)(totals, spec, oversized_ok)
+    verdict = delayed(settle, pure=True)(totals, plan_d, oversized_ok)
     routed_ddf = dd.from_delayed(routed, meta=routed_meta(ddf, top), verify_meta=False)
     shuffled = to_output_partitions(routed_ddf, len(top.output_partitions), shuffle_method)
-    return shuffled, verdict, spec
+    return shuffled, verdict, plan_d
 
 
 def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
@@ -208,12 +208,12 @@ def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
     """
     from dask import delayed
 
-    shuffled, verdict, spec = counted_shuffle(ddf, top, shuffle_method, oversized_ok)
+    shuffled, verdict, plan_d = counted_shuffle(ddf, top, shuffle_method, oversized_ok)
     parts = shuffled.to_delayed(optimize_graph=True)
     sink_d = constant(sink, "sink")
     write = delayed(write_output_partition, pure=True)
     meta = output_meta(ddf._meta, top)
-    return [*(write(part, spec, sink_d, meta, {"number": p}, verdict)
+    return [*(write(part, plan_d, sink_d, meta, {"number": p}, verdict)
               for p, part in enumerate(parts)), verdict]
 
 
@@ -230,9 +230,9 @@ def anonymize_counting(ddf, top: TopPlan, shuffle_method):
     -------
     dask.dataframe.DataFrame
     """
-    shuffled, verdict, spec = counted_shuffle(ddf, top, shuffle_method, oversized_ok=True)
+    shuffled, verdict, plan_d = counted_shuffle(ddf, top, shuffle_method, oversized_ok=True)
     # map_partitions, not delayed tasks: dask fuses each output partition's
     # anonymization with what the caller does next (to_parquet's write).
-    return shuffled.map_partitions(anonymize_output_partition, spec, output_meta(ddf._meta, top),
+    return shuffled.map_partitions(anonymize_output_partition, plan_d, output_meta(ddf._meta, top),
                                    verdict=verdict, meta=lazy_meta(ddf._meta, top),
                                    clear_divisions=True)

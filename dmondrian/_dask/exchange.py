@@ -131,7 +131,7 @@ def _columns_bytes(meta: pd.DataFrame, columns) -> float:
 def _published_columns(top: TopPlan) -> list:
     """What an output partition publishes: every QI, the noised columns, the class column."""
     opts = top.options
-    noised = [spec.column for spec in opts.noise]
+    noised = [nc.column for nc in opts.noise]
     return [*opts.qis, *(c for c in noised if c not in opts.qis), *class_columns(top)]
 
 
@@ -232,16 +232,16 @@ def _published(ddf, top: TopPlan, release_meta, shuffle_method, oversized_ok: bo
     DataFrame of ``ddf.npartitions`` partitions), the verdict (None for a counted plan)
     and the plan constant."""
     if top.counted:
-        shuffled, spec = route_and_shuffle(ddf, top, shuffle_method)
+        shuffled, plan_d = route_and_shuffle(ddf, top, shuffle_method)
         verdict = None
     else:
-        shuffled, verdict, spec = counted_shuffle(ddf, top, shuffle_method, oversized_ok)
+        shuffled, verdict, plan_d = counted_shuffle(ddf, top, shuffle_method, oversized_ok)
     meta = published_meta(release_meta, top)
     extra = {} if verdict is None else {"verdict": verdict}
-    published = shuffled.map_partitions(publish_output_partition, spec, meta, meta=meta,
+    published = shuffled.map_partitions(publish_output_partition, plan_d, meta, meta=meta,
                                         clear_divisions=True, **extra)
     return shuffle_to_partitions(published, PARTITION, ddf.npartitions, shuffle_method), \
-        verdict, spec
+        verdict, plan_d
 
 
 def anonymize_keys(ddf, top: TopPlan, shuffle_method, release_meta, lazy_meta):
@@ -253,9 +253,9 @@ def anonymize_keys(ddf, top: TopPlan, shuffle_method, release_meta, lazy_meta):
     """
     import dask.dataframe as dd
 
-    back, _, spec = _published(ddf, top, release_meta, shuffle_method, oversized_ok=True)
+    back, _, plan_d = _published(ddf, top, release_meta, shuffle_method, oversized_ok=True)
     # Partition i of both is input partition i: no alignment on divisions.
-    return dd.map_partitions(merge_input_partition, ddf, back, spec, release_meta,
+    return dd.map_partitions(merge_input_partition, ddf, back, plan_d, release_meta,
                              meta=lazy_meta, align_dataframes=False, clear_divisions=True)
 
 
@@ -272,8 +272,8 @@ def write_keys(ddf, top: TopPlan, sink, shuffle_method, release_meta,
     """
     import dask.dataframe as dd
 
-    back, verdict, spec = _published(ddf, top, release_meta, shuffle_method, oversized_ok)
-    written = dd.map_partitions(_write_input_partition, ddf, back, spec, constant(sink, "sink"),
+    back, verdict, plan_d = _published(ddf, top, release_meta, shuffle_method, oversized_ok)
+    written = dd.map_partitions(_write_input_partition, ddf, back, plan_d, constant(sink, "sink"),
                                 release_meta, meta=written_meta(top.written_check),
                                 align_dataframes=False, clear_divisions=True)
     return written if verdict is None else [*written.to_delayed(optimize_graph=True), verdict]

@@ -158,7 +158,7 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
     ``depths[i]`` cuts below the root, starts at row ``starts[i]``. The
     shipped keys are gathered straight into the kernel's buffer and the
     kernel cuts each leaf as its own root (:func:`dmondrian.local.partition`'s
-    ``roots``), ``depth`` cuts below the table's root: leaves never mix, and
+    ``leaves``), ``depth`` cuts below the table's root: leaves never mix, and
     each is cut exactly as a run of the local engine on it alone would cut it
     (codes keep the global order; spans use the global scales). Returns the
     published QI columns (labels as Categoricals) and the class column if
@@ -178,7 +178,7 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
         # counts the entities of its own rows whatever the other leaves hold.
         entity = encode_entities(frame[opts.entity], name=opts.entity)
         privacy = with_entity(privacy or kernel_privacy([KAnonymity(opts.k)]), entity)
-    roots = np.column_stack([starts, depths]).astype(np.int64)
+    leaves = np.column_stack([starts, depths]).astype(np.int64)
     d, n = top.domain.d, len(order)
     with _workspace() as workspace:
         # The layout local.partition builds in this work space: keys, the
@@ -194,7 +194,7 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
         # engine's per-column thread pools alike: one worker core, one thread.
         with K.thread_limit(top.kernel_threads):
             with _KERNEL_LOCK:
-                part = partition(encoded, rules, roots=roots, workspace=workspace)
+                part = partition(encoded, rules, leaves=leaves, workspace=workspace)
             if opts.suppression > 0:
                 return _publish_suppressed(frame, encoded, part, privacy, ids, starts, top)
             out = publish(pd.DataFrame(index=frame.index), encoded, part, opts.generalization)
@@ -215,13 +215,13 @@ def _add_noise(out, frame, part, ids, starts, top, result=None) -> None:
     opts = top.options
     if not opts.noise:
         return
-    rows, groups, n_groups, runs = noise_groups(part.class_of_row, part.n_classes, starts,
+    rows, groups, n_groups, leaf_groups = noise_groups(part.class_of_row, part.n_classes, starts,
                                                 result)
     source = frame if len(rows) == len(frame) else frame.iloc[rows]
     per_person = {} if opts.entity is None else _per_person(source, rows, ids, starts,
                                                             len(frame), top)
     noisy = noisy_columns(source, groups, n_groups, opts.noise, opts.random_state,
-                          class_runs=runs, run_ids=ids, **per_person)
+                          leaf_classes=leaf_groups, leaf_ids=ids, **per_person)
     for column, values in noisy.items():
         out[column] = values
 
@@ -345,8 +345,8 @@ def output_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
     opts = top.options
     out = without_identifiers(meta, [*opts.identifiers,
                                      *([opts.entity] if opts.entity is not None else [])]).copy()
-    for spec in opts.noise:
-        out[spec.column] = out[spec.column].astype(np.float64)
+    for nc in opts.noise:
+        out[nc.column] = out[nc.column].astype(np.float64)
     for q, kind in zip(opts.qis, opts.kinds, strict=True):
         spec = kind_spec(kind)
         if not spec.publishes_labels(opts.generalization):

@@ -81,7 +81,7 @@ def attach_piece(df: pd.DataFrame, top: TopPlan, number: int, start: int,
     return attach_leaf(df.iloc[start:stop], top, {"number": number}, start)
 
 
-def routed_partitions(ddf, top: TopPlan, spec) -> list:
+def routed_partitions(ddf, top: TopPlan, plan_d) -> list:
     """The routed input, one delayed frame per input partition or piece of one.
 
     An input partition larger than the plan's ``input_piece_rows`` is read by
@@ -95,9 +95,9 @@ def routed_partitions(ddf, top: TopPlan, spec) -> list:
     parts = ddf.to_delayed(optimize_graph=True)
     if not top.input_piece_rows:
         attach = delayed(attach_leaf, pure=True)
-        return [attach(part, spec, {"number": i}) for i, part in enumerate(parts)]
+        return [attach(part, plan_d, {"number": i}) for i, part in enumerate(parts)]
     piece = delayed(attach_piece, pure=True)
-    return [piece(parts[p], spec, p, start, stop)
+    return [piece(parts[p], plan_d, p, start, stop)
             for p, start, stop in piece_bounds(top.input_piece_rows, top.input_rows)]
 
 
@@ -141,7 +141,7 @@ def route_and_shuffle(ddf, top: TopPlan, shuffle_method):
     if not top.counted:
         raise ParameterError("top", "this plan's leaf counts are not exact yet; only "
                                     "anonymize_to_parquet can apply it")
-    spec = constant(top, "plan")
+    plan_d = constant(top, "plan")
     ddf = routing_input(ddf, top)
     # Delayed partitions when only some columns are read: dask's optimizer
     # would fuse the reads of a narrow projection into fewer partitions, and
@@ -149,11 +149,11 @@ def route_and_shuffle(ddf, top: TopPlan, shuffle_method):
     if top.input_piece_rows or top.travelling is not None:
         import dask.dataframe as dd
 
-        routed = dd.from_delayed(routed_partitions(ddf, top, spec), meta=routed_meta(ddf, top),
+        routed = dd.from_delayed(routed_partitions(ddf, top, plan_d), meta=routed_meta(ddf, top),
                                  verify_meta=False)
     else:
-        routed = ddf.map_partitions(attach_leaf, spec, meta=routed_meta(ddf, top))
-    return to_output_partitions(routed, len(top.output_partitions), shuffle_method), spec
+        routed = ddf.map_partitions(attach_leaf, plan_d, meta=routed_meta(ddf, top))
+    return to_output_partitions(routed, len(top.output_partitions), shuffle_method), plan_d
 
 
 def distributed_shuffle_method() -> str:

@@ -57,15 +57,15 @@ def cut_regions(client, ddf, opts: DaskOptions, domain: GlobalDomain, root: Summ
     passes, open_ = 1, [j for j in [0] if needs_cut(j)]
     counted = True
     while open_ and passes <= MAX_ROUNDS:
-        roots = []
+        grafted = []
         for j in open_:
             sub = plan_subtree(nodes[j].summary, domain, cfg, nodes[j].depth, nodes[j].banned)
             if sub.cut is None:
                 nodes[j].done = True
             else:
                 graft(nodes, j, sub)
-                roots.append(j)
-        if not roots:
+                grafted.append(j)
+        if not grafted:
             break
         # With an entity, only a writer defers (it can count again on a
         # Recount; the lazy result's test of certainty reads rows, not
@@ -80,7 +80,7 @@ def cut_regions(client, ddf, opts: DaskOptions, domain: GlobalDomain, root: Summ
             break
         leaves = leaf_nodes(nodes)
         passes += 1
-        label = f"pass {passes}: cut {len(roots)} region(s)"
+        label = f"pass {passes}: cut {len(grafted)} region(s)"
         sketch = region_pass(client, ddf, opts, domain, nodes, leaves, cfg, progress, label)
         lap(label)
         for slot, j in enumerate(leaves):
@@ -88,7 +88,7 @@ def cut_regions(client, ddf, opts: DaskOptions, domain: GlobalDomain, root: Summ
                 nodes[j].summary = sketch.region(slot)
                 nodes[j].n = nodes[j].summary.n
                 nodes[j].fresh = False
-        for j in roots:
+        for j in grafted:
             keep_allowed_cuts(nodes, j, opts.k)
         open_ = [j for j in leaf_nodes(nodes) if needs_cut(j)]
     return nodes, passes, counted
@@ -108,7 +108,7 @@ def graft(nodes, i, p: PlanNode) -> None:
 
 
 @dataclass
-class PassSpec:
+class PassInputs:
     """What every partition of a region pass reads: the domain, the candidate tree, the rates."""
 
     domain: GlobalDomain
@@ -116,14 +116,14 @@ class PassSpec:
     rates: np.ndarray
 
 
-def region_sketch(df: pd.DataFrame, partition_number: int, spec: PassSpec):
+def region_sketch(df: pd.DataFrame, partition_number: int, inputs: PassInputs):
     """One partition's contribution to a region pass."""
-    keys = encode_keys(df, spec.domain)
+    keys = encode_keys(df, inputs.domain)
     positions = row_positions(partition_number, len(df))
-    region = route(keys, spec.tree, positions)
-    dom = spec.domain
-    return summarize(keys, region, spec.rates.shape[0], dom.slot_rows(keys), dom.slots, spec.rates,
-                     row_priority(partition_number, len(df)), positions)
+    region = route(keys, inputs.tree, positions)
+    dom = inputs.domain
+    return summarize(keys, region, inputs.rates.shape[0], dom.slot_rows(keys), dom.slots,
+                     inputs.rates, row_priority(partition_number, len(df)), positions)
 
 
 def sample_rate(n: float, cfg: PlanConfig) -> float:
@@ -138,10 +138,10 @@ def region_pass(client, ddf, opts, domain, nodes, leaves, cfg, progress, label):
 
     rates = np.asarray([sample_rate(nodes[j].n, cfg) if nodes[j].fresh else 0.0
                         for j in leaves])
-    spec = constant(PassSpec(domain, flatten(nodes, leaves), rates), "cuts")
+    inputs = constant(PassInputs(domain, flatten(nodes, leaves), rates), "cuts")
     sketch_d = delayed(region_sketch, pure=True)
     parts = column_partitions(ddf, opts.qis)
-    partials = [sketch_d(p, i, spec) for i, p in enumerate(parts)]
+    partials = [sketch_d(p, i, inputs) for i, p in enumerate(parts)]
     return run(client, tree_reduce(partials, merge_sketches), progress, label)
 
 

@@ -40,9 +40,9 @@ __all__ = [
 ]
 
 
-def mondrian_partition(bufs_keys, rules, roots, n_threads=None):
+def mondrian_partition(bufs_keys, rules, leaves, n_threads=None):
     """:func:`dmondrian._kernel.tree.mondrian_partition` on this thread's thread budget."""
-    return _mondrian_partition(bufs_keys, rules, roots,
+    return _mondrian_partition(bufs_keys, rules, leaves,
                                max_threads() if n_threads is None else n_threads)
 
 

@@ -497,7 +497,7 @@ cdef void _move(const Buffers* bufs, Py_ssize_t src, Py_ssize_t j, Py_ssize_t s,
 
 
 cdef void make_class(const Buffers* bufs, Py_ssize_t s, Py_ssize_t e, i64 buf,
-                     unsigned char* leaf_start, const Rules* rules, const i64* lo,
+                     unsigned char* class_start, const Rules* rules, const i64* lo,
                      const i64* hi, const i64* miss) noexcept nogil:
     """Make node ``[s, e)`` a class: bring its rows to buffer 0 and flag its start.
 
@@ -518,13 +518,13 @@ cdef void make_class(const Buffers* bufs, Py_ssize_t s, Py_ssize_t e, i64 buf,
             src = buf_row(bufs, 1, q)
             for i in range(s, e):
                 out[i] = src[i]
-    leaf_start[s] = 1
+    class_start[s] = 1
 
 
 cdef i64 split_node(const Buffers* bufs, Py_ssize_t s, Py_ssize_t e, i64 depth, i64 buf,
                     const i64* lo, const i64* hi, const i64* miss,
                     i64* child_lo, i64* child_hi, i64* child_miss, const Rules* rules,
-                    unsigned char* leaf_start, double* spans, const WorkRows* ws) noexcept nogil:
+                    unsigned char* class_start, double* spans, const WorkRows* ws) noexcept nogil:
     """Split node ``[s, e)`` living in buffer ``buf``; return the left size, or 0.
 
     ``lo``, ``hi``, ``miss`` are the node's per-QI statistics; on a split the
@@ -574,7 +574,7 @@ cdef i64 split_node(const Buffers* bufs, Py_ssize_t s, Py_ssize_t e, i64 depth, 
                 _move(bufs, buf, j, s, e, cut, ws_row(ws, WS_RANK) if cut.ranked else NULL,
                       lo, hi, miss, child_lo, child_hi, child_miss, rules, ws)
                 return cut.n_left
-    make_class(bufs, s, e, buf, leaf_start, rules, lo, hi, miss)
+    make_class(bufs, s, e, buf, class_start, rules, lo, hi, miss)
     return 0
 
 

@@ -114,7 +114,7 @@ cdef inline void _copy(i64* dst, const i64* src, Py_ssize_t d) noexcept nogil:
 
 
 cdef int _run_subtree(const Buffers* bufs, const Rules* rules, const i64* node, const i64* lo0,
-                      const i64* hi0, const i64* miss0, unsigned char* leaf_start) noexcept nogil:
+                      const i64* hi0, const i64* miss0, unsigned char* class_start) noexcept nogil:
     """Finish one subtree depth-first; -1 when memory runs out."""
     cdef Py_ssize_t d = rules.qi.d, cap = 64, top = 1, nd = d if d > 0 else 1
     cdef i64 s, e, depth, buf, n_left, mid
@@ -141,10 +141,10 @@ cdef int _run_subtree(const Buffers* bufs, const Rules* rules, const i64* node, 
         stats = st_stats + 3 * d * top
         if is_class(e - s, depth, rules):
             # Most nodes near the leaves: skip the split call.
-            make_class(bufs, s, e, buf, leaf_start, rules, stats, stats + d, stats + 2 * d)
+            make_class(bufs, s, e, buf, class_start, rules, stats, stats + d, stats + 2 * d)
             continue
         n_left = split_node(bufs, s, e, depth, buf, stats, stats + d, stats + 2 * d,
-                            child, child + 2 * d, child + 4 * d, rules, leaf_start, w.spans,
+                            child, child + 2 * d, child + 4 * d, rules, class_start, w.spans,
                             &w.rows)
         if n_left == 0:
             continue
@@ -181,7 +181,7 @@ cdef int _run_subtree(const Buffers* bufs, const Rules* rules, const i64* node, 
 
 
 cdef int _split_level(const Buffers* bufs, const Rules* rules, Frontier* fr,
-                      unsigned char* leaf_start, int n_threads) noexcept nogil:
+                      unsigned char* class_start, int n_threads) noexcept nogil:
     """Split every node of one breadth-first level in parallel; ``fr`` becomes the next.
 
     -1 when memory runs out.
@@ -198,7 +198,7 @@ cdef int _split_level(const Buffers* bufs, const Rules* rules, Frontier* fr,
         return -1
     for i in prange(m, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=1):
         # A sum, which prange reduces (a plain assignment would be lastprivate).
-        failed += _split_one(bufs, rules, fr, i, child + i * 6 * d, lefts, leaf_start) < 0
+        failed += _split_one(bufs, rules, fr, i, child + i * 6 * d, lefts, class_start) < 0
     if failed:
         free(lefts)
         free(child)
@@ -233,7 +233,7 @@ cdef int _split_level(const Buffers* bufs, const Rules* rules, Frontier* fr,
 
 
 cdef int _split_one(const Buffers* bufs, const Rules* rules, const Frontier* fr, Py_ssize_t i,
-                    i64* child, i64* lefts, unsigned char* leaf_start) noexcept nogil:
+                    i64* child, i64* lefts, unsigned char* class_start) noexcept nogil:
     cdef Py_ssize_t d = rules.qi.d
     cdef Work w
     if not _alloc_work(&w, rules, bufs):
@@ -241,29 +241,29 @@ cdef int _split_one(const Buffers* bufs, const Rules* rules, const Frontier* fr,
         return -1
     lefts[i] = split_node(bufs, fr.node[4 * i], fr.node[4 * i + 1], fr.node[4 * i + 2],
                           fr.node[4 * i + 3], fr.lo + i * d, fr.hi + i * d, fr.miss + i * d,
-                          child, child + 2 * d, child + 4 * d, rules, leaf_start, w.spans,
+                          child, child + 2 * d, child + 4 * d, rules, class_start, w.spans,
                           &w.rows)
     _free_work(&w)
     return 0
 
 
-cdef int _partition_all(const Buffers* bufs, const Rules* rules, const i64* roots,
-                        Py_ssize_t n_roots, unsigned char* leaf_start,
+cdef int _partition_all(const Buffers* bufs, const Rules* rules, const i64* leaves,
+                        Py_ssize_t n_leaves, unsigned char* class_start,
                         int n_threads) noexcept nogil:
     cdef Py_ssize_t d = rules.qi.d, n = bufs.n, i, j, ij
     cdef Frontier fr
     cdef int failed = 0
     cdef bint serial = n < PARALLEL_MIN_ROWS or n_threads <= 1
-    if not _alloc_frontier(&fr, n_roots, d):
+    if not _alloc_frontier(&fr, n_leaves, d):
         _free_frontier(&fr)
         return -1
-    for i in range(n_roots):
-        fr.node[4 * i] = roots[2 * i]
-        fr.node[4 * i + 1] = roots[2 * i + 2] if i + 1 < n_roots else n
-        fr.node[4 * i + 2] = roots[2 * i + 1]
+    for i in range(n_leaves):
+        fr.node[4 * i] = leaves[2 * i]
+        fr.node[4 * i + 1] = leaves[2 * i + 2] if i + 1 < n_leaves else n
+        fr.node[4 * i + 2] = leaves[2 * i + 1]
         fr.node[4 * i + 3] = 0
-    # Every key is read once here: one (root, QI) pair per thread at a time.
-    for ij in prange(n_roots * d, nogil=True, num_threads=1 if serial else n_threads,
+    # Every key is read once here: one (leaf, QI) pair per thread at a time.
+    for ij in prange(n_leaves * d, nogil=True, num_threads=1 if serial else n_threads,
                      schedule="dynamic", chunksize=1):
         i = ij // d
         j = ij % d
@@ -271,9 +271,9 @@ cdef int _partition_all(const Buffers* bufs, const Rules* rules, const i64* root
                      rules.qi.kind[j], rules.qi.card[j], &fr.lo[i * d + j],
                      &fr.hi[i * d + j], &fr.miss[i * d + j])
     if serial:
-        for i in range(n_roots):
+        for i in range(n_leaves):
             if _run_subtree(bufs, rules, fr.node + 4 * i, fr.lo + i * d, fr.hi + i * d,
-                            fr.miss + i * d, leaf_start) < 0:
+                            fr.miss + i * d, class_start) < 0:
                 failed = 1
                 break
         _free_frontier(&fr)
@@ -281,17 +281,17 @@ cdef int _partition_all(const Buffers* bufs, const Rules* rules, const i64* root
     # Breadth-first top levels, each level's nodes split in parallel, until
     # there are enough independent subtrees to keep every thread busy.
     while 0 < fr.m < PARALLEL_FRONTIER:
-        if _split_level(bufs, rules, &fr, leaf_start, n_threads) < 0:
+        if _split_level(bufs, rules, &fr, class_start, n_threads) < 0:
             _free_frontier(&fr)
             return -1
     for i in prange(fr.m, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=1):
         failed += _run_subtree(bufs, rules, fr.node + 4 * i, fr.lo + i * d, fr.hi + i * d,
-                               fr.miss + i * d, leaf_start) < 0
+                               fr.miss + i * d, class_start) < 0
     _free_frontier(&fr)
     return -1 if failed else 0
 
 
-def mondrian_partition(bufs_keys, rules, roots, int n_threads=1):
+def mondrian_partition(bufs_keys, rules, leaves, int n_threads=1):
     """Run Mondrian over a key matrix of ``d`` QIs and ``n`` rows.
 
     Parameters
@@ -307,7 +307,7 @@ def mondrian_partition(bufs_keys, rules, roots, int n_threads=1):
         The QIs' kinds, scales and trees, the privacy constraint (with the
         buffer rows of the codes riding along), the mode, depth limit and
         objective.
-    roots : int64 array (m, 2)
+    leaves : int64 array (m, 2)
         Independent root nodes, as ``(start, depth)`` rows in increasing
         ``start`` order, the first at 0: root ``i`` holds positions
         ``start[i]`` to ``start[i + 1]`` (the last, to ``n``) and counts its
@@ -330,17 +330,17 @@ def mondrian_partition(bufs_keys, rules, roots, int n_threads=1):
     """
     cdef i64[:, :, ::1] bv = bufs_keys
     cdef RuleArrays config = RuleArrays(rules)
-    cdef const i64[:, ::1] rv = np.ascontiguousarray(roots, dtype=np.int64)
+    cdef const i64[:, ::1] rv = np.ascontiguousarray(leaves, dtype=np.int64)
     cdef Py_ssize_t d = config.rules.qi.d, n = bv.shape[2]
     cdef Buffers bufs
     cdef int status
     if bv.shape[0] != 2 or bv.shape[1] != rules.buffer_rows:
         raise ValueError("bufs_keys must be a (2, rules.buffer_rows, n) double buffer: "
                          "keys, riding codes, row ids")
-    leaf_start = np.zeros(n, dtype=np.bool_)
-    cdef unsigned char[::1] ls = leaf_start.view(np.uint8)
+    class_start = np.zeros(n, dtype=np.bool_)
+    cdef unsigned char[::1] ls = class_start.view(np.uint8)
     if n == 0:
-        return bufs_keys[0, -1], leaf_start, bufs_keys[0, :d]
+        return bufs_keys[0, -1], class_start, bufs_keys[0, :d]
     bufs.data = &bv[0, 0, 0]
     bufs.rows = bv.shape[1]
     bufs.n = n
@@ -349,4 +349,4 @@ def mondrian_partition(bufs_keys, rules, roots, int n_threads=1):
                                 n_threads if n_threads > 0 else 1)
     if status < 0:
         raise MemoryError("not enough memory for the kernel's work space")
-    return bufs_keys[0, -1], leaf_start, bufs_keys[0, :d]
+    return bufs_keys[0, -1], class_start, bufs_keys[0, :d]

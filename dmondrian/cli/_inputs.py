@@ -106,12 +106,12 @@ def exists(url: str) -> bool:
     return fs.exists(path)
 
 
-def load_hierarchies(specs) -> tuple[dict, dict]:
+def load_hierarchies(args) -> tuple[dict, dict]:
     """Read ``--hierarchy COL=FILE`` flags.
 
     Parameters
     ----------
-    specs : list of str or None
+    args : list of str or None
         The flags' values.
 
     Returns
@@ -124,7 +124,7 @@ def load_hierarchies(specs) -> tuple[dict, dict]:
     from .. import io
     from ..hierarchy import Hierarchy
 
-    files = pairs(specs, "--hierarchy", "FILE")
+    files = pairs(args, "--hierarchy", "FILE")
     loaded = {}
     for col, path in files.items():
         if not exists(path):

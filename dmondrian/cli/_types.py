@@ -218,14 +218,14 @@ def pairs(values, flag: str, what: str) -> dict[str, str]:
     return out
 
 
-def noise_spec(text: str) -> tuple[str, dict]:
+def noise_column(text: str) -> tuple[str, dict]:
     """An argparse type: ``COLUMN:EPSILON:LO:HI``, one noised column (``--noise``).
 
     The column name may itself hold colons (the last three fields are numbers).
 
     Examples
     --------
-    >>> noise_spec("income:1.0:0:200000")
+    >>> noise_column("income:1.0:0:200000")
     ('income', {'epsilon': 1.0, 'bounds': (0.0, 200000.0)})
     """
     parts = text.rsplit(":", 3)

@@ -41,7 +41,7 @@ from ._progress import Progress
 from ._types import (
     byte_size,
     fraction,
-    noise_spec,
+    noise_column,
     nonnegative_int,
     positive_float,
     positive_int,
@@ -128,7 +128,7 @@ def _add_anonymization(p) -> None:
     add_option(p, ANONYMIZE["suppression"], type=fraction("--suppression"), metavar="F",
                also="e.g. 0.02")
     add_option(p, ANONYMIZE["suppressed"])
-    add_option(p, ANONYMIZE["noise"], type=noise_spec, action="append",
+    add_option(p, ANONYMIZE["noise"], type=noise_column, action="append",
                metavar="COL:EPS:LO:HI", also="repeatable, e.g. income:1.0:0:200000")
     add_option(p, ANONYMIZE["random_state"], flag="--seed", type=nonnegative_int("--seed"),
                metavar="N")

@@ -90,9 +90,9 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         columns = [*plan.qis] + ([plan.options["sensitive"]]
                                  if plan.options["sensitive"] is not None else [])
         parts = ddf[columns].to_delayed(optimize_graph=True)
-        spec = constant(plan, "plan")
+        plan_d = constant(plan, "plan")
         summarize = delayed(_summarize, pure=True)
-        partials = [summarize(p, spec, None if offsets is None else offsets[i])
+        partials = [summarize(p, plan_d, None if offsets is None else offsets[i])
                     for i, p in enumerate(parts)]
         summary = run(cluster_client, tree_reduce(partials, _merge), progress,
                       "pass: rows per region of the plan")
