@@ -144,8 +144,10 @@ def published_meta(release_meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
     labels = set(label_columns(top))
     out = pd.DataFrame(index=pd.Index(np.zeros(0, dtype=np.int64)))
     for col in _published_columns(top):
-        out[col] = (pd.Series([], dtype=TEXT) if col in labels
-                    else release_meta[col].iloc[:0]).to_numpy()
+        # Labels stay Arrow text through the shuffle (an object column would be
+        # converted to Arrow and back, and hashed as Python objects on arrival).
+        out[col] = (pd.Series([], dtype=TEXT).array if col in labels
+                    else release_meta[col].iloc[:0].to_numpy())
     out[PARTITION] = np.zeros(0, dtype=np.int64)
     return out
 
@@ -215,16 +217,39 @@ def merge_input_partition(df: pd.DataFrame, back: pd.DataFrame, top: TopPlan,
     for col in back.columns:
         if col == PARTITION:
             continue
-        values = back[col].to_numpy()[order] if col not in labels else back[col].iloc[order]
-        frame[col] = _as_labels(values) if col in labels else values
+        frame[col] = (_as_labels(back[col], order) if col in labels
+                      else back[col].to_numpy()[order])
     return conform(frame[list(meta.columns)], meta, keep=labels)
 
 
-def _as_labels(text: pd.Series) -> pd.Categorical:
-    """Text labels as a Categorical of text, categories sorted."""
-    codes, uniques = pd.factorize(text, sort=True)
-    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(
-        pd.Index(uniques, dtype=TEXT)))
+def _as_labels(text: pd.Series, order: np.ndarray) -> pd.Categorical:
+    """Text labels, taken in ``order``, as a Categorical of text, categories sorted.
+
+    Arrow's hash encodes the text (pandas' factorize would hash Python
+    objects); only the codes are reordered.
+
+    Examples
+    --------
+    >>> text = pd.Series(pd.array(["b", "a", None, "b"], dtype=TEXT))
+    >>> out = _as_labels(text, np.array([3, 2, 1, 0]))
+    >>> list(out.categories), out.codes.tolist()
+    (['a', 'b'], [1, -1, 0, 1])
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = (text.array.__arrow_array__() if hasattr(text.array, "__arrow_array__")
+              else pa.array(text.to_numpy(dtype=object), type=pa.string(), from_pandas=True))
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    encoded = pc.dictionary_encode(values)
+    sorted_codes = pc.array_sort_indices(encoded.dictionary).to_numpy()
+    rank = np.empty(sorted_codes.size + 1, dtype=np.int32)
+    rank[sorted_codes] = np.arange(sorted_codes.size, dtype=np.int32)
+    rank[-1] = -1  # a missing label: code -1 (index -1 picks it)
+    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)[order]
+    categories = pd.Index(encoded.dictionary.take(sorted_codes).to_pylist(), dtype=TEXT)
+    return pd.Categorical.from_codes(rank[codes], dtype=pd.CategoricalDtype(categories))
 
 
 def _published(ddf, top: TopPlan, release_meta, shuffle_method, oversized_ok: bool):
