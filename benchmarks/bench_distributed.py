@@ -346,6 +346,7 @@ def smallest_class(dst: Path, rows: int | None = None) -> dict:
     smallest = int(sizes.min())
     return {"smallest_class_on_disk": smallest, "classes_on_disk": int(sizes.size),
             "rows_on_disk": table.num_rows, "files_on_disk": len(files),
+            "bytes_on_disk": sum(f.stat().st_size for f in files),
             "k_ok": smallest >= K and (rows is None or table.num_rows == rows)}
 
 
