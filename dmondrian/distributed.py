@@ -41,30 +41,17 @@ from ._dask.cluster import (
     run,
     session,
 )
-from ._dask.counting_write import anonymize_counting, cuts_certain, write_parquet_counting
+from ._dask.counting_write import anonymize_counting, cuts_certain
 from ._dask.cut_tree import flatten, leaf_nodes
 from ._dask.domain_pass import run_domain_pass
 from ._dask.entity_noise import class_shares
 from ._dask.entity_pairs import keep_pair_cuts, node_pair_counts
 from ._dask.entity_pass import keep_entity_cuts, leaf_entities
-from ._dask.exchange import (
-    anonymize_keys,
-    check_exchange,
-    choose_exchange,
-    shipped_sizes,
-    write_keys,
-)
-from ._dask.graph import constant
-from ._dask.leaves import (
-    anonymize_output_partition,
-    class_columns,
-    label_columns,
-    lazy_meta,
-    output_meta,
-    write_output_partition,
-)
+from ._dask.exchange import anonymize_keys, check_exchange, choose_exchange, shipped_sizes
+from ._dask.leaves import anonymize_output_partition, lazy_meta, output_meta
 from ._dask.options import SAMPLE_ROWS, DaskOptions, check_dask_options, default_leaf_rows
-from ._dask.parquet_sink import ParquetSink, check_column_names
+from ._dask.parquet_release import release_sink, write_parquet
+from ._dask.parquet_sink import check_column_names
 from ._dask.plan import Recount, TopPlan, pack_output_partitions, partition_of_leaves
 from ._dask.planner import PlanConfig
 from ._dask.sensitive_pass import keep_diverse_cuts, leaf_histograms, sensitive_domain
@@ -73,7 +60,7 @@ from ._dask.shuffle import distributed_shuffle_method, route_and_shuffle
 from ._dask.shuffle_sizes import shuffle_sizes
 from ._dask.top_phase import cut_regions
 from ._dask.watchdog import check_stall_timeout, stall_timeout
-from ._dask.written_check import checked_now_or_later, finish_written, written_meta
+from ._dask.written_check import checked_now_or_later, finish_written
 from .constraints import KAnonymity
 from .errors import IdentifyingColumnWarning, InfeasibleError
 from .identifiers import without_identifiers
@@ -329,7 +316,7 @@ def _release_writer(ddf, top: TopPlan, shuffle_method):
     anonymized partition in a task of its own.
     """
     def write(path, write_options, storage_options):
-        return _write_parquet(ddf, top, _release_sink(ddf, top, path, write_options,
+        return write_parquet(ddf, top, release_sink(ddf, top, path, write_options,
                                                       storage_options),
                               shuffle_method, oversized_ok=True)
 
@@ -406,8 +393,8 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     sinks = []
 
     def build(top):
-        sinks.append(_release_sink(ddf, top, path, write_options, storage_options))
-        return _write_parquet(ddf, top, sinks[-1], distributed_shuffle_method())
+        sinks.append(release_sink(ddf, top, path, write_options, storage_options))
+        return write_parquet(ddf, top, sinks[-1], distributed_shuffle_method())
 
     # The identifying-column check runs in the write tasks (the domain pass reads only
     # the QIs); if its warning is raised as an error, the files written are removed.
@@ -486,27 +473,3 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_count
     finally:
         release(owned)
 
-
-def _release_sink(ddf, top: TopPlan, path, write_options, storage_options) -> ParquetSink:
-    """The Parquet sink of plan ``top``'s release: its labels, and its class ids as a
-    dictionary."""
-    return ParquetSink.create(path, output_meta(ddf._meta, top), label_columns(top),
-                              write_options, storage_options,
-                              dictionary_columns=class_columns(top),
-                              random_state=top.options.random_state)
-
-
-def _write_parquet(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
-                   oversized_ok: bool = False):
-    """The lazy graph that anonymizes every output partition and writes it with ``sink``."""
-    ddf = without_identifiers(ddf, top.options.identifiers)
-    if top.exchange == "keys":
-        return write_keys(ddf, top, sink, shuffle_method, output_meta(ddf._meta, top),
-                          oversized_ok)
-    if not top.counted:
-        return write_parquet_counting(ddf, top, sink, shuffle_method, oversized_ok)
-    shuffled, plan_d = route_and_shuffle(ddf, top, shuffle_method)
-    return shuffled.map_partitions(write_output_partition, plan_d, constant(sink, "sink"),
-                                   output_meta(ddf._meta, top),
-                                   meta=written_meta(top.written_check),
-                                   clear_divisions=True)
