@@ -12,8 +12,9 @@ shuffle
     against the same write without the shuffle.
 csv types
     Reading a CSV of the same rows lazily with dask and computing it:
-    :func:`dmondrian.csv_tables.read_csv_dask` (numeric columns read as text,
-    typed in one pass over the whole file, then converted) against
+    :func:`dmondrian.csv_tables.read_csv_dask` (the columns dask types as
+    numbers typed again over the whole file, each block by pandas' parser,
+    then the file read with those types) against
     ``dask.dataframe.read_csv`` (types from the first block), on the
     synchronous scheduler.
 

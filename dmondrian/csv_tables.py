@@ -10,10 +10,11 @@ same way whichever engine runs:
 * The column types are pandas' inference over the *whole* file. dask infers
   them from the first block only: a column empty in the first rows and
   holding text later (a common shape of real exports) would be typed as a
-  number there and fail further on. :func:`read_csv_dask` reads the columns
-  dask would have typed as numbers or booleans as text, finds their types in
-  one pass over the file, and converts them; a column that turns out to hold
-  text stays text, and the reader says so.
+  number there and fail further on. :func:`read_csv_dask` finds the types of
+  the columns dask would have typed as numbers or booleans in one pass over
+  the file, each block typing itself in parallel, then reads the file with
+  them; a column that turns out to hold text is read as text, and the reader
+  says so.
 * :func:`convert_dtypes` applies the ``--dtype COLUMN=TYPE`` conversions to a
   pandas or a dask DataFrame, the one converter of both paths.
 """
@@ -41,9 +42,6 @@ SEPARATORS = ",;\t|"
 COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst", ".zip")
 _SNIFF_BYTES = 64 * 1024
 _BOOL_WORDS = {"true": True, "false": False}
-#: What the type pass counts per column: values present, those pandas would
-#: read as numbers, as integers, as booleans, and missing values.
-_FACTS = ("present", "numeric", "integral", "boolean", "missing")
 
 
 class CsvTypeWarning(UserWarning):
@@ -168,13 +166,16 @@ def read_csv_dask(url: str, dialect: CsvDialect | None = None, text_columns=(),
                   **dask_options):
     """Read a CSV file lazily with dask, its column types those :func:`read_csv` gives.
 
-    dask guesses each column's type from the file's first block. Every
-    column it guesses as a number or a boolean is read as text instead; one
-    pass over the file (run now, on the current dask scheduler) finds what
-    pandas would make of the whole column, and the column is converted to
-    that: integers (``int64``, ``float64`` with missing values), floats,
-    booleans, or text. A column read as text although its first rows held
-    numbers is named in a :class:`CsvTypeWarning`.
+    dask guesses each column's type from the file's first block. The type
+    of every column it guesses as a number or a boolean is found again over
+    the whole file, block by block, before the real read: each block is
+    parsed by pandas (those columns only) and says what it found, a small
+    merge decides one type per column, and the file is then read with those
+    types, as dask reads any file: integers (``int64``, ``float64`` with
+    missing values), floats, booleans, or text. A column read as text
+    although its first rows held numbers is named in a
+    :class:`CsvTypeWarning`. The pass runs now, on the current dask
+    scheduler.
 
     Parameters
     ----------
@@ -187,79 +188,137 @@ def read_csv_dask(url: str, dialect: CsvDialect | None = None, text_columns=(),
     -------
     dask.dataframe.DataFrame
     """
-    import dask
     import dask.dataframe as dd
+    from fsspec.utils import infer_compression
 
     dialect = (dialect or CsvDialect()).resolved(url)
-    options = {**pandas_options(dialect, text_columns), **dask_options}
+    # A compressed file is read as one block (dask would say so in a warning).
+    blocks = {"blocksize": None} if infer_compression(url) else {}
+    options = {**pandas_options(dialect, text_columns), **blocks, **dask_options}
     guessed = dd.read_csv(url, **options)
     checked = [c for c, t in guessed.dtypes.items()
                if c not in options["dtype"] and (pd.api.types.is_numeric_dtype(t)
                                                   or pd.api.types.is_bool_dtype(t))]
     if not checked:
         return guessed
-    options["dtype"].update(dict.fromkeys(checked, "str"))
-    ddf = dd.read_csv(url, **options)
-    meta = pd.DataFrame({f: np.zeros(0, np.int64) for f in _FACTS})
-    (found,) = dask.compute(ddf[checked].map_partitions(_column_facts, dialect.decimal,
-                                                        meta=meta))
-    facts = found.groupby(level=0).sum()
-    types = {c: _type_of(facts.loc[c]) for c in checked}
+    types = _whole_file_types(url, dialect, list(guessed.columns), checked,
+                              options.get("blocksize", "default"))
     text = [c for c in checked if types[c] is None]
     if text:
         warnings.warn(CsvTypeWarning(
             f"{url}: column(s) {', '.join(map(repr, text))} look numeric in the first rows "
             "but hold text further on: read as text"), stacklevel=2)
-    typed = {c: t for c, t in types.items() if t is not None}
-    if not typed:
+    # Booleans with missing values are Python objects in pandas: read as
+    # text, then mapped (read_csv parses them only without a dtype).
+    words = {c: t for c, t in types.items() if t == "object_bool"}
+    options["dtype"].update({c: "str" if t in (None, "object_bool") else t
+                             for c, t in types.items()})
+    ddf = dd.read_csv(url, **options)
+    if not words:
         return ddf
-    meta = _as_types(ddf._meta, typed, dialect.decimal)
-    return ddf.map_partitions(_as_types, typed, dialect.decimal, meta=meta)
+    return ddf.map_partitions(_as_types, words, meta=_as_types(ddf._meta, words))
 
 
-def _column_facts(part: pd.DataFrame, decimal: str = ".") -> pd.DataFrame:
-    """Per column of a text partition (a row each): the counts :func:`_type_of` reads."""
-    rows = {}
+def _whole_file_types(url: str, dialect: CsvDialect, columns: list, checked: list,
+                      blocksize) -> dict:
+    """``{column: pandas type}`` of the ``checked`` columns over the whole file (None: text).
+
+    The file's blocks are those dask reads it in; each is parsed on the
+    current dask scheduler and reports a small summary (:func:`_block_kinds`).
+    """
+    import dask
+    from dask.bytes import read_bytes
+    from dask.dataframe.io.csv import AUTO_BLOCKSIZE
+    from fsspec.utils import infer_compression
+
+    compression = infer_compression(url)
+    if blocksize == "default":
+        blocksize = AUTO_BLOCKSIZE
+    if compression:
+        blocksize = None  # a compressed file is one block, as dask reads it
+    # The line end in the file's encoding, without the mark a BOM encoding
+    # puts first (as dask splits the file).
+    newline = "\n".encode(dialect.encoding)[len("".encode(dialect.encoding)):]
+    _, files = read_bytes(url, delimiter=newline, blocksize=blocksize, sample=False,
+                          compression=compression)
+    if files and not isinstance(files[0], (list, tuple)):
+        files = [files]
+    summarize = dask.delayed(_block_kinds, pure=True)
+    usecols = [columns.index(c) for c in checked]
+    parts = [summarize(block, i == 0, dialect, columns, usecols)
+             for blocks in files for i, block in enumerate(blocks)]
+    found = dask.compute(*parts)
+    return {c: _merged_type([part[c] for part in found]) for c in checked}
+
+
+def _block_kinds(block: bytes, first: bool, dialect: CsvDialect, columns: list,
+                 usecols: list) -> dict:
+    """``{column: (kind, has_missing)}`` of one block, as pandas types it alone.
+
+    Kinds: ``"empty"`` (no value), ``"int"``, ``"uint"``, ``"float"``,
+    ``"bool"``, ``"text"``.
+    """
+    import io
+
+    if not block.strip():
+        return {columns[j]: ("empty", False) for j in usecols}
+    part = pd.read_csv(io.BytesIO(block), sep=dialect.sep, decimal=dialect.decimal,
+                       encoding=dialect.encoding, header=0 if first else None,
+                       names=columns, usecols=usecols)  # (skiprows= is slower)
+    out = {}
     for col in part.columns:
         values = part[col]
-        present = values.dropna().astype(str).str.strip()
-        numeric = _to_numbers(present, decimal).notna()
-        integral = present.str.fullmatch(r"[+-]?\d+")
-        boolean = present.str.lower().isin(list(_BOOL_WORDS))
-        rows[col] = [len(present), int(numeric.sum()), int(integral.sum()),
-                     int(boolean.sum()), int(values.isna().sum())]
-    return pd.DataFrame.from_dict(rows, orient="index", columns=list(_FACTS)).astype(np.int64)
-
-
-def _type_of(facts) -> str | None:
-    """pandas' type of a whole column from its counts; None for text."""
-    present, numeric, integral, boolean, missing = (int(facts[f]) for f in _FACTS)
-    if present == 0:
-        return "float64"  # pandas reads an all-empty column as float NaN
-    if boolean == present:
-        return "bool" if missing == 0 else "object_bool"
-    if numeric < present:
-        return None
-    if integral == present and missing == 0:
-        return "int64"
-    return "float64"
-
-
-def _to_numbers(values: pd.Series, decimal: str) -> pd.Series:
-    text = values.astype(str).str.strip()
-    if decimal != ".":
-        text = text.str.replace(".", "\0", regex=False).str.replace(decimal, ".", regex=False)
-    return pd.to_numeric(text, errors="coerce")
-
-
-def _as_types(part: pd.DataFrame, types: dict, decimal: str) -> pd.DataFrame:
-    out = part.copy()
-    for col, typ in types.items():
-        if typ in ("bool", "object_bool"):
-            words = out[col].str.strip().str.lower().map(_BOOL_WORDS)
-            out[col] = words.astype(bool) if typ == "bool" else words.astype(object)
+        missing = bool(values.isna().any())
+        dtype = values.dtype
+        if values.notna().sum() == 0:
+            kind = "empty"
+        elif pd.api.types.is_bool_dtype(dtype):
+            kind = "bool"
+        elif dtype == np.int64:
+            kind = "int"
+        elif dtype == np.uint64:
+            kind = "uint"
+        elif pd.api.types.is_float_dtype(dtype):
+            kind = "float"
+        elif all(isinstance(v, (bool, np.bool_)) for v in values.dropna()):
+            kind = "bool"  # booleans with missing values: object dtype
         else:
-            out[col] = _to_numbers(out[col], decimal).astype(typ)
+            kind = "text"
+        out[col] = (kind, missing)
+    return out
+
+
+def _merged_type(found: list) -> str | None:
+    """pandas' type of a whole column from its blocks' ``(kind, has_missing)``; None for text.
+
+    Examples
+    --------
+    >>> _merged_type([("int", False), ("float", False)]), _merged_type([("empty", True)])
+    ('float64', 'float64')
+    >>> _merged_type([("bool", False), ("empty", True)]), _merged_type([("int", False)] * 2)
+    ('object_bool', 'int64')
+    >>> _merged_type([("int", False), ("text", False)]) is None
+    True
+    """
+    kinds = {kind for kind, _ in found} - {"empty"}
+    missing = any(m for _, m in found)
+    if not kinds or kinds <= {"int", "float"}:
+        return "int64" if kinds == {"int"} and not missing else "float64"
+    if kinds == {"bool"}:
+        return "object_bool" if missing else "bool"
+    if kinds == {"uint"} and not missing:
+        return "uint64"
+    return None
+
+
+def _as_types(part: pd.DataFrame, words: dict) -> pd.DataFrame:
+    """Boolean words of the columns ``words`` names as Python booleans (missing kept)."""
+    out = part.copy()
+    for col in words:
+        words = out[col].str.strip().str.lower().map(_BOOL_WORDS).astype(object)
+        # NaN for missing, as pandas reads them (not the string dtype's NA).
+        out[col] = pd.Series(np.where(words.isna(), np.nan, words), index=out.index,
+                             dtype=object)
     return out
 
 

@@ -70,6 +70,24 @@ def test_dask_reader_types_columns_from_the_whole_file(late_text_csv):
     pd.testing.assert_frame_equal(back[others], local[others])
 
 
+def test_dask_reader_types_every_block(tmp_path):
+    """Booleans missing in a later block, integers missing only there, a
+    compressed file (one block): the types pandas gives the whole file."""
+    n = 6_000
+    df = pd.DataFrame({"ok": np.where(np.arange(n) % 2 == 0, "True", "False"),
+                       "count": np.arange(n), "x": np.arange(n) / 4})
+    df.loc[n - 2, ["ok", "count"]] = None
+    for name in ("late.csv", "late.csv.gz"):
+        path = str(tmp_path / name)
+        df.to_csv(path, index=False)
+        with dask.config.set(scheduler="sync"):
+            lazy = read_csv_dask(path, CsvDialect(","),
+                                 **({} if name.endswith(".gz") else {"blocksize": 20_000}))
+            back = lazy.compute().reset_index(drop=True)
+        pd.testing.assert_frame_equal(back, read_csv(path))
+        assert back["ok"].dtype == object and back["count"].dtype == np.float64
+
+
 def test_semicolon_file_with_decimal_commas(tmp_path):
     path = tmp_path / "semi.csv"
     path.write_text("age;sex;income\n31;F;1234,5\n45;M;99,25\n52;F;7\n", encoding="latin-1")
