@@ -50,90 +50,77 @@ def nonnegative_int(name: str):
     return int_at_least(name, 0)
 
 
-def seconds_or_none(name: str):
-    """An argparse type: a number of seconds > 0, or ``none``.
+def float_where(name: str, ok, expected: str, none_ok: bool = False):
+    """An argparse type: a number for which ``ok(value)`` holds, with a message naming the option.
 
     Parameters
     ----------
     name : str
         The option, as the message names it.
+    ok : callable
+        ``float -> bool``; NaN stands for text that is no number.
+    expected : str
+        What the message says the value must be (``"a number > 0"``).
+    none_ok : bool, default False
+        Whether ``none`` is accepted too (as None).
 
     Returns
     -------
     callable
-        ``str -> float or None``, raising ``argparse.ArgumentTypeError``.
+        ``str -> float`` (or None), raising ``argparse.ArgumentTypeError``.
+
+    Examples
+    --------
+    >>> float_where("--c", lambda v: v > 0, "a number > 0")("2.5")
+    2.5
+    """
+    def parse(text):
+        if none_ok and text.strip().lower() == "none":
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{name} must be {expected}, got {text!r}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in some messages
+    return parse
+
+
+def seconds_or_none(name: str):
+    """An argparse type: a number of seconds > 0, or ``none`` (see :func:`float_where`).
 
     Examples
     --------
     >>> seconds_or_none("--stall-timeout")("90"), seconds_or_none("--stall-timeout")("none")
     (90.0, None)
     """
-    def parse(text):
-        if text.strip().lower() == "none":
-            return None
-        try:
-            value = float(text)
-        except ValueError:
-            value = float("nan")
-        if not value > 0 or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"{name} must be a number of seconds > 0 or "
-                                             f"'none', got {text!r}")
-        return value
-
-    parse.__name__ = name
-    return parse
+    return float_where(name, lambda v: 0.0 < v < float("inf"),
+                       "a number of seconds > 0 or 'none'", none_ok=True)
 
 
 def fraction(name: str):
-    """An argparse type: a number between 0 and 1, with a message naming the option.
-
-    Parameters
-    ----------
-    name : str
-        The option, as the message names it.
-
-    Returns
-    -------
-    callable
-        ``str -> float``, raising ``argparse.ArgumentTypeError``.
+    """An argparse type: a number between 0 and 1 (see :func:`float_where`).
 
     Examples
     --------
     >>> fraction("t")("0.25")
     0.25
     """
-    def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-        if not 0.0 <= value <= 1.0:
-            raise argparse.ArgumentTypeError(f"{name} must be between 0 and 1, got {value}")
-        return value
-
-    parse.__name__ = name
-    return parse
+    return float_where(name, lambda v: 0.0 <= v <= 1.0, "between 0 and 1")
 
 
 def positive_float(name: str):
-    """An argparse type: a finite number > 0, with a message naming the option.
+    """An argparse type: a finite number > 0 (see :func:`float_where`).
 
     Examples
     --------
     >>> positive_float("--c")("2.5")
     2.5
     """
-    def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            value = float("nan")
-        if not 0.0 < value < float("inf"):
-            raise argparse.ArgumentTypeError(f"{name} must be a number > 0, got {text!r}")
-        return value
-
-    parse.__name__ = name
-    return parse
+    return float_where(name, lambda v: 0.0 < v < float("inf"), "a number > 0")
 
 
 def k_list(text: str) -> list[int]:
