@@ -71,10 +71,11 @@ identifiers, allow_unique
     quasi_id_ : list
         The quasi-identifiers used.
     plan_ : FittedPlan or None
-        The fitted partition; None with ``entity`` (plans count rows) or when
-        fitted on a dask DataFrame (a plan is fitted in memory: fit on a pandas
-        table, a day's rows or a sample): ``transform`` then anonymizes each
-        table on its own.
+        The fitted partition (on a dask DataFrame, fitted on its cluster:
+        :func:`dmondrian.plans.dask_fit.fit_plan_dask`); None with ``entity``
+        (plans count rows), suppression or constraints objects, or on a dask
+        DataFrame with ``l``, ``t`` or relaxed cuts: ``transform`` then
+        anonymizes each table on its own.
     feature_names_in_ : ndarray of str
         Columns seen in ``fit``.
     n_features_in_ : int
@@ -178,13 +179,18 @@ identifiers, allow_unique
 
         unplanned = [name for name in ("entity", "suppression", "constraints")
                      if getattr(self, name)]
-        if unplanned or is_dask(X):
-            # Fitted plans count rows, not entities, suppress nothing, take the
-            # named models only, and are fitted in memory: such an estimator
-            # anonymizes each table it transforms on its own.
+        if is_dask(X) and (self.l is not None or self.t is not None
+                           or self.mode != "strict"):
+            unplanned.append("l" if self.l is not None else "t" if self.t is not None
+                             else "mode")
+        if unplanned:
+            # Fitted plans count rows, not entities, suppress nothing and take the
+            # named models only (k only and strict cuts on a dask table): such an
+            # estimator anonymizes each table it transforms on its own.
             self.plan_ = None
-            self.unplanned_ = (unplanned[0], f"it was given {unplanned[0]}=") if unplanned \
-                else ("X", "it was fitted on a dask table")
+            name = unplanned[0]
+            self.unplanned_ = (name, f"it was given {name}={getattr(self, name)!r}"
+                               + (" with a dask table" if is_dask(X) else ""))
         else:
             from .plans import fit_plan
 
@@ -220,7 +226,8 @@ identifiers, allow_unique
             name, why = self.unplanned_
             raise ParameterError(name, f"this estimator has no plan to save: {why}, and "
                                        "fitted plans take no entity, suppression or "
-                                       "constraints objects and are fitted on pandas tables")
+                                       "constraints objects (on a dask table: k only, "
+                                       "strict cuts)")
         from .plans import save_plan
 
         return save_plan(self.plan_, path)

@@ -296,3 +296,56 @@ def test_cli_plan_on_dask_is_the_local_release(tmp_path, process_client):
     assert manifest["extra"]["engine"] == "distributed"
     assert manifest["extra"]["plan"]["sha256"] == plan_sha256(plan)
     assert manifest["rows"] == {"input": 600, "output": 600}
+    # A plan fitted on the cluster is the plan fitted in memory.
+    assert main(["anonymize", str(day1), str(tmp_path / "out2.parquet"), "--k", "10",
+                 "--qi", "age,score,job", "--save-plan", str(tmp_path / "p2.json"),
+                 "--distributed", "--scheduler", process_client.scheduler.address,
+                 "--no-progress"]) == 0
+    assert _same_tree(load_plan(tmp_path / "p2.json"), load_plan(plan))
+
+
+def _same_tree(a, b) -> bool:
+    return all(np.array_equal(getattr(a.tree, n), getattr(b.tree, n))
+               for n in ("parent", "count", "lo", "hi", "missing")) and all(
+        np.array_equal(a.tree.codes[j][0], b.tree.codes[j][0]) for j in a.tree.codes)
+
+
+@pytest.mark.parametrize("batch_rows", [None, 800])
+def test_plan_fitted_on_dask_is_the_local_plan(process_client, batch_rows):
+    import dask.dataframe as dd
+
+    df = _table(4000, 50)
+    new = _table(800, 51)
+    new.loc[0, "job"], new.loc[1, "age"] = "never-seen", 500
+    # Leaves of 1000 rows: the Dask engine cuts the top, the local engine each leaf.
+    on_dask = fit_plan(dd.from_pandas(df, npartitions=4), QIS, 10, batch_rows=batch_rows,
+                       leaf_rows=1000)
+    local = fit_plan(df, QIS, 10, batch_rows=batch_rows)
+    assert (on_dask.fit_k, on_dask.trim, on_dask.n_fit) == (local.fit_k, local.trim, 4000)
+    assert _same_tree(on_dask, local)
+    released = on_dask.transform(new)
+    assert_valid_release(new, released, QIS, 10)
+    pd.testing.assert_frame_equal(released, local.transform(new))
+    # Either engine releases the same table the same way through the Dask-fitted plan.
+    pd.testing.assert_frame_equal(
+        on_dask.transform(dd.from_pandas(new, npartitions=3)).compute(), released)
+    if batch_rows is None:
+        pd.testing.assert_frame_equal(on_dask.transform(df), dm.anonymize(df, QIS, 10))
+
+
+def test_estimator_fits_a_dask_table(process_client, tmp_path):
+    import dask.dataframe as dd
+
+    df = _table(3000, 52)
+    est = MondrianAnonymizer(k=10, quasi_id=QIS, batch_rows=1000).fit(
+        dd.from_pandas(df, npartitions=3))
+    assert est.plan_ is not None and est.plan_.fit_k == fit_k(10, 3000, 1000)
+    assert _same_tree(est.plan_, fit_plan(df, QIS, 10, batch_rows=1000))
+    new = _table(1000, 53)
+    lazy = est.transform(dd.from_pandas(new, npartitions=2))
+    pd.testing.assert_frame_equal(lazy.compute(), est.transform(new))
+    est.save_plan(tmp_path / "plan.json")
+    pd.testing.assert_frame_equal(load_plan(tmp_path / "plan.json").transform(new),
+                                  est.transform(new))
+    with pytest.raises(dm.errors.ParameterError, match="mode"):
+        fit_plan(dd.from_pandas(df, npartitions=3), QIS, 10, mode="relaxed")

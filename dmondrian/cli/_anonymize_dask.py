@@ -48,12 +48,15 @@ def release_plan_on_dask(job, release_report):
     The plan's Dask path (:func:`dmondrian.plans.dask.transform_dask`): one pass
     counts the rows of every region, then every partition is published in
     place, its rows shuffled (:mod:`dmondrian.row_order`) and written. No
-    shuffle between partitions.
+    shuffle between partitions. With ``--save-plan`` the plan is first fitted
+    on the input (:func:`dmondrian.plans.fit_plan`) and written
+    once the release is.
 
     Parameters
     ----------
     job : dmondrian.cli.anonymize.Job
-        The resolved command line, ``job.plan`` the loaded plan.
+        The resolved command line, ``job.plan`` the loaded plan (None with
+        ``--save-plan``).
     release_report : callable
         As in :func:`anonymize_on_dask`.
 
@@ -64,6 +67,7 @@ def release_plan_on_dask(job, release_report):
     """
     from .. import io
     from .._dask.cluster import run
+    from ..plans import fit_plan, plan_sha256, save_plan
     from ..plans.dask import transform_dask
     from ..row_order import row_order_seed, shuffle_partition
     from ._common import UsageError
@@ -73,7 +77,16 @@ def release_plan_on_dask(job, release_report):
     io._check_exists(job.src)
     with _client(job.args) as client:
         ddf = _read(job)
-        released = transform_dask(job.plan, ddf, client=client,
+        plan = job.plan
+        if plan is None:
+            # As in memory: a suppression asked for is refused by the fit, not dropped.
+            options = {n: v for n, v in job.options(ANONYMIZE).items()
+                       if n not in ("noise", "random_state", "suppressed", "suppression")
+                       or (n == "suppression" and v != ANONYMIZE[n].default)}
+            plan = fit_plan(ddf, job.qis, job.args.k, batch_rows=job.args.batch_rows,
+                            client=client, progress=job.progress.enabled,
+                            leaf_rows=job.args.leaf_rows, **options)
+        released = transform_dask(plan, ddf, client=client,
                                   progress=job.progress.enabled)
         released = released.map_partitions(shuffle_partition,
                                            row_order_seed(job.args.random_state),
@@ -87,6 +100,8 @@ def release_plan_on_dask(job, release_report):
             else:
                 graph = released.to_csv(target, compute=False, **WRITE_OPTIONS["csv"])
             run(client, graph, job.progress.enabled, f"pass: publish, write {job.dst}")
+        job.plan_sha256 = (plan_sha256(job.args.plan) if job.plan is not None
+                           else save_plan(plan, job.args.save_plan))
         with job.progress.stage("measuring the release for its manifest"):
             return release_report(job, _read_back(job), ddf)
 

@@ -145,7 +145,8 @@ def _add_anonymization(p) -> None:
 
 def _add_plan(group) -> None:
     group.add_argument("--save-plan", metavar="FILE",
-                       help="also write the fitted partition as a JSON plan (in memory only)")
+                       help="also write the fitted partition as a JSON plan (on Dask: strict "
+                            "cuts, k only)")
     group.add_argument("--plan", metavar="FILE",
                        help="release INPUT through a saved plan: QIs, k and options come from "
                             "it (a flag that contradicts it is an error)")
@@ -294,9 +295,6 @@ def run(args: argparse.Namespace) -> int:
     job = _job(args)
     job.plan = plan
     engine = choose_engine(args, job.src)
-    if args.save_plan and engine != "local":
-        raise UsageError("--save-plan fits in memory: add --local (a dask table is fitted "
-                         "with dmondrian.plans in Python)")
     started = time.perf_counter()
     with _identifying_warnings(job):
         outcome = _anonymize_local(job) if engine == "local" else _anonymize_on_dask(job)
@@ -454,10 +452,7 @@ def _release_with_plan(job: Job, df, class_col):
 
 
 def _anonymize_on_dask(job: Job) -> Outcome:
-    if job.plan is not None:
-        from ..plans import plan_sha256
-
-        job.plan_sha256 = plan_sha256(job.args.plan)
+    if job.plan is not None or job.args.save_plan:
         rep = release_plan_on_dask(job, release_report)
         return Outcome.of(rep, rep.n_records)  # a plan releases every row it reads
     rep, input_rows = anonymize_on_dask(job, release_report)

@@ -9,8 +9,6 @@ node and one label per class: no partitioning.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
@@ -23,57 +21,10 @@ from ..sensitive import encode_sensitive
 from ..validation import check_options
 from .batch import encode_batch, lift_tables, place_rows, summarize_batch
 from .release import decide, node_depths, publish_rows
+from .sizing import PLAN_OPTIONS, fit_k, fit_trim
 from .tree import build_tree
 
 __all__ = ["FittedPlan", "fit_plan", "fit_k", "fit_trim"]
-
-#: Options a plan keeps (and writes into its file): the others are refused or
-#: belong to a release (``identifiers`` and ``allow_unique`` are checked per table).
-PLAN_OPTIONS = ("mode", "objective", "generalization", "max_depth", "class_column",
-                "l", "l_kind", "c", "t", "sensitive", "identifiers", "allow_unique")
-
-
-def fit_k(k: int, n_fit: int, batch_rows: int | None) -> int:
-    """The class size a plan is fitted at so a batch of ``batch_rows`` keeps its classes.
-
-    A fitted class of ``c`` rows expects ``c * batch_rows / n_fit`` rows of a
-    batch drawn like the fitted table; the fit asks for ``k + 2 * sqrt(k)``
-    expected rows (two standard deviations of a Poisson count above k), so
-    that a class rarely falls short of k in one batch and not the next (never
-    more than ``n_fit``). Fewer classes fall short with a wider margin, but
-    every class is larger: the margin buys shared classes with information
-    loss (benchmarks/README.md, "Fitted plans"). Without ``batch_rows`` the plan is fitted at
-    ``k``: the fitted table's own classes.
-
-    Examples
-    --------
-    >>> fit_k(10, 30_000, None), fit_k(10, 30_000, 7_500), fit_k(10, 30_000, 60_000)
-    (10, 66, 10)
-    """
-    if batch_rows is None:
-        return k
-    # Never above the fitted table itself: a plan is at worst its root.
-    return max(k, min(n_fit, math.ceil((k + 2 * math.sqrt(k)) * n_fit / batch_rows)))
-
-
-def fit_trim(n_fit: int, batch_rows: int | None) -> int:
-    """How many fitted rows must hold a value for a region to keep it in its label.
-
-    A value ``c`` of the fitted rows of a region is expected ``c * batch_rows /
-    n_fit`` times in a batch; below once (``c < n_fit / batch_rows``) the
-    region leaves it out, and a batch's rare row holding it is published at the
-    nearest ancestor that holds it. Labels then describe the values a batch's
-    rows actually take, not the fitted table's outliers. Without
-    ``batch_rows``, 1: every fitted value.
-
-    Examples
-    --------
-    >>> fit_trim(30_000, None), fit_trim(30_000, 7_500), fit_trim(30_000, 60_000)
-    (1, 4, 1)
-    """
-    if batch_rows is None:
-        return 1
-    return max(1, round(n_fit / batch_rows))
 
 
 class FittedPlan:
@@ -98,7 +49,7 @@ class FittedPlan:
     n_fit : int
         Rows of the fitted table.
     options : dict
-        The anonymization options (:data:`dmondrian.plans.fitted.PLAN_OPTIONS`).
+        The anonymization options (:data:`dmondrian.plans.sizing.PLAN_OPTIONS`).
     encodings : list of EncodedQI
         Every QI's fitted encoding, without keys.
     tree : PlanTree
@@ -256,8 +207,10 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
 
     Parameters
     ----------
-    df : pandas.DataFrame
-        The table to learn the partition from.
+    df : pandas.DataFrame or dask.dataframe.DataFrame
+        The table to learn the partition from. A dask DataFrame is fitted on
+        its cluster (:func:`dmondrian.plans.dask_fit.fit_plan_dask`: the Dask
+        engine's top cuts, the local engine's leaves; strict mode, k only).
     quasi_identifiers, k
         As in :func:`dmondrian.anonymize`.
     batch_rows : int, optional
@@ -290,8 +243,17 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     >>> plan.transform(new)["age"].tolist()
     ['[24, 25]', '[24, 25]', '[52, 99]', '[52, 99]']
     """
+    from ..kinds.base import is_dask
+
+    if is_dask(df):
+        from .dask_fit import fit_plan_dask
+
+        if fit_k_ is not None or trim is not None:
+            raise ParameterError("fit_k_", "fit_k_ and trim are for measuring in memory")
+        return FittedPlan(**fit_plan_dask(df, quasi_identifiers, k, batch_rows=batch_rows,
+                                          **options))
     if not isinstance(df, pd.DataFrame):
-        raise ParameterError("df", f"fit_plan expects a pandas DataFrame, got "
+        raise ParameterError("df", f"fit_plan expects a pandas or dask DataFrame, got "
                                    f"{type(df).__name__}")
     why = {"noise": ": give noise per release", "random_state": ": give it per release",
            "entity": " yet: plans count rows, not entities"}

@@ -23,7 +23,7 @@ import numpy as np
 from .._dask.cut_tree import NO_TIES, CutTree
 from .._kernel.constants import KIND_FLOAT, KIND_INT, KIND_NOMINAL, MISSING_KEY
 
-__all__ = ["PlanTree", "build_tree"]
+__all__ = ["PlanTree", "build_tree", "node_arrays"]
 
 
 @dataclass
@@ -78,8 +78,16 @@ class PlanTree:
         return packed[a:b] - node * card
 
 
+def node_arrays(n: int, d: int) -> tuple:
+    """Zeroed ``count, lo, hi, missing, total, present`` of :class:`PlanTree` for ``n``
+    nodes and ``d`` QIs."""
+    return (np.zeros(n, dtype=np.int64), np.zeros((n, d), dtype=np.int64),
+            np.zeros((n, d), dtype=np.int64), np.zeros((n, d), dtype=bool),
+            np.zeros((n, d), dtype=np.float64), np.zeros((n, d), dtype=np.int64))
+
+
 def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, cards,
-               relaxed: bool, trim: int = 1) -> PlanTree:
+               relaxed: bool, trim: int = 1, *, edges=None) -> PlanTree:
     """Rebuild the cut tree of a partition (see the module docstring).
 
     Parameters
@@ -99,7 +107,12 @@ def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, 
         the bounds of an ordered QI only as far as values held by at least
         ``trim`` of its fitted rows (the ``trim``-th smallest and largest key).
         1 keeps every fitted value (the fitted classes' own labels); the root
-        always keeps them all. See :func:`dmondrian.plans.fitted.fit_trim`.
+        always keeps them all. See :func:`dmondrian.plans.sizing.fit_trim`.
+    edges : (int64 array, int64 array), optional
+        The smallest and largest present key of every QI over the whole fitted
+        table, for a tree of one region of it (:mod:`.dask_fit`): its root is
+        then trimmed too, and a bound is an open edge where it meets these.
+        Default: this tree's root's, which keeps every value.
 
     Returns
     -------
@@ -139,30 +152,33 @@ def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, 
         stack.append((a, m, node, 0))
     tree = builder.finish(sizes, lo_c, hi_c, miss_c, total_c, present_c, held, cards)
     if trim > 1:
-        _trim(tree, builder.span, sorted_keys, kinds, trim)
+        _trim(tree, builder.span, sorted_keys, kinds, trim, edges)
     return tree
 
 
-def _trim(tree: PlanTree, span, sorted_keys, kinds, trim: int) -> None:
-    """Narrow every node but the root to the values ``trim`` of its fitted rows hold.
+def _trim(tree: PlanTree, span, sorted_keys, kinds, trim: int, edges=None) -> None:
+    """Narrow every node but the root (every node, given ``edges``) to the values
+    ``trim`` of its fitted rows hold.
 
     The ``trim``-th smallest key of a node is at most any descendant's (its
     rows include theirs), and a code held ``trim`` times by a child is held as
     often by its parent: trimmed regions stay nested.
     """
     d = tree.lo.shape[1]
+    lo_edge, hi_edge = (tree.lo[0].copy(), tree.hi[0].copy()) if edges is None else edges
     kept = {j: [] for j in tree.codes}
     for node in range(tree.n_nodes):
         s, e = span[node]
+        whole = node == 0 and edges is None  # the fitted table's root keeps every value
         for j in range(d):
             row = sorted_keys[j, s:e]
             if j in tree.codes:
                 card = tree.codes[j][1]
                 counts = np.bincount(row, minlength=card)
-                codes = np.flatnonzero(counts >= (1 if node == 0 else trim))
+                codes = np.flatnonzero(counts >= (1 if whole else trim))
                 kept[j].append(node * card + codes)
                 continue
-            if node == 0:
+            if whole:
                 continue
             present = row[row != MISSING_KEY]
             tree.missing[node, j] = (e - s - present.size) >= trim
@@ -172,9 +188,9 @@ def _trim(tree: PlanTree, span, sorted_keys, kinds, trim: int) -> None:
             # An edge of the fitted domain stays where it is: regions there are open-ended
             # (dmondrian.plans.batch), and a row past a trimmed edge would widen the label.
             edge = kinds[j] in (KIND_INT, KIND_FLOAT)
-            if not (edge and tree.lo[node, j] == tree.lo[0, j]):
+            if not (edge and tree.lo[node, j] == lo_edge[j]):
                 tree.lo[node, j] = np.partition(present, trim - 1)[trim - 1]
-            if not (edge and tree.hi[node, j] == tree.hi[0, j]):
+            if not (edge and tree.hi[node, j] == hi_edge[j]):
                 tree.hi[node, j] = np.partition(present, present.size - trim)[present.size - trim]
     for j, parts in kept.items():
         tree.codes[j] = (np.concatenate(parts).astype(np.int64), tree.codes[j][1])
@@ -290,13 +306,7 @@ class _Builder:
                        self.tie_before[:n].copy(), self.rank_off[:n].copy(),
                        np.concatenate(self.ranks), self.left[:n].copy(),
                        self.right[:n].copy(), leaf)
-        d = lo_c.shape[1]
-        count = np.zeros(n, dtype=np.int64)
-        lo = np.zeros((n, d), dtype=np.int64)
-        hi = np.zeros((n, d), dtype=np.int64)
-        missing = np.zeros((n, d), dtype=bool)
-        total = np.zeros((n, d), dtype=np.float64)
-        present = np.zeros((n, d), dtype=np.int64)
+        count, lo, hi, missing, total, present = node_arrays(n, lo_c.shape[1])
         member = {j: np.zeros((n, m.shape[1]), dtype=bool) for j, m in held.items()}
         # Children come after their parent: fold them in reverse order.
         for node in range(n - 1, -1, -1):

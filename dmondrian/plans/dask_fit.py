@@ -1,0 +1,320 @@
+"""Fit a plan on a dask DataFrame: the Dask engine's top cuts, the local engine's leaves.
+
+1. The Dask engine's top phase (:func:`dmondrian.distributed.plan`) cuts the
+   table, at the fitted class size, into leaves that fit in memory.
+2. Its shuffle moves every leaf's rows to one task, which runs the local
+   engine on the leaf (as the Dask engine's release does: global encodings and
+   scales) and rebuilds the leaf's cut tree (:func:`.tree.build_tree`). A task
+   returns that small tree and the leaf's totals, never rows.
+3. The client stitches the top cuts and the leaves' trees into one
+   :class:`~.tree.PlanTree`: a top node's bounds, counts and codes are its
+   leaves' together, trimmed (``batch_rows``) from the ``trim`` smallest and
+   largest keys and the code counts every leaf reports.
+
+The plan holds the global encodings, so it releases a pandas or a dask table,
+and the same table gets the same release on either engine
+(:meth:`.fitted.FittedPlan.transform`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .._dask.cut_tree import CutTree
+from .._kernel.constants import INT_MIN, KIND_FLOAT, KIND_INT, KIND_NOMINAL, MISSING_KEY
+from ..errors import InfeasibleError, ParameterError
+from .sizing import PLAN_OPTIONS, fit_k, fit_trim
+from .tree import PlanTree, build_tree, node_arrays
+
+__all__ = ["fit_plan_dask"]
+
+
+@dataclasses.dataclass
+class LeafFit:
+    """What a task returns of one top leaf: its tree, and its root's totals untrimmed.
+
+    ``small``/``large`` hold the ``trim`` smallest and largest present keys of
+    every ordered QI (``MISSING_KEY``/``INT_MIN`` padding), ``n_missing`` the
+    missing values, ``code_counts`` every nominal QI's code counts.
+    """
+
+    tree: PlanTree
+    root: tuple
+    small: np.ndarray
+    large: np.ndarray
+    n_missing: np.ndarray
+    code_counts: dict
+
+
+def _fit_leaves(df, top, k_fit, trim, edges, whole) -> list:
+    """The local engine and :func:`.tree.build_tree` on every leaf of one output partition."""
+    from .._dask.columns import LEAF, key_names
+    from .._dask.routing import leaf_order
+    from .._dask.shipped_keys import gather_keys
+    from ..local import kernel_rules, partition
+
+    positions = df.index.to_numpy(dtype=np.int64)
+    order, ids, starts, _ = leaf_order(df[LEAF].to_numpy(dtype=np.int64), positions,
+                                       top.n_leaves)
+    d = top.domain.d
+    keys = np.empty((d, len(order)), dtype=np.int64)
+    for j, (name, offset) in enumerate(zip(key_names(d), top.key_offsets, strict=True)):
+        gather_keys(df[name].to_numpy(), order, keys[j], offset)
+    bounds = np.append(starts, len(order))
+    out = []
+    for i, leaf in enumerate(ids.tolist()):
+        rows = keys[:, bounds[i]:bounds[i + 1]]
+        encoded = [dataclasses.replace(enc, keys=np.ascontiguousarray(rows[j]))
+                   for j, enc in enumerate(top.encodings)]
+        rules = kernel_rules(encoded, k_fit, mode="strict", objective=top.options.objective,
+                             max_depth=top.options.max_depth, scales=top.domain.scales)
+        part = partition(encoded, rules,
+                         leaves=np.asarray([[0, int(top.leaf_depths[leaf])]], dtype=np.int64))
+        untrimmed = build_tree(part.stats, part.sorted_keys, part.class_of_row, rules.kinds,
+                               rules.cards, False)
+        # One leaf is the whole table: its root keeps every value, as in memory.
+        tree = untrimmed if trim == 1 else build_tree(
+            part.stats, part.sorted_keys, part.class_of_row, rules.kinds, rules.cards, False,
+            trim, edges=None if whole else edges)
+        out.append((leaf, _leaf_fit(tree, untrimmed, rows, top.domain.kernel_kinds,
+                                    rules.cards, trim)))
+    return out
+
+
+def _leaf_fit(tree, untrimmed, rows, kinds, cards, trim) -> LeafFit:
+    d = rows.shape[0]
+    small = np.full((d, trim), MISSING_KEY, dtype=np.int64)
+    large = np.full((d, trim), INT_MIN, dtype=np.int64)
+    n_missing = np.zeros(d, dtype=np.int64)
+    code_counts = {}
+    for j in range(d):
+        if kinds[j] == KIND_NOMINAL:
+            code_counts[j] = np.bincount(rows[j], minlength=int(cards[j])).astype(np.int64)
+            continue
+        present = np.sort(rows[j][rows[j] != MISSING_KEY])
+        n_missing[j] = rows.shape[1] - present.size
+        small[j, :min(trim, present.size)] = present[:trim]
+        top_keys = present[::-1][:trim]
+        large[j, :top_keys.size] = top_keys
+    t = untrimmed
+    root = (t.count[0], t.lo[0], t.hi[0], t.missing[0], t.total[0], t.present[0],
+            {j: t.node_codes(j, 0) for j in t.codes})
+    return LeafFit(tree, root, small, large, n_missing, code_counts)
+
+
+def _stitch(cuts: CutTree, leaves: dict, d: int, kinds, cards, trim: int) -> PlanTree:
+    """One PlanTree from the top cuts and every top leaf's fit (see the module docstring)."""
+    qi, t, eq, tie, rank_off, left, right = ([] for _ in range(7))
+    parent, count, lo, hi, missing, total, present = ([] for _ in range(7))
+    packed = {j: [] for j in range(d) if kinds[j] == KIND_NOMINAL}
+    ranks, rank_len = [np.zeros(1, dtype=np.int64)], 1
+    top_nodes = []  # every top internal node, in depth-first order
+    fits = {}
+    # Where each top cut's ranks end in the top tree's rank array.
+    starts = np.unique(cuts.rank_off[cuts.rank_off >= 0])
+    rank_end = dict(zip(starts.tolist(), np.append(starts[1:], cuts.ranks.shape[0]).tolist(),
+                        strict=False))
+
+    def add_top(i, par):
+        nonlocal rank_len
+        node = len(qi)
+        parent.append(par)
+        if cuts.qi[i] < 0:
+            return add_leaf(leaves[int(cuts.leaf[i])], par)
+        qi.append(int(cuts.qi[i]))
+        t.append(int(cuts.t[i]))
+        eq.append(int(cuts.eq[i]))
+        tie.append(int(cuts.tie_before[i]))
+        if cuts.rank_off[i] >= 0:
+            start = int(cuts.rank_off[i])
+            rank_off.append(rank_len)
+            ranks.append(cuts.ranks[start:rank_end[start]])
+            rank_len += rank_end[start] - start
+        else:
+            rank_off.append(-1)
+        left.append(-1)
+        right.append(-1)
+        for a in (count, lo, hi, missing, total, present):
+            a.append(None)
+        top_nodes.append(node)
+        left[node] = len(qi)
+        add_top(int(cuts.left[i]), node)
+        right[node] = len(qi)
+        add_top(int(cuts.right[i]), node)
+        return node
+
+    def add_leaf(fit: LeafFit, par):
+        nonlocal rank_len
+        sub = fit.tree
+        base = len(qi)
+        c = sub.cuts
+        inner = c.qi >= 0
+        qi.extend(c.qi.tolist())
+        t.extend(c.t.tolist())
+        eq.extend(c.eq.tolist())
+        tie.extend(c.tie_before.tolist())
+        rank_off.extend(np.where(c.rank_off >= 0, c.rank_off - 1 + rank_len, -1).tolist())
+        ranks.append(c.ranks[1:])
+        rank_len += c.ranks.shape[0] - 1
+        left.extend(np.where(inner, c.left + base, -1).tolist())
+        right.extend(np.where(inner, c.right + base, -1).tolist())
+        parent.extend((sub.parent[1:] + base).tolist())
+        for a, v in ((count, sub.count), (lo, sub.lo), (hi, sub.hi), (missing, sub.missing),
+                     (total, sub.total), (present, sub.present)):
+            a.extend(list(v))
+        for j in packed:
+            codes, card = sub.codes[j]
+            packed[j].append(codes + base * card)
+        fits[base] = fit
+        return base
+
+    add_top(0, -1)
+    n = len(qi)
+    count_a, lo_a, hi_a, miss_a, total_a, present_a = node_arrays(n, d)
+    for i in range(n):
+        if count[i] is not None:
+            count_a[i], lo_a[i], hi_a[i] = count[i], lo[i], hi[i]
+            miss_a[i], total_a[i], present_a[i] = missing[i], total[i], present[i]
+    left_a, right_a = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+    # Top nodes: their leaves' totals together, children first (reverse depth-first order).
+    agg = {}
+    for base, fit in fits.items():
+        agg[base] = (fit.root, fit.small, fit.large, fit.n_missing, fit.code_counts)
+    for node in reversed(top_nodes):
+        a, b = agg[int(left_a[node])], agg[int(right_a[node])]
+        (ca, la, ha, ma, ta, pa, sa), (cb, lb, hb, mb, tb, pb, sb) = a[0], b[0]
+        root = (ca + cb, np.minimum(la, lb), np.maximum(ha, hb), ma | mb, ta + tb, pa + pb,
+                {j: np.union1d(sa[j], sb[j]) for j in sa})
+        small = np.sort(np.concatenate([a[1], b[1]], axis=1), axis=1)[:, :trim]
+        large = -np.sort(-np.concatenate([a[2], b[2]], axis=1), axis=1)[:, :trim]
+        agg[node] = (root, small, large, a[3] + b[3],
+                     {j: a[4][j] + b[4][j] for j in a[4]})
+    codes_of = {}
+    for node in top_nodes:
+        (c, lo_n, hi_n, m, tt, p, codes), small, large, n_missing, counts = agg[node]
+        count_a[node], lo_a[node], hi_a[node] = c, lo_n, hi_n
+        miss_a[node], total_a[node], present_a[node] = m, tt, p
+        codes_of[node] = (codes, small, large, n_missing, counts)
+    root_lo, root_hi = lo_a[0].copy(), hi_a[0].copy()
+    for node, (codes, small, large, n_missing, counts) in codes_of.items():
+        for j in packed:
+            card = int(cards[j])
+            kept = codes[j] if node == 0 or trim == 1 else np.flatnonzero(counts[j] >= trim)
+            packed[j].append(node * card + np.asarray(kept, dtype=np.int64))
+        if node == 0 or trim == 1:
+            continue
+        for j in range(d):
+            if j in packed:
+                continue
+            miss_a[node, j] = n_missing[j] >= trim
+            if small[j, trim - 1] == MISSING_KEY:  # fewer than trim present values
+                lo_a[node, j], hi_a[node, j] = MISSING_KEY, INT_MIN
+                continue
+            edge = kinds[j] in (KIND_INT, KIND_FLOAT)
+            if not (edge and lo_a[node, j] == root_lo[j]):
+                lo_a[node, j] = small[j, trim - 1]
+            if not (edge and hi_a[node, j] == root_hi[j]):
+                hi_a[node, j] = large[j, trim - 1]
+    leaf = np.where(np.asarray(qi) < 0, np.arange(n), -1)
+    cut_tree = CutTree(np.asarray(qi, dtype=np.int64), np.asarray(t, dtype=np.int64),
+                       np.asarray(eq, dtype=np.int64), np.asarray(tie, dtype=np.int64),
+                       np.asarray(rank_off, dtype=np.int64), np.concatenate(ranks),
+                       left_a, right_a, leaf)
+    codes = {j: (np.sort(np.concatenate(parts)).astype(np.int64), int(cards[j]))
+             for j, parts in packed.items()}
+    return PlanTree(cut_tree, np.asarray(parent, dtype=np.int64), count_a, lo_a, hi_a, miss_a,
+                    total_a, present_a, codes)
+
+
+def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = None,
+                  client=None, progress=None, **options) -> dict:
+    """Fit a plan on a dask DataFrame (see the module docstring): what
+    :func:`dmondrian.plans.fit_plan` does with a dask DataFrame.
+
+    Parameters
+    ----------
+    ddf : dask.dataframe.DataFrame
+        The table to learn the partition from.
+    quasi_identifiers, k, batch_rows
+        As in :func:`dmondrian.plans.fit_plan`.
+    client : distributed.Client, optional
+        The cluster (default: as :func:`dmondrian.distributed.anonymize` finds one).
+    progress : bool, optional
+        Progress bars for the passes.
+    **options
+        ``mode`` ("strict" only), ``objective``, ``max_depth``, ``generalization``,
+        ``hierarchies``, ``qi_kinds``, ``class_column``, ``identifiers``,
+        ``allow_unique``, and the Dask engine's ``leaf_rows``. l, t and the
+        options :func:`~dmondrian.plans.fit_plan` refuses are refused.
+
+    Returns
+    -------
+    dict
+        The keywords of :class:`dmondrian.plans.FittedPlan` (which
+        :func:`dmondrian.plans.fit_plan` makes of them).
+    """
+    from .. import distributed
+    from .._dask.cluster import release, resolve_client, run
+    from .._dask.graph import constant
+    from .._dask.shuffle import distributed_shuffle_method, route_and_shuffle
+    from ..identifiers import without_identifiers
+
+    for name in ("suppression", "noise", "random_state", "constraints", "entity", "l", "t",
+                 "c", "sensitive"):
+        if options.get(name):
+            raise ParameterError(name, f"a plan fitted on a dask DataFrame does not take "
+                                       f"{name!r}: fit on a pandas DataFrame")
+        options.pop(name, None)
+    if options.get("mode", "strict") != "strict":
+        raise ParameterError("mode", "a plan fitted on a dask DataFrame cuts strictly (a "
+                                     "relaxed cut splits ties by input position, which the "
+                                     "shuffle does not keep): use mode='strict'")
+    for name in ("max_contributions", "max_classes", "l_kind"):
+        options.pop(name, None)
+    if batch_rows is not None and (not isinstance(batch_rows, (int, np.integer))
+                                   or batch_rows < 1):
+        raise ParameterError("batch_rows", f"batch_rows must be a positive integer, got "
+                                           f"{batch_rows!r}")
+    cluster_client, owned = resolve_client(client)
+    try:
+        k_fit, trim = k, 1
+        if batch_rows is not None:
+            n_rows = int(run(cluster_client, ddf.map_partitions(len).sum(), False, "rows"))
+            if n_rows == 0:
+                raise InfeasibleError("the table is empty: there is nothing to fit")
+            k_fit, trim = fit_k(k, n_rows, batch_rows), fit_trim(n_rows, batch_rows)
+        top = distributed.plan(ddf, quasi_identifiers, k_fit, client=cluster_client,
+                               progress=progress, **options)
+        opts = top.options
+        d = top.domain.d
+        edges = (np.asarray(top.domain.key_lo, dtype=np.int64),
+                 np.asarray(top.domain.key_hi, dtype=np.int64))
+
+        shuffled, _ = route_and_shuffle(without_identifiers(ddf, opts.identifiers), top,
+                                        distributed_shuffle_method())
+        whole = top.n_leaves == 1
+        from dask import delayed
+
+        fit = delayed(_fit_leaves, pure=True)
+        spec = constant(top, "plan")
+        parts = [fit(p, spec, k_fit, trim, edges, whole)
+                 for p in shuffled.to_delayed(optimize_graph=True)]
+        pieces = run(cluster_client, parts, progress, "pass: fit every leaf")
+    finally:
+        release(owned)
+    leaves = {leaf: piece for part in pieces for leaf, piece in part}
+    kinds = np.asarray(top.domain.kernel_kinds, dtype=np.int64)
+    some = next(iter(leaves.values())).tree
+    cards = np.asarray([some.codes[j][1] if j in some.codes else 0 for j in range(d)],
+                       dtype=np.int64)
+    tree = _stitch(top.tree, leaves, d, kinds, cards, trim)
+    kept = {name: options.get(name) for name in PLAN_OPTIONS}
+    kept.update(mode="strict", objective=opts.objective, generalization=opts.generalization,
+                max_depth=None if opts.max_depth < 0 else opts.max_depth, sensitive=None,
+                identifiers=list(opts.identifiers), allow_unique=list(opts.allow_unique),
+                class_column=opts.class_column, l_kind="distinct", l=None, c=None, t=None)
+    return {"qis": opts.qis, "k": k, "fit_k_": k_fit, "batch_rows": batch_rows,
+            "n_fit": top.domain.n_rows, "options": kept, "encodings": list(top.encodings),
+            "tree": tree, "trim": trim}

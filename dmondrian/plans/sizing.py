@@ -1,0 +1,60 @@
+"""How coarse a plan is fitted for a batch size, and which options it keeps.
+
+:func:`fit_k` and :func:`fit_trim` turn ``batch_rows`` into the fitted class
+size and the trim of every region's values; :mod:`.fitted` and
+:mod:`.dask_fit` both fit by them.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["PLAN_OPTIONS", "fit_k", "fit_trim"]
+
+#: Options a plan keeps (and writes into its file): the others are refused or
+#: belong to a release (``identifiers`` and ``allow_unique`` are checked per table).
+PLAN_OPTIONS = ("mode", "objective", "generalization", "max_depth", "class_column",
+                "l", "l_kind", "c", "t", "sensitive", "identifiers", "allow_unique")
+
+
+def fit_k(k: int, n_fit: int, batch_rows: int | None) -> int:
+    """The class size a plan is fitted at so a batch of ``batch_rows`` keeps its classes.
+
+    A fitted class of ``c`` rows expects ``c * batch_rows / n_fit`` rows of a
+    batch drawn like the fitted table; the fit asks for ``k + 2 * sqrt(k)``
+    expected rows (two standard deviations of a Poisson count above k), so
+    that a class rarely falls short of k in one batch and not the next (never
+    more than ``n_fit``). Fewer classes fall short with a wider margin, but
+    every class is larger: the margin buys shared classes with information
+    loss (benchmarks/README.md, "Fitted plans"). Without ``batch_rows`` the plan is fitted at
+    ``k``: the fitted table's own classes.
+
+    Examples
+    --------
+    >>> fit_k(10, 30_000, None), fit_k(10, 30_000, 7_500), fit_k(10, 30_000, 60_000)
+    (10, 66, 10)
+    """
+    if batch_rows is None:
+        return k
+    # Never above the fitted table itself: a plan is at worst its root.
+    return max(k, min(n_fit, math.ceil((k + 2 * math.sqrt(k)) * n_fit / batch_rows)))
+
+
+def fit_trim(n_fit: int, batch_rows: int | None) -> int:
+    """How many fitted rows must hold a value for a region to keep it in its label.
+
+    A value ``c`` of the fitted rows of a region is expected ``c * batch_rows /
+    n_fit`` times in a batch; below once (``c < n_fit / batch_rows``) the
+    region leaves it out, and a batch's rare row holding it is published at the
+    nearest ancestor that holds it. Labels then describe the values a batch's
+    rows actually take, not the fitted table's outliers. Without
+    ``batch_rows``, 1: every fitted value.
+
+    Examples
+    --------
+    >>> fit_trim(30_000, None), fit_trim(30_000, 7_500), fit_trim(30_000, 60_000)
+    (1, 4, 1)
+    """
+    if batch_rows is None:
+        return 1
+    return max(1, round(n_fit / batch_rows))
