@@ -103,6 +103,49 @@ def test_values_the_fit_never_saw():
     assert dm.report(out2, QIS, original=new2).to_dict()["achieved"]["k"] >= 10
 
 
+def test_a_batch_reads_alike_in_any_dtype_and_chunking(monkeypatch):
+    # Text, object and Categorical columns, unseen values included, are keyed alike
+    # whether read in pieces or whole, and however the rows are cut into chunks.
+    import dmondrian.plans.batch as batch
+
+    plan = fit_plan(_table(2000, 21), QIS, 10)
+    new = _table(700, 22)
+    new.loc[[3, 400, 650], "job"] = "zebra"
+    new["grade"] = new["grade"].cat.add_categories(["top"])
+    new.loc[[5, 500], "grade"] = "top"
+    expected = plan.transform(new)
+    assert "zebra" in expected.loc[3, "job"] and expected.loc[500, "grade"] == "*"
+    variants = {
+        "object": new.assign(job=new["job"].astype(object),
+                             grade=new["grade"].astype(object).astype(
+                                 pd.CategoricalDtype(["lo", "mid", "hi", "top"], ordered=True))),
+        "categorical": new.assign(job=new["job"].astype("category")),
+        "floats": new.assign(age=new["age"].astype(float)),
+    }
+    for name, table in variants.items():
+        pd.testing.assert_frame_equal(plan.transform(table).astype(str),
+                                      expected.astype(str), obj=name)
+    monkeypatch.setattr(batch, "CHUNK_ROWS", 64)
+    pd.testing.assert_frame_equal(plan.transform(new), expected)
+    monkeypatch.setattr(batch, "MEMBER_BYTES", 0)  # the numpy walk and lift
+    pd.testing.assert_frame_equal(plan.transform(new), expected)
+
+
+@pytest.mark.parametrize("generalization", ["midpoint", "mean"])
+def test_save_plan_with_an_all_missing_class(tmp_path, generalization):
+    # A class whose QI values are all missing publishes NaN / NaT: null in the file.
+    df = pd.DataFrame({"x": [np.nan] * 4 + [30.0, 31.0, 32.0, 33.0],
+                       "when": pd.to_datetime([None] * 4 + [f"2020-01-0{i}" for i in range(1, 5)]),
+                       "zip": [1] * 4 + [9] * 4})
+    plan = fit_plan(df, ["x", "when", "zip"], 2, generalization=generalization)
+    out = plan.transform(df)
+    assert out["x"].isna().sum() == 4 and out["when"].isna().sum() == 4
+    save_plan(plan, tmp_path / "plan.json")
+    data = json.loads((tmp_path / "plan.json").read_text())
+    assert None in data["labels"]["x"]
+    pd.testing.assert_frame_equal(load_plan(tmp_path / "plan.json").transform(df), out)
+
+
 def test_integers_fitted_read_floats_with_missing():
     df = _table(1000, 9, missing=False)
     plan = fit_plan(df, ["age"], 10)

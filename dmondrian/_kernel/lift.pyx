@@ -1,80 +1,278 @@
-"""Compiled pass of :mod:`dmondrian.plans.batch`: lift routed rows to the node holding them.
+"""Compiled pass of :mod:`dmondrian.plans.batch`: route new rows down a fitted plan and lift
+them to the node holding them.
 
-A row routed to a leaf of a fitted plan climbs to the deepest node on its path
-whose fitted region holds its values (see :func:`dmondrian.plans.batch.place_rows`,
-whose rule this is). The pass releases the GIL.
+:func:`place_rows` does both in one pass over the rows (callers run passes over
+separate chunks of rows on threads; the pass releases the GIL): a
+block of rows steps down the cut tree one level at a time (their walks are
+independent, so the CPU overlaps their memory reads, and each step prefetches
+the record its row reads next, a block later), then each row climbs from its
+leaf to the deepest node on its path whose fitted region holds its values
+(see :mod:`dmondrian.plans.batch`, whose rule this is). A block's lift
+waits for its leaves' bounds while the next block is walked.
+
+Every array is in breadth-first order (:func:`dmondrian.plans.batch.packed_tree`):
+the top levels, which every row visits, sit together. A node of the walk is a
+16-byte record, four to a cache line; a node's bounds are one row of ``box``
+and its flags and nominal codes one row of ``aux``.
 """
 
 import numpy as np
 
-from libc.stdint cimport uint8_t
+from libc.stdint cimport int32_t, uint8_t
+from libc.string cimport memcpy
 
 from dmondrian._kernel._common cimport MISSING_KEY, i64
 
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define DM_PREFETCH(p) __builtin_prefetch((const void*)(p), 0, 3)
+    #else
+    #define DM_PREFETCH(p) ((void)0)
+    #endif
+    """
+    void prefetch "DM_PREFETCH"(const void* p) noexcept nogil
 
-def lift_rows(const i64[:, :] keys, i64[::1] node, uint8_t[::1] outside,
-              const uint8_t[::1] unseen, const i64[::1] parent, const i64[:, ::1] lo,
-              const i64[:, ::1] hi, const uint8_t[:, ::1] miss, const uint8_t[:, ::1] open_lo,
-              const uint8_t[:, ::1] open_hi, const uint8_t[::1] nominal,
-              const uint8_t[:, ::1] member, const i64[::1] member_off):
-    """Lift every row's ``node`` (its leaf on entry) to the deepest ancestor holding it.
+# Rows walked down the tree together (as in :mod:`dmondrian._kernel.routing`).
+cdef enum:
+    BLOCK = 256
+
+# Bytes before a node's flags in its ``aux`` row: its number in the plan (int32).
+cdef enum:
+    AUX_HEAD = 4
+
+# Flags of a node and QI in ``aux``.
+cdef enum:
+    F_MISS = 1      # the node's fitted rows hold a missing value
+    F_OPEN_LO = 2   # the node reaches the low edge of an edge kind's fitted domain
+    F_OPEN_HI = 4   # ... the high edge
+
+
+cdef struct Step:
+    # A row goes to ``left + 1`` (the right child, its sibling's neighbour) when
+    # its value is above ``t``, else to ``left``; its value is its key of QI
+    # ``meta & 255``, or ``ranks[(meta >> 8) - 1 + key]`` when ``meta >> 8`` (a
+    # nominal cut). A leaf is its own left child with ``t`` the largest key.
+    i64 t
+    int32_t left
+    int32_t meta
+
+
+cdef inline bint _holds(const i64* box, const uint8_t* aux, const i64* keys,
+                        Py_ssize_t stride, Py_ssize_t i, Py_ssize_t d,
+                        const int32_t* slot, bint* inside) noexcept nogil:
+    """Whether a node (its ``box`` and ``aux`` rows) holds row ``i``, with its open
+    edges; ``inside[0]``: within its fitted bounds. ``slot[j]``: QI ``j``'s pair in
+    ``box``, or ``-1 - offset`` of a nominal QI's codes in ``aux``."""
+    cdef Py_ssize_t j
+    cdef i64 v, lo, hi
+    cdef int32_t at
+    cdef uint8_t f
+    cdef bint ins = True, h
+    for j in range(d):
+        v = keys[j * stride + i]
+        at = slot[j]
+        if at < 0:
+            h = aux[AUX_HEAD + d - 1 - at + v] != 0
+            ins = ins and h
+        else:
+            f = aux[AUX_HEAD + j]
+            if v == MISSING_KEY:
+                h = (f & (F_MISS | F_OPEN_HI)) != 0
+                ins = ins and (f & F_MISS) != 0
+            else:
+                lo = box[2 * at]
+                hi = box[2 * at + 1]
+                h = (v >= lo or (f & F_OPEN_LO) != 0) and (v <= hi or (f & F_OPEN_HI) != 0)
+                ins = ins and lo <= v <= hi
+        if not h:
+            inside[0] = False
+            return False
+    inside[0] = ins
+    return True
+
+
+cdef void _walk(Py_ssize_t s, Py_ssize_t b_n, const Step* steps, const i64* eq,
+                const i64* tie_before, const i64* ranks, Py_ssize_t height, const i64* keys,
+                Py_ssize_t stride, const i64* pos, bint use_tie, i64* nd_buf) noexcept nogil:
+    """The leaf of rows ``s .. s + b_n - 1`` into ``nd_buf``, a level at a time."""
+    cdef Py_ssize_t b, i, level
+    cdef i64 nd, v
+    cdef int32_t meta
+    cdef const Step* st
+    cdef bint right, busy
+    for b in range(b_n):
+        nd_buf[b] = 0
+    for level in range(height):
+        for b in range(b_n):
+            nd = nd_buf[b]
+            st = &steps[nd]
+            i = s + b
+            meta = st.meta
+            v = keys[(meta & 255) * stride + i]
+            if meta >> 8:
+                v = ranks[(meta >> 8) - 1 + v]
+            right = v > st.t
+            if use_tie:
+                right = right & ((v != eq[nd]) | (pos[i] >= tie_before[nd]))
+            nd = st.left + right
+            nd_buf[b] = nd
+            # Read when the walk comes back to this row, a block later: by then
+            # the record is in cache instead of a miss the step waits on.
+            prefetch(&steps[nd])
+        if level % 8 == 7:  # a lopsided tree: stop once every row of the block is at a leaf
+            busy = False
+            for b in range(b_n):
+                busy = busy | (steps[nd_buf[b]].left != nd_buf[b])
+            if not busy:
+                break
+
+
+cdef void _lift(Py_ssize_t s, Py_ssize_t b_n, const i64* keys, Py_ssize_t stride,
+                Py_ssize_t d, const uint8_t* unseen, const int32_t* parent, const i64* box,
+                Py_ssize_t box_w, const uint8_t* aux, Py_ssize_t aux_w, const int32_t* slot,
+                i64* nd_buf, i64* pending, i64* node, uint8_t* outside) noexcept nogil:
+    """Lift rows ``s .. s + b_n - 1`` from their leaf (``nd_buf``) to the node holding
+    them. Each wave checks every row still climbing and asks for the next node's
+    rows of ``box`` and ``aux`` for the next wave."""
+    cdef Py_ssize_t b, i, k, n_pending = b_n, kept
+    cdef i64 nd
+    cdef int32_t original
+    cdef bint held, inside
+    for b in range(b_n):
+        pending[b] = b
+    while n_pending:
+        kept = 0
+        for k in range(n_pending):
+            b = pending[k]
+            i = s + b
+            nd = nd_buf[b]
+            if unseen != NULL and unseen[i]:
+                node[i] = 0
+                outside[i] = 1
+                continue
+            inside = False
+            held = _holds(box + nd * box_w, aux + nd * aux_w, keys, stride, i, d, slot,
+                          &inside)
+            if held or nd == 0:
+                outside[i] = not (held and inside)
+                memcpy(&original, aux + nd * aux_w, 4)
+                node[i] = original
+                continue
+            nd = parent[nd]
+            nd_buf[b] = nd
+            prefetch(box + nd * box_w)
+            prefetch(aux + nd * aux_w)
+            pending[kept] = b
+            kept += 1
+        n_pending = kept
+
+
+cdef void _place_range(Py_ssize_t n, const Step* steps, const i64* eq,
+                       const i64* tie_before, const i64* ranks, Py_ssize_t height,
+                       const i64* keys, Py_ssize_t stride, Py_ssize_t d, const i64* pos,
+                       bint use_tie, const uint8_t* unseen, const int32_t* parent,
+                       const i64* box, Py_ssize_t box_w, const uint8_t* aux, Py_ssize_t aux_w,
+                       const int32_t* slot, i64* buf, i64* node,
+                       uint8_t* outside) noexcept nogil:
+    """Place rows ``0 .. n - 1``, a block at a time: each block is walked, its leaves'
+    rows of ``box`` and ``aux`` asked for, and the block before it lifted while they
+    arrive."""
+    cdef Py_ssize_t blk, b, s, b_n, n_blocks = (n + BLOCK - 1) // BLOCK
+    cdef i64* cur
+    cdef i64* prev
+    cdef i64* pending = buf + 2 * BLOCK
+    for blk in range(n_blocks + 1):
+        cur = buf + (blk % 2) * BLOCK
+        prev = buf + ((blk + 1) % 2) * BLOCK
+        if blk < n_blocks:
+            s = blk * BLOCK
+            b_n = min(<Py_ssize_t>BLOCK, n - s)
+            _walk(s, b_n, steps, eq, tie_before, ranks, height, keys, stride, pos, use_tie,
+                  cur)
+            for b in range(b_n):
+                prefetch(box + cur[b] * box_w)
+                prefetch(aux + cur[b] * aux_w)
+        if blk > 0:
+            s = (blk - 1) * BLOCK
+            b_n = min(<Py_ssize_t>BLOCK, n - s)
+            _lift(s, b_n, keys, stride, d, unseen, parent, box, box_w, aux, aux_w, slot, prev,
+                  pending, node, outside)
+
+
+def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
+               const i64[::1] tie_before, const i64[::1] ranks, Py_ssize_t height,
+               const i64[::1] pos, bint use_tie, const uint8_t[::1] unseen,
+               const int32_t[::1] parent, const i64[:, :] box,
+               const uint8_t[:, ::1] aux, const int32_t[::1] slot, i64[::1] node,
+               uint8_t[::1] outside):
+    """Route every row down the packed tree and lift it to the deepest node holding it.
 
     Parameters
     ----------
     keys : int64 array (QIs, rows)
-        The rows' keys in the plan's encoding.
+        The rows' keys in the plan's encoding (rows contiguous; a slice of a
+        larger matrix's columns is read in place).
+    steps : int64 array (nodes, 2)
+        The packed tree, one :c:type:`Step` record per row, breadth-first
+        (:func:`dmondrian.plans.batch.packed_tree`).
+    eq, tie_before : int64 arrays (nodes,)
+        Tied rows (value ``eq``) before input position ``tie_before`` go left.
+    ranks : int64 array
+        Frequency ranks of nominal cuts' codes.
+    height : int
+        Levels of the tree below the root.
+    pos : int64 array (rows,)
+        Input positions (read when ``use_tie``).
+    use_tie : bool
+    unseen : uint8 array (rows,) or (0,)
+        1 for rows holding a value the plan never saw (they go to the root).
+    parent : int32 array (nodes,)
+        Every node's parent (-1 for the root).
+    box : int64 array (nodes, 2 * ordered QIs)
+        Fitted bounds ``lo, hi`` of every ordered QI; rows may be padded
+        (a stride of whole cache lines).
+    aux : uint8 array (nodes, 4 + QIs + codes)
+        Per node: its number in the plan (depth-first, int32), a flag byte per
+        QI (missing held, open below, open above), then whether it holds each
+        code of every nominal QI.
+    slot : int32 array (QIs,)
+        QI ``j``'s pair of columns in ``box``, or ``-1 - offset`` of its codes
+        after the flags in ``aux`` for a nominal QI.
     node : int64 array (rows,)
-        In: the leaf each row was routed to. Out: the node holding it (the root
-        when none does, and for ``unseen`` rows).
+        Out: the node holding each row (the root when none does), in the plan's
+        numbering.
     outside : uint8 array (rows,)
         Out: 1 where the row lies outside its node's fitted bounds (held through
         an open edge, or at the root without being held).
-    unseen : uint8 array (rows,)
-        1 for rows holding a value the plan never saw (they go to the root).
-    parent : int64 array (nodes,)
-    lo, hi : int64 arrays (nodes, QIs)
-        Fitted bounds of the ordered QIs.
-    miss, open_lo, open_hi : uint8 arrays (nodes, QIs)
-        Whether a node holds missing values, and is open below / above.
-    nominal : uint8 array (QIs,)
-        1 for nominal QIs, whose values are looked up in ``member``.
-    member : uint8 array (nodes, codes)
-        Whether a node holds code ``member_off[j] + code`` of nominal QI ``j``.
-    member_off : int64 array (QIs,)
     """
-    cdef Py_ssize_t n = keys.shape[1], d = keys.shape[0], i, j
-    cdef i64 nd, v
-    cdef bint held, inside, h, ins
-    if node.shape[0] < n or outside.shape[0] < n or unseen.shape[0] < n:
-        raise ValueError("node, outside and unseen must hold a value per row")
+    cdef Py_ssize_t d = keys.shape[0], n = keys.shape[1]
+    cdef Py_ssize_t aux_w = aux.shape[1], m = steps.shape[0]
+    if node.shape[0] < n or outside.shape[0] < n:
+        raise ValueError("node and outside must hold a value per row")
+    if unseen.shape[0] and unseen.shape[0] < n:
+        raise ValueError("unseen must hold a value per row")
+    if use_tie and pos.shape[0] < n:
+        raise ValueError("positions hold fewer values than keys have rows")
+    if (steps.shape[1] != 2 or eq.shape[0] < m or tie_before.shape[0] < m
+            or parent.shape[0] < m or box.shape[0] < m or aux.shape[0] < m
+            or aux.shape[1] < AUX_HEAD + d or slot.shape[0] != d
+            or box.strides[1] != sizeof(i64) or keys.strides[1] != sizeof(i64)):
+        raise ValueError("the packed tree does not match the keys")
+    if n == 0:
+        return
+    if d == 0 or m == 0:
+        raise ValueError("a plan has QIs and a root")
+    cdef const Step* st = <const Step*>&steps[0, 0]
+    cdef const i64* kp = &keys[0, 0]
+    cdef const i64* pp = &pos[0] if pos.shape[0] else NULL
+    cdef const uint8_t* up = &unseen[0] if unseen.shape[0] else NULL
+    cdef const i64* bp = &box[0, 0] if box.shape[1] else &eq[0]  # no ordered QI: never read
+    cdef Py_ssize_t stride = keys.strides[0] // sizeof(i64)
+    cdef Py_ssize_t box_w = box.strides[0] // sizeof(i64)
+    buf_a = np.empty(3 * BLOCK, dtype=np.int64)  # two blocks' nodes, and rows climbing
+    cdef i64[::1] buf = buf_a
     with nogil:
-        for i in range(n):
-            if unseen[i]:
-                node[i] = 0
-                outside[i] = 1
-                continue
-            nd = node[i]
-            while True:
-                held = True
-                inside = True
-                for j in range(d):
-                    v = keys[j, i]
-                    if nominal[j]:
-                        ins = member[nd, member_off[j] + v] != 0
-                        h = ins
-                    elif v == MISSING_KEY:
-                        ins = miss[nd, j] != 0
-                        h = ins or open_hi[nd, j] != 0
-                    else:
-                        ins = lo[nd, j] <= v <= hi[nd, j]
-                        h = ((v >= lo[nd, j] or open_lo[nd, j] != 0)
-                             and (v <= hi[nd, j] or open_hi[nd, j] != 0))
-                    held = held and h
-                    inside = inside and ins
-                    if not held:
-                        break
-                if held or nd == 0:
-                    outside[i] = not (held and inside)
-                    break
-                nd = parent[nd]
-            node[i] = nd
+        _place_range(n, st, &eq[0], &tie_before[0], &ranks[0], height, kp, stride, d, pp,
+                     use_tie, up, &parent[0], bp, box_w, &aux[0, 0], aux_w, &slot[0], &buf[0],
+                     &node[0], &outside[0])

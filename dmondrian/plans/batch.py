@@ -1,11 +1,10 @@
-"""A new batch against a fitted plan: its keys, the node each row lands in, and a summary.
+"""A new batch against a fitted plan: where its rows land, and a summary per node.
 
 Keys are the fitted encoding's (:mod:`dmondrian.kinds`): numbers and dates
 are their own line, so values beyond the fitted range still compare; a
 category the fit never saw has no key and is flagged instead. Every row is
-routed down the fitted cut tree to a leaf (:func:`dmondrian._dask.routing.route`,
-the Dask engine's compiled walk), then lifted to the deepest node on its path
-whose fitted region holds its values:
+routed down the fitted cut tree to a leaf, then lifted to the deepest node on
+its path whose fitted region holds its values:
 
 * a numeric or datetime value inside a node's fitted bounds, or beyond them
   on a side where the node reaches the edge of the fitted domain (edge regions
@@ -14,7 +13,10 @@ whose fitted region holds its values:
 * an ordinal or hierarchy value inside the node's fitted code range.
 
 A value held by no node (a new category, or a missing one where the fit had
-none of a kind without an edge) lands at the root. The batch's summary per
+none of a kind without an edge) lands at the root. The rows are encoded,
+routed and lifted a chunk at a time in one compiled pass
+(:func:`place_batch`, :mod:`dmondrian._kernel.lift`), and only the keys of
+the rows outside their node's fitted bounds are kept. The batch's summary per
 node (rows, sensitive values, and how far its rows reach past the node's
 fitted bounds) is what :mod:`.release` decides the published classes from;
 summaries of parts of a table add up (:meth:`BatchSummary.merge`).
@@ -22,19 +24,24 @@ summaries of parts of a table add up (:meth:`BatchSummary.merge`).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from .._dask.routing import route
+from .._kernel import max_threads
 from .._kernel.constants import INT_MIN, KIND_FLOAT, KIND_INT, KIND_NOMINAL, MISSING_KEY
-from .._kernel.lift import lift_rows
+from .._kernel.keys import float_keys as _float_keys
+from .._kernel.lift import place_rows as place_compiled
+from .._kernel.routing import _int_keys_into, _remap_into
+from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
 from ..errors import UnsupportedDtypeError
 from ..hierarchy import MISSING_LEAF
-from ..kinds.keys import decode_float_keys
+from ..kinds.keys import arrow_string_chunks, decode_float_keys
 
-__all__ = ["BatchKeys", "BatchSummary", "encode_batch", "place_rows", "summarize_batch"]
+__all__ = ["BatchKeys", "BatchSummary", "Placed", "place_batch", "summarize_batch", "summed_qis"]
 
 #: Kinds whose regions are open at the edges of the fitted domain.
 EDGE_KINDS = ("numeric", "datetime")
@@ -52,6 +59,30 @@ class BatchKeys:
     keys: np.ndarray
     unseen: dict = field(default_factory=dict)
     unseen_values: dict = field(default_factory=dict)
+
+
+@dataclass
+class Placed:
+    """Where a batch's rows landed in a plan (:func:`place_batch`).
+
+    Attributes
+    ----------
+    node : int64 array (rows,)
+        The node every row landed in.
+    rows : int64 array
+        The rows outside their node's fitted bounds (held through an open
+        edge, or at the root without being held; every row holding a value
+        the fit never saw), ascending.
+    outside : BatchKeys
+        Their keys, and which of them hold a value the fit never saw.
+    full : dict
+        ``{j: int64 array (rows,)}``: every row's keys of the QIs asked for.
+    """
+
+    node: np.ndarray
+    rows: np.ndarray
+    outside: BatchKeys
+    full: dict = field(default_factory=dict)
 
 
 def _as_fitted_dtype(series: pd.Series, qi) -> pd.Series:
@@ -81,8 +112,9 @@ def _factorized(series: pd.Series):
     return codes.astype(np.int64), list(uniques)
 
 
-def encode_batch(df: pd.DataFrame, encodings: list) -> BatchKeys:
-    """Keys of a batch's QI columns in the fitted encoding (see the module docstring).
+def _encode_column(series: pd.Series, qi, keys: np.ndarray):
+    """Write a whole column's keys into ``keys`` (the general path); ``(mask, values)``
+    of the rows whose value the fit never saw, or None.
 
     Raises
     ------
@@ -90,31 +122,119 @@ def encode_batch(df: pd.DataFrame, encodings: list) -> BatchKeys:
         For a numeric or datetime column the fitted type cannot hold
         (non-integer values where the fit saw integers).
     """
-    n = len(df)
-    out = BatchKeys(np.empty((len(encodings), n), dtype=np.int64))
-    for j, qi in enumerate(encodings):
-        series = df[qi.name]
-        if qi.kind in EDGE_KINDS:
-            enc = qi.spec.encode(_as_fitted_dtype(series, qi))
-            if enc.kernel_kind != qi.kernel_kind:
-                raise UnsupportedDtypeError(qi.name, f"column {qi.name!r} has dtype "
-                                                     f"{series.dtype}; the plan was fitted on "
-                                                     f"{qi.dtype}")
-            out.keys[j] = enc.keys
-            continue
-        codes, uniques = _factorized(series)
-        missing_key, table = _code_table(qi, uniques)
-        lookup = np.append(table, missing_key)  # code -1 (missing) reads the last entry
-        keys = lookup[codes]
-        bad = keys == _UNSEEN
-        if bad.any():
-            out.unseen[j] = bad
-            out.unseen_values[j] = np.asarray(
-                [uniques[c] if c >= 0 else None for c in codes[bad]], dtype=object)
-            # A stand-in the routing walk can read; the row lands at the root.
-            keys[bad] = 0 if qi.kind != "ordinal" else MISSING_KEY
-        out.keys[j] = keys
-    return out
+    if qi.kind in EDGE_KINDS:
+        if series.dtype == qi.dtype:
+            qi.spec.global_keys_into(series, keys)
+            return None
+        enc = qi.spec.encode(_as_fitted_dtype(series, qi))
+        if enc.kernel_kind != qi.kernel_kind:
+            raise UnsupportedDtypeError(qi.name, f"column {qi.name!r} has dtype "
+                                                 f"{series.dtype}; the plan was fitted on "
+                                                 f"{qi.dtype}")
+        keys[:] = enc.keys
+        return None
+    codes, uniques = _factorized(series)
+    missing_key, table = _code_table(qi, uniques)
+    lookup = np.append(table, missing_key)  # code -1 (missing) reads the last entry
+    keys[:] = lookup[codes]
+    bad = keys == _UNSEEN
+    if not bad.any():
+        return None
+    values = np.asarray([uniques[c] if c >= 0 else None for c in codes[bad]], dtype=object)
+    return bad, values
+
+
+def _chunk_encoder(series: pd.Series, qi):
+    """A function ``(a, b, out)`` writing the keys of rows ``a:b`` of a column into
+    ``out`` (and returning ``(mask, values)`` of its rows the fit never saw, or None),
+    for the columns read in pieces without a pass over the whole column; None for
+    the others (:func:`_encode_column`).
+
+    A numeric or datetime column of the fitted dtype is copied as its keys (as
+    :meth:`~dmondrian.kinds.QIKindSpec.global_keys_into` reads it), Arrow text
+    is looked up among the plan's few categories in compiled code
+    (:func:`dmondrian._kernel.strings.lookup_strings`), and a Categorical's
+    codes are remapped through one table made for the whole column.
+    """
+    if qi.kind in EDGE_KINDS:
+        if series.dtype != qi.dtype:
+            return None
+        plain = qi.spec.plain_int_values(series)
+        if plain is None:
+            if not (isinstance(series.dtype, np.dtype) and series.dtype == np.float64):
+                return None
+            floats = series.to_numpy()
+
+            def float_copy(a, b, out):
+                keys, _, _, first_inf = _float_keys(floats[a:b])
+                if first_inf >= 0:
+                    qi.spec.encode(series.iloc[a:b])  # an infinity: its typed error
+                out[:] = keys
+                return None
+            return float_copy
+        values, nat_missing = plain
+
+        def copy(a, b, out):
+            if _int_keys_into(values[a:b], nat_missing, out):
+                qi.spec.encode(series.iloc[a:b])  # the reserved key: its typed error
+            return None
+        return copy
+    if qi.kind == "nominal" and _few_texts(series, qi):
+        text = series.array.__arrow_array__()
+        vdata, voff = value_table(qi.categories[:-1])  # the last is the missing label
+        missing = np.int64(qi.card - 1)
+
+        def lookup(a, b, out):
+            at = 0
+            for offsets, data, bits, bit_offset, chunk in arrow_string_chunks(
+                    text.slice(a, b - a)):
+                lookup_strings(offsets, data, bits, bit_offset, vdata, voff, missing,
+                               out[at:at + len(chunk)], _NO_COUNTS)
+                at += len(chunk)
+            return _unseen_rows(series, a, b, out, _UNSEEN_TEXT, 0)
+        return lookup
+    if isinstance(series.dtype, pd.CategoricalDtype) and qi.kind in ("nominal", "ordinal"):
+        codes = series.cat.codes.to_numpy()
+        missing_key, table = _code_table(qi, list(series.cat.categories))
+        some_unseen = bool((table == _UNSEEN).any())
+        stand_in = 0 if qi.kind == "nominal" else MISSING_KEY
+
+        def remap(a, b, out):
+            _remap_into(codes[a:b], table, missing_key, out)
+            return _unseen_rows(series, a, b, out, _UNSEEN, stand_in) if some_unseen else None
+        return remap
+    return None
+
+
+def _unseen_rows(series, a, b, out, flag, stand_in):
+    """``(mask, values)`` of the rows of ``a:b`` whose key is ``flag`` (a value the fit
+    never saw), their key replaced by ``stand_in``; None when there are none."""
+    bad = out == flag
+    if not bad.any():
+        return None
+    # A stand-in the routing walk can read; the row lands at the root.
+    out[bad] = stand_in
+    return bad, series.iloc[a:b][bad].to_numpy(dtype=object)
+
+
+#: What the compiled text lookup writes for a value among none of the known ones.
+_UNSEEN_TEXT = -1
+_NO_COUNTS = np.zeros(0, dtype=np.int64)
+
+
+def _few_texts(series: pd.Series, qi) -> bool:
+    """Whether a nominal column is Arrow text and the plan knows few categories, all text."""
+    import pyarrow as pa
+
+    dtype = series.dtype
+    if not ((isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow")
+            or (isinstance(dtype, pd.ArrowDtype) and dtype.kind in "OU")):
+        return False
+    known = qi.categories[:-1]
+    if len(known) > MAX_VALUES or not all(isinstance(v, str) for v in known):
+        return False
+    t = series.array.__arrow_array__().type
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
 _UNSEEN = np.int64(-2)
@@ -161,57 +281,240 @@ def _inside(plan, j, v, nd):
 MEMBER_BYTES = 256 << 20
 
 
+def packed_tree(cuts):
+    """The cut tree as the compiled walk reads it (:func:`dmondrian._kernel.lift.place_rows`).
+
+    Nodes are renumbered breadth-first, siblings side by side, so the top
+    levels, which every row visits, sit together in a few cache lines, and a
+    node's right child is the one after its left. Each node is a 16-byte
+    record: ``t``, then the left child and ``qi | (rank_off + 1) << 8`` as
+    int32 halves; a leaf is its own left child and sends every row left.
+
+    Returns
+    -------
+    tuple or None
+        ``(steps, eq, tie_before, ranks, height, order)``: the records as int64
+        pairs, the ties' arrays and the ranks, the levels below the root, and
+        the plan's node number of each record. None when a record cannot hold
+        the tree (more than 256 QIs, or nominal ranks past 2**23).
+    """
+    qi, left, right = cuts.qi, cuts.left, cuts.right
+    m = qi.shape[0]
+    if (qi.max(initial=0) > 255 or cuts.ranks.shape[0] >= (1 << 23)
+            or m >= (1 << 31) - 1):
+        return None
+    order, level, height = [np.zeros(1, dtype=np.int64)], np.zeros(1, dtype=np.int64), 0
+    while True:
+        level = level[qi[level] >= 0]
+        if level.size == 0:
+            break
+        level = np.stack([left[level], right[level]], axis=1).ravel()
+        order.append(level)
+        height += 1
+    order = np.concatenate(order)
+    if order.size != m:
+        raise ValueError("the cut tree has nodes its root does not reach")
+    new_id = np.empty(m, dtype=np.int64)
+    new_id[order] = np.arange(m, dtype=np.int64)
+    steps = np.zeros((m, 2), dtype=np.int64)
+    words = steps.view(np.int32)  # columns 2 and 3: the records' int32 fields
+    is_leaf = qi[order] < 0
+    steps[:, 0] = np.where(is_leaf, MISSING_KEY, cuts.t[order])
+    words[:, 2] = np.where(is_leaf, np.arange(m), new_id[np.maximum(left[order], 0)])
+    words[:, 3] = np.where(is_leaf, 0, qi[order] | ((cuts.rank_off[order] + 1) << 8))
+    return (steps, np.ascontiguousarray(cuts.eq[order], dtype=np.int64),
+            np.ascontiguousarray(cuts.tie_before[order], dtype=np.int64),
+            np.ascontiguousarray(cuts.ranks, dtype=np.int64), height, order)
+
+
+def _aligned_rows(m: int, width: int) -> np.ndarray:
+    """An int64 ``(m, width)`` array whose rows start on 64-byte lines (when ``width``
+    is a multiple of 8), so a row of up to 8 values is one cache line."""
+    stride = width if width <= 1 else -(-width // 8) * 8
+    flat = np.zeros(m * stride + 8, dtype=np.int64)
+    skip = (-flat.ctypes.data % 64) // 8
+    return flat[skip:skip + m * stride].reshape(m, stride)[:, :width]
+
+
 def lift_tables(plan):
-    """The arrays :func:`dmondrian._kernel.lift.lift_rows` reads (None: the table of
-    nominal codes would exceed :data:`MEMBER_BYTES`; the rows are lifted in numpy)."""
+    """The arrays :func:`dmondrian._kernel.lift.place_rows` reads, breadth-first (None:
+    the nominal codes' table would exceed :data:`MEMBER_BYTES`, or the tree does not
+    fit :func:`packed_tree`'s records; rows are then routed and lifted apart, the
+    lift in numpy)."""
     tree = plan.tree
     m, d = tree.lo.shape
-    offsets = np.zeros(d, dtype=np.int64)
+    packed = packed_tree(tree.cuts)
+    if packed is None:
+        return None
+    steps, eq, tie_before, ranks, height, order = packed
+    slot = np.zeros(d, dtype=np.int32)
+    ordered = [j for j in range(d) if j not in tree.codes]
+    slot[ordered] = np.arange(len(ordered), dtype=np.int32)
     total = 0
     for j, (_, card) in sorted(tree.codes.items()):
-        offsets[j] = total
+        slot[j] = -1 - total
         total += card
-    if m * max(total, 1) > MEMBER_BYTES:
+    if m * (d + total) > MEMBER_BYTES:
         return None
-    member = np.zeros((m, max(total, 1)), dtype=np.uint8)
-    for j, (packed, card) in tree.codes.items():
-        member[packed // card, offsets[j] + packed % card] = 1
+    new_id = np.empty(m, dtype=np.int64)
+    new_id[order] = np.arange(m, dtype=np.int64)
+    # Each row starts with the node's number in the plan, an int32 in the
+    # machine's byte order (the compiled pass copies it out as one).
+    head = 4
+    aux = np.zeros((m, head + d + total), dtype=np.uint8)
+    aux[:, :head] = order.astype(np.int32).view(np.uint8).reshape(m, head)
+    for j, (codes, card) in tree.codes.items():
+        aux[new_id[codes // card], head + d - 1 - slot[j] + codes % card] = 1
     edge = np.asarray([qi.kind in EDGE_KINDS for qi in plan.encodings], dtype=bool)
-    open_lo = ((tree.lo == tree.lo[0]) & edge).astype(np.uint8)
-    open_hi = ((tree.hi == tree.hi[0]) & edge).astype(np.uint8)
-    nominal = (plan.kernel_kinds == KIND_NOMINAL).astype(np.uint8)
-    return (tree.parent, tree.lo, tree.hi, tree.missing.astype(np.uint8), open_lo, open_hi,
-            nominal, member, offsets)
+    aux[:, head:head + d] = (tree.missing * 1 + ((tree.lo == tree.lo[0]) & edge) * 2
+                             + ((tree.hi == tree.hi[0]) & edge) * 4)[order]
+    box = _aligned_rows(m, 2 * len(ordered))
+    box[:, 0::2], box[:, 1::2] = tree.lo[order][:, ordered], tree.hi[order][:, ordered]
+    parent = np.where(order == 0, -1, new_id[np.maximum(tree.parent[order], 0)])
+    return steps, eq, tie_before, ranks, height, parent.astype(np.int32), box, aux, slot
 
 
-def place_rows(plan, batch: BatchKeys, positions=None) -> tuple[np.ndarray, np.ndarray]:
-    """The node every row lands in, and which rows lie outside its fitted bounds.
+#: Rows encoded and placed together: their keys are still in cache when the walk reads them.
+CHUNK_ROWS = 1 << 15
+
+
+def place_batch(plan, df: pd.DataFrame, positions=None, full=()) -> Placed:
+    """Where every row of a table lands in the plan (see the module docstring).
+
+    Rows are encoded and placed in chunks of :data:`CHUNK_ROWS`, a chunk per
+    thread at a time (:func:`dmondrian._kernel.max_threads`): each chunk's
+    keys are written into the thread's buffer (:func:`_chunk_encoder`;
+    columns without a piecewise encoding are encoded whole first), then routed
+    and lifted at once by the compiled pass, while they are in cache
+    (:func:`dmondrian._kernel.lift.place_rows`). Only the keys of the rows
+    outside their node's fitted bounds are kept.
 
     Parameters
     ----------
     plan : FittedPlan
-    batch : BatchKeys
+    df : pandas.DataFrame
+        The table (its QI columns are read).
     positions : int64 array, optional
         The rows' input positions (relaxed plans split median ties by them).
+    full : sequence of int
+        QIs whose keys are kept for every row (:attr:`Placed.full`).
 
     Returns
     -------
-    node : int64 array (rows,)
-    outside : bool array (rows,)
-        Rows held by their node only through an open edge, or at the root
-        without being held: their values widen the published label.
+    Placed
+
+    Raises
+    ------
+    UnsupportedDtypeError
+        For a numeric or datetime column the fitted type cannot hold
+        (non-integer values where the fit saw integers).
     """
-    keys = batch.keys
+    n, d = len(df), len(plan.encodings)
+    tables = plan.lift_tables
+    if tables is None:  # the numpy walk reads every key
+        full = range(d)
+    kept = {j: np.empty(n, dtype=np.int64) for j in full}
+    pieces, whole, whole_unseen = [], {}, {}
+    for j, qi in enumerate(plan.encodings):
+        encoder = _chunk_encoder(df[qi.name], qi)
+        if encoder is not None:
+            pieces.append((j, encoder))
+            continue
+        whole[j] = kept.get(j, np.empty(n, dtype=np.int64))
+        found = _encode_column(df[qi.name], qi, whole[j])
+        if found is not None:
+            whole_unseen[j] = found
+    use_tie = positions is not None and plan.tree.cuts.has_ties
+    pos = np.ascontiguousarray(positions, dtype=np.int64) if use_tie else _NO_COUNTS
+    node = np.empty(n, dtype=np.int64)
+
+    def run(a):
+        b = min(n, a + CHUNK_ROWS)
+        keys = np.empty((d, b - a), dtype=np.int64)
+        unseen = {}
+        for j, encoder in pieces:
+            got = encoder(a, b, keys[j])
+            if got is not None:
+                unseen[j] = got
+        for j, column in whole.items():
+            keys[j] = column[a:b]
+            if j in whole_unseen and whole_unseen[j][0][a:b].any():
+                mask = whole_unseen[j][0][a:b]
+                unseen[j] = mask, None  # the values are taken from the whole column
+        for j, column in kept.items():
+            if j not in whole:
+                column[a:b] = keys[j]
+        if tables is None:
+            return unseen
+        flags = _any_unseen([m for m, _ in unseen.values()])
+        outside = np.zeros(b - a, dtype=np.uint8)
+        steps, eq, tie_before, ranks, height, *lift = tables
+        place_compiled(keys, steps, eq, tie_before, ranks, height,
+                       pos[a:b] if use_tie else pos, use_tie,
+                       _NO_UNSEEN if flags is None else flags.view(np.uint8), *lift,
+                       node[a:b], outside)
+        rows = np.flatnonzero(outside)
+        return a + rows, keys[:, rows], {j: m[rows] for j, (m, _) in unseen.items()}, unseen
+
+    starts = range(0, n, CHUNK_ROWS)
+    threads = min(max_threads(), len(starts))
+    if threads > 1:
+        with ThreadPoolExecutor(threads) as pool:
+            parts = list(pool.map(run, starts))
+    else:
+        parts = [run(a) for a in starts]
+    if tables is None:
+        return _place_numpy(plan, kept, whole_unseen, pieces, parts, positions)
+    return Placed(node, *_gather_outside(parts, d, whole_unseen), kept)
+
+
+def _gather_outside(parts, d, whole_unseen):
+    """The chunks' outside rows as one ``(rows, BatchKeys)``."""
+    rows = np.concatenate([p[0] for p in parts] + [_NO_COUNTS])
+    keys = np.concatenate([p[1] for p in parts] + [np.zeros((d, 0), dtype=np.int64)], axis=1)
+    out = BatchKeys(keys)
+    for j in sorted({j for p in parts for j in p[2]}):
+        out.unseen[j] = np.concatenate([p[2].get(j, np.zeros(len(p[0]), dtype=bool))
+                                        for p in parts])
+        if j in whole_unseen:
+            out.unseen_values[j] = whole_unseen[j][1]
+        else:
+            out.unseen_values[j] = np.concatenate([p[3][j][1] for p in parts if j in p[3]])
+    return rows, out
+
+
+_NO_UNSEEN = np.zeros(0, dtype=np.uint8)
+
+
+def _any_unseen(masks):
+    """The union of boolean masks, or None when there are none."""
+    out = None
+    for m in masks:
+        out = m.copy() if out is None else out | m
+    return out
+
+
+def _place_numpy(plan, kept, whole_unseen, pieces, parts, positions) -> Placed:
+    """:func:`place_batch`'s routing and lift in numpy, from every row's keys (a plan
+    too large for the compiled pass's tables)."""
+    keys = np.stack([kept[j] for j in range(len(plan.encodings))])
     n = keys.shape[1]
-    node = route(keys, plan.tree.cuts, positions) if n else np.zeros(0, dtype=np.int64)
+    batch = BatchKeys(keys)
+    for j, (mask, values) in whole_unseen.items():
+        batch.unseen[j], batch.unseen_values[j] = mask, values
+    for j, _ in pieces:
+        found = [(a, part[j]) for a, part in zip(range(0, n, CHUNK_ROWS), parts, strict=True)
+                 if j in part]
+        if found:
+            mask = np.zeros(n, dtype=bool)
+            for a, (m, _) in found:
+                mask[a:a + len(m)] = m
+            batch.unseen[j] = mask
+            batch.unseen_values[j] = np.concatenate([v for _, (_, v) in found])
     unseen = np.zeros(n, dtype=bool)
     for mask in batch.unseen.values():
         unseen |= mask
-    tables = plan.lift_tables
-    if tables is not None:
-        outside = np.zeros(n, dtype=np.uint8)
-        lift_rows(keys, node, outside, unseen.view(np.uint8), *tables)
-        return node, outside.view(bool)
+    node = route(keys, plan.tree.cuts, positions) if n else np.zeros(0, dtype=np.int64)
     outside = unseen.copy()
     node[unseen] = 0
     pending = np.flatnonzero(~unseen)
@@ -229,7 +532,11 @@ def place_rows(plan, batch: BatchKeys, positions=None) -> tuple[np.ndarray, np.n
         outside[pending[stop]] = ~inside[stop]
         pending = pending[~stop]
         node[pending] = parent[node[pending]]
-    return node, outside
+    rows = np.flatnonzero(outside)
+    out = BatchKeys(keys[:, rows])
+    for j, mask in batch.unseen.items():
+        out.unseen[j], out.unseen_values[j] = mask[rows], batch.unseen_values[j]
+    return Placed(node, rows, out, kept)
 
 
 @dataclass
@@ -269,22 +576,27 @@ class BatchSummary:
                             add(self.total, other.total), add(self.present, other.present))
 
 
-def summarize_batch(plan, batch: BatchKeys, node: np.ndarray, outside: np.ndarray,
-                    sensitive_codes: np.ndarray | None = None) -> BatchSummary:
-    """Per-node summary of a placed batch (see :class:`BatchSummary`)."""
+def summarize_batch(plan, placed: Placed, sensitive_codes: np.ndarray | None = None
+                    ) -> BatchSummary:
+    """Per-node summary of a placed batch (see :class:`BatchSummary`).
+
+    ``placed`` keeps every row's keys of the numeric QIs when the plan publishes
+    means (:func:`place_batch`'s ``full``, :func:`summed_qis`).
+    """
     m = plan.tree.n_nodes
-    d = batch.keys.shape[0]
+    d = len(plan.encodings)
+    node = placed.node
     count = np.bincount(node, minlength=m).astype(np.int64)
     lo = np.full((m, d), MISSING_KEY, dtype=np.int64)
     hi = np.full((m, d), INT_MIN, dtype=np.int64)
     missing = np.zeros((m, d), dtype=bool)
     out = BatchSummary(count, lo, hi, missing)
-    rows = np.flatnonzero(outside)
-    nd = node[rows]
+    batch = placed.outside
+    nd = node[placed.rows]
     for j in range(d):
-        v = batch.keys[j, rows]
+        v = batch.keys[j]
         unseen = batch.unseen.get(j)
-        seen = np.ones(rows.size, dtype=bool) if unseen is None else ~unseen[rows]
+        seen = np.ones(v.size, dtype=bool) if unseen is None else ~unseen
         if unseen is not None and unseen.any():
             out.new_names[j] = {str(x) if plan.encodings[j].kind != "nominal" else x
                                 for x in batch.unseen_values[j]}
@@ -304,15 +616,20 @@ def summarize_batch(plan, batch: BatchKeys, node: np.ndarray, outside: np.ndarra
     if plan.options["generalization"] == "mean":
         out.total = np.zeros((m, d), dtype=np.float64)
         out.present = np.zeros((m, d), dtype=np.int64)
-        for j in range(d):
-            kk = plan.kernel_kinds[j]
-            if kk not in (KIND_INT, KIND_FLOAT):
-                continue
-            keys = batch.keys[j]
+        for j in summed_qis(plan):
+            keys = placed.full[j]
             ok = keys != MISSING_KEY
             values = np.zeros(len(keys), dtype=np.float64)
-            values[ok] = (keys[ok].astype(np.float64) if kk == KIND_INT
+            values[ok] = (keys[ok].astype(np.float64) if plan.kernel_kinds[j] == KIND_INT
                           else decode_float_keys(keys[ok]))
             out.total[:, j] = np.bincount(node, weights=values, minlength=m)
             out.present[:, j] = np.bincount(node[ok], minlength=m)
     return out
+
+
+def summed_qis(plan) -> list:
+    """The QIs whose per-node sums the summary needs (numeric ones, for means)."""
+    if plan.options["generalization"] != "mean":
+        return []
+    return [j for j in range(len(plan.encodings))
+            if plan.kernel_kinds[j] in (KIND_INT, KIND_FLOAT)]

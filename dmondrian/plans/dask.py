@@ -45,8 +45,7 @@ def _publish(df: pd.DataFrame, plan, release, offsets=None, partition_info=None
     positions = None
     if offsets is not None and partition_info is not None:
         positions = offsets[partition_info["number"]] + np.arange(len(df), dtype=np.int64)
-    _, node, _ = plan.place(df, positions)
-    return publish_rows(df, release, release.class_of_node[node],
+    return publish_rows(df, release, plan.place(df, positions).node,
                         plan.options["class_column"])
 
 

@@ -19,7 +19,7 @@ from ..local import encode_table, kernel_rules, partition
 from ..noise import check_noise_dtypes, noisy_columns
 from ..sensitive import encode_sensitive
 from ..validation import check_options
-from .batch import encode_batch, lift_tables, place_rows, summarize_batch
+from .batch import lift_tables, place_batch, summarize_batch, summed_qis
 from .release import decide, node_depths, publish_rows
 from .sizing import PLAN_OPTIONS, fit_k, fit_trim
 from .tree import build_tree
@@ -121,12 +121,10 @@ class FittedPlan:
                                                  "column of the table")
 
     def place(self, df: pd.DataFrame, positions=None):
-        """Keys, node and outside flag of every row of a pandas table (see :mod:`.batch`)."""
-        batch = encode_batch(df, self.encodings)
+        """Where every row of a pandas table lands (:func:`.batch.place_batch`)."""
         if positions is None and self.tree.cuts.has_ties:
             positions = np.arange(len(df), dtype=np.int64)
-        node, outside = place_rows(self, batch, positions)
-        return batch, node, outside
+        return place_batch(self, df, positions, full=summed_qis(self))
 
     def sensitive_codes(self, df: pd.DataFrame):
         if self.sensitive is None:
@@ -135,8 +133,7 @@ class FittedPlan:
 
     def summarize(self, df: pd.DataFrame, positions=None):
         """The per-node summary of a pandas table (one part of a table, for Dask)."""
-        batch, node, outside = self.place(df, positions)
-        return summarize_batch(self, batch, node, outside, self.sensitive_codes(df))
+        return summarize_batch(self, self.place(df, positions), self.sensitive_codes(df))
 
     def transform(self, df, *, noise=None, random_state=None):
         """Release a table through the plan.
@@ -181,12 +178,11 @@ class FittedPlan:
         opts = self._release_options(df, noise)
         warn_identifying(identifying_columns(df, released_as_is(df.columns, opts),
                                              opts.allow_unique))
-        batch, node, outside = self.place(df)
-        summary = summarize_batch(self, batch, node, outside, self.sensitive_codes(df))
-        release = decide(self, summary)
-        class_of_row = release.class_of_node[node]
-        out = publish_rows(df, release, class_of_row, self.options["class_column"])
+        placed = self.place(df)
+        release = decide(self, summarize_batch(self, placed, self.sensitive_codes(df)))
+        out = publish_rows(df, release, placed.node, self.options["class_column"])
         if opts.noise:
+            class_of_row = release.class_of_node[placed.node]
             noisy = noisy_columns(df, class_of_row, len(release.nodes), opts.noise,
                                   random_state)
             for column, values in noisy.items():

@@ -33,7 +33,7 @@ import pandas as pd
 
 from .. import _kernel as K
 from ..errors import InfeasibleError
-from ..publish import class_values, expand_labels
+from ..publish import class_values, expand_label_columns
 from ..suppression import MASK_LABEL
 from .batch import BatchSummary
 
@@ -170,7 +170,8 @@ def decide(plan, summary: BatchSummary) -> Release:
     target = published_targets(plan.tree.parent, summary.count, _passes(plan), summary.hist,
                                plan.depth)
     landed = summary.count > 0
-    nodes = np.unique(target[landed])
+    # The published nodes, ascending: a count per node, not a sort of them.
+    nodes = np.flatnonzero(np.bincount(target[landed], minlength=plan.tree.n_nodes))
     class_of_node = np.full(plan.tree.n_nodes, -1, dtype=np.int64)
     class_of_node[nodes] = np.arange(len(nodes))
     class_of_node[landed] = class_of_node[target[landed]]
@@ -232,7 +233,8 @@ def _set_rows(qi, tree, j, nodes, root, summary):
                            dtype=np.int64)
         owner = np.concatenate([owner, np.full(len(extra), root, dtype=np.int64)])
         code = np.concatenate([code, extra])
-    pairs = np.unique(owner * (card + len(new)) + code)
+    pairs = np.sort(owner * (card + len(new)) + code)
+    pairs = pairs[np.r_[True, pairs[1:] != pairs[:-1]]] if pairs.size else pairs
     return qi, pairs // (card + len(new)), pairs % (card + len(new))
 
 
@@ -247,16 +249,31 @@ def _with_star(values, inverse, c):
     return values, inverse
 
 
-def publish_rows(df: pd.DataFrame, release: Release, class_of_row: np.ndarray,
+def publish_rows(df: pd.DataFrame, release: Release, node: np.ndarray,
                  class_column=None) -> pd.DataFrame:
-    """``df`` with its QI columns replaced by their classes' published values."""
+    """``df`` with its QI columns replaced by their classes' published values.
+
+    ``node`` is the node each row landed in (:func:`.batch.place_batch`). Every
+    column's label code is looked up once per node, and the rows gather them
+    by node id, all labelled columns in one pass
+    (:func:`dmondrian.publish.expand_label_columns`): no per-row class id is
+    made unless ``class_column`` asks for it.
+    """
     out = df.copy(deep=False)
-    for qi, (values, inverse) in zip(release.encodings, release.values, strict=True):
-        if isinstance(values, pd.Index):
-            column = expand_labels(values, inverse, class_of_row)
-        else:
-            column = qi.spec.summary_column(qi, values[inverse][class_of_row])
+    node = np.ascontiguousarray(node, dtype=np.int64)
+    # Nodes no row landed in have no class; their entries are never read.
+    cls = np.maximum(release.class_of_node, 0)
+    labelled = [j for j, (values, _) in enumerate(release.values)
+                if isinstance(values, pd.Index)]
+    columns = dict(zip(labelled, expand_label_columns(
+        [(release.values[j][0], np.asarray(release.values[j][1])[cls]) for j in labelled],
+        node), strict=True))
+    for j, (qi, (values, inverse)) in enumerate(zip(release.encodings, release.values,
+                                                    strict=True)):
+        column = columns.get(j)
+        if column is None:
+            column = qi.spec.summary_column(qi, values[inverse][cls][node])
         out[qi.name] = pd.Series(column, index=out.index, copy=False)
     if class_column is not None:
-        out[class_column] = class_of_row
+        out[class_column] = release.class_of_node[node]
     return out
