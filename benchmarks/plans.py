@@ -137,16 +137,17 @@ def _where_loss_goes(plan, halves, gcp_alone, qis) -> dict:
     such labels are neither stable nor safe to publish, see docs/guide/plans.md)."""
     from dmondrian._dask.routing import route
     from dmondrian.metrics.certainty_penalty import compute_domains, label_costs
-    from dmondrian.plans.batch import encode_batch, place_rows
+    from dmondrian.plans.batch import place_batch
     from dmondrian.plans.release import decide
 
     n = {"leaf": 0, "lifted_values": 0, "lifted_count": 0}
     loss = dict.fromkeys(n, 0.0)
     tight = []
     for h in halves:
-        batch = encode_batch(h, plan.encodings)
-        leaf = route(batch.keys, plan.tree.cuts, None)
-        node, _ = place_rows(plan, batch)
+        placed = place_batch(plan, h, full=range(len(plan.encodings)))
+        leaf = route(np.stack([placed.full[j] for j in range(len(plan.encodings))]),
+                     plan.tree.cuts, None)
+        node = placed.node
         release = decide(plan, plan.summarize(h))
         published = release.nodes[release.class_of_node[node]]
         what = np.where(node != leaf, "lifted_values",

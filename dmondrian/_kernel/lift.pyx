@@ -97,7 +97,7 @@ cdef void _walk(Py_ssize_t s, Py_ssize_t b_n, const Step* steps, const i64* eq,
                 Py_ssize_t stride, const i64* pos, bint use_tie, i64* nd_buf) noexcept nogil:
     """The leaf of rows ``s .. s + b_n - 1`` into ``nd_buf``, a level at a time."""
     cdef Py_ssize_t b, i, level
-    cdef i64 nd, v
+    cdef i64 nd, v, r, ro
     cdef int32_t meta
     cdef const Step* st
     cdef bint right, busy
@@ -110,8 +110,11 @@ cdef void _walk(Py_ssize_t s, Py_ssize_t b_n, const Step* steps, const i64* eq,
             i = s + b
             meta = st.meta
             v = keys[(meta & 255) * stride + i]
-            if meta >> 8:
-                v = ranks[(meta >> 8) - 1 + v]
+            # A nominal cut compares the code's rank: read without a branch (the
+            # index is 0 for other cuts, whose read is discarded).
+            ro = meta >> 8
+            r = ranks[(ro - 1 + v) * (ro != 0)]
+            v = r if ro else v
             right = v > st.t
             if use_tie:
                 right = right & ((v != eq[nd]) | (pos[i] >= tie_before[nd]))

@@ -41,7 +41,8 @@ from ..errors import UnsupportedDtypeError
 from ..hierarchy import MISSING_LEAF
 from ..kinds.keys import arrow_string_chunks, decode_float_keys
 
-__all__ = ["BatchKeys", "BatchSummary", "Placed", "place_batch", "summarize_batch", "summed_qis"]
+__all__ = ["BatchKeys", "BatchSummary", "Placed", "fold_edges", "place_batch", "summarize_batch",
+           "summed_qis"]
 
 #: Kinds whose regions are open at the edges of the fitted domain.
 EDGE_KINDS = ("numeric", "datetime")
@@ -544,17 +545,17 @@ class BatchSummary:
     """What the release needs of a batch, per fitted node.
 
     ``count`` rows landed in each node; ``hist`` their sensitive values
-    (l-diversity, t-closeness); ``lo``/``hi``/``missing`` how far the rows
-    held through an open edge (or at the root) reach; ``root_codes[j]`` the
-    fitted codes of nominal QI ``j`` at the root that its fitted rows lack,
-    ``new_names[j]`` the values no fitted category matches; ``total`` and
-    ``present`` the sums for mean generalization.
+    (l-diversity, t-closeness); ``edges`` how far the rows held through an
+    open edge (or at the root) reach, for the nodes they landed in only
+    (:func:`fold_edges`): a summary is as small as the count, whatever the
+    tree's width; ``root_codes[j]`` the fitted codes of nominal QI ``j`` at
+    the root that its fitted rows lack, ``new_names[j]`` the values no
+    fitted category matches; ``total`` and ``present`` the sums for mean
+    generalization.
     """
 
     count: np.ndarray
-    lo: np.ndarray
-    hi: np.ndarray
-    missing: np.ndarray
+    edges: tuple | None = None
     hist: np.ndarray | None = None
     root_codes: dict = field(default_factory=dict)
     new_names: dict = field(default_factory=dict)
@@ -570,10 +571,34 @@ class BatchSummary:
                  for j in {*self.new_names, *other.new_names}}
         codes = {j: self.root_codes.get(j, set()) | other.root_codes.get(j, set())
                  for j in {*self.root_codes, *other.root_codes}}
-        return BatchSummary(self.count + other.count, np.minimum(self.lo, other.lo),
-                            np.maximum(self.hi, other.hi), self.missing | other.missing,
-                            add(self.hist, other.hist), codes, names,
-                            add(self.total, other.total), add(self.present, other.present))
+        edges = [e for e in (self.edges, other.edges) if e is not None]
+        edges = (None if not edges else edges[0] if len(edges) == 1
+                 else fold_edges(*(np.concatenate(part) for part in zip(*edges, strict=True))))
+        return BatchSummary(self.count + other.count, edges, add(self.hist, other.hist),
+                            codes, names, add(self.total, other.total),
+                            add(self.present, other.present))
+
+
+def fold_edges(nodes, lo, hi, missing) -> tuple:
+    """Rows' (or nodes') bounds folded per node: ``(nodes, lo, hi, missing)``, each node
+    once, ascending; ``lo``/``hi`` the smallest and largest present key
+    (``MISSING_KEY``/``INT64_MIN`` when none), ``missing`` whether one is missing.
+
+    Examples
+    --------
+    >>> n, lo, hi, m = fold_edges(np.array([4, 2, 4]), np.array([[5], [1], [3]]),
+    ...                           np.array([[5], [1], [3]]), np.zeros((3, 1), bool))
+    >>> n.tolist(), lo.ravel().tolist(), hi.ravel().tolist()
+    ([2, 4], [1, 3], [1, 5])
+    """
+    order = np.argsort(nodes, kind="stable")
+    nodes = nodes[order]
+    starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]]) if nodes.size else nodes
+    if nodes.size == 0:
+        return nodes, lo, hi, missing
+    return (nodes[starts], np.minimum.reduceat(lo[order], starts, axis=0),
+            np.maximum.reduceat(hi[order], starts, axis=0),
+            np.logical_or.reduceat(missing[order], starts, axis=0))
 
 
 def summarize_batch(plan, placed: Placed, sensitive_codes: np.ndarray | None = None
@@ -586,13 +611,12 @@ def summarize_batch(plan, placed: Placed, sensitive_codes: np.ndarray | None = N
     m = plan.tree.n_nodes
     d = len(plan.encodings)
     node = placed.node
-    count = np.bincount(node, minlength=m).astype(np.int64)
-    lo = np.full((m, d), MISSING_KEY, dtype=np.int64)
-    hi = np.full((m, d), INT_MIN, dtype=np.int64)
-    missing = np.zeros((m, d), dtype=bool)
-    out = BatchSummary(count, lo, hi, missing)
+    out = BatchSummary(np.bincount(node, minlength=m).astype(np.int64))
     batch = placed.outside
-    nd = node[placed.rows]
+    r = batch.keys.shape[1]
+    lo = np.full((r, d), MISSING_KEY, dtype=np.int64)
+    hi = np.full((r, d), INT_MIN, dtype=np.int64)
+    missing = np.zeros((r, d), dtype=bool)
     for j in range(d):
         v = batch.keys[j]
         unseen = batch.unseen.get(j)
@@ -606,10 +630,11 @@ def summarize_batch(plan, placed: Placed, sensitive_codes: np.ndarray | None = N
                 out.root_codes[j] = codes
             continue
         is_m = (v == MISSING_KEY) & seen
-        np.logical_or.at(missing[:, j], nd[is_m], True)
+        missing[is_m, j] = True
         ok = seen & ~is_m
-        np.minimum.at(lo[:, j], nd[ok], v[ok])
-        np.maximum.at(hi[:, j], nd[ok], v[ok])
+        lo[ok, j] = hi[ok, j] = v[ok]
+    if r:
+        out.edges = fold_edges(node[placed.rows], lo, hi, missing)
     if sensitive_codes is not None:
         s = plan.sensitive.n_codes
         out.hist = np.bincount(node * s + sensitive_codes, minlength=m * s).reshape(m, s)

@@ -84,7 +84,7 @@ def _node_labels(plan: FittedPlan) -> dict:
 
     tree = plan.tree
     m, d = tree.n_nodes, len(plan.encodings)
-    empty = BatchSummary(np.zeros(m, dtype=np.int64), tree.lo, tree.hi, tree.missing)
+    empty = BatchSummary(np.zeros(m, dtype=np.int64))
     nodes = np.arange(m, dtype=np.int64)
     values, _ = _values(plan, empty, nodes, nodes)
     out = {}

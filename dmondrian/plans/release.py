@@ -185,11 +185,15 @@ def _values(plan, summary: BatchSummary, class_of_node, nodes):
     m, d = len(nodes), len(plan.encodings)
     lo, hi = tree.lo[nodes].copy(), tree.hi[nodes].copy()
     missing = tree.missing[nodes].copy()
+    if summary.edges is not None:
+        # The rows that reach past their node's fitted bounds widen its class's label.
+        at, e_lo, e_hi, e_missing = summary.edges
+        cls = class_of_node[at]
+        np.minimum.at(lo, cls, e_lo)
+        np.maximum.at(hi, cls, e_hi)
+        np.logical_or.at(missing, cls, e_missing)
     landed = np.flatnonzero(summary.count > 0)
     cls = class_of_node[landed]
-    np.minimum.at(lo, cls, summary.lo[landed])
-    np.maximum.at(hi, cls, summary.hi[landed])
-    np.logical_or.at(missing, cls, summary.missing[landed])
     if summary.total is not None:
         total = np.zeros((m, d), dtype=np.float64)
         present = np.zeros((m, d), dtype=np.int64)
