@@ -30,6 +30,10 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
 4. Speed, Dask: the census table as Parquet (1M-row partitions), 2 worker
    processes x 1 thread: the plan's release written to Parquet against a
    plain ``read_parquet -> to_parquet`` copy.
+5. Fitting on Dask (``dask-fit``): census rows as Parquet, a plan fitted on
+   2 worker processes (the Dask engine's leaves an eighth of the table) against
+   one fitted in memory on the same rows (at k, and with ``batch_rows``):
+   seconds, and whether the trees and a new table's releases are the same.
 
 The JSON (``--out``) holds every row of every table.
 """
@@ -303,6 +307,45 @@ def dask_speed(rows: list, n_rows: int) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def dask_fit(rows: list, n_rows: int) -> None:
+    """Fitting on Dask against fitting in memory, the same census rows: seconds, and
+    whether the two plans are the same tree and release a new table alike."""
+    import dask.dataframe as dd
+    from distributed import Client, LocalCluster
+
+    from dmondrian.synthetic import write_census_parquet
+
+    work = Path(tempfile.mkdtemp(prefix="dm-plans-fit-"))
+    try:
+        src = work / "census"
+        write_census_parquet(str(src), n_rows, seed=7, rows_per_partition=250_000)
+        df = pd.read_parquet(src)
+        new = make_census(100_000, seed=8)
+        for batch_rows in (None, 100_000):
+            t0 = time.perf_counter()
+            local = fit_plan(df, CENSUS_QIS, 10, batch_rows=batch_rows, **CENSUS_OPTIONS)
+            t_local = time.perf_counter() - t0
+            with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                              dashboard_address=":0") as cluster, Client(cluster):
+                t0 = time.perf_counter()
+                # Leaves of an eighth of the table: the top phase cuts at least 3 levels.
+                on_dask = fit_plan(dd.read_parquet(str(src)), CENSUS_QIS, 10,
+                                   batch_rows=batch_rows, leaf_rows=n_rows // 8,
+                                   **CENSUS_OPTIONS)
+                t_dask = time.perf_counter() - t0
+            same = all(np.array_equal(getattr(local.tree, a), getattr(on_dask.tree, a))
+                       for a in ("parent", "count", "lo", "hi", "missing"))
+            rows.append({"table": "fit-dask", "rows": n_rows, "batch_rows": batch_rows,
+                         "leaf_rows": n_rows // 8,
+                         "fit_k": on_dask.fit_k, "leaves": on_dask.n_leaves,
+                         "leaves_local": local.n_leaves, "local_s": t_local,
+                         "dask_s": t_dask, "same_tree": same,
+                         "min_class_new": _min_class(on_dask.transform(new), CENSUS_QIS),
+                         "same_release": on_dask.transform(new).equals(local.transform(new))})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def plan_transform_dask(plan, ddf, client):
     from dmondrian.plans.dask import transform_dask
 
@@ -326,17 +369,20 @@ def main() -> None:
     ap.add_argument("--dated-rows", type=int, default=1_200_000)
     ap.add_argument("--local-rows", type=int, default=10_000_000)
     ap.add_argument("--dask-rows", type=int, default=10_000_000)
+    ap.add_argument("--fit-rows", type=int, default=1_000_000)
     ap.add_argument("--skip", action="append", default=[],
-                    help="adult, dated, local or dask (repeatable)")
+                    help="adult, dated, local, dask or dask-fit (repeatable)")
     ap.add_argument("--out", default="benchmarks/results/plans.json")
     args = ap.parse_args()
     if args.quick:
         args.dated_rows, args.local_rows, args.dask_rows = 240_000, 1_000_000, 2_000_000
+        args.fit_rows = 200_000
     rows: list = []
     steps = {"adult": lambda: adult(rows, args.sweep),
              "dated": lambda: dated(rows, args.dated_rows),
              "local": lambda: local_speed(rows, args.local_rows),
-             "dask": lambda: dask_speed(rows, args.dask_rows)}
+             "dask": lambda: dask_speed(rows, args.dask_rows),
+             "dask-fit": lambda: dask_fit(rows, args.fit_rows)}
     for name, step in steps.items():
         if name not in args.skip:
             step()
