@@ -1,6 +1,6 @@
 """Fitted plans: class stability across batches, information loss, and speed.
 
-Run: python benchmarks/plans.py [--quick] [--local-rows N] [--dask-rows N] [--out PATH]
+Run: python benchmarks/plans.py [--quick] [--local-rows N] [--dask-rows N] [--rounds N] [--out PATH]
 
 Tables (figures in benchmarks/README.md, "Fitted plans"):
 
@@ -26,10 +26,11 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
 3. Speed, local engine: census rows (QIs age, zip, birth_date, sex,
    education, k=10), a plan fitted on the first million rows, then the
    whole table released through it against ``dmondrian.anonymize`` of it,
-   side by side in one run.
+   side by side in one run (``--rounds``: that many times, alternately, each
+   round a row with the load average).
 4. Speed, Dask: the census table as Parquet (1M-row partitions), 2 worker
    processes x 1 thread: the plan's release written to Parquet against a
-   plain ``read_parquet -> to_parquet`` copy.
+   plain ``read_parquet -> to_parquet`` copy (``--rounds`` as above).
 5. Fitting on Dask (``dask-fit``): census rows as Parquet, a plan fitted on
    2 worker processes (the Dask engine's leaves an eighth of the table) against
    one fitted in memory on the same rows (at k, and with ``batch_rows``):
@@ -261,26 +262,28 @@ CENSUS_QIS = ["age", "zip", "birth_date", "sex", "education"]
 CENSUS_OPTIONS = {"identifiers": ["person_id"], "allow_unique": ["income"]}
 
 
-def local_speed(rows: list, n_rows: int) -> None:
+def local_speed(rows: list, n_rows: int, rounds: int = 1) -> None:
     df = make_census(n_rows, seed=5)
     fit_rows = min(n_rows, 1_000_000)
     t0 = time.perf_counter()
     plan = fit_plan(df.iloc[:fit_rows], CENSUS_QIS, 10, **CENSUS_OPTIONS)
     t_fit = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    out = plan.transform(df)
-    t_plan = time.perf_counter() - t0
-    del out
-    t0 = time.perf_counter()
-    out = dm.anonymize(df, CENSUS_QIS, 10, **CENSUS_OPTIONS)
-    t_scratch = time.perf_counter() - t0
-    del out
-    rows.append({"table": "speed-local", "rows": n_rows, "fit_rows": fit_rows,
-                 "fit_s": t_fit, "transform_s": t_plan, "anonymize_s": t_scratch,
-                 "ratio": t_plan / t_scratch, "leaves": plan.n_leaves})
+    for r in range(rounds):  # side by side, round after round: the machine is shared
+        t0 = time.perf_counter()
+        out = plan.transform(df)
+        t_plan = time.perf_counter() - t0
+        del out
+        t0 = time.perf_counter()
+        out = dm.anonymize(df, CENSUS_QIS, 10, **CENSUS_OPTIONS)
+        t_scratch = time.perf_counter() - t0
+        del out
+        rows.append({"table": "speed-local", "round": r, "rows": n_rows, "fit_rows": fit_rows,
+                     "fit_s": t_fit, "transform_s": t_plan, "anonymize_s": t_scratch,
+                     "ratio": t_plan / t_scratch, "leaves": plan.n_leaves,
+                     "load": os.getloadavg()[0]})
 
 
-def dask_speed(rows: list, n_rows: int) -> None:
+def dask_speed(rows: list, n_rows: int, rounds: int = 1) -> None:
     import dask.dataframe as dd
     from distributed import Client, LocalCluster
 
@@ -294,15 +297,17 @@ def dask_speed(rows: list, n_rows: int) -> None:
                         **CENSUS_OPTIONS)
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                           dashboard_address=":0") as cluster, Client(cluster) as client:
-            t0 = time.perf_counter()
-            dd.read_parquet(str(src)).to_parquet(str(work / "copy"), write_index=True)
-            t_copy = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            plan_release = plan_transform_dask(plan, dd.read_parquet(str(src)), client)
-            plan_release.to_parquet(str(work / "released"), write_index=True)
-            t_plan = time.perf_counter() - t0
-        rows.append({"table": "speed-dask", "rows": n_rows, "copy_s": t_copy,
-                     "plan_s": t_plan, "ratio": t_plan / t_copy})
+            for r in range(rounds):
+                t0 = time.perf_counter()
+                dd.read_parquet(str(src)).to_parquet(str(work / f"copy{r}"), write_index=True)
+                t_copy = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                plan_release = plan_transform_dask(plan, dd.read_parquet(str(src)), client)
+                plan_release.to_parquet(str(work / f"released{r}"), write_index=True)
+                t_plan = time.perf_counter() - t0
+                rows.append({"table": "speed-dask", "round": r, "rows": n_rows,
+                             "copy_s": t_copy, "plan_s": t_plan, "ratio": t_plan / t_copy,
+                             "load": os.getloadavg()[0]})
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -370,6 +375,8 @@ def main() -> None:
     ap.add_argument("--local-rows", type=int, default=10_000_000)
     ap.add_argument("--dask-rows", type=int, default=10_000_000)
     ap.add_argument("--fit-rows", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="speed tables: measure both sides this many times, alternately")
     ap.add_argument("--skip", action="append", default=[],
                     help="adult, dated, local, dask or dask-fit (repeatable)")
     ap.add_argument("--out", default="benchmarks/results/plans.json")
@@ -380,8 +387,8 @@ def main() -> None:
     rows: list = []
     steps = {"adult": lambda: adult(rows, args.sweep),
              "dated": lambda: dated(rows, args.dated_rows),
-             "local": lambda: local_speed(rows, args.local_rows),
-             "dask": lambda: dask_speed(rows, args.dask_rows),
+             "local": lambda: local_speed(rows, args.local_rows, args.rounds),
+             "dask": lambda: dask_speed(rows, args.dask_rows, args.rounds),
              "dask-fit": lambda: dask_fit(rows, args.fit_rows)}
     for name, step in steps.items():
         if name not in args.skip:

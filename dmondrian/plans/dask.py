@@ -19,9 +19,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .._dask.cluster import cores_per_worker, resolve_client, run
 from .._dask.cluster import release as release_client
-from .._dask.cluster import resolve_client, run
 from .._dask.graph import constant, tree_reduce
+from .._kernel import thread_limit
 from ..errors import InfeasibleError
 from .release import decide, publish_rows
 
@@ -35,18 +36,21 @@ def _merge(*parts):
     return out
 
 
-def _summarize(df: pd.DataFrame, plan, offset):
+def _summarize(df: pd.DataFrame, plan, offset, threads=None):
     positions = None if offset is None else offset + np.arange(len(df), dtype=np.int64)
-    return plan.summarize(df, positions)
+    # A worker's share of its host's cores: its tasks run side by side with others'.
+    with thread_limit(threads):
+        return plan.summarize(df, positions)
 
 
-def _publish(df: pd.DataFrame, plan, release, offsets=None, partition_info=None
-             ) -> pd.DataFrame:
+def _publish(df: pd.DataFrame, plan, release, offsets=None, threads=None,
+             partition_info=None) -> pd.DataFrame:
     positions = None
     if offsets is not None and partition_info is not None:
         positions = offsets[partition_info["number"]] + np.arange(len(df), dtype=np.int64)
-    return publish_rows(df, release, plan.place(df, positions).node,
-                        plan.options["class_column"])
+    with thread_limit(threads):
+        return publish_rows(df, release, plan.place(df, positions).node,
+                            plan.options["class_column"])
 
 
 def transform_dask(plan, ddf, *, client=None, progress=None):
@@ -81,6 +85,7 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         ddf = ddf.drop(columns=identifiers)
     cluster_client, owned = resolve_client(client)
     try:
+        threads = cores_per_worker(cluster_client)
         offsets = None
         if plan.tree.cuts.has_ties:
             # Relaxed cuts split median ties by input position: each partition's first row's.
@@ -91,7 +96,7 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         parts = ddf[columns].to_delayed(optimize_graph=True)
         plan_d = constant(plan, "plan")
         summarize = delayed(_summarize, pure=True)
-        partials = [summarize(p, plan_d, None if offsets is None else offsets[i])
+        partials = [summarize(p, plan_d, None if offsets is None else offsets[i], threads)
                     for i, p in enumerate(parts)]
         summary = run(cluster_client, tree_reduce(partials, _merge), progress,
                       "pass: rows per region of the plan")
@@ -103,4 +108,4 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
     meta = _publish(ddf._meta, plan, release)
     # One copy of the plan and the classes in the graph, not one per task.
     return ddf.map_partitions(_publish, constant(plan, "plan"), constant(release, "classes"),
-                              offsets, meta=meta)
+                              offsets, threads, meta=meta)
