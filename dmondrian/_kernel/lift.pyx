@@ -220,7 +220,8 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
         The packed tree, one :c:type:`Step` record per row, breadth-first
         (:func:`dmondrian.plans.batch.packed_tree`).
     eq, tie_before : int64 arrays (nodes,)
-        Tied rows (value ``eq``) before input position ``tie_before`` go left.
+        Tied rows (value ``eq``) before input position ``tie_before`` go left
+        (read only when ``use_tie``; may be empty otherwise).
     ranks : int64 array
         Frequency ranks of nominal cuts' codes.
     height : int
@@ -257,7 +258,7 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
         raise ValueError("unseen must hold a value per row")
     if use_tie and pos.shape[0] < n:
         raise ValueError("positions hold fewer values than keys have rows")
-    if (steps.shape[1] != 2 or eq.shape[0] < m or tie_before.shape[0] < m
+    if (steps.shape[1] != 2 or (use_tie and (eq.shape[0] < m or tie_before.shape[0] < m))
             or parent.shape[0] < m or box.shape[0] < m or aux.shape[0] < m
             or aux.shape[1] < AUX_HEAD + d or slot.shape[0] != d
             or box.strides[1] != sizeof(i64) or keys.strides[1] != sizeof(i64)):
@@ -270,12 +271,14 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
     cdef const i64* kp = &keys[0, 0]
     cdef const i64* pp = &pos[0] if pos.shape[0] else NULL
     cdef const uint8_t* up = &unseen[0] if unseen.shape[0] else NULL
-    cdef const i64* bp = &box[0, 0] if box.shape[1] else &eq[0]  # no ordered QI: never read
+    cdef const i64* bp = &box[0, 0] if box.shape[1] else &steps[0, 0]  # no ordered QI: unread
+    cdef const i64* ep = &eq[0] if use_tie else NULL
+    cdef const i64* tp = &tie_before[0] if use_tie else NULL
     cdef Py_ssize_t stride = keys.strides[0] // sizeof(i64)
     cdef Py_ssize_t box_w = box.strides[0] // sizeof(i64)
     buf_a = np.empty(3 * BLOCK, dtype=np.int64)  # two blocks' nodes, and rows climbing
     cdef i64[::1] buf = buf_a
     with nogil:
-        _place_range(n, st, &eq[0], &tie_before[0], &ranks[0], height, kp, stride, d, pp,
+        _place_range(n, st, ep, tp, &ranks[0], height, kp, stride, d, pp,
                      use_tie, up, &parent[0], bp, box_w, &aux[0, 0], aux_w, &slot[0], &buf[0],
                      &node[0], &outside[0])

@@ -323,8 +323,11 @@ def packed_tree(cuts):
     steps[:, 0] = np.where(is_leaf, MISSING_KEY, cuts.t[order])
     words[:, 2] = np.where(is_leaf, np.arange(m), new_id[np.maximum(left[order], 0)])
     words[:, 3] = np.where(is_leaf, 0, qi[order] | ((cuts.rank_off[order] + 1) << 8))
-    return (steps, np.ascontiguousarray(cuts.eq[order], dtype=np.int64),
-            np.ascontiguousarray(cuts.tie_before[order], dtype=np.int64),
+    # Strict cuts never split ties: their arrays are not read (nor shipped to workers).
+    ties = cuts.has_ties
+    return (steps, np.ascontiguousarray(cuts.eq[order] if ties else _NO_COUNTS, dtype=np.int64),
+            np.ascontiguousarray(cuts.tie_before[order] if ties else _NO_COUNTS,
+                                 dtype=np.int64),
             np.ascontiguousarray(cuts.ranks, dtype=np.int64), height, order)
 
 

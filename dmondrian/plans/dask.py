@@ -16,6 +16,9 @@ computed table (the summaries add up to the whole table's).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 
@@ -24,9 +27,40 @@ from .._dask.cluster import release as release_client
 from .._dask.graph import constant, tree_reduce
 from .._kernel import thread_limit
 from ..errors import InfeasibleError
+from .fitted import FittedPlan
 from .release import decide, publish_rows
 
 __all__ = ["transform_dask"]
+
+
+class _Placer:
+    """What a task reads to place, count and publish rows: the plan's encodings and
+    options and the compiled pass's tables (:func:`.batch.lift_tables`), without the
+    fitted statistics the client decides from, so less than half the plan travels
+    in the graph. A plan too large for the compiled tables travels whole."""
+
+    def __init__(self, plan):
+        self.encodings, self.kernel_kinds = plan.encodings, plan.kernel_kinds
+        self.options, self.sensitive = plan.options, plan.sensitive
+        self._lift = plan.lift_tables
+        self.tree = plan.tree if self._lift is None else _Shape(
+            plan.tree.n_nodes, SimpleNamespace(has_ties=plan.tree.cuts.has_ties))
+
+    @property
+    def lift_tables(self):
+        return self._lift
+
+    place = FittedPlan.place
+    summarize = FittedPlan.summarize
+    sensitive_codes = FittedPlan.sensitive_codes
+
+
+@dataclass
+class _Shape:
+    """A tree's size and whether its cuts split ties: all placing asks of it."""
+
+    n_nodes: int
+    cuts: SimpleNamespace
 
 
 def _merge(*parts):
@@ -94,7 +128,8 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         columns = [*plan.qis] + ([plan.options["sensitive"]]
                                  if plan.options["sensitive"] is not None else [])
         parts = ddf[columns].to_delayed(optimize_graph=True)
-        plan_d = constant(plan, "plan")
+        placer = _Placer(plan)
+        plan_d = constant(placer, "plan")
         summarize = delayed(_summarize, pure=True)
         partials = [summarize(p, plan_d, None if offsets is None else offsets[i], threads)
                     for i, p in enumerate(parts)]
@@ -105,7 +140,7 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
     if int(summary.count.sum()) == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
     release = decide(plan, summary)
-    meta = _publish(ddf._meta, plan, release)
+    meta = _publish(ddf._meta, placer, release)
     # One copy of the plan and the classes in the graph, not one per task.
-    return ddf.map_partitions(_publish, constant(plan, "plan"), constant(release, "classes"),
+    return ddf.map_partitions(_publish, constant(placer, "plan"), constant(release, "classes"),
                               offsets, threads, meta=meta)
