@@ -41,8 +41,8 @@ from ..errors import UnsupportedDtypeError
 from ..hierarchy import MISSING_LEAF
 from ..kinds.keys import arrow_string_chunks, decode_float_keys
 
-__all__ = ["BatchKeys", "BatchSummary", "Placed", "fold_edges", "place_batch", "summarize_batch",
-           "summed_qis"]
+__all__ = ["BatchKeys", "BatchSummary", "Placed", "Placing", "fold_edges", "place_batch",
+           "summarize_batch", "summed_qis"]
 
 #: Kinds whose regions are open at the edges of the fitted domain.
 EDGE_KINDS = ("numeric", "datetime")
@@ -541,6 +541,28 @@ def _place_numpy(plan, kept, whole_unseen, pieces, parts, positions) -> Placed:
     for j, mask in batch.unseen.items():
         out.unseen[j], out.unseen_values[j] = mask[rows], batch.unseen_values[j]
     return Placed(node, rows, out, kept)
+
+
+class Placing:
+    """Placing a pandas table's rows in a plan, for anything with a plan's
+    ``encodings``, ``kernel_kinds``, ``options``, ``sensitive``, ``tree`` (its
+    ``n_nodes`` and ``cuts.has_ties`` at least) and ``lift_tables``: a
+    :class:`~dmondrian.plans.FittedPlan`, or the part of one a Dask task reads."""
+
+    def place(self, df: pd.DataFrame, positions=None) -> Placed:
+        """Where every row of a pandas table lands (:func:`place_batch`)."""
+        if positions is None and self.tree.cuts.has_ties:
+            positions = np.arange(len(df), dtype=np.int64)
+        return place_batch(self, df, positions, full=summed_qis(self))
+
+    def sensitive_codes(self, df: pd.DataFrame):
+        if self.sensitive is None:
+            return None
+        return self.sensitive.codes(df[self.options["sensitive"]])
+
+    def summarize(self, df: pd.DataFrame, positions=None) -> BatchSummary:
+        """The per-node summary of a pandas table (one part of a table, for Dask)."""
+        return summarize_batch(self, self.place(df, positions), self.sensitive_codes(df))
 
 
 @dataclass

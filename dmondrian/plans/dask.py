@@ -27,13 +27,13 @@ from .._dask.cluster import release as release_client
 from .._dask.graph import constant, tree_reduce
 from .._kernel import thread_limit
 from ..errors import InfeasibleError
-from .fitted import FittedPlan
+from .batch import Placing
 from .release import decide, publish_rows
 
 __all__ = ["transform_dask"]
 
 
-class _Placer:
+class _Placer(Placing):
     """What a task reads to place, count and publish rows: the plan's encodings and
     options and the compiled pass's tables (:func:`.batch.lift_tables`), without the
     fitted statistics the client decides from, so less than half the plan travels
@@ -49,10 +49,6 @@ class _Placer:
     @property
     def lift_tables(self):
         return self._lift
-
-    place = FittedPlan.place
-    summarize = FittedPlan.summarize
-    sensitive_codes = FittedPlan.sensitive_codes
 
 
 @dataclass

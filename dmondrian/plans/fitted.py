@@ -19,7 +19,7 @@ from ..local import encode_table, kernel_rules, partition
 from ..noise import check_noise_dtypes, noisy_columns
 from ..sensitive import encode_sensitive
 from ..validation import check_options
-from .batch import lift_tables, place_batch, summarize_batch, summed_qis
+from .batch import Placing, lift_tables, summarize_batch
 from .release import decide, node_depths, publish_rows
 from .sizing import PLAN_OPTIONS, fit_k, fit_trim
 from .tree import build_tree
@@ -27,7 +27,7 @@ from .tree import build_tree
 __all__ = ["FittedPlan", "fit_plan", "fit_k", "fit_trim"]
 
 
-class FittedPlan:
+class FittedPlan(Placing):
     """A fitted Mondrian partition: its options, its QIs' encodings and its cut tree.
 
     Made by :func:`fit_plan` (or :meth:`dmondrian.MondrianAnonymizer.fit`) and
@@ -119,21 +119,6 @@ class FittedPlan:
 
             raise MissingColumnError(missing[0], f"column {missing[0]!r} of the plan is not a "
                                                  "column of the table")
-
-    def place(self, df: pd.DataFrame, positions=None):
-        """Where every row of a pandas table lands (:func:`.batch.place_batch`)."""
-        if positions is None and self.tree.cuts.has_ties:
-            positions = np.arange(len(df), dtype=np.int64)
-        return place_batch(self, df, positions, full=summed_qis(self))
-
-    def sensitive_codes(self, df: pd.DataFrame):
-        if self.sensitive is None:
-            return None
-        return self.sensitive.codes(df[self.options["sensitive"]])
-
-    def summarize(self, df: pd.DataFrame, positions=None):
-        """The per-node summary of a pandas table (one part of a table, for Dask)."""
-        return summarize_batch(self, self.place(df, positions), self.sensitive_codes(df))
 
     def transform(self, df, *, noise=None, random_state=None):
         """Release a table through the plan.
