@@ -118,8 +118,9 @@ def anonymize(ddf, quasi_identifiers, k, **options):
         "rows": every column travels to its leaf, and output partitions are
         runs of leaves. "auto" (or None): the path whose shuffles move fewer
         bytes (the keys path when the other columns outweigh its two
-        exchanges; see docs/design.md, "Moving only keys"). The release's
-        classes and labels are the same either way.
+        exchanges; see docs/design.md, "Moving only keys"). Given the same
+        ``leaf_rows``, the release's classes and labels are the same either
+        way (the default ``leaf_rows`` is larger on the keys path).
     shuffle_method : str, optional
         How the rows move to their leaves ("p2p", "tasks", "disk"). Default:
         "p2p" when ``client`` is given (compute the result with that client),
