@@ -82,7 +82,7 @@ class KillingSink(ParquetSink):
 
 def main(argv: list[str]) -> int:
     """Run ``dmondrian ARGS`` with the writer failing: ``argv`` is ``ACTION ARGS...``."""
-    from dmondrian import distributed
+    from dmondrian._dask import parquet_release
     from dmondrian.cli import main as dmondrian
 
     if argv[0] not in RUN_ACTIONS:
@@ -91,7 +91,7 @@ def main(argv: list[str]) -> int:
         # By its module's name, not __main__'s: the workers unpickle it.
         from failing_write import KillingSink as sink
 
-        distributed.ParquetSink = sink
+        parquet_release.ParquetSink = sink  # the Parquet release graph's sink
     else:
         io.write_table = failing_write_table(argv[0])
     return dmondrian(argv[1:])
