@@ -7,7 +7,7 @@ Tables: dmondrian.synthetic_events (age and region fixed per user, device
 per event, 6.62 events per user on average), QIs age, region, device, k=10.
 
 * Local: for each ``--users`` (default 50,000: about 331k events; add
-  1,000,000 for about 6.6M events), ``dmondrian.anonymize`` with
+  1,000,000 for about 6.6M events; 0 skips it), ``dmondrian.anonymize`` with
   ``entity="user_id"`` and plain k on the same table
   (``identifiers=["user_id"]``: same columns out, the id dropped), runs
   interleaved, best of ``--repeat``. Reported: seconds, the ratio entity /
@@ -17,8 +17,8 @@ per event, 6.62 events per user on average), QIs age, region, device, k=10.
   ``--workers`` processes with ``--memory-limit`` each,
   ``anonymize_to_parquet`` with and without entity (plain: the id dropped
   with ``identifiers``), interleaved, best of ``--repeat``; passes over the
-  data of each. The plain job defers its counts to the shuffle pass; with
-  entity the counts come from a pass of their own, then the entity pass.
+  data of each before the shuffle. Both jobs defer their counts to the
+  shuffle pass (with entity, the people of every leaf are counted there too).
 
 Prints a table and writes JSON (default benchmarks/results/entities.json).
 """
@@ -124,7 +124,7 @@ def main(argv=None):
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" /
                                              "entities.json"))
     args = parser.parse_args(argv)
-    results = [local_case(n, args.repeat, args.events_per_user) for n in args.users]
+    results = [local_case(n, args.repeat, args.events_per_user) for n in args.users if n]
     if args.dask_users:
         results.append(dask_case(args.dask_users, args.repeat, args.workers,
                                  args.memory_limit, args.events_per_user))

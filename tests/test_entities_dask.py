@@ -215,3 +215,27 @@ def test_dask_flags_a_person_key(cluster_client):
     ddf = dd.from_pandas(make_events(1_500, seed=14), npartitions=2)
     with pytest.warns(IdentifyingColumnWarning, match="entity='user_id'"):
         plan(ddf, EVENT_QUASI_IDENTIFIERS, 10, client=cluster_client, progress=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 12)), min_size=1, max_size=60),
+       st.integers(1, 5), st.integers(1, 20))
+def test_people_per_leaf_are_exact_up_to_k(rows, k, first):
+    # However the ids are gathered (the first rows, then the leaves short of
+    # k) and merged, a leaf and any union of leaves show min(k, people).
+    from dmondrian._dask import entity_pass
+
+    leaf = np.array([r[0] for r in rows])
+    people = pd.Series([f"u{r[1]}" for r in rows])
+    old, entity_pass.FIRST_ROWS = entity_pass.FIRST_ROWS, first
+    try:
+        half = len(rows) // 2
+        found = entity_pass.merge_smallest(
+            entity_pass.some_per_leaf(leaf[:half], people[:half], k, 4),
+            entity_pass.some_per_leaf(leaf[half:], people[half:].reset_index(drop=True), k, 4),
+            k=k)
+    finally:
+        entity_pass.FIRST_ROWS = old
+    for group in ([0], [1], [2, 3], [0, 1, 2, 3]):
+        ids = np.unique(found[1][np.isin(found[0], group)])[:k]
+        assert len(ids) == min(k, people[np.isin(leaf, group)].nunique())

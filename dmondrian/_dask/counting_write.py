@@ -20,7 +20,7 @@ import pandas as pd
 
 from .columns import LEAF, carried
 from .cut_tree import CutTree
-from .entity_pass import entity_hashes, merge_smallest, smallest_per_leaf
+from .entity_pass import merge_smallest, some_per_leaf
 from .graph import constant, sum_arrays, tree_reduce
 from .leaves import anonymize_output_partition, lazy_meta, output_meta, write_output_partition
 from .parquet_sink import ParquetSink
@@ -37,16 +37,16 @@ __all__ = ["leaf_counts", "settle", "cuts_certain", "write_parquet_counting",
 def leaf_counts(routed: pd.DataFrame, n_leaves: int, entity=None, k: int = 1):
     """Rows of every leaf in one routed input partition; with an ``entity`` column,
     also up to ``k`` distinct entity ids of every leaf
-    (:func:`~.entity_pass.smallest_per_leaf`)."""
+    (:func:`~.entity_pass.some_per_leaf`)."""
     leaf = routed[LEAF].to_numpy(dtype=np.int64)
     counts = np.bincount(leaf, minlength=n_leaves)
     if entity is None:
         return counts
-    return counts, smallest_per_leaf(leaf, entity_hashes(routed[entity]), k)
+    return counts, some_per_leaf(leaf, routed[entity], k, n_leaves)
 
 
 def _merge_counts(*parts, k: int):
-    """Sum the row counts; unite the entity ids, each leaf's ``k`` smallest kept."""
+    """Sum the row counts; unite the entity ids, ``k`` kept per leaf."""
     if not isinstance(parts[0], tuple):
         return sum_arrays(*parts)
     return (sum_arrays(*(p[0] for p in parts)),
