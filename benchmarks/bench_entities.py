@@ -19,6 +19,9 @@ per event, 6.62 events per user on average), QIs age, region, device, k=10.
   with ``identifiers``), interleaved, best of ``--repeat``; passes over the
   data of each before the shuffle. Both jobs defer their counts to the
   shuffle pass (with entity, the people of every leaf are counted there too).
+  The input's rows are numbered over the whole table (its index) and both
+  jobs write that index, which ties every released row to its user for the
+  quality columns.
 
 Prints a table and writes JSON (default benchmarks/results/entities.json).
 """
@@ -69,6 +72,11 @@ def local_case(n_users: int, repeat: int, per_user: float) -> dict:
             "ratio": round(best["entity"] / best["plain"], 3), "quality": quality}
 
 
+def _number_rows(df, partition_info=None):
+    start = (partition_info["number"] if partition_info else 0) << 32
+    return df.set_axis(pd.RangeIndex(start, start + len(df), name="row"))
+
+
 def dask_case(n_users: int, repeat: int, workers: int, memory_limit: str,
               per_user: float) -> dict:
     import dask.dataframe as dd
@@ -78,8 +86,11 @@ def dask_case(n_users: int, repeat: int, workers: int, memory_limit: str,
 
     tmp = Path(tempfile.mkdtemp(prefix="dm-entities-"))
     try:
-        events_dask(n_users, seed=0, users_per_partition=50_000,
-                    events_per_user=per_user).to_parquet(tmp / "in")
+        src = events_dask(n_users, seed=0, users_per_partition=50_000,
+                          events_per_user=per_user)
+        # Rows numbered over the whole table: the written index ties each
+        # released row to its user (the writers shuffle each file's rows).
+        src.map_partitions(_number_rows, meta=_number_rows(src._meta)).to_parquet(tmp / "in")
         ddf = dd.read_parquet(tmp / "in")
         jobs = {"plain": {"identifiers": ["user_id"]}, "entity": {"entity": "user_id"}}
         best = {name: float("inf") for name in jobs}
@@ -96,14 +107,17 @@ def dask_case(n_users: int, repeat: int, workers: int, memory_limit: str,
                         top = anonymize_to_parquet(ddf, str(tmp / name),
                                                    EVENT_QUASI_IDENTIFIERS, K,
                                                    class_column="cls", client=client,
-                                                   progress=False, **extra)
+                                                   progress=False,
+                                                   write_options={"write_index": True},
+                                                   **extra)
                         best[name] = min(best[name], time.perf_counter() - t)
                     passes[name] = top.passes
-        users = pd.read_parquet(tmp / "in", columns=["user_id"])["user_id"].to_numpy()
+        users = pd.read_parquet(tmp / "in", columns=["user_id"])["user_id"]
         for name in jobs:
-            out = pd.read_parquet(tmp / name, columns=["cls"]).sort_index()
-            quality[name] = _people(out, users[out.index.to_numpy()])
+            out = pd.read_parquet(tmp / name, columns=["cls"])
+            quality[name] = _people(out, users.loc[out.index].to_numpy())
         return {"engine": "dask", "users": n_users, "events": int(len(users)),
+                "written_index": True,
                 "workers": workers, "memory_limit": memory_limit, "seconds": best,
                 "passes": passes, "ratio": round(best["entity"] / best["plain"], 3),
                 "quality": quality}
