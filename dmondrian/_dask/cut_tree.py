@@ -15,7 +15,7 @@ import numpy as np
 
 from .sketch import Summary
 
-__all__ = ["NO_TIES", "ALL_TIES", "Cut", "CutTree", "Node", "leaf_nodes", "flatten",
+__all__ = ["NO_TIES", "ALL_TIES", "Cut", "CutTree", "Node", "leaf_nodes", "preorder", "flatten",
            "subtree_count", "undo_failing_cuts"]
 
 #: ``tie_before`` of a cut that sends no tied row left (strict cuts).
@@ -112,17 +112,22 @@ def leaf_nodes(nodes, i=0, out=None) -> list:
     return out
 
 
-def flatten(nodes, leaves) -> CutTree:
-    """Flat arrays of the tree reachable from the root; leaves numbered as ``leaves``."""
-    order, index = [], {}
-    stack = [0]
+def preorder(nodes) -> list:
+    """Node ids reachable from the root, each before its children, left first."""
+    order, stack = [], [0]
     while stack:
         j = stack.pop()
-        index[j] = len(order)
         order.append(j)
         if nodes[j].cut is not None:
             stack.append(nodes[j].right)
             stack.append(nodes[j].left)
+    return order
+
+
+def flatten(nodes, leaves) -> CutTree:
+    """Flat arrays of the tree reachable from the root; leaves numbered as ``leaves``."""
+    order = preorder(nodes)
+    index = {j: pos for pos, j in enumerate(order)}
     m = len(order)
     qi = np.full(m, -1, dtype=np.int64)
     t = np.zeros(m, dtype=np.int64)
@@ -163,10 +168,12 @@ def undo_failing_cuts(nodes, leaf_values: dict, combine, passes) -> None:
     kind); a node's value is ``combine`` of its children's, and a cut stays
     only if ``passes`` holds for both children's values. A node whose cut is
     undone becomes a leaf with its combined value. The root passes (checked
-    on the whole table first), so every remaining leaf passes.
+    on the whole table first), so every remaining leaf passes. With
+    ``combine=None``, ``leaf_values`` holds every node's own value (values
+    that do not combine, such as distinct pairs).
     """
     def value(j):
-        if nodes[j].cut is None:
+        if nodes[j].cut is None or combine is None:
             return leaf_values[j]
         return combine(value(nodes[j].left), value(nodes[j].right))
 
@@ -180,6 +187,7 @@ def undo_failing_cuts(nodes, leaf_values: dict, combine, passes) -> None:
         if passes(left) and passes(right):
             stack.extend((nd.left, nd.right))
             continue
-        leaf_values[j] = combine(left, right)
+        if combine is not None:
+            leaf_values[j] = combine(left, right)
         nd.n = subtree_count(nodes, j)
         nd.cut, nd.left, nd.right = None, -1, -1

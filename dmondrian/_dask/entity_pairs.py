@@ -31,7 +31,7 @@ from .. import _kernel as K
 from ..constraints import kernel_privacy
 from ..errors import InfeasibleError
 from .cluster import run
-from .cut_tree import flatten, leaf_nodes, subtree_count
+from .cut_tree import flatten, leaf_nodes, preorder, undo_failing_cuts
 from .entity_pass import entity_hashes
 from .global_domain import encode_keys
 from .graph import column_partitions, constant, tree_reduce
@@ -52,16 +52,12 @@ def tree_paths(nodes) -> tuple[list, np.ndarray]:
     row of its ancestor at each depth, itself last, then ``-1``.
     """
     leaves = leaf_nodes(nodes)
-    order, index, parent = [], {}, {0: -1}
-    stack = [0]
-    while stack:
-        j = stack.pop()
-        index[j] = len(order)
-        order.append(j)
+    order = preorder(nodes)
+    index = {j: i for i, j in enumerate(order)}
+    parent = {0: -1}
+    for j in order:
         if nodes[j].cut is not None:
-            for child in (nodes[j].left, nodes[j].right):
-                parent[child] = j
-                stack.append(child)
+            parent[nodes[j].left] = parent[nodes[j].right] = j
     chains = []
     for j in leaves:
         chain = []
@@ -169,19 +165,10 @@ def keep_pair_cuts(nodes, counts: dict, sens: SensitiveDomain, opts) -> Sensitiv
                              sens.values.ordered, distribution=whole / whole.sum())
     ip, fp, q = privacy.ip, privacy.fp, privacy.q
 
-    def passes(j):
-        hist, held = counts[j]
+    def passes(value):
+        hist, held = value
         return held >= opts.k and K.hist_ok(hist, int(hist.sum()), ip, fp, q)
 
-    stack = [0]
-    while stack:
-        j = stack.pop()
-        nd = nodes[j]
-        if nd.cut is None:
-            continue
-        if passes(nd.left) and passes(nd.right):
-            stack.extend((nd.left, nd.right))
-            continue
-        nd.n = subtree_count(nodes, j)
-        nd.cut, nd.left, nd.right = None, -1, -1
+    # Every node was counted: a node's pairs are its own, never its children's sum.
+    undo_failing_cuts(nodes, counts, None, passes)
     return SensitiveDomain(sens.values, privacy)
