@@ -65,33 +65,44 @@ def _share(values: np.ndarray, combos: np.ndarray, n_values: int) -> float:
     return (len(np.unique(pairs)) - n_values) / (len(values) - n_values)
 
 
-def _sampled_values(df: pd.DataFrame, column, qis, qi_codes=None):
-    """``(codes, combos, distinct, repeated)``: the sampled rows of values covering two
-    rows or more, as value codes and QI combination codes, with the column's estimated
-    distinct values and the number of such values."""
-    values = df[column]
-    n = len(values)
-    p = min(1.0, SAMPLE_ROWS / max(n, 1))
-    if p < 1.0:
-        # Whole values: a row is kept by a hash of its value, not by chance.
-        h = pd.util.hash_pandas_object(values, index=False).to_numpy()
-        keep = (h >> np.uint64(11)).astype(np.float64) * 2.0**-53 < p
-        values = values[keep]
-        # Each column keeps other rows: group only the sampled ones.
-        combos = _qi_codes(df.loc[keep, list(qis)], qis) if qi_codes is None else qi_codes[keep]
-    else:
-        combos = _qi_codes(df, qis) if qi_codes is None else qi_codes
-    present = values.notna().to_numpy()
-    codes, uniques = pd.factorize(values[present])
-    combos = combos[present]
-    distinct = int(round(len(uniques) / p))
-    repeats = np.bincount(codes, minlength=len(uniques)) >= 2
-    rows = repeats[codes]
-    return codes[rows], combos[rows], distinct, int(repeats.sum())
+class _Sample:
+    """The sampled rows of one column's values covering two rows or more.
+
+    ``codes`` are their value codes, ``distinct`` estimates the column's
+    distinct values and ``repeated`` counts the values covering two rows or
+    more; :meth:`combos` groups their QI combinations, the costly part, only
+    when the counts leave the rule undecided.
+    """
+
+    def __init__(self, df: pd.DataFrame, column):
+        values = df[column]
+        p = min(1.0, SAMPLE_ROWS / max(len(values), 1))
+        self.keep = None
+        if p < 1.0:
+            # Whole values: a row is kept by a hash of its value, not by chance.
+            h = pd.util.hash_pandas_object(values, index=False).to_numpy()
+            self.keep = (h >> np.uint64(11)).astype(np.float64) * 2.0**-53 < p
+            values = values[self.keep]
+        self.present = values.notna().to_numpy()
+        codes, uniques = pd.factorize(values[self.present])
+        self.distinct = int(round(len(uniques) / p))
+        repeats = np.bincount(codes, minlength=len(uniques)) >= 2
+        self.repeated = int(repeats.sum())
+        self.rows = repeats[codes]
+        self.codes = codes[self.rows]
+
+    def combos(self, df: pd.DataFrame, qis, qi_codes=None) -> np.ndarray:
+        """The QI combination code of each row of :attr:`codes`."""
+        if qi_codes is not None:
+            combos = qi_codes if self.keep is None else qi_codes[self.keep]
+        else:
+            # Each column keeps other rows: group only the sampled ones.
+            combos = _qi_codes(df if self.keep is None else df.loc[self.keep, list(qis)], qis)
+        return combos[self.present][self.rows]
 
 
 def _shares(codes: np.ndarray, combos: np.ndarray, repeated: int) -> tuple[float, float]:
-    """``(share, shuffled)`` of :func:`new_tuple_share` from :func:`_sampled_values`."""
+    """``(share, shuffled)`` of :func:`new_tuple_share` on a :class:`_Sample`'s rows."""
     if repeated == 0:
         return float("nan"), float("nan")
     shuffled = np.random.default_rng(0).permutation(codes)
@@ -118,8 +129,9 @@ def new_tuple_share(df: pd.DataFrame, column, qis,
     >>> share, shuffled > 0.5, distinct, repeated
     (0.0, True, 500, 500)
     """
-    codes, combos, distinct, repeated = _sampled_values(df, column, qis, qi_codes)
-    return (*_shares(codes, combos, repeated), distinct, repeated)
+    sample = _Sample(df, column)
+    combos = sample.combos(df, qis, qi_codes)
+    return (*_shares(sample.codes, combos, sample.repeated), sample.distinct, sample.repeated)
 
 
 def person_key_columns(df: pd.DataFrame, candidates, qis, allow=()) -> list:
@@ -152,17 +164,18 @@ def person_key_columns(df: pd.DataFrame, candidates, qis, allow=()) -> list:
             rows = np.random.default_rng(0).choice(len(values), SAMPLE_ROWS, replace=False)
             if values.iloc[rows].nunique(dropna=True) < MIN_VALUES:
                 continue
-        if qi_codes is None and len(values) <= SAMPLE_ROWS:
-            qi_codes = _qi_codes(df, qis)  # every column reads all the rows: group once
         try:
-            codes, combos, distinct, repeated = _sampled_values(df, column, qis, qi_codes)
+            sample = _Sample(df, column)
         except TypeError:  # unhashable objects: not a key's values
             continue
-        if distinct < MIN_VALUES or repeated < MIN_REPEATED:
-            continue  # decided by the counts alone: spare the pair counting
-        share, shuffled = _shares(codes, combos, repeated)
+        if sample.distinct < MIN_VALUES or sample.repeated < MIN_REPEATED:
+            continue  # decided by the counts alone: spare grouping the QIs and the pairs
+        if qi_codes is None and len(values) <= SAMPLE_ROWS:
+            qi_codes = _qi_codes(df, qis)  # every column reads all the rows: group once
+        share, shuffled = _shares(sample.codes, sample.combos(df, qis, qi_codes),
+                                  sample.repeated)
         if share < NEW_TUPLE_RATIO * shuffled:
-            found.append((column, float(share), float(shuffled), distinct))
+            found.append((column, float(share), float(shuffled), sample.distinct))
     return found
 
 
