@@ -72,10 +72,11 @@ identifiers, allow_unique
         The quasi-identifiers used.
     plan_ : FittedPlan or None
         The fitted partition (on a dask DataFrame, fitted on its cluster:
-        :func:`dmondrian.plans.dask_fit.fit_plan_dask`); None with ``entity``
-        (plans count rows), suppression or constraints objects, or on a dask
-        DataFrame with ``l``, ``t`` or relaxed cuts: ``transform`` then
-        anonymizes each table on its own.
+        :func:`dmondrian.plans.dask_fit.fit_plan_dask`); with ``entity`` it
+        counts people (every class of every table ``transform`` releases holds
+        ``k`` distinct entities). None with suppression or constraints
+        objects, or on a dask DataFrame with ``entity``, ``l``, ``t`` or
+        relaxed cuts: ``transform`` then anonymizes each table on its own.
     feature_names_in_ : ndarray of str
         Columns seen in ``fit``.
     n_features_in_ : int
@@ -177,15 +178,15 @@ identifiers, allow_unique
         check_max_contributions(self.max_classes, "max_classes")
         from .kinds.base import is_dask
 
-        unplanned = [name for name in ("entity", "suppression", "constraints")
-                     if getattr(self, name)]
-        if is_dask(X) and (self.l is not None or self.t is not None
-                           or self.mode != "strict"):
-            unplanned.append("l" if self.l is not None else "t" if self.t is not None
+        unplanned = [name for name in ("suppression", "constraints") if getattr(self, name)]
+        if is_dask(X) and (self.entity is not None or self.l is not None
+                           or self.t is not None or self.mode != "strict"):
+            unplanned.append("entity" if self.entity is not None else "l"
+                             if self.l is not None else "t" if self.t is not None
                              else "mode")
         if unplanned:
-            # Fitted plans count rows, not entities, suppress nothing and take the
-            # named models only (k only and strict cuts on a dask table): such an
+            # Fitted plans suppress nothing and take the named models only (k only,
+            # no entity and strict cuts when fitted on a dask table): such an
             # estimator anonymizes each table it transforms on its own.
             self.plan_ = None
             name = unplanned[0]
@@ -216,7 +217,9 @@ identifiers, allow_unique
 
             return anonymize(X, self.quasi_id_, self.k,
                              **{name: getattr(self, name) for name in ANONYMIZE})
-        return self.plan_.transform(X, noise=self.noise, random_state=self.random_state)
+        return self.plan_.transform(X, noise=self.noise, random_state=self.random_state,
+                                    max_contributions=self.max_contributions,
+                                    max_classes=self.max_classes)
 
     def save_plan(self, path) -> str:
         """Write the fitted plan as JSON (:func:`dmondrian.plans.save_plan`); its SHA-256."""
@@ -225,9 +228,9 @@ identifiers, allow_unique
         if self.plan_ is None:
             name, why = self.unplanned_
             raise ParameterError(name, f"this estimator has no plan to save: {why}, and "
-                                       "fitted plans take no entity, suppression or "
+                                       "fitted plans take no suppression or "
                                        "constraints objects (on a dask table: k only, "
-                                       "strict cuts)")
+                                       "strict cuts, no entity)")
         from .plans import save_plan
 
         return save_plan(self.plan_, path)

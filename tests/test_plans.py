@@ -15,6 +15,7 @@ import dmondrian as dm
 from dmondrian import MondrianAnonymizer
 from dmondrian.errors import InfeasibleError, PlanFileError, UnsupportedDtypeError
 from dmondrian.plans import fit_k, fit_plan, load_plan, save_plan
+from dmondrian.plans.persist import VERSION
 from dmondrian.plans.release import published_targets
 from tests.checks import assert_valid_release, class_sizes
 
@@ -204,7 +205,7 @@ def test_save_load_and_pickle(tmp_path):
     digest = est.save_plan(path)
     assert len(digest) == 64
     data = json.loads(path.read_text())
-    assert data["format"] == "dmondrian-plan" and data["version"] == 1
+    assert data["format"] == "dmondrian-plan" and data["version"] == VERSION
     assert data["quasi_identifiers"] == QIS and len(data["labels"]["age"]) == data["tree"]["nodes"]
     new = _table(400, 15)
     expected = est.transform(new)
@@ -222,11 +223,9 @@ def test_save_load_and_pickle(tmp_path):
         load_plan(path)
 
 
-def test_suppression_and_entity_are_refused():
+def test_suppression_is_refused():
     with pytest.raises(dm.errors.ParameterError, match="suppression"):
         fit_plan(_table(100, 16), QIS, 5, suppression=0.1)
-    with pytest.raises(dm.errors.ParameterError, match="entity"):
-        fit_plan(_table(100, 16), QIS, 5, entity="pay")
 
 
 @st.composite
@@ -392,3 +391,147 @@ def test_estimator_fits_a_dask_table(process_client, tmp_path):
                                   est.transform(new))
     with pytest.raises(dm.errors.ParameterError, match="mode"):
         fit_plan(dd.from_pandas(df, npartitions=3), QIS, 10, mode="relaxed")
+
+
+# -- entity=: plans that count people ---------------------------------------------------------
+EVENT_QIS = ["age", "region", "device"]
+
+
+def _people(out, qis, users):
+    """Distinct users of every published class (its QI labels), by a plain group-by."""
+    labels = out[qis].astype(str).assign(_u=np.asarray(users))
+    return labels.groupby(qis, observed=True)["_u"].nunique()
+
+
+@st.composite
+def _events_and_plan(draw):
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+
+    def events(n_users):
+        rows = rng.integers(1, draw(st.sampled_from([2, 6, 15])), n_users)
+        user = np.repeat(rng.permutation(n_users) * 3 + 1, rows)
+        n = len(user)
+        age = np.repeat(rng.integers(18, 80, n_users), rows)  # fixed per person
+        return pd.DataFrame({"user": user, "age": age,
+                             "x": rng.integers(0, draw(st.sampled_from([2, 30])), n),
+                             "s": rng.integers(0, 3, n)}).sample(frac=1.0, random_state=1)
+
+    fit = events(draw(st.integers(5, 80)))
+    new = events(draw(st.integers(5, 80)))
+    k = draw(st.integers(1, 5))
+    batch_rows = draw(st.one_of(st.none(), st.integers(1, 300)))
+    return fit, new, k, batch_rows, draw(st.sampled_from(["strict", "relaxed"]))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_events_and_plan())
+def test_entity_plan_publishes_k_people_in_every_class(case):
+    fit, new, k, batch_rows, mode = case
+    plan = fit_plan(fit, ["age", "x"], k, entity="user", batch_rows=batch_rows, mode=mode)
+    out = plan.transform(new)
+    assert "user" not in out.columns and out["s"].equals(new["s"])
+    assert _people(out, ["age", "x"], new["user"]).min() >= k
+
+
+def test_a_person_in_two_short_siblings_counts_once():
+    # Sixteen people, one row each, ages 1..16: at k=4 the plan's leaves are
+    # [1, 4], [5, 8] (under [1, 8]), [9, 12] and [13, 16].
+    fit = pd.DataFrame({"user": range(16), "age": range(1, 17)})
+    plan = fit_plan(fit, ["age"], 4, entity="user")
+    assert plan.n_leaves == 4
+    # [1, 4] holds a and b, [5, 8] holds a and c: 2 + 2 rows' people would pass
+    # [1, 8] at k=4, their union (3 people) must not.
+    new = pd.DataFrame({"user": ["a", "b", "a", "c", *"defg", *"hijk"],
+                        "age": [1, 2, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16]})
+    out = plan.transform(new)
+    people = _people(out, ["age"], new["user"])
+    assert people.min() >= 4
+    assert "[1, 8]" not in set(out["age"])  # the union failed there and climbed
+    # The smallest class below the root ([9, 12], four people) was folded into it.
+    assert sorted(people.tolist()) == [4, 7]
+
+
+def test_entity_plan_of_the_fitted_table_is_anonymize():
+    from dmondrian.synthetic_events import make_events
+
+    ev = make_events(600, seed=5)
+    for options in ({}, {"sensitive": "event_type", "l": 2, "l_kind": "entropy"},
+                    {"sensitive": "event_type", "t": 0.4}):
+        plan = fit_plan(ev, EVENT_QIS, 6, entity="user_id", **options)
+        pd.testing.assert_frame_equal(plan.transform(ev),
+                                      dm.anonymize(ev, EVENT_QIS, 6, entity="user_id",
+                                                   **options))
+    est = MondrianAnonymizer(k=6, quasi_id=EVENT_QIS, entity="user_id", batch_rows=800,
+                             noise={"amount": {"epsilon": 1.0, "bounds": (0.0, 100.0)}},
+                             random_state=0, max_contributions=2).fit(ev)
+    assert est.plan_ is not None and est.plan_.options["entity"] == "user_id"
+    day = make_events(300, seed=6)
+    out = est.transform(day)
+    assert "user_id" not in out.columns
+    assert _people(out, EVENT_QIS, day["user_id"]).min() >= 6
+    with pytest.raises(dm.errors.MissingColumnError, match="user_id"):
+        est.plan_.transform(day.drop(columns="user_id"))
+    with pytest.raises(InfeasibleError, match="k=6"):
+        est.plan_.transform(day[day["user_id"].isin(day["user_id"].unique()[:5])])
+
+
+def test_entity_plan_file_and_version_one(tmp_path):
+    from dmondrian.synthetic_events import make_events
+
+    ev = make_events(400, seed=7)
+    plan = fit_plan(ev, EVENT_QIS, 5, entity="user_id")
+    path = tmp_path / "plan.json"
+    save_plan(plan, path)
+    day = make_events(200, seed=8)
+    assert json.loads(path.read_text())["options"]["entity"] == "user_id"
+    pd.testing.assert_frame_equal(load_plan(path).transform(day), plan.transform(day))
+    # A version 1 file (before entity=) loads as a plan counting rows.
+    rows = fit_plan(ev.drop(columns="user_id"), EVENT_QIS, 5)
+    save_plan(rows, tmp_path / "rows.json")
+    data = json.loads((tmp_path / "rows.json").read_text())
+    data["version"] = 1
+    del data["options"]["entity"]
+    (tmp_path / "rows.json").write_text(json.dumps(data))
+    old = load_plan(tmp_path / "rows.json")
+    assert old.options["entity"] is None
+    pd.testing.assert_frame_equal(old.transform(day), rows.transform(day))
+
+
+def test_cli_entity_save_plan_then_plan(tmp_path, capsys):
+    from dmondrian.cli import main
+    from dmondrian.synthetic_events import make_events
+
+    day1, day2 = tmp_path / "day1.csv", tmp_path / "day2.csv"
+    make_events(500, seed=10).to_csv(day1, index=False)
+    make_events(300, seed=11).to_csv(day2, index=False)
+    plan, out2 = tmp_path / "plan.json", tmp_path / "out2.csv"
+    assert main(["anonymize", str(day1), str(tmp_path / "out1.csv"), "--k", "5", "--qi",
+                 ",".join(EVENT_QIS), "--entity", "user_id", "--save-plan", str(plan),
+                 "--local", "--no-progress"]) == 0
+    assert main(["anonymize", str(day2), str(out2), "--plan", str(plan), "--no-progress"]) == 0
+    out = pd.read_csv(out2)
+    assert "user_id" not in out.columns
+    manifest = json.loads((tmp_path / "out2.csv.manifest.json").read_text())
+    assert manifest["parameters"]["entity"] == "user_id"
+    assert manifest["achieved"]["k_entities"] >= 5
+    capsys.readouterr()
+    assert main(["anonymize", str(day2), str(tmp_path / "o3.csv"), "--plan", str(plan),
+                 "--entity", "event_type", "--no-progress"]) != 0
+    assert "contradicts" in capsys.readouterr().err
+
+
+def test_entity_plan_on_dask_is_the_local_release(process_client):
+    import dask.dataframe as dd
+
+    from dmondrian.synthetic_events import make_events
+
+    ev = make_events(800, seed=12)
+    plan = fit_plan(ev, EVENT_QIS, 6, entity="user_id", batch_rows=1500,
+                    sensitive="event_type", l=2, l_kind="entropy")
+    # A person's rows in every partition: counted once, as in memory.
+    day = make_events(500, seed=13).sort_values("amount").reset_index(drop=True)
+    local = plan.transform(day)
+    on_dask = plan.transform(dd.from_pandas(day, npartitions=4)).compute()
+    text = {"event_type": object}  # Dask reads text as its own string dtype
+    pd.testing.assert_frame_equal(on_dask.astype(text), local.astype(text))
+    assert _people(local, EVENT_QIS, day["user_id"]).min() >= 6

@@ -169,19 +169,24 @@ def _apply_plan_file(args) -> object:
                          f"{','.join(map(str, plan.qis))}")
     if args.k is not None and args.k != plan.k:
         raise UsageError(f"--k {args.k} contradicts the plan's k={plan.k}")
-    for name in ("mode", "objective", "generalization", "max_depth", "l", "t", "sensitive"):
+    for name in _PLAN_FLAGS:
         value, default = getattr(args, name), ANONYMIZE[name].default
         if value != default and value != plan.options.get(name):
             raise UsageError(f"--{name.replace('_', '-')} {value} contradicts the plan's "
                              f"{name}={plan.options.get(name)}")
-    for name in ("suppression", "batch_rows", "hierarchy", "entity"):
+    for name in ("suppression", "batch_rows", "hierarchy"):
         if getattr(args, name):
             raise UsageError(f"--{name.replace('_', '-')} cannot be used with --plan: the plan "
                              "fixes the partition")
     args.k, args.qi = plan.k, [",".join(map(str, plan.qis))]
-    for name in ("mode", "objective", "generalization", "max_depth", "l", "t", "sensitive"):
+    for name in _PLAN_FLAGS:
         setattr(args, name, plan.options.get(name))
     return plan
+
+
+#: Options a plan fixes: a flag that names another value contradicts it.
+_PLAN_FLAGS = ("mode", "objective", "generalization", "max_depth", "l", "t", "sensitive",
+               "entity")
 
 
 def _add_engine(group) -> None:
@@ -434,6 +439,7 @@ def _release_with_plan(job: Job, df, class_col):
 
     options = job.options(ANONYMIZE)
     noise, seed = options.pop("noise"), options.pop("random_state")
+    bounds = {name: options.pop(name) for name in ("max_contributions", "max_classes")}
     if job.plan is not None:
         plan = job.plan
         job.plan_sha256 = plan_sha256(job.args.plan)
@@ -443,7 +449,7 @@ def _release_with_plan(job: Job, df, class_col):
         plan = fit_plan(df, job.qis, job.args.k, batch_rows=job.args.batch_rows, **options)
     plan.options["class_column"] = class_col
     try:
-        released = plan.transform(df, noise=noise, random_state=seed)
+        released = plan.transform(df, noise=noise, random_state=seed, **bounds)
     finally:
         plan.options["class_column"] = None
     if job.plan is None:

@@ -40,6 +40,7 @@ from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
 from ..errors import UnsupportedDtypeError
 from ..hierarchy import MISSING_LEAF
 from ..kinds.keys import arrow_string_chunks, decode_float_keys
+from .people import People, people_of
 
 __all__ = ["BatchKeys", "BatchSummary", "Placed", "Placing", "fold_edges", "place_batch",
            "summarize_batch", "summed_qis"]
@@ -560,9 +561,15 @@ class Placing:
             return None
         return self.sensitive.codes(df[self.options["sensitive"]])
 
+    def entity_values(self, df: pd.DataFrame):
+        """The entity column of a table (None for a plan without ``entity=``)."""
+        name = self.options.get("entity")
+        return None if name is None else df[name]
+
     def summarize(self, df: pd.DataFrame, positions=None) -> BatchSummary:
         """The per-node summary of a pandas table (one part of a table, for Dask)."""
-        return summarize_batch(self, self.place(df, positions), self.sensitive_codes(df))
+        return summarize_batch(self, self.place(df, positions), self.sensitive_codes(df),
+                               self.entity_values(df))
 
 
 @dataclass
@@ -576,7 +583,8 @@ class BatchSummary:
     tree's width; ``root_codes[j]`` the fitted codes of nominal QI ``j`` at
     the root that its fitted rows lack, ``new_names[j]`` the values no
     fitted category matches; ``total`` and ``present`` the sums for mean
-    generalization.
+    generalization; ``people`` the distinct (node, entity[, sensitive value])
+    triples of a plan with ``entity=`` (:class:`.people.People`).
     """
 
     count: np.ndarray
@@ -586,6 +594,7 @@ class BatchSummary:
     new_names: dict = field(default_factory=dict)
     total: np.ndarray | None = None
     present: np.ndarray | None = None
+    people: People | None = None
 
     def merge(self, other: BatchSummary) -> BatchSummary:
         """The summary of both parts of a table."""
@@ -601,7 +610,8 @@ class BatchSummary:
                  else fold_edges(*(np.concatenate(part) for part in zip(*edges, strict=True))))
         return BatchSummary(self.count + other.count, edges, add(self.hist, other.hist),
                             codes, names, add(self.total, other.total),
-                            add(self.present, other.present))
+                            add(self.present, other.present),
+                            None if self.people is None else self.people.merge(other.people))
 
 
 def fold_edges(nodes, lo, hi, missing) -> tuple:
@@ -626,9 +636,12 @@ def fold_edges(nodes, lo, hi, missing) -> tuple:
             np.logical_or.reduceat(missing[order], starts, axis=0))
 
 
-def summarize_batch(plan, placed: Placed, sensitive_codes: np.ndarray | None = None
-                    ) -> BatchSummary:
+def summarize_batch(plan, placed: Placed, sensitive_codes: np.ndarray | None = None,
+                    entity: pd.Series | None = None) -> BatchSummary:
     """Per-node summary of a placed batch (see :class:`BatchSummary`).
+
+    ``entity`` (the rows' entity values, for a plan with ``entity=``) adds the
+    batch's :class:`.people.People`.
 
     ``placed`` keeps every row's keys of the numeric QIs when the plan publishes
     means (:func:`place_batch`'s ``full``, :func:`summed_qis`).
@@ -663,6 +676,9 @@ def summarize_batch(plan, placed: Placed, sensitive_codes: np.ndarray | None = N
     if sensitive_codes is not None:
         s = plan.sensitive.n_codes
         out.hist = np.bincount(node * s + sensitive_codes, minlength=m * s).reshape(m, s)
+    if entity is not None:
+        out.people = people_of(node, entity, sensitive_codes,
+                               1 if sensitive_codes is None else plan.sensitive.n_codes)
     if plan.options["generalization"] == "mean":
         out.total = np.zeros((m, d), dtype=np.float64)
         out.present = np.zeros((m, d), dtype=np.int64)

@@ -3,7 +3,12 @@
 1. Every input partition routes its rows through the plan and summarizes them
    per node (:meth:`FittedPlan.summarize`); the summaries are merged in a tree
    reduction (:func:`dmondrian._dask.graph.tree_reduce`), so the client
-   receives one array per node, never rows.
+   receives one array per node, never rows. With ``entity=`` a partition's
+   summary also holds its distinct (node, entity[, sensitive value]) triples
+   (:class:`.people.People`), merged exactly in the same reduction (the
+   entities matched by value): the client receives the table's distinct
+   triples, as many as its distinct (region, person) pairs, and decides on
+   them exactly as in memory.
 2. The client decides the classes (:func:`.release.decide`), exactly as the
    local engine does on the merged summary; ``map_partitions`` then routes
    every partition again and writes each row's class label. Rows never move:
@@ -79,8 +84,11 @@ def _publish(df: pd.DataFrame, plan, release, offsets=None, threads=None,
     if offsets is not None and partition_info is not None:
         positions = offsets[partition_info["number"]] + np.arange(len(df), dtype=np.int64)
     with thread_limit(threads):
-        return publish_rows(df, release, plan.place(df, positions).node,
-                            plan.options["class_column"])
+        placed = plan.place(df, positions)
+        entity = plan.options.get("entity")
+        if entity is not None:
+            df = df.drop(columns=[entity])  # a direct identifier, never released
+        return publish_rows(df, release, placed.node, plan.options["class_column"])
 
 
 def transform_dask(plan, ddf, *, client=None, progress=None):
@@ -121,8 +129,8 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
             # Relaxed cuts split median ties by input position: each partition's first row's.
             lengths = run(cluster_client, ddf.map_partitions(len), False, "rows per partition")
             offsets = np.concatenate([[0], np.cumsum(np.asarray(lengths))[:-1]]).tolist()
-        columns = [*plan.qis] + ([plan.options["sensitive"]]
-                                 if plan.options["sensitive"] is not None else [])
+        columns = [*plan.qis] + [plan.options[name] for name in ("sensitive", "entity")
+                                 if plan.options.get(name) is not None]
         parts = ddf[columns].to_delayed(optimize_graph=True)
         placer = _Placer(plan)
         plan_d = constant(placer, "plan")

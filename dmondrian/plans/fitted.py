@@ -9,10 +9,13 @@ node and one label per class: no partitioning.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
 from ..constraints import KAnonymity, kernel_privacy
+from ..entities import encode_entities, pair_counts
 from ..errors import InfeasibleError, ParameterError
 from ..identifiers import identifying_columns, released_as_is, warn_identifying
 from ..local import encode_table, kernel_rules, partition
@@ -112,23 +115,35 @@ class FittedPlan(Placing):
     # -- releasing ----------------------------------------------------------------------
     def _check_table(self, df) -> None:
         missing = [q for q in self.qis if q not in df.columns]
-        if self.options["sensitive"] is not None and self.options["sensitive"] not in df.columns:
-            missing.append(self.options["sensitive"])
+        for role in ("sensitive", "entity"):
+            name = self.options.get(role)
+            if name is not None and name not in df.columns:
+                missing.append(name)
         if missing:
             from ..errors import MissingColumnError
 
             raise MissingColumnError(missing[0], f"column {missing[0]!r} of the plan is not a "
                                                  "column of the table")
 
-    def transform(self, df, *, noise=None, random_state=None):
+    def transform(self, df, *, noise=None, random_state=None, max_contributions=1,
+                  max_classes=1):
         """Release a table through the plan.
+
+        With a plan fitted with ``entity=``, every published class holds at
+        least ``k`` distinct entities of the table (a region short of them is
+        published at the nearest ancestor whose group, the union of the people
+        it holds and those its short children hand up, has them), l and t
+        count distinct (entity, value) pairs, the entity column is dropped,
+        and noise is bounded per entity as in :func:`dmondrian.anonymize`.
 
         Parameters
         ----------
         df : pandas.DataFrame or dask.dataframe.DataFrame
-            A table with the plan's QI columns (and sensitive column).
+            A table with the plan's QI columns (and sensitive and entity columns).
         noise, random_state : optional
             As in :func:`dmondrian.anonymize`, per release.
+        max_contributions, max_classes : int, default 1
+            With ``entity=`` and ``noise``, as in :func:`dmondrian.anonymize`.
 
         Returns
         -------
@@ -160,24 +175,35 @@ class FittedPlan(Placing):
         identifiers = [c for c in self.options["identifiers"] or [] if c in df.columns]
         if identifiers:
             df = df.drop(columns=identifiers)
-        opts = self._release_options(df, noise)
+        opts = self._release_options(df, noise, max_contributions, max_classes)
+        entity = None
+        if opts.entity is not None:
+            # Refuses missing values and a table of fewer than k people up front.
+            entity = encode_entities(df[opts.entity], opts.k, opts.entity)
         warn_identifying(identifying_columns(df, released_as_is(df.columns, opts),
                                              opts.allow_unique))
         placed = self.place(df)
-        release = decide(self, summarize_batch(self, placed, self.sensitive_codes(df)))
+        release = decide(self, summarize_batch(self, placed, self.sensitive_codes(df),
+                                               self.entity_values(df)))
+        if entity is not None:
+            df = df.drop(columns=[opts.entity])
         out = publish_rows(df, release, placed.node, self.options["class_column"])
         if opts.noise:
             class_of_row = release.class_of_node[placed.node]
             noisy = noisy_columns(df, class_of_row, len(release.nodes), opts.noise,
-                                  random_state)
+                                  random_state,
+                                  entity_codes=None if entity is None else entity.codes,
+                                  max_contributions=opts.max_contributions,
+                                  max_classes=opts.max_classes)
             for column, values in noisy.items():
                 out[column] = pd.Series(values, index=out.index, copy=False)
         return out
 
-    def _release_options(self, df, noise):
-        o = {name: self.options[name] for name in PLAN_OPTIONS if name != "identifiers"}
+    def _release_options(self, df, noise, max_contributions=1, max_classes=1):
+        o = {name: self.options.get(name) for name in PLAN_OPTIONS if name != "identifiers"}
         opts = check_options(df.columns, self.qis, self.k, index_name=df.index.name,
-                             noise=noise, **o)
+                             noise=noise, max_contributions=max_contributions,
+                             max_classes=max_classes, **o)
         check_noise_dtypes(opts.noise, df.dtypes)
         return opts
 
@@ -204,11 +230,16 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     **options
         ``mode``, ``objective``, ``generalization``, ``max_depth``,
         ``hierarchies``, ``qi_kinds``, ``class_column``, ``l``, ``l_kind``,
-        ``c``, ``t``, ``sensitive``, ``identifiers``, ``allow_unique`` as in
-        :func:`dmondrian.anonymize`. ``suppression`` is refused: a plan
-        publishes a short region at its ancestor instead; so is ``entity``
-        (plans count rows, not entities, for now). ``noise`` is given per
-        release (:meth:`FittedPlan.transform`).
+        ``c``, ``t``, ``sensitive``, ``identifiers``, ``allow_unique``,
+        ``entity`` as in :func:`dmondrian.anonymize`. ``suppression`` is
+        refused: a plan publishes a short region at its ancestor instead.
+        ``noise`` (and ``max_contributions``, ``max_classes``) is given per
+        release (:meth:`FittedPlan.transform`). With ``entity``, the plan
+        counts people: the tree is fitted to at least ``fit_k`` distinct
+        entities per class (``batch_rows`` still counts a batch's rows; see
+        :func:`fit_k`), and every batch's published classes hold at least
+        ``k`` distinct entities. Pandas tables only: a dask table is fitted
+        without ``entity`` (the plan can still release a dask table with it).
 
     Returns
     -------
@@ -236,20 +267,15 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     if not isinstance(df, pd.DataFrame):
         raise ParameterError("df", f"fit_plan expects a pandas or dask DataFrame, got "
                                    f"{type(df).__name__}")
-    why = {"noise": ": give noise per release", "random_state": ": give it per release",
-           "entity": " yet: plans count rows, not entities"}
-    for name in ("suppression", "noise", "random_state", "constraints", "entity"):
+    why = {"noise": ": give noise per release", "random_state": ": give it per release"}
+    for name in ("suppression", "noise", "random_state", "constraints"):
         if options.get(name):
             raise ParameterError(name, f"a fitted plan does not take {name!r}"
                                        + why.get(name, ""))
         options.pop(name, None)
-    for name in ("max_contributions", "max_classes"):  # entity options, unused without one
+    for name in ("max_contributions", "max_classes"):  # noise options, given per release
         options.pop(name, None)
     opts = check_options(df.columns, quasi_identifiers, k, index_name=df.index.name, **options)
-    if opts.entity is not None:
-        # A batch's regions would be published on row counts: refused, not ignored.
-        raise ParameterError("entity", "fitted plans do not take entity= yet (they count "
-                                       "rows); use dmondrian.anonymize")
     if len(df) == 0:
         raise InfeasibleError("the table is empty: there is nothing to fit")
     if batch_rows is not None and (not isinstance(batch_rows, (int, np.integer))
@@ -257,7 +283,10 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
         raise ParameterError("batch_rows", f"batch_rows must be a positive integer, got "
                                            f"{batch_rows!r}")
     table = df.drop(columns=opts.identifiers) if opts.identifiers else df
-    k_fit = fit_k(opts.k, len(table), batch_rows) if fit_k_ is None else max(opts.k, fit_k_)
+    entity = None if opts.entity is None else encode_entities(table[opts.entity], opts.k,
+                                                              opts.entity)
+    k_fit = (fit_k(opts.k, len(table), batch_rows, None if entity is None
+                   else entity.n_entities) if fit_k_ is None else max(opts.k, fit_k_))
     trim = fit_trim(len(table), batch_rows) if trim is None else trim
     constraints = [KAnonymity(k_fit) if isinstance(c, KAnonymity) else c
                    for c in opts.constraints]
@@ -266,12 +295,16 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     sens = None
     if opts.sensitive is not None:
         codes, sens = encode_sensitive(table[opts.sensitive])
+        if entity is not None:
+            # l and t over people: the plan's t compares with the fitted pairs' shares.
+            sens = replace(sens, counts=pair_counts(entity.codes, codes, sens.n_codes)
+                           .astype(sens.counts.dtype))
         for cst in constraints:
             cst.check_distribution(sens.counts)
         privacy = kernel_privacy(constraints, codes, sens.n_codes, sens.ordered,
-                                 distribution=sens.distribution())
+                                 distribution=sens.distribution(), entity=entity)
     else:
-        privacy = kernel_privacy(constraints)
+        privacy = kernel_privacy(constraints, entity=entity)
     encoded = encode_table(table, opts.qis, opts.hierarchies, opts.qi_kinds)
     rules = kernel_rules(encoded, mode=opts.mode, objective=opts.objective,
                          max_depth=opts.max_depth, privacy=privacy)
@@ -283,7 +316,8 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
                 max_depth=None if opts.max_depth < 0 else opts.max_depth,
                 sensitive=opts.sensitive,
                 identifiers=list(opts.identifiers), allow_unique=list(opts.allow_unique),
-                class_column=opts.class_column, l_kind=options.get("l_kind") or "distinct")
+                class_column=opts.class_column, l_kind=options.get("l_kind") or "distinct",
+                entity=opts.entity)
     encodings = [_without_keys(qi) for qi in encoded]
     return FittedPlan(opts.qis, opts.k, k_fit, batch_rows, len(table), kept, encodings, tree,
                       sens, [c for c in opts.constraints if not isinstance(c, KAnonymity)],
@@ -291,6 +325,4 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
 
 
 def _without_keys(qi):
-    from dataclasses import replace
-
     return replace(qi, keys=np.zeros(0, dtype=np.int64))

@@ -8,6 +8,10 @@ order-preserving bit pattern; see :mod:`dmondrian.kinds.keys`). ``labels``
 gives every node's published label per QI in plain text, which is what a
 reviewer reads: the regions, and what each reveals about the fitted rows (its
 bounds, or its set of values, and, in ``count``, how many fitted rows it held).
+
+Version 2 adds ``options.entity``, the person key of a plan that counts
+people (``entity=``): a reader of version 1 would release through it
+counting rows, so it refuses the file. Version 1 files still load (no entity).
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ __all__ = ["FORMAT", "VERSION", "save_plan", "load_plan", "plan_dict", "plan_fro
            "plan_sha256", "PlanFileError"]
 
 FORMAT = "dmondrian-plan"
-VERSION = 1
+VERSION = 2
+#: Versions this dmondrian reads.
+READS = (1, 2)
 
 _CUT_FIELDS = ("qi", "t", "eq", "tie_before", "rank_off", "left", "right")
 
@@ -132,9 +138,9 @@ def plan_from_dict(data: dict) -> FittedPlan:
     """A plan from :func:`plan_dict`'s form."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise PlanFileError("not a dmondrian plan (no \"format\": \"dmondrian-plan\")")
-    if data.get("version") != VERSION:
+    if data.get("version") not in READS:
         raise PlanFileError(f"plan version {data.get('version')!r} is not supported (this "
-                            f"dmondrian reads version {VERSION})")
+                            f"dmondrian reads versions {', '.join(map(str, READS))})")
     t = data["tree"]
 
     def arr(name, dtype=np.int64):
@@ -150,7 +156,8 @@ def plan_from_dict(data: dict) -> FittedPlan:
                     arr("total", np.float64).reshape(shape), arr("present").reshape(shape),
                     {int(j): (np.asarray(c["node_code"], dtype=np.int64), int(c["card"]))
                      for j, c in t["codes"].items()})
-    options = data["options"]
+    options = dict(data["options"])
+    options.setdefault("entity", None)  # version 1: a plan counting rows
     sens = None
     constraints = []
     if data["sensitive"] is not None:

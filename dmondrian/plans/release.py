@@ -36,6 +36,7 @@ from ..errors import InfeasibleError
 from ..publish import class_values, expand_label_columns
 from ..suppression import MASK_LABEL
 from .batch import BatchSummary
+from .people import people_targets
 
 __all__ = ["Release", "published_targets", "decide", "publish_rows"]
 
@@ -155,20 +156,36 @@ def node_depths(parent: np.ndarray) -> np.ndarray:
     return depth
 
 
-def _passes(plan):
+def _passes(plan, people: bool = False):
+    """``passes(n, hist)``: n rows (distinct entities with ``people``) of at least k, and
+    the histogram (of rows, or of distinct (entity, value) pairs) passing l and t."""
     k = plan.k
     privacy = plan.privacy
     if privacy is None:
         return lambda n, h: n >= k
     ip, fp, q = privacy.ip, privacy.fp, privacy.q
-    return lambda n, h: np.asarray([int(c) >= k and bool(K.hist_ok(row, int(c), ip, fp, q))
+
+    def size(c, row):
+        # Over people, a histogram's shares are of its pairs, not of its entities.
+        return int(row.sum()) if people else int(c)
+    return lambda n, h: np.asarray([int(c) >= k
+                                    and bool(K.hist_ok(row, size(c, row), ip, fp, q))
                                     for c, row in zip(n, h, strict=True)], dtype=bool)
 
 
 def decide(plan, summary: BatchSummary) -> Release:
-    """The classes of a batch from its summary, with their published values."""
-    target = published_targets(plan.tree.parent, summary.count, _passes(plan), summary.hist,
-                               plan.depth)
+    """The classes of a batch from its summary, with their published values.
+
+    With ``summary.people`` (a plan with ``entity=``) a group passes on its
+    distinct entities (:func:`.people.people_targets`), else on its rows
+    (:func:`published_targets`).
+    """
+    if summary.people is not None:
+        target = people_targets(plan.tree.parent, summary.people, _passes(plan, True),
+                                plan.depth)
+    else:
+        target = published_targets(plan.tree.parent, summary.count, _passes(plan),
+                                   summary.hist, plan.depth)
     landed = summary.count > 0
     # The published nodes, ascending: a count per node, not a sort of them.
     nodes = np.flatnonzero(np.bincount(target[landed], minlength=plan.tree.n_nodes))

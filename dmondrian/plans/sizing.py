@@ -14,10 +14,10 @@ __all__ = ["PLAN_OPTIONS", "fit_k", "fit_trim"]
 #: Options a plan keeps (and writes into its file): the others are refused or
 #: belong to a release (``identifiers`` and ``allow_unique`` are checked per table).
 PLAN_OPTIONS = ("mode", "objective", "generalization", "max_depth", "class_column",
-                "l", "l_kind", "c", "t", "sensitive", "identifiers", "allow_unique")
+                "l", "l_kind", "c", "t", "sensitive", "identifiers", "allow_unique", "entity")
 
 
-def fit_k(k: int, n_fit: int, batch_rows: int | None) -> int:
+def fit_k(k: int, n_fit: int, batch_rows: int | None, n_entities: int | None = None) -> int:
     """The class size a plan is fitted at so a batch of ``batch_rows`` keeps its classes.
 
     A fitted class of ``c`` rows expects ``c * batch_rows / n_fit`` rows of a
@@ -29,15 +29,28 @@ def fit_k(k: int, n_fit: int, batch_rows: int | None) -> int:
     loss (benchmarks/README.md, "Fitted plans"). Without ``batch_rows`` the plan is fitted at
     ``k``: the fitted table's own classes.
 
+    With ``entity=`` (``n_entities`` the fitted table's distinct entities) the
+    result counts *entities*: a region of ``c`` fitted people is fitted to
+    expect ``k + 2 * sqrt(k)`` distinct people of a batch, by the same
+    formula with ``f = batch_rows / n_fit``. A batch that is one of ``1 / f``
+    slices of the fitted rows (a day of a month, say) holds, on average over
+    the slices, at least ``c * f`` of the region's people, since every person
+    has rows in at least one slice; so the rule is on the safe side, and
+    coarser than needed when people have rows in many batches. Never more
+    than ``n_entities``.
+
     Examples
     --------
     >>> fit_k(10, 30_000, None), fit_k(10, 30_000, 7_500), fit_k(10, 30_000, 60_000)
     (10, 66, 10)
+    >>> fit_k(10, 30_000, 7_500, n_entities=3_000), fit_k(10, 30_000, 30, n_entities=3_000)
+    (66, 3000)
     """
     if batch_rows is None:
         return k
     # Never above the fitted table itself: a plan is at worst its root.
-    return max(k, min(n_fit, math.ceil((k + 2 * math.sqrt(k)) * n_fit / batch_rows)))
+    cap = n_fit if n_entities is None else n_entities
+    return max(k, min(cap, math.ceil((k + 2 * math.sqrt(k)) * n_fit / batch_rows)))
 
 
 def fit_trim(n_fit: int, batch_rows: int | None) -> int:
