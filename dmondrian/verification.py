@@ -27,7 +27,18 @@ from .constraints import check_k
 from .errors import ParameterError
 from .identifiers import identifying_parts
 from .metrics import check_column, class_keys, compute, is_dask
-from .metrics.per_class import L_DISTINCT, L_ENTROPY, L_RECURSIVE, SIZE, T, class_statistics
+from .metrics._frames import N_COLUMN, groupby, meta_of
+from .metrics.per_class import (
+    L_DISTINCT,
+    L_ENTROPY,
+    L_RECURSIVE,
+    SIZE,
+    T,
+    class_statistics,
+    global_distribution,
+    sensitive_class_stats,
+    t_distance_of,
+)
 from .options import ANONYMIZE
 
 __all__ = ["VerifyResult", "verify", "class_statistics", "jsonable"]
@@ -222,7 +233,11 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
         The person key of each released row, in the table's row order (the
         release of ``entity=`` no longer holds it): ``k`` then counts the
         distinct entities of each class, and ``achieved`` gives them as
-        ``k_entities``. Pandas tables only.
+        ``k_entities``; entropy and recursive ``l`` and ``t`` are checked
+        over people as the engines define them (:mod:`dmondrian.entities`):
+        a class's histogram counts its distinct (entity, value) pairs, and
+        ``t`` compares it with the whole table's distinct pairs. Pandas
+        tables only.
 
     Returns
     -------
@@ -263,6 +278,8 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     frame, plan = class_statistics(table[columns], keys, sensitive, t_distance, recursive_l)
     if entity is not None:
         frame = _with_entities(table, keys, frame, entity)
+        if sensitive is not None:
+            frame = _over_pairs(table, keys, frame, sensitive, entity, t_distance, recursive_l)
     fails = {}
     if k is not None:
         fails["k"] = frame[SIZE if entity is None else ENTITIES] < k
@@ -323,6 +340,21 @@ def _with_entities(table, keys, frame, entity):
     rows = table[keys].reset_index(drop=True).assign(**{ENTITIES: values})
     people = rows.groupby(keys, observed=True, dropna=False)[ENTITIES].nunique()
     return frame.merge(people.reset_index(), on=keys, how="left")
+
+
+def _over_pairs(table, keys, frame, sensitive, entity, t_distance, recursive_l):
+    """``frame`` with each class's l and t over its distinct (entity, value) pairs."""
+    values = entity.to_numpy() if isinstance(entity, pd.Series) else np.asarray(entity)
+    rows = table[[*keys, sensitive]].reset_index(drop=True).assign(**{ENTITIES: values})
+    distance = t_distance_of(meta_of(table[sensitive]), t_distance)
+    # The whole table's pairs, as the engines' t compares with (each person once per value).
+    q = global_distribution(rows.drop_duplicates([ENTITIES, sensitive]), sensitive, distance)
+    pairs = rows.drop_duplicates([*keys, ENTITIES, sensitive])
+    counts = groupby(pairs[[*keys, sensitive]], [*keys, sensitive]).size()
+    stats = sensitive_class_stats(counts.rename(N_COLUMN).reset_index(), keys, sensitive, q,
+                                  distance, recursive_l)
+    over = [c for c in (L_DISTINCT, L_ENTROPY, L_RECURSIVE, T) if c in stats.columns]
+    return frame.drop(columns=over).merge(stats[[*keys, *over]], on=keys, how="left")
 
 
 def fewest_entities(table, keys, entity) -> int:

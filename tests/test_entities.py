@@ -268,3 +268,24 @@ def test_verify_counts_entities_given_their_values():
     assert not r.ok and r.achieved["k_entities"] < 5 <= r.achieved["k"]
     with pytest.raises(ParameterError, match="one value per row"):
         dmondrian.verify(out, EVENT_QUASI_IDENTIFIERS, k=5, entity=ev["user_id"][:10])
+
+
+def test_verify_checks_l_and_t_over_people():
+    # One class: a's three rows of x look as diverse as b, c and d's three of y;
+    # over people it is one person holding x and three holding y.
+    t = pd.DataFrame({"q": ["[1, 9]"] * 6, "s": ["x", "x", "x", "y", "y", "y"]})
+    who = ["a", "a", "a", "b", "c", "d"]
+    assert dmondrian.verify(t, ["q"], k=2, sensitive="s", l=2, l_kind="entropy").ok
+    r = dmondrian.verify(t, ["q"], k=2, sensitive="s", l=2, l_kind="entropy", entity=who)
+    assert not r.ok and r.violations["failed"].tolist() == ["l"]
+    assert r.achieved["l_entropy"] == pytest.approx(math.exp(-(.25 * math.log(.25)
+                                                               + .75 * math.log(.75))))
+    r = dmondrian.verify(t, ["q"], sensitive="s", l=2, l_kind="recursive", c=2, entity=who)
+    assert r.achieved["recursive_ratio"] == 3.0
+    # A release made over people verifies over people; t against the table's pairs.
+    ev = make_events(600, seed=1)
+    for options in ({"l": 2, "l_kind": "entropy"}, {"t": 0.3}):
+        out = dmondrian.anonymize(ev, EVENT_QUASI_IDENTIFIERS, 6, entity="user_id",
+                                  sensitive="event_type", **options)
+        assert dmondrian.verify(out, EVENT_QUASI_IDENTIFIERS, k=6, sensitive="event_type",
+                                entity=ev["user_id"], **options).ok
