@@ -1,7 +1,8 @@
 """entity= against plain k on event tables, side by side, local and Dask.
 
 Run: python benchmarks/bench_entities.py [--users N ...] [--dask-users N] [--repeat R]
-     [--events-per-user E] [--workers W] [--memory-limit SIZE] [--out PATH]
+     [--events-per-user E] [--plan-users N] [--days D] [--workers W]
+     [--memory-limit SIZE] [--out PATH]
 
 Tables: dmondrian.synthetic_events (age and region fixed per user, device
 per event, 6.62 events per user on average), QIs age, region, device, k=10.
@@ -23,6 +24,19 @@ per event, 6.62 events per user on average), QIs age, region, device, k=10.
   jobs write that index, which ties every released row to its user for the
   quality columns.
 
+* Fitted plans (``--plan-users``, default 0: skipped; 1,000,000 with
+  ``--events-per-user 10`` for the issue's 10M events): a plan fitted on
+  the whole table with ``entity="user_id"`` and a plain-k one
+  (``identifiers=["user_id"]``), then the whole table released through
+  each, interleaved, best of ``--repeat`` (seconds of ``transform`` only;
+  the fits are timed once). Then the table's events are dealt to ``--days``
+  days at random (a generated, stationary table: every person's events
+  spread over the days), both plans fitted again with ``batch_rows`` = a
+  day's events, and days 0 and 1 released through each: the share of day
+  1's rows whose published class also appears in day 0's release (and the
+  same for each day anonymized on its own with ``entity``), fit_k, and the
+  fewest users of a day's class.
+
 Prints a table and writes JSON (default benchmarks/results/entities.json).
 """
 
@@ -30,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import tempfile
@@ -70,6 +85,65 @@ def local_case(n_users: int, repeat: int, per_user: float) -> dict:
             quality[name] = _people(out, users)
     return {"engine": "local", "users": n_users, "events": len(ev), "seconds": best,
             "ratio": round(best["entity"] / best["plain"], 3), "quality": quality}
+
+
+def _class_ids(out) -> np.ndarray:
+    return out.groupby(EVENT_QUASI_IDENTIFIERS, observed=True, sort=False).ngroup().to_numpy()
+
+
+def _fewest_users(out, users) -> int:
+    return int(distinct_per_class(_class_ids(out), users).min())
+
+
+def _shared(a, b) -> float:
+    """Share of ``b``'s rows whose published QI combination appears in ``a``."""
+    def tuples(x):
+        return x[EVENT_QUASI_IDENTIFIERS].astype(str).agg("\x1f".join, axis=1)
+    return float(tuples(b).isin(set(tuples(a))).mean())
+
+
+def plan_case(n_users: int, repeat: int, per_user: float, days: int) -> dict:
+    from dmondrian.plans import fit_plan
+
+    ev = make_events(n_users, seed=0, events_per_user=per_user)
+    users = ev["user_id"].to_numpy()
+    jobs = {"plain": {"identifiers": ["user_id"]}, "entity": {"entity": "user_id"}}
+    fit_s, plans = {}, {}
+    for name, extra in jobs.items():
+        t = time.perf_counter()
+        plans[name] = fit_plan(ev, EVENT_QUASI_IDENTIFIERS, K, **extra)
+        fit_s[name] = time.perf_counter() - t
+    best = {name: float("inf") for name in jobs}
+    fewest = {}
+    for _ in range(repeat):
+        for name, plan in plans.items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                t = time.perf_counter()
+                out = plan.transform(ev)
+                best[name] = min(best[name], time.perf_counter() - t)
+            fewest[name] = _fewest_users(out, users)
+            del out
+    day = np.random.default_rng(1).integers(0, days, len(ev))
+    per_day = int(round(len(ev) / days))
+    batches = [ev[day == d].reset_index(drop=True) for d in (0, 1)]
+    stable = {}
+    for name, extra in jobs.items():
+        plan = fit_plan(ev, EVENT_QUASI_IDENTIFIERS, K, batch_rows=per_day, **extra)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rel = [plan.transform(b) for b in batches]
+        stable[name] = {"fit_k": plan.fit_k, "leaves": plan.n_leaves,
+                        "shared": round(_shared(*rel), 4),
+                        "fewest_users": min(_fewest_users(r, b["user_id"].to_numpy())
+                                            for r, b in zip(rel, batches, strict=True))}
+    alone = [dmondrian.anonymize(b, EVENT_QUASI_IDENTIFIERS, K, entity="user_id")
+             for b in batches]
+    return {"users": n_users, "events": len(ev), "days": days, "day_rows": per_day,
+            "fit_s": fit_s, "transform_s": best,
+            "ratio": round(best["entity"] / best["plain"], 3),
+            "fewest_users": fewest, "days_through_plans": stable,
+            "shared_alone_entity": round(_shared(*alone), 4), "load": os.getloadavg()}
 
 
 def _number_rows(df, partition_info=None):
@@ -133,6 +207,10 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--events-per-user", type=float, default=6.62,
                         help="mean events per user (10 for the issue's 10M events / 1M users)")
+    parser.add_argument("--plan-users", type=int, default=0,
+                        help="users of the fitted-plan case (0 skips it)")
+    parser.add_argument("--days", type=int, default=30,
+                        help="days the plan case's events are dealt to")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--memory-limit", default="2GB")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" /
@@ -150,10 +228,26 @@ def main(argv=None):
               f"{r['seconds']['plain']:>8.2f} {r['seconds']['entity']:>9.2f} "
               f"{r['ratio']:>6.2f} {q['plain']['share_under_k']:>9.1%} "
               f"{q['plain']['min_users']:>9} {q['entity']['min_users']:>10}")
+    plans = [plan_case(args.plan_users, args.repeat, args.events_per_user, args.days)
+             ] if args.plan_users else []
+    if plans:
+        print(f"\nfitted plans: {'users':>9} {'events':>10} {'fit plain':>9} {'fit ent':>8} "
+              f"{'tr plain':>8} {'tr ent':>7} {'ratio':>6} {'min users p/e':>13} "
+              f"{'day shared p/e/alone':>22} {'fit_k p/e':>10}")
+        for r in plans:
+            d = r["days_through_plans"]
+            print(f"{'':13} {r['users']:>9,} {r['events']:>10,} {r['fit_s']['plain']:>9.2f} "
+                  f"{r['fit_s']['entity']:>8.2f} {r['transform_s']['plain']:>8.2f} "
+                  f"{r['transform_s']['entity']:>7.2f} {r['ratio']:>6.2f} "
+                  f"{d['plain']['fewest_users']:>6}/{d['entity']['fewest_users']:<6} "
+                  f"{d['plain']['shared']:>6.1%}/{d['entity']['shared']:.1%}/"
+                  f"{r['shared_alone_entity']:.1%} "
+                  f"{d['plain']['fit_k']:>4}/{d['entity']['fit_k']:<5}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": platform.platform(), "k": K,
-                               "qis": EVENT_QUASI_IDENTIFIERS, "results": results}, indent=1,
+                               "qis": EVENT_QUASI_IDENTIFIERS, "results": results,
+                               "plans": plans}, indent=1,
                               default=lambda x: x.item() if isinstance(x, np.generic) else x))
     print("wrote", out)
 
