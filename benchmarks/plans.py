@@ -10,7 +10,12 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    :func:`dmondrian.verify`, and whether every label contains its row's
    value. Then the test file's two random halves (seed 0), each released
    through the plan (fitted for the whole file's rows, and for a half's
-   with ``batch_rows``) and each anonymized on its own (``--sweep``: also
+   with ``batch_rows``, by today's label rule and the rule before it) and
+   each anonymized on its own; ``adult-labels``: the label rules side by side
+   on the same tree (fitted bounds trimmed everywhere, untrimmed, the cuts'
+   domain for integers and/or nominal QIs, inner nodes untrimmed, integer
+   bounds meeting at cuts), each with the share of rows lifted and their
+   share of the loss (``--sweep``: also
    plans at fit_k 40-79 x trim 1-8, and the halves on their own at k=15,
    20, 30): ``shared`` is the
    share of the second half's rows whose published QI combination appears
@@ -20,7 +25,8 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    zip, sex, education) with an event date per row, uniform over 2025 (a
    generated, stationary table: no real dated table is on this machine),
    k=100. A plan fitted on January-June (``batch_rows`` = a month's rows)
-   releases each of July-December: smallest class, share of a month's rows
+   releases each of July-December (by today's label rule and the one before
+   it): smallest class, share of a month's rows
    whose class also appears in the previous month's release, GCP over
    anonymizing the month on its own.
 3. Speed, local engine: census rows (QIs age, zip, birth_date, sex,
@@ -176,6 +182,66 @@ def _where_loss_goes(plan, halves, gcp_alone, qis) -> dict:
     return out
 
 
+#: The label rule before inner nodes were left untrimmed and integer bounds met at cuts.
+BEFORE = {"trim_inner": True, "abut": False}
+
+
+def _halves_through(plan, halves, qis, k, gcp_alone, gcp_same) -> dict:
+    """Both halves released through a plan: shared, GCP ratios, checks, where loss goes."""
+    rel = [plan.transform(h) for h in halves]
+    gcp = [_gcp(r, h, qis) for r, h in zip(rel, halves, strict=True)]
+    return {"shared": _shared(*rel, qis),
+            "gcp_ratio": float(np.mean(np.divide(gcp, gcp_alone))),
+            "gcp_ratio_same_objective": float(np.mean(np.divide(gcp, gcp_same))),
+            "min_class_groupby": min(_min_class(r, qis) for r in rel),
+            "verify_ok": all(dm.verify(r, qis, k=k).ok for r in rel),
+            "labels_contain_values": all(_labels_contain(r, h, qis)
+                                         for r, h in zip(rel, halves, strict=True)),
+            **_where_loss_goes(plan, halves, gcp_alone, qis)}
+
+
+def _with_domain(plan, numeric=False, nominal=False):
+    """A copy of ``plan`` whose every node but the root is labelled by the part of the
+    domain its cuts carve out: integer bounds between the enclosing cuts (the fitted
+    range at the edges, which stay open), and/or the nominal codes the cuts send there
+    (among the fitted table's). A measured variant, not a rule of the library."""
+    import copy
+
+    from dmondrian._kernel.constants import KIND_INT, KIND_NOMINAL
+
+    p = copy.deepcopy(plan)
+    p.__dict__.pop("_lift", None)
+    tree, cuts = p.tree, p.tree.cuts
+    m, d = tree.lo.shape
+    lo = np.tile(tree.lo[0], (m, 1))
+    hi = np.tile(tree.hi[0], (m, 1))
+    allowed = {j: np.zeros((m, card), dtype=bool) for j, (_, card) in tree.codes.items()}
+    for j, (packed, card) in tree.codes.items():
+        allowed[j][0, packed[packed < card]] = True  # the fitted table's codes
+    for node in np.flatnonzero(cuts.qi >= 0):  # depth-first: parents first
+        a, b, j = cuts.left[node], cuts.right[node], cuts.qi[node]
+        lo[[a, b]], hi[[a, b]] = lo[node], hi[node]
+        for q in allowed:
+            allowed[q][[a, b]] = allowed[q][node]
+        if j in allowed:
+            card = tree.codes[j][1]
+            ranks = cuts.ranks[cuts.rank_off[node]:cuts.rank_off[node] + card]
+            allowed[j][a] &= ranks <= 1
+            allowed[j][b] &= ranks >= 1
+        else:
+            hi[a, j] = min(hi[a, j], cuts.t[node] if cuts.tie_before[node] == 0
+                           else cuts.eq[node])
+            lo[b, j] = max(lo[b, j], cuts.t[node] + 1)
+    for j in range(d):
+        if numeric and p.kernel_kinds[j] == KIND_INT and p.encodings[j].kind == "numeric":
+            tree.lo[1:, j], tree.hi[1:, j] = lo[1:, j], hi[1:, j]
+        if nominal and p.kernel_kinds[j] == KIND_NOMINAL:
+            nodes, codes = np.nonzero(allowed[j])
+            tree.codes[j] = (nodes.astype(np.int64) * tree.codes[j][1] + codes,
+                             tree.codes[j][1])
+    return p
+
+
 def adult(rows: list, sweep: bool = False) -> None:
     qis, k = ADULT_QUASI_IDENTIFIERS, 10
     train, test = load_adult(ADULT_DIR, download=False), _load_adult_test(ADULT_DIR)
@@ -202,21 +268,36 @@ def adult(rows: list, sweep: bool = False) -> None:
                  "shared": _shared(*alone_ncp, qis),
                  "gcp_ratio": float(np.mean(np.divide(gcp_alone_ncp, gcp_alone))),
                  "min_class_groupby": min(_min_class(r, qis) for r in alone_ncp)})
-    for label, batch_rows, objective in (
-            ("plan fitted at k", None, "balanced"),
-            ("plan, batch_rows=half", len(halves[0]), "balanced"),
-            ("plan, batch_rows=half, objective=ncp", len(halves[0]), "ncp")):
-        p = fit_plan(train, qis, k, batch_rows=batch_rows, objective=objective)
-        rel = [p.transform(h) for h in halves]
-        gcp = [_gcp(r, h, qis) for r, h in zip(rel, halves, strict=True)]
+    half_rows = len(halves[0])
+    for label, batch_rows, objective, rule in (
+            ("plan fitted at k", None, "balanced", {}),
+            ("plan, batch_rows=half, before", half_rows, "balanced", BEFORE),
+            ("plan, batch_rows=half", half_rows, "balanced", {}),
+            ("plan, batch_rows=half, objective=ncp, before", half_rows, "ncp", BEFORE),
+            ("plan, batch_rows=half, objective=ncp", half_rows, "ncp", {})):
+        p = fit_plan(train, qis, k, batch_rows=batch_rows, objective=objective, **rule)
         same = gcp_alone if objective == "balanced" else gcp_alone_ncp
         rows.append({"table": "adult", "what": label, "fit_k": p.fit_k, "trim": p.trim,
-                     "shared": _shared(*rel, qis),
-                     "gcp_ratio": float(np.mean(np.divide(gcp, gcp_alone))),
-                     "gcp_ratio_same_objective": float(np.mean(np.divide(gcp, same))),
-                     "min_class_groupby": min(_min_class(r, qis) for r in rel),
-                     "verify_ok": all(dm.verify(r, qis, k=k).ok for r in rel),
-                     **_where_loss_goes(p, halves, gcp_alone, qis)})
+                     **_halves_through(p, halves, qis, k, gcp_alone, same)})
+    # The label rules measured side by side (balanced objective, the same tree).
+    base = fit_plan(train, qis, k, batch_rows=half_rows, **BEFORE)
+    untrimmed = fit_plan(train, qis, k, batch_rows=half_rows, trim=1, abut=False)
+    for label, p in (
+            ("before: every node trimmed, fitted bounds", base),
+            ("every value the fit saw (trim 1)", untrimmed),
+            ("integers: the cuts' domain", _with_domain(base, numeric=True)),
+            ("nominal: the codes the cuts route there", _with_domain(base, nominal=True)),
+            ("both domains", _with_domain(base, numeric=True, nominal=True)),
+            ("integers' domain, nominal untrimmed",
+             _with_domain(fit_plan(train, qis, k, batch_rows=half_rows, trim=1,
+                                   trim_inner=True, abut=False), numeric=True)),
+            ("inner nodes untrimmed",
+             fit_plan(train, qis, k, batch_rows=half_rows, abut=False)),
+            ("integer bounds meet at cuts",
+             fit_plan(train, qis, k, batch_rows=half_rows, trim_inner=True)),
+            ("kept: both", fit_plan(train, qis, k, batch_rows=half_rows))):
+        rows.append({"table": "adult-labels", "what": label,
+                     **_halves_through(p, halves, qis, k, gcp_alone, gcp_alone)})
     if not sweep:
         return
     for k_alone in (15, 20, 30):
@@ -242,20 +323,25 @@ def dated(rows: list, n_rows: int) -> None:
     month = df["day"].dt.month
     first = df[month <= 6].reset_index(drop=True)
     per_month = int(round(len(first) / 6))
-    plan = fit_plan(first.drop(columns="day"), qis, k, batch_rows=per_month,
-                    allow_unique=["income"])
-    previous = prev_alone = None
+    plans = {rule: fit_plan(first.drop(columns="day"), qis, k, batch_rows=per_month,
+                            allow_unique=["income"], **kw)
+             for rule, kw in (("before", BEFORE), ("kept", {}))}
+    previous, prev_alone = dict.fromkeys(plans), None
     for m in range(7, 13):
         batch = df[month == m].drop(columns="day").reset_index(drop=True)
-        rel = plan.transform(batch)
         alone = dm.anonymize(batch, qis, k, allow_unique=["income"])
-        rows.append({"table": "dated", "month": m, "rows": len(batch), "fit_k": plan.fit_k,
-                     "min_class_groupby": _min_class(rel, qis),
-                     "shared_with_previous": None if previous is None
-                     else _shared(previous, rel, qis),
-                     "shared_independent": None if m == 7 else _shared(prev_alone, alone, qis),
-                     "gcp_ratio": _gcp(rel, batch, qis) / _gcp(alone, batch, qis)})
-        previous, prev_alone = rel, alone
+        gcp_alone = _gcp(alone, batch, qis)
+        for rule, plan in plans.items():
+            rel = plan.transform(batch)
+            rows.append({"table": "dated", "month": m, "rule": rule, "rows": len(batch),
+                         "fit_k": plan.fit_k, "min_class_groupby": _min_class(rel, qis),
+                         "shared_with_previous": None if previous[rule] is None
+                         else _shared(previous[rule], rel, qis),
+                         "shared_independent": None if m == 7
+                         else _shared(prev_alone, alone, qis),
+                         "gcp_ratio": _gcp(rel, batch, qis) / gcp_alone})
+            previous[rule] = rel
+        prev_alone = alone
 
 
 CENSUS_QIS = ["age", "zip", "birth_date", "sex", "education"]

@@ -188,6 +188,45 @@ def test_fit_for_batch_rows_keeps_classes_across_batches():
     assert shared >= 0.8
 
 
+def test_batch_plan_labels_meet_at_integer_cuts():
+    # Ages 20-29 and 40-49, fitted for batches of 20 rows (fit_k 5): four regions. A
+    # batch's age 35 falls between two fitted ranges; the cut at 29 closes the region
+    # [40, 44] at 30, so the row is published there, not at the root.
+    df = pd.DataFrame({"age": [*range(20, 30), *range(40, 50)]})
+    plan = fit_plan(df, ["age"], 2, batch_rows=20)
+    assert plan.fit_k == 5
+    new = pd.DataFrame({"age": [35, 41, 43, 21, 22, 26, 27, 46, 48]})
+    out = plan.transform(new)
+    assert_valid_release(new, out, ["age"], 2)
+    assert out["age"].tolist() == ["[30, 44]", "[30, 44]", "[30, 44]", "[20, 24]", "[20, 24]",
+                                   "[25, 29]", "[25, 29]", "[45, 49]", "[45, 49]"]
+    # The rule before (fitted bounds): the row climbed to the root.
+    before = fit_plan(df, ["age"], 2, batch_rows=20, abut=False).transform(new)
+    assert before.loc[0, "age"] == "[20, 49]"
+    # Without batch_rows the fitted table's own labels stay as anonymize publishes them.
+    pd.testing.assert_frame_equal(fit_plan(df, ["age"], 2).transform(df),
+                                  dm.anonymize(df, ["age"], 2))
+
+
+def test_batch_plan_trims_leaves_only():
+    # Inner nodes keep every fitted value, leaves drop the rare ones: the same tree
+    # fitted untrimmed has the same inner nodes, and leaves holding more.
+    df = _table(3000, 23)
+    trimmed = fit_plan(df, QIS, 5, batch_rows=600, fit_k_=40, trim=4)
+    whole = fit_plan(df, QIS, 5, batch_rows=600, fit_k_=40, trim=1)
+    a, b = trimmed.tree, whole.tree
+    assert np.array_equal(a.parent, b.parent)
+    inner = ~a.is_leaf
+    assert np.array_equal(a.lo[inner], b.lo[inner]) and np.array_equal(a.hi[inner], b.hi[inner])
+    for j, (codes, card) in a.codes.items():
+        full = b.codes[j][0]
+        assert np.array_equal(codes[~a.is_leaf[codes // card]],
+                              full[~b.is_leaf[full // card]])
+        assert np.isin(codes, full).all() and len(codes) < len(full)
+    new = _table(700, 24)
+    assert_valid_release(new, trimmed.transform(new), QIS, 5)
+
+
 def test_l_diversity_holds_on_new_batches():
     df = _table(3000, 13, missing=False)
     df["disease"] = np.random.default_rng(0).choice(["flu", "cold", "hiv"], len(df))

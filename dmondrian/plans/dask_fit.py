@@ -8,8 +8,7 @@
    returns that small tree and the leaf's totals, never rows.
 3. The client stitches the top cuts and the leaves' trees into one
    :class:`~.tree.PlanTree`: a top node's bounds, counts and codes are its
-   leaves' together, trimmed (``batch_rows``) from the ``trim`` smallest and
-   largest keys and the code counts every leaf reports.
+   leaves' together (an inner node is never trimmed, :func:`.tree.build_tree`).
 
 The plan holds the global encodings, so it releases a pandas or a dask table,
 and the same table gets the same release on either engine
@@ -23,29 +22,20 @@ import dataclasses
 import numpy as np
 
 from .._dask.cut_tree import CutTree
-from .._kernel.constants import INT_MIN, KIND_FLOAT, KIND_INT, KIND_NOMINAL, MISSING_KEY
+from .._kernel.constants import KIND_NOMINAL
 from ..errors import InfeasibleError, ParameterError
 from .sizing import PLAN_OPTIONS, fit_k, fit_trim
-from .tree import PlanTree, build_tree, node_arrays
+from .tree import PlanTree, abut_cut_sides, build_tree, node_arrays
 
 __all__ = ["fit_plan_dask"]
 
 
 @dataclasses.dataclass
 class LeafFit:
-    """What a task returns of one top leaf: its tree, and its root's totals untrimmed.
-
-    ``small``/``large`` hold the ``trim`` smallest and largest present keys of
-    every ordered QI (``MISSING_KEY``/``INT_MIN`` padding), ``n_missing`` the
-    missing values, ``code_counts`` every nominal QI's code counts.
-    """
+    """What a task returns of one top leaf: its tree, and its root's totals untrimmed."""
 
     tree: PlanTree
     root: tuple
-    small: np.ndarray
-    large: np.ndarray
-    n_missing: np.ndarray
-    code_counts: dict
 
 
 def _fit_leaves(df, top, k_fit, trim, edges, whole) -> list:
@@ -78,33 +68,14 @@ def _fit_leaves(df, top, k_fit, trim, edges, whole) -> list:
         tree = untrimmed if trim == 1 else build_tree(
             part.stats, part.sorted_keys, part.class_of_row, rules.kinds, rules.cards, False,
             trim, edges=None if whole else edges)
-        out.append((leaf, _leaf_fit(tree, untrimmed, rows, top.domain.kernel_kinds,
-                                    rules.cards, trim)))
+        t = untrimmed
+        root = (t.count[0], t.lo[0], t.hi[0], t.missing[0], t.total[0], t.present[0],
+                {j: t.node_codes(j, 0) for j in t.codes})
+        out.append((leaf, LeafFit(tree, root)))
     return out
 
 
-def _leaf_fit(tree, untrimmed, rows, kinds, cards, trim) -> LeafFit:
-    d = rows.shape[0]
-    small = np.full((d, trim), MISSING_KEY, dtype=np.int64)
-    large = np.full((d, trim), INT_MIN, dtype=np.int64)
-    n_missing = np.zeros(d, dtype=np.int64)
-    code_counts = {}
-    for j in range(d):
-        if kinds[j] == KIND_NOMINAL:
-            code_counts[j] = np.bincount(rows[j], minlength=int(cards[j])).astype(np.int64)
-            continue
-        present = np.sort(rows[j][rows[j] != MISSING_KEY])
-        n_missing[j] = rows.shape[1] - present.size
-        small[j, :min(trim, present.size)] = present[:trim]
-        top_keys = present[::-1][:trim]
-        large[j, :top_keys.size] = top_keys
-    t = untrimmed
-    root = (t.count[0], t.lo[0], t.hi[0], t.missing[0], t.total[0], t.present[0],
-            {j: t.node_codes(j, 0) for j in t.codes})
-    return LeafFit(tree, root, small, large, n_missing, code_counts)
-
-
-def _stitch(cuts: CutTree, leaves: dict, d: int, kinds, cards, trim: int) -> PlanTree:
+def _stitch(cuts: CutTree, leaves: dict, d: int, kinds, cards) -> PlanTree:
     """One PlanTree from the top cuts and every top leaf's fit (see the module docstring)."""
     qi, t, eq, tie, rank_off, left, right = ([] for _ in range(7))
     parent, count, lo, hi, missing, total, present = ([] for _ in range(7))
@@ -178,45 +149,20 @@ def _stitch(cuts: CutTree, leaves: dict, d: int, kinds, cards, trim: int) -> Pla
             count_a[i], lo_a[i], hi_a[i] = count[i], lo[i], hi[i]
             miss_a[i], total_a[i], present_a[i] = missing[i], total[i], present[i]
     left_a, right_a = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
-    # Top nodes: their leaves' totals together, children first (reverse depth-first order).
-    agg = {}
-    for base, fit in fits.items():
-        agg[base] = (fit.root, fit.small, fit.large, fit.n_missing, fit.code_counts)
+    # Top nodes: their leaves' totals together, children first (reverse depth-first
+    # order); inner nodes are not trimmed.
+    agg = {base: fit.root for base, fit in fits.items()}
     for node in reversed(top_nodes):
-        a, b = agg[int(left_a[node])], agg[int(right_a[node])]
-        (ca, la, ha, ma, ta, pa, sa), (cb, lb, hb, mb, tb, pb, sb) = a[0], b[0]
-        root = (ca + cb, np.minimum(la, lb), np.maximum(ha, hb), ma | mb, ta + tb, pa + pb,
-                {j: np.union1d(sa[j], sb[j]) for j in sa})
-        small = np.sort(np.concatenate([a[1], b[1]], axis=1), axis=1)[:, :trim]
-        large = -np.sort(-np.concatenate([a[2], b[2]], axis=1), axis=1)[:, :trim]
-        agg[node] = (root, small, large, a[3] + b[3],
-                     {j: a[4][j] + b[4][j] for j in a[4]})
-    codes_of = {}
+        (ca, la, ha, ma, ta, pa, sa) = agg[int(left_a[node])]
+        (cb, lb, hb, mb, tb, pb, sb) = agg[int(right_a[node])]
+        agg[node] = (ca + cb, np.minimum(la, lb), np.maximum(ha, hb), ma | mb, ta + tb,
+                     pa + pb, {j: np.union1d(sa[j], sb[j]) for j in sa})
     for node in top_nodes:
-        (c, lo_n, hi_n, m, tt, p, codes), small, large, n_missing, counts = agg[node]
+        c, lo_n, hi_n, m, tt, p, codes = agg[node]
         count_a[node], lo_a[node], hi_a[node] = c, lo_n, hi_n
         miss_a[node], total_a[node], present_a[node] = m, tt, p
-        codes_of[node] = (codes, small, large, n_missing, counts)
-    root_lo, root_hi = lo_a[0].copy(), hi_a[0].copy()
-    for node, (codes, small, large, n_missing, counts) in codes_of.items():
         for j in packed:
-            card = int(cards[j])
-            kept = codes[j] if node == 0 or trim == 1 else np.flatnonzero(counts[j] >= trim)
-            packed[j].append(node * card + np.asarray(kept, dtype=np.int64))
-        if node == 0 or trim == 1:
-            continue
-        for j in range(d):
-            if j in packed:
-                continue
-            miss_a[node, j] = n_missing[j] >= trim
-            if small[j, trim - 1] == MISSING_KEY:  # fewer than trim present values
-                lo_a[node, j], hi_a[node, j] = MISSING_KEY, INT_MIN
-                continue
-            edge = kinds[j] in (KIND_INT, KIND_FLOAT)
-            if not (edge and lo_a[node, j] == root_lo[j]):
-                lo_a[node, j] = small[j, trim - 1]
-            if not (edge and hi_a[node, j] == root_hi[j]):
-                hi_a[node, j] = large[j, trim - 1]
+            packed[j].append(node * int(cards[j]) + np.asarray(codes[j], dtype=np.int64))
     leaf = np.where(np.asarray(qi) < 0, np.arange(n), -1)
     cut_tree = CutTree(np.asarray(qi, dtype=np.int64), np.asarray(t, dtype=np.int64),
                        np.asarray(eq, dtype=np.int64), np.asarray(tie, dtype=np.int64),
@@ -309,7 +255,9 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
     some = next(iter(leaves.values())).tree
     cards = np.asarray([some.codes[j][1] if j in some.codes else 0 for j in range(d)],
                        dtype=np.int64)
-    tree = _stitch(top.tree, leaves, d, kinds, cards, trim)
+    tree = _stitch(top.tree, leaves, d, kinds, cards)
+    if batch_rows is not None:
+        abut_cut_sides(tree, top.encodings)
     kept = {name: options.get(name) for name in PLAN_OPTIONS}
     kept.update(mode="strict", objective=opts.objective, generalization=opts.generalization,
                 max_depth=None if opts.max_depth < 0 else opts.max_depth, sensitive=None,

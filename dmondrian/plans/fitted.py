@@ -25,7 +25,7 @@ from ..validation import check_options
 from .batch import Placing, lift_tables, summarize_batch
 from .release import decide, node_depths, publish_rows
 from .sizing import PLAN_OPTIONS, fit_k, fit_trim
-from .tree import build_tree
+from .tree import abut_cut_sides, build_tree
 
 __all__ = ["FittedPlan", "fit_plan", "fit_k", "fit_trim"]
 
@@ -209,7 +209,8 @@ class FittedPlan(Placing):
 
 
 def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | None = None,
-             fit_k_: int | None = None, trim: int | None = None, **options) -> FittedPlan:
+             fit_k_: int | None = None, trim: int | None = None, trim_inner: bool = False,
+             abut: bool | None = None, **options) -> FittedPlan:
     """Fit a Mondrian partition to ``df`` to release later tables through.
 
     Parameters
@@ -227,6 +228,11 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
         is then exactly ``dmondrian.anonymize(df, ...)``).
     fit_k_, trim : int, optional
         Override :func:`fit_k` and :func:`fit_trim` (for measuring them).
+    trim_inner, abut : bool, optional
+        For measuring the label rule: trim the inner nodes too (the rule
+        before leaves alone were trimmed, :func:`.tree.build_tree`), and
+        whether integer bounds stretch to their cuts
+        (:func:`.tree.abut_cut_sides`; default: with ``batch_rows``).
     **options
         ``mode``, ``objective``, ``generalization``, ``max_depth``,
         ``hierarchies``, ``qi_kinds``, ``class_column``, ``l``, ``l_kind``,
@@ -260,8 +266,9 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     if is_dask(df):
         from .dask_fit import fit_plan_dask
 
-        if fit_k_ is not None or trim is not None:
-            raise ParameterError("fit_k_", "fit_k_ and trim are for measuring in memory")
+        if fit_k_ is not None or trim is not None or trim_inner or abut is not None:
+            raise ParameterError("fit_k_", "fit_k_, trim, trim_inner and abut are for "
+                                           "measuring in memory")
         return FittedPlan(**fit_plan_dask(df, quasi_identifiers, k, batch_rows=batch_rows,
                                           **options))
     if not isinstance(df, pd.DataFrame):
@@ -310,7 +317,9 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
                          max_depth=opts.max_depth, privacy=privacy)
     part = partition(encoded, rules)
     tree = build_tree(part.stats, part.sorted_keys, part.class_of_row, rules.kinds, rules.cards,
-                      rules.relaxed, trim)
+                      rules.relaxed, trim, trim_inner=trim_inner)
+    if batch_rows is not None if abut is None else abut:
+        abut_cut_sides(tree, encoded)
     kept = {name: options.get(name) for name in PLAN_OPTIONS}
     kept.update(mode=opts.mode, objective=opts.objective, generalization=opts.generalization,
                 max_depth=None if opts.max_depth < 0 else opts.max_depth,

@@ -23,7 +23,7 @@ import numpy as np
 from .._dask.cut_tree import NO_TIES, CutTree
 from .._kernel.constants import KIND_FLOAT, KIND_INT, KIND_NOMINAL, MISSING_KEY
 
-__all__ = ["PlanTree", "build_tree", "node_arrays"]
+__all__ = ["PlanTree", "abut_cut_sides", "build_tree", "node_arrays"]
 
 
 @dataclass
@@ -87,7 +87,8 @@ def node_arrays(n: int, d: int) -> tuple:
 
 
 def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, cards,
-               relaxed: bool, trim: int = 1, *, edges=None) -> PlanTree:
+               relaxed: bool, trim: int = 1, *, edges=None, trim_inner: bool = False
+               ) -> PlanTree:
     """Rebuild the cut tree of a partition (see the module docstring).
 
     Parameters
@@ -103,16 +104,19 @@ def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, 
     relaxed : bool
         Whether the partition was relaxed (median ties split by input position).
     trim : int, default 1
-        Values a node's region keeps: a nominal code, the missing value, and
+        Values a leaf's region keeps: a nominal code, the missing value, and
         the bounds of an ordered QI only as far as values held by at least
         ``trim`` of its fitted rows (the ``trim``-th smallest and largest key).
-        1 keeps every fitted value (the fitted classes' own labels); the root
-        always keeps them all. See :func:`dmondrian.plans.sizing.fit_trim`.
+        1 keeps every fitted value (the fitted classes' own labels); the
+        root and the inner nodes, which publish only the rows their leaves
+        could not, always keep them all. See :func:`dmondrian.plans.sizing.fit_trim`.
     edges : (int64 array, int64 array), optional
         The smallest and largest present key of every QI over the whole fitted
-        table, for a tree of one region of it (:mod:`.dask_fit`): its root is
-        then trimmed too, and a bound is an open edge where it meets these.
-        Default: this tree's root's, which keeps every value.
+        table, for a tree of one region of it (:mod:`.dask_fit`): a bound is an
+        open edge where it meets these. Default: this tree's root's.
+    trim_inner : bool, default False
+        Trim the inner nodes too (all but the fitted table's root), as plans
+        did before leaves alone were trimmed: for measuring the two rules.
 
     Returns
     -------
@@ -152,24 +156,29 @@ def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, 
         stack.append((a, m, node, 0))
     tree = builder.finish(sizes, lo_c, hi_c, miss_c, total_c, present_c, held, cards)
     if trim > 1:
-        _trim(tree, builder.span, sorted_keys, kinds, trim, edges)
+        _trim(tree, builder.span, sorted_keys, kinds, trim, edges, trim_inner)
     return tree
 
 
-def _trim(tree: PlanTree, span, sorted_keys, kinds, trim: int, edges=None) -> None:
-    """Narrow every node but the root (every node, given ``edges``) to the values
-    ``trim`` of its fitted rows hold.
+def _trim(tree: PlanTree, span, sorted_keys, kinds, trim: int, edges=None,
+          inner: bool = False) -> None:
+    """Narrow every leaf to the values ``trim`` of its fitted rows hold.
 
-    The ``trim``-th smallest key of a node is at most any descendant's (its
-    rows include theirs), and a code held ``trim`` times by a child is held as
-    often by its parent: trimmed regions stay nested.
+    Inner nodes keep every value of their fitted rows: a batch row reaches
+    one only when its leaf does not hold a value of it (or its leaf fell
+    short of k), and then stops at the nearest ancestor that held the value
+    at all instead of climbing to one that held it ``trim`` times (measured
+    in benchmarks/README.md, "Fitted plans"). Regions stay nested: a leaf's
+    kept values are among its parent's. ``inner``: trim every node but the
+    fitted table's root (the rule before).
     """
     d = tree.lo.shape[1]
     lo_edge, hi_edge = (tree.lo[0].copy(), tree.hi[0].copy()) if edges is None else edges
     kept = {j: [] for j in tree.codes}
     for node in range(tree.n_nodes):
         s, e = span[node]
-        whole = node == 0 and edges is None  # the fitted table's root keeps every value
+        # The fitted table's root keeps every value, even as the only leaf.
+        whole = (not (inner or tree.is_leaf[node])) or (node == 0 and edges is None)
         for j in range(d):
             row = sorted_keys[j, s:e]
             if j in tree.codes:
@@ -334,3 +343,54 @@ class _Builder:
             codes[j] = (nodes.astype(np.int64) * card + code, card)
         return PlanTree(cuts, self.parent[:n].copy(), count, lo, hi, missing, total, present,
                         codes)
+
+
+def abut_cut_sides(tree: PlanTree, encodings) -> None:
+    """Stretch every node's bounds of an integer QI to the cuts that enclose it.
+
+    A cut ``v <= t`` of integer QI ``j`` gives the left side's region the bound
+    ``t`` (``eq`` when it splits ties) and the right side's ``t + 1``; every
+    node below takes the nearest such cut on either side, where it has one
+    (the sides no cut closes keep their fitted bounds, and the edges of the
+    fitted domain stay open). Sibling regions' labels then meet, ``[30, 34]``
+    beside ``[35, 40]``: a batch's row between two fitted ranges is published
+    at its own region, never at an ancestor. Floats and dates have no next
+    value to publish and keep their fitted bounds; so do nodes whose fitted
+    rows hold no value of the QI.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from dmondrian.plans import fit_plan
+    >>> df = pd.DataFrame({"age": [20, 21, 22, 23, 30, 31, 32, 33]})
+    >>> plan = fit_plan(df, ["age"], k=4)
+    >>> plan.tree.lo[1:, 0].tolist(), plan.tree.hi[1:, 0].tolist()
+    ([20, 30], [23, 33])
+    >>> abut_cut_sides(plan.tree, plan.encodings)
+    >>> plan.tree.lo[1:, 0].tolist(), plan.tree.hi[1:, 0].tolist()
+    ([20, 24], [23, 33])
+    """
+    cuts = tree.cuts
+    ints = [j for j, qi in enumerate(encodings)
+            if qi.kind == "numeric" and qi.kernel_kind == KIND_INT]
+    if not ints or tree.n_nodes == 1:
+        return
+    none_lo, none_hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    low = np.full((tree.n_nodes, tree.lo.shape[1]), none_lo, dtype=np.int64)
+    high = np.full((tree.n_nodes, tree.lo.shape[1]), none_hi, dtype=np.int64)
+    # Depth-first numbering: a parent's bounds are final before its children's.
+    for node in np.flatnonzero(cuts.qi >= 0).tolist():
+        j = int(cuts.qi[node])
+        a, b = int(cuts.left[node]), int(cuts.right[node])
+        low[a], high[a], low[b], high[b] = low[node], high[node], low[node], high[node]
+        if j in ints:
+            t = int(cuts.t[node])
+            high[a, j] = min(high[node, j], t if cuts.tie_before[node] == NO_TIES
+                             else int(cuts.eq[node]))
+            low[b, j] = max(low[node, j], t + 1)
+    for j in ints:
+        present = tree.lo[:, j] != MISSING_KEY
+        closed = present & (low[:, j] != none_lo)
+        tree.lo[closed, j] = np.minimum(tree.lo[closed, j], low[closed, j])
+        closed = present & (high[:, j] != none_hi)
+        tree.hi[closed, j] = np.maximum(tree.hi[closed, j], high[closed, j])
