@@ -352,6 +352,20 @@ def test_dask_release_equals_local_release(process_client, mode):
         dm.anonymize(fitted, QIS, 7, mode=mode))
 
 
+def test_dask_release_placing_rows_again(process_client, monkeypatch):
+    """Past the memory share kept placements may take, the publishing pass places the
+    rows again: the same release."""
+    import dask.dataframe as dd
+
+    from dmondrian.plans import dask as plans_dask
+
+    monkeypatch.setattr(plans_dask, "KEEP_SHARE", 0.0)
+    plan = fit_plan(_table(3000, 30), QIS, 7)
+    new = _table(2000, 31)
+    pd.testing.assert_frame_equal(plan.transform(dd.from_pandas(new, npartitions=4)).compute(),
+                                  plan.transform(new))
+
+
 def test_cli_plan_on_dask_is_the_local_release(tmp_path, process_client):
     from dmondrian.cli import main
     from dmondrian.plans import plan_sha256

@@ -106,13 +106,20 @@ def announce(client) -> None:
         print(f"dmondrian: Dask dashboard at {link}", file=sys.stderr)
 
 
-def run(client, collection, progress: bool | None, label: str):
+def run(client, collection, progress: bool | None, label: str, keep=()):
     """Compute a dask collection on ``client``, with a progress bar when watched.
 
     The wait is watched for stalls (:mod:`dmondrian._dask.watchdog`).
+    ``keep``: more collections computed in the same job and left on the
+    workers; their futures are returned beside the result, ``(result, futures)``.
     """
     show = interactive() if progress is None else progress
-    futures = client.compute(collection)
+    kept = []
+    if keep:
+        # One job: the tasks both share run once.
+        futures, *kept = client.compute([collection, *keep])
+    else:
+        futures = client.compute(collection)
     bar = None
     if show:
         from distributed import progress as dask_progress
@@ -131,7 +138,7 @@ def run(client, collection, progress: bool | None, label: str):
     result = wait_for(client, futures, label)
     if bar is not None:
         bar.join(timeout=5)  # let it print its last line before anything else
-    return result
+    return (result, kept) if keep else result
 
 
 def worker_memory_per_thread(client) -> float | None:

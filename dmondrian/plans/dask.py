@@ -10,9 +10,16 @@
    triples, as many as its distinct (region, person) pairs, and decides on
    them exactly as in memory.
 2. The client decides the classes (:func:`.release.decide`), exactly as the
-   local engine does on the merged summary; ``map_partitions`` then routes
-   every partition again and writes each row's class label. Rows never move:
-   the output has the input's partitions, index and order.
+   local engine does on the merged summary; ``map_partitions`` then writes
+   each row's class label. Rows never move: the output has the input's
+   partitions, index and order.
+
+Each row is placed once: the first pass leaves every partition's nodes on its
+worker (:func:`node_dtype`, 2 or 4 bytes a row), and the second reads only
+the columns it passes through and gathers the labels by node. The nodes are
+kept on a cluster that outlives the call, while they take at most
+:data:`KEEP_SHARE` of the workers' memory; otherwise the second pass reads
+the QIs and places the rows again.
 
 The labels are Categoricals with the same, known categories in every
 partition, and the release equals the local engine's release of the
@@ -27,13 +34,14 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from .._dask.cluster import cores_per_worker, resolve_client, run
+from .._compat import scheduler_workers
+from .._dask.cluster import cores_per_worker, lasting_client, resolve_client, run
 from .._dask.cluster import release as release_client
-from .._dask.graph import constant, tree_reduce
+from .._dask.graph import column_partitions, constant, tree_reduce
 from .._kernel import thread_limit
 from ..errors import InfeasibleError
-from .batch import Placing
-from .release import decide, publish_rows
+from .batch import Placing, summarize_batch
+from .release import decide, publish_rows, published_columns
 
 __all__ = ["transform_dask"]
 
@@ -71,11 +79,34 @@ def _merge(*parts):
     return out
 
 
-def _summarize(df: pd.DataFrame, plan, offset, threads=None):
+def node_dtype(n_nodes: int) -> np.dtype:
+    """The smallest unsigned type that numbers ``n_nodes`` nodes (what a kept placement
+    costs a row).
+
+    Examples
+    --------
+    >>> node_dtype(40_000), node_dtype(149_000)
+    (dtype('uint16'), dtype('uint32'))
+    """
+    for dtype in (np.uint16, np.uint32):
+        if n_nodes <= np.iinfo(dtype).max + 1:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
+
+
+def _count(df: pd.DataFrame, plan, offset, threads=None, keep=False):
+    """A partition's summary, and (``keep``) the node of each of its rows as a Series of
+    :func:`node_dtype` (None otherwise)."""
     positions = None if offset is None else offset + np.arange(len(df), dtype=np.int64)
     # A worker's share of its host's cores: its tasks run side by side with others'.
     with thread_limit(threads):
-        return plan.summarize(df, positions)
+        placed = plan.place(df, positions)
+        summary = summarize_batch(plan, placed, plan.sensitive_codes(df),
+                                  plan.entity_values(df))
+    if not keep:
+        return summary, None
+    return summary, pd.Series(placed.node.astype(node_dtype(plan.tree.n_nodes)),
+                              name="node", copy=False)
 
 
 def _publish(df: pd.DataFrame, plan, release, offsets=None, threads=None,
@@ -89,6 +120,28 @@ def _publish(df: pd.DataFrame, plan, release, offsets=None, threads=None,
         if entity is not None:
             df = df.drop(columns=[entity])  # a direct identifier, never released
         return publish_rows(df, release, placed.node, plan.options["class_column"])
+
+
+def _publish_kept(rest: pd.DataFrame, node: pd.Series, release, columns, class_column):
+    """A partition's release from its columns other than the QIs and its rows' kept
+    nodes: the same frame as :func:`_publish`'s, columns in the input's order."""
+    if len(node) != len(rest):
+        raise RuntimeError("a kept placement does not match its partition's rows")
+    published = published_columns(release, node.to_numpy(), class_column)
+    data = {c: (rest[c] if c not in published
+                else pd.Series(published[c], index=rest.index, copy=False)) for c in columns}
+    return pd.DataFrame(data, index=rest.index, copy=False)
+
+
+#: Kept placements (:func:`node_dtype` a row) may take this share of the cluster's memory;
+#: past it, the publishing pass places the rows again.
+KEEP_SHARE = 0.125
+
+
+def _keep_budget(client) -> float:
+    """Bytes the kept placements may take on the cluster (infinite: no memory limit)."""
+    limits = [w.get("memory_limit") or 0 for w in scheduler_workers(client).values()]
+    return float("inf") if not limits or not all(limits) else KEEP_SHARE * sum(limits)
 
 
 def transform_dask(plan, ddf, *, client=None, progress=None):
@@ -115,12 +168,16 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
     InfeasibleError
         When the table as a whole cannot be one class (fewer than k rows).
     """
+    import dask.dataframe as dd
     from dask import delayed
 
     plan._check_table(ddf)
     identifiers = [c for c in plan.options["identifiers"] or [] if c in ddf.columns]
     if identifiers:
         ddf = ddf.drop(columns=identifiers)
+    # The rows' nodes stay on the workers for the publishing pass only on a cluster
+    # that outlives this call (one it starts is closed before the release is computed).
+    keep = lasting_client(client)
     cluster_client, owned = resolve_client(client)
     try:
         threads = cores_per_worker(cluster_client)
@@ -131,20 +188,39 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
             offsets = np.concatenate([[0], np.cumsum(np.asarray(lengths))[:-1]]).tolist()
         columns = [*plan.qis] + [plan.options[name] for name in ("sensitive", "entity")
                                  if plan.options.get(name) is not None]
-        parts = ddf[columns].to_delayed(optimize_graph=True)
+        parts = column_partitions(ddf, columns)
         placer = _Placer(plan)
         plan_d = constant(placer, "plan")
-        summarize = delayed(_summarize, pure=True)
-        partials = [summarize(p, plan_d, None if offsets is None else offsets[i], threads)
-                    for i, p in enumerate(parts)]
-        summary = run(cluster_client, tree_reduce(partials, _merge), progress,
-                      "pass: rows per region of the plan")
+        count = delayed(_count, pure=True, nout=2)
+        counted = [count(p, plan_d, None if offsets is None else offsets[i], threads, keep)
+                   for i, p in enumerate(parts)]
+        reduced = tree_reduce([c[0] for c in counted], _merge)
+        label = "pass: rows per region of the plan"
+        if keep:
+            # The nodes are computed with the summary and left on their workers.
+            summary, kept = run(cluster_client, reduced, progress, label,
+                                keep=[c[1] for c in counted])
+            if (int(summary.count.sum()) * node_dtype(plan.tree.n_nodes).itemsize
+                    > _keep_budget(cluster_client)):
+                cluster_client.cancel(kept)
+                kept = None
+        else:
+            summary, kept = run(cluster_client, reduced, progress, label), None
     finally:
         release_client(owned)
     if int(summary.count.sum()) == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
     release = decide(plan, summary)
     meta = _publish(ddf._meta, placer, release)
+    if kept is not None:
+        # The publishing pass reads only the columns it passes through.
+        rest = ddf[[c for c in ddf.columns if c in meta.columns and c not in plan.qis]]
+        nodes = dd.from_delayed(kept, meta=pd.Series([], dtype=node_dtype(plan.tree.n_nodes),
+                                                     name="node"), verify_meta=False)
+        return rest.map_partitions(_publish_kept, nodes, constant(release, "classes"),
+                                   list(meta.columns), plan.options["class_column"],
+                                   meta=meta, align_dataframes=False)
     # One copy of the plan and the classes in the graph, not one per task.
     return ddf.map_partitions(_publish, constant(placer, "plan"), constant(release, "classes"),
                               offsets, threads, meta=meta)
+

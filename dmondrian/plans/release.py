@@ -38,7 +38,7 @@ from ..suppression import MASK_LABEL
 from .batch import BatchSummary
 from .people import people_targets
 
-__all__ = ["Release", "published_targets", "decide", "publish_rows"]
+__all__ = ["Release", "published_targets", "decide", "publish_rows", "published_columns"]
 
 
 @dataclass
@@ -281,6 +281,14 @@ def publish_rows(df: pd.DataFrame, release: Release, node: np.ndarray,
     made unless ``class_column`` asks for it.
     """
     out = df.copy(deep=False)
+    for name, column in published_columns(release, node, class_column).items():
+        out[name] = pd.Series(column, index=out.index, copy=False)
+    return out
+
+
+def published_columns(release: Release, node: np.ndarray, class_column=None) -> dict:
+    """Every published QI column (and ``class_column``'s class ids) of rows landed in
+    ``node``, by name, in the QIs' order (see :func:`publish_rows`)."""
     node = np.ascontiguousarray(node, dtype=np.int64)
     # Nodes no row landed in have no class; their entries are never read.
     cls = np.maximum(release.class_of_node, 0)
@@ -289,12 +297,12 @@ def publish_rows(df: pd.DataFrame, release: Release, node: np.ndarray,
     columns = dict(zip(labelled, expand_label_columns(
         [(release.values[j][0], np.asarray(release.values[j][1])[cls]) for j in labelled],
         node), strict=True))
+    out = {}
     for j, (qi, (values, inverse)) in enumerate(zip(release.encodings, release.values,
                                                     strict=True)):
         column = columns.get(j)
-        if column is None:
-            column = qi.spec.summary_column(qi, values[inverse][cls][node])
-        out[qi.name] = pd.Series(column, index=out.index, copy=False)
+        out[qi.name] = (qi.spec.summary_column(qi, values[inverse][cls][node])
+                        if column is None else column)
     if class_column is not None:
         out[class_column] = release.class_of_node[node]
     return out
