@@ -206,6 +206,12 @@ def test_batch_plan_labels_meet_at_integer_cuts():
     # Without batch_rows the fitted table's own labels stay as anonymize publishes them.
     pd.testing.assert_frame_equal(fit_plan(df, ["age"], 2).transform(df),
                                   dm.anonymize(df, ["age"], 2))
+    # Floats and dates keep their fitted bounds (they have no next value to publish).
+    mixed = _table(1500, 25)
+    met, fitted = (fit_plan(mixed, QIS, 5, batch_rows=300, abut=a).tree for a in (True, False))
+    for j, q in enumerate(QIS):
+        same = np.array_equal(met.lo[:, j], fitted.lo[:, j])
+        assert same == (q != "age"), q
 
 
 def test_batch_plan_trims_leaves_only():
