@@ -42,8 +42,11 @@ can move by 20 % either way.
 Reported: both times and their ratio (target <= 1.5), the CPU seconds of the
 worker processes and the client for each and their ratio (the figure to compare
 when the machine is shared and wall times are noisy), passes over the data in
-the top phase, leaves and the largest leaf, and the peak memory of any worker
-process (sampled from the scheduler's heartbeats) against its limit.
+the top phase, leaves and the largest leaf, the peak memory of any worker
+process (sampled from the scheduler's heartbeats) against its limit, the peak
+size of the workers' local directories (p2p's spill and dask's), and the bytes
+a row costs in the p2p shuffles (``p2p_bytes_per_row_<job>``: the shards sent,
+and what p2p wrote to its disk buffers; both exchanges of the keys path summed).
 
 Every release is read back from its files (the last round's of each path,
 the ``--small-memory`` and ``--worker-memory`` ones): its smallest class, the
@@ -352,7 +355,14 @@ def smallest_class(dst: Path, rows: int | None = None) -> dict:
 
 def _worker_metrics(dask_scheduler=None) -> dict:
     return {k: v for k, v in dask_scheduler.cumulative_worker_metrics.items()
-            if isinstance(k, tuple) and k[-1] == "seconds"}
+            if isinstance(k, tuple) and k[-1] in ("seconds", "bytes")}
+
+
+#: The p2p shuffles' bytes: what the shards sent weigh (serialized Arrow, the
+#: target column included), and what p2p wrote to its disk buffers (each shard
+#: with its input partition's number, the target column dropped).
+P2P_BYTES = {"shards": ("execute", "shuffle-transfer", "p2p-shards", "bytes"),
+             "disk_write": ("p2p", "background-disk", "disk-write", "bytes")}
 
 
 class ThreadCpu:
@@ -380,7 +390,11 @@ class ThreadCpu:
     def __exit__(self, *exc):
         after = self._snapshot()
         out: dict = {}
+        self.p2p_bytes = {name: int(after.get(key, 0) - self.before.get(key, 0))
+                          for name, key in P2P_BYTES.items()}
         for key, value in after.items():
+            if key[-1] != "seconds":
+                continue
             delta = value - self.before.get(key, 0.0)
             if key[0] == "execute" and key[2] in ("thread-cpu", "thread-noncpu"):
                 out.setdefault(key[1], [0.0, 0.0])[key[2] == "thread-noncpu"] += delta
@@ -887,6 +901,9 @@ def compare_jobs(args, scratch: Path, src: Path, gen_s: float, input_bytes: int)
         result[f"peak_spill_on_disk_{job}"] = int(last[job]["disk"].peak)
         result[f"task_compute_s_{job}"] = task_seconds(last[job]["ts"].data)
         result[f"thread_cpu_noncpu_s_{job}"] = last[job]["thr"].seconds
+        # Both exchanges of the keys path together; the bytes a row costs in them.
+        result[f"p2p_bytes_per_row_{job}"] = {
+            name: round(b / rows, 1) for name, b in last[job]["thr"].p2p_bytes.items()}
     result.update(python=platform.python_version(), cpus=os.cpu_count())
     if leaf_profile is not None:
         result["leaf_profile"] = leaf_profile

@@ -9,6 +9,7 @@ See docs/design.md, section "Third-party private APIs".
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 __all__ = ["shuffle_to_partitions", "known_partition_lengths", "categorical_dtype",
@@ -17,9 +18,11 @@ __all__ = ["shuffle_to_partitions", "known_partition_lengths", "categorical_dtyp
 
 # The fallback shuffle's working columns (set_index itself uses "_partitions").
 _TARGET, _INDEX = "__dmondrian_compat_target", "__dmondrian_compat_index"
+_ORDER = "__dmondrian_compat_order"
 
 
-def shuffle_to_partitions(frame, column: str, npartitions: int, method=None):
+def shuffle_to_partitions(frame, column: str, npartitions: int, method=None,
+                          ordered: bool = False):
     """Move every row of a dask DataFrame to the output partition its ``column`` names.
 
     The private path builds dask's ``Shuffle`` expression on ``column`` as the
@@ -40,17 +43,24 @@ def shuffle_to_partitions(frame, column: str, npartitions: int, method=None):
     method : str, optional
         dask's shuffle method ("p2p", "tasks", "disk"); None lets dask choose.
 
+    ordered : bool, default False
+        Whether the rows of each input partition must keep their order in
+        every output partition (dask's shuffles do; the fallback's sort
+        would not, and restores it).
+
     Returns
     -------
     dask.dataframe.DataFrame
         ``npartitions`` partitions, partition ``i`` holding the rows whose
-        ``column`` is ``i``, with their index and columns; the order of rows
-        within a partition is unspecified.
+        ``column`` is ``i``, with their index and columns; rows within a
+        partition are in an unspecified order, but with ``ordered`` sorted
+        stably by their index, the rows of an input partition in their order
+        for each index value.
     """
     try:
         return _private_shuffle(frame, column, npartitions, method)
     except Exception:  # noqa: BLE001 - a private API of dask: the public path is the fallback
-        return _shuffle_by_set_index(frame, column, npartitions, method)
+        return _shuffle_by_set_index(frame, column, npartitions, method, ordered)
 
 
 def _private_shuffle(frame, column: str, npartitions: int, method):
@@ -61,21 +71,28 @@ def _private_shuffle(frame, column: str, npartitions: int, method):
     return new_collection(Shuffle(frame.expr, column, npartitions, False, method))
 
 
-def _shuffle_by_set_index(frame, column: str, npartitions: int, method):
+def _shuffle_by_set_index(frame, column: str, npartitions: int, method, ordered=False):
     meta = frame._meta
-    staged = frame.map_partitions(_stage, column, meta=_stage(meta, column))
+    staged = frame.map_partitions(_stage, column, ordered, meta=_stage(meta, column, ordered))
     moved = staged.set_index(_TARGET, divisions=list(range(npartitions + 1)),
                              shuffle_method=method)
-    return moved.map_partitions(_restore, meta, column, meta=meta)
+    return moved.map_partitions(_restore, meta, column, ordered, meta=meta)
 
 
-def _stage(df: pd.DataFrame, column: str) -> pd.DataFrame:
+def _stage(df: pd.DataFrame, column: str, ordered: bool = False) -> pd.DataFrame:
     out = df.rename(columns={column: _TARGET})
     out[_INDEX] = df.index
+    if ordered:
+        out[_ORDER] = np.arange(len(df), dtype=np.int64)
     return out
 
 
-def _restore(df: pd.DataFrame, meta: pd.DataFrame, column: str) -> pd.DataFrame:
+def _restore(df: pd.DataFrame, meta: pd.DataFrame, column: str,
+             ordered: bool = False) -> pd.DataFrame:
+    if ordered:
+        # set_index sorts each output partition, not stably: order the rows by
+        # their index, then their place in their input partition.
+        df = df.iloc[np.lexsort((df.pop(_ORDER).to_numpy(), df[_INDEX].to_numpy()))]
     out = df.drop(columns=[_INDEX])
     out[column] = df.index.to_numpy().astype(meta[column].dtype, copy=False)
     out.index = pd.Index(df[_INDEX].to_numpy(), name=meta.index.name,

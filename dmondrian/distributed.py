@@ -56,7 +56,7 @@ from ._dask.plan import Recount, TopPlan, pack_output_partitions, partition_of_l
 from ._dask.planner import PlanConfig
 from ._dask.sensitive_pass import keep_diverse_cuts, leaf_histograms, sensitive_domain
 from ._dask.shipped_keys import key_dtypes, qi_encodings
-from ._dask.shuffle import distributed_shuffle_method, route_and_shuffle
+from ._dask.shuffle import check_counted, distributed_shuffle_method, route_and_shuffle
 from ._dask.shuffle_sizes import shuffle_sizes
 from ._dask.top_phase import cut_regions
 from ._dask.watchdog import check_stall_timeout, stall_timeout
@@ -344,6 +344,7 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
     from ._dask.lazy_frame import as_release  # dask.dataframe: imported on first use
 
     if top.exchange == "keys":
+        check_counted(top)  # the lazy result cannot start again on a count's verdict
         return as_release(anonymize_keys(ddf, top, shuffle_method, output_meta(ddf._meta, top),
                                          lazy_meta(ddf._meta, top)), top,
                           _release_writer(ddf, top, shuffle_method))
@@ -463,6 +464,9 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_count
             top.leaf_counts, top.leaf_depths = verdict.counts, verdict.depth
             top.counted, top.undone_cuts = True, verdict.undone
             result = pd.concat(result)
+        elif isinstance(result, list) and result and all(
+                isinstance(r, pd.DataFrame) for r in result):
+            result = pd.concat(result)  # the keys path's writes, one per input partition
         if isinstance(result, pd.DataFrame):
             written, n = int(result["rows"].sum()), top.domain.n_rows
             # Only suppressed="drop" may leave rows out, at most its budget.

@@ -48,7 +48,8 @@ from ._kernel import set_labels as _set_labels_kernel
 from .kinds.base import MISSING_LABEL, EncodedQI
 from .kinds.labels import Interval, parse_range, parse_set
 
-__all__ = ["Interval", "parse_range", "parse_set", "class_values", "expand_labels",
+__all__ = ["Interval", "parse_range", "parse_set", "class_values", "bound_labels", "mask_labels",
+           "expand_labels",
            "expand_label_columns", "group_triples", "NO_TABLE", "MISSING_LABEL"]
 
 
@@ -179,16 +180,29 @@ def _set_labels(qi: EncodedQI, j: int, stats, sorted_row) -> tuple[pd.Index, np.
     read as int64 sort; past it, by the first class holding each set.
     """
     class_of_pos, n_classes = stats[0], stats[1].shape[0]
-    names = [str(c) for c in qi.categories]
     if qi.card <= _MASK_CODES:
         words = (qi.card + 63) // 64
-        masks = K.class_code_masks(sorted_row, class_of_pos, n_classes, words)
-        first, inverse = _set_labels_kernel.distinct_masks(masks)
-        offsets, codes = _set_labels_kernel.mask_members(masks, first)
-    else:
-        offsets, codes = K.class_code_sets(sorted_row, class_of_pos, n_classes)
-        first, inverse = _set_labels_kernel.distinct_slices(offsets, codes)
-        offsets, codes = _csr_rows(offsets, codes, first)
+        return mask_labels(qi, K.class_code_masks(sorted_row, class_of_pos, n_classes, words))
+    offsets, codes = K.class_code_sets(sorted_row, class_of_pos, n_classes)
+    first, inverse = _set_labels_kernel.distinct_slices(offsets, codes)
+    return _named_sets(qi, *_csr_rows(offsets, codes, first), inverse)
+
+
+def mask_labels(qi: EncodedQI, masks: np.ndarray) -> tuple[pd.Index, np.ndarray]:
+    """Set labels of code sets given as bitmasks (one row a set): ``(labels, inverse)``.
+
+    ``masks`` is a uint64 array ``(m, words)``, bit ``c`` marking code ``c``
+    (:func:`dmondrian._kernel.class_code_masks`); the labels are those
+    :func:`class_values` publishes for classes holding these sets.
+    """
+    first, inverse = _set_labels_kernel.distinct_masks(np.ascontiguousarray(masks))
+    offsets, codes = _set_labels_kernel.mask_members(masks, first)
+    return _named_sets(qi, offsets, codes, inverse)
+
+
+def _named_sets(qi: EncodedQI, offsets, codes, inverse) -> tuple[pd.Index, np.ndarray]:
+    """Labels of the distinct code sets ``(offsets, codes)`` and each class's set."""
+    names = [str(c) for c in qi.categories]
     labels = _string_index(*_set_labels_kernel.set_labels(offsets, codes, *_utf8_table(names)))
     if _sets_read_apart(names):
         return labels, inverse
@@ -218,6 +232,29 @@ def _sets_read_apart(names: list[str]) -> bool:
     ``"{a, b}"`` read alike).
     """
     return len(set(names)) == len(names) and not any(", " in name for name in names)
+
+
+def bound_labels(qi: EncodedQI, lo: np.ndarray, hi: np.ndarray, missing: np.ndarray
+                 ) -> tuple[pd.Index, np.ndarray]:
+    """Labels of a range or hierarchy QI given each class's key bounds: ``(labels, inverse)``.
+
+    ``lo``, ``hi`` (int64) and ``missing`` (bool) hold one class (or one
+    row, with its class's bounds) each, as :func:`dmondrian._kernel.class_statistics`
+    gives them; the labels are those :func:`class_values` publishes.
+
+    Examples
+    --------
+    >>> from dmondrian.qi import encode_qi
+    >>> qi = encode_qi(pd.Series([20, 30, 40]))
+    >>> labels, inverse = bound_labels(qi, np.array([20, 30, 20]), np.array([30, 30, 30]),
+    ...                                np.zeros(3, dtype=bool))
+    >>> labels[inverse].tolist()
+    ['[20, 30]', '30', '[20, 30]']
+    """
+    stats = (None, *(np.ascontiguousarray(np.asarray(a).reshape(-1, 1), dtype=t)
+                     for a, t in ((lo, np.int64), (hi, np.int64), (missing, np.bool_))),
+             None, None)
+    return _LABELLERS[qi.spec.label_shape](qi, 0, stats, None)
 
 
 def _node_labels(qi: EncodedQI, j: int, stats, sorted_row) -> tuple[pd.Index, np.ndarray]:

@@ -154,3 +154,26 @@ def test_scheduler_workers_private_path_and_fallback(client):
             return client.scheduler_info()
 
     assert set(_compat.scheduler_workers(Older())) == set(workers)
+
+
+@pytest.mark.parametrize("method", ["tasks", "fallback", "p2p"])
+def test_ordered_shuffle_keeps_each_input_partitions_rows_in_order(client, monkeypatch, method):
+    # The keys path's exchanges send no position: a leaf finds its rows in order, by
+    # the number they are indexed by (the input piece, or the leaf) and their shard.
+    rng = np.random.default_rng(5)
+    parts, n, targets = 5, 3000, 4
+    source = np.repeat(np.arange(parts), n // parts)
+    df = pd.DataFrame({"seq": np.arange(n), "_partitions": rng.integers(0, targets, n)},
+                      index=pd.Index(source.astype(np.int16)))
+    ddf = dd.from_pandas(df, npartitions=parts, sort=False)
+    if method == "fallback":
+        _without_private_shuffle(monkeypatch)
+    out = _compat.shuffle_to_partitions(ddf, "_partitions", targets,
+                                        "tasks" if method == "fallback" else method,
+                                        ordered=True)
+    got = client.compute(out).result() if method == "p2p" else pd.concat(_partitions(out))
+    assert len(got) == n
+    target = df["_partitions"].to_numpy()[got["seq"].to_numpy()]  # p2p drops the column
+    for _, rows in got.assign(target=target).groupby(level=0, sort=False):
+        for _, same_target in rows.groupby("target"):
+            assert (np.diff(same_target["seq"].to_numpy()) > 0).all()

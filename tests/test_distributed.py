@@ -325,7 +325,8 @@ def test_lazy_release_writes_parquet_as_the_sink_does(client, tmp_path):
     with dask.config.set({"optimization.fuse.active": False}):
         keys = [str(k) for k in out.to_parquet(tmp_path / "unused", compute=False)
                 .__dask_graph__()]
-    assert any("write_output_partition" in k for k in keys)
+    # (Output partitions written on the whole-row path, input partitions on the keys path.)
+    assert any("write_output_partition" in k or "write_input_partition" in k for k in keys)
     assert not any("toparquetdata" in k for k in keys)
     # The index is asked for: the files are compared with the lazy release by index.
     assert out.to_parquet(tmp_path / "own", write_index=True) is None
@@ -481,15 +482,19 @@ def test_lazy_result_counts_apart_without_a_lasting_cluster(client, monkeypatch)
 
 def test_uncounted_plan_cannot_be_applied_lazily(client):
     ddf = dd.from_pandas(make_census(6000, seed=24), npartitions=3)
-    top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=800, client=client, _defer_counts=True)
-    assert not top.counted
-    with pytest.raises(errors.ParameterError, match="not exact"):
-        D.apply_plan(ddf, top)
+    for exchange in ("rows", "keys"):
+        top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=800, client=client, _defer_counts=True,
+                     exchange=exchange)
+        assert not top.counted
+        with pytest.raises(errors.ParameterError, match="not exact"):
+            D.apply_plan(ddf, top)
 
 
 def _uncounted(client, one_partition):
     ddf = dd.from_pandas(make_census(6000, seed=25), npartitions=3)
-    top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=800, client=client, _defer_counts=True)
+    # The whole-row path: the tests read its output partitions' frames.
+    top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=800, client=client, _defer_counts=True,
+                 exchange="rows")
     if one_partition:
         top.output_partitions, top.leaf_rows = [list(range(top.n_leaves))], 10**9
     return ddf, top
@@ -645,11 +650,15 @@ def test_leaf_ids_travel_as_the_narrowest_integer_index(client):
     assert routed["__dm_leaf"].tolist() == route(encode_keys(df, top.domain),
                                                  top.tree).tolist()
     # Each output partition is a run of consecutive leaves; the shuffle reads it
-    # from "_partitions", and the input positions travel as the index.
+    # from "_partitions". The input positions travel as the index on the whole-row
+    # path; the keys path sends the piece's number (2 bytes), the shuffle the order.
     assert [i for ids in top.output_partitions for i in ids] == list(range(top.n_leaves))
     assert (routed["_partitions"].tolist()
             == top.partition_of_leaf[routed["__dm_leaf"]].tolist())
-    assert routed.index.tolist() == list(range(len(df)))
+    assert top.exchange == "keys"
+    assert routed.index.dtype == np.int8 and (routed.index == 0).all()
+    top.exchange = "rows"
+    assert shuffle.attach_leaf(df, top, {"number": 0}).index.tolist() == list(range(len(df)))
 
 
 def test_routing_carries_any_input_index_as_a_column(client):

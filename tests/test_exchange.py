@@ -167,14 +167,24 @@ def test_keys_and_rows_paths_agree_on_random_tables(client, n, parts, k, seed):
 
 
 def test_a_partition_that_changed_is_refused(client):
+    from dmondrian._dask.exchange import _published
+    from dmondrian._dask.leaves import output_meta
+    from dmondrian._dask.shuffle import distributed_shuffle_method
+
     df = mixed_table(600, seed=7)
     ddf = dd.from_pandas(df, npartitions=2)
-    top = D.plan(ddf, ["age", "zip"], 5, client=client, exchange="keys")
-    back = pd.DataFrame({"age": pd.array(["[1, 2]"] * 3, dtype="str"), "zip": ["x"] * 3,
-                         "_partitions": 0}, index=pd.Index([0, 1, 1], dtype=np.int64))
-    meta = ddf._meta.copy()
-    with pytest.raises(RuntimeError, match="Refusing to publish"):
-        merge_input_partition(df.iloc[:3], back, top, meta, {"number": 0})
+    top = D.plan(ddf, ["age", "zip"], 5, client=client, exchange="keys", leaf_rows=60)
+    meta = output_meta(ddf._meta, top)
+    back, _, _ = _published(ddf, top, meta, distributed_shuffle_method(), True)
+    backs = [client.compute(back.get_partition(i)).result() for i in range(2)]
+    parts = [ddf.get_partition(i).compute() for i in range(2)]
+    assert merge_input_partition(parts[0], backs[0], top, meta, 0).index.equals(parts[0].index)
+    # Another partition's codes, or this one's rows changed: refused, not misplaced.
+    changed = parts[0].assign(age=parts[0]["age"].to_numpy()[::-1])
+    for rows, came, number in ((parts[1], backs[0], 1), (changed, backs[0], 0),
+                               (parts[0].iloc[:-1], backs[0], 0)):
+        with pytest.raises(RuntimeError, match="Refusing to publish"):
+            merge_input_partition(rows, came, top, meta, number)
 
 
 def test_exchange_option_is_checked():

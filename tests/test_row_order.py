@@ -105,8 +105,11 @@ def io_read(path) -> pd.DataFrame:
 def test_dask_writers_shuffle(sorted_people, client, tmp_path):
     df, folder = sorted_people
     ddf = dd.from_pandas(df, npartitions=3)
+    # The whole-row path: its files hold whole classes, whose order is measured here.
+    # (On the keys path file i holds input partition i's rows: which file a row is in
+    # follows the input, as the design says; each file's rows are shuffled the same way.)
     options = {"allow_unique": ["row", "birth_date", "income"], "client": client,
-               "leaf_rows": 1500, "random_state": 3}
+               "leaf_rows": 1500, "random_state": 3, "exchange": "rows"}
     D.anonymize_to_parquet(ddf, str(tmp_path / "pq"), QIS, K, **options)
     assert_shuffled(_read_dataset(tmp_path / "pq"))
     D.anonymize(ddf, QIS, K, **options).to_parquet(str(tmp_path / "lazy"))

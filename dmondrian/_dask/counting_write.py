@@ -185,7 +185,8 @@ def counted_shuffle(ddf, top: TopPlan, shuffle_method, oversized_ok: bool = Fals
                          functools.partial(_merge_counts, k=k))
     verdict = delayed(settle, pure=True)(totals, plan_d, oversized_ok)
     routed_ddf = dd.from_delayed(routed, meta=routed_meta(ddf, top), verify_meta=False)
-    shuffled = to_output_partitions(routed_ddf, len(top.output_partitions), shuffle_method)
+    shuffled = to_output_partitions(routed_ddf, len(top.output_partitions), shuffle_method,
+                                    top.exchange == "keys")
     return shuffled, verdict, plan_d
 
 

@@ -1,14 +1,16 @@
 """Steps 3-5 moving only keys: the other columns never leave their input partition.
 
 Routing reads the QIs and the columns the leaves read (the sensitive and
-noised ones); the shuffle carries those as keys, with each row's input
-position. Each output partition runs the local engine on its leaves, as on
-the whole-row path, and publishes its rows' values (labels as text, numbers,
-class ids, noised values) indexed by input position. A second shuffle sends
-them back to their input partitions, and each input partition is read again,
-once, with all its columns and gets its published values in place: output
-partition ``i`` holds input partition ``i``'s rows, and no column but the
-keys and those values crosses the network.
+noised ones); the shuffle carries those as keys, each row indexed by the
+number of the piece of input it came from (the shuffle keeps a shard's rows
+in order). Each output partition runs the local engine on its leaves, as on
+the whole-row path, and publishes its rows' values as compact codes
+(:mod:`.back_codes`: class bounds and code sets, not text). A second shuffle
+sends them back to their input partitions, by leaf and input order; each
+input partition is read again, once, with all its columns, routed again to
+find which of its rows each code belongs to, and gets its published values in
+place: output partition ``i`` holds input partition ``i``'s rows, and no column
+but the keys and those codes crosses the network.
 
 Which path a plan takes is chosen by the bytes each would move
 (:func:`choose_exchange`). See docs/design.md, section "Moving only keys".
@@ -22,15 +24,17 @@ import pandas as pd
 from .._compat import shuffle_to_partitions
 from ..errors import ParameterError
 from ..kinds import kind_spec
+from .back_codes import back_columns, back_layout, decode_back
 from .columns import PARTITION, leaf_inputs
 from .counting_write import counted_shuffle
+from .global_domain import encode_keys
 from .graph import constant
-from .leaves import TEXT, class_columns, conform, label_columns, output_partition_frame
+from .leaves import conform, label_columns, output_partition_frame
 from .memory import leaf_rows_for
 from .plan import TopPlan, Verdict
-from .routing import row_offsets
-from .shuffle import route_and_shuffle
-from .written_check import written, written_meta
+from .routing import leaf_order, route, row_positions
+from .shuffle import route_and_shuffle, target_dtype
+from .written_check import written
 
 __all__ = ["EXCHANGES", "choose_exchange", "exchanged_bytes", "shipped_sizes", "published_meta",
            "publish_output_partition", "merge_input_partition", "anonymize_keys",
@@ -38,13 +42,16 @@ __all__ = ["EXCHANGES", "choose_exchange", "exchanged_bytes", "shipped_sizes", "
 
 #: The values of the ``exchange`` option: None and "auto" choose by cost.
 EXCHANGES = (None, "auto", "keys", "rows")
-#: The keys path moves its bytes twice (out and back) and reads the QIs twice; it is
-#: chosen when the whole-row path would move this many times more bytes a row.
+#: The keys path moves its bytes twice (out and back), reads the QIs twice and routes
+#: every row twice; it is chosen when the whole-row path would move this many times
+#: more bytes a row.
 KEYS_ADVANTAGE = 2.0
-#: Bytes a published label costs a row on its way back (text and its offset).
-LABEL_BYTES = 16
-#: Bytes a row's position, leaf and target partition add to a shuffle.
+#: Bytes a row's position, leaf and target partition add to the whole-row shuffle.
 ROUTING_BYTES = 8 + 4 + 8
+#: Bytes a row's piece number, leaf and target add to the keys path's way out, and
+#: its leaf, target and flags word to its way back (:mod:`.back_codes`).
+KEYS_ROUTING_BYTES = 2 + 2 + 2
+BACK_ROUTING_BYTES = 2 + 2 + 1
 
 
 def check_exchange(value) -> str | None:
@@ -61,16 +68,24 @@ def exchanged_bytes(meta: pd.DataFrame, row_bytes: float, options, key_bytes: fl
     ``row_bytes`` is the row's in-memory size (measured), ``key_bytes`` the
     QIs' shipped keys. The whole-row path ships every column but the QIs,
     which travel as keys; the keys path ships the keys and the leaves'
-    inputs out, and the published values back.
+    inputs out, and the published values back as codes (:mod:`.back_codes`):
+    a label its class's two key bounds (a set, one mask about a key's
+    size), a number, a noised value or a class id 8 bytes.
     """
     qis = list(options.qis)
     qi_bytes = _columns_bytes(meta, qis)
     extras = _columns_bytes(meta, leaf_inputs(options))
     rows = max(float(row_bytes) - qi_bytes, 0.0) + key_bytes + ROUTING_BYTES
-    back = sum(LABEL_BYTES if kind_spec(kind).publishes_labels(options.generalization) else 8
-               for kind in options.kinds)
+    per_key = key_bytes / max(len(qis), 1)
+    back = 0.0
+    for kind in options.kinds:
+        spec = kind_spec(kind)
+        if not spec.publishes_labels(options.generalization):
+            back += 8
+        else:
+            back += per_key if spec.label_shape == "set" else 2 * per_key
     back += 8 * len(options.noise) + (8 if options.class_column is not None else 0)
-    keys = key_bytes + extras + ROUTING_BYTES + back + 16
+    keys = key_bytes + extras + KEYS_ROUTING_BYTES + back + BACK_ROUTING_BYTES
     return rows, keys
 
 
@@ -85,9 +100,9 @@ def choose_exchange(requested, meta: pd.DataFrame, row_bytes: float, options,
     >>> opts = SimpleNamespace(qis=["age"], kinds=["numeric"], generalization="range",
     ...                        sensitive=None, entity=None, noise=[], class_column=None)
     >>> meta = pd.DataFrame({"age": pd.Series([], dtype="int64")})
-    >>> choose_exchange(None, meta, 870.0, opts, 1.0), choose_exchange(None, meta, 60.0, opts, 1.0)
+    >>> choose_exchange(None, meta, 870.0, opts, 1.0), choose_exchange(None, meta, 8.0, opts, 1.0)
     ('keys', 'rows')
-    >>> choose_exchange("keys", meta, 60.0, opts, 1.0)
+    >>> choose_exchange("keys", meta, 8.0, opts, 1.0)
     'keys'
     """
     if requested is not None:
@@ -128,128 +143,83 @@ def _columns_bytes(meta: pd.DataFrame, columns) -> float:
     return total
 
 
-def _published_columns(top: TopPlan) -> list:
-    """What an output partition publishes: every QI, the noised columns, the class column."""
-    opts = top.options
-    noised = [nc.column for nc in opts.noise]
-    return [*opts.qis, *(c for c in noised if c not in opts.qis), *class_columns(top)]
-
-
-def published_meta(release_meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
-    """The empty frame of :func:`publish_output_partition`: labels as text, the input
-    partition of every row, indexed by input position.
+def published_meta(release_meta: pd.DataFrame, top: TopPlan, n_partitions: int
+                   ) -> pd.DataFrame:
+    """The empty frame of :func:`publish_output_partition`: each row's codes
+    (:mod:`.back_codes`) and input partition (of ``n_partitions``), indexed by leaf.
 
     ``release_meta`` is :func:`~.leaves.output_meta`'s frame.
     """
-    labels = set(label_columns(top))
-    out = pd.DataFrame(index=pd.Index(np.zeros(0, dtype=np.int64)))
-    for col in _published_columns(top):
-        # Labels stay Arrow text through the shuffle (an object column would be
-        # converted to Arrow and back, and hashed as Python objects on arrival).
-        out[col] = (pd.Series([], dtype=TEXT).array if col in labels
-                    else release_meta[col].iloc[:0].to_numpy())
-    out[PARTITION] = np.zeros(0, dtype=np.int64)
+    columns = back_columns(back_layout(top), top, release_meta)
+    out = pd.DataFrame(columns, index=pd.Index(np.zeros(0, dtype=top.leaf_dtype)))
+    out[PARTITION] = np.zeros(0, dtype=target_dtype(n_partitions))
     return out
 
 
 def publish_output_partition(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
                              partition_info=None, verdict: Verdict | None = None
                              ) -> pd.DataFrame:
-    """Anonymize one output partition's leaves; its rows' published values, by position.
+    """Anonymize one output partition's leaves; its rows' published values as codes.
 
-    Labels travel as text (a Categorical's dictionary would travel whole in
-    every shard); ``PARTITION`` names each row's input partition.
+    Rows go back by input partition (``PARTITION``), then leaf (the index),
+    then input order: no position travels (:mod:`.back_codes`).
     """
     published = output_partition_frame(df, top, partition_info, verdict)
     if published is None:
         return meta
-    out = pd.DataFrame(index=published.index)
-    for col in meta.columns[:-1]:
-        column = published[col]
-        if meta[col].dtype == TEXT:
-            column = _as_text(column)
-        out[col] = column.array
-    out[PARTITION] = published.index.to_numpy() >> np.int64(32)
-    return conform(out, meta)
-
-
-def _as_text(column: pd.Series):
-    """A Categorical column as text, each category converted once."""
-    values = column.array
-    categories = pd.array([str(c) for c in values.categories], dtype=TEXT)
-    return pd.Series(categories.take(values.codes, allow_fill=True), index=column.index)
+    return conform(published, meta)
 
 
 def merge_input_partition(df: pd.DataFrame, back: pd.DataFrame, top: TopPlan,
-                          meta: pd.DataFrame, partition_info=None) -> pd.DataFrame:
-    """Input partition ``df`` with its rows' published values in place, rows in input order.
+                          meta: pd.DataFrame, number: int) -> pd.DataFrame:
+    """Input partition ``number`` with its rows' published values in place, rows in
+    input order.
 
-    ``back`` holds the published values of exactly this partition's rows
-    (some fewer with ``suppressed="drop"``), indexed by input position.
+    The partition's rows are routed again, as the shuffle pass routed them:
+    ``back`` holds, for each leaf, the published codes of this partition's
+    rows of that leaf in their input order (suppressed rows flagged).
     ``meta`` is :func:`~.leaves.output_meta`'s frame; labels become
-    Categoricals of text with sorted categories (their order reveals no row).
+    Categoricals of text (their categories' order reveals no row).
 
     Raises
     ------
     RuntimeError
-        When ``back`` is not exactly this partition's rows (an input that
-        changed between passes): nothing is published.
+        When ``back`` is not exactly this partition's rows, leaf by leaf (an
+        input that changed between passes): nothing is published.
     """
-    positions = back.index.to_numpy(dtype=np.int64)
-    order = np.argsort(positions, kind="stable")
-    kept = row_offsets(positions[order])
-    # The partition's number from its rows' positions: dask numbers a partition
-    # selected alone (get_partition, head) 0 in partition_info.
-    number = int(positions[order[0]] >> np.int64(32)) if positions.size else (
-        partition_info["number"] if partition_info else 0)
     n = len(df)
-    dropped = top.options.suppression > 0 and top.options.suppressed == "drop"
-    ok = ((positions >> np.int64(32)) == number).all() and (kept.size == n or dropped)
-    if ok and kept.size:
-        ok = kept[-1] < n and (kept.size < 2 or bool((kept[1:] > kept[:-1]).all()))
+    positions = row_positions(number, n)
+    leaf = route(encode_keys(df, top.domain), top.tree, positions)
+    order, _, _, _ = leaf_order(leaf, positions, top.n_leaves)
+    came = back.index.to_numpy(dtype=np.int64)
+    if came.size > 1 and (came[1:] < came[:-1]).any():
+        # A leaf's rows come in one shard, in order: a stable sort keeps that order.
+        by_leaf = np.argsort(came, kind="stable")
+        back, came = back.iloc[by_leaf], came[by_leaf]
+    ok = came.size == n and (n == 0 or (0 <= came[0] and came[-1] < top.n_leaves))
+    if ok and not np.array_equal(np.bincount(came, minlength=top.n_leaves),
+                                 np.bincount(leaf, minlength=top.n_leaves)):
+        ok = False
     if not ok:
         raise RuntimeError(
             f"dmondrian: input partition {number} has {n} rows but received published "
-            f"values for {kept.size} rows of its own; the input must be deterministic. "
-            "Refusing to publish.")
-    frame = df.copy(deep=False) if kept.size == n else df.take(kept)
-    labels = label_columns(top)
-    for col in back.columns:
-        if col == PARTITION:
-            continue
-        frame[col] = (_as_labels(back[col], order) if col in labels
-                      else back[col].to_numpy()[order])
-    return conform(frame[list(meta.columns)], meta, keep=labels)
-
-
-def _as_labels(text: pd.Series, order: np.ndarray) -> pd.Categorical:
-    """Text labels, taken in ``order``, as a Categorical of text, categories sorted.
-
-    Arrow's hash encodes the text (pandas' factorize would hash Python
-    objects); only the codes are reordered.
-
-    Examples
-    --------
-    >>> text = pd.Series(pd.array(["b", "a", None, "b"], dtype=TEXT))
-    >>> out = _as_labels(text, np.array([3, 2, 1, 0]))
-    >>> list(out.categories), out.codes.tolist()
-    (['a', 'b'], [1, -1, 0, 1])
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    values = (text.array.__arrow_array__() if hasattr(text.array, "__arrow_array__")
-              else pa.array(text.to_numpy(dtype=object), type=pa.string(), from_pandas=True))
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    encoded = pc.dictionary_encode(values)
-    sorted_codes = pc.array_sort_indices(encoded.dictionary).to_numpy()
-    rank = np.empty(sorted_codes.size + 1, dtype=np.int32)
-    rank[sorted_codes] = np.arange(sorted_codes.size, dtype=np.int32)
-    rank[-1] = -1  # a missing label: code -1 (index -1 picks it)
-    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)[order]
-    categories = pd.Index(encoded.dictionary.take(sorted_codes).to_pylist(), dtype=TEXT)
-    return pd.Categorical.from_codes(rank[codes], dtype=pd.CategoricalDtype(categories))
+            f"values for {came.size} rows, or for other leaves than its rows are in; the "
+            "input must be deterministic. Refusing to publish.")
+    opts = top.options
+    columns, kept = decode_back(back_layout(top), top, back,
+                                masked=not (opts.suppression > 0 and opts.suppressed == "drop"))
+    # Row r of the partition is row at[r] of ``back``.
+    at = np.empty(n, dtype=np.int64)
+    at[order] = np.arange(n, dtype=np.int64)
+    if kept.all():
+        frame = df.copy(deep=False)
+    else:
+        rows = np.flatnonzero(kept[at])
+        frame, at = df.take(rows), at[rows]
+    for col, values in columns.items():
+        taken = values[at] if isinstance(values, np.ndarray) else values.take(at)
+        frame[col] = pd.Series(taken, index=frame.index, copy=False)
+    return conform(frame[list(meta.columns)], meta, keep=label_columns(top))
 
 
 def _published(ddf, top: TopPlan, release_meta, shuffle_method, oversized_ok: bool):
@@ -261,12 +231,25 @@ def _published(ddf, top: TopPlan, release_meta, shuffle_method, oversized_ok: bo
         verdict = None
     else:
         shuffled, verdict, plan_d = counted_shuffle(ddf, top, shuffle_method, oversized_ok)
-    meta = published_meta(release_meta, top)
+    meta = published_meta(release_meta, top, ddf.npartitions)
     extra = {} if verdict is None else {"verdict": verdict}
     published = shuffled.map_partitions(publish_output_partition, plan_d, meta, meta=meta,
                                         clear_divisions=True, **extra)
-    return shuffle_to_partitions(published, PARTITION, ddf.npartitions, shuffle_method), \
-        verdict, plan_d
+    return shuffle_to_partitions(published, PARTITION, ddf.npartitions, shuffle_method,
+                                 ordered=True), verdict, plan_d
+
+
+def _by_input_partition(fn, ddf, back, *args) -> list:
+    """``fn(input partition i, its published values, *args, i)`` for every ``i``, as
+    delayed objects: each task is told its partition's number (dask numbers a
+    partition selected alone 0)."""
+    from dask import delayed
+
+    task = delayed(fn, pure=True)
+    parts = ddf.to_delayed(optimize_graph=True)
+    backs = back.to_delayed(optimize_graph=True)
+    return [task(part, came, *args, i) for i, (part, came) in enumerate(zip(parts, backs,
+                                                                             strict=True))]
 
 
 def anonymize_keys(ddf, top: TopPlan, shuffle_method, release_meta, lazy_meta):
@@ -279,9 +262,21 @@ def anonymize_keys(ddf, top: TopPlan, shuffle_method, release_meta, lazy_meta):
     import dask.dataframe as dd
 
     back, _, plan_d = _published(ddf, top, release_meta, shuffle_method, oversized_ok=True)
-    # Partition i of both is input partition i: no alignment on divisions.
-    return dd.map_partitions(merge_input_partition, ddf, back, plan_d, release_meta,
+    # Partition i of all three is input partition i (no alignment on divisions); the
+    # numbers are a collection of their own so that a partition selected alone
+    # (``.partitions[i]``, ``get_partition``) still knows its number.
+    numbers = dd.from_map(_number_frame, range(ddf.npartitions), meta=_number_frame(0).iloc[:0],
+                          enforce_metadata=False)
+    return dd.map_partitions(_merge_numbered, ddf, back, numbers, plan_d, release_meta,
                              meta=lazy_meta, align_dataframes=False, clear_divisions=True)
+
+
+def _number_frame(number: int) -> pd.DataFrame:
+    return pd.DataFrame({"number": np.array([number], dtype=np.int64)})
+
+
+def _merge_numbered(df, back, number: pd.DataFrame, top, meta):
+    return merge_input_partition(df, back, top, meta, int(number["number"].iloc[0]))
 
 
 def write_keys(ddf, top: TopPlan, sink, shuffle_method, release_meta,
@@ -291,21 +286,18 @@ def write_keys(ddf, top: TopPlan, sink, shuffle_method, release_meta,
 
     Returns
     -------
-    dask.dataframe.DataFrame, or a list of dask.delayed.Delayed
-        The row counts of every input partition; for an uncounted plan, one
-        delayed frame per input partition, then the verdict of its counts.
+    list of dask.delayed.Delayed
+        The row counts of every input partition, one delayed frame each
+        (:func:`~.written_check.written`); for an uncounted plan, then the
+        verdict of its counts.
     """
-    import dask.dataframe as dd
-
     back, verdict, plan_d = _published(ddf, top, release_meta, shuffle_method, oversized_ok)
-    written = dd.map_partitions(_write_input_partition, ddf, back, plan_d, constant(sink, "sink"),
-                                release_meta, meta=written_meta(top.written_check),
-                                align_dataframes=False, clear_divisions=True)
-    return written if verdict is None else [*written.to_delayed(optimize_graph=True), verdict]
+    written_parts = _by_input_partition(_write_input_partition, ddf, back, plan_d,
+                                        constant(sink, "sink"), release_meta)
+    return written_parts if verdict is None else [*written_parts, verdict]
 
 
-def _write_input_partition(df, back, top: TopPlan, sink, meta, partition_info=None):
-    frame = merge_input_partition(df, back, top, meta, partition_info)
-    number = partition_info["number"] if partition_info else 0
+def _write_input_partition(df, back, top: TopPlan, sink, meta, number: int):
+    frame = merge_input_partition(df, back, top, meta, number)
     # The input partition as read, index included: what the domain pass would sketch.
     return written(sink.write(frame, number), df, top.written_check)

@@ -27,6 +27,7 @@ from ..identifiers import without_identifiers
 from ..kinds import kind_spec
 from ..local import kernel_rules, partition, publish, riding_codes
 from ..noise import noise_groups, noisy_columns
+from ..publish import class_values
 from .columns import INDEX, LEAF, carried, key_names
 from .entity_pass import entity_hashes
 from .memory import release_freed_memory
@@ -34,6 +35,7 @@ from .parquet_sink import ParquetSink, empty_like
 from .plan import TopPlan, Verdict
 from .routing import leaf_order, row_offsets
 from .shipped_keys import gather_keys, partition_encodings
+from .text import TEXT, text_labels
 from .written_check import written
 
 __all__ = ["output_partition_frame", "anonymize_output_partition", "write_output_partition",
@@ -72,11 +74,6 @@ def _workspace():
 def _release_if_idle(ws: K.WorkSpace) -> None:
     if ws.release_if_idle(IDLE_SECONDS):
         release_freed_memory()
-
-
-#: The dtype pandas gives an index of Python strings ("str" on pandas 3): the
-#: categories of published labels, as the local engine builds them.
-TEXT = pd.Index(["label"]).dtype
 
 
 def label_columns(top: TopPlan) -> list:
@@ -125,7 +122,7 @@ def output_partition_frame(df: pd.DataFrame, top: TopPlan, partition_info,
     if top.ships_index:
         index = frame.pop(INDEX).to_numpy()
     elif top.exchange == "keys":
-        index = positions[order]  # the rows' way back to their input partition
+        index = pd.RangeIndex(len(order))  # rows go back by leaf and order, not position
     else:
         index = row_offsets(positions[order])
     frame.columns = names
@@ -137,7 +134,7 @@ def output_partition_frame(df: pd.DataFrame, top: TopPlan, partition_info,
         ids, starts, depths = verdict.root[ids][keep], starts[keep], verdict.depth[ids][keep]
     published, rows = publish_leaves(df, order, frame, ids, starts, depths, top)
     if top.exchange == "keys":
-        return published  # indexed by input position: the other columns are at home
+        return _back_frame(published, df, order, top)  # the other columns are at home
     if rows is not None:
         frame = frame.iloc[rows]  # suppressed rows dropped
     for col in published.columns:
@@ -195,6 +192,8 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
         with K.thread_limit(top.kernel_threads):
             with _KERNEL_LOCK:
                 part = partition(encoded, rules, leaves=leaves, workspace=workspace)
+            if top.exchange == "keys":
+                return _publish_codes(frame, encoded, part, privacy, ids, starts, top), None
             if opts.suppression > 0:
                 return _publish_suppressed(frame, encoded, part, privacy, ids, starts, top)
             out = publish(pd.DataFrame(index=frame.index), encoded, part, opts.generalization)
@@ -202,6 +201,83 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
     if opts.class_column is not None:
         out[opts.class_column] = _class_ids(part.class_of_row, part, ids, starts, n)
     return out, None
+
+
+def _publish_codes(frame, encoded, part, privacy, ids, starts, top) -> dict:
+    """:func:`publish_leaves` on the keys path: every row's published values as they
+    travel back to its input partition (:mod:`.back_codes`), in the leaves' order.
+
+    Suppressed rows travel too, flagged: their input partition masks or drops them.
+    """
+    from .back_codes import back_layout, encode_back
+
+    opts = top.options
+    n = len(frame)
+    layout = back_layout(top)
+    result = hidden = None
+    published = part
+    if opts.suppression > 0:
+        if privacy is None:
+            privacy = kernel_privacy([KAnonymity(opts.k)])
+        result = suppression.suppress(encoded, part, opts.suppression, opts.suppressed,
+                                      starts=starts, privacy=privacy, scales=top.domain.scales)
+        hidden, published = result.hidden, result.part
+    values = {}
+    for j, qi in enumerate(encoded):
+        if opts.qis[j] not in layout.values:
+            continue
+        v, inverse = class_values(qi, j, opts.generalization, published.stats,
+                                  published.sorted_keys[j])
+        at = np.asarray(inverse)[published.class_of_row]
+        if hidden is not None:
+            at = np.where(hidden, -1, at)  # -1 takes the type's missing value
+        values[opts.qis[j]] = qi.spec.summary_column(
+            qi, pd.api.extensions.take(v, at, allow_fill=True))
+    if opts.noise:
+        shown = (np.arange(n) if hidden is None or result.masked
+                 else np.flatnonzero(~hidden))
+        noised = pd.DataFrame(index=pd.RangeIndex(len(shown)))
+        _add_noise(noised, frame, part, ids, starts, top, result)
+        for column in noised.columns:
+            full = np.full(n, np.nan)
+            full[shown] = noised[column].to_numpy(dtype=np.float64)
+            values[column] = full
+    if opts.class_column is not None:
+        ids_of_row = _class_ids(part.class_of_row, part, ids, starts, n)
+        if hidden is not None:
+            ids_of_row[hidden] = suppression.MASKED_CLASS
+        values[opts.class_column] = ids_of_row
+    return encode_back(layout, top, encoded, published, hidden, values, n)
+
+
+def _back_frame(codes: dict, routed: pd.DataFrame, order: np.ndarray, top: TopPlan
+                ) -> pd.DataFrame:
+    """What an output partition sends back: its rows' codes, by input partition, then
+    leaf, then input order, indexed by leaf; each row's input partition in ``PARTITION``.
+
+    The input partition routes its rows again and finds them in this order.
+    """
+    from .columns import PARTITION
+    from .shuffle import piece_partitions
+
+    leaf = routed[LEAF].to_numpy()[order]
+    piece = routed.index.to_numpy()[order].astype(np.int64)
+    of_piece = piece_partitions(top)
+    target = piece if of_piece is None else of_piece[piece]
+    # A stable sort of 16-bit numbers is numpy's radix sort.
+    narrow = np.min_scalar_type(-max(1, int(target.max(initial=0)) + 1))
+    back = np.argsort(target.astype(narrow), kind="stable")
+    out = pd.DataFrame({name: _take(column, back) for name, column in codes.items()},
+                       index=pd.Index(leaf[back], copy=False))
+    out[PARTITION] = target[back]
+    return out
+
+
+def _take(column, at: np.ndarray):
+    """``column[at]`` for a numpy or pandas array."""
+    if isinstance(column, np.ndarray):
+        return column[at]
+    return pd.array(column).take(at)
 
 
 def _add_noise(out, frame, part, ids, starts, top, result=None) -> None:
@@ -301,32 +377,6 @@ def write_output_partition(df: pd.DataFrame, top: TopPlan, sink: ParquetSink,
     check = top.written_check
     return written(sink.write(frame, number), frame,
                    None if check is None else check.for_rows_path(top.positional_index))
-
-
-def text_labels(column: pd.Series) -> pd.Series:
-    """Published labels as a Categorical whose categories are text (:data:`TEXT`).
-
-    Only the distinct labels are converted, never a string per row; labels of
-    other types (a hierarchy's numbers, say) become their ``str``.
-
-    Examples
-    --------
-    >>> text_labels(pd.Series(pd.Categorical([3, 1, 3]))).cat.categories.tolist()
-    ['1', '3']
-    """
-    if not isinstance(column.dtype, pd.CategoricalDtype):
-        column = column.astype("category")
-    categories = column.cat.categories
-    if categories.dtype == TEXT:
-        return column
-    text = pd.Index([str(c) for c in categories], dtype=TEXT)
-    codes = column.cat.codes.to_numpy()
-    if not text.is_unique:
-        # Two labels with the same text (1 and "1") are one label of the release.
-        remap, text = pd.factorize(text)
-        codes = np.where(codes < 0, codes, remap[np.maximum(codes, 0)])
-    values = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(text, column.cat.ordered))
-    return pd.Series(values, index=column.index, name=column.name)
 
 
 def conform(frame: pd.DataFrame, meta: pd.DataFrame, keep=()) -> pd.DataFrame:

@@ -175,12 +175,13 @@ def _thread_need(row_bytes: float, n_qis: int, partition_rows: int, leaf_rows: i
     ``shuffled_bytes`` is what a row carries through the shuffles when only
     keys travel (None: the whole row travels); routing and the leaves then
     hold that much a row, and reading an input partition to write it also
-    holds its published values.
+    holds its published values and routes it again (its keys, positions,
+    leaves, order and the place of each row's codes: int64 each).
     """
     moved = float(row_bytes if shuffled_bytes is None else shuffled_bytes)
     read = READ_COPIES * partition_rows * float(row_bytes)
     if shuffled_bytes is not None:
-        read += partition_rows * moved
+        read += partition_rows * (moved + 8 * (n_qis + 4))
     piece = min(partition_rows, PIECE_ROWS_MIN)
     route = partition_rows * moved + piece * input_row_cost(moved, n_qis) / PIECE_SHARE
     output = leaf_rows * output_row_cost(moved, n_qis) / OUTPUT_SHARE

@@ -1,0 +1,233 @@
+"""The keys path's way back: every row's published values as compact codes, not text.
+
+An output partition publishes the rows of its leaves; on the keys path those
+values travel back to the rows' input partitions. A label does not travel as
+text: a range or hierarchy QI sends its class's key bounds (in the narrow type
+the QI's keys came in), a nominal QI of at most 64 codes its class's set of
+codes as a bitmask, and one flags word a row marks the range QIs' missing values
+and the suppressed rows. The input partition then labels the distinct bounds
+and sets among its rows with the local engine's own labelers
+(:func:`dmondrian.publish.bound_labels`, :func:`dmondrian.publish.mask_labels`):
+the same text, formatted once per distinct label of the file, written as a
+dictionary. Numbers published as numbers, noised values and class ids travel
+as they are; a nominal QI of more codes travels as text. See docs/design.md,
+section "Moving only keys".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .. import _kernel as K
+from ..kinds import kind_spec
+from ..publish import bound_labels, class_values, mask_labels
+from ..suppression import MASK_LABEL, MASKED_CLASS
+from .shipped_keys import gather_keys, narrow_keys
+from .text import TEXT, text_labels
+
+__all__ = ["BackLayout", "back_layout", "encode_back", "decode_back"]
+
+#: Codes a nominal QI may have for its sets to travel as one bitmask word.
+SET_CODES = 64
+#: Bit 0 of the flags word: the row is suppressed (masked, or dropped).
+HIDDEN = 1
+
+
+@dataclass(frozen=True)
+class BackLayout:
+    """What travels back for each published column (from the plan alone).
+
+    ``bounds``: QI positions whose classes' key bounds travel (range and
+    hierarchy labels), ``ranged`` those of them with a missing bit (range
+    labels); ``sets``: nominal QIs whose code sets travel as masks, with the
+    mask's type; ``text``: label QIs that travel as text; ``values``: the
+    columns that travel as they are (numbers, noise, class ids).
+    """
+
+    bounds: tuple
+    ranged: tuple
+    sets: tuple
+    set_dtypes: tuple
+    text: tuple
+    values: tuple
+    flags_dtype: np.dtype
+
+
+def _uint_for(bits: int) -> np.dtype:
+    """The narrowest unsigned type of at least ``bits`` bits."""
+    for t in (np.uint8, np.uint16, np.uint32, np.uint64):
+        if np.dtype(t).itemsize * 8 >= bits:
+            return np.dtype(t)
+    raise ValueError(f"{bits} bits do not fit a word")
+
+
+def back_layout(top) -> BackLayout:
+    """The :class:`BackLayout` of plan ``top``."""
+    opts = top.options
+    bounds, ranged, sets, set_dtypes, text = [], [], [], [], []
+    for j, (kind, enc) in enumerate(zip(opts.kinds, top.encodings, strict=True)):
+        spec = kind_spec(kind)
+        if not spec.publishes_labels(opts.generalization):
+            continue
+        if spec.label_shape in ("range", "node"):
+            bounds.append(j)
+            if spec.label_shape == "range":
+                ranged.append(j)
+        elif spec.label_shape == "set" and enc.card <= SET_CODES:
+            sets.append(j)
+            set_dtypes.append(_uint_for(enc.card))
+        else:
+            text.append(j)
+    labelled = set(bounds) | set(sets) | set(text)
+    values = [q for j, q in enumerate(opts.qis) if j not in labelled]
+    values += [nc.column for nc in opts.noise if nc.column not in opts.qis]
+    if opts.class_column is not None:
+        values.append(opts.class_column)
+    return BackLayout(tuple(bounds), tuple(ranged), tuple(sets), tuple(set_dtypes),
+                      tuple(text), tuple(values), _uint_for(1 + len(ranged)))
+
+
+def _lo(j):
+    return f"__dm_lo{j}"
+
+
+def _hi(j):
+    return f"__dm_hi{j}"
+
+
+def _set(j):
+    return f"__dm_set{j}"
+
+
+def _text(j):
+    return f"__dm_text{j}"
+
+
+FLAGS = "__dm_flags"
+
+
+def back_columns(layout: BackLayout, top, release_meta: pd.DataFrame) -> dict:
+    """The empty columns of what travels back, by name (values take ``release_meta``'s
+    dtypes)."""
+    out = {}
+    for j in layout.bounds:
+        for name in (_lo(j), _hi(j)):
+            out[name] = np.zeros(0, dtype=top.key_dtypes[j])
+    for j, dtype in zip(layout.sets, layout.set_dtypes, strict=True):
+        out[_set(j)] = np.zeros(0, dtype=dtype)
+    for j in layout.text:
+        out[_text(j)] = pd.Series([], dtype=TEXT).array
+    for col in layout.values:
+        out[col] = release_meta[col].iloc[:0].to_numpy()
+    out[FLAGS] = np.zeros(0, dtype=layout.flags_dtype)
+    return out
+
+
+def encode_back(layout: BackLayout, top, encoded, part, rows_hidden, values: dict,
+                n: int) -> dict:
+    """Every row's published values as they travel back (rows in the leaves' order).
+
+    ``part`` is the partition of the output partition's rows (the suppressed
+    one's, with suppression), ``rows_hidden`` whether each row is suppressed
+    (None: none), ``values`` the columns that travel as they are, ``n`` rows.
+    """
+    opts = top.options
+    stats, cls = part.stats, part.class_of_row
+    out = {}
+    flags = np.zeros(n, dtype=layout.flags_dtype)
+    if rows_hidden is not None:
+        flags[rows_hidden] |= layout.flags_dtype.type(HIDDEN)
+    if layout.bounds:
+        _, lo, hi, missing = stats[:4]
+        rows = np.empty((len(layout.bounds), n), dtype=np.int64)
+        for per_class, name in ((lo, _lo), (hi, _hi)):
+            for r, j in enumerate(layout.bounds):
+                np.take(per_class[:, j], cls, out=rows[r])
+            shipped = narrow_keys(rows, [top.key_dtypes[j] for j in layout.bounds],
+                                  [top.key_offsets[j] for j in layout.bounds],
+                                  [opts.qis[j] for j in layout.bounds])
+            for j, column in zip(layout.bounds, shipped, strict=True):
+                out[name(j)] = column if column.base is None else column.copy()
+        for b, j in enumerate(layout.ranged):
+            bit = layout.flags_dtype.type(1 << (b + 1))
+            flags[missing[:, j][cls]] |= bit
+    for j, dtype in zip(layout.sets, layout.set_dtypes, strict=True):
+        masks = K.class_code_masks(part.sorted_keys[j], stats[0], part.n_classes, 1)[:, 0]
+        out[_set(j)] = masks.astype(dtype)[cls]
+    for j in layout.text:
+        labels, inverse = class_values(encoded[j], j, opts.generalization, stats,
+                                       part.sorted_keys[j])
+        labels = text_labels(pd.Series(pd.Categorical.from_codes(
+            np.arange(len(labels)), categories=labels))).cat.categories
+        text = pd.array(np.asarray(labels, dtype=object)[np.asarray(inverse)[cls]], dtype=TEXT)
+        if rows_hidden is not None:
+            text[rows_hidden] = MASK_LABEL
+        out[_text(j)] = text
+    out.update(values)
+    out[FLAGS] = flags
+    return out
+
+
+def decode_back(layout: BackLayout, top, back: pd.DataFrame, masked: bool
+                ) -> tuple[dict, np.ndarray]:
+    """The published columns of the rows of ``back`` (in its order), and which are kept.
+
+    Labels come as Categoricals of text whose categories are the labels of
+    the rows shown (a suppressed class's labels never linger as categories):
+    suppressed rows read ``"*"`` (``masked``) or are not kept.
+    """
+    opts = top.options
+    m = len(back)
+    flags = back[FLAGS].to_numpy()
+    hidden = (flags & layout.flags_dtype.type(HIDDEN)) != 0
+    shown = ~hidden
+    keep = np.ones(m, dtype=bool) if masked else shown
+    out = {}
+    everyone = np.arange(m, dtype=np.int64)
+    for j in (*layout.bounds, *layout.sets):
+        enc = top.encodings[j]
+        if j in layout.sets:
+            masks = back[_set(j)].to_numpy().astype(np.uint64)[shown].reshape(-1, 1)
+            labels, inverse = mask_labels(enc, masks)
+        else:
+            lo, hi = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+            gather_keys(back[_lo(j)].to_numpy(), everyone, lo, top.key_offsets[j])
+            gather_keys(back[_hi(j)].to_numpy(), everyone, hi, top.key_offsets[j])
+            missing = np.zeros(m, dtype=bool)
+            if j in layout.ranged:
+                bit = layout.flags_dtype.type(1 << (layout.ranged.index(j) + 1))
+                missing = (flags & bit) != 0
+            labels, inverse = bound_labels(enc, lo[shown], hi[shown], missing[shown])
+        out[opts.qis[j]] = _row_labels(labels, inverse, shown, masked)
+    for j in layout.text:
+        column = back[_text(j)]
+        out[opts.qis[j]] = text_labels(column.astype("category")).array
+    for col in layout.values:
+        out[col] = back[col].to_numpy()
+    return out, keep
+
+
+def _row_labels(labels, inverse, shown: np.ndarray, masked: bool) -> pd.Categorical:
+    """Each row's label (``inverse`` over the rows ``shown``); the others ``"*"``."""
+    categories = pd.Index(labels)
+    codes = np.full(len(shown), -1, dtype=np.int64)
+    codes[shown] = inverse
+    if masked and not shown.all():
+        at = categories.get_indexer([MASK_LABEL])[0]
+        if at < 0:
+            at = len(categories)
+            categories = categories.append(pd.Index([MASK_LABEL], dtype=categories.dtype))
+        codes[~shown] = at
+    column = pd.Series(pd.Categorical.from_codes(codes, categories=categories))
+    return text_labels(column).array
+
+
+def hidden_class(ids_of_row: np.ndarray, hidden) -> np.ndarray:
+    """Class ids with the suppressed rows' :data:`~dmondrian.suppression.MASKED_CLASS`."""
+    if hidden is not None:
+        ids_of_row = ids_of_row.copy()
+        ids_of_row[hidden] = MASKED_CLASS
+    return ids_of_row
