@@ -37,6 +37,14 @@ per event, 6.62 events per user on average), QIs age, region, device, k=10.
   same for each day anonymized on its own with ``entity``), fit_k, and the
   fewest users of a day's class.
 
+* Fitted plans on Dask (``--plan-dask-users``, default 0: skipped): the
+  events, rows shuffled so that every person has rows in many partitions,
+  written as Parquet in ``--plan-dask-partitions`` files; both plans fitted
+  in memory; each released through ``transform`` on ``--workers``
+  processes and written to Parquet, interleaved, best of ``--repeat``; and
+  the client's share: the distinct (node, person) triples the reduction
+  returns.
+
 Prints a table and writes JSON (default benchmarks/results/entities.json).
 """
 
@@ -146,6 +154,46 @@ def plan_case(n_users: int, repeat: int, per_user: float, days: int) -> dict:
             "shared_alone_entity": round(_shared(*alone), 4), "load": os.getloadavg()}
 
 
+def plan_dask_case(n_users: int, repeat: int, per_user: float, workers: int,
+                   memory_limit: str, partitions: int) -> dict:
+    import dask.dataframe as dd
+    from distributed import Client, LocalCluster
+
+    from dmondrian.plans import fit_plan
+    from dmondrian.plans.dask import transform_dask
+
+    tmp = Path(tempfile.mkdtemp(prefix="dm-entity-plans-"))
+    try:
+        ev = make_events(n_users, seed=0, events_per_user=per_user)
+        ev = ev.sample(frac=1.0, random_state=2).reset_index(drop=True)
+        n_events = len(ev)
+        jobs = {"plain": {"identifiers": ["user_id"]}, "entity": {"entity": "user_id"}}
+        plans = {name: fit_plan(ev, EVENT_QUASI_IDENTIFIERS, K, **extra)
+                 for name, extra in jobs.items()}
+        triples = int(len(plans["entity"].summarize(ev).people.node))
+        dd.from_pandas(ev, npartitions=partitions).to_parquet(tmp / "in")
+        del ev
+        best = {name: float("inf") for name in jobs}
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                          memory_limit=memory_limit, dashboard_address=":0") as cluster, \
+                Client(cluster) as client:
+            for r in range(repeat):
+                for name, plan in plans.items():
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        t = time.perf_counter()
+                        out = transform_dask(plan, dd.read_parquet(tmp / "in"), client=client,
+                                             progress=False)
+                        out.to_parquet(tmp / f"{name}{r}")
+                        best[name] = min(best[name], time.perf_counter() - t)
+        return {"users": n_users, "events": n_events, "partitions": partitions,
+                "workers": workers, "memory_limit": memory_limit, "seconds": best,
+                "ratio": round(best["entity"] / best["plain"], 3),
+                "client_triples": triples, "load": os.getloadavg()}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _number_rows(df, partition_info=None):
     start = (partition_info["number"] if partition_info else 0) << 32
     return df.set_axis(pd.RangeIndex(start, start + len(df), name="row"))
@@ -209,6 +257,9 @@ def main(argv=None):
                         help="mean events per user (10 for the issue's 10M events / 1M users)")
     parser.add_argument("--plan-users", type=int, default=0,
                         help="users of the fitted-plan case (0 skips it)")
+    parser.add_argument("--plan-dask-users", type=int, default=0,
+                        help="users of the fitted-plan case on Dask (0 skips it)")
+    parser.add_argument("--plan-dask-partitions", type=int, default=10)
     parser.add_argument("--days", type=int, default=30,
                         help="days the plan case's events are dealt to")
     parser.add_argument("--workers", type=int, default=2)
@@ -243,6 +294,13 @@ def main(argv=None):
                   f"{d['plain']['shared']:>6.1%}/{d['entity']['shared']:.1%}/"
                   f"{r['shared_alone_entity']:.1%} "
                   f"{d['plain']['fit_k']:>4}/{d['entity']['fit_k']:<5}")
+    if args.plan_dask_users:
+        r = plan_dask_case(args.plan_dask_users, args.repeat, args.events_per_user,
+                           args.workers, args.memory_limit, args.plan_dask_partitions)
+        plans.append({"engine": "dask", **r})
+        print(f"\nplans on Dask: {r['events']:,} events, {r['partitions']} partitions: plain "
+              f"{r['seconds']['plain']:.2f} s, entity {r['seconds']['entity']:.2f} s, ratio "
+              f"{r['ratio']:.2f}; {r['client_triples']:,} (node, person) triples")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": platform.platform(), "k": K,

@@ -594,3 +594,35 @@ def test_entity_plan_on_dask_is_the_local_release(process_client):
     text = {"event_type": object}  # Dask reads text as its own string dtype
     pd.testing.assert_frame_equal(on_dask.astype(text), local.astype(text))
     assert _people(local, EVENT_QIS, day["user_id"]).min() >= 6
+    # k only: every partition keeps at most k people per node.
+    plan = fit_plan(ev, EVENT_QIS, 6, entity="user_id", batch_rows=1500)
+    on_dask = plan.transform(dd.from_pandas(day, npartitions=4)).compute()
+    pd.testing.assert_frame_equal(on_dask.astype(text), plan.transform(day).astype(text))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_people_targets_with_one_row_per_person_are_the_row_rule(seed):
+    from dmondrian.plans.people import people_of, people_targets
+    from dmondrian.plans.release import node_depths
+
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(1, 30))
+    parent = np.array([-1] + [int(rng.integers(0, i)) for i in range(1, m)])
+    node = rng.integers(0, m, int(rng.integers(1, 60)))
+    k = int(rng.integers(1, 8))
+    count, depth = np.bincount(node, minlength=m), node_depths(parent)
+
+    def targets(rule):
+        try:
+            return rule()[count > 0].tolist()
+        except InfeasibleError:
+            return None
+    rows = targets(lambda: published_targets(parent, count, lambda n, h: n >= k, None, depth))
+    everyone = people_of(node, pd.Series(np.arange(node.size)))  # one person per row
+    people = targets(lambda: people_targets(parent, everyone, lambda n, h: n >= k, depth))
+    assert rows == people
+    # A batch of fewer than k people, whatever lands where, is refused.
+    with pytest.raises(InfeasibleError, match="entities"):
+        people_targets(parent, people_of(node, pd.Series(node % max(k - 1, 1))),
+                       lambda n, h: n >= max(k, 2), depth)

@@ -546,7 +546,7 @@ def _place_numpy(plan, kept, whole_unseen, pieces, parts, positions) -> Placed:
 
 class Placing:
     """Placing a pandas table's rows in a plan, for anything with a plan's
-    ``encodings``, ``kernel_kinds``, ``options``, ``sensitive``, ``tree`` (its
+    ``encodings``, ``kernel_kinds``, ``options``, ``sensitive``, ``k``, ``tree`` (its
     ``n_nodes`` and ``cuts.has_ties`` at least) and ``lift_tables``: a
     :class:`~dmondrian.plans.FittedPlan`, or the part of one a Dask task reads."""
 
@@ -677,8 +677,10 @@ def summarize_batch(plan, placed: Placed, sensitive_codes: np.ndarray | None = N
         s = plan.sensitive.n_codes
         out.hist = np.bincount(node * s + sensitive_codes, minlength=m * s).reshape(m, s)
     if entity is not None:
+        # Without l or t, k people prove a node: no more of them are kept.
         out.people = people_of(node, entity, sensitive_codes,
-                               1 if sensitive_codes is None else plan.sensitive.n_codes)
+                               1 if sensitive_codes is None else plan.sensitive.n_codes,
+                               cap=plan.k)
     if plan.options["generalization"] == "mean":
         out.total = np.zeros((m, d), dtype=np.float64)
         out.present = np.zeros((m, d), dtype=np.int64)

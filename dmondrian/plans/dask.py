@@ -54,7 +54,7 @@ class _Placer(Placing):
 
     def __init__(self, plan):
         self.encodings, self.kernel_kinds = plan.encodings, plan.kernel_kinds
-        self.options, self.sensitive = plan.options, plan.sensitive
+        self.options, self.sensitive, self.k = plan.options, plan.sensitive, plan.k
         self._lift = plan.lift_tables
         self.tree = plan.tree if self._lift is None else _Shape(
             plan.tree.n_nodes, SimpleNamespace(has_ties=plan.tree.cuts.has_ties))

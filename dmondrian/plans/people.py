@@ -14,9 +14,13 @@ The summary of a batch (:class:`People`) is the set of distinct ``(node,
 entity[, sensitive code])`` triples its rows make: as large as the distinct
 pairs, not the rows, and the summaries of parts of a table merge exactly
 (:meth:`People.merge`, the entities' values matched, not hashed), so a Dask
-table's counts are exact. :func:`people_targets` then works level by level
-on integer keys: one hash-based deduplication per level of the pairs that
-climb into it, no Python set per node.
+table's counts are exact. Without l or t a node keeps at most k of its
+people (``cap``): a node holding k people passes whatever else it holds, and
+a node that fails holds fewer than k, all of them kept, so the decisions are
+those of the whole sets, from a summary of at most k people per node.
+:func:`people_targets` then works level by level on integer keys: one
+hash-based deduplication per level of the pairs that climb into it, no
+Python set per node.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ class People:
         The sensitive code (with l or t), else None.
     n_values : int
         Codes of the sensitive column (1 without one).
+    cap : int or None
+        At most this many people kept per node (the plan's k, without l or t).
     """
 
     node: np.ndarray
@@ -53,6 +59,7 @@ class People:
     uniques: pd.Index
     value: np.ndarray | None
     n_values: int = 1
+    cap: int | None = None
 
     @property
     def n_entities(self) -> int:
@@ -66,12 +73,13 @@ class People:
         value = (None if self.value is None
                  else np.concatenate([self.value, other.value]))
         return _distinct(np.concatenate([self.node, other.node]), code, pd.Index(uniques),
-                         value, self.n_values)
+                         value, self.n_values, self.cap)
 
 
 def people_of(node: np.ndarray, entity: pd.Series, sensitive_codes=None,
-              n_values: int = 1) -> People:
-    """The :class:`People` of rows landed at ``node`` with entity values ``entity``.
+              n_values: int = 1, cap: int | None = None) -> People:
+    """The :class:`People` of rows landed at ``node`` with entity values ``entity``
+    (at most ``cap`` per node, without sensitive codes).
 
     Raises
     ------
@@ -92,18 +100,33 @@ def people_of(node: np.ndarray, entity: pd.Series, sensitive_codes=None,
                                              "unknown; fill or drop them")
     value = None if sensitive_codes is None else np.asarray(sensitive_codes, dtype=np.int64)
     return _distinct(np.asarray(node, dtype=np.int64), codes.astype(np.int64, copy=False),
-                     pd.Index(uniques), value, n_values if value is not None else 1)
+                     pd.Index(uniques), value, n_values if value is not None else 1,
+                     None if value is not None else cap)
 
 
-def _distinct(node, code, uniques, value, n_values) -> People:
+def _distinct(node, code, uniques, value, n_values, cap=None) -> People:
     e = max(len(uniques), 1)
     s = max(int(n_values), 1)
     pair = code if value is None else code * s + value
     key = pd.unique(node * (e * s) + pair)
     node, pair = key // (e * s), key % (e * s)
     if value is None:
-        return People(node, pair, uniques, None, 1)
+        return _capped(node, pair, uniques, cap) if cap is not None else People(
+            node, pair, uniques, None, 1)
     return People(node, pair // s, uniques, pair % s, s)
+
+
+def _capped(node, code, uniques, cap) -> People:
+    """The first ``cap`` people of every node, and only the entities they name."""
+    order = np.argsort(node, kind="stable")
+    sorted_node = node[order]
+    first = np.r_[True, sorted_node[1:] != sorted_node[:-1]] if node.size else np.zeros(0, bool)
+    starts = np.flatnonzero(first)
+    rank = np.arange(node.size) - np.repeat(starts, np.diff(np.r_[starts, node.size]))
+    keep = order[rank < cap]
+    code, named = pd.factorize(code[keep])
+    return People(node[keep], code.astype(np.int64, copy=False), uniques[named], None, 1,
+                  cap)
 
 
 def _stats(node, pair, people: People):
@@ -125,8 +148,8 @@ def _dedupe(node, pair, width):
     return key // width, key % width
 
 
-def people_targets(parent: np.ndarray, people: People, passes, depth: np.ndarray
-                   ) -> np.ndarray:
+def people_targets(parent: np.ndarray, people: People, passes, depth: np.ndarray,
+                   count: np.ndarray | None = None) -> np.ndarray:
     """The node each node's rows are published at, counting distinct people.
 
     Parameters
@@ -140,6 +163,10 @@ def people_targets(parent: np.ndarray, people: People, passes, depth: np.ndarray
         (arrays of the groups' distinct entities and pair histograms, or None).
     depth : int64 array (nodes,)
         Every node's depth.
+    count : int64 array (nodes,), optional
+        Rows landed in each node: a root that fails folds in the published
+        groups with the fewest rows first, as the row rule does (default:
+        one row per triple).
 
     Returns
     -------
@@ -158,6 +185,9 @@ def people_targets(parent: np.ndarray, people: People, passes, depth: np.ndarray
     [0, 1, 2]
     """
     m = parent.shape[0]
+    if count is None:
+        count = np.bincount(people.node, minlength=m)
+    group = count.astype(np.int64).copy()  # rows of every node's group
     width = max(people.n_entities, 1) * people.n_values
     pair = people.code if people.value is None else people.code * people.n_values + people.value
     at_depth = depth[people.node]
@@ -181,6 +211,7 @@ def people_targets(parent: np.ndarray, people: People, passes, depth: np.ndarray
         ok = np.asarray(passes(count, hist), dtype=bool)
         kept[nodes[ok]] = True
         dest[nodes[~ok]] = parent[nodes[~ok]]
+        np.add.at(group, parent[nodes[~ok]], group[nodes[~ok]])
         climbs = ~ok[ids]
         up_node, up_pair = parent[node[climbs]], pr[climbs]
         settled_node.append(node[~climbs])
@@ -189,7 +220,7 @@ def people_targets(parent: np.ndarray, people: People, passes, depth: np.ndarray
     root = np.concatenate([pair[rows], up_pair])
     if root.size:
         kept[0] = True
-        _fold_root(root, kept, dest, settled_node, settled_pair, people, passes, width)
+        _fold_root(root, kept, dest, group, settled_node, settled_pair, people, passes)
     target = np.arange(m, dtype=np.int64)
     for d in range(1, top + 1):  # parents (and the root) are resolved first
         at = np.flatnonzero(depth == d)
@@ -198,8 +229,8 @@ def people_targets(parent: np.ndarray, people: People, passes, depth: np.ndarray
     return target
 
 
-def _fold_root(root, kept, dest, settled_node, settled_pair, people, passes, width):
-    """Fold the published groups with the fewest people into the root until it passes."""
+def _fold_root(root, kept, dest, group, settled_node, settled_pair, people, passes):
+    """Fold the published groups with the fewest rows into the root until it passes."""
     def root_ok(pairs):
         _, _, count, hist = _stats(np.zeros(len(pairs), dtype=np.int64), pairs, people)
         return bool(np.asarray(passes(count, hist))[0]), int(count[0])
@@ -213,9 +244,8 @@ def _fold_root(root, kept, dest, settled_node, settled_pair, people, passes, wid
     order = np.argsort(node, kind="stable")
     node, pair = node[order], pair[order]
     groups, starts = np.unique(node, return_index=True)
-    ends = np.r_[starts[1:], len(node)]
-    sizes = [int(_stats(np.zeros(b - a, dtype=np.int64), pair[a:b], people)[2][0])
-             for a, b in zip(starts, ends, strict=True)]
+    ends = np.r_[starts[1:], len(node)].astype(np.int64) if node.size else starts
+    sizes = group[groups].tolist()
     for _, g, a, b in sorted(zip(sizes, groups.tolist(), starts, ends, strict=True)):
         kept[g], dest[g] = False, 0
         root = pd.unique(np.concatenate([root, pair[a:b]]))

@@ -182,7 +182,7 @@ def decide(plan, summary: BatchSummary) -> Release:
     """
     if summary.people is not None:
         target = people_targets(plan.tree.parent, summary.people, _passes(plan, True),
-                                plan.depth)
+                                plan.depth, summary.count)
     else:
         target = published_targets(plan.tree.parent, summary.count, _passes(plan),
                                    summary.hist, plan.depth)
