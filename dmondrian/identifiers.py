@@ -378,11 +378,33 @@ def _registers(values: pd.Series) -> np.ndarray:
 
         add_words(words, registers, _HLL_BITS)
         return registers
-    h = pd.util.hash_pandas_object(values, index=False).to_numpy().astype(np.uint32)
+    h = pd.util.hash_pandas_object(values, index=False, categorize=_repeats(values))
+    h = h.to_numpy().astype(np.uint32)
     rank = _trailing_zeros_plus_one(h)
     rank[h == 0] = 33
     np.maximum.at(registers, h >> np.uint32(32 - _HLL_BITS), rank)
     return registers
+
+
+#: Rows whose distinct values tell :func:`_repeats` whether hashing pays to categorize first.
+_REPEAT_PROBE = 2048
+
+
+def _repeats(values: pd.Series) -> bool:
+    """Whether the values of a column pandas hashes as objects repeat enough that hashing
+    each distinct value once (pandas' ``categorize``, a factorize first) pays.
+
+    Both ways give the same hashes. Categorizing costs a hash table over every
+    row: it pays on a few distinct values, and costs 4x on unique ones (ids,
+    long texts), which the identifying check is looking for.
+
+    Examples
+    --------
+    >>> _repeats(pd.Series(["a", "b"] * 2000)), _repeats(pd.Series([f"id{i}" for i in range(4000)]))
+    (True, False)
+    """
+    head = values.iloc[:_REPEAT_PROBE]
+    return head.nunique(dropna=True) * 2 <= len(head)
 
 
 def _hash_words(values: pd.Series) -> np.ndarray | None:

@@ -135,6 +135,7 @@ def test_cli_drop_allow_unique_and_one_warning_line(tmp_path, capsys):
 @pytest.mark.parametrize("values", [
     pd.Series(np.random.default_rng(0).integers(0, 10**12, 50_000)),
     pd.Series(["a", None, "b", "c"] * 500),
+    pd.Series([f"id-{i}" for i in range(3000)], dtype="str"),  # hashed without a factorize
     pd.Series(pd.date_range("2000", periods=3000, freq="h")),
     pd.Series([0] * 10),
     pd.Series(np.arange(-1500, 1500, dtype=np.int32)),

@@ -258,7 +258,7 @@ def measure_workers(client) -> WorkerMemory | None:
 
     Each worker first loads what the engine's tasks import (so a fresh
     worker's baseline counts the libraries it is about to load) and returns
-    what it can to the system (a garbage collection, and Arrow's pool of
+    what it can to the system (young garbage, and Arrow's pool of
     freed memory, which dask would count as the worker's own), so the
     baseline is what it really holds. None when no worker has a memory limit.
 
@@ -312,11 +312,14 @@ def release_freed_memory() -> None:
 
     Arrow's allocator keeps freed memory for reuse; dask counts it as the
     worker's unmanaged memory, and a worker over its pause fraction stays
-    paused while it is kept.
+    paused while it is kept. Python's garbage is collected in its young
+    generations only: a full collection walks every object the libraries
+    hold (a worker's, or the client's process for an in-process cluster) and
+    returns next to nothing, as dask's own collections run anyway.
     """
     import gc
     import sys
 
-    gc.collect()
+    gc.collect(1)
     if "pyarrow" in sys.modules:
         sys.modules["pyarrow"].default_memory_pool().release_unused()
