@@ -43,13 +43,33 @@ def client():
         yield c
 
 
-@pytest.fixture(scope="module")
-def process_cluster():
-    """A Dask cluster of two worker processes (one thread each), shared by a module's tests:
-    the workers import dmondrian anew, as on a real cluster."""
-    from distributed import Client, LocalCluster
+@pytest.fixture(scope="session")
+def shared_local_cluster():
+    """A ``LocalCluster`` of two worker processes (one thread each), started once for
+    the session: the workers import dmondrian anew, as on a real cluster. Modules
+    connect their own client (:func:`process_cluster`, :func:`process_client`)."""
+    from distributed import LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=":0") as cluster:
-        with Client(cluster, set_as_default=False) as client:
-            yield client
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def process_cluster(shared_local_cluster):
+    """A client of the session's two worker processes, shared by a module's tests."""
+    from distributed import Client
+
+    with Client(shared_local_cluster, set_as_default=False) as client:
+        client.wait_for_workers(2, timeout=60)  # a test may have killed one
+        yield client
+
+
+@pytest.fixture(scope="module")
+def process_client(shared_local_cluster):
+    """:func:`process_cluster` as the default client: a bare ``.compute()`` runs there."""
+    from distributed import Client
+
+    with Client(shared_local_cluster) as client:
+        client.wait_for_workers(2, timeout=60)
+        yield client

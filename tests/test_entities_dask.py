@@ -6,7 +6,6 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
-from distributed import Client, LocalCluster
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,10 +17,8 @@ from dmondrian.synthetic_events import EVENT_QUASI_IDENTIFIERS, make_events
 
 
 @pytest.fixture(scope="module")
-def cluster_client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=":0") as cluster, Client(cluster) as c:
-        yield c
+def cluster_client(process_client):
+    return process_client
 
 
 @st.composite

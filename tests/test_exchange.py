@@ -28,12 +28,9 @@ NOISE = {"payload": {"epsilon": 1.0, "bounds": (0.0, 5000.0)}}
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(process_cluster):
     """Two worker processes: the shuffles cross process boundaries."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0") as lc:
-        with distributed.Client(lc, set_as_default=False) as client:
-            yield client
+    return process_cluster
 
 
 def _both(ddf, client, qis, k, **options):

@@ -329,15 +329,6 @@ def test_cli_save_plan_then_apply(tmp_path, capsys):
     assert not (tmp_path / "o3.csv").exists()
 
 
-@pytest.fixture(scope="module")
-def process_client():
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
-        yield client
-
-
 @pytest.mark.parametrize("mode", ["strict", "relaxed"])
 def test_dask_release_equals_local_release(process_client, mode):
     import dask.dataframe as dd
