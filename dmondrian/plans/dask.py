@@ -212,9 +212,14 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
     release = decide(plan, summary)
     meta = _publish(ddf._meta, placer, release)
+    rest = ddf[[c for c in ddf.columns if c in meta.columns and c not in plan.qis]]
+    if kept is not None and len(kept) != rest.optimize().npartitions:
+        # Dask fuses the partitions of a narrow read (fewer columns, fewer of
+        # them): the counted ones and the rest's may not be the same rows.
+        cluster_client.cancel(kept)
+        kept = None
     if kept is not None:
         # The publishing pass reads only the columns it passes through.
-        rest = ddf[[c for c in ddf.columns if c in meta.columns and c not in plan.qis]]
         nodes = dd.from_delayed(kept, meta=pd.Series([], dtype=node_dtype(plan.tree.n_nodes),
                                                      name="node"), verify_meta=False)
         return rest.map_partitions(_publish_kept, nodes, constant(release, "classes"),
