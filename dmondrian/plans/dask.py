@@ -19,7 +19,11 @@ worker (:func:`node_dtype`, 2 or 4 bytes a row), and the second reads only
 the columns it passes through and gathers the labels by node. The nodes are
 kept on a cluster that outlives the call, while they take at most
 :data:`KEEP_SHARE` of the workers' memory; otherwise the second pass reads
-the QIs and places the rows again.
+the QIs and places the rows again. Both passes read the input's partitions
+as they are (:func:`_unfused`): Dask fuses a projected read under a
+blockwise step (a filter, say) into fewer partitions, and a partition's kept
+nodes, or its first row's position that relaxed ties are split by, must pair
+with the same rows in either pass.
 
 The labels are Categoricals with the same, known categories in every
 partition, and the release equals the local engine's release of the
@@ -109,11 +113,8 @@ def _count(df: pd.DataFrame, plan, offset, threads=None, keep=False):
                               name="node", copy=False)
 
 
-def _publish(df: pd.DataFrame, plan, release, offsets=None, threads=None,
-             partition_info=None) -> pd.DataFrame:
-    positions = None
-    if offsets is not None and partition_info is not None:
-        positions = offsets[partition_info["number"]] + np.arange(len(df), dtype=np.int64)
+def _publish(df: pd.DataFrame, plan, release, offset=None, threads=None) -> pd.DataFrame:
+    positions = None if offset is None else offset + np.arange(len(df), dtype=np.int64)
     with thread_limit(threads):
         placed = plan.place(df, positions)
         entity = plan.options.get("entity")
@@ -181,14 +182,16 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
     cluster_client, owned = resolve_client(client)
     try:
         threads = cores_per_worker(cluster_client)
-        offsets = None
-        if plan.tree.cuts.has_ties:
-            # Relaxed cuts split median ties by input position: each partition's first row's.
-            lengths = run(cluster_client, ddf.map_partitions(len), False, "rows per partition")
-            offsets = np.concatenate([[0], np.cumsum(np.asarray(lengths))[:-1]]).tolist()
         columns = [*plan.qis] + [plan.options[name] for name in ("sensitive", "entity")
                                  if plan.options.get(name) is not None]
-        parts = column_partitions(ddf, columns)
+        parts = _unfused(lambda: column_partitions(ddf, columns))
+        offsets = None
+        if plan.tree.cuts.has_ties:
+            # Relaxed cuts split median ties by input position: each partition's first
+            # row's, counted on the very partitions the counting pass reads.
+            lengths = run(cluster_client, [delayed(len, pure=True)(p) for p in parts], False,
+                          "rows per partition")
+            offsets = np.concatenate([[0], np.cumsum(np.asarray(lengths))[:-1]]).tolist()
         placer = _Placer(plan)
         plan_d = constant(placer, "plan")
         count = delayed(_count, pure=True, nout=2)
@@ -212,20 +215,41 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
     release = decide(plan, summary)
     meta = _publish(ddf._meta, placer, release)
-    rest = ddf[[c for c in ddf.columns if c in meta.columns and c not in plan.qis]]
-    if kept is not None and len(kept) != rest.optimize().npartitions:
-        # Dask fuses the partitions of a narrow read (fewer columns, fewer of
-        # them): the counted ones and the rest's may not be the same rows.
-        cluster_client.cancel(kept)
-        kept = None
+    plan_d, classes = constant(placer, "plan"), constant(release, "classes")
+    if kept is None and offsets is None:
+        # One copy of the plan and the classes in the graph, not one per task.
+        return ddf.map_partitions(_publish, plan_d, classes, None, threads, meta=meta)
+    # Each task pairs a partition with its kept nodes or its first row's position: the
+    # partitions are the counting pass's, taken here, for a later optimization of a
+    # map_partitions could fuse a projected read (under a blockwise step) into fewer.
     if kept is not None:
         # The publishing pass reads only the columns it passes through.
-        nodes = dd.from_delayed(kept, meta=pd.Series([], dtype=node_dtype(plan.tree.n_nodes),
-                                                     name="node"), verify_meta=False)
-        return rest.map_partitions(_publish_kept, nodes, constant(release, "classes"),
-                                   list(meta.columns), plan.options["class_column"],
-                                   meta=meta, align_dataframes=False)
-    # One copy of the plan and the classes in the graph, not one per task.
-    return ddf.map_partitions(_publish, constant(placer, "plan"), constant(release, "classes"),
-                              offsets, threads, meta=meta)
+        rest = ddf[[c for c in ddf.columns if c in meta.columns and c not in plan.qis]]
+        parts = _unfused(lambda: rest.to_delayed(optimize_graph=True))
+        if len(parts) == len(kept):
+            task = delayed(_publish_kept, pure=True)
+            return dd.from_delayed(
+                [task(p, kept[i], classes, list(meta.columns), plan.options["class_column"])
+                 for i, p in enumerate(parts)],
+                meta=meta, divisions=ddf.divisions, verify_meta=False)
+        cluster_client.cancel(kept)  # (never seen) parts that do not pair: place again
+        if offsets is None:
+            return ddf.map_partitions(_publish, plan_d, classes, None, threads, meta=meta)
+    parts = _unfused(lambda: ddf.to_delayed(optimize_graph=True))
+    if len(parts) != len(offsets):
+        raise RuntimeError("the publishing pass does not read the counting pass's partitions")
+    task = delayed(_publish, pure=True)
+    return dd.from_delayed([task(p, plan_d, classes, offsets[i], threads)
+                            for i, p in enumerate(parts)],
+                           meta=meta, divisions=ddf.divisions, verify_meta=False)
+
+
+def _unfused(parts):
+    """``parts()`` (delayed partitions of a frame) with Dask's tuning off: a projected read
+    is then never fused into fewer partitions, so every pass of a transform reads the
+    input's partitions, row positions and kept nodes pairing up."""
+    import dask
+
+    with dask.config.set({"optimization.tune.active": False}):
+        return parts()
 
