@@ -22,9 +22,10 @@ import numpy as np
 import pandas as pd
 
 from .. import _kernel as K
+from .._compat import categorical_dtype
 from ..kinds import kind_spec
 from ..publish import bound_labels, class_values, mask_labels
-from ..suppression import MASK_LABEL, MASKED_CLASS
+from ..suppression import MASK_LABEL
 from .shipped_keys import gather_keys, narrow_keys
 from .text import TEXT, text_labels
 
@@ -137,23 +138,22 @@ def encode_back(layout: BackLayout, top, encoded, part, rows_hidden, values: dic
     opts = top.options
     stats, cls = part.stats, part.class_of_row
     out = {}
-    flags = np.zeros(n, dtype=layout.flags_dtype)
-    if rows_hidden is not None:
-        flags[rows_hidden] |= layout.flags_dtype.type(HIDDEN)
+    # Everything is made per class, in its narrow type, then gathered to rows once.
+    class_flags = np.zeros(part.n_classes, dtype=layout.flags_dtype)
     if layout.bounds:
         _, lo, hi, missing = stats[:4]
-        rows = np.empty((len(layout.bounds), n), dtype=np.int64)
+        at = list(layout.bounds)
         for per_class, name in ((lo, _lo), (hi, _hi)):
-            for r, j in enumerate(layout.bounds):
-                np.take(per_class[:, j], cls, out=rows[r])
-            shipped = narrow_keys(rows, [top.key_dtypes[j] for j in layout.bounds],
-                                  [top.key_offsets[j] for j in layout.bounds],
-                                  [opts.qis[j] for j in layout.bounds])
-            for j, column in zip(layout.bounds, shipped, strict=True):
-                out[name(j)] = column if column.base is None else column.copy()
+            shipped = narrow_keys(np.ascontiguousarray(per_class[:, at].T),
+                                  [top.key_dtypes[j] for j in at],
+                                  [top.key_offsets[j] for j in at], [opts.qis[j] for j in at])
+            for j, column in zip(at, shipped, strict=True):
+                out[name(j)] = column[cls]
         for b, j in enumerate(layout.ranged):
-            bit = layout.flags_dtype.type(1 << (b + 1))
-            flags[missing[:, j][cls]] |= bit
+            class_flags[missing[:, j]] |= layout.flags_dtype.type(1 << (b + 1))
+    flags = class_flags[cls]
+    if rows_hidden is not None:
+        flags[rows_hidden] |= layout.flags_dtype.type(HIDDEN)
     for j, dtype in zip(layout.sets, layout.set_dtypes, strict=True):
         masks = K.class_code_masks(part.sorted_keys[j], stats[0], part.n_classes, 1)[:, 0]
         out[_set(j)] = masks.astype(dtype)[cls]
@@ -186,28 +186,88 @@ def decode_back(layout: BackLayout, top, back: pd.DataFrame, masked: bool
     shown = ~hidden
     keep = np.ones(m, dtype=bool) if masked else shown
     out = {}
-    everyone = np.arange(m, dtype=np.int64)
+    rows = np.flatnonzero(shown) if not shown.all() else None
     for j in (*layout.bounds, *layout.sets):
         enc = top.encodings[j]
         if j in layout.sets:
-            masks = back[_set(j)].to_numpy().astype(np.uint64)[shown].reshape(-1, 1)
-            labels, inverse = mask_labels(enc, masks)
+            # A mask's bits as a signed word of its type: the same order of values.
+            masks = _shown(back[_set(j)].to_numpy(), rows)
+            (distinct,), inverse = _distinct(masks.view(masks.dtype.str.replace("u", "i")))
+            labels, of_distinct = mask_labels(
+                enc, distinct.astype(masks.dtype.str.replace("u", "i")).view(masks.dtype)
+                .astype(np.uint64).reshape(-1, 1))
         else:
-            lo, hi = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
-            gather_keys(back[_lo(j)].to_numpy(), everyone, lo, top.key_offsets[j])
-            gather_keys(back[_hi(j)].to_numpy(), everyone, hi, top.key_offsets[j])
-            missing = np.zeros(m, dtype=bool)
+            lo, hi = (_shown(back[name(j)].to_numpy(), rows) for name in (_lo, _hi))
+            missing = np.zeros(len(lo), dtype=bool)
             if j in layout.ranged:
                 bit = layout.flags_dtype.type(1 << (layout.ranged.index(j) + 1))
-                missing = (flags & bit) != 0
-            labels, inverse = bound_labels(enc, lo[shown], hi[shown], missing[shown])
-        out[opts.qis[j]] = _row_labels(labels, inverse, shown, masked)
+                missing = (_shown(flags, rows) & bit) != 0
+            (u_lo, u_hi, u_missing), inverse = _distinct(lo, hi, missing)
+            bounds = [np.empty(len(u_lo), dtype=np.int64) for _ in range(2)]
+            for shipped, out_bound in zip((u_lo, u_hi), bounds, strict=True):
+                gather_keys(shipped.astype(lo.dtype), np.arange(len(shipped), dtype=np.int64),
+                            out_bound, top.key_offsets[j])
+            labels, of_distinct = bound_labels(enc, *bounds, u_missing.astype(bool))
+        out[opts.qis[j]] = _row_labels(labels, np.asarray(of_distinct)[inverse], shown, masked)
     for j in layout.text:
         column = back[_text(j)]
         out[opts.qis[j]] = text_labels(column.astype("category")).array
     for col in layout.values:
         out[col] = back[col].to_numpy()
     return out, keep
+
+
+def _shown(values: np.ndarray, rows) -> np.ndarray:
+    return values if rows is None else values[rows]
+
+
+def _distinct(*columns) -> tuple[list, np.ndarray]:
+    """The distinct rows of equal-length integer columns: each column's values in the
+    distinct rows (int64), and each row's distinct row.
+
+    A file holds a million rows and a few thousand distinct bounds: the rows are
+    packed into one number each and found in a table as large as their range
+    (no sort) when that range is small, else hashed; a column of a wide range is
+    first numbered by its distinct values.
+
+    Examples
+    --------
+    >>> uniques, inverse = _distinct(np.array([3, 1, 3, 1]), np.array([0, 5, 0, 6]))
+    >>> [u.tolist() for u in uniques], inverse.tolist()
+    ([[1, 1, 3], [5, 6, 0]], [2, 0, 2, 1])
+    """
+    n = len(columns[0])
+    packed = [np.asarray(c).view(np.uint8) if np.asarray(c).dtype == bool else np.asarray(c)
+              for c in columns]
+    lows = [int(c.min()) if n else 0 for c in packed]
+    spans = [int(c.max()) - lo + 1 if n else 1 for c, lo in zip(packed, lows, strict=True)]
+    values = [None] * len(packed)
+    table = max(8 * n, 1 << 16)
+    for i, c in enumerate(packed):
+        if spans[i] > table:
+            # A wide range (nanosecond dates): its distinct values, numbered.
+            codes, values[i] = pd.factorize(c)
+            packed[i], lows[i], spans[i] = codes, 0, max(len(values[i]), 1)
+    total = 1
+    for span in spans:
+        total *= span
+    key = np.zeros(n, dtype=np.int64)
+    for c, lo, span in zip(packed, lows, spans, strict=True):
+        key *= span
+        key += c.astype(np.int64, copy=False) - lo
+    if total <= table:
+        mark = np.zeros(total, dtype=bool)
+        mark[key] = True
+        rank = np.cumsum(mark, dtype=np.int64) - 1
+        inverse, unique = rank[key], np.flatnonzero(mark)
+    else:
+        inverse, unique = pd.factorize(key)
+    out = []
+    for i in range(len(packed) - 1, -1, -1):
+        code = unique % spans[i] + lows[i]
+        unique = unique // spans[i]
+        out.append(code if values[i] is None else np.asarray(values[i], dtype=np.int64)[code])
+    return out[::-1], inverse
 
 
 def _row_labels(labels, inverse, shown: np.ndarray, masked: bool) -> pd.Categorical:
@@ -221,13 +281,7 @@ def _row_labels(labels, inverse, shown: np.ndarray, masked: bool) -> pd.Categori
             at = len(categories)
             categories = categories.append(pd.Index([MASK_LABEL], dtype=categories.dtype))
         codes[~shown] = at
-    column = pd.Series(pd.Categorical.from_codes(codes, categories=categories))
+    # The labels are distinct by construction: no check that hashes every one again.
+    column = pd.Series(pd.Categorical.from_codes(codes, dtype=categorical_dtype(categories),
+                                                 validate=False))
     return text_labels(column).array
-
-
-def hidden_class(ids_of_row: np.ndarray, hidden) -> np.ndarray:
-    """Class ids with the suppressed rows' :data:`~dmondrian.suppression.MASKED_CLASS`."""
-    if hidden is not None:
-        ids_of_row = ids_of_row.copy()
-        ids_of_row[hidden] = MASKED_CLASS
-    return ids_of_row
