@@ -4,7 +4,10 @@
 directory of Parquet part files, local or any fsspec URL). The manifest holds
 
 * ``parameters``: what the caller ran (k, quasi-identifiers, mode,
-  constraints, seed, ...), as given;
+  constraints, ...), as given, except a seed: its value is never written
+  (``"seed": "withheld"``), since the manifest travels with the release and
+  whoever holds the seed can redo the writers' row shuffle (recovering the
+  input's row order) and, with seeded noise, subtract the noise;
 * ``software``: dmondrian, Python and dependency versions;
 * ``rows``: input and output row counts;
 * ``achieved``: the k (l, t) the release actually has, ``suppressed``: the
@@ -37,7 +40,30 @@ import numpy as np
 from .errors import ParameterError
 from .noise import noise_summary
 
-__all__ = ["write_manifest", "read_manifest", "check_manifest", "manifest_path", "FORMAT"]
+__all__ = ["write_manifest", "read_manifest", "check_manifest", "manifest_path", "FORMAT",
+           "WITHHELD", "withhold_seeds"]
+
+#: What a manifest records in place of a seed's value.
+WITHHELD = "withheld"
+_SEED_NAMES = frozenset({"seed", "random_state"})
+
+
+def withhold_seeds(parameters: Mapping) -> dict:
+    """``parameters`` with the value of every seed replaced by :data:`WITHHELD`.
+
+    A manifest is written beside the release and travels with it. The seed of
+    a run fixes the shuffle of every written file's rows and, when noise is
+    seeded, every noise draw: whoever holds it can undo the shuffle (the input's
+    row order can single out a record) and subtract the noise. So a manifest
+    says that a seed was given, never which. A seed left out (None) stays None.
+
+    Examples
+    --------
+    >>> withhold_seeds({"k": 5, "seed": 7, "random_state": None})
+    {'k': 5, 'seed': 'withheld', 'random_state': None}
+    """
+    return {name: (WITHHELD if name in _SEED_NAMES and value is not None else value)
+            for name, value in parameters.items()}
 
 #: Identifies the manifest layout; bumped if fields change meaning.
 FORMAT = "dmondrian-manifest/1"
@@ -151,7 +177,8 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         is hashed); local or an fsspec URL.
     parameters : mapping
         What was run, e.g. ``{"k": 10, "quasi_identifiers": [...], "mode":
-        "strict", "constraints": [...], "seed": 0}``; stored as given.
+        "strict", "constraints": [...], "seed": 0}``; stored as given, except
+        the value of a ``seed`` or ``random_state`` (see :data:`WITHHELD`).
     input_rows : int, optional
         Rows of the input table.
     output_rows : int, optional
@@ -215,7 +242,7 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
     manifest = {
         "format": FORMAT,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "parameters": dict(parameters),
+        "parameters": withhold_seeds(parameters),
         "software": {"python": platform.python_version(), "platform": platform.platform(),
                      "packages": _versions()},
         "rows": {"input": None if input_rows is None else int(input_rows),

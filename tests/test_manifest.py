@@ -47,7 +47,7 @@ def test_manifest_beside_a_parquet_directory(release):
         assert entry["sha256"] == hashlib.sha256(p.read_bytes()).hexdigest()
         assert entry["bytes"] == p.stat().st_size
     assert m["output"]["path"] == "release.parquet"
-    assert m["parameters"] == PARAMS
+    assert m["parameters"] == {**PARAMS, "seed": "withheld"}
     assert m["rows"] == {"input": 300, "output": 300}
     assert m["achieved"]["k"] >= 5 and m["achieved"]["sensitive"] == "income"
     assert m["metrics"] == rep.to_dict()
