@@ -42,9 +42,11 @@ class FittedPlan(Placing):
     qis : list
         The quasi-identifiers.
     k : int
-        Every published class of every batch holds at least ``k`` rows.
+        Every published class of every batch holds at least ``k`` rows
+        (distinct entities, for a plan fitted with ``entity=``).
     fit_k : int
-        The class size the tree was fitted at (:func:`fit_k`).
+        The class size the tree was fitted at (:func:`fit_k`; in entities with
+        ``entity=``).
     batch_rows : int or None
         The batch size the plan was fitted for.
     trim : int
