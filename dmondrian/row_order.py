@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["ROW_ORDER", "row_order_seed", "shuffle_rows", "shuffle_partition",
+__all__ = ["ROW_ORDER", "row_order_seed", "shuffle_rows", "row_permutation", "shuffle_partition",
            "row_order_record"]
 
 #: What the manifest says of the row order.
@@ -69,8 +69,21 @@ def shuffle_rows(frame: pd.DataFrame, seed: int, number: int = 0) -> pd.DataFram
     """
     if len(frame) < 2:
         return frame
-    rng = np.random.default_rng([_STREAM, int(seed), int(number)])
-    return frame.iloc[rng.permutation(len(frame))]
+    return frame.iloc[row_permutation(seed, number, len(frame))]
+
+
+def row_permutation(seed: int, number: int, n: int) -> np.ndarray:
+    """The order :func:`shuffle_rows` gives ``n`` rows of file ``number``: row ``i`` of
+    the shuffled file is row ``row_permutation(seed, number, n)[i]`` of the frame.
+
+    For writers that shuffle the rows elsewhere than in pandas (an Arrow table).
+
+    Examples
+    --------
+    >>> sorted(row_permutation(1, 0, 4).tolist())
+    [0, 1, 2, 3]
+    """
+    return np.random.default_rng([_STREAM, int(seed), int(number)]).permutation(int(n))
 
 
 def shuffle_partition(frame: pd.DataFrame, seed: int, partition_info=None) -> pd.DataFrame:

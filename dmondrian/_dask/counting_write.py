@@ -181,13 +181,23 @@ def counted_shuffle(ddf, top: TopPlan, shuffle_method, oversized_ok: bool = Fals
         # The entity column travels under its shipped name.
         _, internal, names = carried(top.options.qis, top.columns, top.travelling)
         entity = internal[names.index(entity)]
-    totals = tree_reduce([count(r, top.n_leaves, entity, k) for r in routed],
-                         functools.partial(_merge_counts, k=k))
+    counts = [count(r, top.n_leaves, entity, k) for r in routed]
+    totals = tree_reduce(counts, functools.partial(_merge_counts, k=k))
     verdict = delayed(settle, pure=True)(totals, plan_d, oversized_ok)
+    # Each routed partition enters the shuffle once its leaves are counted:
+    # dask's ordering would otherwise count them all after the last transfer,
+    # every routed partition (whole rows) held in the workers' memory until then.
+    gate = delayed(_once_counted, pure=True)
+    routed = [gate(r, c) for r, c in zip(routed, counts, strict=True)]
     routed_ddf = dd.from_delayed(routed, meta=routed_meta(ddf, top), verify_meta=False)
     shuffled = to_output_partitions(routed_ddf, len(top.output_partitions), shuffle_method,
                                     top.exchange == "keys")
     return shuffled, verdict, plan_d
+
+
+def _once_counted(routed: pd.DataFrame, counts) -> pd.DataFrame:
+    """``routed`` as it is, once ``counts`` (its leaf counts) exist."""
+    return routed
 
 
 def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
