@@ -76,6 +76,15 @@ def _people(out, users):
             "share_under_k": round(float((people < K).mean()), 4)}
 
 
+def _timed(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``'s wall seconds and result, its warnings silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = time.perf_counter()
+        out = fn(*args, **kwargs)
+        return time.perf_counter() - t, out
+
+
 def local_case(n_users: int, repeat: int, per_user: float) -> dict:
     ev = make_events(n_users, seed=0, events_per_user=per_user)
     users = ev["user_id"].to_numpy()
@@ -84,12 +93,9 @@ def local_case(n_users: int, repeat: int, per_user: float) -> dict:
     quality = {}
     for _ in range(repeat):
         for name, extra in jobs.items():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                t = time.perf_counter()
-                out = dmondrian.anonymize(ev, EVENT_QUASI_IDENTIFIERS, K, class_column="cls",
-                                          **extra)
-                best[name] = min(best[name], time.perf_counter() - t)
+            seconds, out = _timed(dmondrian.anonymize, ev, EVENT_QUASI_IDENTIFIERS, K,
+                                  class_column="cls", **extra)
+            best[name] = min(best[name], seconds)
             quality[name] = _people(out, users)
     return {"engine": "local", "users": n_users, "events": len(ev), "seconds": best,
             "ratio": round(best["entity"] / best["plain"], 3), "quality": quality}
@@ -125,11 +131,8 @@ def plan_case(n_users: int, repeat: int, per_user: float, days: int) -> dict:
     fewest = {}
     for _ in range(repeat):
         for name, plan in plans.items():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                t = time.perf_counter()
-                out = plan.transform(ev)
-                best[name] = min(best[name], time.perf_counter() - t)
+            seconds, out = _timed(plan.transform, ev)
+            best[name] = min(best[name], seconds)
             fewest[name] = _fewest_users(out, users)
             del out
     day = np.random.default_rng(1).integers(0, days, len(ev))
