@@ -10,23 +10,36 @@ release's ``to_parquet``) passes each file's rows through
 :func:`shuffle_rows` and writes no index. The in-memory results keep
 the input's order: scikit-learn needs ``X`` aligned with ``y``.
 
-The shuffle is seeded by ``random_state`` and the file's number, so a seeded
-run writes the same files again; without a seed each run draws fresh entropy.
+The shuffle is seeded by ``random_state``, the file's number and a digest
+of the file's own rows in their order before the shuffle (:func:`rows_digest`),
+so a seeded run writes the same files again; without a seed each run draws
+fresh entropy. The seed alone would not do: seeds are small and guessable
+(0, 42, a date), and an attacker holding a release could try each one, undo
+its permutation and keep the seed under which a date, an id or the labels
+come back sorted, recovering the input's order. The digest depends on the
+order it hides, and a release holds each file's rows only as a shuffled
+multiset, so the permutation cannot be undone without knowing the order first.
 """
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pandas as pd
 
-__all__ = ["ROW_ORDER", "row_order_seed", "shuffle_rows", "row_permutation", "shuffle_partition",
-           "row_order_record"]
+__all__ = ["ROW_ORDER", "row_order_seed", "shuffle_rows", "row_permutation", "rows_digest",
+           "shuffle_partition", "row_order_record"]
 
 #: What the manifest says of the row order.
 ROW_ORDER = "shuffled within each file"
 
 # Mixed into the seed so that the row order's stream differs from the noise's.
 _STREAM = 0x5EED_0F_0DE5
+
+# Rows hashed into a file's digest, evenly spaced: hashing a million rows of
+# every column would cost more than the shuffle itself.
+_DIGEST_ROWS = 1024
 
 
 def row_order_seed(random_state=None) -> int:
@@ -57,7 +70,9 @@ def row_order_seed(random_state=None) -> int:
 def shuffle_rows(frame: pd.DataFrame, seed: int, number: int = 0) -> pd.DataFrame:
     """``frame``'s rows in a random order, the same for the same ``seed`` and file ``number``.
 
-    The index travels with its rows; the writers do not write it.
+    The order is keyed by :func:`rows_digest` of ``frame`` as well: two
+    frames of the same length get different orders for one seed. The index
+    travels with its rows; the writers do not write it.
 
     Examples
     --------
@@ -69,21 +84,48 @@ def shuffle_rows(frame: pd.DataFrame, seed: int, number: int = 0) -> pd.DataFram
     """
     if len(frame) < 2:
         return frame
-    return frame.iloc[row_permutation(seed, number, len(frame))]
+    return frame.iloc[row_permutation(seed, number, frame)]
 
 
-def row_permutation(seed: int, number: int, n: int) -> np.ndarray:
-    """The order :func:`shuffle_rows` gives ``n`` rows of file ``number``: row ``i`` of
-    the shuffled file is row ``row_permutation(seed, number, n)[i]`` of the frame.
+def row_permutation(seed: int, number: int, frame: pd.DataFrame) -> np.ndarray:
+    """The order :func:`shuffle_rows` gives the rows of ``frame``, file ``number``: row
+    ``i`` of the shuffled file is row ``row_permutation(seed, number, frame)[i]`` of ``frame``.
 
-    For writers that shuffle the rows elsewhere than in pandas (an Arrow table).
+    For writers that shuffle the rows elsewhere than in pandas (an Arrow table
+    made from ``frame``, its rows in the same order).
 
     Examples
     --------
-    >>> sorted(row_permutation(1, 0, 4).tolist())
+    >>> sorted(row_permutation(1, 0, pd.DataFrame({"age": [5, 6, 7, 8]})).tolist())
     [0, 1, 2, 3]
     """
-    return np.random.default_rng([_STREAM, int(seed), int(number)]).permutation(int(n))
+    key = [_STREAM, int(seed), int(number), rows_digest(frame)]
+    return np.random.default_rng(key).permutation(len(frame))
+
+
+def rows_digest(frame: pd.DataFrame) -> int:
+    """A 64-bit digest of ``frame``'s values in their row order, the same in every process.
+
+    Hashes every column of up to 1024 evenly spaced rows (their positions
+    fixed by the row count) with :func:`pandas.util.hash_pandas_object`,
+    which is stable across processes and platforms, then the row hashes in
+    order with BLAKE2b. The index is left out: the writers do not write it.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"age": [30, 40, 50]})
+    >>> rows_digest(df) == rows_digest(df.iloc[::-1]), rows_digest(df) == rows_digest(df.copy())
+    (False, True)
+    """
+    n = len(frame)
+    if n > _DIGEST_ROWS:
+        frame = frame.iloc[np.linspace(0, n - 1, _DIGEST_ROWS).astype(np.int64)]
+    rows = pd.util.hash_pandas_object(frame, index=False).to_numpy(np.uint64)
+    digest = hashlib.blake2b(np.ascontiguousarray(rows).astype("<u8").tobytes(),
+                             digest_size=8, person=b"dmondrian-rows")
+    # The row count too: frames whose sampled rows agree still differ by length.
+    digest.update(int(n).to_bytes(8, "little"))
+    return int.from_bytes(digest.digest(), "little")
 
 
 def shuffle_partition(frame: pd.DataFrame, seed: int, partition_info=None) -> pd.DataFrame:

@@ -19,6 +19,7 @@ from distributed_helpers import make_census
 
 import dmondrian
 from dmondrian import distributed as D
+from dmondrian import row_order
 from dmondrian.cli import main
 
 QIS = ["age", "zip", "sex"]
@@ -131,3 +132,44 @@ def test_cli_distributed_writer_shuffles(sorted_people, client, tmp_path, capsys
     assert_shuffled(_read_dataset(out))
     manifest = json.loads((tmp_path / "dist.manifest.json").read_text())
     assert manifest["extra"]["row_order"]["order"] == "shuffled within each file"
+
+
+def _frames():
+    """Two frames of one length, their values different; the first sorted by ``day``."""
+    rng = np.random.default_rng(5)
+    day = pd.Series(pd.date_range("2024-01-01", periods=300, freq="h", tz="UTC"))
+    first = pd.DataFrame({"day": day, "zip": pd.Categorical(rng.choice(["[1, 5]", "[6, 9]"], 300)),
+                          "income": pd.array(rng.integers(0, 99, 300), dtype="Int64"),
+                          "note": pd.array(rng.choice(["a", "b", None], 300), dtype="string"),
+                          "score": np.where(rng.random(300) < 0.1, np.nan, rng.random(300)),
+                          "misc": pd.Series(rng.choice(["x", 1, None], 300), dtype=object)})
+    second = first.assign(income=first["income"] + 1)
+    return first, second
+
+
+def test_the_permutation_is_keyed_by_the_files_rows():
+    first, second = _frames()
+    perm = row_order.row_permutation
+    assert (perm(3, 0, first) == perm(3, 0, first.copy())).all()  # the same frame and seed
+    assert shuffle_rows_equal(first, 3)
+    assert not (perm(3, 0, first) == perm(3, 0, second)).all()   # same length, other values
+    assert not (perm(3, 0, first) == perm(3, 0, first.iloc[::-1])).all()  # other order
+
+
+def shuffle_rows_equal(frame, seed) -> bool:
+    return row_order.shuffle_rows(frame, seed).equals(row_order.shuffle_rows(frame.copy(), seed))
+
+
+def test_guessing_the_seed_does_not_restore_the_order():
+    # The old rule, default_rng([_STREAM, seed, number]).permutation(n), depended on the
+    # seed, the file number and the row count only: for a file shuffled with a seed in
+    # 0..50, trying seeds 0..50 and undoing each permutation found one under which
+    # ``day`` came back sorted, the input's order. The new rule also keys it by the rows
+    # in that order, which the attacker does not have.
+    first, _ = _frames()
+    for seed in (0, 50):
+        released = row_order.shuffle_rows(first, seed).reset_index(drop=True)
+        for guess in range(201):
+            # The attacker's best: the new rule applied to the file as released.
+            undone = released.iloc[np.argsort(row_order.row_permutation(guess, 0, released))]
+            assert not undone["day"].is_monotonic_increasing, (seed, guess)
