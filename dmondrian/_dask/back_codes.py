@@ -23,6 +23,7 @@ import pandas as pd
 
 from .. import _kernel as K
 from .._compat import categorical_dtype
+from .._kernel.constants import INT_MIN
 from ..kinds import kind_spec
 from ..publish import bound_labels, class_values, mask_labels
 from ..suppression import MASK_LABEL
@@ -143,10 +144,14 @@ def encode_back(layout: BackLayout, top, encoded, part, rows_hidden, values: dic
     if layout.bounds:
         _, lo, hi, missing = stats[:4]
         at = list(layout.bounds)
+        # A class without a present key has the bounds (MISSING_KEY, INT64_MIN):
+        # its largest travels as missing too (no narrow type holds INT64_MIN).
+        hi = np.where(lo == K.MISSING_KEY, K.MISSING_KEY, hi)
         for per_class, name in ((lo, _lo), (hi, _hi)):
             shipped = narrow_keys(np.ascontiguousarray(per_class[:, at].T),
                                   [top.key_dtypes[j] for j in at],
-                                  [top.key_offsets[j] for j in at], [opts.qis[j] for j in at])
+                                  [top.key_offsets[j] for j in at], [opts.qis[j] for j in at],
+                                  [top.key_steps[j] for j in at])
             for j, column in zip(at, shipped, strict=True):
                 out[name(j)] = column[cls]
         for b, j in enumerate(layout.ranged):
@@ -206,7 +211,8 @@ def decode_back(layout: BackLayout, top, back: pd.DataFrame, masked: bool
             bounds = [np.empty(len(u_lo), dtype=np.int64) for _ in range(2)]
             for shipped, out_bound in zip((u_lo, u_hi), bounds, strict=True):
                 gather_keys(shipped.astype(lo.dtype), np.arange(len(shipped), dtype=np.int64),
-                            out_bound, top.key_offsets[j])
+                            out_bound, top.key_offsets[j], top.key_steps[j])
+            bounds[1][bounds[0] == K.MISSING_KEY] = INT_MIN
             labels, of_distinct = bound_labels(enc, *bounds, u_missing.astype(bool))
         out[opts.qis[j]] = _row_labels(labels, np.asarray(of_distinct)[inverse], shown, masked)
     for j in layout.text:

@@ -1,7 +1,7 @@
 """Step 1, the domain pass: one pass over all partitions for every QI's global domain.
 
 Each partition yields a mergeable :class:`DomainSketch` (row count, key
-bounds, value counts, missing counts, a uniform row sample); the client turns
+bounds and steps, value counts, missing counts, a uniform row sample); the client turns
 the merged sketch into the :class:`~.global_domain.GlobalDomain` (codes,
 scales) and the root region's exact :class:`~.sketch.Summary`, so the first
 cut needs no second pass. The pass also fixes the leaf size. See
@@ -10,6 +10,7 @@ docs/design.md, section "Step 1: the domain pass".
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -17,7 +18,7 @@ import pandas as pd
 
 from .._compat import known_partition_lengths
 from .._kernel.constants import INT_MIN, MISSING_KEY
-from .._kernel.scan import _code_counts, _count_codes, _int_bounds, _key_bounds
+from .._kernel.scan import _code_counts, _count_codes, _int_bounds, _key_bounds, _key_step
 from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
 from ..identifiers import DistinctSketch, distinct_sketch, estimate_identifying, merge_distinct
 from ..kinds import kind_spec
@@ -41,9 +42,9 @@ __all__ = ["run_domain_pass", "DomainSketch", "domain_sketch",
 class DomainSketch:
     """Mergeable domain summary of some rows.
 
-    Row count; key bounds of numeric and datetime QIs; value counts (and
-    category sets) of nominal, ordinal and hierarchy QIs; missing counts;
-    the sample rows kept so far, their priorities and input positions.
+    Row count; key bounds and key steps of numeric and datetime QIs; value
+    counts (and category sets) of nominal, ordinal and hierarchy QIs; missing
+    counts; the sample rows kept so far, their priorities and input positions.
     """
 
     n: int
@@ -61,6 +62,9 @@ class DomainSketch:
     positional_index: bool = False
     #: Rows of the largest partition seen.
     largest: int = 0
+    #: The gcd of ``key - lo`` over the present keys of each numeric and datetime
+    #: QI (0: at most one distinct key; None: not measured).
+    step: np.ndarray | None = None
 
 
 def _positional(index: pd.Index) -> bool:
@@ -111,6 +115,7 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
     lo = np.full(d, MISSING_KEY, dtype=np.int64)
     hi = np.full(d, INT_MIN, dtype=np.int64)
     missing = np.zeros(d, dtype=np.int64)
+    step = np.zeros(d, dtype=np.int64)
     values, categories = {}, {}
     for j, (q, kind) in enumerate(zip(qis, kinds, strict=True)):
         s = df[q]
@@ -122,11 +127,15 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
             continue
         if kernel_kinds is not None:
             s = spec.conform_partition(s, kernel_kinds[j])
-        if not _plain_bounds(s, spec, j, lo, hi, missing):
+        plain = spec.plain_int_values(s)
+        if plain is None or not _plain_bounds(plain, j, lo, hi, missing):
             # One pass for the bounds and the missing count (numpy's mask, copy,
             # min and max would make five).
-            keys = spec.encode(s).keys
-            missing[j] = _key_bounds(keys[None, :], MISSING_KEY, lo[j:j + 1], hi[j:j + 1])[0]
+            plain = spec.encode(s).keys, False
+            missing[j] = _key_bounds(plain[0][None, :], MISSING_KEY, lo[j:j + 1],
+                                     hi[j:j + 1])[0]
+        if lo[j] != MISSING_KEY:
+            step[j] = _int64_step(_key_step(plain[0], lo[j], plain[1]))
     take, prio = sample_below(partition, len(df), rate, seed=1)
     if take.shape[0] > sample_size:
         keep = np.argpartition(prio, sample_size)[:sample_size]
@@ -134,17 +143,22 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
     sample = df[qis].iloc[take].reset_index(drop=True)
     positions = row_positions(partition, len(df), take)
     return DomainSketch(len(df), lo, hi, missing, values, categories, sample, prio,
-                        positions, sample_size, _positional(df.index), len(df))
+                        positions, sample_size, _positional(df.index), len(df), step)
 
 
-def _plain_bounds(s: pd.Series, spec, j: int, lo, hi, missing) -> bool:
+def _int64_step(step: int) -> int:
+    """A step as an int64: one past its range (two keys 2**63 apart) counts as 1."""
+    return step if step <= _INT64_MAX else 1
+
+
+_INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+def _plain_bounds(plain: tuple, j: int, lo, hi, missing) -> bool:
     """Key bounds and missing count of a column whose keys are its own int64 values
-    (:meth:`~dmondrian.kinds.QIKindSpec.plain_int_values`: numpy ints, datetime64), read
-    from them without a key array; False for any other column, or one holding the
+    (``plain``, from :meth:`~dmondrian.kinds.QIKindSpec.plain_int_values`: numpy ints,
+    datetime64), read from them without a key array; False when they hold the
     reserved missing key (encoding refuses it)."""
-    plain = spec.plain_int_values(s)
-    if plain is None:
-        return False
     a, b, n_missing, reserved = _int_bounds(*plain)
     if reserved:
         return False
@@ -252,7 +266,25 @@ def merge_domain(*sketches: DomainSketch) -> DomainSketch:
                         np.sum([s.missing for s in sketches], axis=0), values, categories,
                         sample, prio, pos, first.sample_size,
                         all(s.positional_index for s in sketches),
-                        max(s.largest for s in sketches))
+                        max(s.largest for s in sketches), _merged_steps(sketches))
+
+
+def _merged_steps(sketches) -> np.ndarray | None:
+    """The key steps of the union of disjoint rows: the gcd of every part's step and of
+    the distances between the parts' smallest keys (None when a part has none)."""
+    if any(s.step is None for s in sketches):
+        return None
+    out = np.zeros(len(sketches[0].step), dtype=np.int64)
+    for j in range(len(out)):
+        step, ref = 0, None
+        for s in sketches:
+            lo = int(s.lo[j])
+            if lo == MISSING_KEY:  # no present key
+                continue
+            step = math.gcd(step, int(s.step[j]), 0 if ref is None else lo - ref)
+            ref = lo if ref is None else ref
+        out[j] = _int64_step(step)
+    return out
 
 
 def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict,
@@ -284,7 +316,8 @@ def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict
         hist[j] = counts.astype(np.float64)
         lo[j], hi[j] = spec.slot_bounds(counts)
     domain = GlobalDomain(list(qis), list(kinds), kernel_kinds, scales, slots, categories,
-                          trees, int(sketch.n), key_lo=key_lo, key_hi=key_hi)
+                          trees, int(sketch.n), key_lo=key_lo, key_hi=key_hi,
+                          key_step=None if sketch.step is None else sketch.step.copy())
     keys = encode_keys(sketch.sample, domain)
     m = keys.shape[1]
     weights = np.full(m, sketch.n / m if m else 1.0)

@@ -52,6 +52,10 @@ class GlobalDomain:
         Smallest and largest present key of every numeric and datetime QI
         (``MISSING_KEY`` and ``INT64_MIN`` when all are missing); None when
         not measured.
+    key_step : ndarray of int64, optional
+        The gcd of ``key - key_lo`` over the present keys of every numeric
+        and datetime QI (0 when it holds at most one distinct value); None
+        when not measured, which counts as 1.
     """
 
     names: list
@@ -64,6 +68,7 @@ class GlobalDomain:
     n_rows: int
     key_lo: np.ndarray | None = None
     key_hi: np.ndarray | None = None
+    key_step: np.ndarray | None = None
     _indexes: dict = field(default_factory=dict, repr=False)
     specs: list[QIKindSpec] = field(init=False, repr=False, compare=False)
 

@@ -181,8 +181,9 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
         # The layout local.partition builds in this work space: keys, the
         # codes riding along, then the row ids.
         key_rows = workspace.buffer(d + len(riding_codes(privacy)) + 1, n)[0, :d]
-        for j, (name, offset) in enumerate(zip(key_names(d), top.key_offsets, strict=True)):
-            gather_keys(routed[name].to_numpy(), order, key_rows[j], offset)
+        for j, (name, offset, step) in enumerate(zip(key_names(d), top.key_offsets,
+                                                     top.key_steps, strict=True)):
+            gather_keys(routed[name].to_numpy(), order, key_rows[j], offset, step)
         encoded = partition_encodings(top.encodings, key_rows)
         rules = kernel_rules(encoded, opts.k, mode=opts.mode, objective=opts.objective,
                              max_depth=opts.max_depth, scales=top.domain.scales,

@@ -20,7 +20,7 @@ from .columns import leaf_inputs
 from .cut_tree import CutTree
 from .global_domain import GlobalDomain
 from .options import DaskOptions
-from .shipped_keys import key_dtypes, key_offsets
+from .shipped_keys import key_dtypes, key_offsets, key_steps
 
 __all__ = ["TopPlan", "SensitiveDomain", "pack_output_partitions", "partition_of_leaves",
            "Verdict", "Recount"]
@@ -151,6 +151,11 @@ class TopPlan:
     def key_offsets(self) -> list:
         """What each QI's keys travel as an offset above (see :mod:`.shipped_keys`)."""
         return key_offsets(self.domain)
+
+    @property
+    def key_steps(self) -> list:
+        """What each QI's keys travel in units of (see :mod:`.shipped_keys`)."""
+        return key_steps(self.domain)
 
     @property
     def partition_of_leaf(self) -> np.ndarray:

@@ -67,7 +67,8 @@ def attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None,
         at = [df.columns.get_loc(c) for c in names]
     out = df.iloc[:, at].set_axis(internal, axis=1).set_axis(index, axis=0)
     try:
-        shipped = narrow_keys(keys, top.key_dtypes, top.key_offsets, top.domain.names)
+        shipped = narrow_keys(keys, top.key_dtypes, top.key_offsets, top.domain.names,
+                              top.key_steps)
     except ValueError as e:
         raise RuntimeError(f"dmondrian: input partition {number}: {e}; the input must be "
                            "deterministic") from None

@@ -8,7 +8,7 @@ import numpy as np
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 
 from dmondrian._kernel._bits cimport is_int_max, valid_bit
-from dmondrian._kernel._common cimport INT_MIN, MISSING_KEY, i64, int_t
+from dmondrian._kernel._common cimport INT_MIN, MISSING_KEY, i64, int_t, u64
 
 __all__ = []
 
@@ -70,6 +70,43 @@ def _int_bounds(const int_t[:] raw, bint nat_missing):
     # The missing key is the largest int64: a column holds it when it is the largest.
     return lo[0], hi[0], n_missing, not nat_missing and hi[0] == MISSING_KEY
 
+
+def _key_step(const int_t[:] raw, i64 lo, bint nat_missing):
+    """The gcd of ``key - lo`` over the present keys of a column (0 when all equal ``lo``).
+
+    ``lo`` is the column's smallest present key. The missing key is skipped,
+    and so is INT64_MIN with ``nat_missing`` (NaT). Stops at 1: a column of
+    consecutive values costs a few rows. Differences are taken modulo 2**64, which
+    is exact since every present key is at least ``lo``.
+    """
+    cdef Py_ssize_t n = raw.shape[0], i
+    cdef i64 v
+    cdef u64 g = 0, r, t
+    if n == 0:
+        return 0
+    if raw.strides[0] != sizeof(int_t):
+        raw = np.ascontiguousarray(raw)
+    cdef const int_t* src = &raw[0]
+    with nogil:
+        for i in range(n):
+            v = src[i]
+            if v == MISSING_KEY or (nat_missing and v == INT_MIN):
+                continue
+            r = <u64>v - <u64>lo
+            if g == 0:
+                g = r
+                continue
+            # Most rows are a multiple of the step found so far: one remainder each.
+            r = r % g
+            if r == 0:
+                continue
+            while r:
+                t = g % r
+                g = r
+                r = t
+            if g == 1:
+                break
+    return g
 
 cdef void _count_with_bits(const int32_t* src, Py_ssize_t n, const uint8_t* b, i64 bit_offset,
                            i64* cnt) noexcept nogil:

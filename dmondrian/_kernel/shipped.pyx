@@ -2,7 +2,7 @@
 and back.
 
 In a narrow type -1 stands for the missing key; every other value is the
-key's offset above the QI's smallest key.
+key's offset above the QI's smallest key, in units of the QI's step.
 """
 
 import numpy as np
@@ -30,11 +30,13 @@ cdef enum:
     PREFETCH_AHEAD = 32
 
 
-def _narrow_into(const i64[:] row, i64 offset, i64 top, int_t[::1] out):
-    """``out[i] = row[i] - offset`` (missing: -1); False if one falls outside [0, top]."""
+def _narrow_into(const i64[:] row, i64 offset, i64 step, i64 top, int_t[::1] out):
+    """``out[i] = (row[i] - offset) / step`` (missing: -1); False if one falls outside
+    [0, top] or is no multiple of ``step`` above ``offset``."""
     cdef Py_ssize_t n = row.shape[0], i
     cdef bint ok = True
     cdef i64 v, u, m
+    cdef u64 d, q, ustep = <u64>step
     if out.shape[0] < n:
         raise ValueError(f"the output holds {out.shape[0]} values, {n} are written")
     if n == 0:
@@ -47,8 +49,21 @@ def _narrow_into(const i64[:] row, i64 offset, i64 top, int_t[::1] out):
     cdef bint all_ones = top >= 0 and (top & (top + 1)) == 0
     cdef i64 bits = popcount(<u64>top) if all_ones else 0
     cdef u64 bad = 0
+    if step < 1:
+        raise ValueError(f"a key step is positive, got {step}")
     with nogil:
-        if all_ones:
+        if step > 1:
+            # Modulo 2**64: a key below ``offset`` wraps far above ``top``.
+            for i in range(n):
+                v = src[i]
+                if v == MISSING_KEY:
+                    dst[i] = -1
+                else:
+                    d = <u64>v - <u64>offset
+                    q = d / ustep
+                    ok &= (q * ustep == d) & (q <= <u64>top)
+                    dst[i] = <int_t>q
+        elif all_ones:
             # u lies in [0, top] when no bit from ``bits`` up is set. Branch-free:
             # the loop vectorizes.
             for i in range(n):
@@ -71,8 +86,9 @@ def _narrow_into(const i64[:] row, i64 offset, i64 top, int_t[::1] out):
 
 
 def _gather_into(const int_t[:] shipped, const i64[:] order, i64[::1] out, bint narrow,
-                 i64 offset):
-    """``out[i]`` = the int64 key of row ``order[i]`` of a shipped key column."""
+                 i64 offset, i64 step):
+    """``out[i]`` = the int64 key of row ``order[i]`` of a shipped key column: a narrow
+    value ``v`` stands for ``v * step + offset``."""
     cdef Py_ssize_t n = order.shape[0], i
     cdef i64 v
     if out.shape[0] < n:
@@ -92,10 +108,10 @@ def _gather_into(const int_t[:] shipped, const i64[:] order, i64[::1] out, bint 
             for i in range(ahead):
                 prefetch(&src[at[i + PREFETCH_AHEAD]])
                 v = src[at[i]]
-                dst[i] = MISSING_KEY if v == -1 else v + offset
+                dst[i] = MISSING_KEY if v == -1 else <i64>(<u64>v * <u64>step + <u64>offset)
             for i in range(ahead, n):
                 v = src[at[i]]
-                dst[i] = MISSING_KEY if v == -1 else v + offset
+                dst[i] = MISSING_KEY if v == -1 else <i64>(<u64>v * <u64>step + <u64>offset)
         else:
             for i in range(ahead):
                 prefetch(&src[at[i + PREFETCH_AHEAD]])

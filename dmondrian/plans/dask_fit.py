@@ -50,8 +50,9 @@ def _fit_leaves(df, top, k_fit, trim, edges, whole) -> list:
                                        top.n_leaves)
     d = top.domain.d
     keys = np.empty((d, len(order)), dtype=np.int64)
-    for j, (name, offset) in enumerate(zip(key_names(d), top.key_offsets, strict=True)):
-        gather_keys(df[name].to_numpy(), order, keys[j], offset)
+    for j, (name, offset, step) in enumerate(zip(key_names(d), top.key_offsets,
+                                                 top.key_steps, strict=True)):
+        gather_keys(df[name].to_numpy(), order, keys[j], offset, step)
     bounds = np.append(starts, len(order))
     out = []
     for i, leaf in enumerate(ids.tolist()):
