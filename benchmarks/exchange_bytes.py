@@ -23,6 +23,7 @@ columns' share. Prints a table; writes JSON.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -70,7 +71,8 @@ def measure(client, ddf, qis, k, exchange: str, partitions: int) -> dict:
         routed = routed[:2]  # whole rows: two input partitions are enough to weigh
     routed = client.compute(routed, sync=True)
     forward = [r[r["_partitions"].isin(wanted)] for r in routed]
-    out = {"exchange": top.exchange, "leaves": top.n_leaves,
+    out = {"exchange": top.exchange, "key_dtypes": [str(t) for t in top.key_dtypes],
+           "leaves": top.n_leaves,
            "output_partitions": len(top.output_partitions),
            "forward": _per_row(forward)}
     if exchange == "keys":
@@ -100,12 +102,20 @@ def main(argv=None) -> dict:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     data = B.DATASETS[args.data]
-    with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="2GB",
-                      dashboard_address=":0") as lc, Client(lc) as client:
+    lc = LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="2GB",
+                      dashboard_address=":0")
+    client = Client(lc)
+    try:
         ddf = dd.read_parquet(args.input)
         result = {"input": str(args.input), "data": args.data, "input_partitions": ddf.npartitions,
                   "paths": {ex: measure(client, ddf, data.qis, B.K, ex, args.partitions)
                             for ex in ("rows", "keys")}}
+    finally:
+        client.close()
+        # On a loaded host the workers may take longer to stop than the close
+        # waits: the figures are measured by then.
+        with contextlib.suppress(TimeoutError):
+            lc.close(timeout=60)
     print(f"{'path':<6} {'exchange':<8} {'rows':>9} {'sent B/row':>11} {'on disk B/row':>14}")
     for ex, got in result["paths"].items():
         for way in ("forward", "back"):

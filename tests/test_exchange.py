@@ -225,3 +225,21 @@ def test_distinct_rows_of_the_codes_that_come_back(n, spans, seed):
     rows = set(zip(*(u.tolist() for u in uniques), strict=True))
     assert len(rows) == len(uniques[0]) == len(set(zip(*(c.tolist() for c in columns),
                                                          strict=True)))
+
+
+def test_the_estimate_counts_each_labels_bounds_in_its_own_key_type():
+    from types import SimpleNamespace
+
+    from dmondrian._dask.exchange import BACK_ROUTING_BYTES, KEYS_ROUTING_BYTES, exchanged_bytes
+
+    opts = SimpleNamespace(qis=["birth", "sex"], kinds=["datetime", "nominal"],
+                           generalization="range", sensitive=None, entity=None, noise=[],
+                           class_column=None)
+    meta = pd.DataFrame({"birth": pd.Series([], dtype="datetime64[ns]"),
+                         "sex": pd.Series([], dtype=object)})
+    # A date in days (2 bytes) comes back as two 2-byte bounds, a sex's code set as
+    # one byte: what back_codes ships.
+    _, keys = exchanged_bytes(meta, 40.0, opts, [2, 1])
+    assert keys == 3 + KEYS_ROUTING_BYTES + (2 * 2 + 1) + BACK_ROUTING_BYTES
+    _, even = exchanged_bytes(meta, 40.0, opts, 3.0)  # types unknown: spread evenly
+    assert even == 3 + KEYS_ROUTING_BYTES + (2 * 1.5 + 1.5) + BACK_ROUTING_BYTES

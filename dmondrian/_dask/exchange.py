@@ -62,35 +62,42 @@ def check_exchange(value) -> str | None:
     return None if value == "auto" else value
 
 
-def exchanged_bytes(meta: pd.DataFrame, row_bytes: float, options, key_bytes: float):
+def exchanged_bytes(meta: pd.DataFrame, row_bytes: float, options, key_bytes):
     """Bytes a row moves through the network on each path: ``(rows, keys)``.
 
     ``row_bytes`` is the row's in-memory size (measured), ``key_bytes`` the
-    QIs' shipped keys. The whole-row path ships every column but the QIs,
-    which travel as keys; the keys path ships the keys and the leaves'
-    inputs out, and the published values back as codes (:mod:`.back_codes`):
-    a label its class's two key bounds (a set, one mask about a key's
-    size), a number, a noised value or a class id 8 bytes.
+    bytes of each QI's shipped key (a sequence, from
+    :func:`~.shipped_keys.key_dtypes`), or their total, spread evenly over the
+    QIs when the types are not known yet. The whole-row path ships every column
+    but the QIs, which travel as keys; the keys path ships the keys and the
+    leaves' inputs out, and the published values back as codes
+    (:mod:`.back_codes`): a label its class's two key bounds in its key's type
+    (a set, one mask about a key's size), a number, a noised value or a class
+    id 8 bytes.
     """
     qis = list(options.qis)
+    if np.ndim(key_bytes) == 0:
+        per_qi = [float(key_bytes) / max(len(qis), 1)] * len(qis)
+    else:
+        per_qi = [float(b) for b in key_bytes]
+    key_total = sum(per_qi)
     qi_bytes = _columns_bytes(meta, qis)
     extras = _columns_bytes(meta, leaf_inputs(options))
-    rows = max(float(row_bytes) - qi_bytes, 0.0) + key_bytes + ROUTING_BYTES
-    per_key = key_bytes / max(len(qis), 1)
+    rows = max(float(row_bytes) - qi_bytes, 0.0) + key_total + ROUTING_BYTES
     back = 0.0
-    for kind in options.kinds:
+    for kind, per_key in zip(options.kinds, per_qi, strict=True):
         spec = kind_spec(kind)
         if not spec.publishes_labels(options.generalization):
             back += 8
         else:
             back += per_key if spec.label_shape == "set" else 2 * per_key
     back += 8 * len(options.noise) + (8 if options.class_column is not None else 0)
-    keys = key_bytes + extras + KEYS_ROUTING_BYTES + back + BACK_ROUTING_BYTES
+    keys = key_total + extras + KEYS_ROUTING_BYTES + back + BACK_ROUTING_BYTES
     return rows, keys
 
 
 def choose_exchange(requested, meta: pd.DataFrame, row_bytes: float, options,
-                    key_bytes: float) -> str:
+                    key_bytes) -> str:
     """"keys" or "rows": as ``requested``, else the path whose shuffles move fewer bytes,
     the keys path only when it saves :data:`KEYS_ADVANTAGE` times its bytes.
 
@@ -111,7 +118,7 @@ def choose_exchange(requested, meta: pd.DataFrame, row_bytes: float, options,
     return "keys" if rows >= KEYS_ADVANTAGE * keys else "rows"
 
 
-def shipped_sizes(exchange: str, meta: pd.DataFrame, sizing, options, key_bytes: float
+def shipped_sizes(exchange: str, meta: pd.DataFrame, sizing, options, key_bytes
                   ) -> tuple[float | None, int]:
     """What a row ships on the keys path (None on the whole-row path) and the leaf size.
 
