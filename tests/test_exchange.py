@@ -208,25 +208,6 @@ def test_hive_partitioned_input_is_written_back_with_its_partition_on(client, tm
         assert sorted(files[0]["payload"]) == sorted(df.loc[df["dt"] == day, "payload"])
 
 
-@settings(max_examples=40, deadline=None)
-@given(n=st.integers(0, 300), spans=st.lists(st.sampled_from([1, 3, 200, 2**40]), min_size=1,
-                                              max_size=3), seed=st.integers(0, 10_000))
-def test_distinct_rows_of_the_codes_that_come_back(n, spans, seed):
-    # An input partition labels the distinct bounds among its rows: every row must get
-    # its own bounds back, each distinct row once, whatever the columns' ranges.
-    from dmondrian._dask.back_codes import _distinct
-
-    rng = np.random.default_rng(seed)
-    columns = [rng.integers(-span, span, n, dtype=np.int64) // max(1, span // 7) * max(1, span // 7)
-               if span > 1 else rng.integers(0, 2, n).astype(bool) for span in spans]
-    uniques, inverse = _distinct(*columns)
-    for column, unique in zip(columns, uniques, strict=True):
-        assert (unique[inverse] == column).all()
-    rows = set(zip(*(u.tolist() for u in uniques), strict=True))
-    assert len(rows) == len(uniques[0]) == len(set(zip(*(c.tolist() for c in columns),
-                                                         strict=True)))
-
-
 def test_the_estimate_counts_each_labels_bounds_in_its_own_key_type():
     from types import SimpleNamespace
 

@@ -24,6 +24,7 @@ import pandas as pd
 from .. import _kernel as K
 from .._compat import categorical_dtype
 from .._kernel.constants import INT_MIN
+from ..distinct_rows import distinct_rows
 from ..kinds import kind_spec
 from ..publish import bound_labels, class_values, mask_labels
 from ..suppression import MASK_LABEL
@@ -195,25 +196,22 @@ def decode_back(layout: BackLayout, top, back: pd.DataFrame, masked: bool
     for j in (*layout.bounds, *layout.sets):
         enc = top.encodings[j]
         if j in layout.sets:
-            # A mask's bits as a signed word of its type: the same order of values.
             masks = _shown(back[_set(j)].to_numpy(), rows)
-            (distinct,), inverse = _distinct(masks.view(masks.dtype.str.replace("u", "i")))
-            labels, of_distinct = mask_labels(
-                enc, distinct.astype(masks.dtype.str.replace("u", "i")).view(masks.dtype)
-                .astype(np.uint64).reshape(-1, 1))
+            (distinct,), inverse = distinct_rows(masks)
+            labels, of_distinct = mask_labels(enc, distinct.astype(np.uint64).reshape(-1, 1))
         else:
             lo, hi = (_shown(back[name(j)].to_numpy(), rows) for name in (_lo, _hi))
             missing = np.zeros(len(lo), dtype=bool)
             if j in layout.ranged:
                 bit = layout.flags_dtype.type(1 << (layout.ranged.index(j) + 1))
                 missing = (_shown(flags, rows) & bit) != 0
-            (u_lo, u_hi, u_missing), inverse = _distinct(lo, hi, missing)
+            (u_lo, u_hi, u_missing), inverse = distinct_rows(lo, hi, missing)
             bounds = [np.empty(len(u_lo), dtype=np.int64) for _ in range(2)]
             for shipped, out_bound in zip((u_lo, u_hi), bounds, strict=True):
-                gather_keys(shipped.astype(lo.dtype), np.arange(len(shipped), dtype=np.int64),
+                gather_keys(shipped, np.arange(len(shipped), dtype=np.int64),
                             out_bound, top.key_offsets[j], top.key_steps[j])
             bounds[1][bounds[0] == K.MISSING_KEY] = INT_MIN
-            labels, of_distinct = bound_labels(enc, *bounds, u_missing.astype(bool))
+            labels, of_distinct = bound_labels(enc, *bounds, u_missing)
         out[opts.qis[j]] = _row_labels(labels, np.asarray(of_distinct)[inverse], shown, masked)
     for j in layout.text:
         column = back[_text(j)]
@@ -225,55 +223,6 @@ def decode_back(layout: BackLayout, top, back: pd.DataFrame, masked: bool
 
 def _shown(values: np.ndarray, rows) -> np.ndarray:
     return values if rows is None else values[rows]
-
-
-def _distinct(*columns) -> tuple[list, np.ndarray]:
-    """The distinct rows of equal-length integer columns: each column's values in the
-    distinct rows (int64), and each row's distinct row.
-
-    A file holds a million rows and a few thousand distinct bounds: the rows are
-    packed into one number each and found in a table as large as their range
-    (no sort) when that range is small, else hashed; a column of a wide range is
-    first numbered by its distinct values.
-
-    Examples
-    --------
-    >>> uniques, inverse = _distinct(np.array([3, 1, 3, 1]), np.array([0, 5, 0, 6]))
-    >>> [u.tolist() for u in uniques], inverse.tolist()
-    ([[1, 1, 3], [5, 6, 0]], [2, 0, 2, 1])
-    """
-    n = len(columns[0])
-    packed = [np.asarray(c).view(np.uint8) if np.asarray(c).dtype == bool else np.asarray(c)
-              for c in columns]
-    lows = [int(c.min()) if n else 0 for c in packed]
-    spans = [int(c.max()) - lo + 1 if n else 1 for c, lo in zip(packed, lows, strict=True)]
-    values = [None] * len(packed)
-    table = max(8 * n, 1 << 16)
-    for i, c in enumerate(packed):
-        if spans[i] > table:
-            # A wide range (nanosecond dates): its distinct values, numbered.
-            codes, values[i] = pd.factorize(c)
-            packed[i], lows[i], spans[i] = codes, 0, max(len(values[i]), 1)
-    total = 1
-    for span in spans:
-        total *= span
-    key = np.zeros(n, dtype=np.int64)
-    for c, lo, span in zip(packed, lows, spans, strict=True):
-        key *= span
-        key += c.astype(np.int64, copy=False) - lo
-    if total <= table:
-        mark = np.zeros(total, dtype=bool)
-        mark[key] = True
-        rank = np.cumsum(mark, dtype=np.int64) - 1
-        inverse, unique = rank[key], np.flatnonzero(mark)
-    else:
-        inverse, unique = pd.factorize(key)
-    out = []
-    for i in range(len(packed) - 1, -1, -1):
-        code = unique % spans[i] + lows[i]
-        unique = unique // spans[i]
-        out.append(code if values[i] is None else np.asarray(values[i], dtype=np.int64)[code])
-    return out[::-1], inverse
 
 
 def _row_labels(labels, inverse, shown: np.ndarray, masked: bool) -> pd.Categorical:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..distinct_rows import distinct_rows
 from ..errors import InfeasibleError, InvalidValueError
 
 __all__ = ["People", "people_of", "people_targets"]
@@ -105,15 +106,13 @@ def people_of(node: np.ndarray, entity: pd.Series, sensitive_codes=None,
 
 
 def _distinct(node, code, uniques, value, n_values, cap=None) -> People:
-    e = max(len(uniques), 1)
-    s = max(int(n_values), 1)
-    pair = code if value is None else code * s + value
-    key = pd.unique(node * (e * s) + pair)
-    node, pair = key // (e * s), key % (e * s)
+    """The distinct triples (pairs without ``value``), in order of first appearance."""
+    columns = (node, code) if value is None else (node, code, value)
+    distinct, _ = distinct_rows(*columns, first_seen=True, inverse=False)
     if value is None:
-        return _capped(node, pair, uniques, cap) if cap is not None else People(
-            node, pair, uniques, None, 1)
-    return People(node, pair // s, uniques, pair % s, s)
+        return _capped(*distinct, uniques, cap) if cap is not None else People(
+            *distinct, uniques, None, 1)
+    return People(distinct[0], distinct[1], uniques, distinct[2], max(int(n_values), 1))
 
 
 def _capped(node, code, uniques, cap) -> People:
@@ -143,9 +142,9 @@ def _stats(node, pair, people: People):
     return nodes, ids, count, hist
 
 
-def _dedupe(node, pair, width):
-    key = pd.unique(node * width + pair)
-    return key // width, key % width
+def _dedupe(node, pair):
+    """The distinct ``(node, pair)`` rows, in order of first appearance."""
+    return distinct_rows(node, pair, first_seen=True, inverse=False)[0]
 
 
 def people_targets(parent: np.ndarray, people: People, passes, depth: np.ndarray,
@@ -188,7 +187,6 @@ def people_targets(parent: np.ndarray, people: People, passes, depth: np.ndarray
     if count is None:
         count = np.bincount(people.node, minlength=m)
     group = count.astype(np.int64).copy()  # rows of every node's group
-    width = max(people.n_entities, 1) * people.n_values
     pair = people.code if people.value is None else people.code * people.n_values + people.value
     at_depth = depth[people.node]
     order = np.argsort(at_depth, kind="stable")
@@ -202,8 +200,7 @@ def people_targets(parent: np.ndarray, people: People, passes, depth: np.ndarray
         rows = order[bounds[d]:bounds[d + 1]]
         node, pr = people.node[rows], pair[rows]
         if up_node.size:
-            node, pr = _dedupe(np.concatenate([node, up_node]), np.concatenate([pr, up_pair]),
-                               width)
+            node, pr = _dedupe(np.concatenate([node, up_node]), np.concatenate([pr, up_pair]))
         if node.size == 0:
             up_node = up_pair = node
             continue
