@@ -233,6 +233,61 @@ def test_batch_plan_trims_leaves_only():
     assert_valid_release(new, trimmed.transform(new), QIS, 5)
 
 
+def test_leaf_trims_by_cost():
+    # A rare category of a QI with many categories is cheap to keep in a leaf's label,
+    # a rare one of a QI with few is not: the cost rule keeps more of the first.
+    from dmondrian.plans.tree import nominal_trim
+
+    counts = np.array([70, 3, 2, 1, 1, 1, 0])
+    assert nominal_trim(counts, 7, 4, 1.5) == 4
+    assert nominal_trim(counts, 40, 4, 1.5) == 2
+    assert nominal_trim(counts, 40, 4, 100.0) == 1  # lifting dear: keep every value
+    assert nominal_trim(counts, 40, 4, 0.0) == 4  # lifting free: the narrowest, no further
+    df = _table(3000, 23)
+    by_cost = fit_plan(df, QIS, 5, batch_rows=600, fit_k_=40)
+    fixed = fit_plan(df, QIS, 5, batch_rows=600, fit_k_=40, lift_cost=None)
+    untrimmed = fit_plan(df, QIS, 5, batch_rows=600, fit_k_=40, trim=1)
+    assert by_cost.lift_cost == 1.5 and fixed.lift_cost is None and untrimmed.lift_cost is None
+    a, b = by_cost.tree, untrimmed.tree
+    assert np.array_equal(a.parent, b.parent)
+    inner = ~a.is_leaf
+    # Inner nodes keep every fitted value; a leaf's label stays inside its fitted one.
+    assert np.array_equal(a.lo[inner], b.lo[inner]) and np.array_equal(a.hi[inner], b.hi[inner])
+    present = a.lo != np.iinfo(np.int64).max
+    assert (a.lo[present] >= b.lo[present]).all() and (a.hi[present] <= b.hi[present]).all()
+    for j, (codes, _) in a.codes.items():
+        assert np.isin(codes, b.codes[j][0]).all()
+    c = fixed.tree
+    assert not (np.array_equal(a.lo, c.lo) and np.array_equal(a.hi, c.hi)
+                and all(np.array_equal(a.codes[j][0], c.codes[j][0]) for j in a.codes))
+    new = _table(700, 24)
+    assert_valid_release(new, by_cost.transform(new), QIS, 5)
+    # The fitted table's own plan is untouched by the rule.
+    assert fit_plan(df, QIS, 5).lift_cost is None
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10_000), st.integers(30, 300), st.integers(1, 150), st.integers(1, 8),
+       st.sampled_from([0.0, 0.3, 1.5, 50.0]))
+def test_k_and_nested_labels_for_any_lift_cost(seed, n_fit, n_new, k, lift_cost):
+    fit = _table(n_fit, seed)
+    new = _table(n_new, seed + 1)
+    new["age"] = np.random.default_rng(seed).integers(0, 120, n_new)
+    k = min(k, n_fit)
+    plan = fit_plan(fit, QIS, k, batch_rows=max(1, n_fit // 5), lift_cost=lift_cost)
+    tree = plan.tree
+    for codes, card in tree.codes.values():
+        # A node's codes are among its parent's.
+        child = codes[codes // card > 0]
+        parent_codes = tree.parent[child // card] * card + child % card
+        assert np.isin(parent_codes, codes).all()
+    if n_new < k:
+        with pytest.raises(InfeasibleError):
+            plan.transform(new)
+        return
+    assert_valid_release(new, plan.transform(new), QIS, k)
+
+
 def test_l_diversity_holds_on_new_batches():
     df = _table(3000, 13, missing=False)
     df["disease"] = np.random.default_rng(0).choice(["flu", "cold", "hiv"], len(df))

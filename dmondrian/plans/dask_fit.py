@@ -38,7 +38,7 @@ class LeafFit:
     root: tuple
 
 
-def _fit_leaves(df, top, k_fit, trim, edges, whole) -> list:
+def _fit_leaves(df, top, k_fit, trim, edges, whole, lift_cost=None) -> list:
     """The local engine and :func:`.tree.build_tree` on every leaf of one output partition."""
     from .._dask.columns import LEAF, key_names
     from .._dask.routing import leaf_order
@@ -68,7 +68,7 @@ def _fit_leaves(df, top, k_fit, trim, edges, whole) -> list:
         # One leaf is the whole table: its root keeps every value, as in memory.
         tree = untrimmed if trim == 1 else build_tree(
             part.stats, part.sorted_keys, part.class_of_row, rules.kinds, rules.cards, False,
-            trim, edges=None if whole else edges)
+            trim, edges=None if whole else edges, lift_cost=lift_cost)
         t = untrimmed
         root = (t.count[0], t.lo[0], t.hi[0], t.missing[0], t.total[0], t.present[0],
                 {j: t.node_codes(j, 0) for j in t.codes})
@@ -176,7 +176,8 @@ def _stitch(cuts: CutTree, leaves: dict, d: int, kinds, cards) -> PlanTree:
 
 
 def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = None,
-                  client=None, progress=None, **options) -> dict:
+                  client=None, progress=None, lift_cost: float | None = None,
+                  **options) -> dict:
     """Fit a plan on a dask DataFrame (see the module docstring): what
     :func:`dmondrian.plans.fit_plan` does with a dask DataFrame.
 
@@ -184,8 +185,9 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
     ----------
     ddf : dask.dataframe.DataFrame
         The table to learn the partition from.
-    quasi_identifiers, k, batch_rows
-        As in :func:`dmondrian.plans.fit_plan`.
+    quasi_identifiers, k, batch_rows, lift_cost
+        As in :func:`dmondrian.plans.fit_plan` (``lift_cost``: None here
+        trims every leaf at the fixed threshold).
     client : distributed.Client, optional
         The cluster (default: as :func:`dmondrian.distributed.anonymize` finds one).
     progress : bool, optional
@@ -246,7 +248,8 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
 
         fit = delayed(_fit_leaves, pure=True)
         spec = constant(top, "plan")
-        parts = [fit(p, spec, k_fit, trim, edges, whole)
+        cost = lift_cost if trim > 1 else None
+        parts = [fit(p, spec, k_fit, trim, edges, whole, cost)
                  for p in shuffled.to_delayed(optimize_graph=True)]
         pieces = run(cluster_client, parts, progress, "pass: fit every leaf")
     finally:
@@ -266,4 +269,4 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
                 class_column=opts.class_column, l_kind="distinct", l=None, c=None, t=None)
     return {"qis": opts.qis, "k": k, "fit_k_": k_fit, "batch_rows": batch_rows,
             "n_fit": top.domain.n_rows, "options": kept, "encodings": list(top.encodings),
-            "tree": tree, "trim": trim}
+            "tree": tree, "trim": trim, "lift_cost": lift_cost if trim > 1 else None}

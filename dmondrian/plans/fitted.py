@@ -24,7 +24,7 @@ from ..sensitive import encode_sensitive
 from ..validation import check_options
 from .batch import Placing, lift_tables, summarize_batch
 from .release import decide, node_depths, publish_rows
-from .sizing import PLAN_OPTIONS, fit_k, fit_trim
+from .sizing import LIFT_COST, PLAN_OPTIONS, fit_k, fit_trim
 from .tree import abut_cut_sides, build_tree
 
 __all__ = ["FittedPlan", "fit_plan", "fit_k", "fit_trim"]
@@ -51,6 +51,9 @@ class FittedPlan(Placing):
         The batch size the plan was fitted for.
     trim : int
         Fitted rows a value needs for a region to keep it (:func:`fit_trim`).
+    lift_cost : float or None
+        The cost the leaves were trimmed by (:func:`.tree.nominal_trim`;
+        None: every leaf at ``trim``).
     n_fit : int
         Rows of the fitted table.
     options : dict
@@ -64,7 +67,7 @@ class FittedPlan(Placing):
     """
 
     def __init__(self, qis, k, fit_k_, batch_rows, n_fit, options, encodings, tree,
-                 sensitive=None, constraints=(), trim=1):
+                 sensitive=None, constraints=(), trim=1, lift_cost=None):
         self.qis = list(qis)
         self.k = int(k)
         self.fit_k = int(fit_k_)
@@ -76,6 +79,7 @@ class FittedPlan(Placing):
         self.sensitive = sensitive
         self.constraints = list(constraints)
         self.trim = int(trim)
+        self.lift_cost = None if lift_cost is None else float(lift_cost)
         self.kernel_kinds = np.asarray([qi.kernel_kind for qi in self.encodings],
                                        dtype=np.int64)
 
@@ -212,7 +216,8 @@ class FittedPlan(Placing):
 
 def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | None = None,
              fit_k_: int | None = None, trim: int | None = None, trim_inner: bool = False,
-             abut: bool | None = None, **options) -> FittedPlan:
+             abut: bool | None = None, lift_cost: float | None = LIFT_COST,
+             **options) -> FittedPlan:
     """Fit a Mondrian partition to ``df`` to release later tables through.
 
     Parameters
@@ -235,6 +240,12 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
         before leaves alone were trimmed, :func:`.tree.build_tree`), and
         whether integer bounds stretch to their cuts
         (:func:`.tree.abut_cut_sides`; default: with ``batch_rows``).
+    lift_cost : float or None, default :data:`.sizing.LIFT_COST`
+        With a trim above 1 (``batch_rows``), each leaf's nominal, integer and
+        ordinal QIs are trimmed at the threshold from 1 to ``2 * trim`` that
+        costs least, a left-out fitted row costing ``lift_cost`` QI domains
+        (:func:`.tree.nominal_trim`); None trims every leaf at ``trim`` (the
+        rule before, for measuring).
     **options
         ``mode``, ``objective``, ``generalization``, ``max_depth``,
         ``hierarchies``, ``qi_kinds``, ``class_column``, ``l``, ``l_kind``,
@@ -272,7 +283,7 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
             raise ParameterError("fit_k_", "fit_k_, trim, trim_inner and abut are for "
                                            "measuring in memory")
         return FittedPlan(**fit_plan_dask(df, quasi_identifiers, k, batch_rows=batch_rows,
-                                          **options))
+                                          lift_cost=lift_cost, **options))
     if not isinstance(df, pd.DataFrame):
         raise ParameterError("df", f"fit_plan expects a pandas or dask DataFrame, got "
                                    f"{type(df).__name__}")
@@ -319,7 +330,8 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
                          max_depth=opts.max_depth, privacy=privacy)
     part = partition(encoded, rules)
     tree = build_tree(part.stats, part.sorted_keys, part.class_of_row, rules.kinds, rules.cards,
-                      rules.relaxed, trim, trim_inner=trim_inner)
+                      rules.relaxed, trim, trim_inner=trim_inner,
+                      lift_cost=lift_cost if trim > 1 else None)
     if batch_rows is not None if abut is None else abut:
         abut_cut_sides(tree, encoded)
     kept = {name: options.get(name) for name in PLAN_OPTIONS}
@@ -332,7 +344,7 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     encodings = [_without_keys(qi) for qi in encoded]
     return FittedPlan(opts.qis, opts.k, k_fit, batch_rows, len(table), kept, encodings, tree,
                       sens, [c for c in opts.constraints if not isinstance(c, KAnonymity)],
-                      trim)
+                      trim, lift_cost if trim > 1 else None)
 
 
 def _without_keys(qi):

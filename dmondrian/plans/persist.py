@@ -111,6 +111,7 @@ def plan_dict(plan: FittedPlan) -> dict:
         "fit_k": plan.fit_k,
         "batch_rows": plan.batch_rows,
         "trim": plan.trim,
+        "lift_cost": plan.lift_cost,
         "n_fit": plan.n_fit,
         "quasi_identifiers": [_json_value(q) for q in plan.qis],
         "options": {name: (list(v) if isinstance(v, (list, tuple)) else _json_value(v))
@@ -171,7 +172,7 @@ def plan_from_dict(data: dict) -> FittedPlan:
         constraints = cons[1:]
     return FittedPlan(data["quasi_identifiers"], data["k"], data["fit_k"], data["batch_rows"],
                       data["n_fit"], options, [_qi_from(q) for q in data["qis"]], tree, sens,
-                      constraints, data.get("trim", 1))
+                      constraints, data.get("trim", 1), data.get("lift_cost"))
 
 
 def save_plan(plan: FittedPlan, path) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._dask.cut_tree import NO_TIES, CutTree
-from .._kernel.constants import KIND_FLOAT, KIND_INT, KIND_NOMINAL, MISSING_KEY
+from .._kernel.constants import KIND_FLOAT, KIND_INT, KIND_NOMINAL, KIND_ORDINAL, MISSING_KEY
 
 __all__ = ["PlanTree", "abut_cut_sides", "build_tree", "node_arrays"]
 
@@ -87,8 +87,8 @@ def node_arrays(n: int, d: int) -> tuple:
 
 
 def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, cards,
-               relaxed: bool, trim: int = 1, *, edges=None, trim_inner: bool = False
-               ) -> PlanTree:
+               relaxed: bool, trim: int = 1, *, edges=None, trim_inner: bool = False,
+               lift_cost: float | None = None) -> PlanTree:
     """Rebuild the cut tree of a partition (see the module docstring).
 
     Parameters
@@ -117,6 +117,11 @@ def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, 
     trim_inner : bool, default False
         Trim the inner nodes too (all but the fitted table's root), as plans
         did before leaves alone were trimmed: for measuring the two rules.
+    lift_cost : float, optional
+        Trim every leaf by cost instead of by ``trim`` alone (:func:`leaf_trims`):
+        each nominal QI's, integer QI's and ordinal QI's threshold between 1
+        and ``2 * trim``, the one that costs least when a left-out fitted row
+        costs ``lift_cost``. None: every leaf and QI at ``trim``.
 
     Returns
     -------
@@ -156,12 +161,12 @@ def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, 
         stack.append((a, m, node, 0))
     tree = builder.finish(sizes, lo_c, hi_c, miss_c, total_c, present_c, held, cards)
     if trim > 1:
-        _trim(tree, builder.span, sorted_keys, kinds, trim, edges, trim_inner)
+        _trim(tree, builder.span, sorted_keys, kinds, trim, edges, trim_inner, lift_cost)
     return tree
 
 
 def _trim(tree: PlanTree, span, sorted_keys, kinds, trim: int, edges=None,
-          inner: bool = False) -> None:
+          inner: bool = False, lift_cost: float | None = None) -> None:
     """Narrow every leaf to the values ``trim`` of its fitted rows hold.
 
     Inner nodes keep every value of their fitted rows: a batch row reaches
@@ -170,7 +175,9 @@ def _trim(tree: PlanTree, span, sorted_keys, kinds, trim: int, edges=None,
     at all instead of climbing to one that held it ``trim`` times (measured
     in benchmarks/README.md, "Fitted plans"). Regions stay nested: a leaf's
     kept values are among its parent's. ``inner``: trim every node but the
-    fitted table's root (the rule before).
+    fitted table's root (the rule before). ``lift_cost``: each leaf's nominal,
+    integer and ordinal QIs trimmed at the cheapest threshold
+    (:func:`leaf_trims`) instead of ``trim``.
     """
     d = tree.lo.shape[1]
     lo_edge, hi_edge = (tree.lo[0].copy(), tree.hi[0].copy()) if edges is None else edges
@@ -181,15 +188,22 @@ def _trim(tree: PlanTree, span, sorted_keys, kinds, trim: int, edges=None,
         whole = (not (inner or tree.is_leaf[node])) or (node == 0 and edges is None)
         for j in range(d):
             row = sorted_keys[j, s:e]
+            by_cost = lift_cost is not None and not whole
             if j in tree.codes:
                 card = tree.codes[j][1]
                 counts = np.bincount(row, minlength=card)
-                codes = np.flatnonzero(counts >= (1 if whole else trim))
-                kept[j].append(node * card + codes)
+                at = (1 if whole else nominal_trim(counts, card, trim, lift_cost) if by_cost
+                      else trim)
+                kept[j].append(node * card + np.flatnonzero(counts >= at))
                 continue
             if whole:
                 continue
             present = row[row != MISSING_KEY]
+            if by_cost and kinds[j] in (KIND_INT, KIND_ORDINAL) and present.size:
+                _cost_bounds(tree, node, j, np.sort(present), e - s, trim, lift_cost,
+                             lo_edge[j], hi_edge[j], kinds[j] == KIND_INT)
+                tree.missing[node, j] = (e - s - present.size) >= trim
+                continue
             tree.missing[node, j] = (e - s - present.size) >= trim
             if present.size < trim:
                 tree.lo[node, j], tree.hi[node, j] = MISSING_KEY, np.iinfo(np.int64).min
@@ -203,6 +217,54 @@ def _trim(tree: PlanTree, span, sorted_keys, kinds, trim: int, edges=None,
                 tree.hi[node, j] = np.partition(present, present.size - trim)[present.size - trim]
     for j, parts in kept.items():
         tree.codes[j] = (np.concatenate(parts).astype(np.int64), tree.codes[j][1])
+
+
+def nominal_trim(counts: np.ndarray, card: int, trim: int, lift_cost: float) -> int:
+    """The threshold a leaf keeps a nominal QI's codes at: the cheapest of 1 to ``2 * trim``.
+
+    A code held by at least the threshold of the leaf's fitted rows stays in
+    its label. Keeping ``m`` codes costs each of the leaf's ``n`` fitted rows
+    the set's NCP, ``(m - 1) / (card - 1)``; every fitted row whose code is
+    left out costs ``lift_cost`` (the loss of a batch row lifted to an
+    ancestor, in QI domains), as batch rows drawn like them will be lifted.
+    Ties go to the lowest threshold.
+
+    Examples
+    --------
+    >>> counts = np.array([70, 3, 2, 1, 1, 1])
+    >>> nominal_trim(counts, 6, 4, 1.5), nominal_trim(counts, 40, 4, 1.5)
+    (4, 2)
+    """
+    n = int(counts.sum())
+    held = counts[counts > 0]
+    at = np.arange(1, 2 * trim + 1)
+    keep = held[None, :] >= at[:, None]
+    cost = (n * np.maximum(keep.sum(axis=1) - 1, 0) / max(card - 1, 1)
+            + lift_cost * np.where(keep, 0, held[None, :]).sum(axis=1))
+    return int(at[np.argmin(cost)])
+
+
+def _cost_bounds(tree, node, j, present, n, trim, lift_cost, lo_edge, hi_edge, edge) -> None:
+    """A leaf's bounds of an integer or ordinal QI, each side at its cheapest trim.
+
+    Raising the low bound to the ``t``-th smallest key saves each of the
+    leaf's ``n`` fitted rows ``(key - lowest) / range`` of NCP and costs
+    ``lift_cost`` per fitted row below it; the same for the high bound, ``t``
+    from 1 to ``2 * trim`` (at most half the rows). A bound at an open edge
+    of the fitted domain (numbers) stays there, as in :func:`_trim`.
+    """
+    span = max(int(hi_edge) - int(lo_edge), 1)
+    t = np.arange(1, min(2 * trim, (present.size + 1) // 2) + 1)
+    low = present[t - 1]
+    below = np.searchsorted(present, low, side="left")
+    if not (edge and tree.lo[node, j] == lo_edge):
+        cost = -n * (low - present[0]) / span + lift_cost * below
+        tree.lo[node, j] = low[np.argmin(cost)]
+    high = present[present.size - t]
+    above = present.size - np.searchsorted(present, high, side="right")
+    if not (edge and tree.hi[node, j] == hi_edge):
+        cost = -n * (present[-1] - high) / span + lift_cost * above
+        tree.hi[node, j] = high[np.argmin(cost)]
 
 
 def _find_cut(a, b, starts, top, bottom, ordered, held, sorted_keys, order, relaxed):
