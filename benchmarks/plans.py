@@ -16,7 +16,7 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    domain for integers and/or nominal QIs, inner nodes untrimmed, integer
    bounds meeting at cuts), each with the share of rows lifted and their
    share of the loss (``--sweep``: also
-   plans at fit_k 40-79 x trim 1-8, and the halves on their own at k=15,
+   plans at fit_k 40-79 x fixed trim 1-8, and the halves on their own at k=15,
    20, 30): ``shared`` is the
    share of the second half's rows whose published QI combination appears
    in the first half's release; ``gcp_ratio`` the NCP (GCP) of the plan's
@@ -186,8 +186,11 @@ def _where_loss_goes(plan, halves, gcp_alone, qis) -> dict:
     return out
 
 
-#: The label rule before inner nodes were left untrimmed and integer bounds met at cuts.
-BEFORE = {"trim_inner": True, "abut": False}
+#: The label rule before inner nodes were left untrimmed, integer bounds met at cuts
+#: and leaves were trimmed by cost.
+BEFORE = {"trim_inner": True, "abut": False, "lift_cost": None}
+#: The rule before leaves were trimmed by cost (every leaf at the fixed trim).
+FIXED_TRIM = {"lift_cost": None}
 
 
 def _halves_through(plan, halves, qis, k, gcp_alone, gcp_same) -> dict:
@@ -276,8 +279,10 @@ def adult(rows: list, sweep: bool = False) -> None:
     for label, batch_rows, objective, rule in (
             ("plan fitted at k", None, "balanced", {}),
             ("plan, batch_rows=half, before", half_rows, "balanced", BEFORE),
+            ("plan, batch_rows=half, fixed trim", half_rows, "balanced", FIXED_TRIM),
             ("plan, batch_rows=half", half_rows, "balanced", {}),
             ("plan, batch_rows=half, objective=ncp, before", half_rows, "ncp", BEFORE),
+            ("plan, batch_rows=half, objective=ncp, fixed trim", half_rows, "ncp", FIXED_TRIM),
             ("plan, batch_rows=half, objective=ncp", half_rows, "ncp", {})):
         p = fit_plan(train, qis, k, batch_rows=batch_rows, objective=objective, **rule)
         same = gcp_alone if objective == "balanced" else gcp_alone_ncp
@@ -296,10 +301,13 @@ def adult(rows: list, sweep: bool = False) -> None:
              _with_domain(fit_plan(train, qis, k, batch_rows=half_rows, trim=1,
                                    trim_inner=True, abut=False), numeric=True)),
             ("inner nodes untrimmed",
-             fit_plan(train, qis, k, batch_rows=half_rows, abut=False)),
+             fit_plan(train, qis, k, batch_rows=half_rows, abut=False, lift_cost=None)),
             ("integer bounds meet at cuts",
-             fit_plan(train, qis, k, batch_rows=half_rows, trim_inner=True)),
-            ("kept: both", fit_plan(train, qis, k, batch_rows=half_rows))):
+             fit_plan(train, qis, k, batch_rows=half_rows, trim_inner=True, lift_cost=None)),
+            ("both of the last two", fit_plan(train, qis, k, batch_rows=half_rows,
+                                              lift_cost=None)),
+            ("kept: both, leaves trimmed by cost", fit_plan(train, qis, k,
+                                                            batch_rows=half_rows))):
         rows.append({"table": "adult-labels", "what": label,
                      **_halves_through(p, halves, qis, k, gcp_alone, gcp_alone)})
     if not sweep:
@@ -310,7 +318,7 @@ def adult(rows: list, sweep: bool = False) -> None:
                      "gcp_ratio": float(np.mean(np.divide(g, gcp_alone)))})
     for fk in (40, 50, 60, 79):
         for trim in (1, 2, 4, 8):
-            p = fit_plan(train, qis, k, fit_k_=fk, trim=trim)
+            p = fit_plan(train, qis, k, fit_k_=fk, trim=trim, lift_cost=None)
             rel = [p.transform(h) for h in halves]
             gcp = [_gcp(r, h, qis) for r, h in zip(rel, halves, strict=True)]
             rows.append({"table": "adult-sweep", "what": "plan", "fit_k": fk, "trim": trim,
