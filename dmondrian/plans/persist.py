@@ -9,6 +9,10 @@ gives every node's published label per QI in plain text, which is what a
 reviewer reads: the regions, and what each reveals about the fitted rows (its
 bounds, or its set of values, and, in ``count``, how many fitted rows it held).
 
+``trim`` and ``lift_cost`` record how the leaves' labels were trimmed
+(:func:`dmondrian.plans.tree.nominal_trim`); the labels themselves are in the
+tree, so a file without ``lift_cost`` (older) reads the same.
+
 Version 2 adds ``options.entity``, the person key of a plan that counts
 people (``entity=``): a reader of version 1 would release through it
 counting rows, so it refuses the file. Version 1 files still load (no entity).
