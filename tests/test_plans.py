@@ -132,6 +132,97 @@ def test_a_batch_reads_alike_in_any_dtype_and_chunking(monkeypatch):
     pd.testing.assert_frame_equal(plan.transform(new), expected)
 
 
+def _placement(plan, table):
+    """Where the rows of ``table`` land, as comparable arrays."""
+    placed = plan.place(table)
+    return (placed.node, placed.rows, placed.outside.keys,
+            {j: m.tolist() for j, m in placed.outside.unseen.items()})
+
+
+def _assert_same_placement(a, b):
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    np.testing.assert_array_equal(a[2], b[2])
+    assert a[3] == b[3]
+
+
+@st.composite
+def _strays(draw):
+    seed = draw(st.integers(0, 10_000))
+    n_fit = draw(st.integers(20, 400))
+    k = draw(st.integers(1, 8))
+    mode = draw(st.sampled_from(["strict", "relaxed"]))
+    batch_rows = draw(st.one_of(st.none(), st.integers(1, 400)))
+    qis = draw(st.sampled_from([QIS, ["age", "when", "job", "grade"], ["age", "when"],
+                                ["job"], ["when", "grade"]]))
+    return seed, n_fit, k, mode, batch_rows, qis
+
+
+def _with_gaps(df, rng, share):
+    """``df`` with missing ages and dates (nullable integers, NaT) in ``share`` of rows."""
+    df = df.copy()
+    df["age"] = df["age"].astype("Int64")
+    df.loc[rng.random(len(df)) < share, "age"] = pd.NA
+    df.loc[rng.random(len(df)) < share, "when"] = pd.NaT
+    return df
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_strays())
+def test_compiled_placement_is_the_numpy_placement(case):
+    # The compiled walk (its packed tree, one record per node with 32-bit or 64-bit
+    # bounds) routes and lifts every row as
+    # the numpy walk and lift do: missing values, values past the fitted range, unseen
+    # categories, relaxed plans' ties, trimmed leaves that hold no value of a QI.
+    import dmondrian.plans.batch as batch
+
+    seed, n_fit, k, mode, batch_rows, qis = case
+    k = min(k, n_fit)
+    rng = np.random.default_rng(seed)
+    fit = _with_gaps(_table(n_fit, seed), rng, 0.1 * (seed % 3))
+    new = _with_gaps(_table(300, seed + 1), rng, 0.15)
+    ages = pd.Series(rng.integers(0, 120, 300), index=new.index, dtype="Int64")
+    new["age"] = ages.where(new["age"].notna(), pd.NA)
+    new.loc[rng.random(300) < 0.1, "job"] = "new-" + str(seed % 3)
+    new.loc[rng.random(300) < 0.1, "when"] = pd.Timestamp("2031-05-05")
+    new.loc[rng.random(300) < 0.05, "when"] = pd.Timestamp("1999-05-05 13:00")
+    plan = fit_plan(fit, qis, k, mode=mode, batch_rows=batch_rows)
+    compiled = _placement(plan, new)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(batch, "MEMBER_BYTES", 0)  # the numpy walk and lift
+        plan.__dict__.pop("_lift", None)
+        assert plan.lift_tables is None
+        _assert_same_placement(compiled, _placement(plan, new))
+        mp.setattr(batch, "MEMBER_BYTES", 256 << 20)
+        mp.setattr(batch, "_narrow_bounds", lambda *a: None)  # int64 bounds
+        plan.__dict__.pop("_lift", None)
+        assert plan.lift_tables[-1].size == 0
+        _assert_same_placement(compiled, _placement(plan, new))
+    plan.__dict__.pop("_lift", None)
+
+
+def test_integer_and_date_bounds_are_32_bit_offsets():
+    # Ages, days and ordinal codes fit a record's 32-bit offsets (a day is the dates'
+    # unit); float keys do not, and keep 64-bit bounds.
+    from dmondrian.plans.batch import lift_tables
+
+    df = _table(3000, 5)
+    plan = fit_plan(df, ["age", "when", "job", "grade"], 10)
+    rec, slot, scale = lift_tables(plan)[-3:]
+    assert scale.size == 8 and rec.strides[0] == 64 and rec.shape[1] <= 64
+    nodes = np.ascontiguousarray(rec[:, :4]).view(np.int32).ravel()
+    for j in (0, 1, 3):  # age, when, grade
+        pairs = np.ascontiguousarray(rec[:, slot[j]:slot[j] + 8]).view(np.int32)
+        base, unit = scale[2 * j], scale[2 * j + 1]
+        np.testing.assert_array_equal(base + unit * pairs[:, 0].astype(np.int64),
+                                      plan.tree.lo[nodes, j])
+        np.testing.assert_array_equal(base + unit * pairs[:, 1].astype(np.int64),
+                                      plan.tree.hi[nodes, j])
+    assert scale[3] % 86_400 == 0  # the dates' unit: a day
+    wide = lift_tables(fit_plan(df, QIS, 10))
+    assert wide[-1].size == 0
+
+
 @pytest.mark.parametrize("generalization", ["midpoint", "mean"])
 def test_save_plan_with_an_all_missing_class(tmp_path, generalization):
     # A class whose QI values are all missing publishes NaN / NaT: null in the file.

@@ -8,12 +8,14 @@ independent, so the CPU overlaps their memory reads, and each step prefetches
 the record its row reads next, a block later), then each row climbs from its
 leaf to the deepest node on its path whose fitted region holds its values
 (see :mod:`dmondrian.plans.batch`, whose rule this is). A block's lift
-waits for its leaves' bounds while the next block is walked.
+waits for its leaves' records while the next block is walked.
 
 Every array is in breadth-first order (:func:`dmondrian.plans.batch.packed_tree`):
 the top levels, which every row visits, sit together. A node of the walk is a
-16-byte record, four to a cache line; a node's bounds are one row of ``box``
-and its flags and nominal codes one row of ``aux``.
+16-byte record, four to a cache line. Everything the lift reads of a node
+(its number, its parent, a flag byte per QI, its nominal codes and its
+bounds, as 32-bit offsets when the plan's bounds allow) is one record of
+``rec``, one cache line for most plans.
 """
 
 import numpy as np
@@ -37,16 +39,16 @@ cdef extern from *:
 cdef enum:
     BLOCK = 256
 
-# Bytes before a node's flags in its ``aux`` row: its number in the plan (int32).
+# Bytes of a ``rec`` record before its flags: the node's number in the plan and its
+# parent's record (int32 each).
 cdef enum:
-    AUX_HEAD = 4
+    REC_HEAD = 8
 
-# Flags of a node and QI in ``aux``.
+# Flags of a node and QI in ``rec``.
 cdef enum:
     F_MISS = 1      # the node's fitted rows hold a missing value
     F_OPEN_LO = 2   # the node reaches the low edge of an edge kind's fitted domain
     F_OPEN_HI = 4   # ... the high edge
-
 
 cdef struct Step:
     # A row goes to ``left + 1`` (the right child, its sibling's neighbour) when
@@ -58,13 +60,25 @@ cdef struct Step:
     int32_t meta
 
 
-cdef inline bint _holds(const i64* box, const uint8_t* aux, const i64* keys,
-                        Py_ssize_t stride, Py_ssize_t i, Py_ssize_t d,
-                        const int32_t* slot, bint* inside) noexcept nogil:
-    """Whether a node (its ``box`` and ``aux`` rows) holds row ``i``, with its open
-    edges; ``inside[0]``: within its fitted bounds. ``slot[j]``: QI ``j``'s pair in
-    ``box``, or ``-1 - offset`` of a nominal QI's codes in ``aux``."""
-    cdef Py_ssize_t j
+cdef inline i64 _bound(const uint8_t* at, const i64* scale, Py_ssize_t j) noexcept nogil:
+    """A bound stored at ``at``: an int64, or (``scale`` not NULL) an int32 offset
+    from QI ``j``'s base in its unit."""
+    cdef i64 v
+    cdef int32_t q
+    if scale == NULL:
+        memcpy(&v, at, 8)
+        return v
+    memcpy(&q, at, 4)
+    return scale[2 * j] + scale[2 * j + 1] * <i64>q
+
+
+cdef inline bint _holds(const uint8_t* rec, const i64* keys, Py_ssize_t stride, Py_ssize_t i,
+                        Py_ssize_t d, const int32_t* slot, const i64* scale,
+                        bint* inside) noexcept nogil:
+    """Whether a node (its record) holds row ``i``, with its open edges; ``inside[0]``:
+    within its fitted bounds. ``slot[j]``: the byte offset of QI ``j``'s bounds in the
+    record, or ``-1 - offset`` of a nominal QI's codes after the flags."""
+    cdef Py_ssize_t j, w = 4 if scale != NULL else 8
     cdef i64 v, lo, hi
     cdef int32_t at
     cdef uint8_t f
@@ -73,16 +87,16 @@ cdef inline bint _holds(const i64* box, const uint8_t* aux, const i64* keys,
         v = keys[j * stride + i]
         at = slot[j]
         if at < 0:
-            h = aux[AUX_HEAD + d - 1 - at + v] != 0
+            h = rec[REC_HEAD + d - 1 - at + v] != 0
             ins = ins and h
         else:
-            f = aux[AUX_HEAD + j]
+            f = rec[REC_HEAD + j]
             if v == MISSING_KEY:
                 h = (f & (F_MISS | F_OPEN_HI)) != 0
                 ins = ins and (f & F_MISS) != 0
             else:
-                lo = box[2 * at]
-                hi = box[2 * at + 1]
+                lo = _bound(rec + at, scale, j)
+                hi = _bound(rec + at + w, scale, j)
                 h = (v >= lo or (f & F_OPEN_LO) != 0) and (v <= hi or (f & F_OPEN_HI) != 0)
                 ins = ins and lo <= v <= hi
         if not h:
@@ -132,15 +146,16 @@ cdef void _walk(Py_ssize_t s, Py_ssize_t b_n, const Step* steps, const i64* eq,
 
 
 cdef void _lift(Py_ssize_t s, Py_ssize_t b_n, const i64* keys, Py_ssize_t stride,
-                Py_ssize_t d, const uint8_t* unseen, const int32_t* parent, const i64* box,
-                Py_ssize_t box_w, const uint8_t* aux, Py_ssize_t aux_w, const int32_t* slot,
-                i64* nd_buf, i64* pending, i64* node, uint8_t* outside) noexcept nogil:
+                Py_ssize_t d, const uint8_t* unseen, const uint8_t* rec, Py_ssize_t rec_w,
+                const int32_t* slot, const i64* scale, i64* nd_buf, i64* pending, i64* node,
+                uint8_t* outside) noexcept nogil:
     """Lift rows ``s .. s + b_n - 1`` from their leaf (``nd_buf``) to the node holding
     them. Each wave checks every row still climbing and asks for the next node's
-    rows of ``box`` and ``aux`` for the next wave."""
+    record for the next wave."""
     cdef Py_ssize_t b, i, k, n_pending = b_n, kept
     cdef i64 nd
-    cdef int32_t original
+    cdef int32_t original, up
+    cdef const uint8_t* r
     cdef bint held, inside
     for b in range(b_n):
         pending[b] = b
@@ -154,18 +169,17 @@ cdef void _lift(Py_ssize_t s, Py_ssize_t b_n, const i64* keys, Py_ssize_t stride
                 node[i] = 0
                 outside[i] = 1
                 continue
+            r = rec + nd * rec_w
             inside = False
-            held = _holds(box + nd * box_w, aux + nd * aux_w, keys, stride, i, d, slot,
-                          &inside)
+            held = _holds(r, keys, stride, i, d, slot, scale, &inside)
             if held or nd == 0:
                 outside[i] = not (held and inside)
-                memcpy(&original, aux + nd * aux_w, 4)
+                memcpy(&original, r, 4)
                 node[i] = original
                 continue
-            nd = parent[nd]
-            nd_buf[b] = nd
-            prefetch(box + nd * box_w)
-            prefetch(aux + nd * aux_w)
+            memcpy(&up, r + 4, 4)
+            nd_buf[b] = up
+            prefetch(rec + <i64>up * rec_w)
             pending[kept] = b
             kept += 1
         n_pending = kept
@@ -174,13 +188,11 @@ cdef void _lift(Py_ssize_t s, Py_ssize_t b_n, const i64* keys, Py_ssize_t stride
 cdef void _place_range(Py_ssize_t n, const Step* steps, const i64* eq,
                        const i64* tie_before, const i64* ranks, Py_ssize_t height,
                        const i64* keys, Py_ssize_t stride, Py_ssize_t d, const i64* pos,
-                       bint use_tie, const uint8_t* unseen, const int32_t* parent,
-                       const i64* box, Py_ssize_t box_w, const uint8_t* aux, Py_ssize_t aux_w,
-                       const int32_t* slot, i64* buf, i64* node,
-                       uint8_t* outside) noexcept nogil:
+                       bint use_tie, const uint8_t* unseen, const uint8_t* rec,
+                       Py_ssize_t rec_w, const int32_t* slot, const i64* scale, i64* buf,
+                       i64* node, uint8_t* outside) noexcept nogil:
     """Place rows ``0 .. n - 1``, a block at a time: each block is walked, its leaves'
-    rows of ``box`` and ``aux`` asked for, and the block before it lifted while they
-    arrive."""
+    records asked for, and the block before it lifted while they arrive."""
     cdef Py_ssize_t blk, b, s, b_n, n_blocks = (n + BLOCK - 1) // BLOCK
     cdef i64* cur
     cdef i64* prev
@@ -194,21 +206,21 @@ cdef void _place_range(Py_ssize_t n, const Step* steps, const i64* eq,
             _walk(s, b_n, steps, eq, tie_before, ranks, height, keys, stride, pos, use_tie,
                   cur)
             for b in range(b_n):
-                prefetch(box + cur[b] * box_w)
-                prefetch(aux + cur[b] * aux_w)
+                prefetch(rec + cur[b] * rec_w)
+                if rec_w > 64:
+                    prefetch(rec + cur[b] * rec_w + 64)
         if blk > 0:
             s = (blk - 1) * BLOCK
             b_n = min(<Py_ssize_t>BLOCK, n - s)
-            _lift(s, b_n, keys, stride, d, unseen, parent, box, box_w, aux, aux_w, slot, prev,
-                  pending, node, outside)
+            _lift(s, b_n, keys, stride, d, unseen, rec, rec_w, slot, scale, prev, pending,
+                  node, outside)
 
 
 def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
                const i64[::1] tie_before, const i64[::1] ranks, Py_ssize_t height,
                const i64[::1] pos, bint use_tie, const uint8_t[::1] unseen,
-               const int32_t[::1] parent, const i64[:, :] box,
-               const uint8_t[:, ::1] aux, const int32_t[::1] slot, i64[::1] node,
-               uint8_t[::1] outside):
+               const uint8_t[:, :] rec, const int32_t[::1] slot, const i64[::1] scale,
+               i64[::1] node, uint8_t[::1] outside):
     """Route every row down the packed tree and lift it to the deepest node holding it.
 
     Parameters
@@ -231,18 +243,19 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
     use_tie : bool
     unseen : uint8 array (rows,) or (0,)
         1 for rows holding a value the plan never saw (they go to the root).
-    parent : int32 array (nodes,)
-        Every node's parent (-1 for the root).
-    box : int64 array (nodes, 2 * ordered QIs)
-        Fitted bounds ``lo, hi`` of every ordered QI; rows may be padded
-        (a stride of whole cache lines).
-    aux : uint8 array (nodes, 4 + QIs + codes)
-        Per node: its number in the plan (depth-first, int32), a flag byte per
-        QI (missing held, open below, open above), then whether it holds each
-        code of every nominal QI.
+    rec : uint8 array (nodes, width)
+        A record per node, breadth-first: its number in the plan (depth-first)
+        and its parent's record (-1 for the root) as int32, a flag byte per QI
+        (missing held, open below, open above), whether it holds each code of
+        every nominal QI, and the bounds ``lo, hi`` of every ordered QI (int64,
+        or int32 offsets when ``scale`` is given); rows may be padded (a
+        stride of whole cache lines).
     slot : int32 array (QIs,)
-        QI ``j``'s pair of columns in ``box``, or ``-1 - offset`` of its codes
-        after the flags in ``aux`` for a nominal QI.
+        The byte offset of QI ``j``'s bounds in a record, or ``-1 - offset`` of
+        its codes after the flags for a nominal QI.
+    scale : int64 array (2 * QIs,) or (0,)
+        ``base, unit`` of every QI: a bound is ``base + unit * offset``; empty
+        when the bounds are int64.
     node : int64 array (rows,)
         Out: the node holding each row (the root when none does), in the plan's
         numbering.
@@ -251,17 +264,18 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
         an open edge, or at the root without being held).
     """
     cdef Py_ssize_t d = keys.shape[0], n = keys.shape[1]
-    cdef Py_ssize_t aux_w = aux.shape[1], m = steps.shape[0]
+    cdef Py_ssize_t rec_w = rec.strides[0], m = rec.shape[0]
     if node.shape[0] < n or outside.shape[0] < n:
         raise ValueError("node and outside must hold a value per row")
     if unseen.shape[0] and unseen.shape[0] < n:
         raise ValueError("unseen must hold a value per row")
     if use_tie and pos.shape[0] < n:
         raise ValueError("positions hold fewer values than keys have rows")
-    if (steps.shape[1] != 2 or (use_tie and (eq.shape[0] < m or tie_before.shape[0] < m))
-            or parent.shape[0] < m or box.shape[0] < m or aux.shape[0] < m
-            or aux.shape[1] < AUX_HEAD + d or slot.shape[0] != d
-            or box.strides[1] != sizeof(i64) or keys.strides[1] != sizeof(i64)):
+    if (steps.shape[1] != 2 or steps.shape[0] != m
+            or (use_tie and (eq.shape[0] < m or tie_before.shape[0] < m))
+            or rec.shape[1] < REC_HEAD + d or slot.shape[0] != d
+            or (scale.shape[0] and scale.shape[0] != 2 * d)
+            or rec.strides[1] != 1 or keys.strides[1] != sizeof(i64)):
         raise ValueError("the packed tree does not match the keys")
     if n == 0:
         return
@@ -271,14 +285,12 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
     cdef const i64* kp = &keys[0, 0]
     cdef const i64* pp = &pos[0] if pos.shape[0] else NULL
     cdef const uint8_t* up = &unseen[0] if unseen.shape[0] else NULL
-    cdef const i64* bp = &box[0, 0] if box.shape[1] else &steps[0, 0]  # no ordered QI: unread
     cdef const i64* ep = &eq[0] if use_tie else NULL
     cdef const i64* tp = &tie_before[0] if use_tie else NULL
+    cdef const i64* sp = &scale[0] if scale.shape[0] else NULL
     cdef Py_ssize_t stride = keys.strides[0] // sizeof(i64)
-    cdef Py_ssize_t box_w = box.strides[0] // sizeof(i64)
     buf_a = np.empty(3 * BLOCK, dtype=np.int64)  # two blocks' nodes, and rows climbing
     cdef i64[::1] buf = buf_a
     with nogil:
-        _place_range(n, st, ep, tp, &ranks[0], height, kp, stride, d, pp,
-                     use_tie, up, &parent[0], bp, box_w, &aux[0, 0], aux_w, &slot[0], &buf[0],
-                     &node[0], &outside[0])
+        _place_range(n, st, ep, tp, &ranks[0], height, kp, stride, d, pp, use_tie, up,
+                     &rec[0, 0], rec_w, &slot[0], sp, &buf[0], &node[0], &outside[0])

@@ -279,8 +279,12 @@ def _inside(plan, j, v, nd):
     return held, inside
 
 
-#: Largest nodes x nominal codes table the compiled lift looks codes up in (bytes).
+#: Largest table of nodes' records (bounds, flags and nominal codes) the compiled lift
+#: reads (bytes).
 MEMBER_BYTES = 256 << 20
+
+#: Bytes of a node's record before its flags: its number in the plan, its parent's record.
+REC_HEAD = 8
 
 
 def packed_tree(cuts):
@@ -332,20 +336,68 @@ def packed_tree(cuts):
             np.ascontiguousarray(cuts.ranks, dtype=np.int64), height, order)
 
 
-def _aligned_rows(m: int, width: int) -> np.ndarray:
-    """An int64 ``(m, width)`` array whose rows start on 64-byte lines (when ``width``
-    is a multiple of 8), so a row of up to 8 values is one cache line."""
-    stride = width if width <= 1 else -(-width // 8) * 8
-    flat = np.zeros(m * stride + 8, dtype=np.int64)
-    skip = (-flat.ctypes.data % 64) // 8
+def _aligned_records(m: int, width: int) -> np.ndarray:
+    """A zeroed uint8 ``(m, width)`` array whose rows start on 64-byte lines and are
+    whole lines apart, so a record of up to 64 bytes is one cache line."""
+    stride = -(-width // 64) * 64
+    flat = np.zeros(m * stride + 64, dtype=np.uint8)
+    skip = -flat.ctypes.data % 64
     return flat[skip:skip + m * stride].reshape(m, stride)[:, :width]
+
+
+#: Largest offset of a bound from its QI's base, in its unit, kept as an int32.
+_NARROW_MAX = np.iinfo(np.int32).max - 1
+
+
+def _narrow_bounds(lo: np.ndarray, hi: np.ndarray, flags: np.ndarray):
+    """Every ordered QI's bounds as int32 offsets: ``(base_and_unit, lo32, hi32)``, or
+    None when some bound does not fit.
+
+    A bound is ``base + unit * offset``: ``base`` the QI's smallest bound,
+    ``unit`` the greatest common divisor of the bounds' distances from it (a
+    day, for dates fitted at midnight). A node holding no value of the QI
+    (bounds ``MISSING_KEY``, ``INT64_MIN``) gets the empty range
+    ``[base + unit, base]``: nothing lies inside it, and the open edges
+    decide alone, as they do for the int64 bounds, when both or neither are
+    open (a node with one open edge and no value keeps the int64 bounds).
+    """
+    m, q = lo.shape
+    out = np.zeros((2, q), dtype=np.int64)
+    lo32, hi32 = np.empty((m, q), dtype=np.int32), np.empty((m, q), dtype=np.int32)
+    for c in range(q):
+        empty = (lo[:, c] == MISSING_KEY) & (hi[:, c] == INT_MIN)
+        one_edge = ((flags[:, c] & 2) != 0) != ((flags[:, c] & 4) != 0)
+        if (empty & one_edge).any():
+            return None
+        a, b = lo[~empty, c], hi[~empty, c]
+        if ((a == MISSING_KEY) | (b == INT_MIN)).any():
+            return None
+        base = int(min(a.min(), b.min())) if a.size else 0
+        top = int(max(a.max(), b.max())) if a.size else 0
+        if top - base >= 1 << 62:
+            return None
+        dist = np.concatenate([a, b]) - base
+        unit = max(int(np.gcd.reduce(dist)) if dist.size else 1, 1)
+        if (top - base) // unit > _NARROW_MAX:
+            return None
+        out[:, c] = base, unit
+        lo32[:, c] = np.where(empty, 1, (lo[:, c] - base) // unit)
+        hi32[:, c] = np.where(empty, 0, (hi[:, c] - base) // unit)
+    return out, lo32, hi32
 
 
 def lift_tables(plan):
     """The arrays :func:`dmondrian._kernel.lift.place_rows` reads, breadth-first (None:
-    the nominal codes' table would exceed :data:`MEMBER_BYTES`, or the tree does not
-    fit :func:`packed_tree`'s records; rows are then routed and lifted apart, the
-    lift in numpy)."""
+    the records would exceed :data:`MEMBER_BYTES`, or the tree does not fit
+    :func:`packed_tree`'s records; rows are then routed and lifted apart, the
+    lift in numpy).
+
+    Returns
+    -------
+    tuple or None
+        ``(steps, eq, tie_before, ranks, height, rec, slot, scale)``: see
+        :func:`packed_tree` and :func:`~dmondrian._kernel.lift.place_rows`.
+    """
     tree = plan.tree
     m, d = tree.lo.shape
     packed = packed_tree(tree.cuts)
@@ -354,29 +406,42 @@ def lift_tables(plan):
     steps, eq, tie_before, ranks, height, order = packed
     slot = np.zeros(d, dtype=np.int32)
     ordered = [j for j in range(d) if j not in tree.codes]
-    slot[ordered] = np.arange(len(ordered), dtype=np.int32)
     total = 0
     for j, (_, card) in sorted(tree.codes.items()):
         slot[j] = -1 - total
         total += card
-    if m * (d + total) > MEMBER_BYTES:
-        return None
     new_id = np.empty(m, dtype=np.int64)
     new_id[order] = np.arange(m, dtype=np.int64)
-    # Each row starts with the node's number in the plan, an int32 in the
-    # machine's byte order (the compiled pass copies it out as one).
-    head = 4
-    aux = np.zeros((m, head + d + total), dtype=np.uint8)
-    aux[:, :head] = order.astype(np.int32).view(np.uint8).reshape(m, head)
-    for j, (codes, card) in tree.codes.items():
-        aux[new_id[codes // card], head + d - 1 - slot[j] + codes % card] = 1
     edge = np.asarray([qi.kind in EDGE_KINDS for qi in plan.encodings], dtype=bool)
-    aux[:, head:head + d] = (tree.missing * 1 + ((tree.lo == tree.lo[0]) & edge) * 2
-                             + ((tree.hi == tree.hi[0]) & edge) * 4)[order]
-    box = _aligned_rows(m, 2 * len(ordered))
-    box[:, 0::2], box[:, 1::2] = tree.lo[order][:, ordered], tree.hi[order][:, ordered]
+    flags = (tree.missing * 1 + ((tree.lo == tree.lo[0]) & edge) * 2
+             + ((tree.hi == tree.hi[0]) & edge) * 4)[order].astype(np.uint8)
+    lo, hi = tree.lo[order][:, ordered], tree.hi[order][:, ordered]
+    # One record per node, everything the lift reads of it side by side: the
+    # bounds as int32 offsets when they fit, so most plans' records are one
+    # cache line (a row's lift then waits on one line, not two).
+    narrow = _narrow_bounds(lo, hi, flags[:, ordered]) if ordered else None
+    width = 4 if narrow is not None else 8
+    head = REC_HEAD + d + total
+    at = -(-head // 8) * 8
+    size = at + 2 * width * len(ordered)
+    if m * -(-size // 64) * 64 > MEMBER_BYTES:
+        return None
+    rec = _aligned_records(m, size)
+    rec[:, 0:4] = order.astype(np.int32).view(np.uint8).reshape(m, 4)
     parent = np.where(order == 0, -1, new_id[np.maximum(tree.parent[order], 0)])
-    return steps, eq, tie_before, ranks, height, parent.astype(np.int32), box, aux, slot
+    rec[:, 4:8] = parent.astype(np.int32).view(np.uint8).reshape(m, 4)
+    rec[:, REC_HEAD:REC_HEAD + d] = flags
+    for j, (codes, card) in tree.codes.items():
+        rec[new_id[codes // card], REC_HEAD + d - 1 - slot[j] + codes % card] = 1
+    pairs = np.empty((m, 2 * len(ordered)), dtype=np.int32 if narrow else np.int64)
+    scale = np.zeros(2 * d, dtype=np.int64) if narrow else _NO_COUNTS
+    if narrow is not None:
+        base_unit, lo, hi = narrow
+        scale[0::2][ordered], scale[1::2][ordered] = base_unit
+    pairs[:, 0::2], pairs[:, 1::2] = lo, hi
+    rec[:, at:size] = pairs.view(np.uint8)
+    slot[ordered] = at + 2 * width * np.arange(len(ordered), dtype=np.int32)
+    return steps, eq, tie_before, ranks, height, rec, slot, scale
 
 
 #: Rows encoded and placed together: their keys are still in cache when the walk reads them.
