@@ -266,6 +266,9 @@ def test_published_targets_rule():
                              lambda n, h: n >= 3).tolist() == [0, 1, 0, 0, 0]
     assert published_targets(parent, np.array([0, 5, 0, 3, 4]),
                              lambda n, h: n >= 3).tolist() == [0, 1, 2, 3, 4]
+    # Of equal groups, the lower node folds in first, and only until the root passes.
+    assert published_targets(np.array([-1, 0, 0, 0]), np.array([1, 3, 3, 4]),
+                             lambda n, h: n >= 3).tolist() == [0, 0, 2, 3]
 
 
 def test_fit_for_batch_rows_keeps_classes_across_batches():

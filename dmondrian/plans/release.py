@@ -118,15 +118,19 @@ def published_targets(parent: np.ndarray, count: np.ndarray, passes, hist=None,
 
     if group[0] > 0:
         kept[0] = True
-        # Fold the smallest published groups into the root until it passes.
-        others = [] if root_ok() else sorted(
-            (int(group[i]), i) for i in np.flatnonzero(kept) if i != 0)
+        # Fold the smallest published groups into the root until it passes
+        # (ties: the lower node first). Ordered in numpy: a plan publishes tens of
+        # thousands of groups, and the root usually needs only a few of them.
+        others = np.flatnonzero(kept[1:]) + 1
+        others = others[np.lexsort((others, group[others]))]
+        taken = 0
         while not root_ok():
-            if not others:
+            if taken == others.shape[0]:
                 raise InfeasibleError(f"the batch's {int(group[0])} rows cannot form one "
                                       "class that meets the plan's constraints (fewer than k "
                                       "rows, or too few sensitive values)")
-            _, i = others.pop(0)
+            i = int(others[taken])
+            taken += 1
             kept[i], dest[i] = False, 0
             group[0] += group[i]
             if ghist is not None:
