@@ -115,7 +115,10 @@ class ParquetSink:
 
     def write(self, frame: pd.DataFrame, number: int) -> int:
         """Write one output partition as ``part.<number>.parquet``; return its row count."""
-        table = pa.Table.from_pandas(frame, schema=self.schema, preserve_index=self.write_index)
+        # One thread: a task has its worker thread's core, and pyarrow would start a
+        # pool of threads per call (dask's own writer asks for one too).
+        table = pa.Table.from_pandas(frame, schema=self.schema, preserve_index=self.write_index,
+                                     nthreads=1)
         if self.row_seed is not None and table.num_rows > 1:
             # shuffle_rows' order, taken by Arrow: a quarter of pandas' cost on a
             # million census rows (labels, ints, floats; 37 against 136 ms).
