@@ -165,6 +165,10 @@ def anonymize(ddf, quasi_identifiers, k, **options):
 
     Raises
     ------
+    dmondrian.errors.IdentifyingColumnError
+        When a column released as is singles out rows, as the local engine
+        (:mod:`dmondrian.identifiers`): judged by the domain pass, so raised
+        here, before any lazy frame is returned.
     dmondrian.errors.DMondrianError
         On bad input, as the local engine.
 
@@ -202,7 +206,7 @@ def anonymize(ddf, quasi_identifiers, k, **options):
 
 @takes_options(ANONYMIZE, DASK_PLAN)
 def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=False,
-         _check_in_write=False, **options) -> TopPlan:
+         _check_in_write=False, _check_identifying=True, **options) -> TopPlan:
     """Run the domain pass and the top phase; return the cut tree (steps 1-2).
 
     Parameters are those of :func:`anonymize`; ``sample_rows`` sets the
@@ -214,11 +218,19 @@ def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=Fa
     :mod:`dmondrian._dask.counting_write`. ``_check_in_write``, for
     :func:`anonymize_to_parquet`: the domain pass reads only the QIs and the
     write tasks check for identifying columns,
-    :mod:`dmondrian._dask.written_check`.)
+    :mod:`dmondrian._dask.written_check`. ``_check_identifying`` False, for
+    :func:`dmondrian.plans.dask_fit.fit_plan_dask`, which releases nothing:
+    no check at all.)
 
     Returns
     -------
     TopPlan
+
+    Raises
+    ------
+    dmondrian.errors.IdentifyingColumnError
+        When a column released as is singles out rows (unless the write
+        tasks are to check; see :mod:`dmondrian.identifiers`).
     """
     anonymize_options = {name: options[name] for name in ANONYMIZE}
     opts = check_dask_options(ddf, quasi_identifiers, k, options["leaf_rows"],
@@ -232,14 +244,14 @@ def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=Fa
         with stall_timeout(timeout):
             return _plan(cluster_client, ddf, opts, options["progress"], int(sample_rows),
                          defer_counts=_defer_counts, exchange=exchange,
-                         check_in_write=_check_in_write)
+                         check_in_write=_check_in_write, check_identifying=_check_identifying)
     finally:
         release(owned)
 
 
 def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
           defer_counts: bool | str = False, exchange: str | None = None,
-          check_in_write: bool = False) -> TopPlan:
+          check_in_write: bool = False, check_identifying: bool = True) -> TopPlan:
     """Steps 1-2 on ``client``: the domain pass, the top phase, the sensitive passes."""
     timings, clock = {}, time.perf_counter()
 
@@ -250,9 +262,10 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
         clock = now
 
     domain, root, positional, sizing, identifying, person_keys = run_domain_pass(
-        client, ddf, opts, progress, sample_rows, check_identifying=not check_in_write)
-    written_check = checked_now_or_later(check_in_write, ddf._meta, opts, identifying,
-                                         person_keys)
+        client, ddf, opts, progress, sample_rows,
+        check_identifying=check_identifying and not check_in_write)
+    written_check = checked_now_or_later(check_in_write and check_identifying, ddf._meta,
+                                         opts, identifying, person_keys)
     lap("pass 1: domain (and leaf size)")
     if domain.n_rows == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
@@ -384,6 +397,14 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     -------
     TopPlan
         The plan that was applied (leaf sizes, number of passes, timings).
+
+    Raises
+    ------
+    dmondrian.errors.IdentifyingColumnError
+        When a column released as is singles out rows (as
+        :func:`anonymize`). The write tasks judge it, so the verdict comes
+        once every file is written: they are removed first, and the folder
+        too when this call created it, so nothing is left at ``path``.
     """
     write_options = options.pop("write_options")
     storage_options = options.pop("storage_options")
@@ -399,7 +420,7 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
         return write_parquet(ddf, top, sinks[-1], distributed_shuffle_method())
 
     # The identifying-column check runs in the write tasks (the domain pass reads only
-    # the QIs); if its warning is raised as an error, the files written are removed.
+    # the QIs); a release it refuses is removed, files and the folder made for them.
     return _anonymize_and_write(ddf, quasi_identifiers, k, build,
                                 label=f"pass: shuffle, anonymize, write {path}",
                                 defer_counts=True, check_in_write=True,

@@ -25,6 +25,7 @@ __all__ = [
     "NotFittedError",
     "DatasetError",
     "MissingDependencyError",
+    "IdentifyingColumnError",
     "IdentifyingColumnWarning",
     "JobStalledError",
     "PlanFileError",
@@ -158,8 +159,41 @@ class MissingDependencyError(DMondrianError, ImportError):
         super().__init__(message, name=package)
 
 
+class IdentifyingColumnError(ColumnError):
+    """Columns that would be released as is single out rows (a record id, an email).
+
+    Raised before anything is released (see :mod:`dmondrian.identifiers`).
+    Either remove the columns (``identifiers=[...]``, the command line's
+    ``--drop``) or, judged safe, allow them (``allow_unique=[...]``,
+    ``--allow-unique``).
+
+    Parameters
+    ----------
+    found : list of dmondrian.identifiers.IdentifyingColumn
+        The columns, each with the share of the rows it singles out.
+    message : str
+        What is wrong; it names every column and both ways out.
+
+    Attributes
+    ----------
+    column : object
+        The first column found (the index's name, or ``"index"``, for the index).
+    columns : list
+        Every column found.
+    found : list of dmondrian.identifiers.IdentifyingColumn
+    """
+
+    def __init__(self, found, message: str):
+        self.found = list(found)
+        self.columns = [f.column for f in self.found]
+        super().__init__(self.columns[0] if self.columns else None, message)
+
+
 class IdentifyingColumnWarning(UserWarning):
-    """A column released as is singles out rows (a record id, a name, an email).
+    """A column released as is looks like a person key (:mod:`dmondrian.person_keys`).
+
+    A column that singles out rows is refused instead
+    (:class:`IdentifyingColumnError`).
 
     Attributes
     ----------

@@ -1,14 +1,15 @@
 """Direct identifiers: columns removed from a release, and columns that single out rows.
 
 A release that keeps a column unique to each row (a record id, a name, an
-email) is linkable whatever k says. Two options of every engine deal with it:
+email) is linkable whatever k says, so no engine releases one unless told:
 
 * ``identifiers=[...]``: columns removed from the release (the command
   line's ``--drop``). They take no part in the anonymization.
-* a warning (:class:`~dmondrian.errors.IdentifyingColumnWarning`, a
-  ``UserWarning``) naming each column released as is that singles out rows;
-  ``allow_unique=[...]`` (``--allow-unique``) silences it for a column the
-  user has judged safe.
+* any other column released as is that singles out rows is refused: the
+  engine raises :class:`~dmondrian.errors.IdentifyingColumnError` naming
+  each such column, the share of the rows it singles out, and both ways
+  out; ``allow_unique=[...]`` (``--allow-unique``) lets through a column
+  the user has judged safe (a visit number, a row hash kept on purpose).
 
 Which columns single out rows
 -----------------------------
@@ -36,34 +37,47 @@ if it has none). Default means numbering the rows consecutively (a
 RangeIndex, or the row positions a sorted Dask release gets back): such an
 index tells no more than the rows' order.
 
-On the Dask engine the check costs no pass of its own: the pass that writes
-the release (:mod:`dmondrian._dask.written_check`, for
-``anonymize_to_parquet``), else the domain pass
-(:mod:`dmondrian._dask.domain_pass`), also reads the candidate columns and
-keeps a HyperLogLog sketch of each (``dask.dataframe.hyperloglog``), and
-the warning fires when the estimated count of distinct values is at least
+On the Dask engine the check costs no pass of its own: a pass the engine
+makes anyway also reads the candidate columns and keeps a HyperLogLog
+sketch of each (``dask.dataframe.hyperloglog``), and the column is refused
+when the estimated count of distinct values is at least
 :data:`UNIQUE_SHARE` of the rows. That is a necessary condition of the
 exact rule (half the rows holding unique values means at least half as
-many distinct values as rows), so the Dask engine may warn on a column the
+many distinct values as rows), so the Dask engine may refuse a column the
 local one would not (many values held by exactly two rows), never the other
-way round beyond the sketch's error (about 1.6 %).
+way round beyond the sketch's error (about 1.6 %). Which pass:
+
+* ``anonymize_to_parquet`` (and the command line's ``--distributed``
+  Parquet output): the pass that writes the release
+  (:mod:`dmondrian._dask.written_check`), which reads every column anyway;
+  the domain pass then reads only the QIs, so a wide table costs a copy.
+  The verdict comes once every file is written: the files are then removed
+  (and the folder, if the run created it) before the error is raised, so
+  nothing at the destination looks like a complete release.
+* the lazy ``anonymize(ddf, ...)`` and ``anonymize_to_csv``: the domain
+  pass (:mod:`dmondrian._dask.domain_pass`), which then reads the candidate
+  columns beside the QIs; the error is raised by ``anonymize`` itself,
+  before any lazy frame exists (a frame computed later would have to fail
+  half-way, after the caller may have written part of it).
+* a fitted plan's transform of a dask DataFrame: its counting pass
+  (:func:`dmondrian.plans.dask.transform_dask`), before the lazy release
+  is returned. Fitting a plan releases nothing and checks nothing.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ._compat import hll_estimate_count
-from .errors import ColumnError, IdentifyingColumnWarning, MissingColumnError, ParameterError
+from .errors import ColumnError, IdentifyingColumnError, MissingColumnError, ParameterError
 
 __all__ = ["MIN_ROWS", "UNIQUE_SHARE", "IdentifyingColumn", "check_identifiers", "released_as_is",
-           "check_allow_unique", "identifying_columns", "warn_identifying", "candidates",
+           "check_allow_unique", "identifying_columns", "refuse_identifying", "candidates",
            "DistinctSketch", "distinct_sketch", "merge_distinct", "estimate_identifying",
            "INDEX", "without_identifiers", "identifying_parts"]
 
@@ -333,12 +347,56 @@ def _caller_level() -> int:
     return level
 
 
-def warn_identifying(found: list[IdentifyingColumn]) -> None:
-    """One :class:`~dmondrian.errors.IdentifyingColumnWarning` per column found, attributed
-    to the user's line that called dmondrian."""
-    for f in found:
-        warnings.warn(IdentifyingColumnWarning(f.column, f.message()),
-                      stacklevel=_caller_level())
+def _listed(names) -> str:
+    return ", ".join(map(str, names))
+
+
+def refusal_message(found: list[IdentifyingColumn]) -> str:
+    """One line naming every column of ``found``, what it singles out, and the ways out.
+
+    Examples
+    --------
+    >>> print(refusal_message([IdentifyingColumn("person_id", 1.0, 5000)]))
+    ... # doctest: +ELLIPSIS
+    refusing to release column 'person_id' unchanged: it singles out rows (100% of the ...
+    """
+    def why(f: IdentifyingColumn) -> str:
+        return (f"{f.share:.0%} of the {f.rows:,} rows carry a value no other row has"
+                if f.exact else
+                f"about {f.share:.0%} of its {f.rows:,} values are distinct (estimated)")
+
+    columns = [f for f in found if not f.is_index]
+    index = [f for f in found if f.is_index]
+    parts = []
+    if len(columns) == 1:
+        parts.append(f"column {columns[0].column!r} unchanged: it singles out rows "
+                     f"({why(columns[0])})")
+    elif columns:
+        parts.append(f"columns {_listed(repr(f.column) for f in columns)} unchanged: they "
+                     "single out rows (" + "; ".join(f"{f.column!r}: {why(f)}" for f in columns)
+                     + ")")
+    if index:
+        parts.append(f"the index ({index[0].column!r}): it singles out rows ({why(index[0])})")
+    names = [f.column for f in found]
+    ways = []
+    if columns:
+        it = "it" if len(columns) == 1 else "them"
+        ways.append(f"remove {it} (identifiers={[f.column for f in columns]!r}, --drop "
+                    f"{','.join(str(f.column) for f in columns)})")
+    if index:
+        ways.append("reset the index (df.reset_index(drop=True))")
+    it = "it" if len(names) == 1 else "they"
+    return (f"refusing to release {' and '.join(parts)}; {' or '.join(ways)} or, if {it} "
+            f"{'is' if len(names) == 1 else 'are'} safe to publish, allow "
+            f"{'it' if len(names) == 1 else 'them'} (allow_unique={names!r}, --allow-unique "
+            f"{','.join(map(str, names))})")
+
+
+def refuse_identifying(found: list[IdentifyingColumn]) -> None:
+    """Raise :class:`~dmondrian.errors.IdentifyingColumnError` when ``found`` names any
+    column (see :func:`refusal_message`); a release must never carry a person key."""
+    if found:
+        raise IdentifyingColumnError(found, refusal_message(found))
 
 
 # -- the Dask engine's sketch ---------------------------------------------------------------------

@@ -49,7 +49,7 @@ from .constraints import (
 )
 from .entities import encode_entities, pair_counts
 from .errors import InfeasibleError, ParameterError
-from .identifiers import candidates, identifying_columns, released_as_is, warn_identifying
+from .identifiers import candidates, identifying_columns, refuse_identifying, released_as_is
 from .noise import check_noise_dtypes, noise_groups, noisy_columns
 from .options import ANONYMIZE, takes_options
 from .person_keys import person_key_columns, warn_person_keys
@@ -365,7 +365,8 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     identifiers : list of column names, optional
         Direct identifiers (record ids, names, emails): removed from the release.
     allow_unique : list of column names, optional
-        Columns released as is that may single out rows: no warning for them.
+        Columns released as is that may single out rows: judged safe, they
+        are released (any other is refused, see Raises).
 
     Returns
     -------
@@ -381,15 +382,17 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     Warns
     -----
     dmondrian.errors.IdentifyingColumnWarning
-        For each column released as is (and a non-default index) that
-        singles out rows: on 1,000 rows or more, half the rows or more hold
-        a value no other row has (see :mod:`dmondrian.identifiers`); and,
-        without ``entity``, for each that looks like a person key (many
-        values, each covering a few rows whose QIs mostly repeat; see
-        :mod:`dmondrian.person_keys`).
+        Without ``entity``, for each column released as is that looks like a
+        person key (many values, each covering a few rows whose QIs mostly
+        repeat; see :mod:`dmondrian.person_keys`).
 
     Raises
     ------
+    dmondrian.errors.IdentifyingColumnError
+        When a column released as is (or a non-default index) singles out
+        rows: on 1,000 rows or more, half the rows or more hold a value no
+        other row has (see :mod:`dmondrian.identifiers`), and it is named
+        neither in ``identifiers`` nor in ``allow_unique``.
     dmondrian.errors.DMondrianError
         On bad input, with a message naming the column or parameter.
 
@@ -423,13 +426,11 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     if dropped:
         df = df.drop(columns=list(dict.fromkeys(dropped)))
     as_is = released_as_is(df.columns, opts)
-    found = identifying_columns(df, as_is, opts.allow_unique)
-    warn_identifying(found)
+    refuse_identifying(identifying_columns(df, as_is, opts.allow_unique))
     if entity is None:
-        flagged = {f.column for f in found}
         warn_person_keys(person_key_columns(
-            df, [c for c in candidates(df.dtypes, df.index, as_is)
-                 if c in df.columns and c not in flagged], opts.qis, opts.allow_unique))
+            df, [c for c in candidates(df.dtypes, df.index, as_is) if c in df.columns],
+            opts.qis, opts.allow_unique))
     if opts.sensitive is not None:
         codes, domain = encode_sensitive(df[opts.sensitive])
         counts = (domain.counts if entity is None

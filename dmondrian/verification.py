@@ -58,7 +58,8 @@ class VerifyResult:
     Attributes
     ----------
     ok : bool
-        True when every class meets every requirement.
+        True when every class meets every requirement and no column released
+        as is singles out rows (``identifying_columns`` is empty).
     requirements : dict
         What was checked (``k``, ``l``, ``l_kind``, ``c``, ``t``,
         ``t_distance``, ``sensitive``); None for what was not.
@@ -75,8 +76,9 @@ class VerifyResult:
         by their published QI values, with their ``size`` (and ``l_distinct``,
         ``l_entropy``, ``t``) and ``failed``, the requirements they break.
     identifying_columns : list of dmondrian.identifiers.IdentifyingColumn
-        Columns released as is that single out rows: a risk k does not
-        cover, listed without failing the verification.
+        Columns released as is that single out rows (less those in
+        ``allow_unique``): a risk k does not cover, which fails the
+        verification as the engines refuse to release it.
     """
 
     ok: bool
@@ -113,15 +115,18 @@ class VerifyResult:
     def _summary(self) -> str:
         req = ", ".join(f"{k}={v}" for k, v in self.requirements.items()
                         if v is not None and k not in ("l_kind", "t_distance", "sensitive"))
-        verdict = "OK" if self.ok else f"FAILED: {self.n_violations} of {self.n_classes} " \
-                                       "classes violate"
+        failed = ([f"{self.n_violations} of {self.n_classes} classes violate"]
+                  if self.n_violations else [])
+        if self.identifying_columns:
+            failed.append(f"{len(self.identifying_columns)} column(s) single out rows")
+        verdict = "OK" if self.ok else "FAILED: " + "; ".join(failed)
         return f"verify({req}) on {self.n_records} rows, {self.n_classes} classes: {verdict}"
 
     def __repr__(self) -> str:
         lines = [self._summary()]
         achieved = ", ".join(f"{k}={_fmt(v)}" for k, v in self.achieved.items() if v is not None)
         lines.append(f"  achieved: {achieved}")
-        if not self.ok:
+        if self.n_violations:
             shown = self.violations.to_string(max_rows=20)
             lines.append("  violating classes" + (f" (first {len(self.violations)})"
                                                   if len(self.violations) < self.n_violations
@@ -138,7 +143,7 @@ class VerifyResult:
                "</p>"]
         achieved = ", ".join(f"{k}={_fmt(v)}" for k, v in self.achieved.items() if v is not None)
         out.append(f"<p>achieved: {html.escape(achieved)}</p>")
-        if not self.ok:
+        if self.n_violations:
             out.append(self.violations.to_html(max_rows=20))
         out.extend(f"<p>risk: {html.escape(f.message())}</p>" for f in self.identifying_columns)
         out.append("</div>")
@@ -227,8 +232,9 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     allow_unique : list, optional
         Columns judged safe although they single out rows. Every other
         column but the QIs and the sensitive one is checked and, if it
-        singles out rows, listed as a risk (:mod:`dmondrian.identifiers`);
-        it does not make the verification fail.
+        singles out rows, listed as a risk (:mod:`dmondrian.identifiers`)
+        that makes the verification fail, as the engines refuse to release
+        it.
     entity : array-like, optional
         The person key of each released row, in the table's row order (the
         release of ``entity=`` no longer holds it): ``k`` then counts the
@@ -321,7 +327,8 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
                     "t_distance": plan.distance if t_value is not None else None,
                     "sensitive": sensitive}
     listed = listed.set_index(keys).rename(columns=_PUBLIC)
-    return VerifyResult(int(n_bad) == 0, requirements, achieved, int(n_records), int(n_classes),
+    return VerifyResult(int(n_bad) == 0 and not identifying, requirements, achieved,
+                        int(n_records), int(n_classes),
                         int(n_bad), listed, identifying)
 
 

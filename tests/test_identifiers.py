@@ -1,4 +1,5 @@
-"""Direct identifiers: ``identifiers=`` removes columns; columns that single out rows warn."""
+"""Direct identifiers: ``identifiers=`` removes columns; columns that single out rows are
+refused on every engine (the Dask paths: tests/test_identifiers_dask.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ import pytest
 
 import dmondrian
 from dmondrian.cli import main
-from dmondrian.errors import ColumnError, IdentifyingColumnWarning, MissingColumnError
+from dmondrian.plans import fit_plan
+from dmondrian.errors import (
+    ColumnError,
+    DMondrianError,
+    IdentifyingColumnError,
+    IdentifyingColumnWarning,
+    MissingColumnError,
+)
 
 QIS = ["age", "zip"]
 
@@ -35,44 +43,81 @@ def _warned(fn, *args, **kwargs):
     return out, [w for w in caught if issubclass(w.category, IdentifyingColumnWarning)]
 
 
-def test_warns_on_each_id_column_and_nothing_else():
-    out, caught = _warned(dmondrian.anonymize, _table(), QIS, 5, sensitive="disease", l=1)
-    assert sorted(w.message.column for w in caught) == ["email", "subject_id"]
-    assert caught[0].filename == __file__  # attributed to the caller's line
-    assert "singles out rows" in str(caught[0].message)
-    assert list(out.columns) == list(_table().columns)
+def test_refuses_every_id_column_and_nothing_else():
+    with pytest.raises(IdentifyingColumnError) as info:
+        dmondrian.anonymize(_table(), QIS, 5, sensitive="disease", l=1)
+    err = info.value
+    assert isinstance(err, ColumnError) and isinstance(err, DMondrianError)
+    assert isinstance(err, ValueError)
+    assert err.columns == ["subject_id", "email"] and err.column == "subject_id"
+    assert [f.share for f in err.found] == [1.0, 1.0]
+    text = str(err)
+    assert "\n" not in text and "singles out rows" not in text  # one sentence for both
+    assert "'subject_id': 100% of the 2,000 rows carry a value no other row has" in text
+    assert "identifiers=['subject_id', 'email'], --drop subject_id,email" in text
+    assert "allow_unique=['subject_id', 'email'], --allow-unique subject_id,email" in text
 
 
-def test_identifiers_are_removed_and_allow_unique_silences():
+def test_identifiers_and_allow_unique_each_let_it_through():
     df = _table()
     out, caught = _warned(dmondrian.anonymize, df, QIS, 5, identifiers=["email"],
                           allow_unique=["subject_id"])
     assert not caught
     assert "email" not in out.columns and out["subject_id"].equals(df["subject_id"])
+    out = dmondrian.anonymize(df, QIS, 5, identifiers=["email", "subject_id"])
+    assert "subject_id" not in out.columns
+    out = dmondrian.anonymize(df, QIS, 5, allow_unique=["email", "subject_id"])
+    assert out["email"].equals(df["email"])
+    # One column left out of both: refused, named alone.
+    with pytest.raises(IdentifyingColumnError, match="column 'email' unchanged") as info:
+        dmondrian.anonymize(df, QIS, 5, identifiers=["subject_id"])
+    assert info.value.columns == ["email"]
 
 
-def test_silent_on_qis_small_tables_and_floats_nullable_ids_warn():
+def test_silent_on_qis_small_tables_and_floats_nullable_ids_refused():
     df = _table()
-    # As QIs, ids are generalized: no warning.
-    _, caught = _warned(dmondrian.anonymize, df[["age", "subject_id"]], ["age", "subject_id"], 5)
-    assert not caught
-    _, caught = _warned(dmondrian.anonymize, df.head(999), QIS, 5)
-    assert not caught
+    # As QIs, ids are generalized: released.
+    dmondrian.anonymize(df[["age", "subject_id"]], ["age", "subject_id"], 5)
+    dmondrian.anonymize(df.head(999), QIS, 5)
     # Floats are measurements, whole dollars included; a nullable integer id is an id.
     ids = df[["age", "zip", "subject_id"]].assign(pay=df["weight"].round() * 1000)
     ids["subject_id"] = ids["subject_id"].astype("Int64")
     ids.loc[5, "subject_id"] = pd.NA
-    _, caught = _warned(dmondrian.anonymize, ids, QIS, 5)
-    assert [w.message.column for w in caught] == ["subject_id"]
+    with pytest.raises(IdentifyingColumnError) as info:
+        dmondrian.anonymize(ids, QIS, 5)
+    assert info.value.columns == ["subject_id"]
 
 
-def test_a_non_default_index_warns_under_its_name():
+def test_a_non_default_index_is_refused_under_its_name():
     df = _table().set_index("subject_id")
-    _, caught = _warned(dmondrian.anonymize, df, QIS, 5, allow_unique=["email"])
-    assert [w.message.column for w in caught] == ["subject_id"]
-    assert "the index" in str(caught[0].message)
-    _, caught = _warned(dmondrian.anonymize, df, QIS, 5, allow_unique=["email", "subject_id"])
-    assert not caught
+    with pytest.raises(IdentifyingColumnError, match=r"the index \('subject_id'\)") as info:
+        dmondrian.anonymize(df, QIS, 5, allow_unique=["email"])
+    assert info.value.columns == ["subject_id"]
+    assert "reset_index(drop=True)" in str(info.value)
+    dmondrian.anonymize(df, QIS, 5, allow_unique=["email", "subject_id"])
+
+
+def test_fitted_plans_and_the_estimator_refuse_too():
+    df = _table().drop(columns=["weight"])
+    plan = fit_plan(df, QIS, 5)  # a fit releases nothing
+    with pytest.raises(IdentifyingColumnError, match="'subject_id'"):
+        plan.transform(df)
+    kept = fit_plan(df, QIS, 5, identifiers=["email"],
+                                    allow_unique=["subject_id"])
+    out = kept.transform(df)
+    assert "email" not in out.columns and out["subject_id"].equals(df["subject_id"])
+    with pytest.raises(IdentifyingColumnError, match="'email'"):
+        dmondrian.MondrianAnonymizer(k=5, quasi_id=QIS).fit_transform(df)
+    est = dmondrian.MondrianAnonymizer(k=5, quasi_id=QIS, identifiers=["email"],
+                                       allow_unique=["subject_id"]).fit(df)
+    with pytest.raises(IdentifyingColumnError, match="'ward'"):
+        # A plan applied through the estimator judges every table it releases.
+        est.transform(df.assign(ward=np.arange(len(df))))
+    assert est.transform(df)["subject_id"].equals(df["subject_id"])
+    # A model plans cannot take: the estimator anonymizes each table on its own.
+    with pytest.raises(IdentifyingColumnError, match="'email'"):
+        dmondrian.MondrianAnonymizer(k=5, quasi_id=QIS, suppression=0.01,
+                                     allow_unique=["subject_id"]).fit_transform(df)
 
 
 def test_bad_identifiers_are_refused_by_name():
@@ -87,11 +132,9 @@ def test_bad_identifiers_are_refused_by_name():
         dmondrian.anonymize(df, QIS, 5, allow_unique=["emial"])
 
 
-def test_report_verify_and_estimator_list_the_risk():
+def test_report_and_verify_flag_a_release_that_carries_one():
     df = _table()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", IdentifyingColumnWarning)
-        out = dmondrian.anonymize(df, QIS, 5)
+    out = dmondrian.anonymize(df, QIS, 5, allow_unique=["subject_id", "email"])
     rep = dmondrian.report(out, QIS, k=5, sensitive="disease")
     assert [f.column for f in rep.identifying_columns] == ["subject_id", "email"]
     assert rep.to_dict()["risk"]["identifying_columns"][0]["share"] == 1.0
@@ -99,35 +142,45 @@ def test_report_verify_and_estimator_list_the_risk():
     assert dmondrian.report(out, QIS, k=5, allow_unique=["subject_id", "email"]
                             ).identifying_columns == []
     res = dmondrian.verify(out, QIS, k=5)
-    assert res.ok and [f.column for f in res.identifying_columns] == ["subject_id", "email"]
+    assert not res.ok and res.n_violations == 0
+    assert [f.column for f in res.identifying_columns] == ["subject_id", "email"]
+    assert "FAILED: 2 column(s) single out rows" in repr(res)
     assert "risk: column 'email'" in repr(res)
     assert res.to_dict()["risks"]["identifying_columns"][1]["column"] == "email"
+    assert dmondrian.verify(out, QIS, k=5, allow_unique=["subject_id", "email"]).ok
     est = dmondrian.MondrianAnonymizer(k=5, identifiers=["email", "subject_id"])
     released = est.fit_transform(df.drop(columns=["weight"]))
     assert "email" not in released.columns and "email" not in est.get_feature_names_out()
     assert "email" not in est.quasi_id_
 
 
-def test_cli_drop_allow_unique_and_one_warning_line(tmp_path, capsys):
+def test_cli_refuses_in_one_line_and_drop_or_allow_unique_let_it_through(tmp_path, capsys):
     src = tmp_path / "in.csv"
     _table().to_csv(src, index=False)
     dst = tmp_path / "out.csv"
     assert main(["anonymize", str(src), str(dst), "--k", "5", "--qi", "age,zip",
-                 "--drop", "email", "--no-progress"]) == 0
+                 "--drop", "email", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("dmondrian: warning: column 'subject_id'")
+    assert len(err) == 1 and err[0].startswith(
+        "dmondrian: error: refusing to release column 'subject_id' unchanged")
+    assert "--drop subject_id" in err[0] and "--allow-unique subject_id" in err[0]
+    assert list(tmp_path.iterdir()) == [src]  # nothing written, no manifest
+    assert main(["anonymize", str(src), str(dst), "--k", "5", "--qi", "age,zip",
+                 "--drop", "email", "--allow-unique", "subject_id", "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
     assert "email" not in pd.read_csv(dst).columns
     manifest = json.loads((tmp_path / "out.csv.manifest.json").read_text())
-    assert manifest["risks"] == {"identifying_columns": ["subject_id"]}
+    assert manifest["risks"] == {"identifying_columns": []}
     assert manifest["parameters"]["identifiers"] == ["email"]
+    assert manifest["parameters"]["allow_unique"] == ["subject_id"]
     assert main(["anonymize", str(src), str(tmp_path / "o2.csv"), "--k", "5", "--qi",
-                 "age,zip", "--drop", "email", "--allow-unique", "subject_id",
-                 "--no-progress"]) == 0
+                 "age,zip", "--drop", "email,subject_id", "--no-progress"]) == 0
     assert capsys.readouterr().err == ""
-    assert json.loads((tmp_path / "o2.csv.manifest.json").read_text())["risks"] == {
-        "identifying_columns": []}
-    assert main(["verify", str(dst), "--qi", "age,zip", "--k", "5"]) == 0
+    assert main(["verify", str(dst), "--qi", "age,zip", "--k", "5"]) == 1
     assert "risk: column 'subject_id' singles out rows" in capsys.readouterr().out
+    assert main(["verify", str(dst), "--qi", "age,zip", "--k", "5",
+                 "--allow-unique", "subject_id"]) == 0
+    capsys.readouterr()
     assert main(["report", str(dst), "--qi", "age,zip", "--allow-unique", "subject_id"]) == 0
     assert "singles out rows" not in capsys.readouterr().out
 

@@ -44,6 +44,8 @@ class ParquetSink:
     row_seed : int or None
         Seed of each file's row shuffle (:mod:`dmondrian.row_order`); None
         keeps the rows in the order given.
+    created : bool
+        Whether :meth:`create` made the folder (:meth:`remove` then removes it).
     """
 
     fs: object
@@ -52,6 +54,7 @@ class ParquetSink:
     write_index: bool
     options: dict
     row_seed: int | None = None
+    created: bool = False
 
     @classmethod
     def create(cls, path, meta: pd.DataFrame, label_columns, write_options=None,
@@ -105,13 +108,14 @@ class ParquetSink:
         shuffle = bool(options.pop("shuffle_rows", True))
         check_column_names(meta.columns, meta.index.name if write_index else None)
         fs, root = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
+        created = not fs.exists(root)
         fs.makedirs(root, exist_ok=True)
         schema = release_schema(meta, label_columns, write_index)
         for key, value in release_write_options(schema, label_columns,
                                                 dictionary_columns).items():
             options.setdefault(key, value)
         return cls(fs, root, schema, write_index, options,
-                   row_order_seed(random_state) if shuffle else None)
+                   row_order_seed(random_state) if shuffle else None, created)
 
     def write(self, frame: pd.DataFrame, number: int) -> int:
         """Write one output partition as ``part.<number>.parquet``; return its row count."""
@@ -128,11 +132,28 @@ class ParquetSink:
         return int(table.num_rows)
 
     def remove(self, files: int) -> None:
-        """Remove ``part.0`` to ``part.<files - 1>`` (a release refused once written)."""
+        """Remove ``part.0`` to ``part.<files - 1>`` (a release refused once written), and
+        the folder when :meth:`create` made it and nothing else is in it: nothing is
+        left that could pass for a release.
+
+        Examples
+        --------
+        >>> import fsspec
+        >>> meta = pd.DataFrame({"pay": pd.Series([], dtype="int64")})
+        >>> sink = ParquetSink.create("memory://doc/refused", meta, [])
+        >>> sink.write(pd.DataFrame({"pay": [10, 20]}), 0)
+        2
+        >>> sink.remove(1)
+        >>> fsspec.filesystem("memory").exists("/doc/refused")
+        False
+        """
         for number in range(int(files)):
             path = f"{self.root}/part.{number}.parquet"
             if self.fs.exists(path):
                 self.fs.rm(path)
+        if self.created and self.fs.exists(self.root) and not self.fs.ls(self.root,
+                                                                         detail=False):
+            self.fs.rmdir(self.root)
 
 
 def release_schema(meta: pd.DataFrame, label_columns, write_index: bool = True) -> pa.Schema:

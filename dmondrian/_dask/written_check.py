@@ -3,10 +3,12 @@
 The writers' last pass reads every column of every row to write it; the
 tasks that write also keep a distinct-value sketch of the columns released
 as is (:func:`dmondrian.identifiers.distinct_sketch`), returned beside their
-row counts. The client merges them and warns before the job returns, so
-before the command line publishes its temporary output
-(:func:`dmondrian.io.atomic_output`); the domain pass then reads only the
-QIs. See docs/design.md, section "Step 1: the domain pass".
+row counts; the domain pass then reads only the QIs. The client merges them
+once every file is written; a column that singles out rows then raises
+:class:`~dmondrian.errors.IdentifyingColumnError`, after the files written
+are removed (:func:`finish_written`'s ``undo``), and before the command
+line publishes its temporary output (:func:`dmondrian.io.atomic_output`).
+See docs/design.md, section "Step 1: the domain pass".
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from ..identifiers import (
     distinct_sketch,
     estimate_identifying,
     merge_distinct,
+    refuse_identifying,
     released_as_is,
-    warn_identifying,
 )
 from ..person_keys import warn_person_keys
 
@@ -46,7 +48,7 @@ def identifying_check(meta: pd.DataFrame, opts) -> tuple[list, object]:
 
 @dataclass(frozen=True)
 class WrittenCheck:
-    """What the write tasks sketch, and what the client warns about once they are done.
+    """What the write tasks sketch, and what the client refuses once they are done.
 
     Attributes
     ----------
@@ -57,8 +59,8 @@ class WrittenCheck:
         That index name, None when the index is not a candidate.
     person_keys : list
         Person keys found on the first partition by the domain pass
-        (:func:`dmondrian.person_keys.person_key_columns`), warned with the
-        identifying columns, unless one of those already names them.
+        (:func:`dmondrian.person_keys.person_key_columns`), warned about
+        once the release is known to hold no identifying column.
     """
 
     columns: list
@@ -79,25 +81,26 @@ class WrittenCheck:
                             self.person_keys)
 
     def finish(self, sketches, n_rows: int) -> list:
-        """Merge the write tasks' sketches, warn (person keys, then the identifying
-        columns) and return the :class:`~dmondrian.identifiers.IdentifyingColumn` found."""
+        """Merge the write tasks' sketches; raise
+        :class:`~dmondrian.errors.IdentifyingColumnError` on any column singling out
+        rows, else warn on the person keys and return an empty list."""
         sketches = [s for s in sketches if s is not None]
         found = (estimate_identifying(merge_distinct(*sketches), n_rows, self.index_name)
                  if sketches else [])
-        flagged = {f.column for f in found}
-        warn_person_keys([f for f in self.person_keys if f[0] not in flagged])
-        warn_identifying(found)
+        refuse_identifying(found)
+        warn_person_keys(self.person_keys)
         return found
 
 
 def checked_now_or_later(later: bool, meta: pd.DataFrame, opts, identifying: list,
                          person_keys: list) -> WrittenCheck | None:
-    """The check the write tasks are to do when ``later``; else warn now on what the
-    domain pass found (person keys, then identifying columns) and return None."""
+    """The check the write tasks are to do when ``later``; else refuse now what the
+    domain pass found (:class:`~dmondrian.errors.IdentifyingColumnError`), warn on the
+    person keys and return None."""
     if later:
         return WrittenCheck.of(meta, opts, person_keys)
+    refuse_identifying(identifying)
     warn_person_keys(person_keys)
-    warn_identifying(identifying)
     return None
 
 
@@ -118,9 +121,9 @@ def written_meta(check: WrittenCheck | None) -> pd.DataFrame:
 
 
 def finish_written(result: pd.DataFrame, top, undo=None) -> None:
-    """Warn on the write tasks' sketches in ``result`` (one row per file written), and
+    """Check the write tasks' sketches in ``result`` (one row per file written), and
     keep what was found in ``top.identifying``; ``undo(files)`` removes the files
-    written when a warning is raised as an error."""
+    written when the release is refused (or a warning is raised as an error)."""
     if DISTINCT not in result.columns:
         return
     try:

@@ -1,4 +1,5 @@
-"""``dmondrian verify``: exit 0 when a table is k-anonymous (and l-diverse), 1 if not."""
+"""``dmondrian verify``: exit 0 when a table is k-anonymous (and l-diverse) and no column
+released as is singles out rows (unless ``--allow-unique`` names it), 1 if not."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_option(p, ANONYMIZE["t"], type=fraction("t"), also="needs --sensitive")
     add_option(p, ANONYMIZE["sensitive"], metavar="COL")
     add_option(p, ANONYMIZE["allow_unique"], action="append", metavar="COLS",
-               also="comma-separated (repeatable); others are listed as a risk")
+               also="comma-separated (repeatable); any other fails the verification")
     p.add_argument("--json", action="store_true", help="machine-readable JSON")
     p.set_defaults(handler=run)
     return p
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     Returns
     -------
     int
-        0 when the table holds, 1 when it has violations.
+        0 when the table holds, 1 when it has violations or a column singling out rows.
     """
     qis = split_names(args.qi)
     sensitive = [args.sensitive] if args.sensitive else []

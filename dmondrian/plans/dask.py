@@ -14,6 +14,12 @@
    each row's class label. Rows never move: the output has the input's
    partitions, index and order.
 
+The counting pass also sketches the distinct values of the columns released
+as is (:func:`dmondrian.identifiers.distinct_sketch`), on the partitions it
+reads anyway: a column that singles out rows is refused
+(:class:`~dmondrian.errors.IdentifyingColumnError`) before the lazy release
+is returned, without a pass of its own.
+
 Each row is placed once: the first pass leaves every partition's nodes on its
 worker (:func:`node_dtype`, 2 or 4 bytes a row), and the second reads only
 the columns it passes through and gathers the labels by node. The nodes are
@@ -44,6 +50,7 @@ from .._dask.cluster import release as release_client
 from .._dask.graph import column_partitions, constant, tree_reduce
 from .._kernel import thread_limit
 from ..errors import InfeasibleError
+from ..identifiers import distinct_sketch, estimate_identifying, merge_distinct, refuse_identifying
 from .batch import Placing, summarize_batch
 from .release import decide, publish_rows, published_columns
 
@@ -168,14 +175,20 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
     ------
     InfeasibleError
         When the table as a whole cannot be one class (fewer than k rows).
+    IdentifyingColumnError
+        When a column released as is singles out rows (estimated by the
+        counting pass; see :mod:`dmondrian.identifiers`).
     """
     import dask.dataframe as dd
     from dask import delayed
+
+    from .._dask.written_check import identifying_check
 
     plan._check_table(ddf)
     identifiers = [c for c in plan.options["identifiers"] or [] if c in ddf.columns]
     if identifiers:
         ddf = ddf.drop(columns=identifiers)
+    checked, index_name = identifying_check(ddf._meta, plan._release_options(ddf._meta, None))
     # The rows' nodes stay on the workers for the publishing pass only on a cluster
     # that outlives this call (one it starts is closed before the release is computed).
     keep = lasting_client(client)
@@ -184,7 +197,9 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         threads = cores_per_worker(cluster_client)
         columns = [*plan.qis] + [plan.options[name] for name in ("sensitive", "entity")
                                  if plan.options.get(name) is not None]
-        parts = _unfused(lambda: column_partitions(ddf, columns))
+        # The identifying check's columns are read with the counted ones (one read).
+        read = [*columns, *(c for c in checked if c in ddf.columns and c not in columns)]
+        parts = _unfused(lambda: column_partitions(ddf, read))
         offsets = None
         if plan.tree.cuts.has_ties:
             # Relaxed cuts split median ties by input position: each partition's first
@@ -197,20 +212,28 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         count = delayed(_count, pure=True, nout=2)
         counted = [count(p, plan_d, None if offsets is None else offsets[i], threads, keep)
                    for i, p in enumerate(parts)]
-        reduced = tree_reduce([c[0] for c in counted], _merge)
+        reduced = delayed(_together, pure=True)(
+            tree_reduce([c[0] for c in counted], _merge),
+            tree_reduce([delayed(distinct_sketch, pure=True)(p, checked) for p in parts],
+                        merge_distinct) if checked else None)
         label = "pass: rows per region of the plan"
         if keep:
             # The nodes are computed with the summary and left on their workers.
-            summary, kept = run(cluster_client, reduced, progress, label,
-                                keep=[c[1] for c in counted])
-            if (int(summary.count.sum()) * node_dtype(plan.tree.n_nodes).itemsize
+            (summary, distinct), kept = run(cluster_client, reduced, progress, label,
+                                            keep=[c[1] for c in counted])
+            if distinct is not None and estimate_identifying(distinct, None, index_name):
+                cluster_client.cancel(kept)  # refused below: nothing to publish
+                kept = None
+            elif (int(summary.count.sum()) * node_dtype(plan.tree.n_nodes).itemsize
                     > _keep_budget(cluster_client)):
                 cluster_client.cancel(kept)
                 kept = None
         else:
-            summary, kept = run(cluster_client, reduced, progress, label), None
+            (summary, distinct), kept = run(cluster_client, reduced, progress, label), None
     finally:
         release_client(owned)
+    if distinct is not None:
+        refuse_identifying(estimate_identifying(distinct, None, index_name))
     if int(summary.count.sum()) == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
     release = decide(plan, summary)
@@ -242,6 +265,10 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
     return dd.from_delayed([task(p, plan_d, classes, offsets[i], threads)
                             for i, p in enumerate(parts)],
                            meta=meta, divisions=ddf.divisions, verify_meta=False)
+
+
+def _together(*results) -> tuple:
+    return results
 
 
 def _unfused(parts):

@@ -17,7 +17,7 @@ import pandas as pd
 from ..constraints import KAnonymity, kernel_privacy
 from ..entities import encode_entities, pair_counts
 from ..errors import InfeasibleError, ParameterError
-from ..identifiers import identifying_columns, released_as_is, warn_identifying
+from ..identifiers import identifying_columns, refuse_identifying, released_as_is
 from ..local import encode_table, kernel_rules, partition
 from ..noise import check_noise_dtypes, noisy_columns
 from ..sensitive import encode_sensitive
@@ -162,6 +162,10 @@ class FittedPlan(Placing):
         ------
         InfeasibleError
             When the table as a whole cannot be one class (fewer than k rows).
+        IdentifyingColumnError
+            When a column released as is singles out rows and the plan's
+            ``identifiers`` and ``allow_unique`` name it not
+            (:mod:`dmondrian.identifiers`).
         """
         from ..kinds.base import is_dask
 
@@ -186,8 +190,8 @@ class FittedPlan(Placing):
         if opts.entity is not None:
             # Refuses missing values and a table of fewer than k people up front.
             entity = encode_entities(df[opts.entity], opts.k, opts.entity)
-        warn_identifying(identifying_columns(df, released_as_is(df.columns, opts),
-                                             opts.allow_unique))
+        refuse_identifying(identifying_columns(df, released_as_is(df.columns, opts),
+                                               opts.allow_unique))
         placed = self.place(df)
         release = decide(self, summarize_batch(self, placed, self.sensitive_codes(df),
                                                self.entity_values(df)))
