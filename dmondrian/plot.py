@@ -19,6 +19,7 @@ from matplotlib.ticker import NullLocator, StrMethodFormatter
 
 from .constraints import check_k
 from .errors import ParameterError, UnsupportedDtypeError
+from .identifiers import INDEX
 from .kinds import detect_kind
 from .metrics import (
     check_column,
@@ -127,7 +128,8 @@ def k_sweep_table(table, quasi_identifiers, ks, **options) -> pd.DataFrame:
     ks : iterable of int
     **options
         Passed to :func:`dmondrian.anonymize` (``mode``, ``hierarchies``, ...),
-        except ``weights``, the QI weights of NCP.
+        except ``weights``, the QI weights of NCP. Every column is allowed to
+        single out rows (``allow_unique``): nothing is released.
 
     Returns
     -------
@@ -153,6 +155,12 @@ def k_sweep_table(table, quasi_identifiers, ks, **options) -> pd.DataFrame:
     options = dict(options)
     options.pop("class_column", None)
     weights = options.pop("weights", None)
+    # The sweep measures and releases nothing: a column that singles out rows is not
+    # refused here (the run that releases the table judges it).
+    options["allow_unique"] = list(dict.fromkeys(
+        [*(options.get("allow_unique") or []),
+         *(c for c in table.columns if c not in (options.get("identifiers") or [])),
+         table.index.name if table.index.name is not None else INDEX]))
     domains = compute_domains(table, quasi_identifiers, options.get("hierarchies"),
                               options.get("qi_kinds"))
     rows = []

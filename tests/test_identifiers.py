@@ -12,7 +12,6 @@ import pytest
 
 import dmondrian
 from dmondrian.cli import main
-from dmondrian.plans import fit_plan
 from dmondrian.errors import (
     ColumnError,
     DMondrianError,
@@ -20,6 +19,7 @@ from dmondrian.errors import (
     IdentifyingColumnWarning,
     MissingColumnError,
 )
+from dmondrian.plans import fit_plan
 
 QIS = ["age", "zip"]
 
