@@ -18,6 +18,14 @@ directory of Parquet part files, local or any fsspec URL). The manifest holds
   and ``risks``: ``identifying_columns``, the columns released as is that
   single out rows (:mod:`dmondrian.identifiers`).
 
+Nothing exact beyond what the release itself shows (:func:`withhold_exact`):
+the manifest travels with the release, so a figure that its rows do not
+give away is not written. The fewest people in a class (``k_entities``, with
+``entity=``) is recorded as the bound the run guarantees, ``{"at_least":
+k}``; the input's row count, and the dropped rows with the suppressed total
+and share, are withheld when rows were dropped (else the input's rows are the
+release's, and the suppressed rows are the masked ones, all visible in it).
+
 It is written atomically: a temporary file in the same directory, flushed
 and fsynced, then ``os.replace``, so a reader never sees half a manifest.
 :func:`check_manifest` re-hashes the output and reports what changed.
@@ -41,7 +49,7 @@ from .errors import ParameterError
 from .noise import noise_summary
 
 __all__ = ["write_manifest", "read_manifest", "check_manifest", "manifest_path", "FORMAT",
-           "WITHHELD", "withhold_seeds"]
+           "WITHHELD", "withhold_seeds", "withhold_exact"]
 
 #: What a manifest records in place of a seed's value.
 WITHHELD = "withheld"
@@ -64,6 +72,66 @@ def withhold_seeds(parameters: Mapping) -> dict:
     """
     return {name: (WITHHELD if name in _SEED_NAMES and value is not None else value)
             for name, value in parameters.items()}
+
+def withhold_exact(manifest: dict) -> dict:
+    """``manifest`` without the exact figures its release does not show.
+
+    * ``k_entities`` (the fewest distinct people of a class) becomes
+      ``{"at_least": k}``, the requested k the run guarantees (``{"below":
+      k}`` if it did not hold; :data:`WITHHELD` without a k): the people are
+      not in the release, so their exact count per class is not either.
+    * When rows were dropped (``rows.output`` below ``rows.input``, or a
+      report counting dropped rows), the input's row count, the dropped
+      rows, and the suppressed total and share are :data:`WITHHELD`: the
+      release shows its own rows and its masked ones, not those left out.
+
+    Examples
+    --------
+    >>> m = {"rows": {"input": 1000, "output": 990}, "achieved": {"k": 12, "k_entities": 7},
+    ...      "suppressed": {"rows": 14, "share": 0.014, "masked": 4, "dropped": 10},
+    ...      "metrics": {"k": 5}}
+    >>> out = withhold_exact(m)
+    >>> out["rows"], out["achieved"]["k_entities"]
+    ({'input': 'withheld', 'output': 990}, {'at_least': 5})
+    >>> out["suppressed"]
+    {'rows': 'withheld', 'share': 'withheld', 'masked': 4, 'dropped': 'withheld'}
+    """
+    out = dict(manifest)
+    metrics = out.get("metrics")
+    k = metrics.get("k") if isinstance(metrics, Mapping) else None
+
+    def bounded(achieved):
+        if not isinstance(achieved, Mapping) or achieved.get("k_entities") is None:
+            return achieved
+        fewest = achieved["k_entities"]
+        if isinstance(fewest, Mapping):  # bounded already
+            return achieved
+        bound = (WITHHELD if k is None
+                 else {"at_least": int(k)} if fewest >= k else {"below": int(k)})
+        return {**achieved, "k_entities": bound}
+
+    def unshown(suppressed):
+        if not isinstance(suppressed, Mapping) or not suppressed.get("dropped"):
+            return suppressed
+        return {**suppressed, "rows": WITHHELD, "share": WITHHELD, "dropped": WITHHELD}
+
+    out["achieved"] = bounded(out.get("achieved"))
+    rows = dict(out.get("rows") or {})
+    dropped = any(isinstance(s, Mapping) and s.get("dropped")
+                  for s in (out.get("suppressed"),
+                            metrics.get("suppressed") if isinstance(metrics, Mapping) else None))
+    if rows.get("input") is not None and (dropped or rows.get("output") != rows["input"]):
+        rows["input"] = WITHHELD
+    if rows:
+        out["rows"] = rows
+    out["suppressed"] = unshown(out.get("suppressed"))
+    if isinstance(metrics, Mapping):
+        out["metrics"] = dict(metrics)
+        for key, clean in (("achieved", bounded), ("suppressed", unshown)):
+            if key in metrics:
+                out["metrics"][key] = clean(metrics[key])
+    return out
+
 
 #: Identifies the manifest layout; bumped if fields change meaning.
 FORMAT = "dmondrian-manifest/1"
@@ -261,6 +329,7 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
     manifest["risks"] = dict(risks)
     if extra:
         manifest["extra"] = dict(extra)
+    manifest = withhold_exact(manifest)
     text = json.dumps(manifest, indent=2, default=_json_default, allow_nan=False) + "\n"
     _atomic_write(target, text)
     return json.loads(text)

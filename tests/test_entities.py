@@ -197,7 +197,9 @@ def test_cli_entity(tmp_path, monkeypatch):
 
     manifest = json.loads(open("out.csv.manifest.json").read())
     assert manifest["parameters"]["entity"] == "user_id"
-    assert manifest["achieved"]["k_entities"] >= 5
+    # The bound the run guarantees, not the exact fewest people of a class.
+    assert manifest["achieved"]["k_entities"] == {"at_least": 5}
+    assert manifest["metrics"]["achieved"]["k_entities"] == {"at_least": 5}
 
 
 @pytest.mark.parametrize("max_contributions", [1, 3])

@@ -752,7 +752,7 @@ def test_cli_entity_save_plan_then_plan(tmp_path, capsys):
     assert "user_id" not in out.columns
     manifest = json.loads((tmp_path / "out2.csv.manifest.json").read_text())
     assert manifest["parameters"]["entity"] == "user_id"
-    assert manifest["achieved"]["k_entities"] >= 5
+    assert manifest["achieved"]["k_entities"] == {"at_least": 5}  # a bound, not exact
     capsys.readouterr()
     assert main(["anonymize", str(day2), str(tmp_path / "o3.csv"), "--plan", str(plan),
                  "--entity", "event_type", "--no-progress"]) != 0

@@ -170,11 +170,23 @@ def test_cli_flags_and_manifest(tmp_path, how, capsys):
                  "--no-progress"]) == 0
     released = pd.read_csv(out, dtype=str)
     manifest = json.loads((tmp_path / "out.csv.manifest.json").read_text())
-    n = manifest["suppressed"]["rows"]
-    assert 5 <= n <= 20 and manifest["suppressed"]["share"] == n / len(df)
+    suppressed = manifest["suppressed"]
+    if how == "mask":
+        n = suppressed["rows"]
+        assert 5 <= n <= 20 and suppressed["share"] == n / len(df)
+        assert manifest["metrics"]["suppressed"]["masked"] == n
+        assert manifest["rows"] == {"input": len(df), "output": len(df)}
+    else:
+        # The rows left out do not show in the release: nor does their count, nor the
+        # input's (nothing exact in metadata beyond the release).
+        assert suppressed == {"rows": "withheld", "share": "withheld", "masked": 0,
+                              "dropped": "withheld"}
+        assert manifest["metrics"]["suppressed"] == suppressed
+        assert manifest["rows"]["input"] == "withheld"
+        n = len(df) - manifest["rows"]["output"]
+        assert 5 <= n <= 20
     assert manifest["parameters"]["suppression"] == 0.05
     assert manifest["parameters"]["suppressed"] == how
-    assert manifest["metrics"]["suppressed"][how + "ed" if how == "mask" else "dropped"] == n
     assert len(released) == (len(df) if how == "mask" else len(df) - n)
     assert (released["age"] == MASK_LABEL).sum() == (n if how == "mask" else 0)
     assert class_sizes(released, ["age", "zip", "job"]).min() >= 5
