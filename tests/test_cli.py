@@ -60,7 +60,9 @@ def _people(n: int, seed: int = 0) -> pd.DataFrame:
         "age": rng.integers(18, 90, n),
         "zip": rng.choice(["02134", "02139", "10001", "10002", "94110", "94117"], n),
         "sex": rng.choice(["F", "M"], n),
-        "income": rng.integers(1_000, 100_000, n),
+        # In whole hundreds: an integer column nearly unique per row would be taken
+        # for a record id, and refused (dmondrian.identifiers).
+        "income": rng.integers(10, 1_000, n) * 100,
     })
 
 

@@ -22,6 +22,7 @@ from distributed_helpers import (
     load_adult,
     make_census,
     mixed_table,
+    row_ids,
 )
 
 import dmondrian
@@ -70,9 +71,10 @@ def test_one_leaf_equals_local_engine(client, mode, generalization):
     df = mixed_table(3000, seed=1)
     options = dict(mode=mode, generalization=generalization, class_column="cls",
                    hierarchies={"job": JOB_HIERARCHY})
-    expected = local.anonymize(df, MIXED_QIS, 7, **options)
+    expected = local.anonymize(df, MIXED_QIS, 7, **options, allow_unique=row_ids(df))
     ddf = dd.from_pandas(df, npartitions=5)
-    got = _collect(D.anonymize(ddf, MIXED_QIS, 7, leaf_rows=len(df), client=client, **options))
+    got = _collect(D.anonymize(ddf, MIXED_QIS, 7, leaf_rows=len(df), client=client, **options,
+                               allow_unique=row_ids(ddf)))
     _same_values(got, expected)
     assert got.index.equals(expected.index)
 
@@ -96,8 +98,9 @@ def test_small_leaves_equal_local_engine_when_samples_are_complete(client, mode)
     # the local release, on every QI kind, with missing values and duplicates.
     df = mixed_table(3000, seed=21)
     options = dict(mode=mode, class_column="cls", hierarchies={"job": JOB_HIERARCHY})
-    expected = local.anonymize(df, MIXED_QIS, 4, **options)
-    top = D.plan(_uneven_partitions(df), MIXED_QIS, 4, leaf_rows=250, client=client, **options)
+    expected = local.anonymize(df, MIXED_QIS, 4, **options, allow_unique=row_ids(df))
+    top = D.plan(_uneven_partitions(df), MIXED_QIS, 4, leaf_rows=250, client=client, **options,
+                 allow_unique=row_ids(df))
     got = _collect(D.apply_plan(_uneven_partitions(df), top))
     assert top.n_leaves >= 12
     if mode == "relaxed":
@@ -120,7 +123,8 @@ def test_dispatch_and_estimator_accept_dask(client):
 def test_output_meta_matches_partitions(client):
     df = mixed_table(2000, seed=3)
     out = D.anonymize(dd.from_pandas(df, npartitions=3), MIXED_QIS, 5, leaf_rows=300,
-                      client=client, class_column="cls", generalization="midpoint")
+                      client=client, class_column="cls", generalization="midpoint",
+                      allow_unique=row_ids(df))
     got = out.compute()
     labels = ["grade", "color", "job"]  # midpoint publishes numbers and dates as such
     assert got.drop(columns=labels).dtypes.to_dict() == out.drop(columns=labels).dtypes.to_dict()
@@ -135,8 +139,8 @@ def test_lazy_labels_are_the_local_engines_categoricals(client):
     df = mixed_table(1500, seed=4)
     qis = ["age", "when", "color", "job"]
     got = D.anonymize(dd.from_pandas(df, npartitions=3), qis, 5, leaf_rows=len(df),
-                      client=client).compute().sort_index()
-    ref = local.anonymize(df, qis, 5)
+                      client=client, allow_unique=row_ids(df)).compute().sort_index()
+    ref = local.anonymize(df, qis, 5, allow_unique=row_ids(df))
     for q in qis:
         assert isinstance(got[q].dtype, pd.CategoricalDtype), q
         assert got[q].tolist() == ref[q].tolist(), q
@@ -148,7 +152,7 @@ def test_lazy_result_writes_parquet_of_many_labels_per_partition(client, tmp_pat
     # partition need the 32-bit codes it declares (dask issue 11830).
     df = mixed_table(4000, seed=5)
     out = D.anonymize(dd.from_pandas(df, npartitions=2), ["age", "zip", "income"], 5,
-                      leaf_rows=2500, client=client, class_column="cls")
+                      leaf_rows=2500, client=client, class_column="cls", allow_unique=row_ids(df))
     parts = out.to_delayed()
     assert max(len(p.compute()["income"].cat.categories) for p in parts) > 127
     out.to_parquet(tmp_path / "release", write_index=True)  # compared by index below
@@ -181,13 +185,13 @@ def test_text_labels_convert_categories_not_rows():
 def _release_and_ncp(client, df, qis, k, leaf_rows, npartitions=8, ddf=None, **options):
     ddf = dd.from_pandas(df, npartitions=npartitions) if ddf is None else ddf
     top = D.plan(ddf, qis, k, leaf_rows=leaf_rows, client=client, class_column="cls",
-                 **options)
+                 **options, allow_unique=row_ids(ddf))
     out = _collect(D.apply_plan(ddf, top))
     return top, out, average_ncp(df.loc[out.index], out["cls"].to_numpy(), qis)
 
 
 def _local_ncp(df, qis, k, **options):
-    ref = local.anonymize(df, qis, k, class_column="cls", **options)
+    ref = local.anonymize(df, qis, k, class_column="cls", **options, allow_unique=row_ids(df))
     return average_ncp(df, ref["cls"].to_numpy(), qis)
 
 
@@ -255,7 +259,8 @@ def test_relaxed_top_phase_splits_median_ties(client, sample_rows):
     # 80 % of the rows share a = 1: every cut on a splits that tie. Ties go left
     # in input order, as in the kernel, so with a complete sample (8,000 rows)
     # the classes are the local engine's.
-    reference = local.anonymize(df, ["a", "b"], 4, mode="relaxed", class_column="cls")
+    reference = local.anonymize(df, ["a", "b"], 4, mode="relaxed", class_column="cls",
+                                allow_unique=row_ids(df))
     if sample_rows == D.SAMPLE_ROWS:
         _same_classes(out["cls"], reference.loc[out.index, "cls"])
     # A sparse sample (2,048 rows at the root) only estimates the medians and
@@ -319,7 +324,7 @@ def test_lazy_release_writes_parquet_as_the_sink_does(client, tmp_path):
 
     df = make_census(3000, seed=2)
     out = D.anonymize(dd.from_pandas(df, npartitions=2), CENSUS_QIS, 5, leaf_rows=1000,
-                      class_column="cls", client=client)
+                      class_column="cls", client=client, allow_unique=row_ids(df))
     assert isinstance(out, dd.DataFrame)
     expected = out.compute().sort_index()
     with dask.config.set({"optimization.fuse.active": False}):
@@ -356,9 +361,9 @@ def test_parquet_release_equals_the_lazy_release(client, tmp_path):
     df["ward"] = pd.Categorical([f"w{i % 300}" for i in range(len(df))])
     ddf = dd.from_pandas(df, npartitions=4)
     options = dict(leaf_rows=400, mode="relaxed", class_column="cls", client=client)
-    lazy = _collect(D.anonymize(ddf, CENSUS_QIS, 5, **options))
+    lazy = _collect(D.anonymize(ddf, CENSUS_QIS, 5, **options, allow_unique=row_ids(ddf)))
     top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 5, **options,
-                                 write_options=INDEXED)
+                                 write_options=INDEXED, allow_unique=row_ids(ddf))
     assert max(len(p) for p in top.output_partitions) > 1  # several leaves share one
     files = sorted((tmp_path / "out").glob("part.*.parquet"))
     assert len(files) == len(top.output_partitions)
@@ -377,7 +382,8 @@ def test_every_shuffle_sends_rows_to_the_planned_partition(client, method):
     import dask
 
     ddf = dd.from_pandas(make_census(8000, seed=21), npartitions=4)
-    top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=500, client=client, class_column="cls")
+    top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=500, client=client, class_column="cls",
+                 allow_unique=row_ids(ddf))
     assert len(top.output_partitions) > 4
     expected = _collect(D.apply_plan(ddf, top, "p2p"))
     with dask.config.set(scheduler="sync"):
@@ -404,11 +410,11 @@ def test_parquet_writer_counts_leaves_in_the_shuffle_pass(client, tmp_path, monk
     df = make_census(20000, seed=23)
     ddf = dd.from_pandas(df, npartitions=5)
     options = dict(leaf_rows=1500, class_column="cls", client=client)
-    counted = D.plan(ddf, CENSUS_QIS, 10, **options)
+    counted = D.plan(ddf, CENSUS_QIS, 10, **options, allow_unique=row_ids(ddf))
     lazy = _collect(D.apply_plan(ddf, counted))
     calls = _log_routing(monkeypatch, tmp_path / "calls")
     top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 10, **options,
-                                 write_options=INDEXED)
+                                 write_options=INDEXED, allow_unique=row_ids(ddf))
     assert counted.passes == 2 and top.passes == 1
     assert calls.read_text() == "x" * ddf.npartitions  # routed once, counted and shuffled
     assert top.counted and top.undone_cuts == 0
@@ -422,13 +428,14 @@ def test_lazy_result_counts_leaves_in_the_shuffle_pass(client, tmp_path, monkeyp
     df = make_census(20000, seed=23)
     ddf = dd.from_pandas(df, npartitions=5)
     options = dict(leaf_rows=1500, class_column="cls", client=client)
-    counted = _collect(D.apply_plan(ddf, D.plan(ddf, CENSUS_QIS, 10, **options)))
+    counted = _collect(D.apply_plan(ddf, D.plan(ddf, CENSUS_QIS, 10, **options,
+                                                allow_unique=row_ids(ddf))))
     def no_pass(*args, **kwargs):
         raise AssertionError("a counting pass ran")
 
     calls = _log_routing(monkeypatch, tmp_path / "calls")
     monkeypatch.setattr(top_phase, "region_pass", no_pass)
-    out = D.anonymize(ddf, CENSUS_QIS, 10, **options)
+    out = D.anonymize(ddf, CENSUS_QIS, 10, **options, allow_unique=row_ids(ddf))
     got = _collect(out)
     assert calls.read_text() == "x" * ddf.npartitions  # routed once, counted and shuffled
     _same_values(got, counted)
@@ -476,7 +483,7 @@ def test_lazy_result_counts_apart_without_a_lasting_cluster(client, monkeypatch)
     monkeypatch.setattr(D, "lasting_client", lambda given: False)
     df = make_census(3000, seed=27)
     out = D.anonymize(dd.from_pandas(df, npartitions=2), CENSUS_QIS, 5, leaf_rows=700,
-                      client=client).compute()
+                      client=client, allow_unique=row_ids(df)).compute()
     assert seen == [False] and len(out) == len(df)
 
 
@@ -484,7 +491,7 @@ def test_uncounted_plan_cannot_be_applied_lazily(client):
     ddf = dd.from_pandas(make_census(6000, seed=24), npartitions=3)
     for exchange in ("rows", "keys"):
         top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=800, client=client, _defer_counts=True,
-                     exchange=exchange)
+                     exchange=exchange, allow_unique=row_ids(ddf))
         assert not top.counted
         with pytest.raises(errors.ParameterError, match="not exact"):
             D.apply_plan(ddf, top)
@@ -494,7 +501,7 @@ def _uncounted(client, one_partition):
     ddf = dd.from_pandas(make_census(6000, seed=25), npartitions=3)
     # The whole-row path: the tests read its output partitions' frames.
     top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=800, client=client, _defer_counts=True,
-                 exchange="rows")
+                 exchange="rows", allow_unique=row_ids(ddf))
     if one_partition:
         top.output_partitions, top.leaf_rows = [list(range(top.n_leaves))], 10**9
     return ddf, top
@@ -585,14 +592,14 @@ def test_a_candidate_leaf_without_rows_is_not_awaited(client):
 def test_writer_falls_back_to_a_counting_pass(client, tmp_path, monkeypatch):
     ddf = dd.from_pandas(make_census(8000, seed=26), npartitions=4)
     options = dict(leaf_rows=900, class_column="cls", client=client)
-    lazy = _collect(D.anonymize(ddf, CENSUS_QIS, 5, **options))
+    lazy = _collect(D.anonymize(ddf, CENSUS_QIS, 5, **options, allow_unique=row_ids(ddf)))
 
     def refuse(counts, top, *args):
         raise Recount("forced by the test")
 
     monkeypatch.setattr(counting_write, "settle", refuse)
     top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 5, **options,
-                                 write_options=INDEXED)
+                                 write_options=INDEXED, allow_unique=row_ids(ddf))
     assert top.passes == 2 and top.counted
     # The attempt the counts undid is timed apart from the pass that wrote.
     assert top.timings["first attempt (undone: a count disallowed a cut)"] > 0
@@ -607,7 +614,7 @@ def test_adversarial_partition_layouts(client):
     reference = _local_ncp(df, CENSUS_QIS, k)
     for name, ddf, original in _layouts(df, "age"):
         top = D.plan(ddf, CENSUS_QIS, k, leaf_rows=leaf_rows, client=client,
-                     class_column="cls", sample_rows=128)
+                     class_column="cls", sample_rows=128, allow_unique=row_ids(ddf))
         out = D.apply_plan(ddf, top).compute()
         assert len(out) == len(df), name
         assert out.groupby("cls").size().min() >= k, name
@@ -624,14 +631,15 @@ def test_repeated_runs_are_identical(client):
     df = make_census(6000, seed=7)
     ddf = dd.from_pandas(df, npartitions=6)
     runs = [D.anonymize(ddf, CENSUS_QIS, 5, leaf_rows=700, client=client, mode="relaxed",
-                        class_column="cls").compute() for _ in range(2)]
+                        class_column="cls", allow_unique=row_ids(ddf)).compute() for _ in range(2)]
     pd.testing.assert_frame_equal(runs[0], runs[1])
 
 
 def test_kernel_thread_count_does_not_change_the_output(client):
     df = make_census(6000, seed=11)
     ddf = dd.from_pandas(df, npartitions=4)
-    top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=900, client=client, class_column="cls")
+    top = D.plan(ddf, CENSUS_QIS, 5, leaf_rows=900, client=client, class_column="cls",
+                 allow_unique=row_ids(ddf))
     assert 1 <= top.kernel_threads <= os.cpu_count()
     runs = []
     for threads in (1, None):
@@ -643,7 +651,7 @@ def test_kernel_thread_count_does_not_change_the_output(client):
 def test_leaf_ids_travel_as_the_narrowest_integer_index(client):
     df = mixed_table(3000, seed=12)
     top = D.plan(dd.from_pandas(df, npartitions=3), ["age", "zip"], 5, leaf_rows=200,
-                 client=client)
+                 client=client, allow_unique=row_ids(df))
     routed = shuffle.attach_leaf(df, top, {"number": 0})
     assert top.n_leaves > 1
     assert routed["__dm_leaf"].dtype == np.min_scalar_type(-top.n_leaves)
@@ -666,7 +674,8 @@ def test_routing_carries_any_input_index_as_a_column(client):
     # rides along as one column, by position, and the rest is routed as before.
     df = mixed_table(1500, seed=14)
     top = D.plan(dd.from_pandas(df, npartitions=2), ["age", "zip"], 5, leaf_rows=300,
-                 client=client, exchange="rows")  # the whole-row path carries the index
+                 client=client, exchange="rows",
+                 allow_unique=row_ids(df))  # the whole-row path carries the index
     top.positional_index = False
     plain = shuffle.attach_leaf(df.reset_index(drop=True), top, {"number": 3})
     n = len(df)
@@ -689,7 +698,8 @@ def test_positional_partition_index_is_restored_without_shipping_it(client):
     labelled = positional.map_partitions(lambda p: p.set_axis(pd.Index(p.index.to_numpy())))
     outs = []
     for frame in (positional, labelled):
-        top = D.plan(frame, CENSUS_QIS, 5, leaf_rows=600, client=client)
+        top = D.plan(frame, CENSUS_QIS, 5, leaf_rows=600, client=client,
+                     allow_unique=row_ids(frame))
         outs.append((top, D.apply_plan(frame, top).compute()))
     (top_pos, out_pos), (top_lab, out_lab) = outs
     assert top_pos.positional_index and not top_lab.positional_index
@@ -702,7 +712,8 @@ def test_positional_partition_index_is_restored_without_shipping_it(client):
 def test_partition_refuses_a_leaf_with_unexpected_rows(client):
     df = mixed_table(1200, seed=8)
     ddf = dd.from_pandas(df, npartitions=3)
-    top = D.plan(ddf, ["age", "zip"], 5, leaf_rows=300, client=client, exchange="rows")
+    top = D.plan(ddf, ["age", "zip"], 5, leaf_rows=300, client=client, exchange="rows",
+                 allow_unique=row_ids(ddf))
     routed = shuffle.attach_leaf(df, top, {"number": 0})
     part = routed[routed["_partitions"] == 0]
     meta = leaves.output_meta(df.iloc[:0], top)
@@ -715,8 +726,9 @@ def test_max_depth_counts_top_phase_levels(client):
     df = make_census(5000, seed=9)
     ddf = dd.from_pandas(df, npartitions=4)
     out = D.anonymize(ddf, CENSUS_QIS, 2, leaf_rows=400, max_depth=3, client=client,
-                      class_column="cls").compute()
-    expected = local.anonymize(df, CENSUS_QIS, 2, max_depth=3, class_column="cls")
+                      class_column="cls", allow_unique=row_ids(ddf)).compute()
+    expected = local.anonymize(df, CENSUS_QIS, 2, max_depth=3, class_column="cls",
+                               allow_unique=row_ids(df))
     assert out["cls"].nunique() <= 8
     assert out["cls"].nunique() == expected["cls"].nunique()
 
@@ -793,10 +805,11 @@ def test_missing_sensitive_values_one_leaf_equals_local_engine(client, kind, opt
     df = mixed_table(1500, seed=8).assign(
         cause=sensitive_with_missing(kind, 1500, rng, p_missing=0.3))
     common = dict(sensitive="cause", class_column="cls", **options)
-    expected = local.anonymize(df, MIXED_QIS, 5, **common)
+    expected = local.anonymize(df, MIXED_QIS, 5, **common, allow_unique=row_ids(df))
     got = _collect(D.anonymize(dd.from_pandas(df, npartitions=3), MIXED_QIS, 5,
-                               leaf_rows=len(df), client=client, **common))
-    unconstrained = local.anonymize(df, MIXED_QIS, 5, class_column="cls")
+                               leaf_rows=len(df), client=client, **common,
+                               allow_unique=row_ids(df)))
+    unconstrained = local.anonymize(df, MIXED_QIS, 5, class_column="cls", allow_unique=row_ids(df))
     assert 10 < expected["cls"].nunique() < unconstrained["cls"].nunique()
     _same_values(got.drop(columns="cause"), expected.drop(columns="cause"))
 
@@ -808,9 +821,10 @@ def test_missing_sensitive_values_hold_with_small_leaves(client, kind):
         cause=sensitive_with_missing(kind, 6000, rng, p_missing=0.5))
     ddf = dd.from_pandas(df, npartitions=4)
     options = dict(sensitive="cause", l=4, t=0.3, leaf_rows=1000, client=client)
-    top = D.plan(ddf, ["age", "zip", "income"], 5, **options)
+    top = D.plan(ddf, ["age", "zip", "income"], 5, **options, allow_unique=row_ids(ddf))
     assert top.n_leaves > 1
-    out = _collect(D.anonymize(ddf, ["age", "zip", "income"], 5, **options))
+    out = _collect(D.anonymize(ddf, ["age", "zip", "income"], 5, **options,
+                               allow_unique=row_ids(ddf)))
     verdict = dmondrian.verify(out, ["age", "zip", "income"], k=5, sensitive="cause", l=4,
                                t=0.3)
     assert verdict.ok, verdict

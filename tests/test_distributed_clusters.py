@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from distributed import Client, LocalCluster
-from distributed_helpers import CENSUS_QIS, average_ncp, make_census
+from distributed_helpers import CENSUS_QIS, average_ncp, make_census, row_ids
 
 from dmondrian import distributed as D
 from dmondrian import local
@@ -45,11 +45,13 @@ def test_local_cluster_with_processes_matches_in_process_run(process_cluster):
     df = make_census(20_000, seed=11)
     ddf = dd.from_pandas(df, npartitions=6)
     options = dict(leaf_rows=2500, class_column="cls", mode="relaxed")
-    got = D.anonymize(ddf, CENSUS_QIS, 5, client=process_cluster, **options)
+    got = D.anonymize(ddf, CENSUS_QIS, 5, client=process_cluster, **options,
+                      allow_unique=row_ids(ddf))
     got = process_cluster.compute(got).result().sort_index()
     _check_release(got, df, 5)
     with Client(processes=False, n_workers=1, dashboard_address=":0") as threads:
-        again = D.anonymize(ddf, CENSUS_QIS, 5, client=threads, **options).compute()
+        again = D.anonymize(ddf, CENSUS_QIS, 5, client=threads, **options,
+                            allow_unique=row_ids(ddf)).compute()
     pd.testing.assert_frame_equal(got, again.sort_index())
 
 
@@ -95,12 +97,13 @@ def test_cli_scheduler_and_workers_found_through_environment(cli_cluster, tmp_pa
     ddf = dd.from_pandas(df, npartitions=5)
     # The index is asked for: the release is matched to the input row by row below.
     top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 10, leaf_rows=2000,
-                                 class_column="cls", write_options={"write_index": True})
+                                 class_column="cls", write_options={"write_index": True},
+                                 allow_unique=row_ids(ddf))
     assert top.n_leaves > 4
     out = pd.read_parquet(tmp_path / "out")
     _check_release(out, df, 10)
     ncp = average_ncp(df, out.loc[df.index, "cls"].to_numpy(), CENSUS_QIS)
-    ref = local.anonymize(df, CENSUS_QIS, 10, class_column="cls")
+    ref = local.anonymize(df, CENSUS_QIS, 10, class_column="cls", allow_unique=row_ids(df))
     assert ncp <= average_ncp(df, ref["cls"].to_numpy(), CENSUS_QIS) * 1.02
 
 
@@ -152,7 +155,8 @@ def test_larger_than_memory_parquet_round_trip(tmp_path):
             pids = client.run(os.getpid)
             ddf = dd.read_parquet(src)
             top = D.anonymize_to_parquet(ddf, dst, CENSUS_QIS, 20, client=client,
-                                         class_column="cls")
+                                         class_column="cls",
+                                         allow_unique=[*row_ids(ddf), "note"])
             # No worker was restarted for exceeding its memory limit.
             assert client.run(os.getpid) == pids
     counts = pq.read_table(dst, columns=["cls"]).column("cls").to_numpy()
@@ -173,7 +177,7 @@ def test_worker_killed_mid_run_gives_identical_output(process_cluster, tmp_path)
     # Seeded: the files' row shuffles (dmondrian.row_order) repeat too.
     options = dict(leaf_rows=10_000, class_column="cls", mode="relaxed", random_state=0)
     top = D.anonymize_to_parquet(ddf, tmp_path / "calm", CENSUS_QIS, 5, client=client,
-                                 **options)
+                                 **options, allow_unique=row_ids(ddf))
     assert top.tree.has_ties
 
     killed = {}
@@ -193,7 +197,8 @@ def test_worker_killed_mid_run_gives_identical_output(process_cluster, tmp_path)
 
     killer = threading.Thread(target=kill_when_shuffling)
     killer.start()
-    D.anonymize_to_parquet(ddf, tmp_path / "hurt", CENSUS_QIS, 5, client=client, **options)
+    D.anonymize_to_parquet(ddf, tmp_path / "hurt", CENSUS_QIS, 5, client=client, **options,
+                           allow_unique=row_ids(ddf))
     killer.join()
     assert killed, "the run finished before a worker could be killed"
     client.wait_for_workers(2, timeout=60)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from distributed import Client, LocalCluster
-from distributed_helpers import CENSUS_QIS, make_census
+from distributed_helpers import CENSUS_QIS, make_census, row_ids
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -126,7 +126,8 @@ def test_a_cluster_too_small_for_any_plan_is_refused_before_any_pass(tmp_path):
                       memory_limit="250MB", dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as client:
         with pytest.raises(MemoryLimitError) as err:
-            D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 10, client=client)
+            D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 10, client=client,
+                                   allow_unique=row_ids(ddf))
         assert not any(client.run(_tasks_ran).values())
     assert err.value.memory_limit == 250e6 and err.value.smallest > 250e6
     assert "250 MB" in str(err.value) and not (tmp_path / "out").exists()
@@ -141,7 +142,7 @@ def test_leaf_rows_beyond_the_table_sizes_by_the_table(tmp_path):
                       memory_limit="1GB", dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as client:
         top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 10, client=client,
-                                     leaf_rows=10**9)
+                                     leaf_rows=10**9, allow_unique=row_ids(ddf))
     assert top.n_leaves == 1
     released = pd.read_parquet(tmp_path / "out")
     assert len(released) == 4000
@@ -166,7 +167,7 @@ def test_one_big_file_is_routed_in_bounded_pieces_with_the_same_release(client, 
     ddf = dd.read_parquet(path)
     assert ddf.npartitions == 1
     top = D.plan(ddf, CENSUS_QIS, 10, client=client, leaf_rows=1_500, mode="relaxed",
-                 class_column="cls")
+                 class_column="cls", allow_unique=row_ids(ddf))
     assert top.input_piece_rows == 0  # the in-process cluster's memory holds it whole
     pieces = dataclasses.replace(top, input_piece_rows=5_000)
     routed = routed_partitions(ddf, pieces, constant(pieces, "plan"))
@@ -188,7 +189,8 @@ def test_the_plan_cuts_input_partitions_its_workers_cannot_route_whole(client, o
     monkeypatch.setattr(shuffle_sizes, "measure_workers", lambda c: small)
     monkeypatch.setattr(M, "PIECE_ROWS_MIN", 1_000)
     top = D.anonymize_to_parquet(dd.read_parquet(path), tmp_path / "out", CENSUS_QIS, 10,
-                                 client=client, leaf_rows=1_500, class_column="cls")
+                                 client=client, leaf_rows=1_500, class_column="cls",
+                                 allow_unique=["person_id"])  # compared below
     assert 1_000 <= top.input_piece_rows < 12_000 and top.input_rows == (12_000,)
     out = pd.read_parquet(tmp_path / "out")
     assert len(out) == len(df) and out["cls"].value_counts().min() >= 10

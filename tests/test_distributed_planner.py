@@ -315,7 +315,7 @@ def test_one_region_pass_plans_a_deep_tree(client, known):
     # a leaf's size within a few %; far fewer would leave some above 500.)
     import dask.dataframe as dd
     from dask import delayed
-    from distributed_helpers import CENSUS_QIS, make_census
+    from distributed_helpers import CENSUS_QIS, make_census, row_ids
 
     from dmondrian import distributed as D
 
@@ -326,7 +326,8 @@ def test_one_region_pass_plans_a_deep_tree(client, known):
         pieces = [delayed(lambda f: f, pure=True)(df.iloc[i:i + 25_000])
                   for i in range(0, len(df), 25_000)]
         ddf = dd.from_delayed(pieces, meta=df.iloc[:0], verify_meta=False)
-    top = D.plan(ddf, CENSUS_QIS, 10, leaf_rows=500, client=client, sample_rows=256)
+    top = D.plan(ddf, CENSUS_QIS, 10, leaf_rows=500, client=client, sample_rows=256,
+                 allow_unique=row_ids(ddf))
     assert top.passes == 2
     assert top.n_leaves >= 2**7 and top.leaf_counts.sum() == len(df)
     assert top.leaf_counts.max() <= 500 and top.leaf_counts.min() >= 10

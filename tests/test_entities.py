@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import dmondrian
 from dmondrian.entities import distinct_per_class, encode_entities, pair_codes
 from dmondrian.errors import (
+    IdentifyingColumnError,
     IdentifyingColumnWarning,
     InfeasibleError,
     InvalidValueError,
@@ -89,10 +90,10 @@ def test_entity_errors():
         dmondrian.anonymize(df, ["a"], k=2, entity="u", max_contributions=0)
 
 
-def test_entity_is_not_warned_about_and_is_dropped():
+def test_entity_is_not_refused_and_is_dropped():
     n = 2_000
     df = pd.DataFrame({"u": np.arange(n), "a": np.arange(n) % 50})
-    with pytest.warns(IdentifyingColumnWarning):
+    with pytest.raises(IdentifyingColumnError, match="'u'"):
         dmondrian.anonymize(df, ["a"], k=5)
     import warnings
 

@@ -7,8 +7,6 @@ partition's rows in its own output partition, and refuse an input that changed.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -18,11 +16,11 @@ from hypothesis import strategies as st
 dd = pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 
-from distributed_helpers import JOB_HIERARCHY, MIXED_QIS, mixed_table  # noqa: E402
+from distributed_helpers import JOB_HIERARCHY, MIXED_QIS, mixed_table, row_ids  # noqa: E402
 
 from dmondrian import distributed as D  # noqa: E402
 from dmondrian._dask.exchange import check_exchange, merge_input_partition  # noqa: E402
-from dmondrian.errors import IdentifyingColumnWarning, ParameterError  # noqa: E402
+from dmondrian.errors import IdentifyingColumnError, ParameterError  # noqa: E402
 
 NOISE = {"payload": {"epsilon": 1.0, "bounds": (0.0, 5000.0)}}
 
@@ -34,13 +32,13 @@ def cluster(process_cluster):
 
 
 def _both(ddf, client, qis, k, **options):
-    """The lazy release on each path, computed, rows in index order."""
+    """The lazy release on each path, computed, rows in index order (the row ids kept:
+    the paths are compared row by row)."""
     out = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", IdentifyingColumnWarning)
-        for exchange in ("rows", "keys"):
-            lazy = D.anonymize(ddf, qis, k, client=client, exchange=exchange, **options)
-            out[exchange] = client.compute(lazy).result().sort_index()
+    for exchange in ("rows", "keys"):
+        lazy = D.anonymize(ddf, qis, k, client=client, exchange=exchange,
+                           allow_unique=row_ids(ddf), **options)
+        out[exchange] = client.compute(lazy).result().sort_index()
     return out["rows"], out["keys"]
 
 
@@ -90,10 +88,9 @@ def test_keys_path_carries_the_entity(cluster):
 def test_keys_path_keeps_the_input_partitioning(cluster):
     df = mixed_table(5000, seed=5)
     ddf = dd.from_pandas(df, npartitions=5)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", IdentifyingColumnWarning)
-        lazy = D.anonymize(ddf, MIXED_QIS, 10, client=cluster, leaf_rows=1000,
-                           exchange="keys", hierarchies={"job": JOB_HIERARCHY})
+    lazy = D.anonymize(ddf, MIXED_QIS, 10, client=cluster, leaf_rows=1000,
+                       exchange="keys", hierarchies={"job": JOB_HIERARCHY},
+                       allow_unique=row_ids(ddf))  # compared below
     assert lazy.npartitions == ddf.npartitions
     for i in range(ddf.npartitions):
         got = cluster.compute(lazy.get_partition(i)).result()
@@ -113,16 +110,12 @@ def test_writers_and_cli_on_the_keys_path(cluster, tmp_path):
     qis = ["age", "zip", "income", "when", "grade"]
     written = {}
     for exchange in ("rows", "keys"):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            top = D.anonymize_to_parquet(ddf, tmp_path / exchange, qis, 10, client=cluster,
-                                         leaf_rows=800, class_column="cls", exchange=exchange)
+        top = D.anonymize_to_parquet(ddf, tmp_path / exchange, qis, 10, client=cluster,
+                                     leaf_rows=800, class_column="cls", exchange=exchange,
+                                     allow_unique=["payload"])  # the rows are matched by it
         assert top.exchange == exchange
-        # The write tasks found the id column (the domain pass read only the QIs).
-        assert top.written_check is not None
-        assert [f.column for f in top.identifying] == ["payload"]
-        assert [w.message.column for w in caught
-                if issubclass(w.category, IdentifyingColumnWarning)] == ["payload"]
+        # The write tasks check (the domain pass read only the QIs); payload is allowed.
+        assert top.written_check is not None and top.identifying == []
         written[exchange] = pd.read_parquet(tmp_path / exchange).set_index("payload")
     _assert_same_release(written["rows"].sort_index(), written["keys"].sort_index())
     # Output file i holds input file i's rows.
@@ -139,15 +132,13 @@ def test_writers_and_cli_on_the_keys_path(cluster, tmp_path):
     assert cli.groupby(qis[:4]).size().min() >= 10
 
 
-def test_an_identifying_column_raised_as_an_error_leaves_no_file(cluster, tmp_path):
+def test_an_identifying_column_refused_by_the_writer_leaves_no_file(cluster, tmp_path):
     ddf = dd.from_pandas(mixed_table(3000, seed=8), npartitions=3)
     for exchange in ("rows", "keys"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", IdentifyingColumnWarning)
-            with pytest.raises(IdentifyingColumnWarning, match="payload"):
-                D.anonymize_to_parquet(ddf, tmp_path / exchange, ["age", "zip"], 10,
-                                       client=cluster, leaf_rows=800, exchange=exchange)
-        assert not list((tmp_path / exchange).glob("*.parquet"))
+        with pytest.raises(IdentifyingColumnError, match="payload"):
+            D.anonymize_to_parquet(ddf, tmp_path / exchange, ["age", "zip"], 10,
+                                   client=cluster, leaf_rows=800, exchange=exchange)
+        assert not (tmp_path / exchange).exists()
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -195,11 +186,9 @@ def test_hive_partitioned_input_is_written_back_with_its_partition_on(client, tm
     df["dt"] = np.repeat(["2024-06-01", "2024-06-02", "2024-06-03"], 1000)
     df.to_parquet(tmp_path / "in", partition_cols=["dt"], index=False)
     ddf = dd.read_parquet(tmp_path / "in")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", IdentifyingColumnWarning)
-        lazy = D.anonymize(ddf, ["age", "zip", "when"], 10, client=client, leaf_rows=600,
-                           exchange="keys")
-        lazy.to_parquet(tmp_path / "out", partition_on=["dt"])
+    lazy = D.anonymize(ddf, ["age", "zip", "when"], 10, client=client, leaf_rows=600,
+                       exchange="keys", allow_unique=row_ids(ddf))  # compared below
+    lazy.to_parquet(tmp_path / "out", partition_on=["dt"])
     for day in ("2024-06-01", "2024-06-02", "2024-06-03"):
         files = [pd.read_parquet(f) for f in (tmp_path / "out" / f"dt={day}").glob("*.parquet")]
         # Input partition i is output partition i: each day's rows stay in one file.

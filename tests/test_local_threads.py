@@ -27,10 +27,10 @@ def test_one_thread_and_several_threads_publish_the_same_release(census, mode, o
     # threads per core, and any dependence on scheduling would show.
     with K.thread_limit(1):
         serial = dmondrian.anonymize(census, QIS, 7, mode=mode, objective=objective,
-                                     class_column="cls")
+                                     class_column="cls", identifiers=["person_id"])
     with K.thread_limit(4):
         parallel = dmondrian.anonymize(census, QIS, 7, mode=mode, objective=objective,
-                                       class_column="cls")
+                                       class_column="cls", identifiers=["person_id"])
     assert serial.equals(parallel)
     assert serial.groupby("cls").size().min() >= 7
 

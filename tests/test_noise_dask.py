@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,7 +11,7 @@ distributed = pytest.importorskip("distributed")
 
 import dmondrian  # noqa: E402
 from dmondrian import distributed as engine  # noqa: E402
-from dmondrian.errors import IdentifyingColumnWarning, UnsupportedDtypeError  # noqa: E402
+from dmondrian.errors import IdentifyingColumnError, UnsupportedDtypeError  # noqa: E402
 
 QIS = ["age", "zip"]
 NOISE = {"income": {"epsilon": 1.0, "bounds": (0.0, 100_000.0)}}
@@ -31,33 +29,30 @@ def table():
 
 
 def _run(ddf, client, **kw):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        out = engine.anonymize(ddf, QIS, 10, leaf_rows=1000, client=client,
-                               noise=NOISE, identifiers=["name"], **kw).compute()
-    return out.sort_index(), [w for w in caught if issubclass(w.category,
-                                                              IdentifyingColumnWarning)]
+    return engine.anonymize(ddf, QIS, 10, leaf_rows=1000, client=client, noise=NOISE,
+                            identifiers=["name"], **kw).compute().sort_index()
 
 
 def test_noise_per_class_repeatable_and_identifiers_on_dask(table, client):
     df, ddf = table
-    one, caught = _run(ddf, client, random_state=7, class_column="cls")
-    assert [w.message.column for w in caught] == ["record"]
-    assert "estimated" in str(caught[0].message)
+    with pytest.raises(IdentifyingColumnError, match="'record'") as info:
+        _run(ddf, client, random_state=7, class_column="cls")
+    assert "estimated" in str(info.value)
+    one = _run(ddf, client, random_state=7, class_column="cls", allow_unique=["record"])
     assert "name" not in one.columns and len(one) == len(df)
     assert one["income"].between(0, 100_000).all() and one["income"].dtype == np.float64
     assert (one.groupby("cls")["income"].nunique() == 1).all()
     assert one["cls"].nunique() > 100
     truth = df["income"].clip(0, 100_000).groupby(one["cls"]).mean()
     assert not np.allclose(one.groupby("cls")["income"].first(), truth)
-    two, _ = _run(ddf, client, random_state=7, allow_unique=["record"])
+    two = _run(ddf, client, random_state=7, allow_unique=["record"])
     assert np.array_equal(one["income"].to_numpy(), two["income"].to_numpy())
     # The release's report and verification list the id column as a risk.
     released = dd.from_pandas(two, npartitions=2)  # index: row positions, not a risk
     rep = dmondrian.report(released, QIS, k=10, noise=NOISE)
     assert [f.column for f in rep.identifying_columns] == ["record"]
-    assert [f.column for f in dmondrian.verify(released, QIS, k=10).identifying_columns] == [
-        "record"]
+    checked = dmondrian.verify(released, QIS, k=10)
+    assert [f.column for f in checked.identifying_columns] == ["record"] and not checked.ok
 
 
 def test_opendp_noise_and_parquet_writer_on_dask(table, client, tmp_path):

@@ -56,7 +56,8 @@ def test_dm_relaxed_packs_every_class_to_k_rows_but_one(n, k, column):
 def test_each_objective_lowers_its_metric_on_a_census_table():
     df = make_census(20_000, seed=3)
     qis = ["age", "zip", "sex", "education", "occupation"]
-    out = {o: dmondrian.anonymize(df, qis, 10, mode="relaxed", objective=o, class_column="cls")
+    out = {o: dmondrian.anonymize(df, qis, 10, mode="relaxed", objective=o, class_column="cls",
+                                  identifiers=["person_id"])
            for o in ("balanced", "dm", "ncp")}
     dm = {o: discernibility(r, qis, class_column="cls") for o, r in out.items()}
     gcp = {o: ncp(r, qis, df).overall for o, r in out.items()}
@@ -98,11 +99,11 @@ def test_the_dask_top_phase_plans_with_the_objective():
                 dashboard_address=":0") as client:
         for mode, objective in (("strict", "dm"), ("relaxed", "dm"), ("strict", "ncp")):
             local = dmondrian.anonymize(df, qis, 10, mode=mode, objective=objective,
-                                        class_column="cls")
+                                        class_column="cls", identifiers=["person_id"])
             # Small leaves: the top phase makes several levels of cuts itself.
             dist = dmondrian.anonymize(ddf, qis, 10, mode=mode, objective=objective,
-                                       class_column="cls", leaf_rows=1500,
-                                       client=client).compute().loc[df.index]
+                                       class_column="cls", leaf_rows=1500, client=client,
+                                       identifiers=["person_id"]).compute().loc[df.index]
             assert dist.groupby("cls").size().min() >= 10
             for measure in (lambda r: discernibility(r, qis, class_column="cls"),
                             lambda r: ncp(r, qis, df).overall):

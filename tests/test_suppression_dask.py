@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from checks import class_sizes
-from distributed_helpers import CENSUS_QIS, make_census
+from distributed_helpers import CENSUS_QIS, make_census, row_ids
 
 import dmondrian
 from dmondrian import distributed as D
@@ -28,7 +28,7 @@ def census():
 def _run(client, df, **options):
     ddf = dd.from_pandas(df, npartitions=4)
     return D.anonymize(ddf, CENSUS_QIS, K, leaf_rows=400, class_column="cls", client=client,
-                       suppression=F, **options).compute().sort_index()
+                       suppression=F, **options, allow_unique=row_ids(ddf)).compute().sort_index()
 
 
 def test_budget_and_classes_on_dask(client, census):
@@ -50,7 +50,7 @@ def test_budget_and_classes_on_dask(client, census):
 def test_parquet_writer_drops_within_the_budget(client, census, tmp_path):
     ddf = dd.from_pandas(census, npartitions=4)
     D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, K, leaf_rows=400, client=client,
-                           suppression=F, suppressed="drop")
+                           suppression=F, suppressed="drop", allow_unique=row_ids(ddf))
     back = pd.read_parquet(tmp_path / "out")
     assert N - math.floor(F * N) <= len(back) <= N - K
     assert class_sizes(back, CENSUS_QIS).min() >= K
