@@ -310,8 +310,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _identifying_warnings:
-    """Print each column that singles out rows as one line on stderr (when the run
-    succeeds), and keep it for the manifest; other warnings go on as usual."""
+    """Print each column that looks like a person key as one line on stderr (when the
+    run succeeds), and keep it for the manifest; other warnings go on as usual. (A
+    column that singles out rows is refused: IdentifyingColumnError, the error line.)"""
 
     def __init__(self, job: Job):
         self.job = job
