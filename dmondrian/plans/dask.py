@@ -179,9 +179,6 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         When a column released as is singles out rows (estimated by the
         counting pass; see :mod:`dmondrian.identifiers`).
     """
-    import dask.dataframe as dd
-    from dask import delayed
-
     from .._dask.written_check import identifying_check
 
     plan._check_table(ddf)
@@ -189,75 +186,133 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
     if identifiers:
         ddf = ddf.drop(columns=identifiers)
     checked, index_name = identifying_check(ddf._meta, plan._release_options(ddf._meta, None))
+    placer = _Placer(plan)
     # The rows' nodes stay on the workers for the publishing pass only on a cluster
     # that outlives this call (one it starts is closed before the release is computed).
     keep = lasting_client(client)
     cluster_client, owned = resolve_client(client)
     try:
         threads = cores_per_worker(cluster_client)
-        columns = [*plan.qis] + [plan.options[name] for name in ("sensitive", "entity")
-                                 if plan.options.get(name) is not None]
-        # The identifying check's columns are read with the counted ones (one read).
-        read = [*columns, *(c for c in checked if c in ddf.columns and c not in columns)]
-        parts = _unfused(lambda: column_partitions(ddf, read))
-        offsets = None
-        if plan.tree.cuts.has_ties:
-            # Relaxed cuts split median ties by input position: each partition's first
-            # row's, counted on the very partitions the counting pass reads.
-            lengths = run(cluster_client, [delayed(len, pure=True)(p) for p in parts], False,
-                          "rows per partition")
-            offsets = np.concatenate([[0], np.cumsum(np.asarray(lengths))[:-1]]).tolist()
-        placer = _Placer(plan)
-        plan_d = constant(placer, "plan")
-        count = delayed(_count, pure=True, nout=2)
-        counted = [count(p, plan_d, None if offsets is None else offsets[i], threads, keep)
-                   for i, p in enumerate(parts)]
-        reduced = delayed(_together, pure=True)(
-            tree_reduce([c[0] for c in counted], _merge),
-            tree_reduce([delayed(distinct_sketch, pure=True)(p, checked) for p in parts],
-                        merge_distinct) if checked else None)
-        label = "pass: rows per region of the plan"
-        if keep:
-            # The nodes are computed with the summary and left on their workers.
-            (summary, distinct), kept = run(cluster_client, reduced, progress, label,
-                                            keep=[c[1] for c in counted])
-            if distinct is not None and estimate_identifying(distinct, None, index_name):
-                cluster_client.cancel(kept)  # refused below: nothing to publish
-                kept = None
-            elif (int(summary.count.sum()) * node_dtype(plan.tree.n_nodes).itemsize
-                    > _keep_budget(cluster_client)):
-                cluster_client.cancel(kept)
-                kept = None
-        else:
-            (summary, distinct), kept = run(cluster_client, reduced, progress, label), None
+        counted = _count_pass(plan, placer, ddf, cluster_client, threads, keep, progress,
+                              checked, index_name)
     finally:
         release_client(owned)
-    if distinct is not None:
-        refuse_identifying(estimate_identifying(distinct, None, index_name))
-    if int(summary.count.sum()) == 0:
+    if counted.distinct is not None:
+        refuse_identifying(estimate_identifying(counted.distinct, None, index_name))
+    if int(counted.summary.count.sum()) == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
-    release = decide(plan, summary)
+    return _publishing_pass(plan, placer, ddf, decide(plan, counted.summary), counted,
+                            cluster_client, threads)
+
+
+@dataclass
+class _Counted:
+    """What the counting pass leaves the publishing pass.
+
+    ``summary``: the whole table's (:class:`.batch.BatchSummary`); ``kept``: futures of
+    every counted partition's nodes, on the workers (None: not kept); ``offsets``:
+    every counted partition's first row's position (None: the cuts split no ties);
+    ``distinct``: the sketch of the columns released as is (None: none checked).
+    """
+
+    summary: object
+    kept: list | None
+    offsets: list | None
+    distinct: object = None
+
+
+def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked,
+                index_name) -> _Counted:
+    """Place and count every partition's rows, and sketch the ``checked`` columns' distinct
+    values; merge the summaries and the sketches in tree reductions."""
+    from dask import delayed
+
+    columns = [*plan.qis] + [plan.options[name] for name in ("sensitive", "entity")
+                             if plan.options.get(name) is not None]
+    # The identifying check's columns are read with the counted ones (one read).
+    read = [*columns, *(c for c in checked if c in ddf.columns and c not in columns)]
+    parts = _unfused(lambda: column_partitions(ddf, read))
+    offsets = None
+    if plan.tree.cuts.has_ties:
+        # Relaxed cuts split median ties by input position: each partition's first
+        # row's, counted on the very partitions the counting pass reads.
+        lengths = run(client, [delayed(len, pure=True)(p) for p in parts], False,
+                      "rows per partition")
+        offsets = np.concatenate([[0], np.cumsum(np.asarray(lengths))[:-1]]).tolist()
+    plan_d = constant(placer, "plan")
+    count = delayed(_count, pure=True, nout=2)
+    counted = [count(p, plan_d, None if offsets is None else offsets[i], threads, keep)
+               for i, p in enumerate(parts)]
+    reduced = delayed(_together, pure=True)(
+        tree_reduce([c[0] for c in counted], _merge),
+        tree_reduce([delayed(distinct_sketch, pure=True)(p, checked) for p in parts],
+                    merge_distinct) if checked else None)
+    label = "pass: rows per region of the plan"
+    if not keep:
+        summary, distinct = run(client, reduced, progress, label)
+        return _Counted(summary, None, offsets, distinct)
+    # The nodes are computed with the summary and left on their workers.
+    (summary, distinct), kept = run(client, reduced, progress, label,
+                                    keep=[c[1] for c in counted])
+    if distinct is not None and estimate_identifying(distinct, None, index_name):
+        client.cancel(kept)  # refused by the caller: nothing to publish
+        kept = None
+    elif (int(summary.count.sum()) * node_dtype(plan.tree.n_nodes).itemsize
+          > _keep_budget(client)):
+        client.cancel(kept)
+        kept = None
+    return _Counted(summary, kept, offsets, distinct)
+
+
+def _together(*results) -> tuple:
+    return results
+
+
+def _publishing_pass(plan, placer, ddf, release, counted: _Counted, client, threads):
+    """The lazy release: from the kept nodes when they pair with the partitions, else
+    placing the rows again (at the counted offsets when the cuts split ties)."""
     meta = _publish(ddf._meta, placer, release)
-    plan_d, classes = constant(placer, "plan"), constant(release, "classes")
-    if kept is None and offsets is None:
-        # One copy of the plan and the classes in the graph, not one per task.
-        return ddf.map_partitions(_publish, plan_d, classes, None, threads, meta=meta)
-    # Each task pairs a partition with its kept nodes or its first row's position: the
-    # partitions are the counting pass's, taken here, for a later optimization of a
-    # map_partitions could fuse a projected read (under a blockwise step) into fewer.
-    if kept is not None:
-        # The publishing pass reads only the columns it passes through.
-        rest = ddf[[c for c in ddf.columns if c in meta.columns and c not in plan.qis]]
-        parts = _unfused(lambda: rest.to_delayed(optimize_graph=True))
-        if len(parts) == len(kept):
-            task = delayed(_publish_kept, pure=True)
-            return dd.from_delayed(
-                [task(p, kept[i], classes, list(meta.columns), plan.options["class_column"])
-                 for i, p in enumerate(parts)],
-                meta=meta, divisions=ddf.divisions, verify_meta=False)
-        cluster_client.cancel(kept)  # (never seen) parts that do not pair: place again
-        if offsets is None:
-            return ddf.map_partitions(_publish, plan_d, classes, None, threads, meta=meta)
+    classes = constant(release, "classes")
+    if counted.kept is not None:
+        out = _publish_from_kept(plan, ddf, counted.kept, classes, meta)
+        if out is not None:
+            return out
+        client.cancel(counted.kept)  # (never seen) parts that do not pair: place again
+    plan_d = constant(placer, "plan")
+    if counted.offsets is not None:
+        return _publish_at_offsets(ddf, plan_d, classes, counted.offsets, threads, meta)
+    return _publish_placing_again(ddf, plan_d, classes, threads, meta)
+
+
+def _publish_from_kept(plan, ddf, kept, classes, meta):
+    """Each partition's columns other than the QIs, labelled by its kept nodes; None when
+    the partitions do not pair with the counted ones.
+
+    Each task pairs a partition with its kept nodes explicitly: the partitions are the
+    counting pass's, taken here, for a later optimization of a map_partitions could
+    fuse a projected read (under a blockwise step) into fewer.
+    """
+    import dask.dataframe as dd
+    from dask import delayed
+
+    # The publishing pass reads only the columns it passes through.
+    rest = ddf[[c for c in ddf.columns if c in meta.columns and c not in plan.qis]]
+    parts = _unfused(lambda: rest.to_delayed(optimize_graph=True))
+    if len(parts) != len(kept):
+        return None
+    task = delayed(_publish_kept, pure=True)
+    columns, class_column = list(meta.columns), plan.options["class_column"]
+    return dd.from_delayed([task(p, kept[i], classes, columns, class_column)
+                            for i, p in enumerate(parts)],
+                           meta=meta, divisions=ddf.divisions, verify_meta=False)
+
+
+def _publish_at_offsets(ddf, plan_d, classes, offsets, threads, meta):
+    """Each partition placed again, its ties split by its first row's counted position
+    (paired explicitly, as :func:`_publish_from_kept` pairs kept nodes)."""
+    import dask.dataframe as dd
+    from dask import delayed
+
     parts = _unfused(lambda: ddf.to_delayed(optimize_graph=True))
     if len(parts) != len(offsets):
         raise RuntimeError("the publishing pass does not read the counting pass's partitions")
@@ -267,8 +322,11 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
                            meta=meta, divisions=ddf.divisions, verify_meta=False)
 
 
-def _together(*results) -> tuple:
-    return results
+def _publish_placing_again(ddf, plan_d, classes, threads, meta):
+    """Each partition placed again: without ties a row's node does not depend on its
+    position, so any partitioning pairs."""
+    # One copy of the plan and the classes in the graph, not one per task.
+    return ddf.map_partitions(_publish, plan_d, classes, None, threads, meta=meta)
 
 
 def _unfused(parts):
