@@ -539,6 +539,48 @@ def test_dask_release_of_a_filtered_parquet_read(process_client, tmp_path, monke
     pd.testing.assert_frame_equal(out.compute().reset_index(drop=True), plan.transform(new))
 
 
+def test_dask_release_writes_parquet_as_release_writers_do(process_client, tmp_path):
+    """``to_parquet`` of a plan's Dask release: one file per partition, the local
+    release's rows (each file's shuffled), label columns dictionaries without
+    statistics, the class ids a dictionary, numbers with statistics and none."""
+    import dask.dataframe as dd
+    import pyarrow.parquet as pq
+
+    plan = fit_plan(_table(3000, 30), QIS, 7, class_column="cls")
+    new = _table(2000, 31)
+    out = plan.transform(dd.from_pandas(new, npartitions=4))
+    assert out.to_parquet(tmp_path / "rel") is None
+    files = sorted((tmp_path / "rel").glob("*.parquet"))
+    assert len(files) == 4
+    local = plan.transform(new)
+    back = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    cols = list(local.columns)
+    assert list(back.columns) == cols  # no index column
+    pd.testing.assert_frame_equal(back.astype(str).sort_values(cols, ignore_index=True),
+                                  local.astype(str).sort_values(cols, ignore_index=True))
+    # Each file's rows shuffled: the first file is not the first partition's order.
+    first = pd.read_parquet(files[0])
+    assert not first["pay"].tolist() == local["pay"].iloc[:len(first)].tolist()
+    labels = [c for c in QIS if str(out.dtypes[c]) == "category"]
+    assert labels
+    meta = pq.ParquetFile(files[0]).metadata.row_group(0)
+    column = {meta.column(i).path_in_schema: meta.column(i) for i in range(meta.num_columns)}
+    for c in labels:
+        assert column[c].statistics is None or not column[c].statistics.has_min_max, c
+        assert any("DICTIONARY" in e for e in column[c].encodings), c
+    assert any("DICTIONARY" in e for e in column["cls"].encodings)
+    assert column["pay"].statistics.has_min_max
+    assert not any("DICTIONARY" in e for e in column["pay"].encodings)
+    # Asked for, the index is written, and statistics too.
+    out.to_parquet(tmp_path / "asked", write_index=True, write_statistics=True)
+    meta = pq.ParquetFile(sorted((tmp_path / "asked").glob("*.parquet"))[0]).metadata
+    assert "__index_level_0__" in pq.ParquetFile(
+        sorted((tmp_path / "asked").glob("*.parquet"))[0]).schema_arrow.names
+    ages = [i for i in range(meta.num_columns)
+            if meta.row_group(0).column(i).path_in_schema == labels[0]]
+    assert meta.row_group(0).column(ages[0]).statistics.has_min_max
+
+
 def test_cli_plan_on_dask_is_the_local_release(tmp_path, process_client):
     from dmondrian.cli import main
     from dmondrian.plans import plan_sha256

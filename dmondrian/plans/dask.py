@@ -167,9 +167,13 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
 
     Returns
     -------
-    dask.dataframe.DataFrame
-        The release, lazy: QI columns published (labels as Categoricals with
-        known categories), every other column untouched, the input's partitions.
+    dmondrian._dask.lazy_frame.AnonymizedFrame
+        The release, lazy (a dask DataFrame): QI columns published (labels as
+        Categoricals with known categories), every other column untouched, the
+        input's partitions. Its ``to_parquet`` writes each partition where it
+        is published, as :func:`dmondrian.distributed.anonymize_to_parquet`
+        writes: no index, each file's rows shuffled (:mod:`dmondrian.row_order`),
+        labels without min/max statistics (:func:`_as_release`).
 
     Raises
     ------
@@ -201,8 +205,9 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         refuse_identifying(estimate_identifying(counted.distinct, None, index_name))
     if int(counted.summary.count.sum()) == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
-    return _publishing_pass(plan, placer, ddf, decide(plan, counted.summary), counted,
-                            cluster_client, threads)
+    frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary), counted,
+                             cluster_client, threads)
+    return _as_release(frame, plan)
 
 
 @dataclass
@@ -327,6 +332,42 @@ def _publish_placing_again(ddf, plan_d, classes, threads, meta):
     position, so any partitioning pairs."""
     # One copy of the plan and the classes in the graph, not one per task.
     return ddf.map_partitions(_publish, plan_d, classes, None, threads, meta=meta)
+
+
+def _as_release(frame, plan):
+    """``frame``, the plan's lazy release, as an
+    :class:`~dmondrian._dask.lazy_frame.AnonymizedFrame` whose ``to_parquet`` writes
+    every partition with a :class:`~dmondrian._dask.parquet_sink.ParquetSink`, on the
+    worker that publishes it.
+
+    The sink writes as every release writer does: the label columns without
+    min/max statistics (Arrow's statistics of a dictionary column cost more than
+    the rest of its write, and a label's bounds as text prune no range query),
+    dictionaries for the labels and the class ids only, each file's rows shuffled
+    (an Arrow take), no index unless asked.
+    """
+    from dask import delayed
+
+    from .._dask.lazy_frame import AnonymizedFrame
+    from .._dask.parquet_sink import ParquetSink
+
+    meta = frame._meta
+    labels = [q for q in plan.qis if isinstance(meta[q].dtype, pd.CategoricalDtype)]
+    class_column = plan.options["class_column"]
+    dictionary = [] if class_column is None else [class_column]
+
+    def write(path, write_options, storage_options):
+        sink = constant(ParquetSink.create(path, meta, labels, write_options, storage_options,
+                                           dictionary_columns=dictionary), "sink")
+        parts = _unfused(lambda: frame.to_delayed(optimize_graph=True))
+        task = delayed(_write_partition, pure=True)
+        return [task(sink, p, i) for i, p in enumerate(parts)]
+
+    return AnonymizedFrame(frame.expr, labels, dictionary, write)
+
+
+def _write_partition(sink, frame: pd.DataFrame, number: int) -> int:
+    return sink.write(frame, number)
 
 
 def _unfused(parts):
