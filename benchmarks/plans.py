@@ -40,12 +40,15 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    processes x 1 thread: the plan's release written to Parquet against a
    plain ``read_parquet -> to_parquet`` copy (``--rounds`` as above), in wall
    seconds and in CPU seconds of the workers and the client (the scheduler
-   runs in its process): the machine is shared, and CPU time varies less;
-   ``*_nostats``: the release written as the command line writes it, without
-   the label columns' Parquet statistics. Since a plan's transform refuses a
-   column singling out rows, its counting pass also reads and sketches the
-   census columns released as is of an identifier's kind (figures measured
-   before that change did not).
+   runs in its process): the machine is shared, and CPU time varies less.
+   ``plan``: the release's own ``to_parquet`` as it writes by default (each
+   file's rows shuffled, no statistics for the labels); ``plan_inorder``: the
+   same keeping the input's row order (``shuffle_rows=False``);
+   ``plan_daskwriter``: dask's writer with pyarrow's defaults, as a plain
+   ``to_parquet`` wrote the release before it had its own. Since a plan's
+   transform refuses a column singling out rows, its counting pass also reads
+   and sketches the census columns released as is of an identifier's kind
+   (figures measured before that change did not).
 5. Fitting on Dask (``dask-fit``): census rows as Parquet, a plan fitted on
    2 worker processes (the Dask engine's leaves an eighth of the table) against
    one fitted in memory on the same rows (at k, and with ``batch_rows``):
@@ -411,25 +414,27 @@ def dask_speed(rows: list, n_rows: int, rounds: int = 1) -> None:
                 t0, c0 = time.perf_counter(), _cluster_cpu(client)
                 dd.read_parquet(str(src)).to_parquet(str(work / f"copy{r}"), write_index=True)
                 t_copy, c_copy = time.perf_counter() - t0, _cluster_cpu(client) - c0
-                t0, c0 = time.perf_counter(), _cluster_cpu(client)
-                plan_release = plan_transform_dask(plan, dd.read_parquet(str(src)), client)
-                plan_release.to_parquet(str(work / f"released{r}"), write_index=True)
-                t_plan, c_plan = time.perf_counter() - t0, _cluster_cpu(client) - c0
-                del plan_release
-                # As the command line writes it: no statistics of the label columns.
-                t0, c0 = time.perf_counter(), _cluster_cpu(client)
-                plan_release = plan_transform_dask(plan, dd.read_parquet(str(src)), client)
-                plan_release.to_parquet(str(work / f"released_cli{r}"), write_index=True,
-                                        write_statistics=[c for c in plan_release.columns
-                                                          if c not in plan.qis])
-                t_cli, c_cli = time.perf_counter() - t0, _cluster_cpu(client) - c0
-                del plan_release
-                rows.append({"table": "speed-dask", "round": r, "rows": n_rows,
-                             "copy_s": t_copy, "plan_s": t_plan, "ratio": t_plan / t_copy,
-                             "plan_nostats_s": t_cli, "ratio_nostats": t_cli / t_copy,
-                             "copy_cpu_s": c_copy, "plan_cpu_s": c_plan,
-                             "cpu_ratio": c_plan / c_copy, "cpu_ratio_nostats": c_cli / c_copy,
-                             "load": os.getloadavg()[0]})
+                shutil.rmtree(work / f"copy{r}", ignore_errors=True)
+                row = {"table": "speed-dask", "round": r, "rows": n_rows, "copy_s": t_copy,
+                       "copy_cpu_s": c_copy}
+                # The release's writer as it writes by default (each file's rows
+                # shuffled, labels without statistics), then keeping the input's order,
+                # then dask's own writer with pyarrow's defaults (label statistics).
+                for name, write in (
+                        ("plan", lambda out, path: out.to_parquet(path, write_index=True)),
+                        ("plan_inorder", lambda out, path: out.to_parquet(
+                            path, write_index=True, shuffle_rows=False)),
+                        ("plan_daskwriter", lambda out, path: dd.DataFrame.to_parquet(
+                            out, path, write_index=True))):
+                    t0, c0 = time.perf_counter(), _cluster_cpu(client)
+                    write(plan_transform_dask(plan, dd.read_parquet(str(src)), client),
+                          str(work / f"{name}{r}"))
+                    t_plan, c_plan = time.perf_counter() - t0, _cluster_cpu(client) - c0
+                    shutil.rmtree(work / f"{name}{r}", ignore_errors=True)
+                    row.update({f"{name}_s": t_plan, f"{name}_ratio": t_plan / t_copy,
+                                f"{name}_cpu_s": c_plan, f"{name}_cpu_ratio": c_plan / c_copy})
+                row["load"] = os.getloadavg()[0]
+                rows.append(row)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
