@@ -166,9 +166,7 @@ def anonymize(ddf, quasi_identifiers, k, **options):
     Raises
     ------
     dmondrian.errors.IdentifyingColumnError
-        When a column released as is singles out rows, as the local engine
-        (:mod:`dmondrian.identifiers`): judged by the domain pass, so raised
-        here, before any lazy frame is returned.
+        A column released as is singles out rows: judged by the domain pass.
     dmondrian.errors.DMondrianError
         On bad input, as the local engine.
 

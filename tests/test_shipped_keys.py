@@ -43,7 +43,8 @@ QIS = ["city", "level", "shop", "seen", "count", "flag"]
 
 def test_codes_narrow_to_the_smallest_type_and_widen_back(client):
     df = wide_codes_table(3000, seed=1)
-    top = D.plan(dd.from_pandas(df, npartitions=3), QIS, 5, leaf_rows=len(df), client=client)
+    top = D.plan(dd.from_pandas(df, npartitions=3), QIS, 5, leaf_rows=len(df), client=client,
+                 allow_unique=["other"])
     dtypes = key_dtypes(top.domain)
     # 151 cities with missing need int16; 7 levels, 70 shops, a boolean (nominal)
     # and counts 0..39 (an offset above the smallest): int8; 500 whole hours in
@@ -67,7 +68,8 @@ def test_codes_narrow_to_the_smallest_type_and_widen_back(client):
 
 def test_a_value_outside_the_measured_range_is_refused(client):
     df = wide_codes_table(2000, seed=4)
-    top = D.plan(dd.from_pandas(df, npartitions=2), QIS, 5, leaf_rows=len(df), client=client)
+    top = D.plan(dd.from_pandas(df, npartitions=2), QIS, 5, leaf_rows=len(df), client=client,
+                 allow_unique=["other"])
     changed = df.assign(count=df["count"] + 1000)  # as if the input changed after the pass
     with pytest.raises(RuntimeError, match="'count' holds a value outside the range"):
         attach_leaf(changed, top, {"number": 1})
@@ -96,9 +98,11 @@ def test_one_leaf_publishes_what_the_local_engine_publishes(client, mode):
     # 151 city codes are more than the kernel's bitmask holds: each output
     # partition renumbers them to the codes present, in the same order.
     df = wide_codes_table(4000, seed=2)
-    expected = local.anonymize(df, QIS, 6, mode=mode, class_column="cls")
+    expected = local.anonymize(df, QIS, 6, mode=mode, class_column="cls",
+                               allow_unique=["other"])
     got = D.anonymize(dd.from_pandas(df, npartitions=4), QIS, 6, mode=mode,
-                      leaf_rows=len(df), client=client, class_column="cls").compute()
+                      leaf_rows=len(df), client=client, class_column="cls",
+                      allow_unique=["other"]).compute()
     got = got.sort_index()
     assert list(got.columns) == list(expected.columns)
     for col in QIS + ["other"]:
@@ -109,6 +113,7 @@ def test_small_leaves_give_a_valid_release(client, tmp_path):
     df = wide_codes_table(6000, seed=3)
     top = D.anonymize_to_parquet(dd.from_pandas(df, npartitions=4), tmp_path / "out", QIS, 6,
                                  leaf_rows=800, client=client, class_column="cls",
+                                 allow_unique=["other"],
                                  write_options={"write_index": True})  # compared by index
     assert top.n_leaves > 4
     out = pd.read_parquet(tmp_path / "out").sort_index()
