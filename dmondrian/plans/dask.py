@@ -201,8 +201,6 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
                               checked, index_name)
     finally:
         release_client(owned)
-    if counted.distinct is not None:
-        refuse_identifying(estimate_identifying(counted.distinct, None, index_name))
     if int(counted.summary.count.sum()) == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
     frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary), counted,
@@ -216,20 +214,20 @@ class _Counted:
 
     ``summary``: the whole table's (:class:`.batch.BatchSummary`); ``kept``: futures of
     every counted partition's nodes, on the workers (None: not kept); ``offsets``:
-    every counted partition's first row's position (None: the cuts split no ties);
-    ``distinct``: the sketch of the columns released as is (None: none checked).
+    every counted partition's first row's position (None: the cuts split no ties).
     """
 
     summary: object
     kept: list | None
     offsets: list | None
-    distinct: object = None
 
 
 def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked,
                 index_name) -> _Counted:
     """Place and count every partition's rows, and sketch the ``checked`` columns' distinct
-    values; merge the summaries and the sketches in tree reductions."""
+    values; merge the summaries and the sketches in tree reductions. Raises
+    :class:`~dmondrian.errors.IdentifyingColumnError` (cancelling the kept nodes) when a
+    checked column singles out rows."""
     from dask import delayed
 
     columns = [*plan.qis] + [plan.options[name] for name in ("sensitive", "entity")
@@ -255,18 +253,23 @@ def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked,
     label = "pass: rows per region of the plan"
     if not keep:
         summary, distinct = run(client, reduced, progress, label)
-        return _Counted(summary, None, offsets, distinct)
+        refuse_identifying(_identifying(distinct, index_name))
+        return _Counted(summary, None, offsets)
     # The nodes are computed with the summary and left on their workers.
     (summary, distinct), kept = run(client, reduced, progress, label,
                                     keep=[c[1] for c in counted])
-    if distinct is not None and estimate_identifying(distinct, None, index_name):
-        client.cancel(kept)  # refused by the caller: nothing to publish
+    found = _identifying(distinct, index_name)
+    if found or (int(summary.count.sum()) * node_dtype(plan.tree.n_nodes).itemsize
+                 > _keep_budget(client)):
+        client.cancel(kept)  # refused (nothing to publish), or too large to keep
         kept = None
-    elif (int(summary.count.sum()) * node_dtype(plan.tree.n_nodes).itemsize
-          > _keep_budget(client)):
-        client.cancel(kept)
-        kept = None
-    return _Counted(summary, kept, offsets, distinct)
+    refuse_identifying(found)
+    return _Counted(summary, kept, offsets)
+
+
+def _identifying(distinct, index_name) -> list:
+    """The columns the counting pass's sketch finds singling out rows (none unchecked)."""
+    return [] if distinct is None else estimate_identifying(distinct, None, index_name)
 
 
 def _together(*results) -> tuple:
