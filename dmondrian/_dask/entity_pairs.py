@@ -24,6 +24,8 @@ counts, one row of ``n_values + 1`` integers per node, reach the client.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -147,7 +149,9 @@ def keep_pair_cuts(nodes, counts: dict, sens: SensitiveDomain, opts) -> Sensitiv
     A child passes when it holds ``k`` distinct entities and its pair
     histogram passes the sensitive constraints, t-closeness against the
     whole table's pairs. Returns ``sens`` with the constraints in kernel form
-    on that distribution (what each leaf's local run enforces below).
+    on that distribution (what each leaf's local run enforces below), its
+    values' counts those of the pairs (as a plan fitted in memory keeps
+    them, :func:`dmondrian.plans.fit_plan`).
 
     Raises
     ------
@@ -171,4 +175,5 @@ def keep_pair_cuts(nodes, counts: dict, sens: SensitiveDomain, opts) -> Sensitiv
 
     # Every node was counted: a node's pairs are its own, never its children's sum.
     undo_failing_cuts(nodes, counts, None, passes)
-    return SensitiveDomain(sens.values, privacy)
+    return SensitiveDomain(replace(sens.values, counts=whole.astype(sens.values.counts.dtype)),
+                           privacy)

@@ -39,8 +39,8 @@ from .text import TEXT, text_labels
 from .written_check import written
 
 __all__ = ["output_partition_frame", "anonymize_output_partition", "write_output_partition",
-           "publish_leaves", "output_meta", "lazy_meta", "label_columns", "class_columns",
-           "text_labels", "conform"]
+           "publish_leaves", "leaf_privacy", "output_meta", "lazy_meta", "label_columns",
+           "class_columns", "text_labels", "conform"]
 
 # The kernel is parallel inside; concurrent calls from several threads of
 # one worker would oversubscribe its cores.
@@ -163,18 +163,7 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
     ``suppressed="drop"`` leaves rows out).
     """
     opts = top.options
-    privacy = None
-    if top.sensitive is not None:
-        base = top.sensitive.privacy
-        # Each leaf is checked against the whole dataset's distribution
-        # (t-closeness), not its own.
-        privacy = KernelPrivacy(base.ip, base.fp, base.q, top.sensitive.codes(
-            frame[opts.sensitive]))
-    if opts.entity is not None:
-        # Codes of this partition's entities: leaves never mix, so a node
-        # counts the entities of its own rows whatever the other leaves hold.
-        entity = encode_entities(frame[opts.entity], name=opts.entity)
-        privacy = with_entity(privacy or kernel_privacy([KAnonymity(opts.k)]), entity)
+    privacy = leaf_privacy(frame, top)
     leaves = np.column_stack([starts, depths]).astype(np.int64)
     d, n = top.domain.d, len(order)
     with _workspace() as workspace:
@@ -202,6 +191,28 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
     if opts.class_column is not None:
         out[opts.class_column] = _class_ids(part.class_of_row, part, ids, starts, n)
     return out, None
+
+
+def leaf_privacy(frame: pd.DataFrame, top: TopPlan) -> KernelPrivacy | None:
+    """The constraints the local runs enforce inside leaves, for the rows of ``frame``
+    (its sensitive and entity columns): None for k alone, counting rows.
+
+    Leaves never mix, so the rows may be one leaf's or several leaves'.
+    """
+    opts = top.options
+    privacy = None
+    if top.sensitive is not None:
+        base = top.sensitive.privacy
+        # Each leaf is checked against the whole dataset's distribution
+        # (t-closeness), not its own.
+        privacy = KernelPrivacy(base.ip, base.fp, base.q, top.sensitive.codes(
+            frame[opts.sensitive]))
+    if opts.entity is not None:
+        # Codes of these rows' entities: a node counts the entities of its own
+        # rows whatever the other leaves hold.
+        entity = encode_entities(frame[opts.entity], name=opts.entity)
+        privacy = with_entity(privacy or kernel_privacy([KAnonymity(opts.k)]), entity)
+    return privacy
 
 
 def _publish_codes(frame, encoded, part, privacy, ids, starts, top) -> dict:

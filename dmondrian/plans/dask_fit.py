@@ -38,9 +38,30 @@ class LeafFit:
     root: tuple
 
 
+def _leaf_columns(df, top, order):
+    """The sensitive and entity columns of a shuffled partition, rows in ``order``
+    (None when the leaves count rows alone)."""
+    from .._dask.columns import carried
+
+    wanted = [c for c in (top.options.sensitive, top.options.entity) if c is not None]
+    if not wanted:
+        return None
+    _, internal, names = carried(top.options.qis, top.columns, top.travelling)
+    shipped = dict(zip(names, internal, strict=True))
+    frame = df[[shipped[c] for c in wanted]].take(order)
+    frame.columns = wanted
+    return frame
+
+
 def _fit_leaves(df, top, k_fit, trim, edges, whole, lift_cost=None) -> list:
-    """The local engine and :func:`.tree.build_tree` on every leaf of one output partition."""
+    """The local engine and :func:`.tree.build_tree` on every leaf of one output partition.
+
+    Each leaf is cut under the constraints of the Dask engine's local runs
+    (:func:`dmondrian._dask.leaves.leaf_privacy`: people with ``entity``,
+    l and t against the whole table's distribution).
+    """
     from .._dask.columns import LEAF, key_names
+    from .._dask.leaves import leaf_privacy
     from .._dask.routing import leaf_order
     from .._dask.shipped_keys import gather_keys
     from ..local import kernel_rules, partition
@@ -53,14 +74,18 @@ def _fit_leaves(df, top, k_fit, trim, edges, whole, lift_cost=None) -> list:
     for j, (name, offset, step) in enumerate(zip(key_names(d), top.key_offsets,
                                                  top.key_steps, strict=True)):
         gather_keys(df[name].to_numpy(), order, keys[j], offset, step)
+    columns = _leaf_columns(df, top, order)
     bounds = np.append(starts, len(order))
     out = []
     for i, leaf in enumerate(ids.tolist()):
         rows = keys[:, bounds[i]:bounds[i + 1]]
         encoded = [dataclasses.replace(enc, keys=np.ascontiguousarray(rows[j]))
                    for j, enc in enumerate(top.encodings)]
+        privacy = (None if columns is None
+                   else leaf_privacy(columns.iloc[bounds[i]:bounds[i + 1]], top))
         rules = kernel_rules(encoded, k_fit, mode="strict", objective=top.options.objective,
-                             max_depth=top.options.max_depth, scales=top.domain.scales)
+                             max_depth=top.options.max_depth, scales=top.domain.scales,
+                             privacy=privacy)
         part = partition(encoded, rules,
                          leaves=np.asarray([[0, int(top.leaf_depths[leaf])]], dtype=np.int64))
         untrimmed = build_tree(part.stats, part.sorted_keys, part.class_of_row, rules.kinds,
@@ -195,8 +220,12 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
     **options
         ``mode`` ("strict" only), ``objective``, ``max_depth``, ``generalization``,
         ``hierarchies``, ``qi_kinds``, ``class_column``, ``identifiers``,
-        ``allow_unique``, and the Dask engine's ``leaf_rows``. l, t and the
-        options :func:`~dmondrian.plans.fit_plan` refuses are refused.
+        ``allow_unique``, ``entity``, ``l``, ``l_kind``, ``c``, ``t``,
+        ``sensitive``, and the Dask engine's ``leaf_rows``. The top phase
+        keeps a cut only if its children pass k (in people, with ``entity``)
+        and l and t on exact counts, as the Dask engine's does; each leaf is
+        cut under the same constraints. The options
+        :func:`~dmondrian.plans.fit_plan` refuses are refused.
 
     Returns
     -------
@@ -208,32 +237,31 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
     from .._dask.cluster import release, resolve_client, run
     from .._dask.graph import constant
     from .._dask.shuffle import distributed_shuffle_method, route_and_shuffle
+    from ..constraints import KAnonymity
     from ..identifiers import without_identifiers
 
-    for name in ("suppression", "noise", "random_state", "constraints", "entity", "l", "t",
-                 "c", "sensitive"):
+    why = {"noise": ": give noise per release", "random_state": ": give it per release"}
+    for name in ("suppression", "noise", "random_state", "constraints"):
         if options.get(name):
-            raise ParameterError(name, f"a plan fitted on a dask DataFrame does not take "
-                                       f"{name!r}: fit on a pandas DataFrame")
+            raise ParameterError(name, f"a fitted plan does not take {name!r}"
+                                       + why.get(name, ""))
         options.pop(name, None)
     if options.get("mode", "strict") != "strict":
         raise ParameterError("mode", "a plan fitted on a dask DataFrame cuts strictly (a "
                                      "relaxed cut splits ties by input position, which the "
                                      "shuffle does not keep): use mode='strict'")
-    for name in ("max_contributions", "max_classes", "l_kind"):
+    for name in ("max_contributions", "max_classes"):  # noise options, given per release
         options.pop(name, None)
     if batch_rows is not None and (not isinstance(batch_rows, (int, np.integer))
                                    or batch_rows < 1):
         raise ParameterError("batch_rows", f"batch_rows must be a positive integer, got "
                                            f"{batch_rows!r}")
+    entity = options.get("entity")
     cluster_client, owned = resolve_client(client)
     try:
         k_fit, trim = k, 1
         if batch_rows is not None:
-            n_rows = int(run(cluster_client, ddf.map_partitions(len).sum(), False, "rows"))
-            if n_rows == 0:
-                raise InfeasibleError("the table is empty: there is nothing to fit")
-            k_fit, trim = fit_k(k, n_rows, batch_rows), fit_trim(n_rows, batch_rows)
+            k_fit, trim = _fit_sizes(cluster_client, ddf, k, batch_rows, entity, progress)
         # A fit releases nothing: the tables transformed through it are checked.
         top = distributed.plan(ddf, quasi_identifiers, k_fit, client=cluster_client,
                                progress=progress, _check_identifying=False, **options)
@@ -265,9 +293,33 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
         abut_cut_sides(tree, top.encodings)
     kept = {name: options.get(name) for name in PLAN_OPTIONS}
     kept.update(mode="strict", objective=opts.objective, generalization=opts.generalization,
-                max_depth=None if opts.max_depth < 0 else opts.max_depth, sensitive=None,
+                max_depth=None if opts.max_depth < 0 else opts.max_depth,
+                sensitive=opts.sensitive,
                 identifiers=list(opts.identifiers), allow_unique=list(opts.allow_unique),
-                class_column=opts.class_column, l_kind="distinct", l=None, c=None, t=None)
+                class_column=opts.class_column, l_kind=options.get("l_kind") or "distinct",
+                entity=opts.entity)
+    # The sensitive values as the fitted table holds them: with an entity, the counts
+    # of its (entity, value) pairs (t's distribution), as a fit in memory keeps them.
+    sensitive = None if top.sensitive is None else top.sensitive.values
     return {"qis": opts.qis, "k": k, "fit_k_": k_fit, "batch_rows": batch_rows,
             "n_fit": top.domain.n_rows, "options": kept, "encodings": list(top.encodings),
-            "tree": tree, "trim": trim, "lift_cost": lift_cost if trim > 1 else None}
+            "tree": tree, "sensitive": sensitive,
+            "constraints": [c for c in opts.constraints if not isinstance(c, KAnonymity)],
+            "trim": trim, "lift_cost": lift_cost if trim > 1 else None}
+
+
+def _fit_sizes(client, ddf, k, batch_rows, entity, progress) -> tuple:
+    """``(fit_k, trim)`` for ``batch_rows``, from one pass counting the rows (and, with
+    an entity, its distinct values: :func:`.sizing.fit_k` then counts people)."""
+    from .._dask.cluster import run
+
+    jobs = [ddf.map_partitions(len).sum()]
+    if entity is not None and entity in ddf.columns:  # (else the options' check names it)
+        # Exact: the values are matched (hash-partitioned), not estimated.
+        jobs.append(ddf[entity].nunique())
+    counts = run(client, jobs, progress, "pass: rows" + (" and people" if entity else ""))
+    n_rows = int(counts[0])
+    if n_rows == 0:
+        raise InfeasibleError("the table is empty: there is nothing to fit")
+    n_entities = int(counts[1]) if len(counts) > 1 else None
+    return fit_k(k, n_rows, batch_rows, n_entities), fit_trim(n_rows, batch_rows)
