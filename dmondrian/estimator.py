@@ -75,8 +75,8 @@ identifiers, allow_unique
         :func:`dmondrian.plans.dask_fit.fit_plan_dask`); with ``entity`` it
         counts people (every class of every table ``transform`` releases holds
         ``k`` distinct entities). None with suppression or constraints
-        objects, or on a dask DataFrame with ``entity``, ``l``, ``t`` or
-        relaxed cuts: ``transform`` then anonymizes each table on its own.
+        objects, or on a dask DataFrame with relaxed cuts: ``transform``
+        then anonymizes each table on its own.
     feature_names_in_ : ndarray of str
         Columns seen in ``fit``.
     n_features_in_ : int
@@ -179,15 +179,12 @@ identifiers, allow_unique
         from .kinds.base import is_dask
 
         unplanned = [name for name in ("suppression", "constraints") if getattr(self, name)]
-        if is_dask(X) and (self.entity is not None or self.l is not None
-                           or self.t is not None or self.mode != "strict"):
-            unplanned.append("entity" if self.entity is not None else "l"
-                             if self.l is not None else "t" if self.t is not None
-                             else "mode")
+        if is_dask(X) and self.mode != "strict":
+            unplanned.append("mode")
         if unplanned:
-            # Fitted plans suppress nothing and take the named models only (k only,
-            # no entity and strict cuts when fitted on a dask table): such an
-            # estimator anonymizes each table it transforms on its own.
+            # Fitted plans suppress nothing and take the named models only (strict
+            # cuts when fitted on a dask table): such an estimator anonymizes each
+            # table it transforms on its own.
             self.plan_ = None
             name = unplanned[0]
             self.unplanned_ = (name, f"it was given {name}={getattr(self, name)!r}"
@@ -229,8 +226,8 @@ identifiers, allow_unique
             name, why = self.unplanned_
             raise ParameterError(name, f"this estimator has no plan to save: {why}, and "
                                        "fitted plans take no suppression or "
-                                       "constraints objects (on a dask table: k only, "
-                                       "strict cuts, no entity)")
+                                       "constraints objects (on a dask table: strict "
+                                       "cuts only)")
         from .plans import save_plan
 
         return save_plan(self.plan_, path)

@@ -178,3 +178,21 @@ def test_cli_fits_an_entity_plan_on_dask(tmp_path, process_client, events, day):
     assert "user_id" not in out.columns and len(out) == len(day)
     manifest = json.loads((tmp_path / "day_out.csv.manifest.json").read_text())
     assert manifest["achieved"]["k_entities"] == {"at_least": 6}
+
+
+def test_estimator_fits_an_entity_plan_on_dask(process_client, events, day, tmp_path):
+    from dmondrian import MondrianAnonymizer
+
+    est = MondrianAnonymizer(k=6, quasi_id=EVENT_QIS, entity="user_id", batch_rows=2_500,
+                             sensitive="event_type", l=2)
+    est.fit(dd.from_pandas(events, npartitions=3))
+    assert est.plan_ is not None and est.plan_.options["entity"] == "user_id"
+    assert _same_tree(est.plan_, fit_plan(events, EVENT_QIS, 6, entity="user_id",
+                                          batch_rows=2_500, sensitive="event_type", l=2))
+    out = est.transform(day)
+    assert _people(out, EVENT_QIS, day["user_id"]).min() >= 6
+    est.save_plan(tmp_path / "plan.json")
+    pd.testing.assert_frame_equal(load_plan(tmp_path / "plan.json").transform(day), out)
+    # Relaxed cuts are still fitted in memory only: the estimator keeps no plan.
+    relaxed = MondrianAnonymizer(k=6, quasi_id=EVENT_QIS, entity="user_id", mode="relaxed")
+    assert relaxed.fit(dd.from_pandas(events, npartitions=3)).plan_ is None

@@ -146,7 +146,7 @@ def _add_anonymization(p) -> None:
 def _add_plan(group) -> None:
     group.add_argument("--save-plan", metavar="FILE",
                        help="also write the fitted partition as a JSON plan (on Dask: strict "
-                            "cuts, k only)")
+                            "cuts only)")
     group.add_argument("--plan", metavar="FILE",
                        help="release INPUT through a saved plan: QIs, k and options come from "
                             "it (a flag that contradicts it is an error)")

@@ -229,7 +229,7 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     df : pandas.DataFrame or dask.dataframe.DataFrame
         The table to learn the partition from. A dask DataFrame is fitted on
         its cluster (:func:`dmondrian.plans.dask_fit.fit_plan_dask`: the Dask
-        engine's top cuts, the local engine's leaves; strict mode, k only).
+        engine's top cuts, the local engine's leaves; strict mode only).
     quasi_identifiers, k
         As in :func:`dmondrian.anonymize`.
     batch_rows : int, optional
@@ -261,8 +261,7 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
         counts people: the tree is fitted to at least ``fit_k`` distinct
         entities per class (``batch_rows`` still counts a batch's rows; see
         :func:`fit_k`), and every batch's published classes hold at least
-        ``k`` distinct entities. Pandas tables only: a dask table is fitted
-        without ``entity`` (the plan can still release a dask table with it).
+        ``k`` distinct entities, on either engine.
 
     Returns
     -------
