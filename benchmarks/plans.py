@@ -53,6 +53,13 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    2 worker processes (the Dask engine's leaves an eighth of the table) against
    one fitted in memory on the same rows (at k, and with ``batch_rows``):
    seconds, and whether the trees and a new table's releases are the same.
+6. Fitting on Dask with ``entity=`` (``dask-fit-events``): synthetic events
+   (``dmondrian.synthetic_events``, about 6.6 rows a person, ``--fit-rows``
+   of them) as Parquet, fitted with ``entity="user_id"`` at k=10 on 2 worker
+   processes (leaves an eighth of the table) against in memory: at k, with
+   ``batch_rows`` a thirtieth of the table (a day of a month), and with
+   entropy l=2 too; seconds, the same tree or not, and a new day's fewest
+   people per class.
 
 The JSON (``--out``) holds every row of every table.
 """
@@ -493,6 +500,56 @@ def dask_fit(rows: list, n_rows: int) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def dask_fit_events(rows: list, n_events: int) -> None:
+    """Fitting on Dask with ``entity=`` against fitting in memory, the same events:
+    seconds, whether the two plans are the same tree, and a new day's fewest people
+    per class (a group-by of its published QIs). One cluster for every fit, warmed
+    up first by a fit of a small table (the workers' imports are not timed)."""
+    import dask.dataframe as dd
+    from distributed import Client, LocalCluster
+
+    from dmondrian.synthetic_events import EVENT_QUASI_IDENTIFIERS as qis
+    from dmondrian.synthetic_events import make_events
+
+    work = Path(tempfile.mkdtemp(prefix="dm-plans-fit-events-"))
+    try:
+        src = work / "events"
+        n_users = max(1_000, round(n_events / 6.62))
+        events = make_events(n_users, seed=21)
+        dd.from_pandas(events, chunksize=250_000).to_parquet(str(src))
+        day = make_events(max(100, n_users // 30), seed=22, start_user=n_users // 2)
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                          dashboard_address=":0") as cluster, Client(cluster):
+            fit_plan(dd.from_pandas(day, npartitions=2), qis, 10, entity="user_id")
+            for batch_rows, options in ((None, {}), (len(events) // 30, {}),
+                                        (len(events) // 30, {"sensitive": "event_type",
+                                                             "l": 2, "l_kind": "entropy"})):
+                t0 = time.perf_counter()
+                local = fit_plan(events, qis, 10, entity="user_id", batch_rows=batch_rows,
+                                 **options)
+                t_local = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                on_dask = fit_plan(dd.read_parquet(str(src)), qis, 10, entity="user_id",
+                                   batch_rows=batch_rows, leaf_rows=len(events) // 8,
+                                   **options)
+                t_dask = time.perf_counter() - t0
+                same = all(np.array_equal(getattr(local.tree, a), getattr(on_dask.tree, a))
+                           for a in ("parent", "count", "lo", "hi", "missing"))
+                out = on_dask.transform(day)
+                people = (out[qis].astype(str).assign(_u=day["user_id"].to_numpy())
+                          .groupby(qis, observed=True)["_u"].nunique())
+                rows.append({"table": "fit-dask-events", "rows": len(events),
+                             "people": n_users, "batch_rows": batch_rows, "l": options.get("l"),
+                             "leaf_rows": len(events) // 8, "fit_k": on_dask.fit_k,
+                             "leaves": on_dask.n_leaves, "leaves_local": local.n_leaves,
+                             "local_s": t_local, "dask_s": t_dask,
+                             "same_tree": same, "day_rows": len(day),
+                             "min_people_day": int(people.min()),
+                             "same_release": out.equals(local.transform(day))})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def plan_transform_dask(plan, ddf, client):
     from dmondrian.plans.dask import transform_dask
 
@@ -520,7 +577,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1,
                     help="speed tables: measure both sides this many times, alternately")
     ap.add_argument("--skip", action="append", default=[],
-                    help="adult, dated, local, dask or dask-fit (repeatable)")
+                    help="adult, dated, local, dask, dask-fit or dask-fit-events "
+                         "(repeatable)")
     ap.add_argument("--out", default="benchmarks/results/plans.json")
     args = ap.parse_args()
     if args.quick:
@@ -531,7 +589,8 @@ def main() -> None:
              "dated": lambda: dated(rows, args.dated_rows),
              "local": lambda: local_speed(rows, args.local_rows, args.rounds),
              "dask": lambda: dask_speed(rows, args.dask_rows, args.rounds),
-             "dask-fit": lambda: dask_fit(rows, args.fit_rows)}
+             "dask-fit": lambda: dask_fit(rows, args.fit_rows),
+             "dask-fit-events": lambda: dask_fit_events(rows, args.fit_rows)}
     for name, step in steps.items():
         if name not in args.skip:
             step()
