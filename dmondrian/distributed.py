@@ -59,6 +59,7 @@ from ._dask.shipped_keys import key_dtypes, qi_encodings
 from ._dask.shuffle import check_counted, distributed_shuffle_method, route_and_shuffle
 from ._dask.shuffle_sizes import shuffle_sizes
 from ._dask.top_phase import cut_regions
+from ._dask.unique_count import unique_rows
 from ._dask.watchdog import check_stall_timeout, stall_timeout
 from ._dask.written_check import checked_now_or_later, finish_written
 from .constraints import KAnonymity
@@ -492,7 +493,8 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_count
             fewest = n - suppression.most_dropped(n, top.options)
             if not fewest <= written <= n:
                 raise RuntimeError(f"dmondrian: wrote {written} rows of {n}")
-            finish_written(result, top, undo)
+            finish_written(result, top, undo,
+                           lambda unsure: unique_rows(ddf, unsure, c, progress))
         return top
     finally:
         release(owned)

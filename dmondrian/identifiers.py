@@ -37,15 +37,27 @@ if it has none). Default means numbering the rows consecutively (a
 RangeIndex, or the row positions a sorted Dask release gets back): such an
 index tells no more than the rows' order.
 
-On the Dask engine the check costs no pass of its own: a pass the engine
-makes anyway also reads the candidate columns and keeps a HyperLogLog
-sketch of each (``dask.dataframe.hyperloglog``), and the column is refused
-when the estimated count of distinct values is at least
-:data:`UNIQUE_SHARE` of the rows. That is a necessary condition of the
-exact rule (half the rows holding unique values means at least half as
-many distinct values as rows), so the Dask engine may refuse a column the
-local one would not (many values held by exactly two rows), never the other
-way round beyond the sketch's error (about 1.6 %). Which pass:
+On the Dask engine the verdict is the local engine's, reached in two
+steps. A pass the engine makes anyway also reads the candidate columns and
+keeps a HyperLogLog sketch of each (``dask.dataframe.hyperloglog``), which
+estimates the count ``d`` of distinct values over the ``n`` rows; the
+estimate is taken as right within :data:`HLL_MARGIN` either way. Of the
+``u`` rows holding a value of their own, each holds a distinct value and
+each of the other ``d - u`` values takes at least two rows, so
+``u + 2 (d - u) <= n``, that is ``2d - n <= u <= d``. Hence:
+
+* ``d >= 3/4 n`` (:data:`DISTINCT_REFUSED`, at the estimate's low end):
+  ``u >= 2d - n >= n / 2``, the column is refused without more reading;
+* ``d < n / 2`` (at the estimate's high end): ``u <= d < n / 2``, it is
+  not;
+* in between (1,000 draws of 1,000 values are 63 % distinct, and 37 % of
+  the rows unique), the rows whose value occurs once are counted exactly,
+  in an extra pass over those columns only
+  (:func:`dmondrian._dask.unique_count.unique_rows`: value counts
+  hash-partitioned across the workers, of which the client receives one
+  number per column), and the local rule applies.
+
+Which pass:
 
 * ``anonymize_to_parquet`` (and the command line's ``--distributed``
   Parquet output): the pass that writes the release
@@ -79,6 +91,7 @@ from .errors import ColumnError, IdentifyingColumnError, MissingColumnError, Par
 __all__ = ["MIN_ROWS", "UNIQUE_SHARE", "IdentifyingColumn", "check_identifiers", "released_as_is",
            "check_allow_unique", "identifying_columns", "refuse_identifying", "candidates",
            "DistinctSketch", "distinct_sketch", "merge_distinct", "estimate_identifying",
+           "SketchVerdict", "DISTINCT_REFUSED", "HLL_MARGIN",
            "INDEX", "without_identifiers", "identifying_parts"]
 
 #: Tables with fewer rows are not checked (a small table has unique values by chance).
@@ -87,7 +100,15 @@ MIN_ROWS = 1_000
 UNIQUE_SHARE = 0.5
 #: The name the index is known by when it has none.
 INDEX = "index"
-# HyperLogLog registers: 2**12 of them, a standard error of 1.04 / 64, about 1.6 %.
+#: On Dask, a column with at least this many distinct values per row singles out rows
+#: (at least ``2 * DISTINCT_REFUSED - 1 = UNIQUE_SHARE`` of the rows hold a value of their own).
+DISTINCT_REFUSED = (1 + UNIQUE_SHARE) / 2
+#: The relative error the Dask engine allows its distinct-count estimate either way. The
+#: sketch's standard error is 1.04 / 64 (2**12 registers), about 1.6 %, and the estimator
+#: is biased by up to about 2 % where it switches from linear counting to HyperLogLog's
+#: (near 10,000 values): 15 % is over six standard errors beyond that bias.
+HLL_MARGIN = 0.15
+# HyperLogLog registers: 2**12 of them.
 _HLL_BITS = 12
 
 
@@ -102,11 +123,12 @@ class IdentifyingColumn:
     share : float
         Share of the rows whose value no other row has (exact), or, when
         ``exact`` is False, the estimated count of distinct values over the
-        rows.
+        rows (at least :data:`DISTINCT_REFUSED`, beyond the estimate's error).
     rows : int
         Rows of the table.
     exact : bool
-        Whether ``share`` was counted exactly (local engine) or estimated (Dask).
+        Whether ``share`` was counted exactly, or estimated (Dask, a column
+        whose distinct values alone show it singles out rows).
     is_index : bool
         Whether it is the table's index.
     """
@@ -123,7 +145,7 @@ class IdentifyingColumn:
                 else f"column {self.column!r}")
         measured = (f"{self.share:.0%} of the {self.rows:,} rows carry a value no other row has"
                     if self.exact else
-                    f"about {self.share:.0%} of its {self.rows:,} values are distinct (estimated)")
+                    f"{_estimated(self.share, self.rows)}")
         fix = ("reset it (df.reset_index(drop=True))" if self.is_index
                else f"remove it (identifiers=[{self.column!r}], --drop {self.column})")
         return (f"{what} singles out rows: {measured}, and it is released unchanged; {fix}, "
@@ -134,6 +156,11 @@ class IdentifyingColumn:
         """Plain-Python fields, for reports and manifests."""
         return {"column": str(self.column), "share": float(self.share), "rows": int(self.rows),
                 "exact": self.exact, "index": self.is_index}
+
+
+def _estimated(share: float, rows: int) -> str:
+    return (f"about {share:.0%} of its {rows:,} values are distinct (estimated), so at least "
+            "half the rows carry a value no other row has")
 
 
 def _names(value, name: str) -> list:
@@ -363,7 +390,7 @@ def refusal_message(found: list[IdentifyingColumn]) -> str:
     def why(f: IdentifyingColumn) -> str:
         return (f"{f.share:.0%} of the {f.rows:,} rows carry a value no other row has"
                 if f.exact else
-                f"about {f.share:.0%} of its {f.rows:,} values are distinct (estimated)")
+                _estimated(f.share, f.rows))
 
     columns = [f for f in found if not f.is_index]
     index = [f for f in found if f.is_index]
@@ -502,7 +529,7 @@ def distinct_sketch(df: pd.DataFrame, columns) -> DistinctSketch:
     Examples
     --------
     >>> sk = distinct_sketch(pd.DataFrame({"id": range(3000)}), ["id"])
-    >>> round(estimate_identifying(sk, 3000)[0].share, 1)
+    >>> round(estimate_identifying(sk, 3000).found[0].share, 1)
     1.0
     """
     registers = {}
@@ -527,20 +554,79 @@ def merge_distinct(*sketches: DistinctSketch) -> DistinctSketch:
     return DistinctSketch(registers, sum(sk.rows for sk in sketches))
 
 
-def estimate_identifying(sketch: DistinctSketch, n_rows: int | None = None, index_name=None
-                         ) -> list[IdentifyingColumn]:
-    """The columns whose estimated distinct count is at least ``UNIQUE_SHARE`` of the rows
-    (``n_rows``, by default the sketch's)."""
+@dataclass(frozen=True)
+class SketchVerdict:
+    """What the distinct-value sketches settle, and which columns they leave to count.
+
+    Attributes
+    ----------
+    found : list of IdentifyingColumn
+        Columns with so many distinct values that at least half the rows are
+        unique (estimated, ``exact`` False).
+    unsure : list
+        Columns the estimate does not settle: their unique rows are to be
+        counted exactly (:meth:`resolve`).
+    rows : int
+        Rows of the table.
+    index_name : object
+        The index's name when the index is a candidate, else None.
+    order : list
+        Every column the sketches judged, in their order.
+    """
+
+    found: list
+    unsure: list
+    rows: int
+    index_name: object = None
+    order: list = ()
+
+    def resolve(self, count_unique) -> list[IdentifyingColumn]:
+        """The columns singling out rows, by the local rule: ``count_unique(columns)``
+        (called only when some are unsure) maps each unsure column to the count of
+        rows whose value no other row has.
+
+        Examples
+        --------
+        >>> v = SketchVerdict([], ["pay"], 1000, None, ["pay"])
+        >>> [f.share for f in v.resolve(lambda cols: {"pay": 600})]
+        [0.6]
+        >>> v.resolve(lambda cols: {"pay": 370})
+        []
+        """
+        counted = {}
+        if self.unsure:
+            counts = count_unique(list(self.unsure))
+            for column in self.unsure:
+                share = counts[column] / self.rows
+                if share >= UNIQUE_SHARE:
+                    counted[column] = IdentifyingColumn(
+                        column, share, self.rows, True,
+                        self.index_name is not None and column == self.index_name)
+        found = {f.column: f for f in self.found} | counted
+        return [found[c] for c in self.order if c in found]
+
+
+def estimate_identifying(sketch: DistinctSketch, n_rows: int | None = None, index_name=None,
+                         unseen: int = 0) -> SketchVerdict:
+    """What the sketch settles about each column over ``n_rows`` rows (by default the
+    sketch's), see the module's docstring: refused when its distinct values are at least
+    :data:`DISTINCT_REFUSED` of the rows, let through when under :data:`UNIQUE_SHARE`,
+    both beyond :data:`HLL_MARGIN`, else left to count exactly. ``unseen`` rows of the
+    table are not in the sketch (suppressed before it was made): each may add a value.
+    """
     n_rows = sketch.rows if n_rows is None else n_rows
+    order = list(sketch.registers)
     if n_rows < MIN_ROWS:
-        return []
-    found = []
+        return SketchVerdict([], [], n_rows, index_name, order)
+    found, unsure = [], []
     for column, regs in sketch.registers.items():
-        share = min(1.0, hll_estimate_count(regs, _HLL_BITS) / n_rows)
-        if share >= UNIQUE_SHARE:
-            found.append(IdentifyingColumn(column, share, n_rows, False,
+        estimate = hll_estimate_count(regs, _HLL_BITS)
+        if estimate / (1 + HLL_MARGIN) >= DISTINCT_REFUSED * n_rows:
+            found.append(IdentifyingColumn(column, min(1.0, estimate / n_rows), n_rows, False,
                                            index_name is not None and column == index_name))
-    return found
+        elif estimate / (1 - HLL_MARGIN) + unseen >= UNIQUE_SHARE * n_rows:
+            unsure.append(column)
+    return SketchVerdict(found, unsure, n_rows, index_name, order)
 
 
 def identifying_parts(table, released_as_is, allow=()) -> tuple[list, callable]:
@@ -548,16 +634,20 @@ def identifying_parts(table, released_as_is, allow=()) -> tuple[list, callable]:
 
     Returns ``(parts, finish)``: ``parts`` to compute along with the caller's
     other aggregations and ``finish(computed_parts)`` giving the list of
-    :class:`IdentifyingColumn` (exact for pandas, estimated for Dask). The
-    parts are empty: a Dask table's candidate columns are sketched here, in
-    a pass of their own (a delayed graph computed with the caller's
-    expressions would not share their reads).
+    :class:`IdentifyingColumn`. The parts are empty: a Dask table's candidate
+    columns are sketched here, in a pass of their own (a delayed graph
+    computed with the caller's expressions would not share their reads), and
+    the columns the sketch leaves unsure counted in another
+    (:func:`dmondrian._dask.unique_count.unique_rows`), on the default
+    scheduler.
     """
     if isinstance(table, pd.DataFrame):
         found = identifying_columns(table, released_as_is, allow)
         return [], lambda _: found
     import dask
     from dask import delayed
+
+    from ._dask.unique_count import unique_rows
 
     meta = table._meta
     checked = [c for c in candidates(meta.dtypes, meta.index, released_as_is) if c not in allow]
@@ -568,5 +658,6 @@ def identifying_parts(table, released_as_is, allow=()) -> tuple[list, callable]:
                 for p in table[columns].to_delayed(optimize_graph=True)]
     index_name = None if checked[-1] in meta.columns else checked[-1]
     (merged,) = dask.compute(delayed(merge_distinct, pure=True)(*sketches))
-    found = estimate_identifying(merged, None, index_name)
+    found = estimate_identifying(merged, None, index_name).resolve(
+        lambda unsure: unique_rows(table, unsure))
     return [], lambda _: found

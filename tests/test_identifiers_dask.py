@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 dd = pytest.importorskip("dask.dataframe")
 pytest.importorskip("distributed")
@@ -149,3 +151,152 @@ def test_the_cli_on_dask_exits_with_one_line_and_no_output(cluster, tmp_path, ca
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]  # not even a temp
     assert main([*args, "--drop", "person_id"]) == 0
     assert (tmp_path / f"out.{fmt}.manifest.json").exists()
+
+
+# -- one verdict on every engine --------------------------------------------------------------
+# The Dask engine's sketch settles a column whose distinct values are under half
+# the rows (u <= d) or at least three quarters (u >= 2d - n), beyond the estimate's
+# error; in between it counts the unique rows exactly. Either way its verdict is the
+# local engine's, on every table; these sit around the lines.
+
+
+def _column(kind: str, n: int = 2000, seed: int = 1) -> pd.Series:
+    rng = np.random.default_rng(seed)
+
+    def of(unique: int, pairs: int = 0, missing: int = 0) -> pd.Series:
+        values = np.concatenate([np.arange(unique), np.repeat(np.arange(pairs) + unique, 2)])
+        out = pd.array(rng.permutation(values), dtype="Int64")
+        return pd.Series(pd.array([*out, *([pd.NA] * missing)], dtype="Int64")).sample(
+            frac=1, random_state=seed, ignore_index=True)
+
+    return {
+        # 1,000 draws of 1,000 values: 63 % distinct, 37 % of the rows unique.
+        "draws": lambda: pd.Series(rng.integers(0, 1000, 1000)),
+        "draws-text": lambda: pd.Series(rng.integers(0, 1000, 1000)).map("v{}".format),
+        "draws-category": lambda: pd.Series(rng.integers(0, 1000, 1000)).astype(
+            "string").astype("category"),
+        "all-unique": lambda: pd.Series(rng.permutation(n) * 3),
+        "ties": lambda: of(0, n // 2),  # every value twice: 50 % distinct, no row unique
+        "half-unique": lambda: of(n // 2, n // 4),  # 75 % distinct, 50 % unique: refused
+        "just-under-half": lambda: of(n // 2 - 2, n // 4 + 1),  # 49.9 % unique
+        "missing-half": lambda: of(n // 2, 0, n // 2),  # 50 % unique, the rest missing
+        "missing-over-half": lambda: of(n // 2 - 1, 0, n // 2 + 1),
+        "one-value": lambda: pd.Series(np.full(n, 7)),
+        "all-missing": lambda: of(0, 0, n),
+    }[kind]()
+
+
+def _judged(values: pd.Series, index: bool = False) -> pd.DataFrame:
+    rng = np.random.default_rng(2)
+    n = len(values)
+    df = pd.DataFrame({"age": rng.integers(18, 90, n), "zip": rng.integers(1000, 1010, n),
+                       "c": values.array})
+    if index:
+        df = df.set_index("c")
+    return df
+
+
+def _local_refuses(df) -> bool:
+    return bool(dmondrian.identifiers.identifying_columns(df, [c for c in df.columns
+                                                               if c not in QIS]))
+
+
+VERDICTS = {"draws": False, "draws-text": False, "draws-category": False, "all-unique": True,
+            "ties": False, "half-unique": True, "just-under-half": False,
+            "missing-half": True, "missing-over-half": False, "one-value": False,
+            "all-missing": False}
+
+
+@pytest.mark.parametrize("kind", list(VERDICTS))
+def test_the_dask_engines_judge_as_the_local_one(cluster, kind, tmp_path):
+    df = _judged(_column(kind))
+    assert _local_refuses(df) is VERDICTS[kind]
+    ddf = dd.from_pandas(df, npartitions=3)
+
+    def refused(fn, *args, **kwargs) -> bool:
+        try:
+            fn(*args, **kwargs)
+        except IdentifyingColumnError as e:
+            assert e.columns == ["c"]
+            return True
+        return False
+
+    plan = fit_plan(df, QIS, 10)
+    assert [refused(D.anonymize, ddf, QIS, 10, client=cluster),  # the domain pass
+            refused(D.anonymize_to_parquet, ddf, tmp_path / "out", QIS, 10,
+                    client=cluster),  # the pass that writes
+            refused(D_transform, plan, ddf, cluster),  # a plan's counting pass
+            ] == [VERDICTS[kind]] * 3
+
+
+def test_an_index_is_judged_as_the_local_engine_does(cluster):
+    for kind in ("draws", "half-unique"):
+        df = _judged(_column(kind), index=True)
+        ddf = dd.from_pandas(df, npartitions=3, sort=False)
+        assert _local_refuses(df) is VERDICTS[kind]
+        plan = fit_plan(df.reset_index(drop=True), QIS, 10)
+        if VERDICTS[kind]:
+            with pytest.raises(IdentifyingColumnError, match=r"the index \('c'\)"):
+                D_transform(plan, ddf, cluster)
+        else:
+            assert len(D_transform(plan, ddf, cluster).compute()) == len(df)
+
+
+def test_the_exact_count_runs_only_for_columns_the_sketch_cannot_settle(cluster, monkeypatch):
+    from dmondrian._dask import unique_count
+    from dmondrian.identifiers import identifying_parts
+
+    asked = []
+    real = unique_count.unique_rows
+
+    def spy(ddf, columns, *args, **kwargs):
+        asked.append(list(columns))
+        return real(ddf, columns, *args, **kwargs)
+
+    monkeypatch.setattr(unique_count, "unique_rows", spy)
+    rng = np.random.default_rng(3)
+    n = 3000
+    df = pd.DataFrame({"id": rng.permutation(n), "ward": rng.integers(0, 8, n),
+                       "draws3": rng.integers(0, 1000, n),  # 32 % distinct: settled
+                       "pairs": np.repeat(np.arange(n // 2), 2),  # 50 %: counted
+                       "label": pd.Series(rng.permutation(n)).map("p{}".format)})
+    parts, finish = identifying_parts(dd.from_pandas(df, npartitions=4), list(df.columns))
+    found = finish(parts)
+    assert [(f.column, f.exact) for f in found] == [("id", False), ("label", False)]
+    assert asked == [["pairs"]]
+    assert [f.column for f in dmondrian.identifiers.identifying_columns(df, list(df.columns))
+            ] == ["id", "label"]
+
+
+@st.composite
+def _tables(draw):
+    """A column of some values held by one row, some by two or three, some missing."""
+    unique = draw(st.integers(0, 1200))
+    pairs = draw(st.integers(0, 500))
+    triples = draw(st.integers(0, 200))
+    missing = draw(st.integers(0, 300))
+    values = np.concatenate([np.arange(unique), np.repeat(np.arange(pairs) + unique, 2),
+                             np.repeat(np.arange(triples) + unique + pairs, 3)])
+    rows = len(values) + missing
+    assume(rows >= 1000)
+    text = draw(st.booleans())
+    seed = draw(st.integers(0, 2**16))
+    col = pd.Series([*values, *([None] * missing)],
+                    dtype="string" if text else "Int64").sample(frac=1, random_state=seed,
+                                                                ignore_index=True)
+    return pd.DataFrame({"c": col}), draw(st.integers(1, 4))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.filter_too_much])
+@given(_tables())
+def test_any_column_is_judged_alike(cluster, table):
+    from dmondrian.identifiers import identifying_columns, identifying_parts
+
+    df, npartitions = table
+    parts, finish = identifying_parts(dd.from_pandas(df, npartitions=npartitions), ["c"])
+    on_dask = finish(parts)
+    local = identifying_columns(df, ["c"])
+    assert [f.column for f in on_dask] == [f.column for f in local]
+    for f in on_dask:  # a counted share is the local engine's
+        assert not f.exact or f.share == local[0].share

@@ -32,6 +32,7 @@ from .memory import check_fits, measure_workers
 from .options import LEAF_ROWS_MIN, DaskOptions, guess_row_bytes, least_row_bytes, sizing
 from .routing import row_positions, sample_below
 from .sketch import Summary
+from .unique_count import unique_rows
 from .written_check import identifying_check
 
 __all__ = ["run_domain_pass", "DomainSketch", "domain_sketch",
@@ -360,9 +361,10 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     sizing : dmondrian._dask.options.Sizing
         With the largest partition's rows.
     identifying : list of dmondrian.identifiers.IdentifyingColumn
-        Columns released as is that single out rows (estimated from sketches
-        of distinct values kept in this same pass; empty when not
-        ``check_identifying``).
+        Columns released as is that single out rows (judged by sketches of
+        distinct values kept in this same pass, and an exact count in a
+        pass of its own for the columns the sketches leave unsure:
+        :mod:`dmondrian.identifiers`; empty when not ``check_identifying``).
     person_keys : list
         The candidates that look like a person key on the first partition
         (:func:`dmondrian.person_keys.person_key_columns`), less those in
@@ -421,8 +423,9 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     merged, sized, distinct, *keyish = run(client, jobs, progress, "pass 1: global domain")
     keyish = keyish[0] if keyish else []
     domain, root = build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta)
-    identifying = (estimate_identifying(distinct, merged.n, index_name)
-                   if check_identifying else [])
+    # The columns the sketch leaves unsure are counted exactly, in a pass of their own.
+    identifying = (estimate_identifying(distinct, merged.n, index_name).resolve(
+        lambda unsure: unique_rows(ddf, unsure, client, progress)) if check_identifying else [])
     flagged = {f.column for f in identifying}
     return (domain, root, merged.positional_index,
             replace(sized, largest_partition=merged.largest), identifying,

@@ -4,7 +4,9 @@ The writers' last pass reads every column of every row to write it; the
 tasks that write also keep a distinct-value sketch of the columns released
 as is (:func:`dmondrian.identifiers.distinct_sketch`), returned beside their
 row counts; the domain pass then reads only the QIs. The client merges them
-once every file is written; a column that singles out rows then raises
+once every file is written (and counts exactly, in a pass over the input's
+columns the sketches leave unsure, :mod:`dmondrian._dask.unique_count`); a
+column that singles out rows then raises
 :class:`~dmondrian.errors.IdentifyingColumnError`, after the files written
 are removed (:func:`finish_written`'s ``undo``), and before the command
 line publishes its temporary output (:func:`dmondrian.io.atomic_output`).
@@ -80,12 +82,21 @@ class WrittenCheck:
         return WrittenCheck([c for c in self.columns if c != self.index_name], None,
                             self.person_keys)
 
-    def finish(self, sketches, n_rows: int) -> list:
+    def finish(self, sketches, n_rows: int, count_unique=None, written_rows=None) -> list:
         """Merge the write tasks' sketches; raise
         :class:`~dmondrian.errors.IdentifyingColumnError` on any column singling out
-        rows, else warn on the person keys and return an empty list."""
+        rows, else warn on the person keys and return an empty list.
+
+        ``n_rows`` is the input's rows, ``written_rows`` the release's (fewer when
+        rows were suppressed: each left out may hold one more value);
+        ``count_unique(columns)`` counts the input's rows of their own in the
+        columns the sketches leave unsure
+        (:meth:`dmondrian.identifiers.SketchVerdict.resolve`).
+        """
         sketches = [s for s in sketches if s is not None]
-        found = (estimate_identifying(merge_distinct(*sketches), n_rows, self.index_name)
+        unseen = 0 if written_rows is None else n_rows - written_rows
+        found = (estimate_identifying(merge_distinct(*sketches), n_rows, self.index_name,
+                                      unseen).resolve(count_unique)
                  if sketches else [])
         refuse_identifying(found)
         warn_person_keys(self.person_keys)
@@ -120,14 +131,16 @@ def written_meta(check: WrittenCheck | None) -> pd.DataFrame:
     return out
 
 
-def finish_written(result: pd.DataFrame, top, undo=None) -> None:
+def finish_written(result: pd.DataFrame, top, undo=None, count_unique=None) -> None:
     """Check the write tasks' sketches in ``result`` (one row per file written), and
     keep what was found in ``top.identifying``; ``undo(files)`` removes the files
-    written when the release is refused (or a warning is raised as an error)."""
+    written when the release is refused (or a warning is raised as an error);
+    ``count_unique``: :meth:`WrittenCheck.finish`."""
     if DISTINCT not in result.columns:
         return
     try:
-        top.identifying = top.written_check.finish(result[DISTINCT], top.domain.n_rows)
+        top.identifying = top.written_check.finish(
+            result[DISTINCT], top.domain.n_rows, count_unique, int(result["rows"].sum()))
     except BaseException:
         if undo is not None:
             undo(len(result))

@@ -48,6 +48,7 @@ from .._compat import scheduler_workers
 from .._dask.cluster import cores_per_worker, lasting_client, resolve_client, run
 from .._dask.cluster import release as release_client
 from .._dask.graph import column_partitions, constant, tree_reduce
+from .._dask.unique_count import unique_rows
 from .._kernel import thread_limit
 from ..errors import InfeasibleError
 from ..identifiers import distinct_sketch, estimate_identifying, merge_distinct, refuse_identifying
@@ -253,12 +254,12 @@ def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked,
     label = "pass: rows per region of the plan"
     if not keep:
         summary, distinct = run(client, reduced, progress, label)
-        refuse_identifying(_identifying(distinct, index_name))
+        refuse_identifying(_identifying(distinct, index_name, ddf, client, progress))
         return _Counted(summary, None, offsets)
     # The nodes are computed with the summary and left on their workers.
     (summary, distinct), kept = run(client, reduced, progress, label,
                                     keep=[c[1] for c in counted])
-    found = _identifying(distinct, index_name)
+    found = _identifying(distinct, index_name, ddf, client, progress)
     if found or (int(summary.count.sum()) * node_dtype(plan.tree.n_nodes).itemsize
                  > _keep_budget(client)):
         client.cancel(kept)  # refused (nothing to publish), or too large to keep
@@ -267,9 +268,13 @@ def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked,
     return _Counted(summary, kept, offsets)
 
 
-def _identifying(distinct, index_name) -> list:
-    """The columns the counting pass's sketch finds singling out rows (none unchecked)."""
-    return [] if distinct is None else estimate_identifying(distinct, None, index_name)
+def _identifying(distinct, index_name, ddf, client, progress) -> list:
+    """The columns singling out rows (none unchecked): by the counting pass's sketch, and
+    for the columns it leaves unsure, by an exact count in a pass of their own."""
+    if distinct is None:
+        return []
+    return estimate_identifying(distinct, None, index_name).resolve(
+        lambda unsure: unique_rows(ddf, unsure, client, progress))
 
 
 def _together(*results) -> tuple:
