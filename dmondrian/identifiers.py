@@ -44,7 +44,8 @@ estimates the count ``d`` of distinct values over the ``n`` rows; the
 estimate is taken as right within :data:`HLL_MARGIN` either way. Of the
 ``u`` rows holding a value of their own, each holds a distinct value and
 each of the other ``d - u`` values takes at least two rows, so
-``u + 2 (d - u) <= n``, that is ``2d - n <= u <= d``. Hence:
+``u + 2 (d - u) <= n`` (a missing value is no value), that is
+``2d - n <= u <= d``. Hence:
 
 * ``d >= 3/4 n`` (:data:`DISTINCT_REFUSED`, at the estimate's low end):
   ``u >= 2d - n >= n / 2``, the column is refused without more reading;
