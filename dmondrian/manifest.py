@@ -25,6 +25,10 @@ give away is not written. The fewest people in a class (``k_entities``, with
 k}``; the input's row count, and the dropped rows with the suppressed total
 and share, are withheld when rows were dropped (else the input's rows are the
 release's, and the suppressed rows are the masked ones, all visible in it).
+Nor does a figure computed over them stay: the NCP counting the dropped rows
+at full loss, ``(T + d) / (n + d)``, gives ``d`` to whoever prices the
+release's own labels (``T``); the manifest's NCP is then the one over the
+released rows (``"rows": "released"``).
 
 It is written atomically: a temporary file in the same directory, flushed
 and fsynced, then ``os.replace``, so a reader never sees half a manifest.
@@ -84,6 +88,9 @@ def withhold_exact(manifest: dict) -> dict:
       report counting dropped rows), the input's row count, the dropped
       rows, and the suppressed total and share are :data:`WITHHELD`: the
       release shows its own rows and its masked ones, not those left out.
+      The NCP, which counts them at full loss, becomes the report's NCP over
+      the released rows (``ncp_released``, marked ``"rows": "released"``),
+      or :data:`WITHHELD` when the report has none.
 
     Examples
     --------
@@ -95,6 +102,9 @@ def withhold_exact(manifest: dict) -> dict:
     ({'input': 'withheld', 'output': 990}, {'at_least': 5})
     >>> out["suppressed"]
     {'rows': 'withheld', 'share': 'withheld', 'masked': 4, 'dropped': 'withheld'}
+    >>> m["metrics"] = {"k": 5, "ncp": {"overall": 0.31}, "ncp_released": {"overall": 0.3}}
+    >>> withhold_exact(m)["metrics"]
+    {'k': 5, 'ncp': {'overall': 0.3, 'rows': 'released'}}
     """
     out = dict(manifest)
     metrics = out.get("metrics")
@@ -130,6 +140,12 @@ def withhold_exact(manifest: dict) -> dict:
         for key, clean in (("achieved", bounded), ("suppressed", unshown)):
             if key in metrics:
                 out["metrics"][key] = clean(metrics[key])
+        released = out["metrics"].pop("ncp_released", None)
+        ncp = out["metrics"].get("ncp")
+        if dropped and ncp is not None and not (isinstance(ncp, Mapping)
+                                                and ncp.get("rows") == "released"):
+            out["metrics"]["ncp"] = (WITHHELD if not isinstance(released, Mapping)
+                                     else {**released, "rows": "released"})
     return out
 
 

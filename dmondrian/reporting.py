@@ -69,6 +69,11 @@ class Report:
     ncp : NCP or None
         Information loss (None without ``original`` or ``domains``); rows
         suppressed count as full loss on every QI.
+    ncp_released : NCP or None
+        Information loss over the released rows alone, when rows were left
+        out (``suppressed="drop"``; None otherwise): what a manifest records,
+        since ``ncp``, counting the rows left out, gives their number away
+        (:func:`dmondrian.manifest.withhold_exact`).
     risk : Risk
     suppressed : Suppressed
         Rows masked (every QI ``"*"``) and, given ``original``, rows left
@@ -97,6 +102,7 @@ class Report:
     noise: dict = field(default_factory=dict)
     identifying_columns: list = field(default_factory=list)
     k_entities: int | None = None
+    ncp_released: NCP | None = None
 
     # -- export ----------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -113,16 +119,14 @@ class Report:
             "c_avg": self.c_avg,
             "discernibility": self.discernibility,
             "class_sizes": self.class_sizes.to_dict(orient="records"),
-            "ncp": None if self.ncp is None else {
-                "overall": self.ncp.overall,
-                "per_attribute": {str(q): v for q, v in self.ncp.per_attribute.items()},
-                "weights": {str(q): v for q, v in self.ncp.weights.items()},
-            },
+            "ncp": _ncp_dict(self.ncp),
             "risk": {**vars(self.risk), "identifying_columns":
                      [f.to_dict() for f in self.identifying_columns]},
             "suppressed": None if self.suppressed is None else self.suppressed.to_dict(),
             "noise": self.noise,
         }
+        if self.ncp_released is not None:
+            out["ncp_released"] = _ncp_dict(self.ncp_released)
         return jsonable(out)
 
     def to_json(self, **kwargs) -> str:
@@ -194,6 +198,14 @@ class Report:
         return ("<div><h4 style=\"margin:4px 0\">dmondrian report</h4>"
                 f"<table>{rows}</table><p style=\"margin:4px 0\">class sizes</p>"
                 f"{sizes.to_html(index=False)}</div>")
+
+
+def _ncp_dict(ncp: NCP | None) -> dict | None:
+    if ncp is None:
+        return None
+    return {"overall": ncp.overall,
+            "per_attribute": {str(q): v for q, v in ncp.per_attribute.items()},
+            "weights": {str(q): v for q, v in ncp.weights.items()}}
 
 
 def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *,
@@ -297,6 +309,9 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
     l_stats, summary, suppressed = results[0], results[1], results[-2]
     ncp = ncp_finish(plans, results[3], qis, results[2], w, summary.n_records,
                      suppressed.dropped or 0) if measure_ncp else None
+    # Over the released rows alone, the figure a manifest may carry (see Report).
+    ncp_released = ncp_finish(plans, results[3], qis, results[2], w, summary.n_records) \
+        if measure_ncp and suppressed.dropped else None
     if plan is None:
         privacy = Privacy(summary.min_size)
     else:
@@ -315,4 +330,5 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
         suppressed=suppressed,
         noise=noise_summary(noised), identifying_columns=results[-1],
         k_entities=None if entity is None else fewest_entities(released, keys, entity),
+        ncp_released=ncp_released,
     )

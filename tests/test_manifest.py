@@ -154,3 +154,91 @@ def test_bad_calls_raise_typed_errors(tmp_path):
     with pytest.raises(ParameterError):
         mf.read_manifest(tmp_path / "other.json")
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+# -- nothing exact in metadata: the rows left out ---------------------------------------------
+# A release with suppressed="drop" leaves rows out; its manifest withholds the input's
+# row count and the dropped rows. An attacker holding the release and its manifest
+# must not get them back from the other figures either.
+
+
+def _outliers(n=400, seed=3):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"age": rng.integers(20, 60, n), "zip": rng.integers(1000, 1100, n),
+                       "job": rng.choice(["a", "b", "c"], n)})
+    df.loc[:9, "age"] = rng.integers(95, 120, 10)  # outliers the budget drops
+    return df
+
+
+def _numbers(tree):
+    if isinstance(tree, dict):
+        for v in tree.values():
+            yield from _numbers(v)
+    elif isinstance(tree, list):
+        for v in tree:
+            yield from _numbers(v)
+    elif isinstance(tree, (int, float)) and not isinstance(tree, bool):
+        yield tree
+
+
+def _attack(manifest, released, domains, n_input):
+    """What the manifest gives away of the rows left out, by every route we know."""
+    n = manifest["rows"]["output"]
+    dropped = n_input - n
+    assert dropped > 0 and manifest["rows"]["input"] == mf.WITHHELD
+    numbers = list(_numbers({k: v for k, v in manifest.items() if k != "software"}))
+    # Not written as is, nor as a ratio of the counts the release shows or hides.
+    assert n_input not in numbers and dropped not in numbers
+    ratios = [dropped / n_input, dropped / n, n / n_input, n_input / n, n_input / dropped]
+    assert not any(abs(x - r) < 1e-9 for x in numbers if isinstance(x, float) for r in ratios)
+    # NCP: counting the dropped rows at full loss, p = (T + d) / (n + d), where T is the
+    # release's own cost (its labels priced on the domains, which an attacker knows or
+    # reads off the labels): d = (p n - T) / (1 - p). The manifest's NCP must be the
+    # release's own, whatever d was.
+    own = dmondrian.metrics.ncp(released, list(domains), domains=domains)
+    ncp = manifest["metrics"]["ncp"]
+    for q in domains:
+        p, cost = ncp["per_attribute"][q], own.per_attribute[q] * n
+        assert abs((p * n - cost) / (1 - p)) < 0.5  # derives 0 dropped rows, not d
+        assert p == pytest.approx(own.per_attribute[q], abs=1e-12)
+    assert ncp["overall"] == pytest.approx(own.overall, abs=1e-12)
+
+
+def test_a_manifest_of_dropped_rows_hides_their_count_local(tmp_path):
+    from dmondrian.cli import main
+    from dmondrian.metrics import compute_domains
+
+    df = _outliers()
+    df.to_csv(tmp_path / "in.csv", index=False)
+    out = tmp_path / "out.csv"
+    assert main(["anonymize", str(tmp_path / "in.csv"), str(out), "--k", "5", "--qi",
+                 "age,zip,job", "--suppression", "0.05", "--suppressed", "drop", "--local",
+                 "--no-progress"]) == 0
+    manifest = json.loads((tmp_path / "out.csv.manifest.json").read_text())
+    domains = compute_domains(df, ["age", "zip", "job"])
+    _attack(manifest, pd.read_csv(out, dtype=str), domains, len(df))
+    # The report written by hand into a manifest is cleaned the same way.
+    rel = dmondrian.anonymize(df, ["age", "zip", "job"], 5, suppression=0.05,
+                              suppressed="drop")
+    rel.to_csv(tmp_path / "api.csv", index=False)
+    m = mf.write_manifest(output=tmp_path / "api.csv", parameters={"k": 5},
+                          input_rows=len(df), released=rel,
+                          quasi_identifiers=["age", "zip", "job"], original=df, k=5)
+    _attack(m, rel, domains, len(df))
+
+
+def test_a_manifest_of_dropped_rows_hides_their_count_on_dask(tmp_path, process_client):
+    from dmondrian.cli import main
+    from dmondrian.metrics import compute_domains
+
+    df = _outliers(2000)
+    df.to_parquet(tmp_path / "in.parquet", index=False)
+    out = tmp_path / "out.parquet"
+    assert main(["anonymize", str(tmp_path / "in.parquet"), str(out), "--k", "5", "--qi",
+                 "age,zip,job", "--suppression", "0.01", "--suppressed", "drop",
+                 "--distributed", "--scheduler", process_client.scheduler.address,
+                 "--no-progress"]) == 0
+    manifest = json.loads((tmp_path / "out.parquet.manifest.json").read_text())
+    released = pd.read_parquet(out)
+    assert len(released) < len(df)
+    _attack(manifest, released, compute_domains(df, ["age", "zip", "job"]), len(df))
