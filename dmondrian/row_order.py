@@ -119,13 +119,37 @@ def rows_digest(frame: pd.DataFrame) -> int:
     """
     n = len(frame)
     if n > _DIGEST_ROWS:
-        frame = frame.iloc[np.linspace(0, n - 1, _DIGEST_ROWS).astype(np.int64)]
+        frame = _used_categories(frame.iloc[np.linspace(0, n - 1, _DIGEST_ROWS)
+                                            .astype(np.int64)])
     rows = pd.util.hash_pandas_object(frame, index=False).to_numpy(np.uint64)
     digest = hashlib.blake2b(np.ascontiguousarray(rows).astype("<u8").tobytes(),
                              digest_size=8, person=b"dmondrian-rows")
     # The row count too: frames whose sampled rows agree still differ by length.
     digest.update(int(n).to_bytes(8, "little"))
     return int.from_bytes(digest.digest(), "little")
+
+
+def _used_categories(sample: pd.DataFrame) -> pd.DataFrame:
+    """``sample`` with each Categorical column's unused categories removed: the same
+    row hashes, at a cost of the sampled rows instead of every category.
+
+    pandas hashes a Categorical by hashing each of its categories and taking
+    the codes, so a row's hash is its value's, whatever the other categories;
+    a label column's categories are every label of the release (tens of
+    thousands). Object categories are left whole: pandas hashes a mix of text
+    and other objects as text, which a subset without the others would not.
+    """
+    columns = {}
+    for i, dtype in enumerate(sample.dtypes):
+        if (isinstance(dtype, pd.CategoricalDtype) and dtype.categories.dtype != object
+                and len(dtype.categories) > len(sample)):
+            columns[i] = sample.iloc[:, i].cat.remove_unused_categories()
+    if not columns:
+        return sample
+    sample = sample.copy(deep=False)
+    for i, column in columns.items():
+        sample.isetitem(i, column)
+    return sample
 
 
 def shuffle_partition(frame: pd.DataFrame, seed: int, partition_info=None) -> pd.DataFrame:
