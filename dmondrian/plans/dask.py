@@ -305,8 +305,9 @@ def _publish_from_kept(plan, ddf, kept, classes, meta):
     counting pass's, taken here, for a later optimization of a map_partitions could
     fuse a projected read (under a blockwise step) into fewer.
     """
-    import dask.dataframe as dd
     from dask import delayed
+
+    from .._dask.from_parts import from_parts
 
     # The publishing pass reads only the columns it passes through.
     rest = ddf[[c for c in ddf.columns if c in meta.columns and c not in plan.qis]]
@@ -315,24 +316,23 @@ def _publish_from_kept(plan, ddf, kept, classes, meta):
         return None
     task = delayed(_publish_kept, pure=True)
     columns, class_column = list(meta.columns), plan.options["class_column"]
-    return dd.from_delayed([task(p, kept[i], classes, columns, class_column)
-                            for i, p in enumerate(parts)],
-                           meta=meta, divisions=ddf.divisions, verify_meta=False)
+    return from_parts([task(p, kept[i], classes, columns, class_column)
+                       for i, p in enumerate(parts)], meta, ddf.divisions)
 
 
 def _publish_at_offsets(ddf, plan_d, classes, offsets, threads, meta):
     """Each partition placed again, its ties split by its first row's counted position
     (paired explicitly, as :func:`_publish_from_kept` pairs kept nodes)."""
-    import dask.dataframe as dd
     from dask import delayed
+
+    from .._dask.from_parts import from_parts
 
     parts = _unfused(lambda: ddf.to_delayed(optimize_graph=True))
     if len(parts) != len(offsets):
         raise RuntimeError("the publishing pass does not read the counting pass's partitions")
     task = delayed(_publish, pure=True)
-    return dd.from_delayed([task(p, plan_d, classes, offsets[i], threads)
-                            for i, p in enumerate(parts)],
-                           meta=meta, divisions=ddf.divisions, verify_meta=False)
+    return from_parts([task(p, plan_d, classes, offsets[i], threads)
+                       for i, p in enumerate(parts)], meta, ddf.divisions)
 
 
 def _publish_placing_again(ddf, plan_d, classes, threads, meta):
