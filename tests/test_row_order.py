@@ -13,6 +13,7 @@ import json
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from distributed_helpers import make_census
@@ -211,3 +212,64 @@ def test_the_digest_hashes_only_the_sampled_categories_and_stays_the_same():
     changed = frame.copy()
     changed.loc[0, "label"] = "[7, 11]"
     assert row_order.rows_digest(changed) != row_order.rows_digest(frame)
+
+
+def _typed_frame(n=3000) -> pd.DataFrame:
+    rng = np.random.default_rng(2)
+    return pd.DataFrame({
+        "age": pd.Categorical(rng.choice(["[20, 29]", "[30, 39]", "[40, 49]"], n)),
+        "job": pd.Series(rng.choice(["nurse", "clerk", None, "pilot"], n), dtype="str"),
+        "name": pd.Series([f"person {i}" for i in rng.permutation(n)], dtype="str"),
+        "when": pd.date_range("2020-01-01", periods=n, freq="h", tz="Europe/Paris"),
+        "stamp": pd.date_range("2020-01-01", periods=n, freq="ns"),
+        "wait": pd.to_timedelta(rng.integers(0, 10**9, n)),
+        "flag": rng.random(n) < 0.5,
+        "count": pd.array(np.where(rng.random(n) < 0.1, None, rng.integers(0, 9, n)),
+                          dtype="Int64"),
+        "pay": rng.normal(size=n),
+        "level": pd.Categorical(rng.choice(["low", "high"], n), ordered=True),
+    }, index=pd.RangeIndex(n, name="rid") + 7)
+
+
+@pytest.mark.parametrize("write_index", [False, True])
+def test_a_shuffled_write_takes_text_as_indices_and_reads_back_the_same(
+        tmp_path, monkeypatch, write_index):
+    # The sink dictionary-encodes a shuffled file's text columns of few values before
+    # the take (the writer encodes them anyway): the file must read back exactly as the
+    # plain take's, in shuffle_rows' order, text as text (not as a Categorical).
+    from dmondrian._dask import parquet_sink
+    from dmondrian._dask.parquet_sink import ParquetSink
+
+    frame = _typed_frame()
+
+    def write(name):
+        sink = ParquetSink.create(tmp_path / name, frame.iloc[:0], ["age"],
+                                  {"write_index": write_index}, random_state=5)
+        assert sink.write(frame, 3) == len(frame)
+        return pq.ParquetFile(tmp_path / name / "part.3.parquet")
+
+    table = pa.Table.from_pandas(frame, preserve_index=write_index)
+    sink = ParquetSink.create(tmp_path / "probe", frame.iloc[:0], ["age"],
+                              {"write_index": write_index})
+    assert sink._text_to_encode(table) == ["job"]  # "name": every value distinct
+    encoded = write("encoded")
+    monkeypatch.setattr(parquet_sink, "ENCODE_DISTINCT", -1)
+    plain = write("plain")
+    assert encoded.metadata.metadata == plain.metadata.metadata  # ARROW:schema, pandas
+    assert encoded.schema.to_arrow_schema().equals(plain.schema.to_arrow_schema())
+    back = encoded.read()
+    assert back.equals(plain.read())
+    assert back.schema.equals(plain.read().schema, check_metadata=True)
+    assert pa.types.is_large_string(back.schema.field("job").type)
+    job = encoded.schema.names.index("job")
+    chunk, plain_chunk = (f.metadata.row_group(0).column(job) for f in (encoded, plain))
+    assert "RLE_DICTIONARY" in chunk.encodings
+    assert (chunk.statistics.min, chunk.statistics.max, chunk.statistics.null_count) == (
+        plain_chunk.statistics.min, plain_chunk.statistics.max, plain_chunk.statistics.null_count)
+    got = pd.read_parquet(tmp_path / "encoded" / "part.3.parquet")
+    expected = row_order.shuffle_rows(frame, row_order.row_order_seed(5), 3)
+    if not write_index:
+        expected = expected.reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, expected)
+    pd.testing.assert_series_equal(got.dtypes, pd.read_parquet(
+        tmp_path / "plain" / "part.3.parquet").dtypes)

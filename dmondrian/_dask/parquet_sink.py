@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .._compat import nonempty_meta
@@ -23,6 +24,10 @@ from ..row_order import row_order_seed, row_permutation
 __all__ = ["ParquetSink", "check_column_names", "release_schema", "release_write_options"]
 
 LABEL_TYPE = pa.dictionary(pa.int32(), pa.string())
+
+#: Rows sampled, and the most distinct values among them, for a shuffled write to take a
+#: text column as dictionary indices (:meth:`ParquetSink._text_to_encode`).
+ENCODE_SAMPLE, ENCODE_DISTINCT = 1024, 256
 
 
 @dataclass
@@ -123,13 +128,46 @@ class ParquetSink:
         # pool of threads per call (dask's own writer asks for one too).
         table = pa.Table.from_pandas(frame, schema=self.schema, preserve_index=self.write_index,
                                      nthreads=1)
+        stored = None
         if self.row_seed is not None and table.num_rows > 1:
             # shuffle_rows' order, taken by Arrow: a quarter of pandas' cost on a
             # million census rows (labels, ints, floats; 37 against 136 ms).
-            table = table.take(row_permutation(self.row_seed, number, frame))
+            order = row_permutation(self.row_seed, number, frame)
+            text = self._text_to_encode(table)
+            if text:
+                stored, table = table.schema, _dictionary_encoded(table, text)
+            table = table.take(order)
         with self.fs.open(f"{self.root}/part.{int(number)}.parquet", "wb") as fh:
-            pq.write_table(table, fh, **self.options)
+            if stored is None:
+                pq.write_table(table, fh, **self.options)
+            else:
+                _write_as(table, stored, fh, self.options)
         return int(table.num_rows)
+
+    def _text_to_encode(self, table: pa.Table) -> list:
+        """The text columns a shuffled write takes as dictionary indices: those the writer
+        dictionary-encodes anyway whose :data:`ENCODE_SAMPLE` sampled rows hold at most
+        :data:`ENCODE_DISTINCT` values.
+
+        Arrow's take of a text column copies every string (0.03-0.06 s a million
+        rows), and the writer then hashes every one of them into its dictionary;
+        encoded first, the take moves 32-bit indices and the writer writes the
+        dictionary as it is. Past about a thousand values a million rows,
+        encoding costs what it saves (and many times more for distinct values),
+        so a column whose sample holds many values is taken as text.
+        """
+        wanted = self.options.get("use_dictionary", True)
+        if wanted is False or "store_schema" in self.options:
+            return []
+        names = [f.name for f in table.schema
+                 if (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))
+                 and (wanted is True or f.name in wanted)]
+        if not names:
+            return []
+        sample = np.linspace(0, table.num_rows - 1, min(ENCODE_SAMPLE, table.num_rows),
+                             dtype=np.int64)
+        return [name for name in names if pc.count_distinct(
+            table.column(name).take(sample)).as_py() <= ENCODE_DISTINCT]
 
     def remove(self, files: int) -> None:
         """Remove ``part.0`` to ``part.<files - 1>`` (a release refused once written), and
@@ -239,6 +277,34 @@ def _dictionary_pays(f: pa.Field, wanted) -> bool:
         return True
     return not (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
                 or pa.types.is_temporal(f.type))
+
+
+def _dictionary_encoded(table: pa.Table, columns) -> pa.Table:
+    """``table`` with ``columns`` (text) dictionary-encoded."""
+    for name in columns:
+        i = table.schema.get_field_index(name)
+        table = table.set_column(i, name, pc.dictionary_encode(table.column(i)))
+    return table
+
+
+def _write_as(table: pa.Table, schema: pa.Schema, fh, options: dict) -> None:
+    """Write ``table``, whose text columns may be dictionary-encoded, as a file of
+    ``schema`` (the same columns as text): it reads back as ``schema``.
+
+    The writer stores the Arrow schema it is given (``ARROW:schema``, which
+    readers restore the column types from) and the pandas metadata; both are
+    written here from ``schema`` instead, so that an encoded column is read
+    back as the text it was, not as a Categorical.
+    """
+    import base64
+
+    options = dict(options)
+    row_group_size = options.pop("row_group_size", None)
+    with pq.ParquetWriter(fh, table.schema, store_schema=False, **options) as writer:
+        writer.write_table(table, row_group_size=row_group_size)
+        metadata = {b"ARROW:schema": base64.b64encode(schema.serialize().to_pybytes())}
+        metadata.update(schema.metadata or {})
+        writer.add_key_value_metadata(metadata)
 
 
 def empty_like(meta: pd.DataFrame, label_columns) -> pd.DataFrame:
