@@ -202,8 +202,12 @@ def release_schema(meta: pd.DataFrame, label_columns, write_index: bool = True) 
     dataset different types.
     """
     labels = {str(c) for c in label_columns}
-    # A non-empty stand-in: an empty object column has no Arrow type.
-    probe = nonempty_meta(meta)
+    # A non-empty stand-in: an empty object column has no Arrow type. The labels are
+    # replaced first: dask's stand-in of a Categorical walks its every category.
+    stand_in = meta.copy(deep=False)
+    for col in labels:
+        stand_in[col] = pd.Categorical([], categories=["label"])
+    probe = nonempty_meta(stand_in)
     for col in labels:
         probe[col] = pd.Categorical(["label"] * len(probe))
     schema = pa.Schema.from_pandas(probe, preserve_index=write_index)
