@@ -243,7 +243,10 @@ def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked,
         lengths = run(client, [delayed(len, pure=True)(p) for p in parts], False,
                       "rows per partition")
         offsets = np.concatenate([[0], np.cumsum(np.asarray(lengths))[:-1]]).tolist()
-    plan_d = constant(placer, "plan")
+    # On every worker before the pass starts: a graph's constant is computed on one
+    # worker and fetched by the others when their first task needs it, and the tasks
+    # meanwhile run where the plan is, fetching the partitions read elsewhere.
+    plan_d = client.scatter(placer, broadcast=True, hash=False)
     count = delayed(_count, pure=True, nout=2)
     counted = [count(p, plan_d, None if offsets is None else offsets[i], threads, keep)
                for i, p in enumerate(parts)]
