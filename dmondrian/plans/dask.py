@@ -288,12 +288,15 @@ def _publishing_pass(plan, placer, ddf, release, counted: _Counted, client, thre
     """The lazy release: from the kept nodes when they pair with the partitions, else
     placing the rows again (at the counted offsets when the cuts split ties)."""
     meta = _publish(ddf._meta, placer, release)
-    classes = constant(release, "classes")
     if counted.kept is not None:
-        out = _publish_from_kept(plan, ddf, counted.kept, classes, meta)
+        # The release is computed on the cluster that keeps the nodes: its label
+        # tables go to every worker now, as the placing tables did, not in the graph.
+        out = _publish_from_kept(plan, ddf, counted.kept,
+                                 client.scatter(release, broadcast=True, hash=False), meta)
         if out is not None:
             return out
         client.cancel(counted.kept)  # (never seen) parts that do not pair: place again
+    classes = constant(release, "classes")
     plan_d = constant(placer, "plan")
     if counted.offsets is not None:
         return _publish_at_offsets(ddf, plan_d, classes, counted.offsets, threads, meta)
