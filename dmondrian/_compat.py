@@ -129,6 +129,58 @@ def known_partition_lengths(ddf) -> tuple | None:
     return None
 
 
+def from_delayed_named(parts, meta: pd.DataFrame, divisions=None):
+    """``dask.dataframe.from_delayed(parts, meta, divisions, verify_meta=False)``, named
+    by the partitions' task keys instead of a token of its meta.
+
+    ``from_delayed`` names the frame by a token of every operand, and dask
+    tokenizes a Categorical dtype by its categories: a release's label
+    columns hold every label of the release (tens of thousands, Arrow text
+    that dask's tokenizer walks value by value). The private path builds
+    dask's ``FromDelayed`` expression with its token given: a token of the
+    task keys, which fix what the frame computes when the tasks are pure or
+    read uuid-named constants and futures. The public fallback is
+    ``from_delayed`` itself.
+
+    Parameters
+    ----------
+    parts : list of dask.delayed.Delayed
+        One partition each.
+    meta : pandas.DataFrame
+        The partitions' empty frame.
+    divisions : tuple, optional
+        As ``from_delayed``'s.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+    """
+    try:
+        return _private_from_delayed(parts, meta, divisions)
+    except Exception:  # noqa: BLE001 - a private API of dask: the public path is the fallback
+        import dask.dataframe as dd
+
+        return dd.from_delayed(parts, meta=meta, divisions=divisions, verify_meta=False)
+
+
+def _private_from_delayed(parts, meta: pd.DataFrame, divisions):
+    from dask.base import tokenize
+    from dask.dataframe.dask_expr._collection import new_collection
+    from dask.dataframe.dask_expr._expr import ArrowStringConversion, DelayedsExpr
+    from dask.dataframe.dask_expr.io._delayed import FromDelayed
+    from dask.dataframe.utils import pyarrow_strings_enabled
+
+    if divisions is not None and len(divisions) != len(parts) + 1:
+        raise ValueError("divisions should be a tuple of len(parts) + 1")
+    token = tokenize("dmondrian-from-delayed", [p.key for p in parts], divisions)
+    expr = FromDelayed(DelayedsExpr(*parts), meta, None if divisions is None else list(divisions),
+                       False, None, None, _determ_token=token)
+    if pyarrow_strings_enabled() and any(pd.api.types.is_object_dtype(dtype)
+                                         for dtype in meta.dtypes.values):
+        expr = ArrowStringConversion(expr)  # as from_delayed converts object columns
+    return new_collection(expr)
+
+
 def categorical_dtype(labels: pd.Index) -> pd.CategoricalDtype:
     """A CategoricalDtype of ``labels``, which the caller knows distinct and never missing.
 

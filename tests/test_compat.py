@@ -179,3 +179,34 @@ def test_ordered_shuffle_keeps_each_input_partitions_rows_in_order(client, monke
     for _, rows in got.assign(target=target).groupby(level=0, sort=False):
         for _, same_target in rows.groupby("target"):
             assert (np.diff(same_target["seq"].to_numpy()) > 0).all()
+
+
+def _labelled_parts(offset):
+    labels = pd.Index([f"[{i}, {i + 1}]" for i in range(2000)], dtype="str")
+    frames = [pd.DataFrame({"age": pd.Categorical.from_codes(np.arange(i, i + 5) + offset, labels),
+                            "pay": np.arange(5.0) + i}, index=pd.RangeIndex(5 * i, 5 * i + 5))
+              for i in range(3)]
+    return frames, [dask.delayed(f.copy, pure=True)() for f in frames]
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_from_delayed_named_is_from_delayed_named_by_its_tasks(monkeypatch, private):
+    if not private:
+        def refused(*args):
+            raise AttributeError("a private API of dask changed")
+
+        monkeypatch.setattr(_compat, "_private_from_delayed", refused)
+    frames, parts = _labelled_parts(0)
+    meta = frames[0].iloc[:0]
+    out = _compat.from_delayed_named(parts, meta, (0, 5, 10, 14))
+    assert out.divisions == (0, 5, 10, 14)
+    assert out.npartitions == 3
+    pd.testing.assert_frame_equal(out._meta, meta)
+    pd.testing.assert_frame_equal(out.compute(scheduler="sync"), pd.concat(frames))
+    # Named by the tasks: the same tasks, the same name; other tasks, another.
+    assert _compat.from_delayed_named(parts, meta)._name == \
+        _compat.from_delayed_named(parts, meta)._name
+    other = _compat.from_delayed_named(_labelled_parts(7)[1], meta)
+    assert other._name != _compat.from_delayed_named(parts, meta)._name
+    with pytest.raises(ValueError, match="divisions"):
+        _compat.from_delayed_named(parts, meta, (0, 5))

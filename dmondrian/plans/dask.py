@@ -44,7 +44,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from .._compat import scheduler_workers
+from .._compat import from_delayed_named, scheduler_workers
 from .._dask.cluster import cores_per_worker, lasting_client, resolve_client, run
 from .._dask.cluster import release as release_client
 from .._dask.graph import column_partitions, constant, tree_reduce
@@ -313,8 +313,6 @@ def _publish_from_kept(plan, ddf, kept, classes, meta):
     """
     from dask import delayed
 
-    from .._dask.from_parts import from_parts
-
     # The publishing pass reads only the columns it passes through.
     rest = ddf[[c for c in ddf.columns if c in meta.columns and c not in plan.qis]]
     parts = _unfused(lambda: rest.to_delayed(optimize_graph=True))
@@ -322,8 +320,8 @@ def _publish_from_kept(plan, ddf, kept, classes, meta):
         return None
     task = delayed(_publish_kept, pure=True)
     columns, class_column = list(meta.columns), plan.options["class_column"]
-    return from_parts([task(p, kept[i], classes, columns, class_column)
-                       for i, p in enumerate(parts)], meta, ddf.divisions)
+    return from_delayed_named([task(p, kept[i], classes, columns, class_column)
+                               for i, p in enumerate(parts)], meta, ddf.divisions)
 
 
 def _publish_at_offsets(ddf, plan_d, classes, offsets, threads, meta):
@@ -331,14 +329,12 @@ def _publish_at_offsets(ddf, plan_d, classes, offsets, threads, meta):
     (paired explicitly, as :func:`_publish_from_kept` pairs kept nodes)."""
     from dask import delayed
 
-    from .._dask.from_parts import from_parts
-
     parts = _unfused(lambda: ddf.to_delayed(optimize_graph=True))
     if len(parts) != len(offsets):
         raise RuntimeError("the publishing pass does not read the counting pass's partitions")
     task = delayed(_publish, pure=True)
-    return from_parts([task(p, plan_d, classes, offsets[i], threads)
-                       for i, p in enumerate(parts)], meta, ddf.divisions)
+    return from_delayed_named([task(p, plan_d, classes, offsets[i], threads)
+                               for i, p in enumerate(parts)], meta, ddf.divisions)
 
 
 def _publish_placing_again(ddf, plan_d, classes, threads, meta):
