@@ -3,12 +3,12 @@
 For every column of each table that the rule may look at (released as is,
 integers or text), prints its measured share of further rows bringing a new
 QI combination, its distinct values, and whether the rule fires; writes the
-table as JSON under benchmarks/results/. Tables: UCI Adult (QIs age, sex,
+table as JSON (by default benchmarks/results/person_keys.json). Tables: UCI Adult (QIs age, sex,
 race, education, marital-status; $DMONDRIAN_ADULT_DIR), the census
 generator (QIs age, zip, sex, education) and the event generator (QIs age,
 region, device), which should fire on user_id and on nothing else.
 
-    python benchmarks/person_keys.py [--census-rows N] [--event-users N]
+    python benchmarks/person_keys.py [--census-rows N] [--event-users N] [--out PATH]
 """
 
 from __future__ import annotations
@@ -48,11 +48,12 @@ def measure(name, df, qis):
     return rows, seconds
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--census-rows", type=int, default=1_000_000)
     ap.add_argument("--event-users", type=int, default=50_000)
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, default=RESULTS / "person_keys.json")
+    args = ap.parse_args(argv)
     tables = [
         ("adult", load_adult(download=False), ["age", "sex", "race", "education",
                                                "marital-status"]),
@@ -75,8 +76,8 @@ def main():
         print(f"{r['table']:<15} {r['column']:<16} {r['distinct']:>10,} {r['repeated']:>9,} "
               f"{share:>10} {shuffled:>9} {'YES' if r['fires'] else 'no'}")
     print("seconds of the rule per table:", timings)
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / "person_keys.json"
+    path = args.out
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"columns": out, "seconds": timings}, indent=1))
     print("wrote", path)
 
