@@ -67,7 +67,8 @@ def measure(client, ddf, qis, k, exchange: str, partitions: int, allow=()) -> di
     # Data.allow): allowed, so that the plan is made and the bytes stay comparable.
     top = D.plan(ddf, qis, k, client=client, exchange=exchange, allow_unique=list(allow))
     plan_d = constant(top, "plan")
-    wanted = set(range(partitions))
+    # A small input may have fewer output partitions than asked for.
+    wanted = set(range(min(partitions, len(top.output_partitions))))
     routed = routed_partitions(routing_input(ddf, top), top, plan_d)
     if exchange == "rows":
         routed = routed[:2]  # whole rows: two input partitions are enough to weigh
