@@ -112,7 +112,7 @@ def main(argv=None) -> dict:
         ddf = dd.read_parquet(args.input)
         result = {"input": str(args.input), "data": args.data, "input_partitions": ddf.npartitions,
                   "paths": {ex: measure(client, ddf, data.qis, B.K, ex, args.partitions,
-                                        data.allow)
+                                        data.allowed(len(ddf)))
                             for ex in ("rows", "keys")}}
     finally:
         client.close()
