@@ -128,8 +128,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dmondrian._compat import scheduler_workers
-
 K = 10
 
 
@@ -604,6 +602,18 @@ def quality(src: Path, dst: Path) -> dict:
     sizes = released.groupby("cls").size()
     return {"ncp_distributed": dist, "ncp_local": loc, "ncp_ratio": dist / loc,
             "smallest_class": int(sizes.min()), "local_engine_s": local_time}
+
+
+def scheduler_workers(client) -> dict:
+    """The scheduler's view of its workers (:func:`dmondrian._compat.scheduler_workers`).
+
+    Imported here, not at the top: a LocalCluster's worker processes run this
+    file's top level again (multiprocessing's spawn), and a fresh cluster's
+    workers must not find dmondrian loaded (:func:`fresh_cluster`).
+    """
+    from dmondrian._compat import scheduler_workers
+
+    return scheduler_workers(client)
 
 
 def _warm():
