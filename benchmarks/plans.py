@@ -67,6 +67,7 @@ The JSON (``--out``) holds every row of every table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -406,9 +407,29 @@ def local_speed(rows: list, n_rows: int, rounds: int = 1) -> None:
                      "load": os.getloadavg()[0]})
 
 
+@contextlib.contextmanager
+def _cluster():
+    """A LocalCluster of 2 worker processes x 1 thread, and its client.
+
+    On a loaded host the workers may take longer to stop than the cluster's
+    close waits for: a TimeoutError raised then, once every figure of the
+    step is measured, lost the whole run's report (plans.py --quick at load
+    15). It is let pass.
+    """
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address=":0")
+    try:
+        with Client(cluster) as client:
+            yield client
+    finally:
+        with contextlib.suppress(TimeoutError):
+            cluster.close(timeout=60)
+
+
 def dask_speed(rows: list, n_rows: int, rounds: int = 1) -> None:
     import dask.dataframe as dd
-    from distributed import Client, LocalCluster
 
     from dmondrian.synthetic import write_census_parquet
 
@@ -418,8 +439,7 @@ def dask_speed(rows: list, n_rows: int, rounds: int = 1) -> None:
         write_census_parquet(str(src), n_rows, seed=6, rows_per_partition=1_000_000)
         plan = fit_plan(make_census(min(n_rows, 1_000_000), seed=6), CENSUS_QIS, 10,
                         **CENSUS_OPTIONS)
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                          dashboard_address=":0") as cluster, Client(cluster) as client:
+        with _cluster() as client:
             for r in range(rounds):
                 t0, c0 = time.perf_counter(), _cluster_cpu(client)
                 dd.read_parquet(str(src)).to_parquet(str(work / f"copy{r}"), write_index=True)
@@ -465,7 +485,6 @@ def dask_fit(rows: list, n_rows: int) -> None:
     """Fitting on Dask against fitting in memory, the same census rows: seconds, and
     whether the two plans are the same tree and release a new table alike."""
     import dask.dataframe as dd
-    from distributed import Client, LocalCluster
 
     from dmondrian.synthetic import write_census_parquet
 
@@ -479,8 +498,7 @@ def dask_fit(rows: list, n_rows: int) -> None:
             t0 = time.perf_counter()
             local = fit_plan(df, CENSUS_QIS, 10, batch_rows=batch_rows, **CENSUS_OPTIONS)
             t_local = time.perf_counter() - t0
-            with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                              dashboard_address=":0") as cluster, Client(cluster):
+            with _cluster():
                 t0 = time.perf_counter()
                 # Leaves of an eighth of the table: the top phase cuts at least 3 levels.
                 on_dask = fit_plan(dd.read_parquet(str(src)), CENSUS_QIS, 10,
@@ -506,7 +524,6 @@ def dask_fit_events(rows: list, n_events: int) -> None:
     per class (a group-by of its published QIs). One cluster for every fit, warmed
     up first by a fit of a small table (the workers' imports are not timed)."""
     import dask.dataframe as dd
-    from distributed import Client, LocalCluster
 
     from dmondrian.synthetic_events import EVENT_QUASI_IDENTIFIERS as qis
     from dmondrian.synthetic_events import make_events
@@ -518,8 +535,7 @@ def dask_fit_events(rows: list, n_events: int) -> None:
         events = make_events(n_users, seed=21)
         dd.from_pandas(events, chunksize=250_000).to_parquet(str(src))
         day = make_events(max(100, n_users // 30), seed=22, start_user=n_users // 2)
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                          dashboard_address=":0") as cluster, Client(cluster):
+        with _cluster():
             fit_plan(dd.from_pandas(day, npartitions=2), qis, 10, entity="user_id")
             for batch_rows, options in ((None, {}), (len(events) // 30, {}),
                                         (len(events) // 30, {"sensitive": "event_type",
