@@ -108,6 +108,7 @@ def test_a_batch_reads_alike_in_any_dtype_and_chunking(monkeypatch):
     # Text, object and Categorical columns, unseen values included, are keyed alike
     # whether read in pieces or whole, and however the rows are cut into chunks.
     import dmondrian.plans.batch as batch
+    import dmondrian.plans.packed as packed
 
     plan = fit_plan(_table(2000, 21), QIS, 10)
     new = _table(700, 22)
@@ -128,7 +129,7 @@ def test_a_batch_reads_alike_in_any_dtype_and_chunking(monkeypatch):
                                       expected.astype(str), obj=name)
     monkeypatch.setattr(batch, "CHUNK_ROWS", 64)
     pd.testing.assert_frame_equal(plan.transform(new), expected)
-    monkeypatch.setattr(batch, "MEMBER_BYTES", 0)  # the numpy walk and lift
+    monkeypatch.setattr(packed, "MEMBER_BYTES", 0)  # the numpy walk and lift
     pd.testing.assert_frame_equal(plan.transform(new), expected)
 
 
@@ -174,7 +175,7 @@ def test_compiled_placement_is_the_numpy_placement(case):
     # bounds) routes and lifts every row as
     # the numpy walk and lift do: missing values, values past the fitted range, unseen
     # categories, relaxed plans' ties, trimmed leaves that hold no value of a QI.
-    import dmondrian.plans.batch as batch
+    import dmondrian.plans.packed as packed
 
     seed, n_fit, k, mode, batch_rows, qis = case
     k = min(k, n_fit)
@@ -189,14 +190,57 @@ def test_compiled_placement_is_the_numpy_placement(case):
     plan = fit_plan(fit, qis, k, mode=mode, batch_rows=batch_rows)
     compiled = _placement(plan, new)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(batch, "MEMBER_BYTES", 0)  # the numpy walk and lift
+        mp.setattr(packed, "MEMBER_BYTES", 0)  # the numpy walk and lift
         plan.__dict__.pop("_lift", None)
         assert plan.lift_tables is None
         _assert_same_placement(compiled, _placement(plan, new))
-        mp.setattr(batch, "MEMBER_BYTES", 256 << 20)
-        mp.setattr(batch, "_narrow_bounds", lambda *a: None)  # int64 bounds
+        mp.setattr(packed, "MEMBER_BYTES", 256 << 20)
+        mp.setattr(packed, "_narrow_bounds", lambda *a: None)  # int64 bounds
         plan.__dict__.pop("_lift", None)
         assert plan.lift_tables[-1].size == 0
+        _assert_same_placement(compiled, _placement(plan, new))
+        mp.setattr(packed, "narrow_tree", lambda *a: packed._NO_NARROW)  # the 16-byte walk
+        plan.__dict__.pop("_lift", None)
+        assert plan.lift_tables[5].size == 0
+        _assert_same_placement(compiled, _placement(plan, new))
+    plan.__dict__.pop("_lift", None)
+
+
+def test_narrow_walk_compares_keys_between_and_past_cut_values():
+    # The 8-byte walk narrows a key to ceil((key - base) / unit): a key at a cut value,
+    # a tick either side of it, below every cut and past every cut (and missing)
+    # goes where the 16-byte walk and the numpy walk send it.
+    import dmondrian.plans.packed as packed
+
+    df = _table(2000, 21)
+    plan = fit_plan(df, ["age", "when", "job"], 5)
+    tables = plan.lift_tables
+    narrow, conv = tables[5], tables[7].reshape(-1, 3)
+    assert narrow.shape == (plan.tree.n_nodes, 2) and narrow.dtype == np.int32
+    unit = np.datetime_data(df["when"].dtype)[0]
+    step = np.timedelta64(1, unit)
+    assert conv[1, 1] == np.timedelta64(1, "D") // step and conv[2, 1] == 0  # a day; codes
+    cuts = plan.tree.cuts
+    when = np.unique(cuts.t[(cuts.qi == 1) & (cuts.left >= 0)]).astype(f"datetime64[{unit}]")
+    ages = np.unique(cuts.t[(cuts.qi == 0) & (cuts.left >= 0)])
+    stamps = np.concatenate([when, when + step, when - step,
+                             [when.min() - 10**6 * step, when.max() + 10**6 * step]])
+    n = len(stamps)
+    rng = np.random.default_rng(3)
+    age = np.concatenate([ages, ages + 1, ages - 1, [-5, 500]])
+    new = pd.DataFrame({
+        "age": pd.array(rng.choice(age, n), dtype="Int64"),
+        "when": pd.Series(stamps).where(rng.random(n) > 0.05),
+        "job": rng.choice(df["job"].dropna().unique(), n),
+    })
+    new.loc[rng.random(n) < 0.05, "age"] = pd.NA
+    compiled = _placement(plan, new)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(packed, "narrow_tree", lambda *a: packed._NO_NARROW)
+        plan.__dict__.pop("_lift", None)
+        _assert_same_placement(compiled, _placement(plan, new))
+        mp.setattr(packed, "MEMBER_BYTES", 0)
+        plan.__dict__.pop("_lift", None)
         _assert_same_placement(compiled, _placement(plan, new))
     plan.__dict__.pop("_lift", None)
 
@@ -204,7 +248,7 @@ def test_compiled_placement_is_the_numpy_placement(case):
 def test_integer_and_date_bounds_are_32_bit_offsets():
     # Ages, days and ordinal codes fit a record's 32-bit offsets (a day is the dates'
     # unit); float keys do not, and keep 64-bit bounds.
-    from dmondrian.plans.batch import lift_tables
+    from dmondrian.plans.packed import lift_tables
 
     df = _table(3000, 5)
     plan = fit_plan(df, ["age", "when", "job", "grade"], 10)

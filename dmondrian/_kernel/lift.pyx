@@ -10,9 +10,11 @@ leaf to the deepest node on its path whose fitted region holds its values
 (see :mod:`dmondrian.plans.batch`, whose rule this is). A block's lift
 waits for its leaves' records while the next block is walked.
 
-Every array is in breadth-first order (:func:`dmondrian.plans.batch.packed_tree`):
-the top levels, which every row visits, sit together. A node of the walk is a
-16-byte record, four to a cache line. Everything the lift reads of a node
+Every array is in breadth-first order (:func:`dmondrian.plans.packed.packed_tree`):
+the top levels, which every row visits, sit together. A node of the walk is an
+8-byte :c:type:`Narrow` record, eight to a cache line, when the plan's cut
+values fit 32-bit offsets (a block's keys are then narrowed once, before its
+walk); else, and for plans whose cuts split ties, a 16-byte :c:type:`Step`. Everything the lift reads of a node
 (its number, its parent, a flag byte per QI, its nominal codes and its
 bounds, as 32-bit offsets when the plan's bounds allow) is one record of
 ``rec``, one cache line for most plans.
@@ -20,7 +22,7 @@ bounds, as 32-bit offsets when the plan's bounds allow) is one record of
 
 import numpy as np
 
-from libc.stdint cimport int32_t, uint8_t
+from libc.stdint cimport int32_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
 from dmondrian._kernel._common cimport MISSING_KEY, i64
@@ -58,6 +60,81 @@ cdef struct Step:
     i64 t
     int32_t left
     int32_t meta
+
+
+cdef struct Narrow:
+    # ``a``: the cut value as an offset from its QI's base in its unit (a row goes
+    # right when its narrowed key is above it), or, for a nominal cut, where the
+    # cut's bits start in ``rbit`` (a row goes right when ``rbit[a + code]``);
+    # ``meta``: ``left << 8 | nominal << 7 | qi``. A leaf is its own left child
+    # with ``a`` the largest int32, above every narrowed key.
+    int32_t a
+    int32_t meta
+
+
+cdef inline void _narrow_keys(Py_ssize_t s, Py_ssize_t b_n, const i64* keys, Py_ssize_t stride,
+                              Py_ssize_t d, const i64* conv, int32_t* k32) noexcept nogil:
+    """Rows ``s .. s + b_n - 1``'s keys as the narrow walk compares them, into ``k32``
+    (QI ``j`` at ``j * BLOCK``). ``conv[3j:3j + 3]`` is ``base, unit, top`` of QI ``j``:
+    a key becomes ``ceil((key - base) / unit)``, clamped to ``-1 .. top + 1`` (a cut
+    value ``base + unit * q`` is below a key exactly when ``q`` is below this);
+    a unit of 0 keeps a nominal QI's code."""
+    cdef Py_ssize_t j, b
+    cdef i64 base, unit, top, v
+    cdef uint64_t dist, span
+    cdef const i64* row
+    cdef int32_t* out
+    for j in range(d):
+        base, unit, top = conv[3 * j], conv[3 * j + 1], conv[3 * j + 2]
+        row = keys + j * stride + s
+        out = k32 + j * BLOCK
+        if unit == 0:
+            for b in range(b_n):
+                out[b] = <int32_t>row[b]
+            continue
+        span = <uint64_t>top * <uint64_t>unit
+        for b in range(b_n):
+            v = row[b]
+            if v < base:
+                out[b] = -1
+                continue
+            dist = <uint64_t>v - <uint64_t>base
+            if dist > span:
+                out[b] = <int32_t>(top + 1)
+            elif unit == 1:
+                out[b] = <int32_t>dist
+            else:
+                out[b] = <int32_t>((dist + <uint64_t>(unit - 1)) // <uint64_t>unit)
+
+
+cdef void _walk_narrow(Py_ssize_t b_n, const Narrow* steps, const uint8_t* rbit,
+                       Py_ssize_t height, const int32_t* k32, i64* nd_buf) noexcept nogil:
+    """The leaf of a block's rows into ``nd_buf`` (their narrowed keys in ``k32``), a
+    level at a time, as :func:`_walk` with 8-byte records."""
+    cdef Py_ssize_t b, level
+    cdef int32_t nd, v, meta, a, nom
+    cdef const Narrow* st
+    cdef bint busy
+    for b in range(b_n):
+        nd_buf[b] = 0
+    for level in range(height):
+        for b in range(b_n):
+            st = &steps[nd_buf[b]]
+            meta = st.meta
+            a = st.a
+            v = k32[(meta & 127) * BLOCK + b]
+            # A nominal cut reads the code's bit without a branch (index 0, whose
+            # read is discarded, for the other cuts).
+            nom = (meta >> 7) & 1
+            nd = (meta >> 8) + (<int32_t>rbit[(a + v) & -nom] if nom else <int32_t>(v > a))
+            nd_buf[b] = nd
+            prefetch(&steps[nd])
+        if level % 8 == 7:  # a lopsided tree: stop once every row of the block is at a leaf
+            busy = False
+            for b in range(b_n):
+                busy = busy | ((steps[nd_buf[b]].meta >> 8) != nd_buf[b])
+            if not busy:
+                break
 
 
 cdef inline i64 _bound(const uint8_t* at, const i64* scale, Py_ssize_t j) noexcept nogil:
@@ -190,9 +267,11 @@ cdef void _place_range(Py_ssize_t n, const Step* steps, const i64* eq,
                        const i64* keys, Py_ssize_t stride, Py_ssize_t d, const i64* pos,
                        bint use_tie, const uint8_t* unseen, const uint8_t* rec,
                        Py_ssize_t rec_w, const int32_t* slot, const i64* scale, i64* buf,
-                       i64* node, uint8_t* outside) noexcept nogil:
-    """Place rows ``0 .. n - 1``, a block at a time: each block is walked, its leaves'
-    records asked for, and the block before it lifted while they arrive."""
+                       const Narrow* narrow, const uint8_t* rbit, const i64* conv,
+                       int32_t* k32, i64* node, uint8_t* outside) noexcept nogil:
+    """Place rows ``0 .. n - 1``, a block at a time: each block is walked (on the
+    ``narrow`` records when given), its leaves' records asked for, and the block
+    before it lifted while they arrive."""
     cdef Py_ssize_t blk, b, s, b_n, n_blocks = (n + BLOCK - 1) // BLOCK
     cdef i64* cur
     cdef i64* prev
@@ -203,8 +282,12 @@ cdef void _place_range(Py_ssize_t n, const Step* steps, const i64* eq,
         if blk < n_blocks:
             s = blk * BLOCK
             b_n = min(<Py_ssize_t>BLOCK, n - s)
-            _walk(s, b_n, steps, eq, tie_before, ranks, height, keys, stride, pos, use_tie,
-                  cur)
+            if narrow != NULL:
+                _narrow_keys(s, b_n, keys, stride, d, conv, k32)
+                _walk_narrow(b_n, narrow, rbit, height, k32, cur)
+            else:
+                _walk(s, b_n, steps, eq, tie_before, ranks, height, keys, stride, pos,
+                      use_tie, cur)
             for b in range(b_n):
                 prefetch(rec + cur[b] * rec_w)
                 if rec_w > 64:
@@ -220,6 +303,7 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
                const i64[::1] tie_before, const i64[::1] ranks, Py_ssize_t height,
                const i64[::1] pos, bint use_tie, const uint8_t[::1] unseen,
                const uint8_t[:, :] rec, const int32_t[::1] slot, const i64[::1] scale,
+               const int32_t[:, ::1] narrow, const uint8_t[::1] rbit, const i64[::1] conv,
                i64[::1] node, uint8_t[::1] outside):
     """Route every row down the packed tree and lift it to the deepest node holding it.
 
@@ -230,7 +314,7 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
         larger matrix's columns is read in place).
     steps : int64 array (nodes, 2)
         The packed tree, one :c:type:`Step` record per row, breadth-first
-        (:func:`dmondrian.plans.batch.packed_tree`).
+        (:func:`dmondrian.plans.packed.packed_tree`).
     eq, tie_before : int64 arrays (nodes,)
         Tied rows (value ``eq``) before input position ``tie_before`` go left
         (read only when ``use_tie``; may be empty otherwise).
@@ -256,6 +340,16 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
     scale : int64 array (2 * QIs,) or (0,)
         ``base, unit`` of every QI: a bound is ``base + unit * offset``; empty
         when the bounds are int64.
+    narrow : int32 array (nodes, 2) or (0, 2)
+        The tree as :c:type:`Narrow` records, in ``steps``' order
+        (:func:`dmondrian.plans.packed.narrow_tree`), walked instead of ``steps``
+        unless ``use_tie``; empty: ``steps`` is walked.
+    rbit : uint8 array
+        Whether a nominal cut sends each code right, at ``ranks``' offsets
+        (read with ``narrow``).
+    conv : int64 array (3 * QIs,)
+        ``base, unit, top`` of every QI, narrowing its keys (unit 0: a nominal
+        code, kept); read with ``narrow``.
     node : int64 array (rows,)
         Out: the node holding each row (the root when none does), in the plan's
         numbering.
@@ -277,6 +371,10 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
             or (scale.shape[0] and scale.shape[0] != 2 * d)
             or rec.strides[1] != 1 or keys.strides[1] != sizeof(i64)):
         raise ValueError("the packed tree does not match the keys")
+    cdef bint use_narrow = narrow.shape[0] != 0 and not use_tie
+    if use_narrow and (narrow.shape[0] != m or narrow.shape[1] != 2
+                       or conv.shape[0] != 3 * d or rbit.shape[0] == 0 or d > 127):
+        raise ValueError("the narrow tree does not match the keys")
     if n == 0:
         return
     if d == 0 or m == 0:
@@ -289,8 +387,14 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
     cdef const i64* tp = &tie_before[0] if use_tie else NULL
     cdef const i64* sp = &scale[0] if scale.shape[0] else NULL
     cdef Py_ssize_t stride = keys.strides[0] // sizeof(i64)
+    cdef const Narrow* np_ = <const Narrow*>&narrow[0, 0] if use_narrow else NULL
+    cdef const uint8_t* bp = &rbit[0] if use_narrow else NULL
+    cdef const i64* cp = &conv[0] if use_narrow else NULL
     buf_a = np.empty(3 * BLOCK, dtype=np.int64)  # two blocks' nodes, and rows climbing
+    k32_a = np.empty(d * BLOCK if use_narrow else 1, dtype=np.int32)  # a block's narrowed keys
     cdef i64[::1] buf = buf_a
+    cdef int32_t[::1] k32 = k32_a
     with nogil:
         _place_range(n, st, ep, tp, &ranks[0], height, kp, stride, d, pp, use_tie, up,
-                     &rec[0, 0], rec_w, &slot[0], sp, &buf[0], &node[0], &outside[0])
+                     &rec[0, 0], rec_w, &slot[0], sp, &buf[0], np_, bp, cp, &k32[0],
+                     &node[0], &outside[0])

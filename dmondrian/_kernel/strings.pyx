@@ -14,8 +14,8 @@ bits, with the chunk's own offset into the first and the last.
 
 import numpy as np
 
-from libc.stdint cimport int32_t, int64_t, uint8_t
-from libc.string cimport memcmp
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.string cimport memcmp, memcpy
 
 from dmondrian._kernel._bits cimport valid_bit
 from dmondrian._kernel._common cimport i64
@@ -24,6 +24,9 @@ __all__ = ["MAX_VALUES", "value_table", "lookup_strings"]
 
 #: Most known values a lookup scans row by row.
 MAX_VALUES = 16
+
+cdef enum:
+    MAX_VALUES_C = 16
 
 ctypedef fused offset_t:
     int32_t
@@ -67,6 +70,24 @@ cdef inline i64 _find(const uint8_t* row, i64 length, const uint8_t* vdata,
         if voff[j + 1] - voff[j] == length and _same(row, vdata + voff[j], length):
             return j
     return -1
+
+
+#: Longest known value the word lookup compares as one 8-byte word.
+cdef enum:
+    WORD = 8
+
+
+cdef inline uint64_t _word(const uint8_t* p, i64 length, const uint8_t* end,
+                           const uint64_t* masks) noexcept nogil:
+    """The first ``length`` (at most 8) bytes at ``p`` as a word, the rest zero."""
+    cdef uint64_t w = 0
+    cdef i64 i
+    if p + WORD <= end:
+        memcpy(&w, p, WORD)
+        return w & masks[length]
+    for i in range(length):
+        (<uint8_t*>&w)[i] = p[i]
+    return w
 
 
 def lookup_strings(const offset_t[::1] offsets, const uint8_t[::1] data,
@@ -114,17 +135,59 @@ def lookup_strings(const offset_t[::1] offsets, const uint8_t[::1] data,
     cdef const i64* vo = &voff[0]
     cdef i64* dst = &out[0] if out.shape[0] else NULL
     cdef i64* cnt = &counts[0] if counts.shape[0] else NULL
+    # Known values of at most 8 bytes (sex, a region's code) are compared as words,
+    # every one of them for every row and without a branch: a row's value no longer
+    # steers the branches it takes (with two values as common as each other, a
+    # comparison in turn mispredicts every other row).
+    cdef uint64_t masks[WORD + 1]
+    cdef uint64_t words[MAX_VALUES_C]
+    cdef i64 lengths[MAX_VALUES_C]
+    cdef uint8_t ones[WORD]
+    cdef uint64_t w
+    cdef i64 length, j
+    cdef const uint8_t* end = src + data.shape[0]
+    cdef const uint8_t* vend = vd + vdata.shape[0]
+    cdef bint short = m <= MAX_VALUES_C
+    for j in range(m):
+        short = short and vo[j + 1] - vo[j] <= WORD
+    if short:
+        for j in range(WORD + 1):
+            for i in range(WORD):
+                ones[i] = 0xFF if i < j else 0
+            memcpy(&masks[j], ones, WORD)
+        for j in range(m):
+            lengths[j] = vo[j + 1] - vo[j]
+            words[j] = _word(vd + vo[j], lengths[j], vend, masks)
     with nogil:
-        for i in range(n):
-            if not valid_bit(b, bit_offset + i):
-                code = missing_code
-            else:
-                code = _find(src + off[i], off[i + 1] - off[i], vd, vo, m)
-                if code < 0:
-                    if first_unknown < 0:
-                        first_unknown = i
-                elif cnt != NULL:
-                    cnt[code] += 1
-            if dst != NULL:
-                dst[i] = code
+        if short:
+            for i in range(n):
+                if not valid_bit(b, bit_offset + i):
+                    code = missing_code
+                else:
+                    length = off[i + 1] - off[i]
+                    code = -1
+                    if length <= WORD:
+                        w = _word(src + off[i], length, end, masks)
+                        for j in range(m):
+                            code = j if (w == words[j]) & (length == lengths[j]) else code
+                    if code < 0:
+                        if first_unknown < 0:
+                            first_unknown = i
+                    elif cnt != NULL:
+                        cnt[code] += 1
+                if dst != NULL:
+                    dst[i] = code
+        else:
+            for i in range(n):
+                if not valid_bit(b, bit_offset + i):
+                    code = missing_code
+                else:
+                    code = _find(src + off[i], off[i + 1] - off[i], vd, vo, m)
+                    if code < 0:
+                        if first_unknown < 0:
+                            first_unknown = i
+                    elif cnt != NULL:
+                        cnt[code] += 1
+                if dst != NULL:
+                    dst[i] = code
     return first_unknown

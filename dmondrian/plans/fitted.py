@@ -22,7 +22,8 @@ from ..local import encode_table, kernel_rules, partition
 from ..noise import check_noise_dtypes, noisy_columns
 from ..sensitive import encode_sensitive
 from ..validation import check_options
-from .batch import Placing, lift_tables, summarize_batch
+from .batch import Placing, summarize_batch
+from .packed import lift_tables
 from .release import decide, node_depths, publish_rows
 from .sizing import LIFT_COST, PLAN_OPTIONS, fit_k, fit_trim
 from .tree import abut_cut_sides, build_tree
@@ -94,7 +95,7 @@ class FittedPlan(Placing):
 
     @property
     def lift_tables(self):
-        """The compiled lift's arrays (:func:`.batch.lift_tables`), made once."""
+        """The compiled lift's arrays (:func:`.packed.lift_tables`), made once."""
         if "_lift" not in self.__dict__:
             self.__dict__["_lift"] = lift_tables(self)
         return self.__dict__["_lift"]

@@ -242,8 +242,10 @@ def _fold_root(root, kept, dest, group, settled_node, settled_pair, people, pass
     node, pair = node[order], pair[order]
     groups, starts = np.unique(node, return_index=True)
     ends = np.r_[starts[1:], len(node)].astype(np.int64) if node.size else starts
-    sizes = group[groups].tolist()
-    for _, g, a, b in sorted(zip(sizes, groups.tolist(), starts, ends, strict=True)):
+    # Smallest first, ties by node: ordered in numpy (a batch publishes tens of
+    # thousands of groups, and the root usually needs only a few of them).
+    for i in np.lexsort((groups, group[groups])).tolist():
+        g, a, b = int(groups[i]), int(starts[i]), int(ends[i])
         kept[g], dest[g] = False, 0
         root = pd.unique(np.concatenate([root, pair[a:b]]))
         ok, n = root_ok(root)
