@@ -33,14 +33,7 @@ import numpy as np
 import pandas as pd
 
 from . import suppression
-from ._dask.cluster import (
-    cores_per_worker,
-    lasting_client,
-    release,
-    resolve_client,
-    run,
-    session,
-)
+from ._dask.cluster import cores_per_worker, lasting_client, release, resolve_client, run, session
 from ._dask.counting_write import anonymize_counting, cuts_certain
 from ._dask.cut_tree import flatten, leaf_nodes
 from ._dask.domain_pass import run_domain_pass
@@ -493,8 +486,7 @@ def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_count
             fewest = n - suppression.most_dropped(n, top.options)
             if not fewest <= written <= n:
                 raise RuntimeError(f"dmondrian: wrote {written} rows of {n}")
-            finish_written(result, top, undo,
-                           lambda unsure: unique_rows(ddf, unsure, c, progress))
+            finish_written(result, top, undo, lambda cols: unique_rows(ddf, cols, c, progress))
         return top
     finally:
         release(owned)

@@ -93,7 +93,7 @@ __all__ = ["MIN_ROWS", "UNIQUE_SHARE", "IdentifyingColumn", "check_identifiers",
            "check_allow_unique", "identifying_columns", "refuse_identifying", "candidates",
            "DistinctSketch", "distinct_sketch", "merge_distinct", "estimate_identifying",
            "SketchVerdict", "DISTINCT_REFUSED", "HLL_MARGIN",
-           "INDEX", "without_identifiers", "identifying_parts"]
+           "INDEX", "without_identifiers"]
 
 #: Tables with fewer rows are not checked (a small table has unique values by chance).
 MIN_ROWS = 1_000
@@ -628,37 +628,3 @@ def estimate_identifying(sketch: DistinctSketch, n_rows: int | None = None, inde
         elif estimate / (1 - HLL_MARGIN) + unseen >= UNIQUE_SHARE * n_rows:
             unsure.append(column)
     return SketchVerdict(found, unsure, n_rows, index_name, order)
-
-
-def identifying_parts(table, released_as_is, allow=()) -> tuple[list, callable]:
-    """What a report or a verification computes to find the columns singling out rows.
-
-    Returns ``(parts, finish)``: ``parts`` to compute along with the caller's
-    other aggregations and ``finish(computed_parts)`` giving the list of
-    :class:`IdentifyingColumn`. The parts are empty: a Dask table's candidate
-    columns are sketched here, in a pass of their own (a delayed graph
-    computed with the caller's expressions would not share their reads), and
-    the columns the sketch leaves unsure counted in another
-    (:func:`dmondrian._dask.unique_count.unique_rows`), on the default
-    scheduler.
-    """
-    if isinstance(table, pd.DataFrame):
-        found = identifying_columns(table, released_as_is, allow)
-        return [], lambda _: found
-    import dask
-    from dask import delayed
-
-    from ._dask.unique_count import unique_rows
-
-    meta = table._meta
-    checked = [c for c in candidates(meta.dtypes, meta.index, released_as_is) if c not in allow]
-    if not checked:
-        return [], lambda _: []
-    columns = [c for c in checked if c in meta.columns]
-    sketches = [delayed(distinct_sketch, pure=True)(p, checked)
-                for p in table[columns].to_delayed(optimize_graph=True)]
-    index_name = None if checked[-1] in meta.columns else checked[-1]
-    (merged,) = dask.compute(delayed(merge_distinct, pure=True)(*sketches))
-    found = estimate_identifying(merged, None, index_name).resolve(
-        lambda unsure: unique_rows(table, unsure))
-    return [], lambda _: found

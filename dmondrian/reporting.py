@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from .constraints import check_k
-from .identifiers import identifying_parts
+from .identifying_check import identifying_parts
 from .metrics import (
     DEFAULT_RISK_THRESHOLD,
     NCP,

@@ -25,7 +25,7 @@ import pandas as pd
 
 from .constraints import check_k
 from .errors import ParameterError
-from .identifiers import identifying_parts
+from .identifying_check import identifying_parts
 from .metrics import check_column, class_keys, compute, is_dask
 from .metrics._frames import N_COLUMN, groupby, meta_of
 from .metrics.per_class import (

@@ -244,7 +244,7 @@ def test_an_index_is_judged_as_the_local_engine_does(cluster):
 
 def test_the_exact_count_runs_only_for_columns_the_sketch_cannot_settle(cluster, monkeypatch):
     from dmondrian._dask import unique_count
-    from dmondrian.identifiers import identifying_parts
+    from dmondrian.identifying_check import identifying_parts
 
     asked = []
     real = unique_count.unique_rows
@@ -291,7 +291,8 @@ def _tables(draw):
                                                                   HealthCheck.filter_too_much])
 @given(_tables())
 def test_any_column_is_judged_alike(cluster, table):
-    from dmondrian.identifiers import identifying_columns, identifying_parts
+    from dmondrian.identifiers import identifying_columns
+    from dmondrian.identifying_check import identifying_parts
 
     df, npartitions = table
     parts, finish = identifying_parts(dd.from_pandas(df, npartitions=npartitions), ["c"])
