@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import warnings
 from contextlib import contextmanager
 
 from .._compat import scheduler_workers
 from .watchdog import wait_for
 
 __all__ = ["resolve_client", "session", "run", "worker_memory_per_thread", "cores_per_worker",
-           "lasting_client"]
+           "lasting_client", "close_patiently"]
 
 _ANNOUNCED: set = set()
 
@@ -66,7 +67,23 @@ def lasting_client(client=None) -> bool:
 def release(owned) -> None:
     """Close what :func:`resolve_client` created."""
     for obj in owned:
+        close_patiently(obj)
+
+
+def close_patiently(obj) -> None:
+    """Close a client or a cluster; a shutdown that times out only warns.
+
+    Closing comes after the job: its results are computed and its files
+    written and checked. On a loaded host an embedded LocalCluster's workers
+    can take longer to stop than dask waits, and failing the finished job
+    for it would tell the user their release is lost when it is not. The
+    worker processes are daemons, so they end with this process at the latest.
+    """
+    try:
         obj.close()
+    except TimeoutError:
+        warnings.warn(f"dmondrian: the {type(obj).__name__} took too long to shut down; "
+                      "the work it did is complete", RuntimeWarning, stacklevel=3)
 
 
 @contextmanager

@@ -92,9 +92,18 @@ def local_client(n_workers: int, memory_limit: int | None = None):
     """
     from distributed import Client, LocalCluster
 
+    from .._dask.cluster import close_patiently
+
     kwargs = {"n_workers": n_workers, "threads_per_worker": 1, "processes": True,
               "dashboard_address": None, "silence_logs": logging.ERROR}
     if memory_limit:
         kwargs["memory_limit"] = memory_limit
-    with LocalCluster(**kwargs) as cluster, Client(cluster) as client:
-        yield client
+    cluster = LocalCluster(**kwargs)
+    try:
+        client = Client(cluster)
+        try:
+            yield client
+        finally:
+            close_patiently(client)
+    finally:
+        close_patiently(cluster)
