@@ -27,8 +27,11 @@ and share, are withheld when rows were dropped (else the input's rows are the
 release's, and the suppressed rows are the masked ones, all visible in it).
 Nor does a figure computed over them stay: the NCP counting the dropped rows
 at full loss, ``(T + d) / (n + d)``, gives ``d`` to whoever prices the
-release's own labels (``T``); the manifest's NCP is then the one over the
-released rows (``"rows": "released"``).
+release's own labels (``T``), and normalized by the original's ranges it
+gives a dropped row's extreme (an age no released label reaches) to whoever
+solves for the range. The manifest's NCP is then the one over the released
+rows, normalized by the domains those rows span (``"rows": "released",
+"domains": "released"``).
 
 It is written atomically: a temporary file in the same directory, flushed
 and fsynced, then ``os.replace``, so a reader never sees half a manifest.
@@ -88,9 +91,10 @@ def withhold_exact(manifest: dict) -> dict:
       report counting dropped rows), the input's row count, the dropped
       rows, and the suppressed total and share are :data:`WITHHELD`: the
       release shows its own rows and its masked ones, not those left out.
-      The NCP, which counts them at full loss, becomes the report's NCP over
-      the released rows (``ncp_released``, marked ``"rows": "released"``),
-      or :data:`WITHHELD` when the report has none.
+      The NCP, which counts them at full loss and is normalized by ranges
+      they may stretch, becomes the report's NCP over the released rows and
+      the domains they span (``ncp_released``, marked ``"rows": "released",
+      "domains": "released"``), or :data:`WITHHELD` when the report has none.
 
     Examples
     --------
@@ -104,7 +108,7 @@ def withhold_exact(manifest: dict) -> dict:
     {'rows': 'withheld', 'share': 'withheld', 'masked': 4, 'dropped': 'withheld'}
     >>> m["metrics"] = {"k": 5, "ncp": {"overall": 0.31}, "ncp_released": {"overall": 0.3}}
     >>> withhold_exact(m)["metrics"]
-    {'k': 5, 'ncp': {'overall': 0.3, 'rows': 'released'}}
+    {'k': 5, 'ncp': {'overall': 0.3, 'rows': 'released', 'domains': 'released'}}
     """
     out = dict(manifest)
     metrics = out.get("metrics")
@@ -145,7 +149,8 @@ def withhold_exact(manifest: dict) -> dict:
         if dropped and ncp is not None and not (isinstance(ncp, Mapping)
                                                 and ncp.get("rows") == "released"):
             out["metrics"]["ncp"] = (WITHHELD if not isinstance(released, Mapping)
-                                     else {**released, "rows": "released"})
+                                     else {**released, "rows": "released",
+                                           "domains": "released"})
     return out
 
 

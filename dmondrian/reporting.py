@@ -36,7 +36,7 @@ from .metrics import (
     run,
     size_distribution,
 )
-from .metrics.certainty_penalty import check_weights, ncp_finish, ncp_plan
+from .metrics.certainty_penalty import check_weights, ncp_finish, ncp_plan, released_domains
 from .metrics.per_class import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
 from .metrics.risk import check_threshold, prosecutor
 from .metrics.sizes import finish_size_counts, size_counts_of
@@ -70,10 +70,12 @@ class Report:
         Information loss (None without ``original`` or ``domains``); rows
         suppressed count as full loss on every QI.
     ncp_released : NCP or None
-        Information loss over the released rows alone, when rows were left
-        out (``suppressed="drop"``; None otherwise): what a manifest records,
-        since ``ncp``, counting the rows left out, gives their number away
-        (:func:`dmondrian.manifest.withhold_exact`).
+        Information loss over the released rows alone, normalized by the
+        domains they span (:func:`dmondrian.metrics.certainty_penalty.released_domains`),
+        when rows were left out (``suppressed="drop"``; None otherwise): what a
+        manifest records, since ``ncp``, counting the rows left out and
+        normalized by the original's ranges, gives their number and the
+        extremes they held away (:func:`dmondrian.manifest.withhold_exact`).
     risk : Risk
     suppressed : Suppressed
         Rows masked (every QI ``"*"``) and, given ``original``, rows left
@@ -309,9 +311,11 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
     l_stats, summary, suppressed = results[0], results[1], results[-2]
     ncp = ncp_finish(plans, results[3], qis, results[2], w, summary.n_records,
                      suppressed.dropped or 0) if measure_ncp else None
-    # Over the released rows alone, the figure a manifest may carry (see Report).
-    ncp_released = ncp_finish(plans, results[3], qis, results[2], w, summary.n_records) \
-        if measure_ncp and suppressed.dropped else None
+    # Over the released rows alone and the domains they span, the figure a
+    # manifest may carry (see Report).
+    ncp_released = ncp_finish(plans, results[3], qis,
+                              released_domains(plans, results[3], qis, results[2]), w,
+                              summary.n_records) if measure_ncp and suppressed.dropped else None
     if plan is None:
         privacy = Privacy(summary.min_size)
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 
 import dask.dataframe as dd
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 import dmondrian
 from dmondrian import manifest as mf
 from dmondrian.errors import ParameterError
+from dmondrian.metrics import Domain
 
 QIS = ["age", "hours"]
 
@@ -181,6 +183,21 @@ def _numbers(tree):
         yield tree
 
 
+def _released_domains(released, domains):
+    """The domains an attacker reads off the release's labels alone: the outer bounds
+    of a numeric QI's ranges, the values a nominal QI's sets name."""
+    out = {}
+    for q, d in domains.items():
+        labels = {str(v) for v in released[q].dropna()} - {"*"}
+        if d.kind == "numeric":
+            points = [float(x) for t in labels for x in re.findall(r"-?\d+(?:\.\d+)?", t)]
+            out[q] = Domain(d.kind, max(points) - min(points))
+        else:
+            names = {x for t in labels for x in t.strip("{}").split(", ")}
+            out[q] = Domain(d.kind, len(names) - 1.0)
+    return out
+
+
 def _attack(manifest, released, domains, n_input):
     """What the manifest gives away of the rows left out, by every route we know."""
     n = manifest["rows"]["output"]
@@ -194,9 +211,13 @@ def _attack(manifest, released, domains, n_input):
     # NCP: counting the dropped rows at full loss, p = (T + d) / (n + d), where T is the
     # release's own cost (its labels priced on the domains, which an attacker knows or
     # reads off the labels): d = (p n - T) / (1 - p). The manifest's NCP must be the
-    # release's own, whatever d was.
-    own = dmondrian.metrics.ncp(released, list(domains), domains=domains)
+    # release's own, whatever d was, and normalized by the domains the release's
+    # labels span (else p = T' / (n R) gives the original's range R, and with it
+    # an extreme only a dropped row held): computed from the release alone, it is.
+    own = dmondrian.metrics.ncp(released, list(domains),
+                                domains=_released_domains(released, domains))
     ncp = manifest["metrics"]["ncp"]
+    assert ncp["rows"] == "released" and ncp["domains"] == "released"
     for q in domains:
         p, cost = ncp["per_attribute"][q], own.per_attribute[q] * n
         assert abs((p * n - cost) / (1 - p)) < 0.5  # derives 0 dropped rows, not d
@@ -242,3 +263,93 @@ def test_a_manifest_of_dropped_rows_hides_their_count_on_dask(tmp_path, process_
     released = pd.read_parquet(out)
     assert len(released) < len(df)
     _attack(manifest, released, compute_domains(df, ["age", "zip", "job"]), len(df))
+
+
+# -- nothing exact in metadata: the extremes of the rows left out --------------------------------
+# NCP normalized by the original's range R prices a class [a, b] at (b - a) / R: from the
+# manifest's NCP and the release's labels an attacker solves for R, so for the extreme a
+# dropped row held (age 119, where every released label stops below 90).
+
+
+def _one_old_man(age):
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"age": rng.integers(17, 91, 400),
+                       "income": rng.choice(["<=50K", ">50K"], 400)})
+    df.loc[0, "age"] = age  # the only age above 90; the budget drops its class
+    return df
+
+
+def _spans(released):
+    """The release's own cost before normalizing: the sum of its rows' label spans."""
+    bounds = released["age"].astype(str).str.findall(r"\d+")
+    return float(sum(int(b[-1]) - int(b[0]) for b in bounds))
+
+
+def _no_extreme(manifests, releases, df):
+    """The manifests of two inputs that differ only in a dropped row's age say the same,
+    and what they say is priced on the release's span, not on the one reaching the age."""
+    rel = releases[0]
+    assert all(r.equals(rel) for r in releases) and len(rel) < len(df)
+    top = max(int(b) for t in rel["age"] for b in re.findall(r"\d+", str(t)))
+    low = min(int(b) for t in rel["age"] for b in re.findall(r"\d+", str(t)))
+    assert top <= 90  # the old man's class was dropped
+    a, b = ({k: v for k, v in m.items() if k not in ("created", "output", "software")}
+            for m in manifests)
+    for m in (a, b):  # the run's wall time, not a figure of the data
+        m.get("extra", {}).pop("seconds", None)
+    assert a == b  # nothing in the manifest depends on the dropped age
+    p = a["metrics"]["ncp"]["per_attribute"]["age"]
+    assert a["metrics"]["ncp"]["domains"] == "released"
+    # Solving p = spans / (n R) for R gives the release's own span, not the input's.
+    assert _spans(rel) / (len(rel) * p) == pytest.approx(top - low)
+    assert 119 not in list(_numbers(a)) and 119 - 17 not in list(_numbers(a))
+
+
+def test_a_manifest_of_dropped_rows_hides_their_extreme_local(tmp_path):
+    from dmondrian.cli import main
+
+    manifests, releases, old = [], [], []
+    for age in (119, 150):
+        df = _one_old_man(age)
+        rel = dmondrian.anonymize(df, ["age"], 5, suppression=0.02, suppressed="drop")
+        rel.to_csv(tmp_path / f"api{age}.csv", index=False)
+        manifests.append(mf.write_manifest(output=tmp_path / f"api{age}.csv",
+                                           parameters={"k": 5}, input_rows=len(df),
+                                           released=rel, quasi_identifiers=["age"],
+                                           original=df, k=5))
+        releases.append(rel)
+        # What the attack gets from an NCP over the released rows but the input's range.
+        p = dmondrian.metrics.ncp(rel, ["age"], domains={"age": Domain("numeric", age - 17.0)})
+        old.append(17 + _spans(rel) / (len(rel) * p.per_attribute["age"]))
+    assert old == [pytest.approx(119), pytest.approx(150)]
+    _no_extreme(manifests, releases, df)
+    # The CLI, from a CSV, writes the same figures.
+    manifests, releases = [], []
+    for age in (119, 150):  # the same paths, as the manifest records them
+        _one_old_man(age).to_csv(tmp_path / "in.csv", index=False)
+        out = tmp_path / "out.csv"
+        assert main(["anonymize", str(tmp_path / "in.csv"), str(out), "--k", "5",
+                     "--qi", "age", "--suppression", "0.02", "--suppressed", "drop",
+                     "--local", "--no-progress", "--overwrite"]) == 0
+        manifests.append(json.loads((tmp_path / "out.csv.manifest.json").read_text()))
+        releases.append(pd.read_csv(out, dtype=str).sort_values(["age", "income"],
+                                                                ignore_index=True))
+    _no_extreme(manifests, releases, df)
+
+
+def test_a_manifest_of_dropped_rows_hides_their_extreme_on_dask(tmp_path, process_client):
+    from dmondrian.cli import main
+
+    manifests, releases = [], []
+    for age in (119, 150):
+        df = _one_old_man(age)
+        df.to_parquet(tmp_path / "in.parquet", index=False)
+        out = tmp_path / "out.parquet"
+        assert main(["anonymize", str(tmp_path / "in.parquet"), str(out), "--k", "5",
+                     "--qi", "age", "--suppression", "0.02", "--suppressed", "drop",
+                     "--distributed", "--scheduler", process_client.scheduler.address,
+                     "--no-progress", "--overwrite"]) == 0
+        manifests.append(json.loads((tmp_path / "out.parquet.manifest.json").read_text()))
+        releases.append(pd.read_parquet(out).astype(str).sort_values(
+            ["age", "income"], ignore_index=True))
+    _no_extreme(manifests, releases, df)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -20,7 +20,7 @@ from ._frames import HIDDEN_COLUMN, VALUE_COLUMN, class_keys, compute, groupby, 
 from .domains import Domain, compute_domains
 
 __all__ = ["NCP", "ncp", "label_cost", "label_costs", "resolve_domains", "check_weights",
-           "ncp_plan", "ncp_finish"]
+           "ncp_plan", "ncp_finish", "released_domains"]
 
 
 @dataclass(frozen=True)
@@ -194,6 +194,69 @@ def ncp_finish(plans, done, qis, domains, weights, n_records, n_dropped: int = 0
         per[q] = (total + n_dropped) / rows if rows else 0.0
     overall = float(sum(weights[q] * per[q] for q in qis))
     return NCP(per, overall, weights)
+
+
+def _label_domain(labels, domain: Domain, column) -> Domain:
+    """``domain`` rescaled to what the published ``labels`` cover: the span of their
+    outer bounds (ranges) or the values their sets name (nominal)."""
+    kind = domain.spec
+    shown = [str(v) for v in labels if not is_missing(v) and str(v) != MASK_LABEL]
+    # The labels were priced (label_costs) before, so they all parse.
+    if kind.label_shape == "range":
+        bounds = [kind.parse_label(t) for t in shown]
+        points = [kind.cost_point(b, domain, column)
+                  for i in bounds if i.lo is not None for b in (i.lo, i.hi)]
+        scale = kind.span(min(points), max(points)) if points else 0.0
+        return replace(domain, scale=float(scale), lo=None, hi=None)
+    if kind.label_shape == "set":
+        names = set().union(*(kind.parse_label(t) for t in shown))
+        # A missing value is one more value of a nominal QI (as in its domain).
+        names |= {"<NA>"} if any(is_missing(v) for v in labels) else set()
+        return replace(domain, scale=float(kind.count_scale(len(names))))
+    # A hierarchy's tree is given, not measured: its scale says nothing of the rows.
+    return domain
+
+
+def released_domains(plans, done, qis, domains) -> dict:
+    """The domains of :func:`ncp_plan`'s QIs as the released rows alone span them.
+
+    What a release leaves out (``suppressed="drop"``) may hold a QI's extremes:
+    an NCP normalized by the original's domains lets whoever prices the
+    release's labels solve for that range. Normalized by these, it depends on
+    the released rows only. Numeric, datetime and ordinal QIs span their labels'
+    outer bounds (the released originals' for QIs published as numbers);
+    nominal ones count the values their labels name; hierarchies keep their
+    tree.
+
+    Parameters
+    ----------
+    plans : dict
+        :func:`ncp_plan`.
+    done : list
+        Its computed parts, in ``qis`` order.
+    qis : list
+    domains : dict
+        ``{qi: Domain}`` of the original (kinds, categories, trees).
+
+    Returns
+    -------
+    dict
+        ``{qi: Domain}``.
+    """
+    out = {}
+    for q, value in zip(qis, done, strict=True):
+        if plans[q][0] == "labels":
+            out[q] = _label_domain(list(value[value > 0].index), domains[q], q)
+            continue
+        kind = domains[q].spec
+        shown = value[value["count"] > 0]
+        if len(shown) == 0:
+            out[q] = replace(domains[q], scale=0.0, lo=None, hi=None)
+            continue
+        lo = np.nanmin(kind.value_points(shown["min"]))
+        hi = np.nanmax(kind.value_points(shown["max"]))
+        out[q] = replace(domains[q], scale=float(kind.span(lo, hi)), lo=None, hi=None)
+    return out
 
 
 def resolve_domains(quasi_identifiers, original=None, domains=None, hierarchies=None,
