@@ -5,8 +5,9 @@ Run: python benchmarks/reference_releases.py --out refs.json [--only SUBSTRING] 
 
 The first form anonymizes a fixed set of tables with fixed options and writes
 ``{name: sha256}`` of every released DataFrame; the second compares two such
-files name by name and prints ``identical`` / ``DIFFERENT`` / ``missing``
-(exit status 1 unless every release in either file is identical in both).
+files name by name and prints ``identical`` / ``DIFFERENT`` / ``missing`` /
+``refused`` (both runs raised the same error: no release to compare; exit
+status 1 unless every release in either file is identical in both).
 Run the first form before and after a change (e.g. on main and on a branch)
 and compare.
 
@@ -51,7 +52,8 @@ The fingerprint (:func:`frame_digest`) covers the values and the index
 counts), the column names and order, every dtype, and for Categoricals the
 categories (values, order, dtype) and whether they are ordered. A case that
 raises is recorded as ``error: <type>: <message>`` so that both runs are
-still compared on it. Nothing here is timed.
+still compared on it: by the error's type and message, as a refusal, never as
+an identical release. Nothing here is timed.
 """
 
 from __future__ import annotations
@@ -259,24 +261,51 @@ def produce(only=None, dask=True) -> dict:
     return out
 
 
+ERROR = "error: "
+
+
+def verdict(old: str | None, new: str | None, old_name="old", new_name="new") -> str:
+    """How one release of two runs compares: ``identical``, ``refused`` or a difference.
+
+    A run that raised recorded ``error: <type>: <message>`` in place of a digest.
+    Two such runs released nothing, so they are never ``identical``: they are
+    ``refused`` when both raised the same error (type and message), and a
+    difference when the errors differ or only one side raised.
+    """
+    if old is None or new is None:
+        return f"missing in {old_name if old is None else new_name}"
+    old_refused, new_refused = old.startswith(ERROR), new.startswith(ERROR)
+    if old_refused and new_refused:
+        if old == new:
+            return f"refused in both ({old[len(ERROR):]})"
+        return f"DIFFERENT refusals ({old[len(ERROR):]} | {new[len(ERROR):]})"
+    if old_refused or new_refused:
+        side, error = (old_name, old) if old_refused else (new_name, new)
+        return f"DIFFERENT: refused in {side} only ({error[len(ERROR):]})"
+    return "identical" if old == new else "DIFFERENT"
+
+
 def compare(old_path, new_path) -> int:
+    """Print how every release of two runs compares; 1 unless all are identical releases."""
     old = json.loads(Path(old_path).read_text())
     new = json.loads(Path(new_path).read_text())
-    bad = 0
+    counts = {"identical": 0, "refused": 0, "different": 0}
     print(f"{'release':<38}{'':<12}{old_path} vs {new_path}")
     for name in [*old, *(n for n in new if n not in old)]:
-        if name not in old or name not in new:
-            verdict = f"missing in {old_path if name not in old else new_path}"
-        elif old[name] == new[name]:
-            verdict = "identical" + (" (both errors)" if old[name].startswith("error") else "")
-        else:
-            verdict = "DIFFERENT"
-        bad += not verdict.startswith("identical")
-        print(f"{name:<38}{verdict}")
-    same = sum(1 for n in old if n in new and old[n] == new[n])
-    print(f"{same} identical of {len(set(old) | set(new))}; "
-          + ("all identical" if not bad else f"{bad} DIFFERENT or missing"))
-    return 1 if bad else 0
+        said = verdict(old.get(name), new.get(name), old_path, new_path)
+        counts[next((k for k in ("identical", "refused") if said.startswith(k)),
+                    "different")] += 1
+        print(f"{name:<38}{said}")
+    total = len(set(old) | set(new))
+    summary = f"{counts['identical']} identical of {total}"
+    if counts["refused"]:
+        summary += f"; {counts['refused']} refused in both (no release to compare)"
+    if counts["different"]:
+        summary += f"; {counts['different']} DIFFERENT or missing"
+    elif not counts["refused"]:
+        summary += "; all identical"
+    print(summary)
+    return 0 if counts["identical"] == total else 1
 
 
 def main(argv=None) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import re
 import shlex
 import sys
@@ -94,3 +95,38 @@ def test_documented_command_parses(command, monkeypatch):
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
     with pytest.raises(_Parsed):
         module.main()
+
+
+def _compare(tmp_path, monkeypatch, old: dict, new: dict) -> int:
+    """``reference_releases.py --compare old.json new.json`` on these digests."""
+    module = _load(BENCHMARKS / "reference_releases.py", monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    for name, digests in (("old.json", old), ("new.json", new)):
+        Path(name).write_text(json.dumps(digests))
+    return module.compare("old.json", "new.json")
+
+
+REFUSED = "error: DMondrianError: column 'person_id' is unique"
+
+
+@pytest.mark.parametrize(("old", "new", "status", "said"), [
+    ("ab12", "ab12", 0, "identical"),
+    ("ab12", "cd34", 1, "DIFFERENT"),
+    (REFUSED, REFUSED, 1, "refused in both (DMondrianError: column 'person_id' is unique)"),
+    (REFUSED, REFUSED.replace("Error", "Warning"), 1, "DIFFERENT refusals"),
+    (REFUSED, REFUSED + "!", 1, "DIFFERENT refusals"),
+    (REFUSED, "ab12", 1, "DIFFERENT: refused in old.json only"),
+    ("ab12", REFUSED, 1, "DIFFERENT: refused in new.json only"),
+])
+def test_compare_tells_refusals_from_releases(old, new, status, said, tmp_path, monkeypatch,
+                                              capsys):
+    got = _compare(tmp_path, monkeypatch, {"case": old, "other": "ee"},
+                      {"case": new, "other": "ee"})
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("case "))
+    assert line.split(maxsplit=1)[1].startswith(said)
+    assert got == status
+    summary = out.splitlines()[-1]
+    # A refusal is never counted as an identical release.
+    assert summary.startswith(f"{2 if said == 'identical' else 1} identical of 2")
+    assert ("refused in both" in summary) == said.startswith("refused")
