@@ -213,3 +213,22 @@ def test_the_estimate_counts_each_labels_bounds_in_its_own_key_type():
     assert keys == 3 + KEYS_ROUTING_BYTES + (2 * 2 + 1) + BACK_ROUTING_BYTES
     _, even = exchanged_bytes(meta, 40.0, opts, 3.0)  # types unknown: spread evenly
     assert even == 3 + KEYS_ROUTING_BYTES + (2 * 1.5 + 1.5) + BACK_ROUTING_BYTES
+
+
+def test_a_categorical_of_unknown_categories_keeps_its_values(cluster, tmp_path):
+    # Read from Parquet, a dictionary column is a Categorical whose categories dask
+    # does not know (one placeholder category): released as is, it must keep its
+    # values on both paths, lazily and written.
+    df = mixed_table(3000, seed=9).assign(
+        tint=lambda t: pd.Categorical(np.where(t["payload"] % 3 == 0, "warm", "cold")))
+    df.to_parquet(tmp_path / "in.parquet")
+    ddf = dd.read_parquet(tmp_path / "in.parquet")
+    assert ddf["tint"].cat.known is False
+    qis = ["age", "zip", "when"]
+    for released in [*_both(ddf, cluster, qis, 8, leaf_rows=800)]:
+        assert released["tint"].astype(object).equals(df["tint"].astype(object))
+    for exchange in ("rows", "keys"):
+        D.anonymize_to_parquet(ddf, tmp_path / exchange, qis, 8, client=cluster,
+                               leaf_rows=800, exchange=exchange, allow_unique=["payload"])
+        written = pd.read_parquet(tmp_path / exchange).set_index("payload").sort_index()
+        assert written["tint"].astype(object).equals(df["tint"].astype(object)), exchange

@@ -20,7 +20,7 @@ import pandas as pd
 
 from .. import _kernel as K
 from .. import suppression
-from .._compat import unknown_categories
+from .._compat import has_unknown_categories, unknown_categories
 from ..constraints import KAnonymity, KernelPrivacy, kernel_privacy, with_entity
 from ..entities import encode_entities
 from ..identifiers import without_identifiers
@@ -392,9 +392,22 @@ def write_output_partition(df: pd.DataFrame, top: TopPlan, sink: ParquetSink,
 
 
 def conform(frame: pd.DataFrame, meta: pd.DataFrame, keep=()) -> pd.DataFrame:
-    """``frame``'s columns in ``meta``'s order and dtypes, but the columns in ``keep``."""
+    """``frame``'s columns in ``meta``'s order and dtypes, but the columns in ``keep``.
+
+    A Categorical whose categories dask does not know (a Parquet dictionary column,
+    say) keeps the partition's own: cast to the meta's placeholder category, every
+    value would become missing.
+    """
     frame = frame[list(meta.columns)]
-    mismatched = {c: t for c, t in meta.dtypes.items() if c not in keep and frame[c].dtype != t}
+    mismatched = {}
+    for c, t in meta.dtypes.items():
+        if c in keep or frame[c].dtype == t:
+            continue
+        if isinstance(t, pd.CategoricalDtype) and has_unknown_categories(t):
+            if isinstance(frame[c].dtype, pd.CategoricalDtype):
+                continue
+            t = pd.CategoricalDtype(ordered=t.ordered)
+        mismatched[c] = t
     return frame.astype(mismatched) if mismatched else frame
 
 
