@@ -72,6 +72,20 @@ cdef inline i64 _find(const uint8_t* row, i64 length, const uint8_t* vdata,
     return -1
 
 
+cdef inline i64 _tally(i64 code, Py_ssize_t i, i64 first_unknown,
+                       i64* cnt) noexcept nogil:
+    """Count a row's ``code`` (-1: not known); return the first row not known so far.
+
+    Nulls are not tallied: their code may fall outside ``cnt``.
+    """
+    if code < 0:
+        if first_unknown < 0:
+            first_unknown = i
+    elif cnt != NULL:
+        cnt[code] += 1
+    return first_unknown
+
+
 #: Longest known value the word lookup compares as one 8-byte word.
 cdef enum:
     WORD = 8
@@ -170,11 +184,7 @@ def lookup_strings(const offset_t[::1] offsets, const uint8_t[::1] data,
                         w = _word(src + off[i], length, end, masks)
                         for j in range(m):
                             code = j if (w == words[j]) & (length == lengths[j]) else code
-                    if code < 0:
-                        if first_unknown < 0:
-                            first_unknown = i
-                    elif cnt != NULL:
-                        cnt[code] += 1
+                    first_unknown = _tally(code, i, first_unknown, cnt)
                 if dst != NULL:
                     dst[i] = code
         else:
@@ -183,11 +193,7 @@ def lookup_strings(const offset_t[::1] offsets, const uint8_t[::1] data,
                     code = missing_code
                 else:
                     code = _find(src + off[i], off[i + 1] - off[i], vd, vo, m)
-                    if code < 0:
-                        if first_unknown < 0:
-                            first_unknown = i
-                    elif cnt != NULL:
-                        cnt[code] += 1
+                    first_unknown = _tally(code, i, first_unknown, cnt)
                 if dst != NULL:
                     dst[i] = code
     return first_unknown
