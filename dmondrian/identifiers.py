@@ -464,7 +464,12 @@ def _registers(values: pd.Series) -> np.ndarray:
 
         add_words(words, registers, _HLL_BITS)
         return registers
-    h = pd.util.hash_pandas_object(values, index=False, categorize=_repeats(values))
+    if _repeats(values):
+        # A register keeps its values' largest rank, so the distinct values alone give
+        # the rows' registers: each hashed once, and pyarrow text is never made Python
+        # objects for all its rows (as hashing them, or categorizing them first, does).
+        values = pd.Series(values.unique(), copy=False)
+    h = pd.util.hash_pandas_object(values, index=False, categorize=False)
     h = h.to_numpy().astype(np.uint32)
     rank = _trailing_zeros_plus_one(h)
     rank[h == 0] = 33
@@ -478,11 +483,11 @@ _REPEAT_PROBE = 2048
 
 def _repeats(values: pd.Series) -> bool:
     """Whether the values of a column pandas hashes as objects repeat enough that hashing
-    each distinct value once (pandas' ``categorize``, a factorize first) pays.
+    each distinct value once (the column's unique values first) pays.
 
-    Both ways give the same hashes. Categorizing costs a hash table over every
-    row: it pays on a few distinct values, and costs 4x on unique ones (ids,
-    long texts), which the identifying check is looking for.
+    Both ways give the same registers. Finding the unique values costs a hash
+    table over every row: it pays on a few distinct values, and costs 4x on
+    unique ones (ids, long texts), which the identifying check is looking for.
 
     Examples
     --------

@@ -197,6 +197,10 @@ def test_cli_refuses_in_one_line_and_drop_or_allow_unique_let_it_through(tmp_pat
     pd.Series(pd.to_timedelta(np.arange(2000), unit="s")),
     pd.Series([True, False, None] * 5, dtype=object),
     pd.Series([True, False] * 100),
+    # Few distinct values: each hashed once, the registers the rows' own.
+    pd.Series(["nurse", "clerk", None, "cook"] * 800, dtype="string[pyarrow]"),
+    pd.Series(pd.Categorical(["b", None, "a", "b"] * 700, categories=["a", "b", "c"])),
+    pd.Series(["a", 1, "b", 2.5, None] * 600, dtype=object),
 ])
 @pytest.mark.parametrize("numpy_has_bitwise_count", [True, False])
 def test_dask_sketch_registers_are_dasks_own(values, numpy_has_bitwise_count, monkeypatch):
