@@ -215,12 +215,15 @@ class _Counted:
 
     ``summary``: the whole table's (:class:`.batch.BatchSummary`); ``kept``: futures of
     every counted partition's nodes, on the workers (None: not kept); ``offsets``:
-    every counted partition's first row's position (None: the cuts split no ties).
+    every counted partition's first row's position (None: the cuts split no ties);
+    ``placer``: the future of the placing tables scattered to every worker, on a
+    cluster that outlives the call (None otherwise).
     """
 
     summary: object
     kept: list | None
     offsets: list | None
+    placer: object = None
 
 
 def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked,
@@ -258,7 +261,7 @@ def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked,
     if not keep:
         summary, distinct = run(client, reduced, progress, label)
         refuse_identifying(_identifying(distinct, index_name, ddf, client, progress))
-        return _Counted(summary, None, offsets)
+        return _Counted(summary, None, offsets)  # the cluster is closed: nothing scattered
     # The nodes are computed with the summary and left on their workers.
     (summary, distinct), kept = run(client, reduced, progress, label,
                                     keep=[c[1] for c in counted])
@@ -268,7 +271,7 @@ def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked,
         client.cancel(kept)  # refused (nothing to publish), or too large to keep
         kept = None
     refuse_identifying(found)
-    return _Counted(summary, kept, offsets)
+    return _Counted(summary, kept, offsets, plan_d)
 
 
 def _identifying(distinct, index_name, ddf, client, progress) -> list:
@@ -288,16 +291,18 @@ def _publishing_pass(plan, placer, ddf, release, counted: _Counted, client, thre
     """The lazy release: from the kept nodes when they pair with the partitions, else
     placing the rows again (at the counted offsets when the cuts split ties)."""
     meta = _publish(ddf._meta, placer, release)
-    if counted.kept is not None:
-        # The release is computed on the cluster that keeps the nodes: its label
+    if counted.placer is None:  # computed elsewhere: the tables travel in the graph
+        classes, plan_d = constant(release, "classes"), constant(placer, "plan")
+    else:
+        # The release is computed on the cluster the counting pass ran on: its label
         # tables go to every worker now, as the placing tables did, not in the graph.
-        out = _publish_from_kept(plan, ddf, counted.kept,
-                                 client.scatter(release, broadcast=True, hash=False), meta)
+        classes = client.scatter(release, broadcast=True, hash=False)
+        plan_d = counted.placer
+    if counted.kept is not None:
+        out = _publish_from_kept(plan, ddf, counted.kept, classes, meta)
         if out is not None:
             return out
         client.cancel(counted.kept)  # (never seen) parts that do not pair: place again
-    classes = constant(release, "classes")
-    plan_d = constant(placer, "plan")
     if counted.offsets is not None:
         return _publish_at_offsets(ddf, plan_d, classes, counted.offsets, threads, meta)
     return _publish_placing_again(ddf, plan_d, classes, threads, meta)
