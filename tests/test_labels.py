@@ -226,6 +226,9 @@ def test_no_labels_and_bad_arguments():
         _labels.format_labels(empty, empty, np.zeros(0, dtype=bool), 7, 0, *NO_TABLE)
 
 
+_DAY_NS = 86_400 * 10 ** 9
+
+
 def reference_groups(lo, hi, missing):
     """Distinct triples by a lexsort (the all-missing lo = MISSING_KEY sorts last)."""
     order = np.lexsort((missing, hi, lo))
@@ -244,16 +247,15 @@ def group(lo, hi, missing):
     return group_triples(*table, np.column_stack([noise % 2 == 0, missing]), 1)
 
 
-def classes(draw_values):
+def classes(draw_values, widths=(0, 0, 1, 3, 2 ** 40, 2 ** 61)):
     """(lo, hi, missing) arrays of classes, some all missing."""
     @st.composite
     def build(draw):
         n = draw(st.integers(1, 100))
         pool = draw(st.lists(draw_values, min_size=1, max_size=12))
         lo = draw(st.lists(st.sampled_from(pool), min_size=n, max_size=n))
-        widths = draw(st.lists(st.sampled_from([0, 0, 1, 3, 2 ** 40, 2 ** 61]), min_size=n,
-                               max_size=n))
-        hi = np.array([min(a + w, INT64_MAX - 1) for a, w in zip(lo, widths)], dtype=np.int64)
+        widths_ = draw(st.lists(st.sampled_from(widths), min_size=n, max_size=n))
+        hi = np.array([min(a + w, INT64_MAX - 1) for a, w in zip(lo, widths_)], dtype=np.int64)
         lo = np.array(lo, dtype=np.int64)
         missing = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)))
         gone = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n))) & missing
@@ -266,7 +268,12 @@ def classes(draw_values):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(classes(st.integers(-50, 50)), classes(st.integers(INT64_MIN, INT64_MAX - 1)),
-                 classes(st.integers(0, 2 ** 62))))
+                 classes(st.integers(0, 2 ** 62)),
+                 # Dates in nanoseconds: bounds on whole days, packed as days.
+                 classes(st.integers(-(2 ** 16), 2 ** 16).map(lambda d: d * _DAY_NS),
+                         (0, _DAY_NS, 40 * _DAY_NS, 2 ** 15 * _DAY_NS)),
+                 classes(st.integers(0, 3).map(lambda d: INT64_MIN + 2 ** 62 * d + 7),
+                         (0, 2 ** 61))))
 def test_grouping_matches_a_lexsort(case):
     lo, hi, missing = case
     u_lo, u_hi, u_missing, inverse = group(lo, hi, missing)
