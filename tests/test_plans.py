@@ -245,6 +245,41 @@ def test_narrow_walk_compares_keys_between_and_past_cut_values():
     plan.__dict__.pop("_lift", None)
 
 
+def test_packed_records_put_two_levels_of_a_subtree_in_a_line():
+    # The root, then sibling pairs side by side; a pair that starts a cache line of
+    # the 8-byte records has its nodes' children pairs in that line, so a row reads
+    # a line every two levels there, where breadth-first order read one a level.
+    from dmondrian._kernel.lift import line_order
+    from dmondrian.plans.packed import LINE_PAIRS
+
+    df = _table(3000, 8)
+    plan = fit_plan(df, ["age", "when", "job", "grade"], 3)
+    cuts = plan.tree.cuts
+    order, height = line_order(cuts.qi, cuts.left, cuts.right, LINE_PAIRS)
+    m = plan.tree.n_nodes
+    assert order[0] == 0 and np.array_equal(np.sort(order), np.arange(m))
+    at = np.empty(m, dtype=np.int64)
+    at[order] = np.arange(m)
+    inner = np.flatnonzero(cuts.qi >= 0)
+    assert (at[cuts.right[inner]] == at[cuts.left[inner]] + 1).all()
+    assert (at[cuts.left[inner]] % 2 == 1).all()
+    line = (at - 1) // (2 * LINE_PAIRS)
+    starts = inner[(at[cuts.left[inner]] - 1) % (2 * LINE_PAIRS) == 0]
+    assert starts.size > 10
+    for x in starts:
+        for child in (cuts.left[x], cuts.right[x]):
+            if cuts.qi[child] >= 0:
+                assert line[cuts.left[child]] == line[cuts.left[x]]
+    depth = np.zeros(m, dtype=np.int64)
+    for x in order:
+        if cuts.qi[x] >= 0:
+            depth[cuts.left[x]] = depth[cuts.right[x]] = depth[x] + 1
+    assert height == depth.max() and plan.lift_tables[4] == height
+    assert plan.lift_tables[5].ctypes.data % 64 == 56  # record 1 starts a line
+    with pytest.raises(ValueError, match="not a tree"):
+        line_order(cuts.qi, np.zeros(m, dtype=np.int64), cuts.right, LINE_PAIRS)
+
+
 def test_integer_and_date_bounds_are_32_bit_offsets():
     # Ages, days and ordinal codes fit a record's 32-bit offsets (a day is the dates'
     # unit); float keys do not, and keep 64-bit bounds.

@@ -7,11 +7,13 @@ block of rows steps down the cut tree one level at a time (their walks are
 independent, so the CPU overlaps their memory reads, and each step prefetches
 the record its row reads next, a block later), then each row climbs from its
 leaf to the deepest node on its path whose fitted region holds its values
-(see :mod:`dmondrian.plans.batch`, whose rule this is). A block's lift
-waits for its leaves' records while the next block is walked.
+(see :mod:`dmondrian.plans.batch`, whose rule this is). A block's leaves'
+records are asked for when it is walked, and again a few rows ahead of its
+lift, which runs after the next block's walk.
 
-Every array is in breadth-first order (:func:`dmondrian.plans.packed.packed_tree`):
-the top levels, which every row visits, sit together. A node of the walk is an
+Every array is in the packed tree's order (:func:`dmondrian.plans.packed.packed_tree`,
+:func:`line_order`): siblings side by side, a cache line holding the top two
+levels of a subtree, the top levels, which every row visits, together. A node of the walk is an
 8-byte :c:type:`Narrow` record, eight to a cache line, when the plan's cut
 values fit 32-bit offsets (a block's keys are then narrowed once, before its
 walk); else, and for plans whose cuts split ties, a 16-byte :c:type:`Step`. Everything the lift reads of a node
@@ -40,6 +42,12 @@ cdef extern from *:
 # Rows walked down the tree together (as in :mod:`dmondrian._kernel.routing`).
 cdef enum:
     BLOCK = 256
+
+# Rows ahead of the one being lifted whose leaf's record is asked for again: the
+# request made after the block's walk (a block earlier) is often evicted by the
+# next block's walk before the lift reads it.
+cdef enum:
+    LIFT_AHEAD = 16
 
 # Bytes of a ``rec`` record before its flags: the node's number in the plan and its
 # parent's record (int32 each).
@@ -222,13 +230,19 @@ cdef void _walk(Py_ssize_t s, Py_ssize_t b_n, const Step* steps, const i64* eq,
                 break
 
 
+cdef inline void _prefetch_rec(const uint8_t* r, Py_ssize_t rec_w) noexcept nogil:
+    prefetch(r)
+    if rec_w > 64:
+        prefetch(r + 64)
+
+
 cdef void _lift(Py_ssize_t s, Py_ssize_t b_n, const i64* keys, Py_ssize_t stride,
                 Py_ssize_t d, const uint8_t* unseen, const uint8_t* rec, Py_ssize_t rec_w,
                 const int32_t* slot, const i64* scale, i64* nd_buf, i64* pending, i64* node,
                 uint8_t* outside) noexcept nogil:
     """Lift rows ``s .. s + b_n - 1`` from their leaf (``nd_buf``) to the node holding
     them. Each wave checks every row still climbing and asks for the next node's
-    record for the next wave."""
+    record for the next wave, and for the record of the row ``LIFT_AHEAD`` places on."""
     cdef Py_ssize_t b, i, k, n_pending = b_n, kept
     cdef i64 nd
     cdef int32_t original, up
@@ -242,6 +256,8 @@ cdef void _lift(Py_ssize_t s, Py_ssize_t b_n, const i64* keys, Py_ssize_t stride
             b = pending[k]
             i = s + b
             nd = nd_buf[b]
+            if k + LIFT_AHEAD < n_pending:
+                _prefetch_rec(rec + nd_buf[pending[k + LIFT_AHEAD]] * rec_w, rec_w)
             if unseen != NULL and unseen[i]:
                 node[i] = 0
                 outside[i] = 1
@@ -289,9 +305,7 @@ cdef void _place_range(Py_ssize_t n, const Step* steps, const i64* eq,
                 _walk(s, b_n, steps, eq, tie_before, ranks, height, keys, stride, pos,
                       use_tie, cur)
             for b in range(b_n):
-                prefetch(rec + cur[b] * rec_w)
-                if rec_w > 64:
-                    prefetch(rec + cur[b] * rec_w + 64)
+                _prefetch_rec(rec + cur[b] * rec_w, rec_w)
         if blk > 0:
             s = (blk - 1) * BLOCK
             b_n = min(<Py_ssize_t>BLOCK, n - s)
@@ -313,7 +327,7 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
         The rows' keys in the plan's encoding (rows contiguous; a slice of a
         larger matrix's columns is read in place).
     steps : int64 array (nodes, 2)
-        The packed tree, one :c:type:`Step` record per row, breadth-first
+        The packed tree, one :c:type:`Step` record per node, in :func:`line_order`'s order
         (:func:`dmondrian.plans.packed.packed_tree`).
     eq, tie_before : int64 arrays (nodes,)
         Tied rows (value ``eq``) before input position ``tie_before`` go left
@@ -328,7 +342,7 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
     unseen : uint8 array (rows,) or (0,)
         1 for rows holding a value the plan never saw (they go to the root).
     rec : uint8 array (nodes, width)
-        A record per node, breadth-first: its number in the plan (depth-first)
+        A record per node, in ``steps``' order: its number in the plan (depth-first)
         and its parent's record (-1 for the root) as int32, a flag byte per QI
         (missing held, open below, open above), whether it holds each code of
         every nominal QI, and the bounds ``lo, hi`` of every ordered QI (int64,
@@ -398,3 +412,84 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
         _place_range(n, st, ep, tp, &ranks[0], height, kp, stride, d, pp, use_tie, up,
                      &rec[0, 0], rec_w, &slot[0], sp, &buf[0], np_, bp, cp, &k32[0],
                      &node[0], &outside[0])
+
+
+def line_order(const i64[::1] qi, const i64[::1] left, const i64[::1] right,
+               Py_ssize_t line_pairs):
+    """The walk's records in cache-line order: the root, then sibling pairs, each line
+    filled from one pair down its subtree.
+
+    Each line takes up to ``line_pairs`` pairs, breadth-first from one pair
+    (the pair, its nodes' children pairs, then their children's); pairs that
+    do not fit wait, in the order their parents were placed, to start lines
+    of their own, and a subtree too small to fill its line leaves the rest to
+    the next waiting pair.
+
+    Parameters
+    ----------
+    qi, left, right : int64 arrays (nodes,)
+        The cut tree (``qi < 0``: a leaf), node 0 the root.
+    line_pairs : int
+        Pairs in a line (4 for 8-byte records).
+
+    Returns
+    -------
+    tuple
+        ``(order, height)``: the node of each record (fewer than the tree's
+        nodes when some are not reached from the root), and the levels below
+        the root.
+
+    Raises
+    ------
+    ValueError
+        When a child is out of range, or the cut tree is not a tree.
+    """
+    cdef Py_ssize_t m = qi.shape[0], n = 0, s_head = 0, s_tail = 0, t_head, t_tail
+    cdef Py_ssize_t room, x, a, b, height = 0
+    if left.shape[0] != m or right.shape[0] != m or line_pairs < 1:
+        raise ValueError("qi, left and right must have a value per node")
+    order_a = np.empty(m, dtype=np.int64)
+    if m == 0:
+        return order_a, 0
+    depth_a = np.zeros(m, dtype=np.int64)
+    seeds_a = np.empty(m, dtype=np.int64)
+    todo_a = np.empty(2 * line_pairs + 1, dtype=np.int64)
+    cdef i64[::1] order = order_a, depth = depth_a, seeds = seeds_a, todo = todo_a
+    cdef bint bad = False
+    with nogil:
+        order[0] = 0
+        n = 1
+        if qi[0] >= 0:
+            seeds[0] = 0
+            s_tail = 1
+        while s_head < s_tail and not bad:
+            todo[0] = seeds[s_head]
+            s_head += 1
+            t_head, t_tail = 0, 1
+            room = line_pairs - ((n - 1) // 2) % line_pairs
+            while t_head < t_tail and room > 0:
+                x = todo[t_head]
+                t_head += 1
+                a, b = left[x], right[x]
+                if a < 0 or a >= m or b < 0 or b >= m or n + 2 > m:
+                    bad = True
+                    break
+                order[n], order[n + 1] = a, b
+                n += 2
+                room -= 1
+                depth[a] = depth[b] = depth[x] + 1
+                height = max(height, depth[a])
+                # Each node is placed once, and waits only after it is placed.
+                if qi[a] >= 0:
+                    todo[t_tail] = a
+                    t_tail += 1
+                if qi[b] >= 0:
+                    todo[t_tail] = b
+                    t_tail += 1
+            while t_head < t_tail and not bad:
+                seeds[s_tail] = todo[t_head]
+                s_tail += 1
+                t_head += 1
+    if bad:
+        raise ValueError("the cut tree is not a tree of its nodes")
+    return order_a[:n], height

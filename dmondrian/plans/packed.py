@@ -1,6 +1,6 @@
 """The fitted cut tree and nodes as the compiled pass reads them
-(:func:`dmondrian._kernel.lift.place_rows`): records renumbered breadth-first,
-packed into cache lines, made once per plan (:func:`lift_tables`).
+(:func:`dmondrian._kernel.lift.place_rows`): records renumbered a cache line at a
+time, packed into cache lines, made once per plan (:func:`lift_tables`).
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernel.constants import INT_MIN, MISSING_KEY
+from .._kernel.lift import line_order
 from .batch import EDGE_KINDS
 
 __all__ = ["MEMBER_BYTES", "lift_tables", "narrow_tree", "packed_tree"]
@@ -25,9 +26,13 @@ REC_HEAD = 8
 def packed_tree(cuts):
     """The cut tree as the compiled walk reads it (:func:`dmondrian._kernel.lift.place_rows`).
 
-    Nodes are renumbered breadth-first, siblings side by side, so the top
-    levels, which every row visits, sit together in a few cache lines, and a
-    node's right child is the one after its left. Each node is a 16-byte
+    Nodes are renumbered a cache line at a time, siblings side by side (a
+    node's right child is the one after its left): the root, then each line
+    four sibling pairs from the top of one subtree, a pair, its nodes'
+    children and a grandchild's (:func:`dmondrian._kernel.lift.line_order`),
+    so that a row reads a line every two levels or so where breadth-first
+    order put every level on another line; the lines are filled top-down, so
+    the top levels, which every row visits, still sit together. Each node is a 16-byte
     record: ``t``, then the left child and ``qi | (rank_off + 1) << 8`` as
     int32 halves; a leaf is its own left child and sends every row left.
 
@@ -44,20 +49,12 @@ def packed_tree(cuts):
     if (qi.max(initial=0) > 255 or cuts.ranks.shape[0] >= (1 << 23)
             or m >= (1 << 31) - 1):
         return None
-    order, level, height = [np.zeros(1, dtype=np.int64)], np.zeros(1, dtype=np.int64), 0
-    while True:
-        level = level[qi[level] >= 0]
-        if level.size == 0:
-            break
-        level = np.stack([left[level], right[level]], axis=1).ravel()
-        order.append(level)
-        height += 1
-    order = np.concatenate(order)
+    order, height = line_order(qi, left, right, LINE_PAIRS)
     if order.size != m:
         raise ValueError("the cut tree has nodes its root does not reach")
     new_id = np.empty(m, dtype=np.int64)
     new_id[order] = np.arange(m, dtype=np.int64)
-    steps = np.zeros((m, 2), dtype=np.int64)
+    steps = _after_line_start(m, 16).view(np.int64)
     words = steps.view(np.int32)  # columns 2 and 3: the records' int32 fields
     is_leaf = qi[order] < 0
     steps[:, 0] = np.where(is_leaf, MISSING_KEY, cuts.t[order])
@@ -69,6 +66,10 @@ def packed_tree(cuts):
             np.ascontiguousarray(cuts.tie_before[order] if ties else _NO_COUNTS,
                                  dtype=np.int64),
             np.ascontiguousarray(cuts.ranks, dtype=np.int64), height, order)
+
+
+#: Sibling pairs of 8-byte records in a cache line (:func:`packed_tree`).
+LINE_PAIRS = 4
 
 
 #: Nodes the narrow walk's records can number (a left child in 24 bits of an int32).
@@ -130,10 +131,18 @@ def narrow_tree(steps: np.ndarray, ranks: np.ndarray, d: int) -> tuple:
             return _NO_NARROW
         conv[j] = base, unit, (top - base) // unit
         a[cut] = (values - base) // unit
-    records = np.empty((m, 2), dtype=np.int32)
+    records = _after_line_start(m, 8).view(np.int32)
     records[:, 0] = a
     records[:, 1] = (left << 8) | (nominal.astype(np.int64) << 7) | np.where(leaf, 0, qi)
     return records, rbit, conv.ravel()
+
+
+def _after_line_start(m: int, width: int) -> np.ndarray:
+    """A zeroed uint8 ``(m, width)`` array whose second row starts a 64-byte line, so
+    that the sibling pairs after the root (:func:`packed_tree`) fill whole lines."""
+    flat = np.zeros(m * width + 64, dtype=np.uint8)
+    skip = (64 - width - flat.ctypes.data) % 64
+    return flat[skip:skip + m * width].reshape(m, width)
 
 
 def _aligned_records(m: int, width: int) -> np.ndarray:
@@ -187,7 +196,8 @@ def _narrow_bounds(lo: np.ndarray, hi: np.ndarray, flags: np.ndarray):
 
 
 def lift_tables(plan):
-    """The arrays :func:`dmondrian._kernel.lift.place_rows` reads, breadth-first (None:
+    """The arrays :func:`dmondrian._kernel.lift.place_rows` reads, in :func:`packed_tree`'s
+    order (None:
     the records would exceed :data:`MEMBER_BYTES`, or the tree does not fit
     :func:`packed_tree`'s records; rows are then routed and lifted apart, the
     lift in numpy).
