@@ -34,6 +34,7 @@ import pandas as pd
 
 from . import suppression
 from ._dask.cluster import cores_per_worker, lasting_client, release, resolve_client, run, session
+from ._dask.columns import read_columns
 from ._dask.counting_write import anonymize_counting, cuts_certain
 from ._dask.cut_tree import flatten, leaf_nodes
 from ._dask.domain_pass import run_domain_pass
@@ -198,7 +199,8 @@ def anonymize(ddf, quasi_identifiers, k, **options):
 
 @takes_options(ANONYMIZE, DASK_PLAN)
 def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=False,
-         _check_in_write=False, _check_identifying=True, **options) -> TopPlan:
+         _check_in_write=False, _check_identifying=True, _read_needed=False,
+         **options) -> TopPlan:
     """Run the domain pass and the top phase; return the cut tree (steps 1-2).
 
     Parameters are those of :func:`anonymize`; ``sample_rows`` sets the
@@ -212,7 +214,8 @@ def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=Fa
     write tasks check for identifying columns,
     :mod:`dmondrian._dask.written_check`. ``_check_identifying`` False, for
     :func:`dmondrian.plans.dask_fit.fit_plan_dask`, which releases nothing:
-    no check at all.)
+    no check at all; ``_read_needed`` True, for it too: the passes read only
+    the QIs and the columns the leaves read, ``TopPlan.columns`` lists those.)
 
     Returns
     -------
@@ -229,8 +232,10 @@ def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=Fa
                               anonymize_options)
     timeout = check_stall_timeout(options["stall_timeout"])
     exchange = check_exchange(options["exchange"])
-    # Direct identifiers are never read: no pass, no shuffle carries them.
-    ddf = without_identifiers(ddf, opts.identifiers)
+    # Direct identifiers are never read: no pass, no shuffle carries them (nor, in
+    # a fit, any column but the QIs and the leaves' inputs).
+    ddf = (ddf[read_columns(ddf.columns, opts)] if _read_needed
+           else without_identifiers(ddf, opts.identifiers))
     cluster_client, owned = resolve_client(options["client"])
     try:
         with stall_timeout(timeout):

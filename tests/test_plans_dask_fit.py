@@ -196,3 +196,34 @@ def test_estimator_fits_an_entity_plan_on_dask(process_client, events, day, tmp_
     # Relaxed cuts are still fitted in memory only: the estimator keeps no plan.
     relaxed = MondrianAnonymizer(k=6, quasi_id=EVENT_QIS, entity="user_id", mode="relaxed")
     assert relaxed.fit(dd.from_pandas(events, npartitions=3)).plan_ is None
+
+
+@pytest.mark.parametrize("options", [
+    {"batch_rows": 2_500},
+    {"entity": "user_id", "sensitive": "event_type", "l": 2, "batch_rows": 2_500},
+])
+def test_a_dask_fit_reads_only_the_columns_it_needs(process_client, events, options):
+    # A wide table (60 columns besides the events') whose reader fails on any
+    # column but the QIs, the entity and the sensitive one: a fit needs no other.
+    rng = np.random.default_rng(5)
+    wide = events.assign(**{f"extra{i}": rng.integers(0, 1_000, len(events))
+                            for i in range(60)})
+    if "entity" not in options:
+        wide = wide.drop(columns="user_id")
+    needed = {*EVENT_QIS, options.get("entity"), options.get("sensitive")}
+
+    def read(i, columns=None):
+        """Partition ``i`` of ``wide``, its columns as dask projects them."""
+        columns = list(wide.columns) if columns is None else list(columns)
+        unneeded = sorted(set(columns) - needed)
+        if unneeded:
+            raise RuntimeError(f"the fit read {len(unneeded)} unneeded columns: "
+                               f"{unneeded[:3]}")
+        return wide[columns].iloc[i::4]
+
+    ddf = dd.from_map(read, range(4), meta=wide.iloc[:0], enforce_metadata=False)
+    plan = fit_plan(ddf, EVENT_QIS, 6, leaf_rows=2_000, **options)
+    narrow = wide[[c for c in wide.columns if c in needed]]
+    local = fit_plan(narrow.iloc[np.argsort(np.arange(len(wide)) % 4, kind="stable")],
+                     EVENT_QIS, 6, **options)
+    assert plan.n_leaves > 1 and _same_tree(plan, local)

@@ -9,7 +9,7 @@ travel as the index. See docs/design.md, section "Step 3: the shuffle".
 
 from __future__ import annotations
 
-__all__ = ["INDEX", "LEAF", "PARTITION", "key_names", "carried", "leaf_inputs"]
+__all__ = ["INDEX", "LEAF", "PARTITION", "key_names", "carried", "leaf_inputs", "read_columns"]
 
 #: The input index, when it is not the row positions.
 INDEX = "__dm_index"
@@ -49,3 +49,18 @@ def leaf_inputs(options) -> list:
     out = [c for c in (options.sensitive, options.entity) if c is not None]
     out += [nc.column for nc in options.noise if nc.column not in out]
     return out
+
+
+def read_columns(columns, options) -> list:
+    """The QIs and :func:`leaf_inputs` among ``columns``, in their order: all a pass
+    reads of a table whose other columns it does not publish.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> opts = SimpleNamespace(qis=["age"], sensitive="pay", entity=None, noise=[])
+    >>> read_columns(["id", "age", "note", "pay"], opts)
+    ['age', 'pay']
+    """
+    wanted = set(options.qis) | set(leaf_inputs(options))
+    return [c for c in columns if c in wanted]

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .._compat import shuffle_to_partitions
 from ..errors import ParameterError
-from .columns import INDEX, LEAF, PARTITION, carried, key_names
+from .columns import INDEX, LEAF, PARTITION, carried, key_names, read_columns
 from .global_domain import encode_keys
 from .graph import constant
 from .plan import TopPlan
@@ -161,8 +161,7 @@ def routing_input(ddf, top: TopPlan):
     written)."""
     if top.travelling is None:
         return ddf
-    wanted = set(top.options.qis) | set(top.travelling)
-    return ddf[[c for c in top.columns if c in wanted]]
+    return ddf[read_columns(top.columns, top.options)]
 
 
 def to_output_partitions(routed, n_partitions: int, shuffle_method, ordered: bool = False):

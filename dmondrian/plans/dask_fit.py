@@ -5,7 +5,9 @@
    kept only if exact counts show both children pass: k rows, or k distinct
    entities with ``entity=``, and l and t (over (entity, value) pairs with
    an entity).
-2. Its shuffle moves every leaf's rows to one task, which runs the local
+2. Its shuffle moves every leaf's rows to one task (only the columns a fit
+   reads: the QIs, the sensitive and the entity column; no pass reads any
+   other, whatever the table's width), which runs the local
    engine on the leaf (as the Dask engine's release does: global encodings and
    scales, the same constraints, t against the whole table's distribution)
    and rebuilds the leaf's cut tree (:func:`.tree.build_tree`). A task
@@ -247,7 +249,6 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
     from .._dask.graph import constant
     from .._dask.shuffle import distributed_shuffle_method, route_and_shuffle
     from ..constraints import KAnonymity
-    from ..identifiers import without_identifiers
 
     why = {"noise": ": give noise per release", "random_state": ": give it per release"}
     for name in ("suppression", "noise", "random_state", "constraints"):
@@ -270,17 +271,20 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
     try:
         k_fit, trim = k, 1
         if batch_rows is not None:
-            k_fit, trim = _fit_sizes(cluster_client, ddf, k, batch_rows, entity, progress)
+            k_fit, trim = _fit_sizes(cluster_client, ddf, quasi_identifiers, k, batch_rows,
+                                     entity, progress)
         # A fit releases nothing: the tables transformed through it are checked.
         top = distributed.plan(ddf, quasi_identifiers, k_fit, client=cluster_client,
-                               progress=progress, _check_identifying=False, **options)
+                               progress=progress, _check_identifying=False,
+                               _read_needed=True, **options)
         opts = top.options
         d = top.domain.d
         edges = (np.asarray(top.domain.key_lo, dtype=np.int64),
                  np.asarray(top.domain.key_hi, dtype=np.int64))
 
-        shuffled, _ = route_and_shuffle(without_identifiers(ddf, opts.identifiers), top,
-                                        distributed_shuffle_method())
+        # The columns the top phase read (the QIs, sensitive and entity): whole rows
+        # of a wide table would cross the network for nothing.
+        shuffled, _ = route_and_shuffle(ddf[top.columns], top, distributed_shuffle_method())
         whole = top.n_leaves == 1
         from dask import delayed
 
@@ -317,12 +321,15 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
             "trim": trim, "lift_cost": lift_cost if trim > 1 else None}
 
 
-def _fit_sizes(client, ddf, k, batch_rows, entity, progress) -> tuple:
+def _fit_sizes(client, ddf, qis, k, batch_rows, entity, progress) -> tuple:
     """``(fit_k, trim)`` for ``batch_rows``, from one pass counting the rows (and, with
     an entity, its distinct values: :func:`.sizing.fit_k` then counts people)."""
     from .._dask.cluster import run
 
-    jobs = [ddf.map_partitions(len).sum()]
+    # Counted on the QIs alone: a partition's length reads every column it is given.
+    named = {qis} if isinstance(qis, str) else set(qis)
+    read = [c for c in ddf.columns if c in named or c == entity]
+    jobs = [(ddf[read] if read else ddf).map_partitions(len).sum()]
     if entity is not None and entity in ddf.columns:  # (else the options' check names it)
         # Exact: the values are matched (hash-partitioned), not estimated.
         jobs.append(ddf[entity].nunique())
