@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from distributed_helpers import SHARED_WORKER_MEMORY
 
 from dmondrian.datasets import ADULT_ENV_VAR, load_adult
 
@@ -33,25 +34,38 @@ def adult(adult_dir):
     return load_adult(adult_dir, download=False)
 
 
+@pytest.fixture(scope="session")
+def shared_thread_cluster():
+    """An in-process ``LocalCluster`` (one worker, two threads), started once for the
+    session; each module connects its own :func:`client`."""
+    from distributed import LocalCluster
+
+    with LocalCluster(processes=False, n_workers=1, threads_per_worker=2,
+                      dashboard_address=":0") as cluster:
+        yield cluster
+
+
 @pytest.fixture(scope="module")
-def client():
-    """An in-process Dask cluster (one worker, two threads) shared by a module's tests."""
+def client(shared_thread_cluster):
+    """A client of the session's in-process cluster, the default client of a module's
+    tests; closing it at the module's end releases whatever the module left there."""
     from distributed import Client
 
-    with Client(processes=False, n_workers=1, threads_per_worker=2,
-                dashboard_address=":0") as c:
+    with Client(shared_thread_cluster) as c:
         yield c
 
 
 @pytest.fixture(scope="session")
 def shared_local_cluster():
-    """A ``LocalCluster`` of two worker processes (one thread each), started once for
-    the session: the workers import dmondrian anew, as on a real cluster. Modules
-    connect their own client (:func:`process_cluster`, :func:`process_client`)."""
+    """A ``LocalCluster`` of two worker processes (one thread each, 2 GiB each), started
+    once for the session: the workers import dmondrian anew, as on a real cluster.
+    Modules connect their own client (:func:`process_cluster`, :func:`process_client`).
+    The limit is one tests can name (test_watchdog asserts it), far above what the
+    tests' tables need."""
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=":0") as cluster:
+                      memory_limit=SHARED_WORKER_MEMORY, dashboard_address=":0") as cluster:
         yield cluster
 
 

@@ -14,6 +14,8 @@ ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "ma
 ADULT_QIS = ["age", "workclass", "education-num", "marital-status", "occupation", "race", "sex",
              "native-country"]
 CENSUS_QIS = ["age", "zip", "birth_date", "sex", "education"]
+#: Each worker process's memory limit on the session's shared cluster (conftest).
+SHARED_WORKER_MEMORY = 2 * 2**30
 _EDUCATION = ["none", "primary", "secondary", "bachelor", "master", "doctorate"]
 
 

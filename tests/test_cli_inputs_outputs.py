@@ -4,7 +4,7 @@ Bugs 3 (one ``--dtype`` converter), 6 (the Dask CSV reader agrees with the
 local one), 7 (CSV dialects on every command), 8 (missing output folders),
 9 (one voice for warnings) and 10 (a Dask release's manifest says as much
 as a local one). The ``--distributed`` runs use one multi-process cluster
-(``--scheduler``), started once for the module.
+(``--scheduler``): the session's shared one.
 """
 
 from __future__ import annotations
@@ -33,12 +33,9 @@ def _people(n: int = 3000, seed: int = 5) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None, memory_limit="1.5GB") as c:
-        yield c.scheduler_address
+def cluster(shared_local_cluster):
+    """The address of the session's two worker processes, for ``--scheduler``."""
+    return shared_local_cluster.scheduler_address
 
 
 @pytest.fixture(scope="module")

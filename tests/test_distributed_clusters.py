@@ -41,7 +41,8 @@ def _check_release(out: pd.DataFrame, original: pd.DataFrame, k: int):
     assert out.index.sort_values().equals(original.index)
 
 
-def test_local_cluster_with_processes_matches_in_process_run(process_cluster):
+def test_local_cluster_with_processes_matches_in_process_run(process_cluster,
+                                                             shared_thread_cluster):
     df = make_census(20_000, seed=11)
     ddf = dd.from_pandas(df, npartitions=6)
     options = dict(leaf_rows=2500, class_column="cls", mode="relaxed")
@@ -49,7 +50,8 @@ def test_local_cluster_with_processes_matches_in_process_run(process_cluster):
                       allow_unique=row_ids(ddf))
     got = process_cluster.compute(got).result().sort_index()
     _check_release(got, df, 5)
-    with Client(processes=False, n_workers=1, dashboard_address=":0") as threads:
+    # The session's in-process cluster (worker threads), the default client for this run.
+    with Client(shared_thread_cluster) as threads:
         again = D.anonymize(ddf, CENSUS_QIS, 5, client=threads, **options,
                             allow_unique=row_ids(ddf)).compute()
     pd.testing.assert_frame_equal(got, again.sort_index())

@@ -88,15 +88,14 @@ def test_the_estimator_and_the_command_line_take_the_objective(tmp_path):
     assert sorted(out["age"].astype(str)) == sorted(expected["age"].astype(str))
 
 
-def test_the_dask_top_phase_plans_with_the_objective():
+def test_the_dask_top_phase_plans_with_the_objective(shared_thread_cluster):
     import dask.dataframe as dd
     from distributed import Client
 
     df = make_census(12_000, seed=4)
     ddf = dd.from_pandas(df, npartitions=3)
     qis = ["age", "zip", "sex", "education", "occupation"]
-    with Client(processes=False, n_workers=1, threads_per_worker=1,
-                dashboard_address=":0") as client:
+    with Client(shared_thread_cluster) as client:
         for mode, objective in (("strict", "dm"), ("relaxed", "dm"), ("strict", "ncp")):
             local = dmondrian.anonymize(df, qis, 10, mode=mode, objective=objective,
                                         class_column="cls", identifiers=["person_id"])

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from distributed import Client, LocalCluster
+from distributed_helpers import SHARED_WORKER_MEMORY
 
 from dmondrian import distributed as D
 from dmondrian import errors
@@ -27,10 +28,11 @@ QIS = ["age", "zip"]
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="2GiB",
-                      dashboard_address=":0") as c, Client(c, set_as_default=False) as client:
-        yield client
+def cluster(process_cluster):
+    """The session's two worker processes (2 GiB each); left running, never paused, for
+    the modules after this one whatever a test did."""
+    yield process_cluster
+    _pause(process_cluster, paused=False)
 
 
 def _statuses(client) -> dict:
@@ -85,7 +87,7 @@ def test_a_pass_on_paused_workers_stops_naming_them(paused):
     workers = paused.scheduler_info()["workers"]
     assert sorted(w.address for w in err.workers) == sorted(workers)
     for w in err.workers:
-        assert w.memory_limit == 2 * 2**30
+        assert w.memory_limit == SHARED_WORKER_MEMORY == 2 * 2**30
         assert w.memory > 0
         assert w.address in str(err)
     assert "2,048 MiB" in str(err) and "pass 1" in str(err)
