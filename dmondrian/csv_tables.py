@@ -29,6 +29,7 @@ import fsspec
 import numpy as np
 import pandas as pd
 
+from ._compat import unknown_categories
 from .errors import ColumnError, MissingColumnError
 
 __all__ = ["CsvDialect", "CsvTypeWarning", "sniff_separator", "pandas_options", "read_csv",
@@ -366,15 +367,28 @@ def convert_dtypes(frame, dtypes: dict, url: str):
     if isinstance(frame, pd.DataFrame):
         return _convert(frame, dtypes, url, nullable_int=False)
     meta = _convert(frame._meta.copy(), dtypes, url, nullable_int=True)
+    for col in dtypes:
+        if isinstance(meta[col].dtype, pd.CategoricalDtype):
+            # The empty meta's categories are none; each partition has its own, which
+            # dask's placeholder category declares (as its own astype("category") does).
+            meta[col] = pd.Categorical([], categories=[unknown_categories()],
+                                       ordered=meta[col].dtype.ordered)
     return frame.map_partitions(_convert_like, dtypes, url, meta, meta=meta)
 
 
 def _convert_like(part: pd.DataFrame, dtypes: dict, url: str, meta: pd.DataFrame):
-    """One dask partition converted, then cast to the collection's declared types."""
+    """One dask partition converted, then cast to the collection's declared types.
+
+    A Categorical keeps the partition's own categories: cast to the meta's
+    placeholder, every value would become missing.
+    """
     out = _convert(part, dtypes, url, nullable_int=True)
     for col in dtypes:
-        if out[col].dtype != meta[col].dtype:
-            out[col] = out[col].astype(meta[col].dtype)
+        t = meta[col].dtype
+        if out[col].dtype == t or (isinstance(t, pd.CategoricalDtype)
+                                   and isinstance(out[col].dtype, pd.CategoricalDtype)):
+            continue
+        out[col] = out[col].astype(t)
     return out
 
 

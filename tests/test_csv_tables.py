@@ -125,3 +125,17 @@ def test_one_dtype_converter_for_both_paths(engine):
         convert_dtypes(table, {"nope": "str"}, "t.parquet")
     with pytest.raises(ColumnError, match="'zip'"):
         convert_dtypes(df.copy(), {"zip": "datetime64[ns, nowhere]"}, "t.parquet")
+
+
+def test_a_category_conversion_on_dask_keeps_every_value():
+    # Each partition has its own categories: cast to one dtype made from the empty
+    # meta (no categories), every value became missing.
+    df = pd.DataFrame({"job": ["nurse", "clerk", "cook", "nurse", None, "baker"],
+                       "n": range(6)})
+    out = convert_dtypes(dd.from_pandas(df, npartitions=3), {"job": "category"}, "t.csv")
+    assert out["job"].cat.known is False  # dask's marker: the partitions' own categories
+    got = out.compute(scheduler="sync")
+    assert isinstance(got["job"].dtype, pd.CategoricalDtype)
+    def values(col):
+        return [None if pd.isna(v) else v for v in col]
+    assert values(got["job"]) == values(df["job"])

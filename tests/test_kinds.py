@@ -299,6 +299,15 @@ def test_slots_and_codes():
         ORDINAL.categories_from_values("edu", ["b", "a"])
 
 
+def test_ordinal_global_keys_of_plain_values_refuse_a_value_off_the_domain():
+    out = np.zeros(3, dtype=np.int64)
+    ORDINAL.global_keys_into(pd.Series(["MSc", None, "BSc"]), out, categories=EDU)
+    assert out.tolist() == [EDU.index("MSc"), MISSING_KEY, EDU.index("BSc")]
+    # A value the domain does not hold is an error, never a missing key.
+    with pytest.raises(UnsupportedDtypeError, match="PhD-x"):
+        ORDINAL.global_keys_into(pd.Series(["MSc", "PhD-x", "BSc"]), out, categories=EDU)
+
+
 def test_median_thresholds():
     assert NUMERIC.median_thresholds(7, 0, 9) == (6, 7)
     assert ORDINAL.median_thresholds(MISSING_KEY, 0, 3) == (MISSING_KEY - 1, MISSING_KEY - 1)

@@ -89,7 +89,9 @@ class OrdinalKind(RangeKind):
         """Global codes: a partition's own categories, when they differ, remapped."""
         series = dictionary_as_categorical(series)
         if not isinstance(series.dtype, pd.CategoricalDtype):
-            series = series.astype(pd.CategoricalDtype(categories, ordered=True))
+            # Its own categories, remapped below: cast to the domain's, a value
+            # outside them would silently become missing instead of refused.
+            series = series.astype("category")
         local = list(series.cat.categories)
         if local != list(categories):
             if index is None:
