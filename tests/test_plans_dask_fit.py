@@ -14,7 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dmondrian.errors import InfeasibleError, InvalidValueError, ParameterError
+from dmondrian.errors import (
+    InfeasibleError,
+    InvalidValueError,
+    MissingColumnError,
+    ParameterError,
+)
 from dmondrian.plans import fit_plan, load_plan, save_plan
 from dmondrian.synthetic_events import make_events
 
@@ -227,3 +232,17 @@ def test_a_dask_fit_reads_only_the_columns_it_needs(process_client, events, opti
     local = fit_plan(narrow.iloc[np.argsort(np.arange(len(wide)) % 4, kind="stable")],
                      EVENT_QIS, 6, **options)
     assert plan.n_leaves > 1 and _same_tree(plan, local)
+
+
+def test_a_bad_option_is_refused_before_the_rows_are_counted(process_client, events):
+    # batch_rows first counts the rows: the options are checked before that pass, as the
+    # passes after it check them, so no table is read for a fit that cannot run.
+    def read(i):
+        raise RuntimeError("the fit read the table")
+
+    ddf = dd.from_map(read, range(2), meta=events.iloc[:0], enforce_metadata=False)
+    with pytest.raises(MissingColumnError, match="salary"):
+        fit_plan(ddf, [*EVENT_QIS, "salary"], 6, batch_rows=2_500)
+    with pytest.raises(ParameterError, match="l_kind"):
+        fit_plan(ddf, EVENT_QIS, 6, batch_rows=2_500, sensitive="event_type", l=2,
+                 l_kind="most")

@@ -266,13 +266,12 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
                                    or batch_rows < 1):
         raise ParameterError("batch_rows", f"batch_rows must be a positive integer, got "
                                            f"{batch_rows!r}")
-    entity = options.get("entity")
     cluster_client, owned = resolve_client(client)
     try:
         k_fit, trim = k, 1
         if batch_rows is not None:
             k_fit, trim = _fit_sizes(cluster_client, ddf, quasi_identifiers, k, batch_rows,
-                                     entity, progress)
+                                     options, progress)
         # A fit releases nothing: the tables transformed through it are checked.
         top = distributed.plan(ddf, quasi_identifiers, k_fit, client=cluster_client,
                                progress=progress, _check_identifying=False,
@@ -321,16 +320,21 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
             "trim": trim, "lift_cost": lift_cost if trim > 1 else None}
 
 
-def _fit_sizes(client, ddf, qis, k, batch_rows, entity, progress) -> tuple:
+def _fit_sizes(client, ddf, qis, k, batch_rows, options, progress) -> tuple:
     """``(fit_k, trim)`` for ``batch_rows``, from one pass counting the rows (and, with
     an entity, its distinct values: :func:`.sizing.fit_k` then counts people)."""
     from .._dask.cluster import run
+    from .._dask.columns import read_columns
+    from ..options import ANONYMIZE
+    from ..validation import check_options
 
-    # Counted on the QIs alone: a partition's length reads every column it is given.
-    named = {qis} if isinstance(qis, str) else set(qis)
-    read = [c for c in ddf.columns if c in named or c == entity]
-    jobs = [(ddf[read] if read else ddf).map_partitions(len).sum()]
-    if entity is not None and entity in ddf.columns:  # (else the options' check names it)
+    # The options checked now, before a pass over the table, and the columns read as
+    # every pass of the fit reads them: a partition's length reads all it is given.
+    opts = check_options(ddf.columns, qis, k, index_name=ddf._meta.index.name,
+                         **{name: v for name, v in options.items() if name in ANONYMIZE})
+    entity = opts.entity
+    jobs = [ddf[read_columns(ddf.columns, opts)].map_partitions(len).sum()]
+    if entity is not None:
         # Exact: the values are matched (hash-partitioned), not estimated.
         jobs.append(ddf[entity].nunique())
     counts = run(client, jobs, progress, "pass: rows" + (" and people" if entity else ""))
