@@ -258,27 +258,69 @@ _DIAGNOSIS = _Categorical(_DIAGNOSIS_BY_BAND)
 _DIAGNOSIS_OFFSET = _DIAGNOSIS.k * _DIAGNOSIS_BAND
 
 
-def _block(seed: int, block: int) -> dict[str, np.ndarray]:
-    """Every column (as numbers and codes) of one block of the stream.
+class _Draws:
+    """Rows ``lo:hi`` of each draw of one block, the stream consumed as for all its rows.
 
-    The draws happen in a fixed order and always for the whole block, so a
-    block's rows never depend on which of them are asked for.
+    A uniform (float32) takes one 32-bit half of a 64-bit output per row, the
+    bit generator keeping the other half for the next: its rows are found by
+    advancing the generator, and only they are drawn. The other draws take a
+    varying number of outputs per row (rejection sampling), so they are drawn
+    for the whole block and sliced (cheap next to the arithmetic on them).
     """
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(block,)))
-    n = BLOCK_ROWS
 
-    def uniform():
+    def __init__(self, seed: int, block: int, lo: int, hi: int):
+        self.bits = np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(block,)))
+        self.rng = np.random.Generator(self.bits)
+        self.lo, self.hi = lo, hi
+
+    def uniform(self) -> np.ndarray:
         # float32 halves the memory traffic; its 24 bits are plenty for these draws.
-        return rng.random(n, dtype=np.float32)
+        n, lo, hi = BLOCK_ROWS, self.lo, self.hi
+        if lo == 0 and hi == n:
+            return self.rng.random(n, dtype=np.float32)
+        start = self.bits.state
+        held = int(start["has_uint32"])  # row 0 takes the half kept from before
+        if lo == 0:
+            out = self.rng.random(hi, dtype=np.float32)
+        else:
+            # advance() drops the kept half: row lo is half (lo - held) % 2 of output
+            # (lo - held) // 2 from here.
+            self.bits.advance((lo - held) // 2)
+            skip = (lo - held) % 2
+            out = self.rng.random(skip + hi - lo, dtype=np.float32)[skip:]
+        # Where the whole draw leaves the stream: (n - held) halves from here.
+        self.bits.state = start
+        self.bits.advance((n - held) // 2)
+        if (n - held) % 2:
+            self.rng.random(1, dtype=np.float32)
+        return out
+
+    def whole(self, draw, *args, **kwargs) -> np.ndarray:
+        """``draw(*args, BLOCK_ROWS, **kwargs)``'s rows ``lo:hi``."""
+        return draw(*args, BLOCK_ROWS, **kwargs)[self.lo:self.hi]
+
+
+def _block(seed: int, block: int, lo: int = 0, hi: int = BLOCK_ROWS) -> dict[str, np.ndarray]:
+    """Every column (as numbers and codes) of rows ``lo:hi`` of one block of the stream.
+
+    The draws happen in a fixed order and consume the stream as for the whole
+    block, so a block's rows never depend on which of them are asked for; the
+    arithmetic runs on the rows asked for only.
+    """
+    draws = _Draws(seed, block, lo, hi)
+    rng = draws.rng
+    uniform = draws.uniform
 
     age = _AGE_DRAW.draw(uniform())
     female = uniform() < _P_FEMALE
 
     region = _REGION.draw(uniform())
     prefix = _REGION_PREFIX[region]
-    prefix = np.where(prefix < 0, 400 + rng.integers(0, 200, n), prefix)
-    prefix += np.minimum(rng.standard_exponential(n, dtype=np.float32) * 1.2, 9).astype(np.int64)
-    last_two = np.minimum(rng.standard_exponential(n, dtype=np.float32) * 10, 99).astype(np.int64)
+    prefix = np.where(prefix < 0, 400 + draws.whole(rng.integers, 0, 200), prefix)
+    prefix += np.minimum(draws.whole(rng.standard_exponential, dtype=np.float32) * 1.2,
+                         9).astype(np.int64)
+    last_two = np.minimum(draws.whole(rng.standard_exponential, dtype=np.float32) * 10,
+                          99).astype(np.int64)
     zip_code = prefix * 100 + last_two
 
     birth = _YEAR_START[age] + (uniform() * _YEAR_DAYS[age]).astype(np.int64)
@@ -296,7 +338,7 @@ def _block(seed: int, block: int) -> dict[str, np.ndarray]:
         + _INCOME_OCCUPATION[occupation]
         + _REGION_INCOME[region]
         + _INCOME_FEMALE * female
-        + _INCOME_NOISE * rng.standard_normal(n)
+        + _INCOME_NOISE * draws.whole(rng.standard_normal)
     )
     income = np.round(np.exp(log_income))
 
@@ -437,9 +479,9 @@ def make_census(n_rows: int, seed: int = 0, *, start: int = 0, columns=None) -> 
     for block in blocks:
         offset = block * BLOCK_ROWS
         lo, hi = max(start, offset) - offset, min(stop, offset + BLOCK_ROWS) - offset
-        values = _block(seed, block)
+        values = _block(seed, block, lo, hi)
         for c in drawn:
-            codes[c][done : done + hi - lo] = values[c][lo:hi]
+            codes[c][done : done + hi - lo] = values[c]
         done += hi - lo
     data = {}
     for c in columns:
