@@ -1,6 +1,7 @@
 """Fitted plans: class stability across batches, information loss, and speed.
 
-Run: python benchmarks/plans.py [--quick] [--local-rows N] [--dask-rows N] [--rounds N] [--out PATH]
+Run: python benchmarks/plans.py [--quick] [--local-rows N] [--dask-rows N]
+     [--dask-wide-columns N] [--rounds N] [--out PATH]
 
 Tables (figures in benchmarks/README.md, "Fitted plans"):
 
@@ -48,7 +49,16 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    ``to_parquet`` wrote the release before it had its own. Since a plan's
    transform refuses a column singling out rows, its counting pass also reads
    and sketches the census columns released as is of an identifier's kind
-   (figures measured before that change did not).
+   (figures measured before that change did not). Each round measures the
+   census table (``input`` census, 9 columns, 5 QIs: the counting pass reads
+   almost all of it) and, unless ``--dask-wide-columns 0``, a wide one
+   (``input`` wide): the same rows and files with ``--dask-wide-columns``
+   (default 40) payload columns of :mod:`wide_table` (continuous floats,
+   int64 counts, low- and high-cardinality text with a long tail, some
+   missing values), as a warehouse table has tens to hundreds of columns and
+   a few QIs; its ints and text are released as is, so the identifying check
+   reads and sketches them. ``plan_daskwriter`` is measured on the census
+   table only.
 5. Fitting on Dask (``dask-fit``): census rows as Parquet, a plan fitted on
    2 worker processes (the Dask engine's leaves an eighth of the table) against
    one fitted in memory on the same rows (at k, and with ``batch_rows``):
@@ -428,8 +438,7 @@ def _cluster():
             cluster.close(timeout=60)
 
 
-def dask_speed(rows: list, n_rows: int, rounds: int = 1) -> None:
-    import dask.dataframe as dd
+def dask_speed(rows: list, n_rows: int, rounds: int = 1, wide_columns: int = 40) -> None:
 
     from dmondrian.synthetic import write_census_parquet
 
@@ -437,36 +446,53 @@ def dask_speed(rows: list, n_rows: int, rounds: int = 1) -> None:
     try:
         src = work / "census"
         write_census_parquet(str(src), n_rows, seed=6, rows_per_partition=1_000_000)
+        tables = [("census", src, 9)]
+        if wide_columns:
+            from wide_table import write_wide_census
+
+            write_wide_census(str(src), str(work / "wide"), wide_columns, seed=6)
+            tables.append(("wide", work / "wide", 9 + wide_columns))
         plan = fit_plan(make_census(min(n_rows, 1_000_000), seed=6), CENSUS_QIS, 10,
                         **CENSUS_OPTIONS)
         with _cluster() as client:
             for r in range(rounds):
-                t0, c0 = time.perf_counter(), _cluster_cpu(client)
-                dd.read_parquet(str(src)).to_parquet(str(work / f"copy{r}"), write_index=True)
-                t_copy, c_copy = time.perf_counter() - t0, _cluster_cpu(client) - c0
-                shutil.rmtree(work / f"copy{r}", ignore_errors=True)
-                row = {"table": "speed-dask", "round": r, "rows": n_rows, "copy_s": t_copy,
-                       "copy_cpu_s": c_copy}
-                # The release's writer as it writes by default (each file's rows
-                # shuffled, labels without statistics), then keeping the input's order,
-                # then dask's own writer with pyarrow's defaults (label statistics).
-                for name, write in (
-                        ("plan", lambda out, path: out.to_parquet(path, write_index=True)),
-                        ("plan_inorder", lambda out, path: out.to_parquet(
-                            path, write_index=True, shuffle_rows=False)),
-                        ("plan_daskwriter", lambda out, path: dd.DataFrame.to_parquet(
-                            out, path, write_index=True))):
-                    t0, c0 = time.perf_counter(), _cluster_cpu(client)
-                    write(plan_transform_dask(plan, dd.read_parquet(str(src)), client),
-                          str(work / f"{name}{r}"))
-                    t_plan, c_plan = time.perf_counter() - t0, _cluster_cpu(client) - c0
-                    shutil.rmtree(work / f"{name}{r}", ignore_errors=True)
-                    row.update({f"{name}_s": t_plan, f"{name}_ratio": t_plan / t_copy,
-                                f"{name}_cpu_s": c_plan, f"{name}_cpu_ratio": c_plan / c_copy})
-                row["load"] = os.getloadavg()[0]
-                rows.append(row)
+                for table, path, width in tables:
+                    rows.append(_dask_round(plan, client, str(path), work, r, table, width,
+                                            n_rows))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _dask_round(plan, client, src: str, work: Path, r: int, table: str, width: int,
+                n_rows: int) -> dict:
+    """One round of the speed-dask table on one input: the copy, then the release's
+    writers (dask's own on the census table only: it shows the writer, not the width)."""
+    import dask.dataframe as dd
+
+    t0, c0 = time.perf_counter(), _cluster_cpu(client)
+    dd.read_parquet(src).to_parquet(str(work / f"copy{r}"), write_index=True)
+    t_copy, c_copy = time.perf_counter() - t0, _cluster_cpu(client) - c0
+    shutil.rmtree(work / f"copy{r}", ignore_errors=True)
+    row = {"table": "speed-dask", "input": table, "columns": width, "round": r,
+           "rows": n_rows, "copy_s": t_copy, "copy_cpu_s": c_copy}
+    # The release's writer as it writes by default (each file's rows shuffled, labels
+    # without statistics), then keeping the input's order, then dask's own writer with
+    # pyarrow's defaults (label statistics).
+    writers = [("plan", lambda out, path: out.to_parquet(path, write_index=True)),
+               ("plan_inorder", lambda out, path: out.to_parquet(
+                   path, write_index=True, shuffle_rows=False))]
+    if table == "census":
+        writers.append(("plan_daskwriter", lambda out, path: dd.DataFrame.to_parquet(
+            out, path, write_index=True)))
+    for name, write in writers:
+        t0, c0 = time.perf_counter(), _cluster_cpu(client)
+        write(plan_transform_dask(plan, dd.read_parquet(src), client), str(work / f"{name}{r}"))
+        t_plan, c_plan = time.perf_counter() - t0, _cluster_cpu(client) - c0
+        shutil.rmtree(work / f"{name}{r}", ignore_errors=True)
+        row.update({f"{name}_s": t_plan, f"{name}_ratio": t_plan / t_copy,
+                    f"{name}_cpu_s": c_plan, f"{name}_cpu_ratio": c_plan / c_copy})
+    row["load"] = os.getloadavg()[0]
+    return row
 
 
 def _cluster_cpu(client) -> float:
@@ -589,6 +615,8 @@ def main() -> None:
     ap.add_argument("--dated-rows", type=int, default=1_200_000)
     ap.add_argument("--local-rows", type=int, default=10_000_000)
     ap.add_argument("--dask-rows", type=int, default=10_000_000)
+    ap.add_argument("--dask-wide-columns", type=int, default=40,
+                    help="speed-dask: payload columns of the wide table (0: census only)")
     ap.add_argument("--fit-rows", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=1,
                     help="speed tables: measure both sides this many times, alternately")
@@ -604,7 +632,8 @@ def main() -> None:
     steps = {"adult": lambda: adult(rows, args.sweep),
              "dated": lambda: dated(rows, args.dated_rows),
              "local": lambda: local_speed(rows, args.local_rows, args.rounds),
-             "dask": lambda: dask_speed(rows, args.dask_rows, args.rounds),
+             "dask": lambda: dask_speed(rows, args.dask_rows, args.rounds,
+                                       args.dask_wide_columns),
              "dask-fit": lambda: dask_fit(rows, args.fit_rows),
              "dask-fit-events": lambda: dask_fit_events(rows, args.fit_rows)}
     for name, step in steps.items():
