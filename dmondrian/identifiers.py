@@ -455,20 +455,25 @@ def _registers(values: pd.Series) -> np.ndarray:
     (:mod:`dmondrian._kernel.distinct`).
     """
     registers = np.zeros(1 << _HLL_BITS, dtype=np.uint8)
-    values = values.dropna()
-    if len(values) == 0:
-        return registers
-    words = _hash_words(values)
+    numeric = isinstance(values.dtype, np.dtype) and values.dtype.kind in "biumM"
+    words = _hash_words(values.dropna()) if numeric else None
     if words is not None:
         from ._kernel.distinct import add_words
 
-        add_words(words, registers, _HLL_BITS)
+        if len(words):
+            add_words(words, registers, _HLL_BITS)
         return registers
     if _repeats(values):
         # A register keeps its values' largest rank, so the distinct values alone give
         # the rows' registers: each hashed once, and pyarrow text is never made Python
         # objects for all its rows (as hashing them, or categorizing them first, does).
-        values = pd.Series(values.unique(), copy=False)
+        # The missing value is dropped from the distinct ones: dropping it from every
+        # row first copied a text column's million strings.
+        values = pd.Series(values.unique(), copy=False).dropna()
+    else:
+        values = values.dropna()
+    if len(values) == 0:
+        return registers
     h = pd.util.hash_pandas_object(values, index=False, categorize=False)
     h = h.to_numpy().astype(np.uint32)
     rank = _trailing_zeros_plus_one(h)

@@ -199,6 +199,9 @@ def test_cli_refuses_in_one_line_and_drop_or_allow_unique_let_it_through(tmp_pat
     pd.Series([True, False] * 100),
     # Few distinct values: each hashed once, the registers the rows' own.
     pd.Series(["nurse", "clerk", None, "cook"] * 800, dtype="string[pyarrow]"),
+    pd.Series(["nurse", "clerk", None, "cook"] * 800, dtype="str"),
+    pd.Series([None] * 3000, dtype="string[pyarrow]"),
+    pd.Series([np.nan, "x"] + [np.nan] * 3000, dtype=object),
     pd.Series(pd.Categorical(["b", None, "a", "b"] * 700, categories=["a", "b", "c"])),
     pd.Series(["a", 1, "b", 2.5, None] * 600, dtype=object),
 ])
