@@ -253,7 +253,7 @@ def test_a_shuffled_write_takes_text_as_indices_and_reads_back_the_same(
                               {"write_index": write_index})
     assert sink._text_to_encode(table) == ["job"]  # "name": every value distinct
     encoded = write("encoded")
-    monkeypatch.setattr(parquet_sink, "ENCODE_DISTINCT", -1)
+    monkeypatch.setattr(parquet_sink, "ENCODE_SHARE", -1)
     plain = write("plain")
     assert encoded.metadata.metadata == plain.metadata.metadata  # ARROW:schema, pandas
     assert encoded.schema.to_arrow_schema().equals(plain.schema.to_arrow_schema())
@@ -273,3 +273,35 @@ def test_a_shuffled_write_takes_text_as_indices_and_reads_back_the_same(
     pd.testing.assert_frame_equal(got, expected)
     pd.testing.assert_series_equal(got.dtypes, pd.read_parquet(
         tmp_path / "plain" / "part.3.parquet").dtypes)
+
+
+def test_a_shuffled_write_takes_a_long_tail_as_indices_and_reads_back_the_same(tmp_path,
+                                                                              monkeypatch):
+    # Text whose sample repeats values (here 450 values over 3,000 rows: about 400 of
+    # the 1,024 sampled rows distinct) is encoded before the take, and reads back as
+    # the plain take's, in shuffle_rows' order; distinct values are taken as text.
+    from dmondrian._dask import parquet_sink
+    from dmondrian._dask.parquet_sink import ParquetSink
+
+    rng = np.random.default_rng(4)
+    n = 3000
+    frame = pd.DataFrame({
+        "tail": pd.Series([f"item {i}" if i % 7 else None for i in rng.integers(0, 450, n)],
+                          dtype="str"),
+        "name": pd.Series([f"person {i}" for i in rng.permutation(n)], dtype="str"),
+        "pay": rng.normal(size=n)})
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    sink = ParquetSink.create(tmp_path / "probe", frame.iloc[:0], [])
+    assert sink._text_to_encode(table) == ["tail"]
+
+    def write(name):
+        sink = ParquetSink.create(tmp_path / name, frame.iloc[:0], [], random_state=9)
+        assert sink.write(frame, 1) == n
+        return pd.read_parquet(tmp_path / name / "part.1.parquet")
+
+    encoded = write("encoded")
+    monkeypatch.setattr(parquet_sink, "ENCODE_SHARE", -1)
+    plain = write("plain")
+    pd.testing.assert_frame_equal(encoded, plain)
+    expected = row_order.shuffle_rows(frame, row_order.row_order_seed(9), 1)
+    pd.testing.assert_frame_equal(encoded, expected.reset_index(drop=True))

@@ -25,9 +25,9 @@ __all__ = ["ParquetSink", "check_column_names", "release_schema", "release_write
 
 LABEL_TYPE = pa.dictionary(pa.int32(), pa.string())
 
-#: Rows sampled, and the most distinct values among them, for a shuffled write to take a
-#: text column as dictionary indices (:meth:`ParquetSink._text_to_encode`).
-ENCODE_SAMPLE, ENCODE_DISTINCT = 1024, 256
+#: Rows sampled, and the largest share of them holding distinct values, for a shuffled
+#: write to take a text column as dictionary indices (:meth:`ParquetSink._text_to_encode`).
+ENCODE_SAMPLE, ENCODE_SHARE = 1024, 0.5
 
 
 @dataclass
@@ -146,15 +146,17 @@ class ParquetSink:
 
     def _text_to_encode(self, table: pa.Table) -> list:
         """The text columns a shuffled write takes as dictionary indices: those the writer
-        dictionary-encodes anyway whose :data:`ENCODE_SAMPLE` sampled rows hold at most
-        :data:`ENCODE_DISTINCT` values.
+        dictionary-encodes anyway whose :data:`ENCODE_SAMPLE` sampled rows hold
+        distinct values in at most :data:`ENCODE_SHARE` of them.
 
         Arrow's take of a text column copies every string (0.03-0.06 s a million
         rows), and the writer then hashes every one of them into its dictionary;
         encoded first, the take moves 32-bit indices and the writer writes the
-        dictionary as it is. Past about a thousand values a million rows,
-        encoding costs what it saves (and many times more for distinct values),
-        so a column whose sample holds many values is taken as text.
+        dictionary as it is. That pays while the sample repeats values, a few
+        hundred values a million rows or a long tail of a hundred thousand
+        whose head repeats; a column of a thousand values spread evenly (600
+        of them in the sample) costs the same either way, and one of distinct
+        values four times more encoded, so it is taken as text.
         """
         wanted = self.options.get("use_dictionary", True)
         if wanted is False or "store_schema" in self.options:
@@ -167,7 +169,7 @@ class ParquetSink:
         sample = np.linspace(0, table.num_rows - 1, min(ENCODE_SAMPLE, table.num_rows),
                              dtype=np.int64)
         return [name for name in names if pc.count_distinct(
-            table.column(name).take(sample)).as_py() <= ENCODE_DISTINCT]
+            table.column(name).take(sample)).as_py() <= ENCODE_SHARE * len(sample)]
 
     def remove(self, files: int) -> None:
         """Remove ``part.0`` to ``part.<files - 1>`` (a release refused once written), and
