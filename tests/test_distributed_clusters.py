@@ -3,6 +3,7 @@ data larger than the workers' memory, and a worker killed mid-run."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -81,6 +82,11 @@ def cli_cluster(tmp_path):
         # process would take seconds to shut down on SIGTERM alone.
         with Client(address, set_as_default=False) as closer:
             closer.shutdown()
+        # Left alone they exit within seconds; a SIGTERM meanwhile races a nanny's
+        # own close, and the nanny then waits 8 s before it kills its worker.
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=30)
     finally:
         for p in reversed(procs):
             p.terminate()
