@@ -17,12 +17,18 @@ census file's rows, then its payload), cycling through four kinds:
   every other one with 5 % missing values: checked.
 
 Every value is drawn from a seed and the file's number, so a dataset is the
-same from run to run.
+same from run to run. Run as a script, it writes a wide dataset to look at or
+to time by hand::
+
+    python benchmarks/wide_table.py /tmp/wide --rows 2000000 --payload 40
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import shutil
+import tempfile
 
 import numpy as np
 import pyarrow as pa
@@ -79,3 +85,31 @@ def write_wide_census(narrow: str, path: str, payload: int, seed: int = 0) -> st
             table = table.append_column(name, _payload(name, table.num_rows, rng, tokens))
         pq.write_table(table, os.path.join(path, file))
     return path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", help="folder to write the wide Parquet dataset to")
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--payload", type=int, default=40, help="payload columns")
+    ap.add_argument("--rows-per-file", type=int, default=1_000_000)
+    ap.add_argument("--seed", type=int, default=6, help="plans.py's speed-dask seed")
+    args = ap.parse_args(argv)
+
+    from dmondrian.synthetic import write_census_parquet
+
+    narrow = tempfile.mkdtemp(prefix="dm-census-")
+    try:
+        write_census_parquet(narrow, args.rows, seed=args.seed,
+                             rows_per_partition=args.rows_per_file)
+        write_wide_census(narrow, args.out, args.payload, seed=args.seed)
+    finally:
+        shutil.rmtree(narrow, ignore_errors=True)
+    files = sorted(f for f in os.listdir(args.out) if f.endswith(".parquet"))
+    print(f"{args.out}: {len(files)} files, {args.rows} rows, "
+          f"{9 + args.payload} columns")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
