@@ -42,14 +42,17 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    plain ``read_parquet -> to_parquet`` copy (``--rounds`` as above), in wall
    seconds and in CPU seconds of the workers and the client (the scheduler
    runs in its process): the machine is shared, and CPU time varies less.
-   ``plan``: the release's own ``to_parquet`` as it writes by default (each
-   file's rows shuffled, no statistics for the labels); ``plan_inorder``: the
+   ``plan_written``: :func:`dmondrian.plans.dask.transform_to_parquet`, the
+   command line's writer, whose counting pass reads only the QIs (its write
+   tasks check the columns released as is); ``plan``: the lazy release's own
+   ``to_parquet`` as it writes by default (each file's rows shuffled, no
+   statistics for the labels); ``plan_inorder``: the
    same keeping the input's row order (``shuffle_rows=False``);
    ``plan_daskwriter``: dask's writer with pyarrow's defaults, as a plain
    ``to_parquet`` wrote the release before it had its own. Since a plan's
-   transform refuses a column singling out rows, its counting pass also reads
-   and sketches the census columns released as is of an identifier's kind
-   (figures measured before that change did not). Each round measures the
+   transform refuses a column singling out rows, the lazy release's counting
+   pass also reads and sketches the census columns released as is of an
+   identifier's kind (figures measured before that change did not). Each round measures the
    census table (``input`` census, 9 columns, 5 QIs: the counting pass reads
    almost all of it) and, unless ``--dask-wide-columns 0``, a wide one
    (``input`` wide): the same rows and files with ``--dask-wide-columns``
@@ -57,7 +60,8 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    int64 counts, low- and high-cardinality text with a long tail, some
    missing values), as a warehouse table has tens to hundreds of columns and
    a few QIs; its ints and text are released as is, so the identifying check
-   reads and sketches them. ``plan_daskwriter`` is measured on the census
+   reads and sketches them (in the counting pass, or in ``plan_written``'s
+   write tasks). ``plan_daskwriter`` is measured on the census
    table only.
 5. Fitting on Dask (``dask-fit``): census rows as Parquet, a plan fitted on
    2 worker processes (the Dask engine's leaves an eighth of the table) against
@@ -475,18 +479,26 @@ def _dask_round(plan, client, src: str, work: Path, r: int, table: str, width: i
     shutil.rmtree(work / f"copy{r}", ignore_errors=True)
     row = {"table": "speed-dask", "input": table, "columns": width, "round": r,
            "rows": n_rows, "copy_s": t_copy, "copy_cpu_s": c_copy}
-    # The release's writer as it writes by default (each file's rows shuffled, labels
-    # without statistics), then keeping the input's order, then dask's own writer with
-    # pyarrow's defaults (label statistics).
-    writers = [("plan", lambda out, path: out.to_parquet(path, write_index=True)),
-               ("plan_inorder", lambda out, path: out.to_parquet(
-                   path, write_index=True, shuffle_rows=False))]
+    # The plan's Parquet writer (the command line's: the identifying check in its
+    # write tasks), the lazy release's writer as it writes by default (each file's rows
+    # shuffled, labels without statistics), then keeping the input's order, then
+    # dask's own writer with pyarrow's defaults (label statistics).
+    from dmondrian.plans.dask import transform_to_parquet
+
+    def lazy(write):
+        return lambda ddf, path: write(plan_transform_dask(plan, ddf, client), path)
+
+    writers = [("plan_written", lambda ddf, path: transform_to_parquet(
+                   plan, ddf, path, client=client, write_options={"write_index": True})),
+               ("plan", lazy(lambda out, path: out.to_parquet(path, write_index=True))),
+               ("plan_inorder", lazy(lambda out, path: out.to_parquet(
+                   path, write_index=True, shuffle_rows=False)))]
     if table == "census":
-        writers.append(("plan_daskwriter", lambda out, path: dd.DataFrame.to_parquet(
-            out, path, write_index=True)))
+        writers.append(("plan_daskwriter", lazy(lambda out, path: dd.DataFrame.to_parquet(
+            out, path, write_index=True))))
     for name, write in writers:
         t0, c0 = time.perf_counter(), _cluster_cpu(client)
-        write(plan_transform_dask(plan, dd.read_parquet(src), client), str(work / f"{name}{r}"))
+        write(dd.read_parquet(src), str(work / f"{name}{r}"))
         t_plan, c_plan = time.perf_counter() - t0, _cluster_cpu(client) - c0
         shutil.rmtree(work / f"{name}{r}", ignore_errors=True)
         row.update({f"{name}_s": t_plan, f"{name}_ratio": t_plan / t_copy,

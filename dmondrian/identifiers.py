@@ -74,7 +74,10 @@ Which pass:
   half-way, after the caller may have written part of it).
 * a fitted plan's transform of a dask DataFrame: its counting pass
   (:func:`dmondrian.plans.dask.transform_dask`), before the lazy release
-  is returned. Fitting a plan releases nothing and checks nothing.
+  is returned; its ``transform_to_parquet`` (and the command line's
+  ``--plan`` on Dask), the pass that writes, whose files are removed as
+  ``anonymize_to_parquet``'s are. Fitting a plan releases nothing and checks
+  nothing.
 """
 
 from __future__ import annotations

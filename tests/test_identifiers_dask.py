@@ -2,7 +2,8 @@
 
 The lazy release and the CSV writer judge in the domain pass (nothing is
 computed or written), the Parquet writer in the pass that writes (its files
-are removed), a fitted plan's transform in its counting pass; the command
+are removed), a fitted plan's transform in its counting pass and its Parquet
+writer in the pass that writes; the command
 line's ``--distributed`` run exits with one line and no output.
 """
 
@@ -121,6 +122,35 @@ def test_a_plan_refuses_a_dask_table_in_its_counting_pass(cluster, ddf):
                              npartitions=3)
     with pytest.raises(IdentifyingColumnError, match=r"the index \('person_id'\)"):
         D_transform(plan, indexed, cluster)
+
+
+def test_a_plans_parquet_writer_leaves_nothing_at_the_destination(cluster, ddf, tmp_path):
+    from dmondrian.plans.dask import transform_to_parquet
+
+    df = _table()
+    plan = fit_plan(df, QIS, 10)
+    dest = tmp_path / "release"
+    with pytest.raises(IdentifyingColumnError) as info:
+        transform_to_parquet(plan, ddf, dest, client=cluster)
+    _refused(info)
+    assert not dest.exists()
+    kept = tmp_path / "existing"
+    kept.mkdir()
+    (kept / "README").write_text("mine")
+    with pytest.raises(IdentifyingColumnError):
+        transform_to_parquet(plan, ddf, kept, client=cluster)
+    assert [p.name for p in kept.iterdir()] == ["README"]
+    indexed = dd.from_pandas(df.assign(person_id=df["person_id"] * 7).set_index("person_id"),
+                             npartitions=3)
+    with pytest.raises(IdentifyingColumnError, match=r"the index \('person_id'\)"):
+        transform_to_parquet(plan, indexed, tmp_path / "indexed", client=cluster)
+    assert not (tmp_path / "indexed").exists()
+    allowed = fit_plan(df, QIS, 10, allow_unique=["person_id"])
+    assert transform_to_parquet(allowed, ddf, dest, client=cluster) == 3000
+    assert sorted(pd.read_parquet(dest)["person_id"]) == sorted(df["person_id"])
+    dropped = fit_plan(df, QIS, 10, identifiers=["person_id"])
+    transform_to_parquet(dropped, ddf, tmp_path / "dropped", client=cluster)
+    assert "person_id" not in pd.read_parquet(tmp_path / "dropped").columns
 
 
 def D_transform(plan, ddf, client):

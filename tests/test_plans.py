@@ -660,6 +660,55 @@ def test_dask_release_writes_parquet_as_release_writers_do(process_client, tmp_p
     assert meta.row_group(0).column(ages[0]).statistics.has_min_max
 
 
+@pytest.mark.parametrize("mode", ["strict", "relaxed"])
+def test_a_plans_parquet_writer_counts_on_the_qis_alone(process_client, tmp_path, monkeypatch,
+                                                        mode):
+    """``transform_to_parquet``: the local release, one file per partition, each file's
+    rows shuffled by the seed, labels as dictionaries; its counting pass reads the QIs
+    alone (the write tasks check the columns released as is)."""
+    import dask.dataframe as dd
+    import pyarrow.parquet as pq
+
+    from dmondrian.plans import dask as plans_dask
+
+    read = []
+    projected = plans_dask.column_partitions
+
+    def recorded(ddf, columns):
+        read.append(list(columns))
+        return projected(ddf, columns)
+
+    monkeypatch.setattr(plans_dask, "column_partitions", recorded)
+    plan = fit_plan(_table(3000, 30), QIS, 7, mode=mode, class_column="cls")
+    new = _table(2000, 31)
+    ddf = dd.from_pandas(new, npartitions=4)
+    written = plan.transform_to_parquet(ddf, tmp_path / "a", random_state=3)
+    assert written == 2000 and read == [QIS]
+    files = sorted((tmp_path / "a").glob("*.parquet"))
+    assert len(files) == 4
+    local = plan.transform(new)
+    back = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    cols = list(local.columns)
+    assert list(back.columns) == cols
+    pd.testing.assert_frame_equal(back.astype(str).sort_values(cols, ignore_index=True),
+                                  local.astype(str).sort_values(cols, ignore_index=True))
+    first = pd.read_parquet(files[0])
+    assert not first["pay"].tolist() == local["pay"].iloc[:len(first)].tolist()
+    meta = pq.ParquetFile(files[0]).metadata.row_group(0)
+    column = {meta.column(i).path_in_schema: meta.column(i) for i in range(meta.num_columns)}
+    assert any("DICTIONARY" in e for e in column["age"].encodings)
+    assert column["age"].statistics is None or not column["age"].statistics.has_min_max
+    # The same seed, the same files; transform_dask's counting pass reads the checked
+    # columns too.
+    plans_dask.transform_to_parquet(plan, ddf, tmp_path / "b", random_state=3)
+    for f in files:
+        pd.testing.assert_frame_equal(pd.read_parquet(f),
+                                      pd.read_parquet(tmp_path / "b" / f.name))
+    read.clear()
+    plans_dask.transform_dask(plan, ddf)
+    assert read == [[*QIS, "pay"]]
+
+
 def test_cli_plan_on_dask_is_the_local_release(tmp_path, process_client):
     from dmondrian.cli import main
     from dmondrian.plans import plan_sha256

@@ -45,9 +45,10 @@ def anonymize_on_dask(job, release_report) -> tuple[object, int]:
 def release_plan_on_dask(job, release_report):
     """Release a job's input through its ``--plan`` on a Dask cluster, write it, measure it.
 
-    The plan's Dask path (:func:`dmondrian.plans.dask.transform_dask`): one pass
-    counts the rows of every region, then every partition is published in
-    place, its rows shuffled (:mod:`dmondrian.row_order`) and written. No
+    The plan's Dask path (:meth:`dmondrian.plans.FittedPlan.transform_to_parquet`,
+    or :func:`~dmondrian.plans.dask.transform_dask` for CSV): one pass counts
+    the rows of every region, then every partition is published in place,
+    its rows shuffled (:mod:`dmondrian.row_order`) and written. No
     shuffle between partitions. With ``--save-plan`` the plan is first fitted
     on the input (:func:`dmondrian.plans.fit_plan`) and written
     once the release is.
@@ -68,7 +69,7 @@ def release_plan_on_dask(job, release_report):
     from .. import io
     from .._dask.cluster import run
     from ..plans import fit_plan, plan_sha256, save_plan
-    from ..plans.dask import transform_dask
+    from ..plans.dask import transform_dask, transform_to_parquet
     from ..row_order import row_order_seed, shuffle_partition
     from ._common import UsageError
 
@@ -86,36 +87,27 @@ def release_plan_on_dask(job, release_report):
             plan = fit_plan(ddf, job.qis, job.args.k, batch_rows=job.args.batch_rows,
                             client=client, progress=job.progress.enabled,
                             leaf_rows=job.args.leaf_rows, **options)
-        released = transform_dask(plan, ddf, client=client,
-                                  progress=job.progress.enabled)
-        released = released.map_partitions(shuffle_partition,
-                                           row_order_seed(job.args.random_state),
-                                           meta=released._meta)
         with io.atomic_output(job.dst, directory=job.out_fmt == "parquet",
                               overwrite=job.args.overwrite) as (fs, tmp):
             target = fs.unstrip_protocol(tmp)
             if job.out_fmt == "parquet":
-                graph = released.to_parquet(target, compute=False,
-                                            **WRITE_OPTIONS["parquet"],
-                                            write_statistics=unlabelled_columns(released, plan))
+                # The release's own writer: the identifying check in its write tasks.
+                transform_to_parquet(plan, ddf, target, client=client,
+                                     progress=job.progress.enabled,
+                                     write_options=WRITE_OPTIONS["parquet"],
+                                     random_state=job.args.random_state)
             else:
-                graph = released.to_csv(target, compute=False, **WRITE_OPTIONS["csv"])
-            run(client, graph, job.progress.enabled, f"pass: publish, write {job.dst}")
+                released = transform_dask(plan, ddf, client=client,
+                                          progress=job.progress.enabled)
+                released = released.map_partitions(shuffle_partition,
+                                                   row_order_seed(job.args.random_state),
+                                                   meta=released._meta)
+                run(client, released.to_csv(target, compute=False, **WRITE_OPTIONS["csv"]),
+                    job.progress.enabled, f"pass: publish, write {job.dst}")
         job.plan_sha256 = (plan_sha256(job.args.plan) if job.plan is not None
                            else save_plan(plan, job.args.save_plan))
         with job.progress.stage("measuring the release for its manifest"):
             return release_report(job, _read_back(job), ddf)
-
-
-def unlabelled_columns(released, plan) -> list:
-    """The columns of a release whose Parquet statistics are written: not the labels.
-
-    Arrow's statistics of a dictionary column (a label column) cost more than
-    the rest of its write (a unique and a take per batch of rows; 0.1 s a
-    label column and million rows with the census plan's 73k labels), and a
-    label's minimum and maximum as text help no reader filter rows.
-    """
-    return [c for c in released.columns if c not in plan.qis]
 
 
 def _client(args):

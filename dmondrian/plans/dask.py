@@ -18,7 +18,10 @@ The counting pass also sketches the distinct values of the columns released
 as is (:func:`dmondrian.identifiers.distinct_sketch`), on the partitions it
 reads anyway: a column that singles out rows is refused
 (:class:`~dmondrian.errors.IdentifyingColumnError`) before the lazy release
-is returned, without a pass of its own.
+is returned, without a pass of its own. :func:`transform_to_parquet`, which
+writes the release itself, leaves the check to the tasks that write (they read
+every column anyway; :mod:`dmondrian._dask.written_check`), so its counting
+pass reads the QIs alone: a wide table costs its QIs' read and a copy.
 
 Each row is placed once: the first pass leaves every partition's nodes on its
 worker (:func:`node_dtype`, 2 or 4 bytes a row), and the second reads only
@@ -49,13 +52,14 @@ from .._dask.cluster import cores_per_worker, lasting_client, resolve_client, ru
 from .._dask.cluster import release as release_client
 from .._dask.graph import column_partitions, constant, tree_reduce
 from .._dask.unique_count import unique_rows
+from .._dask.written_check import DISTINCT
 from .._kernel import thread_limit
 from ..errors import InfeasibleError
 from ..identifiers import distinct_sketch, estimate_identifying, merge_distinct, refuse_identifying
 from .batch import Placing, summarize_batch
 from .release import decide, publish_rows, published_columns
 
-__all__ = ["transform_dask"]
+__all__ = ["transform_dask", "transform_to_parquet"]
 
 
 class _Placer(Placing):
@@ -184,13 +188,7 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         When a column released as is singles out rows (estimated by the
         counting pass; see :mod:`dmondrian.identifiers`).
     """
-    from .._dask.written_check import identifying_check
-
-    plan._check_table(ddf)
-    identifiers = [c for c in plan.options["identifiers"] or [] if c in ddf.columns]
-    if identifiers:
-        ddf = ddf.drop(columns=identifiers)
-    checked, index_name = identifying_check(ddf._meta, plan._release_options(ddf._meta, None))
+    ddf, checked, index_name = _prepared(plan, ddf)
     placer = _Placer(plan)
     # The rows' nodes stay on the workers for the publishing pass only on a cluster
     # that outlives this call (one it starts is closed before the release is computed).
@@ -202,11 +200,123 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
                               checked, index_name)
     finally:
         release_client(owned)
-    if int(counted.summary.count.sum()) == 0:
-        raise InfeasibleError("the table is empty: there is nothing to anonymize")
+    _refuse_empty(counted)
     frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary), counted,
                              cluster_client, threads)
     return _as_release(frame, plan)
+
+
+def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_options=None,
+                         storage_options=None, random_state=None) -> int:
+    """Release a dask DataFrame through a fitted plan and write it as a Parquet dataset.
+
+    The release is :func:`transform_dask`'s, written as its ``to_parquet``
+    writes it (``path/part.<i>.parquet``, one file per input partition, each
+    file's rows shuffled, labels as dictionaries without statistics), on one
+    cluster. The identifying-column check runs in the tasks that write, which
+    read every column anyway, so the counting pass reads only the QIs (and
+    the sensitive and entity columns): on a wide table the release costs
+    about a copy and a read of its QIs.
+
+    Parameters
+    ----------
+    plan : FittedPlan
+    ddf : dask.dataframe.DataFrame
+        A table with the plan's QI columns.
+    path : str or os.PathLike
+        The dataset folder (local path or fsspec URL).
+    client : distributed.Client, optional
+        Cluster for both passes (default: as :func:`dmondrian.distributed.anonymize`).
+    progress : bool, optional
+        Progress bars for the passes.
+    write_options : dict, optional
+        ``write_index`` (default False), ``shuffle_rows`` (default True) and
+        keywords for :func:`pyarrow.parquet.write_table`, as
+        :func:`dmondrian.distributed.anonymize_to_parquet` takes them.
+    storage_options : dict, optional
+        Keywords for the fsspec filesystem of ``path``.
+    random_state : None, int or numpy.random.Generator
+        Seed of each file's row order (:mod:`dmondrian.row_order`; None: fresh).
+
+    Returns
+    -------
+    int
+        The rows written (every row of ``ddf``).
+
+    Raises
+    ------
+    InfeasibleError
+        When the table as a whole cannot be one class (fewer than k rows).
+    IdentifyingColumnError
+        When a column released as is singles out rows. The write tasks judge
+        it, so the verdict comes once every file is written: they are removed
+        first, and the folder too when this call created it.
+    """
+    from dask import delayed
+
+    from .._dask.parquet_sink import ParquetSink
+    from .._dask.written_check import WrittenCheck
+
+    ddf, checked, index_name = _prepared(plan, ddf)
+    placer = _Placer(plan)
+    cluster_client, owned = resolve_client(client)
+    try:
+        threads = cores_per_worker(cluster_client)
+        # Both passes run on this cluster: the counted nodes wait on the workers.
+        counted = _count_pass(plan, placer, ddf, cluster_client, threads, True, progress,
+                              [], None)
+        _refuse_empty(counted)
+        frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary), counted,
+                                 cluster_client, threads)
+        labels, dictionary = _written_columns(frame._meta, plan)
+        sink = ParquetSink.create(path, frame._meta, labels, write_options, storage_options,
+                                  dictionary_columns=dictionary, random_state=random_state)
+        check = WrittenCheck(checked, index_name) if checked else None
+        sink_d = constant(sink, "sink")
+        task = delayed(_write_checked, pure=True)
+        parts = _unfused(lambda: frame.to_delayed(optimize_graph=True))
+        results = run(cluster_client, [task(sink_d, p, i, check) for i, p in enumerate(parts)],
+                      progress, f"pass: publish, write {path}")
+        result = pd.concat(results, ignore_index=True)
+        n_rows, written = int(counted.summary.count.sum()), int(result["rows"].sum())
+        if written != n_rows:
+            raise RuntimeError(f"dmondrian: wrote {written} rows of {n_rows}")
+        if check is not None:
+            try:
+                check.finish(result[DISTINCT], n_rows,
+                             lambda unsure: unique_rows(ddf, unsure, cluster_client, progress),
+                             written)
+            except BaseException:
+                sink.remove(len(parts))
+                raise
+        return written
+    finally:
+        release_client(owned)
+
+
+def _write_checked(sink, frame: pd.DataFrame, number: int, check):
+    """Write one partition of the release; its row count and (``check``) its sketch."""
+    from .._dask.written_check import written
+
+    return written(sink.write(frame, number), frame, check)
+
+
+def _prepared(plan, ddf):
+    """``ddf`` checked against the plan, its identifiers dropped; the columns the
+    identifying check sketches and the index's name among them (None if not)."""
+    from .._dask.written_check import identifying_check
+
+    plan._check_table(ddf)
+    identifiers = [c for c in plan.options["identifiers"] or [] if c in ddf.columns]
+    if identifiers:
+        ddf = ddf.drop(columns=identifiers)
+    checked, index_name = identifying_check(ddf._meta, plan._release_options(ddf._meta, None))
+    return ddf, checked, index_name
+
+
+def _refuse_empty(counted) -> None:
+    if int(counted.summary.count.sum()) == 0:
+        raise InfeasibleError("the table is empty: there is nothing to anonymize")
 
 
 @dataclass
@@ -367,9 +477,7 @@ def _as_release(frame, plan):
     from .._dask.parquet_sink import ParquetSink
 
     meta = frame._meta
-    labels = [q for q in plan.qis if isinstance(meta[q].dtype, pd.CategoricalDtype)]
-    class_column = plan.options["class_column"]
-    dictionary = [] if class_column is None else [class_column]
+    labels, dictionary = _written_columns(meta, plan)
 
     def write(path, write_options, storage_options):
         sink = constant(ParquetSink.create(path, meta, labels, write_options, storage_options,
@@ -379,6 +487,14 @@ def _as_release(frame, plan):
         return [task(sink, p, i) for i, p in enumerate(parts)]
 
     return AnonymizedFrame(frame.expr, labels, dictionary, write)
+
+
+def _written_columns(meta: pd.DataFrame, plan) -> tuple[list, list]:
+    """A release's label columns (Categoricals of text) and the numeric columns written
+    as dictionaries all the same (the class ids)."""
+    labels = [q for q in plan.qis if isinstance(meta[q].dtype, pd.CategoricalDtype)]
+    class_column = plan.options["class_column"]
+    return labels, [] if class_column is None else [class_column]
 
 
 def _write_partition(sink, frame: pd.DataFrame, number: int) -> int:

@@ -210,6 +210,50 @@ class FittedPlan(Placing):
                 out[column] = pd.Series(values, index=out.index, copy=False)
         return out
 
+    def transform_to_parquet(self, ddf, path, *, client=None, progress=None,
+                             write_options=None, storage_options=None, random_state=None) -> int:
+        """Release a dask DataFrame through the plan and write it as a Parquet dataset.
+
+        The files ``transform(ddf).to_parquet(path)`` writes (one a partition,
+        each file's rows shuffled, labels as dictionaries), on one cluster;
+        the columns released as is are checked in the tasks that write, so
+        the counting pass reads only the QIs (and the sensitive and entity
+        columns). See :func:`dmondrian.plans.dask.transform_to_parquet`.
+
+        Parameters
+        ----------
+        ddf : dask.dataframe.DataFrame
+            A table with the plan's QI columns.
+        path : str or os.PathLike
+            The dataset folder (local path or fsspec URL).
+        client : distributed.Client, optional
+            Cluster for both passes (default: as :func:`dmondrian.distributed.anonymize`).
+        progress : bool, optional
+            Progress bars for the passes.
+        write_options, storage_options : dict, optional
+            As :func:`dmondrian.distributed.anonymize_to_parquet` takes them.
+        random_state : None, int or numpy.random.Generator
+            Seed of each file's row order (None: fresh).
+
+        Returns
+        -------
+        int
+            The rows written.
+
+        Raises
+        ------
+        InfeasibleError
+            When the table as a whole cannot be one class (fewer than k rows).
+        IdentifyingColumnError
+            When a column released as is singles out rows; the files written
+            are removed first (and the folder, when this call made it).
+        """
+        from .dask import transform_to_parquet
+
+        return transform_to_parquet(self, ddf, path, client=client, progress=progress,
+                                    write_options=write_options,
+                                    storage_options=storage_options, random_state=random_state)
+
     def _release_options(self, df, noise, max_contributions=1, max_classes=1):
         o = {name: self.options.get(name) for name in PLAN_OPTIONS if name != "identifiers"}
         opts = check_options(df.columns, self.qis, self.k, index_name=df.index.name,
