@@ -537,8 +537,13 @@ def _trailing_zeros_plus_one(h: np.ndarray) -> np.ndarray:
     return rank
 
 
-def distinct_sketch(df: pd.DataFrame, columns) -> DistinctSketch:
+def distinct_sketch(df: pd.DataFrame, columns, distinct_values=None) -> DistinctSketch:
     """The sketch of one partition's ``columns`` (the index's name for a non-default index).
+
+    ``distinct_values`` maps columns whose distinct values are known (a
+    writer's dictionary, missing value left out) to them: a register keeps
+    its values' largest rank, so they give the rows' registers without a
+    pass over the rows.
 
     Examples
     --------
@@ -547,7 +552,11 @@ def distinct_sketch(df: pd.DataFrame, columns) -> DistinctSketch:
     1.0
     """
     registers = {}
+    known = distinct_values or {}
     for column in columns:
+        if column in known and column in df.columns:
+            registers[column] = _registers(pd.Series(known[column], copy=False))
+            continue
         values, is_index = _series(df, column)
         if is_index and _default_index(df.index):  # this partition's rows, numbered in order
             continue

@@ -305,3 +305,37 @@ def test_a_shuffled_write_takes_a_long_tail_as_indices_and_reads_back_the_same(t
     pd.testing.assert_frame_equal(encoded, plain)
     expected = row_order.shuffle_rows(frame, row_order.row_order_seed(9), 1)
     pd.testing.assert_frame_equal(encoded, expected.reset_index(drop=True))
+
+
+def test_the_sketch_of_a_writes_dictionaries_is_the_rows_own(tmp_path):
+    # The write tasks' identifying check takes the distinct values of the text the sink
+    # encodes instead of finding them again: the same registers, missing values left out,
+    # and only for the columns it encoded.
+    from dmondrian._dask.parquet_sink import ParquetSink
+    from dmondrian.identifiers import distinct_sketch
+
+    rng = np.random.default_rng(8)
+    n = 3000
+    frame = pd.DataFrame({
+        "tail": pd.Series([f"item {i}" if i % 7 else None for i in rng.integers(0, 450, n)],
+                          dtype="str"),
+        "few": pd.Series(rng.choice(["a", "b", None], n), dtype="str"),
+        "name": pd.Series([f"person {i}" for i in rng.permutation(n)], dtype="str"),
+        "count": rng.integers(0, 50, n)})
+    columns = list(frame.columns)
+    distinct = {}
+    sink = ParquetSink.create(tmp_path / "rel", frame.iloc[:0], [], random_state=2)
+    assert sink.write(frame, 0, distinct) == n
+    assert sorted(distinct) == ["few", "tail"]  # "name" is taken as text, unencoded
+    assert sorted(distinct["few"]) == ["a", "b"]
+    assert set(distinct["tail"]) == set(frame["tail"].dropna())
+    by_rows = distinct_sketch(frame, columns)
+    by_dictionaries = distinct_sketch(frame, columns, distinct)
+    assert by_rows.rows == by_dictionaries.rows == n
+    for c in columns:
+        assert np.array_equal(by_rows.registers[c], by_dictionaries.registers[c]), c
+    # In the input's order, nothing is encoded and nothing reported.
+    kept = {}
+    ParquetSink.create(tmp_path / "kept", frame.iloc[:0], [],
+                       {"shuffle_rows": False}).write(frame, 0, kept)
+    assert kept == {}

@@ -387,8 +387,12 @@ def write_output_partition(df: pd.DataFrame, top: TopPlan, sink: ParquetSink,
     frame = conform(frame, meta, keep=labels)
     number = partition_info["number"] if partition_info else 0
     check = top.written_check
-    return written(sink.write(frame, number), frame,
-                   None if check is None else check.for_rows_path(top.positional_index))
+    if check is None:
+        return written(sink.write(frame, number), frame, None)
+    # The sketch takes the distinct values of the text the write encodes.
+    distinct = {}
+    return written(sink.write(frame, number, distinct), frame,
+                   check.for_rows_path(top.positional_index), distinct)
 
 
 def conform(frame: pd.DataFrame, meta: pd.DataFrame, keep=()) -> pd.DataFrame:

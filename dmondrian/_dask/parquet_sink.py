@@ -122,8 +122,14 @@ class ParquetSink:
         return cls(fs, root, schema, write_index, options,
                    row_order_seed(random_state) if shuffle else None, created)
 
-    def write(self, frame: pd.DataFrame, number: int) -> int:
-        """Write one output partition as ``part.<number>.parquet``; return its row count."""
+    def write(self, frame: pd.DataFrame, number: int, distinct: dict | None = None) -> int:
+        """Write one output partition as ``part.<number>.parquet``; return its row count.
+
+        ``distinct``, a dict, receives the distinct values (missing value left
+        out, as a pandas Series) of each text column the write encodes
+        (:meth:`_text_to_encode`): the identifying check's sketch takes them
+        instead of finding them again.
+        """
         # One thread: a task has its worker thread's core, and pyarrow would start a
         # pool of threads per call (dask's own writer asks for one too).
         table = pa.Table.from_pandas(frame, schema=self.schema, preserve_index=self.write_index,
@@ -136,6 +142,8 @@ class ParquetSink:
             text = self._text_to_encode(table)
             if text:
                 stored, table = table.schema, _dictionary_encoded(table, text)
+                if distinct is not None:
+                    distinct.update(_dictionaries(table, text))
             table = table.take(order)
         with self.fs.open(f"{self.root}/part.{int(number)}.parquet", "wb") as fh:
             if stored is None:
@@ -291,6 +299,17 @@ def _dictionary_encoded(table: pa.Table, columns) -> pa.Table:
         i = table.schema.get_field_index(name)
         table = table.set_column(i, name, pc.dictionary_encode(table.column(i)))
     return table
+
+
+def _dictionaries(table: pa.Table, columns) -> dict:
+    """The distinct values of each of ``columns`` (dictionary-encoded), as pandas Series."""
+    out = {}
+    for name in columns:
+        dictionaries = [c.dictionary for c in table.column(name).chunks]
+        values = (dictionaries[0] if len(dictionaries) == 1
+                  else pc.unique(pa.chunked_array(dictionaries, type=pa.string())))
+        out[name] = values.to_pandas()
+    return out
 
 
 def _write_as(table: pa.Table, schema: pa.Schema, fh, options: dict) -> None:

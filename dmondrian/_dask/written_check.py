@@ -115,11 +115,14 @@ def checked_now_or_later(later: bool, meta: pd.DataFrame, opts, identifying: lis
     return None
 
 
-def written(rows: int, df: pd.DataFrame, check: WrittenCheck | None) -> pd.DataFrame:
-    """A write task's result: its row count and, with a ``check``, the sketch of ``df``."""
+def written(rows: int, df: pd.DataFrame, check: WrittenCheck | None,
+            distinct_values=None) -> pd.DataFrame:
+    """A write task's result: its row count and, with a ``check``, the sketch of ``df``
+    (``distinct_values``: :func:`~dmondrian.identifiers.distinct_sketch`'s)."""
     out = pd.DataFrame({"rows": [int(rows)]})
     if check is not None:
-        out[DISTINCT] = pd.Series([distinct_sketch(df, check.columns)], dtype=object)
+        out[DISTINCT] = pd.Series([distinct_sketch(df, check.columns, distinct_values)],
+                                  dtype=object)
     return out
 
 

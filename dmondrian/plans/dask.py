@@ -295,10 +295,12 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
 
 
 def _write_checked(sink, frame: pd.DataFrame, number: int, check):
-    """Write one partition of the release; its row count and (``check``) its sketch."""
+    """Write one partition of the release; its row count and (``check``) its sketch, of
+    the distinct values of the text the write encodes where it does."""
     from .._dask.written_check import written
 
-    return written(sink.write(frame, number), frame, check)
+    distinct = None if check is None else {}
+    return written(sink.write(frame, number, distinct), frame, check, distinct)
 
 
 def _prepared(plan, ddf):
