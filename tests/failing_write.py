@@ -74,8 +74,8 @@ def failing_write_table(action: str, write_table=io.write_table):
 class KillingSink(ParquetSink):
     """A Parquet sink whose first written file is the last thing its process group does."""
 
-    def write(self, frame, number):
-        rows = super().write(frame, number)
+    def write(self, frame, number, distinct=None):
+        rows = super().write(frame, number, distinct)
         os.killpg(os.getpgid(0), signal.SIGKILL)
         return rows
 
