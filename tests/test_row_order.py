@@ -322,13 +322,20 @@ def test_the_sketch_of_a_writes_dictionaries_is_the_rows_own(tmp_path):
         "few": pd.Series(rng.choice(["a", "b", None], n), dtype="str"),
         "name": pd.Series([f"person {i}" for i in rng.permutation(n)], dtype="str"),
         "count": rng.integers(0, 50, n)})
+    # Text in two chunks, as a frame read from two row groups holds it.
+    halves = [pa.array([f"v{i}" if i % 5 else None for i in rng.integers(0, 300, n // 2)],
+                       type=pa.large_string()) for _ in range(2)]
+    frame["chunked"] = pd.array(pa.chunked_array(halves),
+                                dtype=pd.StringDtype("pyarrow", na_value=np.nan))
+    assert pa.Table.from_pandas(frame).column("chunked").num_chunks == 2
     columns = list(frame.columns)
     distinct = {}
     sink = ParquetSink.create(tmp_path / "rel", frame.iloc[:0], [], random_state=2)
     assert sink.write(frame, 0, distinct) == n
-    assert sorted(distinct) == ["few", "tail"]  # "name" is taken as text, unencoded
+    assert sorted(distinct) == ["chunked", "few", "tail"]  # "name": taken as text
     assert sorted(distinct["few"]) == ["a", "b"]
     assert set(distinct["tail"]) == set(frame["tail"].dropna())
+    assert sorted(distinct["chunked"]) == sorted(frame["chunked"].dropna().unique())
     by_rows = distinct_sketch(frame, columns)
     by_dictionaries = distinct_sketch(frame, columns, distinct)
     assert by_rows.rows == by_dictionaries.rows == n

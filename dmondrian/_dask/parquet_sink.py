@@ -305,9 +305,12 @@ def _dictionaries(table: pa.Table, columns) -> dict:
     """The distinct values of each of ``columns`` (dictionary-encoded), as pandas Series."""
     out = {}
     for name in columns:
-        dictionaries = [c.dictionary for c in table.column(name).chunks]
-        values = (dictionaries[0] if len(dictionaries) == 1
-                  else pc.unique(pa.chunked_array(dictionaries, type=pa.string())))
+        column = table.column(name)
+        dictionaries = [c.dictionary for c in column.chunks]
+        if len(dictionaries) == 1:
+            values = dictionaries[0]
+        else:  # a column of several chunks (a frame read from several row groups)
+            values = pc.unique(pa.chunked_array(dictionaries, type=column.type.value_type))
         out[name] = values.to_pandas()
     return out
 
