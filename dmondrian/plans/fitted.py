@@ -222,18 +222,11 @@ class FittedPlan(Placing):
 
         Parameters
         ----------
-        ddf : dask.dataframe.DataFrame
-            A table with the plan's QI columns.
-        path : str or os.PathLike
-            The dataset folder (local path or fsspec URL).
-        client : distributed.Client, optional
-            Cluster for both passes (default: as :func:`dmondrian.distributed.anonymize`).
-        progress : bool, optional
-            Progress bars for the passes.
-        write_options, storage_options : dict, optional
-            As :func:`dmondrian.distributed.anonymize_to_parquet` takes them.
-        random_state : None, int or numpy.random.Generator
-            Seed of each file's row order (None: fresh).
+        ddf, path, client, progress, write_options, storage_options, random_state
+            As :func:`dmondrian.plans.dask.transform_to_parquet` takes them:
+            a dask DataFrame with the plan's QI columns, the dataset folder
+            (any fsspec URL), the cluster, the progress bars, the writer's
+            options and the seed of each file's row order.
 
         Returns
         -------
