@@ -44,7 +44,8 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    runs in its process): the machine is shared, and CPU time varies less.
    ``plan_written``: :func:`dmondrian.plans.dask.transform_to_parquet`, the
    command line's writer, whose counting pass reads only the QIs (its write
-   tasks check the columns released as is); ``plan``: the lazy release's own
+   tasks check the columns released as is; ``plan_written_inorder`` the same
+   keeping the input's row order); ``plan``: the lazy release's own
    ``to_parquet`` as it writes by default (each file's rows shuffled, no
    statistics for the labels); ``plan_inorder``: the
    same keeping the input's row order (``shuffle_rows=False``);
@@ -490,6 +491,9 @@ def _dask_round(plan, client, src: str, work: Path, r: int, table: str, width: i
 
     writers = [("plan_written", lambda ddf, path: transform_to_parquet(
                    plan, ddf, path, client=client, write_options={"write_index": True})),
+               ("plan_written_inorder", lambda ddf, path: transform_to_parquet(
+                   plan, ddf, path, client=client,
+                   write_options={"write_index": True, "shuffle_rows": False})),
                ("plan", lazy(lambda out, path: out.to_parquet(path, write_index=True))),
                ("plan_inorder", lazy(lambda out, path: out.to_parquet(
                    path, write_index=True, shuffle_rows=False)))]
