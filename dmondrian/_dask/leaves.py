@@ -36,7 +36,7 @@ from .plan import TopPlan, Verdict
 from .routing import leaf_order, row_offsets
 from .shipped_keys import gather_keys, partition_encodings
 from .text import TEXT, text_labels
-from .written_check import written
+from .written_check import write_released
 
 __all__ = ["output_partition_frame", "anonymize_output_partition", "write_output_partition",
            "publish_leaves", "leaf_privacy", "output_meta", "lazy_meta", "label_columns",
@@ -387,12 +387,8 @@ def write_output_partition(df: pd.DataFrame, top: TopPlan, sink: ParquetSink,
     frame = conform(frame, meta, keep=labels)
     number = partition_info["number"] if partition_info else 0
     check = top.written_check
-    if check is None:
-        return written(sink.write(frame, number), frame, None)
-    # The sketch takes the distinct values of the text the write encodes.
-    distinct = {}
-    return written(sink.write(frame, number, distinct), frame,
-                   check.for_rows_path(top.positional_index), distinct)
+    return write_released(sink, frame, number,
+                          None if check is None else check.for_rows_path(top.positional_index))
 
 
 def conform(frame: pd.DataFrame, meta: pd.DataFrame, keep=()) -> pd.DataFrame:

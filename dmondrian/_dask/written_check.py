@@ -30,6 +30,7 @@ from ..identifiers import (
 from ..person_keys import warn_person_keys
 
 __all__ = ["WrittenCheck", "DISTINCT", "identifying_check", "checked_now_or_later", "written",
+           "write_released",
            "written_meta", "finish_written"]
 
 #: The column of a write task's result holding its sketch.
@@ -124,6 +125,17 @@ def written(rows: int, df: pd.DataFrame, check: WrittenCheck | None,
         out[DISTINCT] = pd.Series([distinct_sketch(df, check.columns, distinct_values)],
                                   dtype=object)
     return out
+
+
+def write_released(sink, frame: pd.DataFrame, number: int,
+                   check: WrittenCheck | None) -> pd.DataFrame:
+    """Write ``frame``, a partition of the release, as file ``number`` of ``sink``; its
+    :func:`written` result, the sketch (with a ``check``) of ``frame`` itself, taking
+    the distinct values of the text the write encodes from the write."""
+    if check is None:
+        return written(sink.write(frame, number), frame, None)
+    distinct = {}
+    return written(sink.write(frame, number, distinct), frame, check, distinct)
 
 
 def written_meta(check: WrittenCheck | None) -> pd.DataFrame:

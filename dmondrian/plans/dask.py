@@ -255,7 +255,7 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
     from dask import delayed
 
     from .._dask.parquet_sink import ParquetSink
-    from .._dask.written_check import WrittenCheck
+    from .._dask.written_check import WrittenCheck, write_released
 
     ddf, checked, index_name = _prepared(plan, ddf)
     placer = _Placer(plan)
@@ -273,7 +273,7 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
                                   dictionary_columns=dictionary, random_state=random_state)
         check = WrittenCheck(checked, index_name) if checked else None
         sink_d = constant(sink, "sink")
-        task = delayed(_write_checked, pure=True)
+        task = delayed(write_released, pure=True)
         parts = _unfused(lambda: frame.to_delayed(optimize_graph=True))
         results = run(cluster_client, [task(sink_d, p, i, check) for i, p in enumerate(parts)],
                       progress, f"pass: publish, write {path}")
@@ -292,15 +292,6 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
         return written
     finally:
         release_client(owned)
-
-
-def _write_checked(sink, frame: pd.DataFrame, number: int, check):
-    """Write one partition of the release; its row count and (``check``) its sketch, of
-    the distinct values of the text the write encodes where it does."""
-    from .._dask.written_check import written
-
-    distinct = None if check is None else {}
-    return written(sink.write(frame, number, distinct), frame, check, distinct)
 
 
 def _prepared(plan, ddf):
