@@ -494,8 +494,9 @@ def _repeats(values: pd.Series) -> bool:
     each distinct value once (the column's unique values first) pays.
 
     Both ways give the same registers. Finding the unique values costs a hash
-    table over every row: it pays on a few distinct values, and costs 4x on
-    unique ones (ids, long texts), which the identifying check is looking for.
+    table over every row: it pays on a few distinct values, and costs more than
+    it saves on unique ones (ids, long texts), which the identifying check is
+    looking for.
 
     Examples
     --------
@@ -526,8 +527,8 @@ def _trailing_zeros_plus_one(h: np.ndarray) -> np.ndarray:
 
     ``h ^ (h - 1)`` sets the lowest set bit and every bit below it, so its
     population count is the rank; numpy < 2 lacks ``bitwise_count``: there
-    frexp gives log2 + 1 of the lowest set bit, exactly (at most 2**31), five
-    times slower.
+    frexp gives log2 + 1 of the lowest set bit, exactly (at most 2**31), but
+    in more passes.
     """
     if hasattr(np, "bitwise_count"):
         return np.bitwise_count(h ^ (h - np.uint32(1))).astype(np.uint8)

@@ -6,8 +6,8 @@ in two ways. pyarrow's defaults suit the input, not a release: min/max
 statistics for every label column (Arrow gathers the labels each 1,024-row
 batch refers to, and compares them) and a dictionary for every number (ids and
 amounts are mostly distinct: each value is hashed, the dictionary page
-overflows and the writer falls back to plain encoding); on census rows that
-write took three times the sink's. And dask writes each anonymized partition
+overflows and the writer falls back to plain encoding), work the sink never
+does. And dask writes each anonymized partition
 in tasks of its own (``reset_index``, an ``operation``, ``toparquetdata``),
 reading it back from memory after it left the caches.
 

@@ -457,7 +457,8 @@ def _padded_unknown_categories() -> pd.Index:
     """dask's unknown-category marker, then fillers: 2**15 categories (32-bit codes).
 
     An object index: dask tokenizes the meta often, and an object array of
-    short strings hashes fifty times faster than a "str" one.
+    short strings hashes far faster than a "str" one (pyarrow-backed text is
+    converted value by value).
     """
     values = np.array([unknown_categories(), *map(str, range(1, 2**15))], dtype=object)
     return pd.Index(values, dtype=object)

@@ -136,8 +136,8 @@ class ParquetSink:
                                      nthreads=1)
         stored = None
         if self.row_seed is not None and table.num_rows > 1:
-            # shuffle_rows' order, taken by Arrow: a quarter of pandas' cost on a
-            # million census rows (labels, ints, floats; 37 against 136 ms).
+            # shuffle_rows' order, taken by Arrow on the converted table: cheaper
+            # than pandas' reorder of the frame (benchmarks/README.md).
             order = row_permutation(self.row_seed, number, frame)
             text = self._text_to_encode(table)
             if text:
@@ -157,14 +157,15 @@ class ParquetSink:
         dictionary-encodes anyway whose :data:`ENCODE_SAMPLE` sampled rows hold
         distinct values in at most :data:`ENCODE_SHARE` of them.
 
-        Arrow's take of a text column copies every string (0.03-0.06 s a million
-        rows), and the writer then hashes every one of them into its dictionary;
-        encoded first, the take moves 32-bit indices and the writer writes the
+        Arrow's take of a text column copies every string, and the writer then
+        hashes every one of them into its dictionary; encoded first, the take
+        moves 32-bit indices and the writer writes the
         dictionary as it is. That pays while the sample repeats values, a few
         hundred values a million rows or a long tail of a hundred thousand
         whose head repeats; a column of a thousand values spread evenly (600
         of them in the sample) costs the same either way, and one of distinct
-        values four times more encoded, so it is taken as text.
+        values costs more encoded (a dictionary as large as the column), so it is
+        taken as text.
         """
         wanted = self.options.get("use_dictionary", True)
         if wanted is False or "store_schema" in self.options:

@@ -237,8 +237,8 @@ def _route_rows(const i64[:, :] keys, const i64[::1] qi, const i64[::1] t, const
     into ``out_partition`` unless that is empty
     (see :class:`dmondrian._dask.cut_tree.CutTree`)."""
     # A block of rows steps down one level at a time with branch-free steps
-    # (a leaf steps to itself), about twice as fast as one row's walk to its
-    # leaf after another, whose every cut is a mispredicted branch.
+    # (a leaf steps to itself), faster than one row's walk to its leaf after
+    # another, whose every cut is a mispredicted branch.
     cdef Py_ssize_t m = qi.shape[0], n = keys.shape[1], d = keys.shape[0]
     cdef Py_ssize_t j, blk, s, b, b_n, i, level, top, height
     cdef bint with_partition = out_partition.shape[0] > 0, busy

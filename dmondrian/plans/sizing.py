@@ -19,7 +19,8 @@ PLAN_OPTIONS = ("mode", "objective", "generalization", "max_depth", "class_colum
 #: What a plan fitted with ``batch_rows`` counts a left-out fitted row as when it
 #: trims a leaf (:func:`dmondrian.plans.tree.nominal_trim`): the loss of one
 #: batch row lifted to an ancestor, in whole QI domains (a row's NCP summed over
-#: the QIs). Measured on Adult (benchmarks/README.md, "Fitted plans").
+#: the QIs). Chosen on Adult as the least loss at the same share of stable
+#: classes among the costs tried (benchmarks/README.md, "Fitted plans").
 LIFT_COST = 1.5
 
 
