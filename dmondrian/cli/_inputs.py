@@ -43,7 +43,7 @@ def dialect_of(args):
     return CsvDialect(sep, args.decimal, args.encoding)
 
 
-def read(url: str | None, args, *, role: str = "input"):
+def read(url: str | None, args, *, role: str = "input", dtypes: dict | None = None):
     """Read the table at ``url`` with the command's --format, --dtype and CSV dialect.
 
     Parameters
@@ -54,6 +54,8 @@ def read(url: str | None, args, *, role: str = "input"):
         The parsed command line (``format``, ``dtype``).
     role : str
         What the table is, for the error when it is missing.
+    dtypes : dict, optional
+        The conversions to apply, ``{column: type}``; default: ``--dtype``'s.
 
     Returns
     -------
@@ -63,7 +65,71 @@ def read(url: str | None, args, *, role: str = "input"):
 
     if url is None:
         raise UsageError(f"missing {role}")
-    return io.read_table(url, args.format, dtypes=dtypes_of(args), dialect=dialect_of(args))
+    return io.read_table(url, args.format, dtypes=dtypes_of(args) if dtypes is None else dtypes,
+                         dialect=dialect_of(args))
+
+
+def read_release(url: str, args, qis: list[str]):
+    """Read a release for ``report`` and ``verify``: ``--dtype`` converts its other columns,
+    never its QIs, which hold published values (``[2017-01-02, 2017-03-05]``), not the
+    original's.
+
+    Parameters
+    ----------
+    url : str
+        The release, a path or fsspec URL.
+    args : argparse.Namespace
+        The parsed command line.
+    qis : list of str
+        The release's quasi-identifiers.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    dtypes = {c: t for c, t in dtypes_of(args).items() if c not in set(qis)}
+    return read(url, args, dtypes=dtypes)
+
+
+def read_original(url: str, args, release: str, columns: list[str]):
+    """Read the original of a release with the types its manifest records
+    (``column_types``, :mod:`dmondrian.manifest`), overridden by ``--dtype``.
+
+    The loss ``report`` computes then compares the release with the table it
+    was made from, as the manifest's report did: a date read as a date, not
+    as text.
+
+    Parameters
+    ----------
+    url : str
+        The original table.
+    args : argparse.Namespace
+        The parsed command line.
+    release : str
+        The release, whose manifest (``RELEASE.manifest.json``) is looked for.
+    columns : list of str
+        The columns the report reads (QIs, sensitive): the recorded types used.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    import json
+
+    import fsspec
+
+    from .. import io
+
+    recorded = {}
+    path = io.manifest_path(release)
+    if exists(path):
+        with fsspec.open(path, "rt", encoding="utf-8") as fh:
+            try:
+                recorded = json.load(fh).get("column_types") or {}
+            except (json.JSONDecodeError, AttributeError):
+                recorded = {}
+    dtypes = {**{c: t for c, t in recorded.items() if c in set(columns)}, **dtypes_of(args)}
+    return read(url, args, role="original", dtypes=dtypes)
 
 
 def check_columns(df, names: list[str], flag: str, url: str) -> None:

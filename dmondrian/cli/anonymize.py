@@ -236,6 +236,8 @@ class Job:
     #: The plan of ``--plan`` (None without one), and the SHA-256 of the plan file.
     plan: object = None
     plan_sha256: str | None = None
+    #: The types the QIs and the sensitive column were read with, for the manifest.
+    column_types: dict | None = None
 
     def options(self, *groups) -> dict:
         """The engine's keyword options of ``groups``, by the option table's names.
@@ -511,6 +513,9 @@ def release_report(job: Job, released, original):
     -------
     dmondrian.reporting.Report
     """
+    from ..csv_tables import column_types
+
+    job.column_types = column_types(original, [*job.qis, *job.sensitive])
     report, _ = metrics_api()
     return report(released, job.qis, original=original,
                   sensitive=job.sensitive[0] if job.sensitive else None, k=job.args.k,
@@ -551,7 +556,8 @@ def _write_manifest(job: Job, engine: str, outcome: Outcome) -> None:
     kwargs = {"output": job.dst, "parameters": _parameters(job),
               "input_rows": outcome.input_rows, "output_rows": outcome.rows,
               "report": outcome.report, "extra": extra,
-              "risks": {"identifying_columns": job.identifying}}
+              "risks": {"identifying_columns": job.identifying},
+              "column_types": job.column_types}
     fs, _ = io._fs(job.dst)
     if io._is_local(fs):
         write_manifest(**kwargs)
