@@ -120,6 +120,29 @@ def test_getting_started_command_publishes_ranges_for_birth_date(tmp_path):
     assert manifest["column_types"]["birth_date"] == "datetime"
 
 
+def test_a_qi_of_dates_read_as_text_is_refused_with_the_fix(tmp_path):
+    days = pd.date_range("2020-01-01", periods=3000, freq="D").strftime("%Y-%m-%d").tolist()
+    days[2500] = "soon"
+    src = tmp_path / "late.csv"
+    pd.DataFrame({"day": days, "n": range(3000)}).to_csv(src, index=False)
+    for engine in (["--local"], ["--distributed", "--workers", "1"]):
+        code, _, err = run_cli(["anonymize", str(src), str(tmp_path / "out.csv"), "--k", "10",
+                                "--qi", "day,n", *engine, "--no-progress"], tmp_path)
+        assert code == 2
+        assert "'day'" in err and "--dtype day=datetime" in err and "--dtype day=str" in err
+        assert not (tmp_path / "out.csv").exists()
+        if engine == ["--local"]:
+            assert "'soon'" in err  # the value that is not a date
+    code, _, err = run_cli(["anonymize", str(src), str(tmp_path / "out.csv"), "--k", "10",
+                            "--qi", "day,n", "--dtype", "day=datetime", "--local",
+                            "--no-progress"], tmp_path)
+    assert code == 2 and "'day'" in err and "soon" in err
+    code, _, err = run_cli(["anonymize", str(src), str(tmp_path / "out.csv"), "--k", "10",
+                            "--qi", "day,n", "--dtype", "day=str", "--local", "--no-progress"],
+                           tmp_path)
+    assert code == 0, err
+
+
 # -- 2. a text QI with nearly one value per row --------------------------------------------
 
 
@@ -159,11 +182,12 @@ def test_dask_engine_names_a_unique_text_qi_once(process_client):
 def test_report_of_a_release_made_with_dtype_matches_its_manifest(tmp_path):
     rng = np.random.default_rng(2)
     n = 3000
-    when = pd.Timestamp("2017-01-01") + pd.to_timedelta(rng.integers(0, 10 ** 7, n), unit="s")
+    when = pd.Timestamp("1990-01-01") + pd.to_timedelta(rng.integers(0, 10 ** 9, n), unit="s")
     src, out = tmp_path / "stops.csv", tmp_path / "rel.csv"
-    # A date format pyarrow does not infer: only --dtype reads it as dates.
+    # Months, which pyarrow does not infer as dates: only --dtype reads them as dates.
     pd.DataFrame({"age": rng.integers(16, 90, n), "zip": rng.integers(10_000, 10_100, n),
-                  "date": when.strftime("%Y-%m-%d %H:%M")}).to_csv(src, index=False)
+                  "date": when.strftime("%Y-%m")}).to_csv(src, index=False)
+    assert pd.api.types.is_string_dtype(read_csv(str(src))["date"].dtype)
     qis = "age,zip,date"
     code, _, err = run_cli(["anonymize", str(src), str(out), "--k", "10", "--qi", qis,
                             "--dtype", "date=datetime", "--local", "--no-progress"], tmp_path)

@@ -155,6 +155,64 @@ def check_columns(df, names: list[str], flag: str, url: str) -> None:
                                            f"(columns: {cols})")
 
 
+#: Leading values of a text QI looked at for dates it was not read as.
+DATE_PROBE_ROWS = 1000
+
+
+def refuse_unread_dates(df, qis: list[str], dtypes: dict, url: str) -> None:
+    """Refuse a text QI whose first values are all dates: some value further on is not
+    one (or is written in a layout the reader does not infer), so it was read as text
+    and each class would publish the set of its exact dates.
+
+    ``--dtype COL=datetime`` reads it as dates (naming a value that is not one),
+    ``--dtype COL=str`` keeps it as text on purpose; a column either names is not
+    looked at.
+
+    Parameters
+    ----------
+    df : pandas or dask DataFrame
+        The input, read.
+    qis : list of str
+        The quasi-identifiers.
+    dtypes : dict
+        ``--dtype``'s conversions.
+    url : str
+        Where the table was read, for the message.
+
+    Raises
+    ------
+    ColumnError
+        Naming the column, a value that is not a date, and both fixes.
+    """
+    import pandas as pd
+
+    from ..errors import ColumnError
+
+    for q in qis:
+        dtype = df[q].dtype
+        if q in dtypes or isinstance(dtype, pd.CategoricalDtype) or not (
+                pd.api.types.is_string_dtype(dtype) or pd.api.types.is_object_dtype(dtype)):
+            continue
+        head = df[q].head(DATE_PROBE_ROWS)
+        head = head[head.notna()]
+        if not len(head) or not all(isinstance(v, str) for v in head):
+            continue
+        parsed = pd.to_datetime(head, format="ISO8601", errors="coerce")
+        if not parsed.notna().all():
+            continue
+        example = ""
+        if isinstance(df, pd.DataFrame):  # (on Dask, finding one would read the table)
+            whole = pd.to_datetime(df[q], format="ISO8601", errors="coerce")
+            bad = df[q][whole.isna() & df[q].notna()].head(1)
+            example = f" (e.g. {bad.iloc[0]!r})" if len(bad) else ""
+        raise ColumnError(q, f"quasi-identifier {q!r} in {url} holds dates in its first rows "
+                             f"but was read as text, so each class would publish the set of "
+                             f"its exact dates: some of its values are not ISO dates{example}, "
+                             f"or are written in a layout the reader does not infer. Pass "
+                             f"--dtype {q}=datetime to read it as dates (a value that is not "
+                             f"one is named), or --dtype {q}=str to publish it as text")
+
+
 def exists(url: str) -> bool:
     """Whether the path or fsspec URL exists.
 

@@ -36,6 +36,7 @@ from ._inputs import (
     exists,
     load_hierarchies,
     metrics_api,
+    refuse_unread_dates,
 )
 from ._progress import Progress
 from ._types import (
@@ -418,6 +419,7 @@ def _anonymize_local(job: Job) -> Outcome:
         df = io.read_table(job.src, job.in_fmt, dtypes=job.dtypes, dialect=job.dialect)
     check_columns(df, job.qis, "--qi", job.src)
     check_columns(df, job.sensitive, "--sensitive", job.src)
+    refuse_unread_dates(df, job.qis, job.dtypes, job.src)
     class_col = _free_column(df)
     with job.progress.stage(f"anonymizing {len(df):,} rows (k={job.args.k})"):
         if job.plan is not None or job.args.save_plan:
