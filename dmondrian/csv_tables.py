@@ -30,6 +30,7 @@ same way whichever engine runs:
 from __future__ import annotations
 
 import csv
+import io
 import warnings
 from dataclasses import dataclass
 
@@ -174,15 +175,80 @@ def read_csv(url: str, dialect: CsvDialect | None = None, text_columns=()) -> pd
     dialect = (dialect or CsvDialect()).resolved(url)
     with fsspec.open(url, "rb", compression="infer") as fh:
         df = pd.read_csv(fh, **pandas_options(dialect, text_columns))
-    candidates = [c for c in df.columns
-                  if c not in set(text_columns) and (_is_text(df[c].dtype) or (
-                      pd.api.types.is_float_dtype(df[c].dtype) and df[c].isna().any()))]
-    if not candidates:
-        return df
-    with fsspec.open(url, "rb", compression="infer") as fh:
-        kinds = _arrow_kinds(fh, dialect, list(df.columns), candidates, header=True)
-    types = {c: _arrow_type(df[c].dtype, kinds.get(c)) for c in candidates}
+    fixed = set(text_columns)
+    kinds = {c: (_date_kind(df[c]), False) for c in df.columns
+             if c not in fixed and _is_text(df[c].dtype)}
+    gaps = [c for c in df.columns if c not in fixed and _whole_with_gaps(df[c])]
+    if gaps:
+        # Only pyarrow's reading of the text tells "46" from "46.0": the file's
+        # first bytes first, then the whole file for the columns they leave open.
+        sampled = _arrow_kinds(io.BytesIO(_first_lines(url)), dialect, list(df.columns), gaps,
+                               header=True)
+        gaps = [c for c in gaps if sampled.get(c, ("empty",))[0] in ("int", "empty")]
+    if gaps:
+        with fsspec.open(url, "rb", compression="infer") as fh:
+            kinds.update(_arrow_kinds(fh, dialect, list(df.columns), gaps, header=True))
+    types = {c: _arrow_type(df[c].dtype, found) for c, found in kinds.items()}
     return _refined(df, {c: t for c, t in types.items() if t is not None})
+
+
+#: Leading values of a text column looked at before the whole column is.
+_PROBE_VALUES = 1000
+
+
+def _date_kind(col: pd.Series) -> str:
+    """``"timestamp"`` when every present value of text ``col`` is an ISO 8601 date or
+    timestamp without a zone, ``"timestamp_tz"`` when every one has a zone, ``"empty"``
+    when none is present, else ``"text"``.
+
+    pyarrow's cast reads them, with the parser its CSV reader infers
+    timestamps with; the first values are tried first, so a column of words
+    costs a cast of a few values.
+
+    Examples
+    --------
+    >>> _date_kind(pd.Series(["2017-07-03", None, "2017-07-03T18:23:30"]))
+    'timestamp'
+    >>> _date_kind(pd.Series(["2017-07-03T18:23:30Z"])), _date_kind(pd.Series(["2017-07"]))
+    ('timestamp_tz', 'text')
+    """
+    import pyarrow as pa
+
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return "text"
+    try:
+        values = pa.array(col, from_pandas=True, type=pa.large_string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return "text"  # not all strings
+    if values.null_count == len(values):
+        return "empty"
+    for kind, tz in (("timestamp", None), ("timestamp_tz", "UTC")):
+        target = pa.timestamp("ns", tz)
+        try:
+            values[:_PROBE_VALUES].cast(target)
+            values.cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+        return kind
+    return "text"
+
+
+def _whole_with_gaps(col: pd.Series) -> bool:
+    """Floats with gaps whose every present value is whole: maybe integers with gaps."""
+    if not (pd.api.types.is_float_dtype(col.dtype) and col.isna().any()):
+        return False
+    values = col.to_numpy(dtype=np.float64, na_value=np.nan)
+    present = values[~np.isnan(values)]
+    return bool(np.all(present == np.round(present)))
+
+
+def _first_lines(url: str) -> bytes:
+    """The file's first bytes (:data:`_SAMPLE_BYTES`), cut at the end of a line."""
+    with fsspec.open(url, "rb", compression="infer") as fh:
+        raw = fh.read(_SAMPLE_BYTES)
+    if len(raw) == _SAMPLE_BYTES:  # drop a line cut in the middle
+        raw = raw[: raw.rfind(b"\n") + 1] or raw
+    return raw
 
 
 def _is_text(dtype) -> bool:
@@ -316,13 +382,8 @@ def _sampled_dates(url: str, dialect: CsvDialect, guessed, fixed: dict) -> list:
     text = [c for c, t in guessed.dtypes.items() if c not in fixed and _is_text(t)]
     if not text:
         return []
-    import io
-
-    with fsspec.open(url, "rb", compression="infer") as fh:
-        raw = fh.read(_SAMPLE_BYTES)
-    if len(raw) == _SAMPLE_BYTES:  # drop a line cut in the middle
-        raw = raw[: raw.rfind(b"\n") + 1] or raw
-    kinds = _arrow_kinds(io.BytesIO(raw), dialect, list(guessed.columns), text, header=True)
+    kinds = _arrow_kinds(io.BytesIO(_first_lines(url)), dialect, list(guessed.columns), text,
+                         header=True)
     return [c for c in text if kinds.get(c, ("text",))[0] in _DATE_KINDS]
 
 
@@ -362,33 +423,33 @@ def _whole_file_types(url: str, dialect: CsvDialect, columns: list, checked: lis
 def _block_kinds(block: bytes, first: bool, dialect: CsvDialect, columns: list,
                  usecols: list, dates: list = ()) -> dict:
     """``{column: (kind, has_missing)}`` of one block, as pandas types it alone, the
-    ``dates`` columns and the floats with gaps as pyarrow types them.
+    floats with gaps as pyarrow reads them, and the ``dates`` columns as
+    :func:`_date_kind` reads their text.
 
     Kinds: ``"empty"`` (no value), ``"int"``, ``"uint"``, ``"float"``,
-    ``"bool"``, ``"text"``, and those of pyarrow's dates (``"date"``,
-    ``"timestamp"``, ``"timestamp_tz"``).
+    ``"bool"``, ``"text"``, ``"timestamp"`` and ``"timestamp_tz"``.
     """
-    import io
-
     if not block.strip():
         return {c: ("empty", False) for c in [*(columns[j] for j in usecols), *dates]}
     out = _pandas_block_kinds(block, first, dialect, columns, usecols) if usecols else {}
     gaps = [c for c, (kind, missing) in out.items() if kind == "float" and missing]
-    if gaps or dates:
-        arrow = _arrow_kinds(io.BytesIO(block), dialect, columns, [*gaps, *dates],
-                             header=first)
+    if gaps:  # only pyarrow's reading of the text tells "46" from "46.0"
+        arrow = _arrow_kinds(io.BytesIO(block), dialect, columns, gaps, header=first)
         for c in gaps:
             if arrow.get(c, ("float",))[0] == "int":
                 out[c] = ("int", True)
+    if dates:
+        text = pd.read_csv(io.BytesIO(block), sep=dialect.sep, encoding=dialect.encoding,
+                           header=0 if first else None, names=columns,
+                           usecols=[columns.index(c) for c in dates],
+                           dtype=dict.fromkeys(dates, "str"))
         for c in dates:
-            out[c] = arrow.get(c, ("text", False))
+            out[c] = (_date_kind(text[c]), bool(text[c].isna().any()))
     return out
 
 
 def _pandas_block_kinds(block: bytes, first: bool, dialect: CsvDialect, columns: list,
                         usecols: list) -> dict:
-    import io
-
     part = pd.read_csv(io.BytesIO(block), sep=dialect.sep, decimal=dialect.decimal,
                        encoding=dialect.encoding, header=0 if first else None,
                        names=columns, usecols=usecols)  # (skiprows= is slower)
@@ -459,15 +520,19 @@ def _as_types(part: pd.DataFrame, words: dict) -> pd.DataFrame:
 
 def _refined(part: pd.DataFrame, types: dict) -> pd.DataFrame:
     """Columns as the types pyarrow found (:func:`_arrow_type`): dates parsed as ISO 8601
-    (nanoseconds; UTC when they carry a zone), integers with gaps as ``Int64``."""
+    by pyarrow's cast, the parser its CSV reader infers them with (nanoseconds; UTC when
+    they carry a zone), integers with gaps as ``Int64``."""
+    import pyarrow as pa
+
     out = part.copy()
     for col, typ in types.items():
         if typ == "Int64":
             out[col] = out[col].astype("Int64")
-        else:
-            tz = typ == "datetime_tz"
-            out[col] = pd.to_datetime(out[col], format="ISO8601", utc=tz).astype(
-                pd.DatetimeTZDtype("ns", "UTC") if tz else "datetime64[ns]")
+            continue
+        target = pa.timestamp("ns", "UTC" if typ == "datetime_tz" else None)
+        # pandas' and dask's text columns are Arrow strings already: no copy here.
+        text = pa.array(out[col], from_pandas=True)
+        out[col] = pd.Series(text.cast(target).to_pandas(), index=out.index, name=col)
     return out
 
 
