@@ -28,6 +28,7 @@ from dmondrian.csv_tables import CsvDialect, column_types, read_csv, read_csv_da
 from dmondrian.errors import TextQuasiIdentifierWarning
 from dmondrian.kinds.labels import parse_range, parse_set
 from dmondrian.plans import fit_plan
+from dmondrian.plans.dask import transform_dask
 from dmondrian.synthetic import make_census
 
 
@@ -237,11 +238,14 @@ def test_local_engine_and_plan_publish_null_for_a_class_of_missing_values():
     _check_missing_published_as_null(df, planned)
 
 
-def test_dask_engine_publishes_null_for_a_class_of_missing_values(process_client, tmp_path):
+def test_dask_engine_and_plan_publish_null_for_a_class_of_missing_values(process_client, tmp_path):
     df = _with_missing()
     ddf = dd.from_pandas(df, npartitions=3)
     out = D.anonymize(ddf, ["age", "zip", "sex"], 10).compute().loc[df.index]
     _check_missing_published_as_null(df, out)
+    plan = fit_plan(df, ["age", "zip", "sex"], 10)
+    planned = transform_dask(plan, ddf).compute().loc[df.index]
+    _check_missing_published_as_null(df, planned)
     D.anonymize_to_parquet(ddf, str(tmp_path / "rel"), ["age", "zip", "sex"], 10,
                            random_state=0)
     written = pd.read_parquet(tmp_path / "rel")
