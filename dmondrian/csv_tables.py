@@ -15,6 +15,14 @@ same way whichever engine runs:
   the file, each block typing itself in parallel, then reads the file with
   them; a column that turns out to hold text is read as text, and the reader
   says so.
+* Two types pandas does not give are taken from pyarrow's CSV inference, on
+  both engines and for ``report``/``verify`` alike: a text column whose every
+  value pyarrow reads as an ISO date or timestamp (``1983-03-19``,
+  ``2017-07-03T18:23:30Z``) is read as datetime64, and a column pandas reads
+  as floats because of gaps but whose values are all integers is read as
+  nullable ``Int64`` (published ``[46, 51]``, not ``[46.0, 51.0]``). A
+  column mixing dates with other text stays text; ``--dtype COL=str`` keeps
+  a column of dates as text.
 * :func:`convert_dtypes` applies the ``--dtype COLUMN=TYPE`` conversions to a
   pandas or a dask DataFrame, the one converter of both paths.
 """
@@ -22,6 +30,7 @@ same way whichever engine runs:
 from __future__ import annotations
 
 import csv
+import io
 import warnings
 from dataclasses import dataclass
 
@@ -33,7 +42,8 @@ from ._compat import unknown_categories
 from .errors import ColumnError, MissingColumnError
 
 __all__ = ["CsvDialect", "CsvTypeWarning", "sniff_separator", "pandas_options", "read_csv",
-           "read_csv_dask", "convert_dtypes", "uncompressed_name", "TEXT_TYPES", "COMPRESSIONS"]
+           "read_csv_dask", "convert_dtypes", "column_types", "uncompressed_name", "TEXT_TYPES",
+           "COMPRESSIONS"]
 
 #: What ``--dtype`` accepts for text.
 TEXT_TYPES = ("str", "string")
@@ -42,6 +52,10 @@ SEPARATORS = ",;\t|"
 #: Compression suffixes the readers see through (fsspec's ``compression="infer"``).
 COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst", ".zip")
 _SNIFF_BYTES = 64 * 1024
+#: Bytes of the file's start in which the Dask reader looks for columns of dates.
+_SAMPLE_BYTES = 256 * 1024
+#: The arrow kinds read as datetime64, and which of them carry a time zone.
+_DATE_KINDS = frozenset({"date", "timestamp", "timestamp_tz"})
 _BOOL_WORDS = {"true": True, "false": False}
 
 
@@ -160,7 +174,143 @@ def read_csv(url: str, dialect: CsvDialect | None = None, text_columns=()) -> pd
     """
     dialect = (dialect or CsvDialect()).resolved(url)
     with fsspec.open(url, "rb", compression="infer") as fh:
-        return pd.read_csv(fh, **pandas_options(dialect, text_columns))
+        df = pd.read_csv(fh, **pandas_options(dialect, text_columns))
+    fixed = set(text_columns)
+    kinds = {c: (_date_kind(df[c]), False) for c in df.columns
+             if c not in fixed and _is_text(df[c].dtype)}
+    gaps = [c for c in df.columns if c not in fixed and _whole_with_gaps(df[c])]
+    if gaps:
+        # Only pyarrow's reading of the text tells "46" from "46.0": the file's
+        # first bytes first, then the whole file for the columns they leave open.
+        sampled = _arrow_kinds(io.BytesIO(_first_lines(url)), dialect, list(df.columns), gaps,
+                               header=True)
+        gaps = [c for c in gaps if sampled.get(c, ("empty",))[0] in ("int", "empty")]
+    if gaps:
+        with fsspec.open(url, "rb", compression="infer") as fh:
+            kinds.update(_arrow_kinds(fh, dialect, list(df.columns), gaps, header=True))
+    types = {c: _arrow_type(df[c].dtype, found) for c, found in kinds.items()}
+    return _refined(df, {c: t for c, t in types.items() if t is not None})
+
+
+#: Leading values of a text column looked at before the whole column is.
+_PROBE_VALUES = 1000
+
+
+def _date_kind(col: pd.Series) -> str:
+    """``"timestamp"`` when every present value of text ``col`` is an ISO 8601 date or
+    timestamp without a zone, ``"timestamp_tz"`` when every one has a zone, ``"empty"``
+    when none is present, else ``"text"``.
+
+    pyarrow's cast reads them, with the parser its CSV reader infers
+    timestamps with; the first values are tried first, so a column of words
+    costs a cast of a few values.
+
+    Examples
+    --------
+    >>> _date_kind(pd.Series(["2017-07-03", None, "2017-07-03T18:23:30"]))
+    'timestamp'
+    >>> _date_kind(pd.Series(["2017-07-03T18:23:30Z"])), _date_kind(pd.Series(["2017-07"]))
+    ('timestamp_tz', 'text')
+    """
+    import pyarrow as pa
+
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return "text"
+    try:
+        values = pa.array(col, from_pandas=True, type=pa.large_string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return "text"  # not all strings
+    if values.null_count == len(values):
+        return "empty"
+    for kind, tz in (("timestamp", None), ("timestamp_tz", "UTC")):
+        target = pa.timestamp("ns", tz)
+        try:
+            values[:_PROBE_VALUES].cast(target)
+            values.cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+        return kind
+    return "text"
+
+
+def _whole_with_gaps(col: pd.Series) -> bool:
+    """Floats with gaps whose every present value is whole: maybe integers with gaps."""
+    if not (pd.api.types.is_float_dtype(col.dtype) and col.isna().any()):
+        return False
+    values = col.to_numpy(dtype=np.float64, na_value=np.nan)
+    present = values[~np.isnan(values)]
+    return bool(np.all(present == np.round(present)))
+
+
+def _first_lines(url: str) -> bytes:
+    """The file's first bytes (:data:`_SAMPLE_BYTES`), cut at the end of a line."""
+    with fsspec.open(url, "rb", compression="infer") as fh:
+        raw = fh.read(_SAMPLE_BYTES)
+    if len(raw) == _SAMPLE_BYTES:  # drop a line cut in the middle
+        raw = raw[: raw.rfind(b"\n") + 1] or raw
+    return raw
+
+
+def _is_text(dtype) -> bool:
+    return pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
+
+
+def _arrow_kinds(source, dialect: CsvDialect, columns: list, include: list, *,
+                 header: bool) -> dict:
+    """``{column: (kind, has_missing)}`` of the ``include`` columns as pyarrow's CSV reader
+    types them; ``{}`` when pyarrow cannot parse ``source`` (pandas' types then stand).
+
+    Kinds: ``"empty"``, ``"int"``, ``"float"``, ``"bool"``, ``"date"``,
+    ``"timestamp"``, ``"timestamp_tz"``, ``"text"``.
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pc
+
+    read = pc.ReadOptions(encoding=dialect.encoding,
+                          column_names=None if header else [str(c) for c in columns],
+                          skip_rows=0)
+    convert = pc.ConvertOptions(decimal_point=dialect.decimal,
+                                include_columns=[str(c) for c in include])
+    try:
+        table = pc.read_csv(source, read_options=read,
+                            parse_options=pc.ParseOptions(delimiter=dialect.sep),
+                            convert_options=convert)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, KeyError):
+        return {}
+    out = {}
+    for field, column in zip(table.schema, table.columns, strict=True):
+        t = field.type
+        missing = column.null_count > 0
+        if pa.types.is_null(t) or column.null_count == len(column):
+            kind = "empty"
+        elif pa.types.is_integer(t):
+            kind = "int"
+        elif pa.types.is_floating(t):
+            kind = "float"
+        elif pa.types.is_boolean(t):
+            kind = "bool"
+        elif pa.types.is_date(t):
+            kind = "date"
+        elif pa.types.is_timestamp(t):
+            kind = "timestamp_tz" if t.tz else "timestamp"
+        else:
+            kind = "text"
+        out[field.name] = (kind, missing)
+    return out
+
+
+def _arrow_type(dtype, found) -> str | None:
+    """The type a column pandas read as ``dtype`` takes from pyarrow's ``(kind, missing)``:
+    ``"datetime"``/``"datetime_tz"`` for text that is all dates, ``"Int64"`` for floats
+    that are integers with gaps, else None (pandas' type stands)."""
+    if found is None:
+        return None
+    kind, missing = found
+    if _is_text(dtype) and kind in _DATE_KINDS:
+        return "datetime_tz" if kind == "timestamp_tz" else "datetime"
+    if pd.api.types.is_float_dtype(dtype) and kind == "int" and missing:
+        return "Int64"
+    return None
 
 
 def read_csv_dask(url: str, dialect: CsvDialect | None = None, text_columns=(),
@@ -200,10 +350,14 @@ def read_csv_dask(url: str, dialect: CsvDialect | None = None, text_columns=(),
     checked = [c for c, t in guessed.dtypes.items()
                if c not in options["dtype"] and (pd.api.types.is_numeric_dtype(t)
                                                   or pd.api.types.is_bool_dtype(t))]
-    if not checked:
+    dates = _sampled_dates(url, dialect, guessed, options["dtype"])
+    if not checked and not dates:
         return guessed
-    types = _whole_file_types(url, dialect, list(guessed.columns), checked,
+    types = _whole_file_types(url, dialect, list(guessed.columns), checked, dates,
                               options.get("blocksize", "default"))
+    refined = {c: types.pop(c) for c in dates}
+    refined = {c: t for c, t in refined.items() if t is not None}
+    options["dtype"].update(dict.fromkeys(dates, "str"))
     text = [c for c in checked if types[c] is None]
     if text:
         warnings.warn(CsvTypeWarning(
@@ -215,14 +369,28 @@ def read_csv_dask(url: str, dialect: CsvDialect | None = None, text_columns=(),
     options["dtype"].update({c: "str" if t in (None, "object_bool") else t
                              for c, t in types.items()})
     ddf = dd.read_csv(url, **options)
-    if not words:
-        return ddf
-    return ddf.map_partitions(_as_types, words, meta=_as_types(ddf._meta, words))
+    if words:
+        ddf = ddf.map_partitions(_as_types, words, meta=_as_types(ddf._meta, words))
+    if refined:
+        ddf = ddf.map_partitions(_refined, refined, meta=_refined(ddf._meta, refined))
+    return ddf
+
+
+def _sampled_dates(url: str, dialect: CsvDialect, guessed, fixed: dict) -> list:
+    """The columns dask reads as text whose values in the file's first bytes are all
+    ISO dates or timestamps (as pyarrow reads them): the candidates of a datetime type."""
+    text = [c for c, t in guessed.dtypes.items() if c not in fixed and _is_text(t)]
+    if not text:
+        return []
+    kinds = _arrow_kinds(io.BytesIO(_first_lines(url)), dialect, list(guessed.columns), text,
+                         header=True)
+    return [c for c in text if kinds.get(c, ("text",))[0] in _DATE_KINDS]
 
 
 def _whole_file_types(url: str, dialect: CsvDialect, columns: list, checked: list,
-                      blocksize) -> dict:
-    """``{column: pandas type}`` of the ``checked`` columns over the whole file (None: text).
+                      dates: list, blocksize) -> dict:
+    """``{column: pandas type}`` of the ``checked`` and ``dates`` columns over the whole
+    file (None: text).
 
     The file's blocks are those dask reads it in; each is parsed on the
     current dask scheduler and reports a small summary (:func:`_block_kinds`).
@@ -246,23 +414,42 @@ def _whole_file_types(url: str, dialect: CsvDialect, columns: list, checked: lis
         files = [files]
     summarize = dask.delayed(_block_kinds, pure=True)
     usecols = [columns.index(c) for c in checked]
-    parts = [summarize(block, i == 0, dialect, columns, usecols)
+    parts = [summarize(block, i == 0, dialect, columns, usecols, dates)
              for blocks in files for i, block in enumerate(blocks)]
     found = dask.compute(*parts)
-    return {c: _merged_type([part[c] for part in found]) for c in checked}
+    return {c: _merged_type([part[c] for part in found]) for c in [*checked, *dates]}
 
 
 def _block_kinds(block: bytes, first: bool, dialect: CsvDialect, columns: list,
-                 usecols: list) -> dict:
-    """``{column: (kind, has_missing)}`` of one block, as pandas types it alone.
+                 usecols: list, dates: list = ()) -> dict:
+    """``{column: (kind, has_missing)}`` of one block, as pandas types it alone, the
+    floats with gaps as pyarrow reads them, and the ``dates`` columns as
+    :func:`_date_kind` reads their text.
 
     Kinds: ``"empty"`` (no value), ``"int"``, ``"uint"``, ``"float"``,
-    ``"bool"``, ``"text"``.
+    ``"bool"``, ``"text"``, ``"timestamp"`` and ``"timestamp_tz"``.
     """
-    import io
-
     if not block.strip():
-        return {columns[j]: ("empty", False) for j in usecols}
+        return {c: ("empty", False) for c in [*(columns[j] for j in usecols), *dates]}
+    out = _pandas_block_kinds(block, first, dialect, columns, usecols) if usecols else {}
+    gaps = [c for c, (kind, missing) in out.items() if kind == "float" and missing]
+    if gaps:  # only pyarrow's reading of the text tells "46" from "46.0"
+        arrow = _arrow_kinds(io.BytesIO(block), dialect, columns, gaps, header=first)
+        for c in gaps:
+            if arrow.get(c, ("float",))[0] == "int":
+                out[c] = ("int", True)
+    if dates:
+        text = pd.read_csv(io.BytesIO(block), sep=dialect.sep, encoding=dialect.encoding,
+                           header=0 if first else None, names=columns,
+                           usecols=[columns.index(c) for c in dates],
+                           dtype=dict.fromkeys(dates, "str"))
+        for c in dates:
+            out[c] = (_date_kind(text[c]), bool(text[c].isna().any()))
+    return out
+
+
+def _pandas_block_kinds(block: bytes, first: bool, dialect: CsvDialect, columns: list,
+                        usecols: list) -> dict:
     part = pd.read_csv(io.BytesIO(block), sep=dialect.sep, decimal=dialect.decimal,
                        encoding=dialect.encoding, header=0 if first else None,
                        names=columns, usecols=usecols)  # (skiprows= is slower)
@@ -300,9 +487,17 @@ def _merged_type(found: list) -> str | None:
     ('object_bool', 'int64')
     >>> _merged_type([("int", False), ("text", False)]) is None
     True
+    >>> _merged_type([("int", True), ("int", False)]), _merged_type([("date", False)] * 2)
+    ('Int64', 'datetime')
     """
     kinds = {kind for kind, _ in found} - {"empty"}
     missing = any(m for _, m in found)
+    if kinds and kinds <= _DATE_KINDS:
+        if "timestamp_tz" not in kinds:
+            return "datetime"
+        return "datetime_tz" if kinds == {"timestamp_tz"} else None
+    if kinds == {"int"} and missing:
+        return "Int64"
     if not kinds or kinds <= {"int", "float"}:
         return "int64" if kinds == {"int"} and not missing else "float64"
     if kinds == {"bool"}:
@@ -320,6 +515,68 @@ def _as_types(part: pd.DataFrame, words: dict) -> pd.DataFrame:
         # NaN for missing, as pandas reads them (not the string dtype's NA).
         out[col] = pd.Series(np.where(words.isna(), np.nan, words), index=out.index,
                              dtype=object)
+    return out
+
+
+def _refined(part: pd.DataFrame, types: dict) -> pd.DataFrame:
+    """Columns as the types pyarrow found (:func:`_arrow_type`): dates parsed as ISO 8601
+    by pyarrow's cast, the parser its CSV reader infers them with (nanoseconds; UTC when
+    they carry a zone), integers with gaps as ``Int64``."""
+    import pyarrow as pa
+
+    out = part.copy()
+    for col, typ in types.items():
+        if typ == "Int64":
+            out[col] = out[col].astype("Int64")
+            continue
+        target = pa.timestamp("ns", "UTC" if typ == "datetime_tz" else None)
+        # pandas' and dask's text columns are Arrow strings already: no copy here.
+        text = pa.array(out[col], from_pandas=True)
+        out[col] = pd.Series(text.cast(target).to_pandas(), index=out.index, name=col)
+    return out
+
+
+def column_types(frame, columns) -> dict:
+    """``{column: type}`` of ``columns`` in the words of :func:`convert_dtypes`.
+
+    What a release's manifest records of the types its input was read
+    with, so that ``dmondrian report --original`` reads the original the
+    same way: ``"datetime"``, ``"int"``, ``"float"``, ``"str"`` or
+    ``"category"``; a column of another type (booleans, objects) is left
+    out, as every reader gives it the same type.
+
+    Parameters
+    ----------
+    frame : pandas or dask DataFrame
+    columns : iterable of str
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"age": pd.array([31, None], dtype="Int64"), "zip": ["021", "1"],
+    ...                    "day": pd.to_datetime(["2024-06-01", "2024-06-02"]),
+    ...                    "ok": [True, False]})
+    >>> column_types(df, ["age", "zip", "day", "ok"])
+    {'age': 'int', 'zip': 'str', 'day': 'datetime'}
+    """
+    out = {}
+    for col in columns:
+        dtype = frame[col].dtype
+        if isinstance(dtype, pd.CategoricalDtype):
+            out[col] = "category"
+        elif pd.api.types.is_datetime64_any_dtype(dtype):
+            out[col] = "datetime"
+        elif pd.api.types.is_bool_dtype(dtype):
+            continue
+        elif pd.api.types.is_integer_dtype(dtype):
+            out[col] = "int"
+        elif pd.api.types.is_float_dtype(dtype):
+            out[col] = "float"
+        elif pd.api.types.is_string_dtype(dtype) and not pd.api.types.is_object_dtype(dtype):
+            out[col] = "str"
     return out
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "MissingDependencyError",
     "IdentifyingColumnError",
     "IdentifyingColumnWarning",
+    "TextQuasiIdentifierWarning",
     "JobStalledError",
     "PlanFileError",
     "WorkersRestartedError",
@@ -187,6 +188,24 @@ class IdentifyingColumnError(ColumnError):
         self.found = list(found)
         self.columns = [f.column for f in self.found]
         super().__init__(self.columns[0] if self.columns else None, message)
+
+
+class TextQuasiIdentifierWarning(UserWarning):
+    """A text quasi-identifier with nearly one value per row
+    (:func:`dmondrian.qi.warn_unique_text`).
+
+    Its classes would publish sets of exact values: usually dates or numbers
+    read as text, which the message says how to read as such.
+
+    Attributes
+    ----------
+    column : object
+        The column.
+    """
+
+    def __init__(self, column, message: str):
+        self.column = column
+        super().__init__(message)
 
 
 class IdentifyingColumnWarning(UserWarning):

@@ -54,7 +54,7 @@ from .noise import check_noise_dtypes, noise_groups, noisy_columns
 from .options import ANONYMIZE, takes_options
 from .person_keys import person_key_columns, warn_person_keys
 from .publish import class_values, expand_label_columns
-from .qi import EncodedQI, encode_qi
+from .qi import EncodedQI, encode_qi, warn_unique_text_qis
 from .sensitive import encode_sensitive
 from .validation import check_options
 
@@ -443,6 +443,7 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     else:
         privacy = kernel_privacy(opts.constraints, entity=entity)
     encoded = encode_table(df, opts.qis, opts.hierarchies, opts.qi_kinds)
+    warn_unique_text_qis(encoded, len(df))
     part = partition(encoded, kernel_rules(encoded, mode=opts.mode, objective=opts.objective,
                                            max_depth=opts.max_depth, privacy=privacy))
     result = None

@@ -14,6 +14,10 @@ directory of Parquet part files, local or any fsspec URL). The manifest holds
   rows it suppressed (masked and dropped) and their share, and ``metrics``:
   the full :class:`dmondrian.reporting.Report` (NCP, discernibility, risk, ...);
 * ``output``: every output file with its size and SHA-256;
+* ``column_types``: the types the QIs and the sensitive column were read
+  with (``"datetime"``, ``"int"``, ...; :func:`dmondrian.csv_tables.column_types`),
+  so that ``dmondrian report --original`` reads the original as the release
+  was made from it;
 * ``noise``: each noised column's epsilon and bounds (:mod:`dmondrian.noise`),
   and ``risks``: ``identifying_columns``, the columns released as is that
   single out rows (:mod:`dmondrian.identifiers`).
@@ -253,7 +257,7 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
                    report=None, released=None, quasi_identifiers=None, original=None,
                    sensitive=None, k=None, extra: Mapping | None = None,
                    suppressed: Mapping | None = None, noise=None,
-                   risks: Mapping | None = None) -> dict:
+                   risks: Mapping | None = None, column_types: Mapping | None = None) -> dict:
     """Write the manifest of a release (atomically) and return it as a dict.
 
     Parameters
@@ -289,6 +293,10 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
     risks : mapping, optional
         ``{"identifying_columns": [...]}``, e.g. the columns the run warned
         about; default: the report's.
+    column_types : mapping, optional
+        ``{column: type}`` the input's columns were read with
+        (:func:`dmondrian.csv_tables.column_types`), recorded as
+        ``column_types``.
 
     Returns
     -------
@@ -348,6 +356,8 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         found = metrics["risk"]["identifying_columns"] if metrics is not None else []
         risks = {"identifying_columns": [f["column"] for f in found]}
     manifest["risks"] = dict(risks)
+    if column_types is not None:
+        manifest["column_types"] = dict(column_types)
     if extra:
         manifest["extra"] = dict(extra)
     manifest = withhold_exact(manifest)

@@ -16,9 +16,13 @@ nominal      ``Private``                       ``{Private, Self-emp-inc}``
 hierarchy    ``Private``                       the lowest common ancestor, ``gov``
 =========== ================================= ===============================
 
-A class holding missing values publishes ``<NA>`` alone when every value is
-missing, and appends `` or <NA>`` to the range otherwise (nominal sets simply
-contain ``<NA>``). Numbers are written in Python's shortest round-trip form,
+A class whose values are all missing publishes a null (the Categorical's
+missing value, an empty field in a CSV, a null in Parquet), so ``isna()``
+finds it and the column keeps its other labels. A class mixing missing and
+present values publishes its range followed by `` or <NA>`` (``[46, 51] or
+<NA>``, ``23 or <NA>``); a nominal set simply contains ``<NA>``
+(``{F, <NA>}``), and a hierarchy publishes the ancestor of its values and
+the ``<NA>`` leaf. Numbers are written in Python's shortest round-trip form,
 so :func:`parse_range` gives back the exact bounds, negatives and floats
 included. Datetimes are ISO 8601 with the shortest unit that loses nothing.
 
@@ -49,7 +53,7 @@ from .kinds.base import MISSING_LABEL, EncodedQI
 from .kinds.labels import Interval, parse_range, parse_set
 
 __all__ = ["Interval", "parse_range", "parse_set", "class_values", "bound_labels", "mask_labels",
-           "expand_labels",
+           "expand_labels", "missing_as_null",
            "expand_label_columns", "group_triples", "NO_TABLE", "MISSING_LABEL"]
 
 
@@ -367,6 +371,23 @@ def _label_dtype(labels: pd.Index) -> pd.CategoricalDtype:
     return categorical_dtype(labels)
 
 
+def missing_as_null(labels: pd.Index, inverse: np.ndarray) -> tuple[pd.Index, np.ndarray]:
+    """``(labels, inverse)`` with the label of the all-missing classes, ``<NA>``, taken out:
+    their ``inverse`` becomes -1, the Categorical's missing value.
+
+    Examples
+    --------
+    >>> labels, inverse = missing_as_null(pd.Index(["[1, 2]", "<NA>", "3"]), np.array([1, 0, 2]))
+    >>> labels.tolist(), inverse.tolist()
+    (['[1, 2]', '3'], [-1, 0, 1])
+    """
+    at = labels.get_indexer([MISSING_LABEL])[0] if len(labels) else -1
+    if at < 0:
+        return labels, inverse
+    inverse = np.asarray(inverse)
+    return labels.delete(at), np.where(inverse == at, -1, inverse - (inverse > at))
+
+
 def expand_labels(labels: pd.Index, inverse: np.ndarray, class_of_row: np.ndarray
                   ) -> pd.Categorical:
     """Row-aligned Categorical of class labels.
@@ -383,13 +404,15 @@ def expand_labels(labels: pd.Index, inverse: np.ndarray, class_of_row: np.ndarra
     Returns
     -------
     pandas.Categorical
-        Row ``i`` is ``labels[inverse[class_of_row[i]]]``.
+        Row ``i`` is ``labels[inverse[class_of_row[i]]]``; missing where that
+        label is ``<NA>`` (:func:`missing_as_null`).
 
     Examples
     --------
     >>> expand_labels(pd.Index(["[1, 2]", "3"]), np.array([1, 0]), np.array([0, 1, 1])).tolist()
     ['3', '[1, 2]', '[1, 2]']
     """
+    labels, inverse = missing_as_null(labels, inverse)
     codes = np.take(np.asarray(inverse).astype(_code_dtype(len(labels))), class_of_row)
     return pd.Categorical.from_codes(codes, dtype=_label_dtype(labels), validate=False)
 
@@ -418,6 +441,7 @@ def expand_label_columns(columns: list, class_of_row: np.ndarray) -> list:
     [['b', 'a', 'a'], ['x', 'x', 'x']]
     """
     class_of_row = np.ascontiguousarray(class_of_row, dtype=np.int64)
+    columns = [missing_as_null(*column) for column in columns]
     out = [None] * len(columns)
     by_dtype = {}
     for j, (labels, _) in enumerate(columns):

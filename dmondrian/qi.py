@@ -19,7 +19,13 @@ from .kinds.base import MISSING_LABEL, EncodedQI
 from .kinds.keys import decode_float_keys, factorize, float_keys
 
 __all__ = ["QIKind", "EncodedQI", "encode_qi", "float_keys", "decode_float_keys",
-           "factorize", "MISSING_LABEL"]
+           "factorize", "MISSING_LABEL", "warn_unique_text", "warn_unique_text_qis",
+           "UNIQUE_TEXT_SHARE"]
+
+#: Distinct values over rows from which a text QI is said to hold nearly one value per row.
+UNIQUE_TEXT_SHARE = 0.9
+#: Rows a table has at least before the share means anything.
+UNIQUE_TEXT_MIN_ROWS = 20
 
 # The Dask engine's domain pass imports it by this name until it is converted.
 _factorize = factorize
@@ -51,3 +57,54 @@ def encode_qi(series: pd.Series, kind: str | None = None, hierarchy=None) -> Enc
     if hierarchy is not None:
         hierarchy = Hierarchy.coerce(hierarchy, name=series.name)
     return spec.encode(series, hierarchy)
+
+
+def warn_unique_text(name, distinct: int, rows: int) -> None:
+    """Warn, once for the column, that a text QI holds nearly one value per row.
+
+    Every class of such a column publishes the set of its exact values
+    (``{1983-03-19, 1985-04-05, ...}``): a range would say more and give
+    less away. It is nearly always a date or a number read as text, so the
+    message names the fix on both sides: the dtype in pandas, ``--dtype`` on
+    the command line. Every engine and plan calls it once, after the QIs'
+    domain is known.
+
+    Parameters
+    ----------
+    name : object
+        The column.
+    distinct : int
+        Its distinct present values.
+    rows : int
+        The table's rows.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_unique_text("day", 95, 100)
+    >>> "--dtype day=datetime" in str(caught[0].message)
+    True
+    """
+    if rows < UNIQUE_TEXT_MIN_ROWS or distinct < UNIQUE_TEXT_SHARE * rows:
+        return
+    import warnings
+
+    from .errors import TextQuasiIdentifierWarning
+    from .identifiers import _caller_level
+
+    message = (f"quasi-identifier {name!r} is text with nearly one value per row "
+               f"({distinct:,} distinct values in {rows:,} rows): each class publishes "
+               f"the set of its exact values. If it holds dates or numbers, give it that "
+               f"type (pandas: df[{name!r}] = pd.to_datetime(df[{name!r}]) or "
+               f"pd.to_numeric; command line: --dtype {name}=datetime or --dtype "
+               f"{name}=float)")
+    warnings.warn(TextQuasiIdentifierWarning(name, message), stacklevel=_caller_level())
+
+
+def warn_unique_text_qis(encoded: list, rows: int) -> None:
+    """:func:`warn_unique_text` for every nominal QI of ``encoded`` (EncodedQI, in memory)."""
+    for qi in encoded:
+        if qi.kind == "nominal":
+            warn_unique_text(qi.name, len(qi.categories) - 1, rows)  # less the missing slot

@@ -52,6 +52,8 @@ def covers(label: str, original, kind: str, categories=None, hierarchy: Hierarch
         members = parse_set(label)
         return (MISSING_LABEL if _missing(original) else str(original)) in members
     if kind == "hierarchy":
+        if _missing(label):  # a class of missing values only publishes a null
+            return _missing(original)
         leaf = MISSING_LEAF if _missing(original) else str(original)
         return label == leaf or label in hierarchy.ancestors(leaf)
     raise AssertionError(kind)

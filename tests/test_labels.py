@@ -300,7 +300,11 @@ def test_expand_labels_is_the_categorical_pandas_builds():
     inverse = np.array([2, 0, 1, 0])
     class_of_row = np.array([0, 1, 1, 3, 2, 0])
     got = expand_labels(labels, inverse, class_of_row)
-    expected = pd.Categorical.from_codes(inverse[class_of_row], categories=list(labels))
+    # The class of missing values only publishes a null, not the text "<NA>".
+    codes = inverse[class_of_row]
+    expected = pd.Categorical.from_codes(np.where(codes == 2, -1, codes),
+                                         categories=list(labels[:2]))
+    assert got.isna().tolist() == (codes == 2).tolist()
     assert got.dtype == expected.dtype
     assert got.codes.dtype == expected.codes.dtype
     assert got.tolist() == expected.tolist()
@@ -317,8 +321,8 @@ def python_label(values, kind_of):
     """The documented label of one class's original values."""
     present = [v for v in values if not pd.isna(v)]
     missing = len(present) < len(values)
-    if not present:
-        return "<NA>", (math.inf, 0, True)
+    if not present:  # published as a null
+        return None, (math.inf, 0, True)
     lo, hi = min(present), max(present)
     text = kind_of(lo) if lo == hi else f"[{kind_of(lo)}, {kind_of(hi)}]"
     return text + (" or <NA>" if missing else ""), (lo, hi, missing)
@@ -330,7 +334,7 @@ def expected_column(original: pd.Series, class_of_row, kind_of, sort_key):
                  for c in np.unique(class_of_row)}
     rows = [per_class[c][0] for c in class_of_row]
     ordered = sorted(per_class.values(), key=lambda lt: sort_key(lt[1]))
-    return rows, list(dict.fromkeys(label for label, _ in ordered))
+    return rows, list(dict.fromkeys(label for label, _ in ordered if label is not None))
 
 
 def numeric_sort(t):
@@ -342,10 +346,10 @@ def check_release(df, column, k, kind_of, sort_key=numeric_sort):
     out = dmondrian.anonymize(df, [column], k, class_column="_class")
     rows, categories = expected_column(df[column], out["_class"].to_numpy(), kind_of, sort_key)
     published = out[column]
-    assert published.astype(object).tolist() == rows
+    assert [None if pd.isna(v) else v for v in published.astype(object)] == rows
     assert list(published.cat.categories) == categories
     public = pd.Categorical.from_codes(published.cat.codes.to_numpy(np.int64),
-                                       categories=categories)
+                                       categories=pd.Index(categories, dtype=str))
     assert published.dtype == public.dtype
     assert published.cat.codes.dtype == public.codes.dtype
 
@@ -419,14 +423,16 @@ def test_ordinal_names_that_read_like_ranges_merge_into_one_value():
         codes = sorted(code[v] for v in present)
         missing = len(present) < len(members)
         if not present:
-            per_class[c] = ("<NA>", (math.inf, 0, True))
+            per_class[c] = (None, (math.inf, 0, True))  # published as a null
             continue
         lo, hi = cats[codes[0]], cats[codes[-1]]
         label = lo if lo == hi else f"[{lo}, {hi}]"
         per_class[c] = (label + (" or <NA>" if missing else ""), (lo, hi, missing))
-    assert out["o"].astype(object).tolist() == [per_class[c][0] for c in class_of_row]
+    assert [None if pd.isna(v) else v for v in out["o"].astype(object)] == [
+        per_class[c][0] for c in class_of_row]
     ordered = sorted(per_class.values(), key=lambda lt: sort_key(lt[1]))
-    assert list(out["o"].cat.categories) == list(dict.fromkeys(lb for lb, _ in ordered))
+    assert list(out["o"].cat.categories) == list(dict.fromkeys(lb for lb, _ in ordered
+                                                               if lb is not None))
     assert out["o"].cat.categories.is_unique
 
 

@@ -26,7 +26,7 @@ from .._compat import categorical_dtype
 from .._kernel.constants import INT_MIN
 from ..distinct_rows import distinct_rows
 from ..kinds import kind_spec
-from ..publish import bound_labels, class_values, mask_labels
+from ..publish import bound_labels, class_values, mask_labels, missing_as_null
 from ..suppression import MASK_LABEL
 from .shipped_keys import gather_keys, narrow_keys
 from .text import TEXT, text_labels
@@ -215,7 +215,9 @@ def decode_back(layout: BackLayout, top, back: pd.DataFrame, masked: bool
         out[opts.qis[j]] = _row_labels(labels, np.asarray(of_distinct)[inverse], shown, masked)
     for j in layout.text:
         column = back[_text(j)]
-        out[opts.qis[j]] = text_labels(column.astype("category")).array
+        labels = text_labels(column.astype("category")).array
+        out[opts.qis[j]] = pd.Categorical.from_codes(
+            *missing_as_null(labels.categories, labels.codes)[::-1])
     for col in layout.values:
         out[col] = back[col].to_numpy()
     return out, keep
@@ -226,8 +228,9 @@ def _shown(values: np.ndarray, rows) -> np.ndarray:
 
 
 def _row_labels(labels, inverse, shown: np.ndarray, masked: bool) -> pd.Categorical:
-    """Each row's label (``inverse`` over the rows ``shown``); the others ``"*"``."""
-    categories = pd.Index(labels)
+    """Each row's label (``inverse`` over the rows ``shown``); the others ``"*"``; a null
+    for the all-missing classes (:func:`dmondrian.publish.missing_as_null`)."""
+    categories, inverse = missing_as_null(pd.Index(labels), inverse)
     codes = np.full(len(shown), -1, dtype=np.int64)
     codes[shown] = inverse
     if masked and not shown.all():

@@ -24,6 +24,7 @@ from ..identifiers import DistinctSketch, distinct_sketch, estimate_identifying,
 from ..kinds import kind_spec
 from ..kinds.keys import arrow_int32_chunks, arrow_string_chunks
 from ..person_keys import person_key_columns
+from ..qi import warn_unique_text
 from .cluster import run
 from .exchange import exchanged_bytes
 from .global_domain import GlobalDomain, encode_keys
@@ -312,6 +313,8 @@ def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict
                                              categories=categories[j],
                                              hierarchy=hierarchies.get(q))
         slots[j] = len(counts)
+        if spec.name == "nominal":
+            warn_unique_text(q, len(categories[j]), int(sketch.n))
         kernel_kinds[j] = spec.kernel_kind_of(meta[q].dtype)
         scales[j] = spec.slot_scale(counts)
         hist[j] = counts.astype(np.float64)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..options import ANONYMIZE, DASK_PLAN
 from . import _engines
-from ._inputs import check_columns
+from ._inputs import check_columns, refuse_unread_dates
 
 #: The writers' options per output format: no index column, and a CSV
 #: release as one file rather than one per partition (each partition's
@@ -128,6 +128,7 @@ def _read(job):
         ddf = read_csv_dask(job.src, job.dialect, text)
     check_columns(ddf, [*job.qis, *job.sensitive, *job.dtypes], "--qi/--sensitive/--dtype",
                   job.src)
+    refuse_unread_dates(ddf, job.qis, job.dtypes, job.src)
     return convert_dtypes(ddf, job.dtypes, job.src)
 
 

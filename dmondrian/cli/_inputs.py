@@ -43,7 +43,7 @@ def dialect_of(args):
     return CsvDialect(sep, args.decimal, args.encoding)
 
 
-def read(url: str | None, args, *, role: str = "input"):
+def read(url: str | None, args, *, role: str = "input", dtypes: dict | None = None):
     """Read the table at ``url`` with the command's --format, --dtype and CSV dialect.
 
     Parameters
@@ -54,6 +54,8 @@ def read(url: str | None, args, *, role: str = "input"):
         The parsed command line (``format``, ``dtype``).
     role : str
         What the table is, for the error when it is missing.
+    dtypes : dict, optional
+        The conversions to apply, ``{column: type}``; default: ``--dtype``'s.
 
     Returns
     -------
@@ -63,7 +65,71 @@ def read(url: str | None, args, *, role: str = "input"):
 
     if url is None:
         raise UsageError(f"missing {role}")
-    return io.read_table(url, args.format, dtypes=dtypes_of(args), dialect=dialect_of(args))
+    return io.read_table(url, args.format, dtypes=dtypes_of(args) if dtypes is None else dtypes,
+                         dialect=dialect_of(args))
+
+
+def read_release(url: str, args, qis: list[str]):
+    """Read a release for ``report`` and ``verify``: ``--dtype`` converts its other columns,
+    never its QIs, which hold published values (``[2017-01-02, 2017-03-05]``), not the
+    original's.
+
+    Parameters
+    ----------
+    url : str
+        The release, a path or fsspec URL.
+    args : argparse.Namespace
+        The parsed command line.
+    qis : list of str
+        The release's quasi-identifiers.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    dtypes = {c: t for c, t in dtypes_of(args).items() if c not in set(qis)}
+    return read(url, args, dtypes=dtypes)
+
+
+def read_original(url: str, args, release: str, columns: list[str]):
+    """Read the original of a release with the types its manifest records
+    (``column_types``, :mod:`dmondrian.manifest`), overridden by ``--dtype``.
+
+    The loss ``report`` computes then compares the release with the table it
+    was made from, as the manifest's report did: a date read as a date, not
+    as text.
+
+    Parameters
+    ----------
+    url : str
+        The original table.
+    args : argparse.Namespace
+        The parsed command line.
+    release : str
+        The release, whose manifest (``RELEASE.manifest.json``) is looked for.
+    columns : list of str
+        The columns the report reads (QIs, sensitive): the recorded types used.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    import json
+
+    import fsspec
+
+    from .. import io
+
+    recorded = {}
+    path = io.manifest_path(release)
+    if exists(path):
+        with fsspec.open(path, "rt", encoding="utf-8") as fh:
+            try:
+                recorded = json.load(fh).get("column_types") or {}
+            except (json.JSONDecodeError, AttributeError):
+                recorded = {}
+    dtypes = {**{c: t for c, t in recorded.items() if c in set(columns)}, **dtypes_of(args)}
+    return read(url, args, role="original", dtypes=dtypes)
 
 
 def check_columns(df, names: list[str], flag: str, url: str) -> None:
@@ -87,6 +153,64 @@ def check_columns(df, names: list[str], flag: str, url: str) -> None:
             cols = ", ".join(map(str, list(df.columns)[:10]))
             raise MissingColumnError(name, f"{flag} column {name!r} is not in {url} "
                                            f"(columns: {cols})")
+
+
+#: Leading values of a text QI looked at for dates it was not read as.
+DATE_PROBE_ROWS = 1000
+
+
+def refuse_unread_dates(df, qis: list[str], dtypes: dict, url: str) -> None:
+    """Refuse a text QI whose first values are all dates: some value further on is not
+    one (or is written in a layout the reader does not infer), so it was read as text
+    and each class would publish the set of its exact dates.
+
+    ``--dtype COL=datetime`` reads it as dates (naming a value that is not one),
+    ``--dtype COL=str`` keeps it as text on purpose; a column either names is not
+    looked at.
+
+    Parameters
+    ----------
+    df : pandas or dask DataFrame
+        The input, read.
+    qis : list of str
+        The quasi-identifiers.
+    dtypes : dict
+        ``--dtype``'s conversions.
+    url : str
+        Where the table was read, for the message.
+
+    Raises
+    ------
+    ColumnError
+        Naming the column, a value that is not a date, and both fixes.
+    """
+    import pandas as pd
+
+    from ..errors import ColumnError
+
+    for q in qis:
+        dtype = df[q].dtype
+        if q in dtypes or isinstance(dtype, pd.CategoricalDtype) or not (
+                pd.api.types.is_string_dtype(dtype) or pd.api.types.is_object_dtype(dtype)):
+            continue
+        head = df[q].head(DATE_PROBE_ROWS)
+        head = head[head.notna()]
+        if not len(head) or not all(isinstance(v, str) for v in head):
+            continue
+        parsed = pd.to_datetime(head, format="ISO8601", errors="coerce")
+        if not parsed.notna().all():
+            continue
+        example = ""
+        if isinstance(df, pd.DataFrame):  # (on Dask, finding one would read the table)
+            whole = pd.to_datetime(df[q], format="ISO8601", errors="coerce")
+            bad = df[q][whole.isna() & df[q].notna()].head(1)
+            example = f" (e.g. {bad.iloc[0]!r})" if len(bad) else ""
+        raise ColumnError(q, f"quasi-identifier {q!r} in {url} holds dates in its first rows "
+                             f"but was read as text, so each class would publish the set of "
+                             f"its exact dates: some of its values are not ISO dates{example}, "
+                             f"or are written in a layout the reader does not infer. Pass "
+                             f"--dtype {q}=datetime to read it as dates (a value that is not "
+                             f"one is named), or --dtype {q}=str to publish it as text")
 
 
 def exists(url: str) -> bool:

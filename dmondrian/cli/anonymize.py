@@ -36,6 +36,7 @@ from ._inputs import (
     exists,
     load_hierarchies,
     metrics_api,
+    refuse_unread_dates,
 )
 from ._progress import Progress
 from ._types import (
@@ -236,6 +237,8 @@ class Job:
     #: The plan of ``--plan`` (None without one), and the SHA-256 of the plan file.
     plan: object = None
     plan_sha256: str | None = None
+    #: The types the QIs and the sensitive column were read with, for the manifest.
+    column_types: dict | None = None
 
     def options(self, *groups) -> dict:
         """The engine's keyword options of ``groups``, by the option table's names.
@@ -416,6 +419,7 @@ def _anonymize_local(job: Job) -> Outcome:
         df = io.read_table(job.src, job.in_fmt, dtypes=job.dtypes, dialect=job.dialect)
     check_columns(df, job.qis, "--qi", job.src)
     check_columns(df, job.sensitive, "--sensitive", job.src)
+    refuse_unread_dates(df, job.qis, job.dtypes, job.src)
     class_col = _free_column(df)
     with job.progress.stage(f"anonymizing {len(df):,} rows (k={job.args.k})"):
         if job.plan is not None or job.args.save_plan:
@@ -511,6 +515,9 @@ def release_report(job: Job, released, original):
     -------
     dmondrian.reporting.Report
     """
+    from ..csv_tables import column_types
+
+    job.column_types = column_types(original, [*job.qis, *job.sensitive])
     report, _ = metrics_api()
     return report(released, job.qis, original=original,
                   sensitive=job.sensitive[0] if job.sensitive else None, k=job.args.k,
@@ -551,7 +558,8 @@ def _write_manifest(job: Job, engine: str, outcome: Outcome) -> None:
     kwargs = {"output": job.dst, "parameters": _parameters(job),
               "input_rows": outcome.input_rows, "output_rows": outcome.rows,
               "report": outcome.report, "extra": extra,
-              "risks": {"identifying_columns": job.identifying}}
+              "risks": {"identifying_columns": job.identifying},
+              "column_types": job.column_types}
     fs, _ = io._fs(job.dst)
     if io._is_local(fs):
         write_manifest(**kwargs)

@@ -7,7 +7,7 @@ import json
 
 from ..options import ANONYMIZE
 from ._common import EXIT_OK, FORMATTER, add_common, add_option
-from ._inputs import check_columns, load_hierarchies, metrics_api, read
+from ._inputs import check_columns, load_hierarchies, metrics_api, read_original, read_release
 from ._types import positive_int, split_names
 
 EXAMPLES = """\
@@ -64,12 +64,13 @@ def run(args: argparse.Namespace) -> int:
     qis = split_names(args.qi)
     report, _ = metrics_api()
     hierarchies, _ = load_hierarchies(args.hierarchy)
-    table = read(args.table, args)
+    table = read_release(args.table, args, qis)
     check_columns(table, qis, "--qi", args.table)
     check_columns(table, [args.sensitive] if args.sensitive else [], "--sensitive", args.table)
     original = None
     if args.original is not None:
-        original = read(args.original, args, role="original")
+        original = read_original(args.original, args, args.table,
+                                 [*qis, *([args.sensitive] if args.sensitive else [])])
         check_columns(original, qis, "--qi", args.original)
     rep = report(table, qis, original=original, sensitive=args.sensitive, k=args.k,
                  hierarchies=hierarchies or None, allow_unique=split_names(args.allow_unique))

@@ -8,7 +8,7 @@ import json
 
 from ..options import ANONYMIZE
 from ._common import EXIT_FAILED, EXIT_OK, FORMATTER, add_common, add_option, require_sensitive
-from ._inputs import check_columns, metrics_api, read
+from ._inputs import check_columns, metrics_api, read_release
 from ._types import fraction, positive_float, positive_int, split_names
 
 EXAMPLES = """\
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     sensitive = [args.sensitive] if args.sensitive else []
     require_sensitive(args, sensitive)
     _, verify = metrics_api()
-    table = read(args.table, args)
+    table = read_release(args.table, args, qis)
     check_columns(table, qis, "--qi", args.table)
     check_columns(table, sensitive, "--sensitive", args.table)
     result = verify(table, qis, k=args.k, sensitive=args.sensitive, l=args.l, t=args.t,

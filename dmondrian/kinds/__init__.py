@@ -36,6 +36,9 @@ A missing value (NaN, None, NaT, pd.NA) is a value of its own; it is never
 dropped and never silently imputed, so it cannot break k-anonymity (the trap
 sdcMicro#225 fell into, where NA rows escaped the class count).
 
+A class whose values are all missing publishes a null, whatever its kind
+(:func:`dmondrian.publish.missing_as_null`).
+
 * numeric, datetime and ordinal: missing sorts after every present value (key
   ``MISSING_KEY``). A class mixing both publishes ``"[lo, hi] or <NA>"``.
 * nominal: missing is one more category, ``<NA>``, and appears in the set.

@@ -8,7 +8,7 @@ import pandas as pd
 from .._kernel.constants import KIND_HIERARCHY
 from ..errors import InvalidValueError, ParseError
 from ..hierarchy import MISSING_LEAF, Hierarchy
-from .base import Domain, EncodedQI, QIKindSpec
+from .base import Domain, EncodedQI, QIKindSpec, is_missing
 from .coverage import IntervalCoverage, interval_coverage
 from .keys import factorize
 
@@ -89,7 +89,9 @@ class HierarchyKind(QIKindSpec):
         return Domain(self.name, self.count_scale(len(h)), hierarchy=h)
 
     def parse_label(self, label) -> str:
-        """The name of the tree node a published value is."""
+        """The name of the tree node a published value is (a null: the missing leaf)."""
+        if is_missing(label):
+            return MISSING_LEAF
         return str(label)
 
     def label_cost(self, text: str, domain: Domain, column=None) -> float:
@@ -116,4 +118,6 @@ class HierarchyKind(QIKindSpec):
                                                 "is not a node of its hierarchy")
             return h.node_lo[node], h.node_hi[node], False
 
+        # A null label (a class of missing values only) is the missing leaf.
+        labels = [MISSING_LEAF if is_missing(v) else v for v in labels]
         return interval_coverage(self, h, labels, bounds)

@@ -102,6 +102,8 @@ def parse_range(label, kind="numeric") -> Interval:
     Timestamp('2020-03-05 00:00:00')
     """
     kind = _range_kind(kind)
+    if _is_null(label):  # a class of missing values only publishes a null
+        return Interval(None, None, True)
     if not isinstance(label, str):
         raise ParseError(f"published value {label!r} is not a string")
     text = label.strip()
@@ -137,13 +139,23 @@ def parse_set(label) -> frozenset:
     ['Private', 'Self-emp-inc']
     >>> parse_set("Private")
     frozenset({'Private'})
+    >>> parse_set(None)
+    frozenset({'<NA>'})
     """
+    if _is_null(label):  # a class of missing values only publishes a null
+        return frozenset([MISSING_LABEL])
     if not isinstance(label, str):
         raise ParseError(f"published value {label!r} is not a string")
     text = label.strip()
     if text.startswith("{") and text.endswith("}"):
         return frozenset(text[1:-1].split(", "))
     return frozenset([text])
+
+
+def _is_null(label) -> bool:
+    """Whether ``label`` is a null (None, NaN, NA), what a class of missing values publishes."""
+    return label is None or (not isinstance(label, str) and bool(pd.isna(label))
+                             if pd.api.types.is_scalar(label) else False)
 
 
 def not_published(column, text: str, kind, exc: Exception) -> InvalidValueError:

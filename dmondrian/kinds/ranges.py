@@ -20,7 +20,7 @@ class RangeKind(QIKindSpec):
 
     Missing values sort after every present value (key ``MISSING_KEY``); a
     class mixing both publishes ``"[lo, hi] or <NA>"``, which costs the full
-    penalty, and a class of missing values only publishes ``<NA>`` and costs 0.
+    penalty, and a class of missing values only publishes a null and costs 0.
     """
 
     label_shape = "range"
@@ -47,7 +47,7 @@ class RangeKind(QIKindSpec):
 
     def label_cost(self, text: str, domain: Domain, column=None) -> float:
         """NCP of a published range: its span over the domain's scale, 1 for
-        ``"[lo, hi] or <NA>"``, 0 for ``<NA>`` alone (see :mod:`dmondrian.metrics`)."""
+        ``"[lo, hi] or <NA>"``, 0 for missing values alone (see :mod:`dmondrian.metrics`)."""
         interval = parse_range(text, self)
         if interval.lo is None:  # only missing values
             return 0.0

@@ -20,6 +20,7 @@ from ..errors import InfeasibleError, ParameterError
 from ..identifiers import identifying_columns, refuse_identifying, released_as_is
 from ..local import encode_table, kernel_rules, partition
 from ..noise import check_noise_dtypes, noisy_columns
+from ..qi import warn_unique_text_qis
 from ..sensitive import encode_sensitive
 from ..validation import check_options
 from .batch import Placing, summarize_batch
@@ -367,6 +368,7 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     else:
         privacy = kernel_privacy(constraints, entity=entity)
     encoded = encode_table(table, opts.qis, opts.hierarchies, opts.qi_kinds)
+    warn_unique_text_qis(encoded, len(table))
     rules = kernel_rules(encoded, mode=opts.mode, objective=opts.objective,
                          max_depth=opts.max_depth, privacy=privacy)
     part = partition(encoded, rules)
