@@ -253,7 +253,7 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
                    report=None, released=None, quasi_identifiers=None, original=None,
                    sensitive=None, k=None, extra: Mapping | None = None,
                    suppressed: Mapping | None = None, noise=None,
-                   risks: Mapping | None = None) -> dict:
+                   risks: Mapping | None = None, published=None) -> dict:
     """Write the manifest of a release (atomically) and return it as a dict.
 
     Parameters
@@ -289,6 +289,10 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
     risks : mapping, optional
         ``{"identifying_columns": [...]}``, e.g. the columns the run warned
         about; default: the report's.
+    published : str or os.PathLike, optional
+        Where ``output`` will be published when it is still staged
+        (:mod:`dmondrian.staging`): the manifest then names that place,
+        relative to the folder the manifest is published in.
 
     Returns
     -------
@@ -340,7 +344,10 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         "suppressed": (metrics.get("suppressed") if metrics is not None
                        else None if suppressed is None else dict(suppressed)),
         "metrics": metrics,
-        "output": {"path": _relative(output, target.parent), "files": files},
+        "output": ({"path": _relative(output, target.parent), "files": files}
+                   if published is None else
+                   {"path": _relative(published, Path(manifest_path(published)).parent),
+                    "files": files}),
     }
     manifest["noise"] = noise_summary(noise) if noise is not None else (
         metrics["noise"] if metrics is not None else {})
