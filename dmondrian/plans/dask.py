@@ -195,6 +195,7 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
     keep = lasting_client(client)
     cluster_client, owned = resolve_client(client)
     try:
+        _check_partitions(ddf, cluster_client)
         threads = cores_per_worker(cluster_client)
         counted = _count_pass(plan, placer, ddf, cluster_client, threads, keep, progress,
                               checked, index_name)
@@ -261,6 +262,7 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
     placer = _Placer(plan)
     cluster_client, owned = resolve_client(client)
     try:
+        _check_partitions(ddf, cluster_client)
         threads = cores_per_worker(cluster_client)
         # Both passes run on this cluster: the counted nodes wait on the workers.
         counted = _count_pass(plan, placer, ddf, cluster_client, threads, True, progress,
@@ -305,6 +307,18 @@ def _prepared(plan, ddf):
         ddf = ddf.drop(columns=identifiers)
     checked, index_name = identifying_check(ddf._meta, plan._release_options(ddf._meta, None))
     return ddf, checked, index_name
+
+
+def _check_partitions(ddf, client) -> None:
+    """Refuse, before any pass, an input partition too large for a worker: the publishing
+    pass holds each one whole (:func:`~dmondrian._dask.memory.check_partitions_fit`)."""
+    from .._compat import known_partition_lengths
+    from .._dask.memory import check_partitions_fit, measure_workers
+    from .._dask.options import least_row_bytes
+
+    lengths = known_partition_lengths(ddf)
+    if lengths:
+        check_partitions_fit(measure_workers(client), lengths, least_row_bytes(ddf._meta))
 
 
 def _refuse_empty(counted) -> None:
