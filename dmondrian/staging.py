@@ -24,6 +24,12 @@ that is not ours (no staging folder claims it) is never removed without
 ``overwrite``. So the same command runs again as it was, without
 ``--overwrite``.
 
+The library's Parquet writers (:func:`dmondrian.distributed.anonymize_to_parquet`,
+the lazy release's ``to_parquet`` when it computes, and a fitted plan's
+``transform_to_parquet``) stage their files the same way and publish them
+with ``commit(manifest=False)``: they write no manifest, and they write
+into a folder that exists already (``merge``), as they always did.
+
 Concurrent runs for one OUTPUT: on a local filesystem each run holds an
 exclusive lock (``fcntl.flock``) on a file in its staging folder while it
 lives; the kernel drops the lock of a killed process, so a staging folder
@@ -43,7 +49,7 @@ import os
 import uuid
 from collections.abc import Iterator
 
-from .io import SUCCESS_MARKER, OutputError, _check_output, _fs, _is_local, _one_line
+from .io import SUCCESS_MARKER, OutputError, _check_output, _is_local, _one_line
 
 __all__ = ["Stage", "staged_release", "STAGING_TAG", "checkpoint"]
 
@@ -79,9 +85,14 @@ class Stage:
         for a folder; nothing is there until a writer makes it).
     """
 
-    def __init__(self, url: str, *, overwrite: bool, directory: bool):
+    def __init__(self, url: str, *, overwrite: bool, directory: bool, merge: bool = False,
+                 storage_options=None):
+        import fsspec
+
+        url = os.fspath(url)
         self.url = url
-        self.fs, path = _fs(url)
+        self.merge = merge
+        self.fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
         self.path = path.rstrip("/")
         self.overwrite = overwrite
         self.directory = directory
@@ -108,17 +119,21 @@ class Stage:
         else:
             fs.pipe(f"{self.root}/{_LOCK}", b"")
         for other in self._other_stagings():
-            if _is_local(fs):
-                held = _try_lock(f"{other}/{_LOCK}")
-                if held is None:
-                    raise OutputError(self.url, f"another dmondrian run is writing "
-                                                f"{self.url!r} (its staging folder is "
-                                                f"{other!r}): wait for it to finish")
-                with contextlib.closing(held):
+            try:
+                if _is_local(fs):
+                    held = _try_lock(f"{other}/{_LOCK}")
+                    if held is None:
+                        raise OutputError(self.url, f"another dmondrian run is writing "
+                                                    f"{self.url!r} (its staging folder is "
+                                                    f"{other!r}): wait for it to finish")
+                    with contextlib.closing(held):
+                        self._clear(other)
+                else:
                     self._clear(other)
-            else:
-                self._clear(other)
-        if not self.overwrite and (self._exists(self.path) or self._exists(self.manifest)):
+            except FileNotFoundError:
+                continue  # its run finished and removed it meanwhile
+        if not (self.overwrite or self.merge) and (self._exists(self.path)
+                                                   or self._exists(self.manifest)):
             raise OutputError(self.url, f"output {self.url!r} already exists (pass "
                                         "--overwrite to replace it)")
 
@@ -178,8 +193,12 @@ class Stage:
         text = json.dumps(manifest, indent=2, allow_nan=False) + "\n"
         self.fs.pipe(self.manifest_staged, text.encode("utf-8"))
 
-    def commit(self) -> None:
+    def commit(self, manifest: bool = True) -> None:
         """Publish the staged data, then its staged manifest, then remove the staging.
+
+        ``manifest=False`` (the library's writers, which write none) publishes
+        the data alone; with ``merge``, into a folder that exists already,
+        file by file.
 
         Raises
         ------
@@ -188,10 +207,18 @@ class Stage:
             step failed (what was published of the data is removed again).
         """
         fs = self.fs
-        if not self._exists(self.manifest_staged):
+        if manifest and not self._exists(self.manifest_staged):
             raise RuntimeError("dmondrian: commit() without a staged manifest")
         checkpoint("staged")
         local = _is_local(fs)
+        if not manifest:
+            try:
+                self._publish_data(local)
+            except OSError as exc:
+                raise OutputError(self.url, f"cannot publish {self.url!r}: {_one_line(exc)}"
+                                  ) from exc
+            self.close(remove=True)
+            return
         try:
             if self._exists(self.path) or self._exists(self.manifest):
                 if not self.overwrite:
@@ -223,6 +250,26 @@ class Stage:
         checkpoint("committed")
         self.close(remove=True)
 
+    def _publish_data(self, local: bool) -> None:
+        """Move the staged data to OUTPUT, or with ``merge`` into the folder there."""
+        fs = self.fs
+        if self.merge and self.directory and self._exists(self.path) and fs.isdir(self.path):
+            fs.invalidate_cache(self.data)
+            for obj in sorted(fs.find(self.data)):
+                dest = self.path + obj[len(self.data):]
+                if local:
+                    fs.makedirs(fs._parent(dest), exist_ok=True)
+                    os.replace(obj, dest)
+                else:
+                    fs.copy(obj, dest)
+            fs.invalidate_cache(self.path)
+        elif local:
+            if not os.path.exists(self.data):  # nothing written (an empty release)
+                os.makedirs(self.data)
+            os.replace(self.data, self.path)
+        else:
+            _copy_objects(fs, self.data, self.path, self.directory)
+
     def close(self, remove: bool) -> None:
         """Release the lock; remove the staging folder when ``remove``."""
         if remove:
@@ -235,8 +282,8 @@ class Stage:
 
 
 @contextlib.contextmanager
-def staged_release(url: str, *, overwrite: bool = False, directory: bool = False
-                   ) -> Iterator[Stage]:
+def staged_release(url: str, *, overwrite: bool = False, directory: bool = False,
+                   merge: bool = False, storage_options=None) -> Iterator[Stage]:
     """A :class:`Stage` for ``url``: write to ``stage.data_url``, stage the manifest,
     then call ``stage.commit()``.
 
@@ -253,6 +300,11 @@ def staged_release(url: str, *, overwrite: bool = False, directory: bool = False
     directory : bool
         Whether the release is a folder (a Parquet dataset): ``data_url``
         then ends in ``/``.
+    merge : bool
+        A folder at ``url`` is written into (the library's writers), not
+        refused; see :meth:`Stage.commit`.
+    storage_options : dict, optional
+        Keywords for the fsspec filesystem of ``url``.
 
     Examples
     --------
@@ -267,7 +319,8 @@ def staged_release(url: str, *, overwrite: bool = False, directory: bool = False
     >>> fs.exists("/doc/staged.csv"), fs.exists("/doc/staged.csv.manifest.json")
     (True, True)
     """
-    stage = Stage(url, overwrite=overwrite, directory=directory)
+    stage = Stage(url, overwrite=overwrite, directory=directory, merge=merge,
+                  storage_options=storage_options)
     try:
         stage.open()
         yield stage

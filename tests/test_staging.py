@@ -185,3 +185,44 @@ def test_overwrite_replaces_a_release_and_its_manifest(work):
     second = json.loads((work / "again.parquet.manifest.json").read_text())
     assert first["output"]["files"] != second["output"]["files"]
     _assert_committed(work, "again.parquet", 3000)
+
+
+@pytest.mark.parametrize("writer", ["anonymize_to_parquet", "lazy to_parquet",
+                                    "transform_to_parquet"])
+def test_the_librarys_writers_write_nothing_at_path_before_they_finish(client, tmp_path,
+                                                                        monkeypatch, writer):
+    """Every file is written into the hidden staging and moved to ``path`` at the end,
+    into a folder that is there already (its other files kept)."""
+    import dask.dataframe as dd
+
+    from dmondrian import distributed as D
+    from dmondrian._dask.parquet_sink import ParquetSink
+    from dmondrian.plans import fit_plan
+    from dmondrian.plans.dask import transform_to_parquet
+
+    df = _people(3000)
+    ddf = dd.from_pandas(df, npartitions=3)
+    final = tmp_path / "release"
+    final.mkdir()
+    (final / "_mine").write_text("mine")
+    seen = []
+    write = ParquetSink.write
+
+    def spying(self, frame, number, distinct=None):
+        seen.append((self.root, sorted(p.name for p in final.iterdir())))
+        return write(self, frame, number, distinct)
+
+    monkeypatch.setattr(ParquetSink, "write", spying)
+    qis = QIS.split(",")
+    if writer == "anonymize_to_parquet":
+        D.anonymize_to_parquet(ddf, final, qis, 10, client=client)
+    elif writer == "lazy to_parquet":
+        D.anonymize(ddf, qis, 10, client=client).to_parquet(final)
+    else:
+        transform_to_parquet(fit_plan(df, qis, 10), ddf, final, client=client)
+    assert seen and all(STAGING_TAG in root and names == ["_mine"] for root, names in seen)
+    assert "_mine" in os.listdir(final)
+    released = pd.read_parquet(final)
+    assert len(released) == 3000
+    assert released.groupby(qis, observed=True).size().min() >= 10
+    assert not _staging(tmp_path, "release")

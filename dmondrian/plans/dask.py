@@ -250,50 +250,61 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
         When the table as a whole cannot be one class (fewer than k rows).
     IdentifyingColumnError
         When a column released as is singles out rows. The write tasks judge
-        it, so the verdict comes once every file is written: they are removed
-        first, and the folder too when this call created it.
+        it, so the verdict comes once every file is written; nothing has
+        appeared at ``path``: the files are written into a hidden staging
+        folder beside it and moved there (into it, when the folder exists)
+        once every check has passed (:mod:`dmondrian.staging`).
     """
     from dask import delayed
 
     from .._dask.parquet_sink import ParquetSink
     from .._dask.written_check import WrittenCheck, write_released
+    from ..staging import staged_release
 
     ddf, checked, index_name = _prepared(plan, ddf)
     placer = _Placer(plan)
-    cluster_client, owned = resolve_client(client)
-    try:
-        _check_partitions(ddf, cluster_client)
-        threads = cores_per_worker(cluster_client)
-        # Both passes run on this cluster: the counted nodes wait on the workers.
-        counted = _count_pass(plan, placer, ddf, cluster_client, threads, True, progress,
-                              [], None)
-        _refuse_empty(counted)
-        frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary), counted,
-                                 cluster_client, threads)
-        labels, dictionary = _written_columns(frame._meta, plan)
-        sink = ParquetSink.create(path, frame._meta, labels, write_options, storage_options,
-                                  dictionary_columns=dictionary, random_state=random_state)
-        check = WrittenCheck(checked, index_name) if checked else None
-        sink_d = constant(sink, "sink")
-        task = delayed(write_released, pure=True)
-        parts = _unfused(lambda: frame.to_delayed(optimize_graph=True))
-        results = run(cluster_client, [task(sink_d, p, i, check) for i, p in enumerate(parts)],
-                      progress, f"pass: publish, write {path}")
-        result = pd.concat(results, ignore_index=True)
-        n_rows, written = int(counted.summary.count.sum()), int(result["rows"].sum())
-        if written != n_rows:
-            raise RuntimeError(f"dmondrian: wrote {written} rows of {n_rows}")
-        if check is not None:
-            try:
-                check.finish(result[DISTINCT], n_rows,
-                             lambda unsure: unique_rows(ddf, unsure, cluster_client, progress),
-                             written)
-            except BaseException:
-                sink.remove(len(parts))
-                raise
-        return written
-    finally:
-        release_client(owned)
+    # The files are written into a hidden staging folder beside ``path`` and moved
+    # there once every check has passed (dmondrian.staging).
+    with staged_release(path, directory=True, merge=True,
+                        storage_options=storage_options) as stage:
+        cluster_client, owned = resolve_client(client)
+        try:
+            _check_partitions(ddf, cluster_client)
+            threads = cores_per_worker(cluster_client)
+            # Both passes run on this cluster: the counted nodes wait on the workers.
+            counted = _count_pass(plan, placer, ddf, cluster_client, threads, True,
+                                  progress, [], None)
+            _refuse_empty(counted)
+            frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary),
+                                     counted, cluster_client, threads)
+            labels, dictionary = _written_columns(frame._meta, plan)
+            sink = ParquetSink.create(stage.data_url, frame._meta, labels, write_options,
+                                      storage_options, dictionary_columns=dictionary,
+                                      random_state=random_state)
+            check = WrittenCheck(checked, index_name) if checked else None
+            sink_d = constant(sink, "sink")
+            task = delayed(write_released, pure=True)
+            parts = _unfused(lambda: frame.to_delayed(optimize_graph=True))
+            results = run(cluster_client,
+                          [task(sink_d, p, i, check) for i, p in enumerate(parts)],
+                          progress, f"pass: publish, write {path}")
+            result = pd.concat(results, ignore_index=True)
+            n_rows, written = int(counted.summary.count.sum()), int(result["rows"].sum())
+            if written != n_rows:
+                raise RuntimeError(f"dmondrian: wrote {written} rows of {n_rows}")
+            if check is not None:
+                try:
+                    check.finish(result[DISTINCT], n_rows,
+                                 lambda unsure: unique_rows(ddf, unsure, cluster_client,
+                                                            progress),
+                                 written)
+                except BaseException:
+                    sink.remove(len(parts))
+                    raise
+        finally:
+            release_client(owned)
+        stage.commit(manifest=False)
+    return written
 
 
 def _prepared(plan, ddf):
