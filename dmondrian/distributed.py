@@ -61,7 +61,7 @@ from .errors import IdentifyingColumnWarning, InfeasibleError
 from .identifiers import without_identifiers
 from .options import ANONYMIZE, DASK, DASK_PLAN, WRITE, takes_options
 from .row_order import row_order_seed, shuffle_partition
-from .staging import staged_release
+from .staging import staged_folder
 
 __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "apply_plan",
            "TopPlan", "default_leaf_rows", "session", "SAMPLE_ROWS"]
@@ -421,12 +421,10 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     sinks = []
     # The files are written into a hidden staging folder beside ``path`` and moved
     # there once every check has passed (dmondrian.staging).
-    with staged_release(path, directory=True, merge=True,
-                        storage_options=storage_options) as stage:
+    with staged_folder(path, storage_options) as staged:
 
         def build(top):
-            sinks.append(release_sink(ddf, top, stage.data_url, write_options,
-                                      storage_options))
+            sinks.append(release_sink(ddf, top, staged, write_options, storage_options))
             return write_parquet(ddf, top, sinks[-1], distributed_shuffle_method())
 
         # The identifying-column check runs in the write tasks (the domain pass reads
@@ -436,7 +434,6 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
                                    label=f"pass: shuffle, anonymize, write {path}",
                                    defer_counts=True, check_in_write=True,
                                    undo=lambda files: sinks[-1].remove(files), **options)
-        stage.commit(manifest=False)
     return top
 
 

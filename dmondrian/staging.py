@@ -51,7 +51,7 @@ from collections.abc import Iterator
 
 from .io import SUCCESS_MARKER, OutputError, _check_output, _is_local, _one_line
 
-__all__ = ["Stage", "staged_release", "STAGING_TAG", "checkpoint"]
+__all__ = ["Stage", "staged_release", "staged_folder", "STAGING_TAG", "checkpoint"]
 
 #: What a staging folder's name holds after ``.NAME``.
 STAGING_TAG = ".dmondrian-staging-"
@@ -326,6 +326,31 @@ def staged_release(url: str, *, overwrite: bool = False, directory: bool = False
         yield stage
     finally:
         stage.close(remove=True)
+
+
+@contextlib.contextmanager
+def staged_folder(path, storage_options=None) -> Iterator[str]:
+    """For the library's Parquet writers: the URL to write a dataset folder to, published
+    at ``path`` (into the folder there, if any) when the block ends without error.
+
+    A ``path`` inside a staging folder already (the command line's, which
+    publishes it with its manifest) is written as it is: staged once, not twice.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The dataset folder.
+    storage_options : dict, optional
+        Keywords for its fsspec filesystem.
+    """
+    text = os.fspath(path)
+    if any(part.startswith(".") and STAGING_TAG in part for part in text.split("/")):
+        yield text
+        return
+    with staged_release(text, directory=True, merge=True,
+                        storage_options=storage_options) as stage:
+        yield stage.data_url
+        stage.commit(manifest=False)
 
 
 def _try_lock(path: str):

@@ -116,7 +116,11 @@ def test_killed_mid_write_on_dask_then_the_same_command_runs(work):
     proc = _run("kill-dask", args, work)
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr)
     assert not (work / "dask_out").exists() and not (work / "dask_out.manifest.json").exists()
-    assert len(_staging(work, "dask_out")) == 1
+    staged = _staging(work, "dask_out")
+    assert len(staged) == 1
+    # The engine's writer writes into the command line's staging: staged once, not twice.
+    assert [p.name for p in staged[0].rglob("*") if p.suffix == ".parquet"]
+    assert not [p for p in staged[0].rglob("*") if STAGING_TAG in p.name]
     proc = _run(None, args, work)
     assert proc.returncode == 0, proc.stderr
     _assert_committed(work, "dask_out", 3000)

@@ -112,15 +112,13 @@ class AnonymizedFrame(dd.DataFrame):
             # uncounted one's, delayed writes and the verdict of the counts.
             return dask.delayed(_written, pure=True)(self._writer(path, kwargs,
                                                                   storage_options))
-        from ..staging import staged_release
+        from ..staging import staged_folder
 
         # Written into a hidden staging folder beside ``path``, moved there once
         # every write has finished (dmondrian.staging).
-        with staged_release(path, directory=True, merge=True,
-                            storage_options=storage_options) as stage:
-            graph = self._writer(stage.data_url, kwargs, storage_options)
+        with staged_folder(path, storage_options) as staged:
+            graph = self._writer(staged, kwargs, storage_options)
             dask.delayed(_written, pure=True)(graph).compute(**compute_kwargs)
-            stage.commit(manifest=False)
         return None
 
     def _dask_to_parquet(self, path, **kwargs):

@@ -259,14 +259,13 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
 
     from .._dask.parquet_sink import ParquetSink
     from .._dask.written_check import WrittenCheck, write_released
-    from ..staging import staged_release
+    from ..staging import staged_folder
 
     ddf, checked, index_name = _prepared(plan, ddf)
     placer = _Placer(plan)
     # The files are written into a hidden staging folder beside ``path`` and moved
     # there once every check has passed (dmondrian.staging).
-    with staged_release(path, directory=True, merge=True,
-                        storage_options=storage_options) as stage:
+    with staged_folder(path, storage_options) as staged:
         cluster_client, owned = resolve_client(client)
         try:
             _check_partitions(ddf, cluster_client)
@@ -278,7 +277,7 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
             frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary),
                                      counted, cluster_client, threads)
             labels, dictionary = _written_columns(frame._meta, plan)
-            sink = ParquetSink.create(stage.data_url, frame._meta, labels, write_options,
+            sink = ParquetSink.create(staged, frame._meta, labels, write_options,
                                       storage_options, dictionary_columns=dictionary,
                                       random_state=random_state)
             check = WrittenCheck(checked, index_name) if checked else None
@@ -303,7 +302,6 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
                     raise
         finally:
             release_client(owned)
-        stage.commit(manifest=False)
     return written
 
 
