@@ -401,15 +401,8 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     dmondrian.errors.IdentifyingColumnError
         When a column released as is singles out rows (as
         :func:`anonymize`). The write tasks judge it, so the verdict comes
-        once every file is written; nothing has appeared at ``path``.
-
-    Notes
-    -----
-    The files are written into a hidden staging folder beside ``path``
-    (:mod:`dmondrian.staging`) and moved to ``path`` only once every check
-    has passed (into it, file by file, when the folder exists): a refused or
-    killed run leaves nothing there. No manifest is written: the command
-    line writes one, or :func:`dmondrian.manifest.write_manifest`.
+        once every file is written; the files are staged beside ``path``
+        until every check passed (:mod:`dmondrian.staging`), so none is there.
     """
     write_options = options.pop("write_options")
     storage_options = options.pop("storage_options")
@@ -419,17 +412,12 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
                        if (write_options or {}).get("write_index", False) else None)
 
     sinks = []
-    # The files are written into a hidden staging folder beside ``path`` and moved
-    # there once every check has passed (dmondrian.staging).
     with staged_folder(path, storage_options) as staged:
-
         def build(top):
             sinks.append(release_sink(ddf, top, staged, write_options, storage_options))
             return write_parquet(ddf, top, sinks[-1], distributed_shuffle_method())
 
-        # The identifying-column check runs in the write tasks (the domain pass reads
-        # only the QIs); a release it refuses is removed, files and the folder made for
-        # them.
+        # The identifying check runs in the write tasks (the domain pass reads the QIs).
         top = _anonymize_and_write(ddf, quasi_identifiers, k, build,
                                    label=f"pass: shuffle, anonymize, write {path}",
                                    defer_counts=True, check_in_write=True,
