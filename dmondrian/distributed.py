@@ -61,6 +61,7 @@ from .errors import IdentifyingColumnWarning, InfeasibleError
 from .identifiers import without_identifiers
 from .options import ANONYMIZE, DASK, DASK_PLAN, WRITE, takes_options
 from .row_order import row_order_seed, shuffle_partition
+from .staging import staged_folder
 
 __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "apply_plan",
            "TopPlan", "default_leaf_rows", "session", "SAMPLE_ROWS"]
@@ -400,8 +401,8 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     dmondrian.errors.IdentifyingColumnError
         When a column released as is singles out rows (as
         :func:`anonymize`). The write tasks judge it, so the verdict comes
-        once every file is written: they are removed first, and the folder
-        too when this call created it, so nothing is left at ``path``.
+        once every file is written; the files are staged beside ``path``
+        until every check passed (:mod:`dmondrian.staging`), so none is there.
     """
     write_options = options.pop("write_options")
     storage_options = options.pop("storage_options")
@@ -411,17 +412,17 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
                        if (write_options or {}).get("write_index", False) else None)
 
     sinks = []
+    with staged_folder(path, storage_options) as staged:
+        def build(top):
+            sinks.append(release_sink(ddf, top, staged, write_options, storage_options))
+            return write_parquet(ddf, top, sinks[-1], distributed_shuffle_method())
 
-    def build(top):
-        sinks.append(release_sink(ddf, top, path, write_options, storage_options))
-        return write_parquet(ddf, top, sinks[-1], distributed_shuffle_method())
-
-    # The identifying-column check runs in the write tasks (the domain pass reads only
-    # the QIs); a release it refuses is removed, files and the folder made for them.
-    return _anonymize_and_write(ddf, quasi_identifiers, k, build,
-                                label=f"pass: shuffle, anonymize, write {path}",
-                                defer_counts=True, check_in_write=True,
-                                undo=lambda files: sinks[-1].remove(files), **options)
+        # The identifying check runs in the write tasks (the domain pass reads the QIs).
+        top = _anonymize_and_write(ddf, quasi_identifiers, k, build,
+                                   label=f"pass: shuffle, anonymize, write {path}",
+                                   defer_counts=True, check_in_write=True,
+                                   undo=lambda files: sinks[-1].remove(files), **options)
+    return top
 
 
 @takes_options(ANONYMIZE, DASK_PLAN, WRITE)

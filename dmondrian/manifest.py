@@ -257,7 +257,8 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
                    report=None, released=None, quasi_identifiers=None, original=None,
                    sensitive=None, k=None, extra: Mapping | None = None,
                    suppressed: Mapping | None = None, noise=None,
-                   risks: Mapping | None = None, column_types: Mapping | None = None) -> dict:
+                   risks: Mapping | None = None, column_types: Mapping | None = None,
+                   published=None) -> dict:
     """Write the manifest of a release (atomically) and return it as a dict.
 
     Parameters
@@ -297,6 +298,10 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         ``{column: type}`` the input's columns were read with
         (:func:`dmondrian.csv_tables.column_types`), recorded as
         ``column_types``.
+    published : str or os.PathLike, optional
+        Where ``output`` will be published when it is still staged
+        (:mod:`dmondrian.staging`): the manifest then names that place,
+        relative to the folder the manifest is published in.
 
     Returns
     -------
@@ -348,7 +353,10 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         "suppressed": (metrics.get("suppressed") if metrics is not None
                        else None if suppressed is None else dict(suppressed)),
         "metrics": metrics,
-        "output": {"path": _relative(output, target.parent), "files": files},
+        "output": ({"path": _relative(output, target.parent), "files": files}
+                   if published is None else
+                   {"path": _relative(published, Path(manifest_path(published)).parent),
+                    "files": files}),
     }
     manifest["noise"] = noise_summary(noise) if noise is not None else (
         metrics["noise"] if metrics is not None else {})

@@ -13,6 +13,12 @@ the release through :class:`KillingSink`, which, once it has written its
 first file, SIGKILLs its whole process group (the command line, its
 cluster, every worker). Run it in a new session, with this folder on the
 workers' ``PYTHONPATH``.
+
+The action ``kill-at:STEP`` SIGKILLs the process group at a step of the
+commit (:func:`dmondrian.staging.checkpoint`: ``staged``, every check
+passed and nothing published; ``moved``, the data at OUTPUT and its
+manifest not yet; ``committed``, both published, the staging not yet
+removed).
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from dmondrian._dask.parquet_sink import ParquetSink
 
 ACTIONS = ("raise", "kill")
 RUN_ACTIONS = (*ACTIONS, "kill-dask")
+#: The steps of the commit an action ``kill-at:STEP`` dies at.
+COMMIT_STEPS = ("staged", "moved", "committed")
 
 #: The message of the injected failure, for the tests to look for.
 MESSAGE = "injected write failure"
@@ -85,6 +93,18 @@ def main(argv: list[str]) -> int:
     from dmondrian._dask import parquet_release
     from dmondrian.cli import main as dmondrian
 
+    action = argv[0]
+    if action.startswith("kill-at:") and action[len("kill-at:"):] in COMMIT_STEPS:
+        from dmondrian import staging
+
+        at = action[len("kill-at:"):]
+
+        def checkpoint(step):
+            if step == at:
+                os.killpg(os.getpgid(0), signal.SIGKILL)
+
+        staging.checkpoint = checkpoint
+        return dmondrian(argv[1:])
     if argv[0] not in RUN_ACTIONS:
         raise SystemExit(f"action must be one of {RUN_ACTIONS}, got {argv[0]!r}")
     if argv[0] == "kill-dask":

@@ -137,7 +137,7 @@ def test_anonymize_csv_and_parquet(work, src, dst, k, launch):
     on_disk = [out] if out.is_file() else sorted(p for p in out.rglob("*") if p.is_file())
     assert [f["sha256"] for f in files] == \
         [hashlib.sha256(p.read_bytes()).hexdigest() for p in on_disk]
-    assert not [p for p in os.listdir(work) if ".tmp-" in p]
+    assert not [p for p in os.listdir(work) if ".tmp-" in p or ".dmondrian-staging-" in p]
 
 
 def test_seed_flags_and_options(work):
@@ -193,14 +193,16 @@ def test_killed_mid_write_leaves_no_output(work, fmt):
                              "age,sex", cwd=work)
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr)
     assert not out.exists() and not Path(f"{out}.manifest.json").exists()
-    # The process really died half-way through the file: its hidden temporary
-    # holds the first chunk only. (A cleaner would remove such leftovers.)
-    leftovers = [p for p in work.iterdir() if p.name.startswith(f".{out.name}.tmp-")]
+    # The process really died half-way through the file: its hidden staging
+    # holds the first chunk only (the next run removes it: tests/test_staging.py).
+    leftovers = [p for p in work.iterdir() if p.name.startswith(f".{out.name}.dmondrian-staging-")]
     assert len(leftovers) == 1
+    written = [p for p in leftovers[0].rglob("*") if p.is_file() and p.name != "lock"]
+    assert len(written) == 1 and written[0].name.startswith(f".{out.name}.tmp-")
     if fmt == "csv":
-        with open(leftovers[0]) as fh:
+        with open(written[0]) as fh:
             assert 1 < sum(1 for _ in fh) < BIG_ROWS + 1
-    leftovers[0].unlink()
+    shutil.rmtree(leftovers[0])
 
 
 def test_failed_write_keeps_the_previous_output(work):
@@ -212,7 +214,7 @@ def test_failed_write_keeps_the_previous_output(work):
     assert "injected write failure" in _one_error_line(proc.stderr)
     assert out.read_text() == "previous release\n"
     assert not Path(f"{out}.manifest.json").exists()
-    assert not [p for p in work.iterdir() if p.name.startswith(".kept.csv.tmp-")]
+    assert not [p for p in work.iterdir() if p.name.startswith(".kept.csv.")]
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -457,7 +459,7 @@ def test_anonymize_on_the_dask_engine(work):
     manifest = json.loads((work / "dask_out.manifest.json").read_text())
     assert manifest["extra"]["engine"] == "distributed"
     assert manifest["extra"]["min_class_size"] >= 10 and manifest["rows"]["output"] == N_ROWS
-    assert not [p for p in work.iterdir() if p.name.startswith(".dask_out.tmp-")]
+    assert not [p for p in work.iterdir() if p.name.startswith(".dask_out.")]
 
 
 def test_fsspec_urls_in_process(capsys):

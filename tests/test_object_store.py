@@ -3,8 +3,8 @@
 moto's S3 server runs on a free loopback port for the module; every command
 reaches it through s3fs with ``--storage-options``. Object stores have no
 directories and no rename: a release is staged under a hidden prefix, copied
-to its final keys, and a directory release gets ``_SUCCESS`` last
-(:func:`dmondrian.io.atomic_output`). Both engines, CSV and Parquet, the
+to its final keys, a directory release gets ``_SUCCESS`` last, and the
+manifest comes after it (:mod:`dmondrian.staging`). Both engines, CSV and Parquet, the
 manifest, and runs killed mid-write, which must leave nothing under the
 final prefix.
 """
@@ -103,7 +103,7 @@ def test_release_to_s3(s3, engine, fmt, capsys):
     assert len(released) == 4000
     assert released.groupby(QIS, observed=True).size().min() >= 10
     # Nothing staged is left behind, under the final prefix or beside it.
-    assert not [p for p in _listing(fs, "anonymized") if ".tmp-" in p]
+    assert not [p for p in _listing(fs, "anonymized") if ".tmp-" in p or "-staging-" in p]
     fs.invalidate_cache()
     name = f"{day}.csv" if fmt == "csv" else day
     with fs.open(f"{BUCKET}/anonymized/{name}.manifest.json") as fh:
@@ -130,8 +130,48 @@ def test_killed_run_leaves_no_object_under_the_final_prefix(s3, action):
     everything = _listing(fs, "anonymized")
     assert not [p for p in everything if f"/anonymized/{day}/" in p]
     assert not [p for p in everything if p.endswith(f"{day}.manifest.json")]
+    staged = [p for p in everything if f"/anonymized/.{day}.dmondrian-staging-" in p]
     if action == "kill-dask":
         # The run really died mid-write: its hidden staging prefix holds one file.
-        staged = [p for p in everything if f"/anonymized/.{day}.tmp-" in p]
-        assert len(staged) == 1 and staged[0].endswith(".parquet")
-        fs.rm(staged)
+        assert [p for p in staged if p.endswith(".parquet")] == [
+            p for p in staged if "/data/" in p] and len([p for p in staged if "/data/" in p]) == 1
+    # The same command again, without --overwrite: it clears the dead run's staging.
+    code = subprocess.run([sys.executable, "-m", "dmondrian", "anonymize",
+                           *_cli(options, f"s3://{BUCKET}/raw/day.csv", dst),
+                           "--output-format", "parquet", *flags], env=_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert code.returncode == 0, code.stderr
+    everything = _listing(fs, "anonymized")
+    assert not [p for p in everything if f"/anonymized/.{day}." in p]
+    assert [p for p in everything if p.endswith(f"{day}.manifest.json")]
+    fs.rm(f"{BUCKET}/anonymized/{day}", recursive=True)
+    fs.rm(f"{BUCKET}/anonymized/{day}.manifest.json")
+
+
+def test_killed_between_the_copies_and_the_manifest_on_s3(s3):
+    """Killed after its objects were copied, before its manifest: the next run of the
+    same command removes them (they are the dead run's, its staged manifest says) and
+    publishes its own release."""
+    options, fs = s3
+    day = "killed-moved"
+    dst = f"s3://{BUCKET}/anonymized/{day}/"
+    args = ["anonymize", *_cli(options, f"s3://{BUCKET}/raw/day.csv", dst),
+            "--output-format", "parquet", "--local"]
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "failing_write.py"),
+                           "kill-at:moved", *args], env=_env(), capture_output=True, text=True,
+                          timeout=300, start_new_session=True)
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr)
+    everything = _listing(fs, "anonymized")
+    assert [p for p in everything if f"/anonymized/{day}/" in p]
+    assert not [p for p in everything if p.endswith(f"{day}.manifest.json")]
+    proc = subprocess.run([sys.executable, "-m", "dmondrian", *args], env=_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    everything = _listing(fs, "anonymized")
+    assert not [p for p in everything if f"/anonymized/.{day}." in p]
+    fs.invalidate_cache()
+    with fs.open(f"{BUCKET}/anonymized/{day}.manifest.json") as fh:
+        manifest = json.load(fh)
+    hashed = {f["path"] for f in manifest["output"]["files"]}
+    assert hashed == {p.rsplit("/", 1)[-1] for p in everything if f"/anonymized/{day}/" in p}
+    assert "_SUCCESS" in hashed

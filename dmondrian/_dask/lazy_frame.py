@@ -89,6 +89,13 @@ class AnonymizedFrame(dd.DataFrame):
         -------
         None, or with ``compute=False`` a :class:`dask.delayed.Delayed`
         whose computation writes the files.
+
+        Notes
+        -----
+        Computed here (``compute=True``), the files are written into a hidden
+        staging folder beside ``path`` and moved there once every write has
+        finished (:mod:`dmondrian.staging`); with ``compute=False`` they are
+        written to ``path`` directly by the caller's computation.
         """
         if self._writer is None or any(kwargs.get(key, default) != default
                                        for key, default in DASK_ONLY.items()):
@@ -99,13 +106,19 @@ class AnonymizedFrame(dd.DataFrame):
         compute = kwargs.pop("compute", True)
         compute_kwargs = kwargs.pop("compute_kwargs", None) or {}
         storage_options = kwargs.pop("storage_options", None)
-        graph = self._writer(path, kwargs, storage_options)
-        # A counted plan's writes are a dask DataFrame of row counts; an
-        # uncounted one's, delayed writes and the verdict of the counts.
-        done = dask.delayed(_written, pure=True)(graph)
         if not compute:
-            return done
-        done.compute(**compute_kwargs)
+            # The caller runs the writes: they go straight to ``path``.
+            # A counted plan's writes are a dask DataFrame of row counts; an
+            # uncounted one's, delayed writes and the verdict of the counts.
+            return dask.delayed(_written, pure=True)(self._writer(path, kwargs,
+                                                                  storage_options))
+        from ..staging import staged_folder
+
+        # Written into a hidden staging folder beside ``path``, moved there once
+        # every write has finished (dmondrian.staging).
+        with staged_folder(path, storage_options) as staged:
+            graph = self._writer(staged, kwargs, storage_options)
+            dask.delayed(_written, pure=True)(graph).compute(**compute_kwargs)
         return None
 
     def _dask_to_parquet(self, path, **kwargs):

@@ -19,7 +19,8 @@ from ..errors import MemoryLimitError
 
 __all__ = ["WorkerMemory", "measure_workers", "output_row_cost", "input_row_cost",
            "leaf_rows_for", "output_partition_cap", "input_piece_rows", "smallest_limit",
-           "check_fits", "release_freed_memory", "LEAF_ROWS_MIN", "LEAF_ROWS_MAX", "UNKNOWN_BUDGET"]
+           "check_fits", "check_partitions_fit", "release_freed_memory", "LEAF_ROWS_MIN",
+           "LEAF_ROWS_MAX", "UNKNOWN_BUDGET"]
 
 #: ``leaf_rows`` is clipped to [LEAF_ROWS_MIN, LEAF_ROWS_MAX] (then raised to 2 k).
 LEAF_ROWS_MIN, LEAF_ROWS_MAX = 1_000, 4_000_000
@@ -247,6 +248,64 @@ def check_fits(mem: WorkerMemory | None, row_bytes: float, n_qis: int, partition
         f"leaves of {leaf_rows:,} rows. Give the workers more memory or fewer threads, "
         f"or use smaller input partitions or p2p buffers "
         f"(distributed.p2p.comm.buffer, distributed.p2p.storage.buffer).")
+
+
+def check_partitions_fit(mem: WorkerMemory | None, lengths, row_bytes: float,
+                         terminate: float | None = None) -> None:
+    """Raise :class:`~dmondrian.errors.MemoryLimitError` when a task that holds one whole
+    input partition (a fitted plan's release: no shuffle cuts it) would be killed.
+
+    The task reads the partition (:data:`READ_COPIES` copies of its rows at
+    ``row_bytes``, a lower bound of their size) in a worker thread's share of
+    what the worker may hold before dask's nanny kills it (``terminate``,
+    ``distributed.worker.memory.terminate``, of its limit) less its baseline.
+    A partition that would only pause the worker is left to the stall watch
+    (:mod:`dmondrian._dask.watchdog`). The error names the largest partition
+    and the fix.
+
+    Parameters
+    ----------
+    mem : WorkerMemory or None
+        The workers (None: no limit, nothing to check).
+    lengths : sequence of int or None
+        Rows of every input partition (None: unknown, nothing to check).
+    row_bytes : float
+        The least a row takes in memory.
+    terminate : float, optional
+        The fraction of the limit where a worker is killed (default: dask's
+        configuration).
+
+    Examples
+    --------
+    >>> mem = WorkerMemory(400e6, 1, 130e6, 0.8, 0.0)
+    >>> check_partitions_fit(mem, [10_000, 20_000], 400.0, 0.95)
+    >>> check_partitions_fit(mem, [10_000, 400_000], 400.0, 0.95)
+    Traceback (most recent call last):
+    ...
+    dmondrian.errors.MemoryLimitError: input partition 1 holds 400,000 rows, ...
+    """
+    if mem is None or not lengths:
+        return
+    if terminate is None:
+        import dask
+
+        terminate = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
+    largest = max(range(len(lengths)), key=lambda i: lengths[i])
+    rows = int(lengths[largest])
+    need = READ_COPIES * rows * float(row_bytes)
+    threads = max(1, mem.threads)
+    room = (terminate * mem.limit - mem.baseline) / threads
+    if need <= room:
+        return
+    smallest = (mem.baseline + threads * need) / terminate
+    raise MemoryLimitError(
+        mem.limit, smallest,
+        f"input partition {largest} holds {rows:,} rows, at least {_mb(need)} in memory while "
+        f"one task reads and releases it whole, and a worker thread has {_mb(room)} before "
+        f"dask kills its worker (limit {_mb(mem.limit)} per worker, {threads} thread(s), "
+        f"{_mb(mem.baseline)} held already, killed at {terminate:.0%}). Write the input in "
+        f"smaller row groups or files (a partition holds at least one row group), or give "
+        f"the workers more memory: at least {_mb(smallest)} per worker.")
 
 
 def _mb(n: float) -> str:

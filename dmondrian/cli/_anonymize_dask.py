@@ -87,27 +87,64 @@ def release_plan_on_dask(job, release_report):
             plan = fit_plan(ddf, job.qis, job.args.k, batch_rows=job.args.batch_rows,
                             client=client, progress=job.progress.enabled,
                             leaf_rows=job.args.leaf_rows, **options)
-        with io.atomic_output(job.dst, directory=job.out_fmt == "parquet",
-                              overwrite=job.args.overwrite) as (fs, tmp):
-            target = fs.unstrip_protocol(tmp)
-            if job.out_fmt == "parquet":
-                # The release's own writer: the identifying check in its write tasks.
-                transform_to_parquet(plan, ddf, target, client=client,
-                                     progress=job.progress.enabled,
-                                     write_options=WRITE_OPTIONS["parquet"],
-                                     random_state=job.args.random_state)
-            else:
-                released = transform_dask(plan, ddf, client=client,
-                                          progress=job.progress.enabled)
-                released = released.map_partitions(shuffle_partition,
-                                                   row_order_seed(job.args.random_state),
-                                                   meta=released._meta)
-                run(client, released.to_csv(target, compute=False, **WRITE_OPTIONS["csv"]),
-                    job.progress.enabled, f"pass: publish, write {job.dst}")
+        # The report reads the input's ordinal QIs in the plan's order, before any write.
+        original = with_plan_categories(ddf, plan)
+        if job.out_fmt == "parquet":
+            # The release's own writer: the identifying check in its write tasks.
+            transform_to_parquet(plan, ddf, job.target, client=client,
+                                 progress=job.progress.enabled,
+                                 write_options=WRITE_OPTIONS["parquet"],
+                                 random_state=job.args.random_state)
+        else:
+            released = transform_dask(plan, ddf, client=client, progress=job.progress.enabled)
+            released = released.map_partitions(shuffle_partition,
+                                               row_order_seed(job.args.random_state),
+                                               meta=released._meta)
+            run(client, released.to_csv(job.target, compute=False, **WRITE_OPTIONS["csv"]),
+                job.progress.enabled, f"pass: publish, write {job.dst}")
         job.plan_sha256 = (plan_sha256(job.args.plan) if job.plan is not None
                            else save_plan(plan, job.args.save_plan))
         with job.progress.stage("measuring the release for its manifest"):
-            return release_report(job, _read_back(job), ddf)
+            return release_report(job, _read_back(job), original)
+
+
+def with_plan_categories(ddf, plan):
+    """``ddf`` with each ordinal QI that Dask read as a Categorical of unknown categories
+    (a Parquet dictionary column) given the plan's order: its fitted categories, then
+    those the fit never saw, in sorted order.
+
+    The order is the plan's, not the data's: without it the report could not
+    tell what "between" means and would refuse the column. The categories the
+    fit never saw are found in one pass over those columns.
+
+    Parameters
+    ----------
+    ddf : dask.dataframe.DataFrame
+        The input released through ``plan``.
+    plan : dmondrian.plans.FittedPlan
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+    """
+    import dask
+    import pandas as pd
+
+    from .._compat import has_unknown_categories
+
+    fitted = {qi.name: list(qi.categories) for qi in plan.encodings if qi.kind == "ordinal"}
+    unknown = [name for name in fitted if name in ddf.columns
+               and isinstance(ddf._meta[name].dtype, pd.CategoricalDtype)
+               and has_unknown_categories(ddf._meta[name].dtype)]
+    if not unknown:
+        return ddf
+    found = dask.compute(*(ddf[name].dropna().unique() for name in unknown))
+    dtypes = {}
+    for name, values in zip(unknown, found, strict=True):
+        known = set(fitted[name])
+        unseen = sorted((v for v in pd.unique(values) if v not in known), key=str)
+        dtypes[name] = pd.CategoricalDtype([*fitted[name], *unseen], ordered=True)
+    return ddf.astype(dtypes)
 
 
 def _client(args):
@@ -133,18 +170,15 @@ def _read(job):
 
 
 def _write(job, ddf, client):
-    from .. import io
 
     engine = _engines.dask_engine()
     write = engine.anonymize_to_parquet if job.out_fmt == "parquet" else engine.anonymize_to_csv
     # On Dask a Parquet output is a dataset directory (a file per partition),
-    # a CSV output one file; either is written under a hidden temporary name
-    # and renamed only when every task has finished.
-    with io.atomic_output(job.dst, directory=job.out_fmt == "parquet",
-                          overwrite=job.args.overwrite) as (fs, tmp):
-        return write(ddf, fs.unstrip_protocol(tmp), job.qis, job.args.k, client=client,
-                     write_options=WRITE_OPTIONS[job.out_fmt], progress=job.progress.enabled,
-                     **job.options(ANONYMIZE, DASK_PLAN))
+    # a CSV output one file; either is written into the release's staging
+    # (dmondrian.staging), published once every check has passed.
+    return write(ddf, job.target, job.qis, job.args.k, client=client,
+                 write_options=WRITE_OPTIONS[job.out_fmt], progress=job.progress.enabled,
+                 **job.options(ANONYMIZE, DASK_PLAN))
 
 
 def _read_back(job):
@@ -154,5 +188,5 @@ def _read_back(job):
     from ..csv_tables import CsvDialect, read_csv_dask
 
     if job.out_fmt == "parquet":
-        return dd.read_parquet(job.dst)
-    return read_csv_dask(job.dst, CsvDialect(","))
+        return dd.read_parquet(job.target)
+    return read_csv_dask(job.target, CsvDialect(","))

@@ -1,9 +1,11 @@
 """``dmondrian anonymize``: read, anonymize, write atomically with a manifest.
 
 Small inputs run on the in-memory engine here; large ones, or ``--distributed``,
-on the Dask engine (:mod:`._anonymize_dask`). Either way the release is
-written under a hidden temporary name and renamed once complete, then its
-manifest is written beside it.
+on the Dask engine (:mod:`._anonymize_dask`). Either way the release and its
+manifest are staged in a hidden folder beside OUTPUT and published only once
+every check has passed, the manifest last (:mod:`dmondrian.staging`): a
+killed run leaves nothing at OUTPUT that passes for a release, and the same
+command runs again without ``--overwrite``.
 """
 
 from __future__ import annotations
@@ -239,6 +241,8 @@ class Job:
     plan_sha256: str | None = None
     #: The types the QIs and the sensitive column were read with, for the manifest.
     column_types: dict | None = None
+    #: Where the writers write: the release's staging (:mod:`dmondrian.staging`).
+    target: str | None = None
 
     def options(self, *groups) -> dict:
         """The engine's keyword options of ``groups``, by the option table's names.
@@ -299,17 +303,39 @@ def run(args: argparse.Namespace) -> int:
     int
         The exit status, 0.
     """
+    from ..staging import staged_release
+
     plan = _apply_plan_file(args) if args.plan else None
     job = _job(args)
     job.plan = plan
     engine = choose_engine(args, job.src)
     started = time.perf_counter()
-    with _identifying_warnings(job):
-        outcome = _anonymize_local(job) if engine == "local" else _anonymize_on_dask(job)
-    outcome.seconds = round(time.perf_counter() - started, 3)
-    _write_manifest(job, engine, outcome)
+    # Nothing appears at OUTPUT before every check has passed: the release and
+    # its manifest are staged beside it, and the manifest is published last.
+    with staged_release(job.dst, overwrite=args.overwrite,
+                        directory=_writes_folder(job, engine)) as stage:
+        job.target = stage.data_url
+        with _identifying_warnings(job):
+            outcome = _anonymize_local(job) if engine == "local" else _anonymize_on_dask(job)
+        outcome.seconds = round(time.perf_counter() - started, 3)
+        stage.seal()
+        _stage_manifest(job, engine, outcome, stage)
+        stage.commit()
     _print_done(job, engine, outcome)
     return EXIT_OK
+
+
+def _writes_folder(job: Job, engine: str) -> bool:
+    """Whether the release is a folder: Parquet on Dask, or where the in-memory writer
+    makes one (:func:`dmondrian.io.write_table`)."""
+    from .. import io
+
+    if job.out_fmt != "parquet":
+        return False
+    if engine != "local" or job.dst.endswith("/"):
+        return True
+    fs, path = io._fs(job.dst)
+    return fs.isdir(path.rstrip("/"))
 
 
 class _identifying_warnings:
@@ -432,7 +458,7 @@ def _anonymize_local(job: Job) -> Outcome:
     # The file's rows in a random order (dmondrian.row_order); the frame kept
     # for the report stays aligned with the input.
     written = shuffle_rows(released, row_order_seed(job.args.random_state))
-    io.write_table(written, job.dst, job.out_fmt, overwrite=job.args.overwrite,
+    io.write_table(written, job.target, job.out_fmt,
                    progress=job.progress.bar(f"writing {job.dst}"))
     return Outcome.of(release_report(job, released, df), len(df))
 
@@ -540,11 +566,11 @@ def _released_entities(job: Job, released, original):
         values.loc[released.index].to_numpy()
 
 
-def _write_manifest(job: Job, engine: str, outcome: Outcome) -> None:
-    """Write ``OUTPUT.manifest.json`` (parameters, report, file hashes) beside the output."""
+def _stage_manifest(job: Job, engine: str, outcome: Outcome, stage) -> None:
+    """Stage ``OUTPUT.manifest.json`` (parameters, report, the staged files' hashes), to
+    be published beside the release by ``stage.commit()``."""
     import tempfile
 
-    from .. import io
     from ..manifest import write_manifest
 
     extra = {"command": "dmondrian anonymize", "input": job.src, "input_format": job.in_fmt,
@@ -555,20 +581,14 @@ def _write_manifest(job: Job, engine: str, outcome: Outcome) -> None:
         extra["plan"] = {"path": job.args.plan or job.args.save_plan,
                          "sha256": job.plan_sha256,
                          "use": "applied" if job.args.plan else "fitted and saved"}
-    kwargs = {"output": job.dst, "parameters": _parameters(job),
-              "input_rows": outcome.input_rows, "output_rows": outcome.rows,
-              "report": outcome.report, "extra": extra,
-              "risks": {"identifying_columns": job.identifying},
-              "column_types": job.column_types}
-    fs, _ = io._fs(job.dst)
-    if io._is_local(fs):
-        write_manifest(**kwargs)
-        return
-    # write_manifest writes local files: build it in a temporary folder, then
-    # store it beside the remote output (atomically, as every output here).
+    # write_manifest writes a local file: build it in a temporary folder, then stage it.
     with tempfile.TemporaryDirectory() as folder:
-        manifest = write_manifest(path=os.path.join(folder, "manifest.json"), **kwargs)
-    io.write_json(manifest, io.manifest_path(job.dst))
+        manifest = write_manifest(
+            path=os.path.join(folder, "manifest.json"), output=job.target, published=job.dst,
+            parameters=_parameters(job), input_rows=outcome.input_rows,
+            output_rows=outcome.rows, report=outcome.report, extra=extra,
+            risks={"identifying_columns": job.identifying}, column_types=job.column_types)
+    stage.stage_manifest(manifest)
 
 
 def _print_done(job: Job, engine: str, outcome: Outcome) -> None:

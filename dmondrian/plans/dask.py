@@ -195,6 +195,7 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
     keep = lasting_client(client)
     cluster_client, owned = resolve_client(client)
     try:
+        _check_partitions(ddf, cluster_client)
         threads = cores_per_worker(cluster_client)
         counted = _count_pass(plan, placer, ddf, cluster_client, threads, keep, progress,
                               checked, index_name)
@@ -249,49 +250,59 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
         When the table as a whole cannot be one class (fewer than k rows).
     IdentifyingColumnError
         When a column released as is singles out rows. The write tasks judge
-        it, so the verdict comes once every file is written: they are removed
-        first, and the folder too when this call created it.
+        it, so the verdict comes once every file is written; nothing has
+        appeared at ``path``: the files are written into a hidden staging
+        folder beside it and moved there (into it, when the folder exists)
+        once every check has passed (:mod:`dmondrian.staging`).
     """
     from dask import delayed
 
     from .._dask.parquet_sink import ParquetSink
     from .._dask.written_check import WrittenCheck, write_released
+    from ..staging import staged_folder
 
     ddf, checked, index_name = _prepared(plan, ddf)
     placer = _Placer(plan)
-    cluster_client, owned = resolve_client(client)
-    try:
-        threads = cores_per_worker(cluster_client)
-        # Both passes run on this cluster: the counted nodes wait on the workers.
-        counted = _count_pass(plan, placer, ddf, cluster_client, threads, True, progress,
-                              [], None)
-        _refuse_empty(counted)
-        frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary), counted,
-                                 cluster_client, threads)
-        labels, dictionary = _written_columns(frame._meta, plan)
-        sink = ParquetSink.create(path, frame._meta, labels, write_options, storage_options,
-                                  dictionary_columns=dictionary, random_state=random_state)
-        check = WrittenCheck(checked, index_name) if checked else None
-        sink_d = constant(sink, "sink")
-        task = delayed(write_released, pure=True)
-        parts = _unfused(lambda: frame.to_delayed(optimize_graph=True))
-        results = run(cluster_client, [task(sink_d, p, i, check) for i, p in enumerate(parts)],
-                      progress, f"pass: publish, write {path}")
-        result = pd.concat(results, ignore_index=True)
-        n_rows, written = int(counted.summary.count.sum()), int(result["rows"].sum())
-        if written != n_rows:
-            raise RuntimeError(f"dmondrian: wrote {written} rows of {n_rows}")
-        if check is not None:
-            try:
-                check.finish(result[DISTINCT], n_rows,
-                             lambda unsure: unique_rows(ddf, unsure, cluster_client, progress),
-                             written)
-            except BaseException:
-                sink.remove(len(parts))
-                raise
-        return written
-    finally:
-        release_client(owned)
+    # The files are written into a hidden staging folder beside ``path`` and moved
+    # there once every check has passed (dmondrian.staging).
+    with staged_folder(path, storage_options) as staged:
+        cluster_client, owned = resolve_client(client)
+        try:
+            _check_partitions(ddf, cluster_client)
+            threads = cores_per_worker(cluster_client)
+            # Both passes run on this cluster: the counted nodes wait on the workers.
+            counted = _count_pass(plan, placer, ddf, cluster_client, threads, True,
+                                  progress, [], None)
+            _refuse_empty(counted)
+            frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary),
+                                     counted, cluster_client, threads)
+            labels, dictionary = _written_columns(frame._meta, plan)
+            sink = ParquetSink.create(staged, frame._meta, labels, write_options,
+                                      storage_options, dictionary_columns=dictionary,
+                                      random_state=random_state)
+            check = WrittenCheck(checked, index_name) if checked else None
+            sink_d = constant(sink, "sink")
+            task = delayed(write_released, pure=True)
+            parts = _unfused(lambda: frame.to_delayed(optimize_graph=True))
+            results = run(cluster_client,
+                          [task(sink_d, p, i, check) for i, p in enumerate(parts)],
+                          progress, f"pass: publish, write {path}")
+            result = pd.concat(results, ignore_index=True)
+            n_rows, written = int(counted.summary.count.sum()), int(result["rows"].sum())
+            if written != n_rows:
+                raise RuntimeError(f"dmondrian: wrote {written} rows of {n_rows}")
+            if check is not None:
+                try:
+                    check.finish(result[DISTINCT], n_rows,
+                                 lambda unsure: unique_rows(ddf, unsure, cluster_client,
+                                                            progress),
+                                 written)
+                except BaseException:
+                    sink.remove(len(parts))
+                    raise
+        finally:
+            release_client(owned)
+    return written
 
 
 def _prepared(plan, ddf):
@@ -305,6 +316,18 @@ def _prepared(plan, ddf):
         ddf = ddf.drop(columns=identifiers)
     checked, index_name = identifying_check(ddf._meta, plan._release_options(ddf._meta, None))
     return ddf, checked, index_name
+
+
+def _check_partitions(ddf, client) -> None:
+    """Refuse, before any pass, an input partition too large for a worker: the publishing
+    pass holds each one whole (:func:`~dmondrian._dask.memory.check_partitions_fit`)."""
+    from .._compat import known_partition_lengths
+    from .._dask.memory import check_partitions_fit, measure_workers
+    from .._dask.options import least_row_bytes
+
+    lengths = known_partition_lengths(ddf)
+    if lengths:
+        check_partitions_fit(measure_workers(client), lengths, least_row_bytes(ddf._meta))
 
 
 def _refuse_empty(counted) -> None:

@@ -1,0 +1,403 @@
+"""The commit step of a release: stage the data and its manifest, publish them last.
+
+A release is *committed* when its manifest (``OUTPUT.manifest.json``) stands
+beside it. Until every check has passed, nothing is written at OUTPUT: the
+data and the manifest are written into a hidden staging folder beside it,
+``.NAME.dmondrian-staging-XXXX/`` (readers of a Parquet dataset skip names
+starting with a dot, and so do globs). :meth:`Stage.commit` then
+
+1. moves the data into place: a rename on a local path (atomic, for a file
+   or a folder), a copy of every object on an object store (no rename
+   there; ``_SUCCESS`` is staged with a folder's parts and copied last, as
+   Hadoop and Spark mark theirs);
+2. writes the manifest last, in one step (a rename beside it, or a copy of
+   one object), which marks the commit;
+3. removes the staging folder.
+
+A run killed at any moment (SIGKILL to its whole process group) leaves its
+staging folder, and at worst, between steps 1 and 2, OUTPUT without its
+manifest. The next run for the same OUTPUT removes what a dead run left
+(:func:`staged_release`): its staging folder, and OUTPUT itself when it has
+no manifest and is the dead run's own, which the staged manifest tells: its
+files are those the staged manifest lists, at their sizes. Data at OUTPUT
+that is not ours (no staging folder claims it) is never removed without
+``overwrite``. So the same command runs again as it was, without
+``--overwrite``.
+
+The library's Parquet writers (:func:`dmondrian.distributed.anonymize_to_parquet`,
+the lazy release's ``to_parquet`` when it computes, and a fitted plan's
+``transform_to_parquet``) stage their files the same way and publish them
+with ``commit(manifest=False)``: they write no manifest, and they write
+into a folder that exists already (``merge``), as they always did.
+
+Concurrent runs for one OUTPUT: on a local filesystem each run holds an
+exclusive lock (``fcntl.flock``) on a file in its staging folder while it
+lives; the kernel drops the lock of a killed process, so a staging folder
+whose lock can be taken is a dead run's, and one whose lock is held is a
+live run's, which makes the new run stop with :class:`~dmondrian.io.OutputError`.
+An object store has no locks: a staging prefix found there is taken for a
+dead run's, and two runs writing the same OUTPUT at once are not supported
+(the later one removes the earlier one's staging, which then fails; neither
+publishes over a committed release without ``overwrite``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import uuid
+from collections.abc import Iterator
+
+from .io import SUCCESS_MARKER, OutputError, _check_output, _is_local, _one_line
+
+__all__ = ["Stage", "staged_release", "staged_folder", "STAGING_TAG", "checkpoint"]
+
+#: What a staging folder's name holds after ``.NAME``.
+STAGING_TAG = ".dmondrian-staging-"
+_LOCK, _MANIFEST, _DATA, _COMMITTING, _REPLACED = ("lock", "manifest.json", "data",
+                                                   "committing", "replaced")
+
+
+def checkpoint(step: str) -> None:
+    """A named point of the commit (``"staged"``, ``"moved"``, ``"committed"``).
+
+    It does nothing: tests replace it to kill the process there
+    (tests/failing_write.py), proving that every point is safe to die at.
+    """
+
+
+class Stage:
+    """A release being staged for ``url``; see the module's docstring.
+
+    Attributes
+    ----------
+    fs : fsspec.AbstractFileSystem
+        The output's filesystem.
+    path : str
+        OUTPUT, as ``fs`` names it.
+    url : str
+        OUTPUT as given.
+    root : str
+        The staging folder.
+    data_url : str
+        Where the writers write the release (an fsspec URL, ending in ``/``
+        for a folder; nothing is there until a writer makes it).
+    """
+
+    def __init__(self, url: str, *, overwrite: bool, directory: bool, merge: bool = False,
+                 storage_options=None):
+        import fsspec
+
+        url = os.fspath(url)
+        self.url = url
+        self.merge = merge
+        self.fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        self.path = path.rstrip("/")
+        self.overwrite = overwrite
+        self.directory = directory
+        self.parent = _check_output(self.fs, self.path, url, overwrite=True)
+        self.name = self.path.rsplit("/", 1)[-1]
+        self.manifest = self.path + ".manifest.json"
+        self.root = self._join(f".{self.name}{STAGING_TAG}{uuid.uuid4().hex[:12]}")
+        self.data = f"{self.root}/{_DATA}/{self.name}"
+        self.data_url = self.fs.unstrip_protocol(self.data) + ("/" if directory else "")
+        self._lock = None
+
+    def _join(self, name: str) -> str:
+        return f"{self.parent}/{name}" if self.parent else name
+
+    # -- opening: our staging folder, and what dead runs left ------------------------------
+
+    def open(self) -> None:
+        """Make the staging folder (locked on a local path), clear what dead runs for the
+        same OUTPUT left, and refuse an OUTPUT that exists unless ``overwrite``."""
+        fs = self.fs
+        fs.makedirs(f"{self.root}/{_DATA}", exist_ok=True)
+        if _is_local(fs):
+            self._lock = _try_lock(f"{self.root}/{_LOCK}")
+        else:
+            fs.pipe(f"{self.root}/{_LOCK}", b"")
+        for other in self._other_stagings():
+            try:
+                if _is_local(fs):
+                    held = _try_lock(f"{other}/{_LOCK}")
+                    if held is None:
+                        raise OutputError(self.url, f"another dmondrian run is writing "
+                                                    f"{self.url!r} (its staging folder is "
+                                                    f"{other!r}): wait for it to finish")
+                    with contextlib.closing(held):
+                        self._clear(other)
+                else:
+                    self._clear(other)
+            except FileNotFoundError:
+                continue  # its run finished and removed it meanwhile
+        if not (self.overwrite or self.merge) and (self._exists(self.path)
+                                                   or self._exists(self.manifest)):
+            raise OutputError(self.url, f"output {self.url!r} already exists (pass "
+                                        "--overwrite to replace it)")
+
+    def seal(self) -> None:
+        """Mark the staged data complete: a folder on an object store gets ``_SUCCESS``
+        (copied last by :meth:`commit`). Call it before the manifest hashes the data."""
+        if self.directory and not _is_local(self.fs):
+            self.fs.pipe(f"{self.data}/{SUCCESS_MARKER}", b"")
+
+    def _exists(self, path: str) -> bool:
+        # Other processes (Dask workers, another run) write here: no cached listing holds.
+        self.fs.invalidate_cache(path)
+        return self.fs.exists(path)
+
+    def _other_stagings(self) -> list[str]:
+        prefix = f".{self.name}{STAGING_TAG}"
+        self.fs.invalidate_cache(self.parent)
+        try:
+            entries = self.fs.ls(self.parent or "", detail=False)
+        except FileNotFoundError:
+            return []
+        mine = self.root.rstrip("/")
+        return sorted(e.rstrip("/") for e in entries
+                      if e.rstrip("/").rsplit("/", 1)[-1].startswith(prefix)
+                      and e.rstrip("/") != mine)
+
+    def _clear(self, other: str) -> None:
+        """Remove a dead run's staging folder, and OUTPUT first if that run had moved its
+        data there and died before writing the manifest."""
+        fs = self.fs
+        if (self._exists(f"{other}/{_COMMITTING}") and self._exists(self.path)
+                and not self._exists(self.manifest) and self._ours(other)):
+            fs.rm(self.path, recursive=True)
+        fs.rm(other, recursive=True)
+
+    def _ours(self, other: str) -> bool:
+        """Whether every file at OUTPUT is one the staged manifest of ``other`` lists, at
+        its size (an object store's copy may have stopped half-way)."""
+        try:
+            with self.fs.open(f"{other}/{_MANIFEST}", "rb") as fh:
+                listed = {f["path"]: int(f["bytes"]) for f in json.load(fh)["output"]["files"]}
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        found = _listing(self.fs, self.path)
+        return bool(found) and all(listed.get(rel) == size for rel, size in found.items())
+
+    # -- the manifest, and the commit ------------------------------------------------------
+
+    @property
+    def manifest_staged(self) -> str:
+        """Where the manifest is staged (as ``fs`` names it)."""
+        return f"{self.root}/{_MANIFEST}"
+
+    def stage_manifest(self, manifest: dict) -> None:
+        """Stage the release's manifest, written as :func:`dmondrian.manifest.write_manifest`
+        writes it; call :meth:`commit` next."""
+        text = json.dumps(manifest, indent=2, allow_nan=False) + "\n"
+        self.fs.pipe(self.manifest_staged, text.encode("utf-8"))
+
+    def commit(self, manifest: bool = True) -> None:
+        """Publish the staged data, then its staged manifest, then remove the staging.
+
+        ``manifest=False`` (the library's writers, which write none) publishes
+        the data alone; with ``merge``, into a folder that exists already,
+        file by file.
+
+        Raises
+        ------
+        OutputError
+            OUTPUT appeared meanwhile and ``overwrite`` was not given, or a
+            step failed (what was published of the data is removed again).
+        """
+        fs = self.fs
+        if manifest and not self._exists(self.manifest_staged):
+            raise RuntimeError("dmondrian: commit() without a staged manifest")
+        checkpoint("staged")
+        local = _is_local(fs)
+        if not manifest:
+            try:
+                self._publish_data(local)
+            except OSError as exc:
+                raise OutputError(self.url, f"cannot publish {self.url!r}: {_one_line(exc)}"
+                                  ) from exc
+            self.close(remove=True)
+            return
+        try:
+            if self._exists(self.path) or self._exists(self.manifest):
+                if not self.overwrite:
+                    raise OutputError(self.url, f"output {self.url!r} already exists (pass "
+                                                "--overwrite to replace it)")
+                # The old manifest goes first: a release never stands beside another's.
+                if self._exists(self.manifest):
+                    fs.rm(self.manifest)
+                if self._exists(self.path):
+                    if local:  # a rename, so that a crash loses the old release whole
+                        os.replace(self.path, f"{self.root}/{_REPLACED}")
+                    else:
+                        fs.rm(self.path, recursive=True)
+            fs.pipe(f"{self.root}/{_COMMITTING}", b"")
+            if local:
+                os.replace(self.data, self.path)
+            else:
+                _copy_objects(fs, self.data, self.path, self.directory)
+            checkpoint("moved")
+            if local:
+                os.replace(self.manifest_staged, self.manifest)
+            else:
+                fs.copy(self.manifest_staged, self.manifest)
+        except OutputError:
+            raise
+        except OSError as exc:
+            raise OutputError(self.url, f"cannot publish {self.url!r}: {_one_line(exc)}"
+                              ) from exc
+        checkpoint("committed")
+        self.close(remove=True)
+
+    def _publish_data(self, local: bool) -> None:
+        """Move the staged data to OUTPUT, or with ``merge`` into the folder there."""
+        fs = self.fs
+        if self.merge and self.directory and self._exists(self.path) and fs.isdir(self.path):
+            fs.invalidate_cache(self.data)
+            for obj in sorted(fs.find(self.data)):
+                dest = self.path + obj[len(self.data):]
+                if local:
+                    fs.makedirs(fs._parent(dest), exist_ok=True)
+                    os.replace(obj, dest)
+                else:
+                    fs.copy(obj, dest)
+            fs.invalidate_cache(self.path)
+        elif local:
+            if not os.path.exists(self.data):  # nothing written (an empty release)
+                os.makedirs(self.data)
+            os.replace(self.data, self.path)
+        else:
+            _copy_objects(fs, self.data, self.path, self.directory)
+
+    def close(self, remove: bool) -> None:
+        """Release the lock; remove the staging folder when ``remove``."""
+        if remove:
+            with contextlib.suppress(Exception):
+                if self._exists(self.root):
+                    self.fs.rm(self.root, recursive=True)
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+
+@contextlib.contextmanager
+def staged_release(url: str, *, overwrite: bool = False, directory: bool = False,
+                   merge: bool = False, storage_options=None) -> Iterator[Stage]:
+    """A :class:`Stage` for ``url``: write to ``stage.data_url``, stage the manifest,
+    then call ``stage.commit()``.
+
+    If the block raises, or ends without a commit, the staging folder is
+    removed and nothing appears at ``url``.
+
+    Parameters
+    ----------
+    url : str
+        OUTPUT: a path or fsspec URL.
+    overwrite : bool
+        Replace an existing release; otherwise one is an
+        :class:`~dmondrian.io.OutputError`, raised before anything is staged.
+    directory : bool
+        Whether the release is a folder (a Parquet dataset): ``data_url``
+        then ends in ``/``.
+    merge : bool
+        A folder at ``url`` is written into (the library's writers), not
+        refused; see :meth:`Stage.commit`.
+    storage_options : dict, optional
+        Keywords for the fsspec filesystem of ``url``.
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> with staged_release("memory://doc/staged.csv") as stage:
+    ...     with fsspec.open(stage.data_url, "w") as fh:
+    ...         _ = fh.write("age\\n[20, 29]\\n")
+    ...     stage.seal()
+    ...     stage.stage_manifest({"output": {"files": []}})
+    ...     stage.commit()
+    >>> fs = fsspec.filesystem("memory")
+    >>> fs.exists("/doc/staged.csv"), fs.exists("/doc/staged.csv.manifest.json")
+    (True, True)
+    """
+    stage = Stage(url, overwrite=overwrite, directory=directory, merge=merge,
+                  storage_options=storage_options)
+    try:
+        stage.open()
+        yield stage
+    finally:
+        stage.close(remove=True)
+
+
+@contextlib.contextmanager
+def staged_folder(path, storage_options=None) -> Iterator[str]:
+    """For the library's Parquet writers: the URL to write a dataset folder to, published
+    at ``path`` (into the folder there, if any) when the block ends without error.
+
+    A ``path`` inside a staging folder already (the command line's, which
+    publishes it with its manifest) is written as it is: staged once, not twice.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The dataset folder.
+    storage_options : dict, optional
+        Keywords for its fsspec filesystem.
+    """
+    text = os.fspath(path)
+    if any(part.startswith(".") and STAGING_TAG in part for part in text.split("/")):
+        yield text
+        return
+    with staged_release(text, directory=True, merge=True,
+                        storage_options=storage_options) as stage:
+        yield stage.data_url
+        stage.commit(manifest=False)
+
+
+def _try_lock(path: str):
+    """An open file holding an exclusive lock on ``path``, or None when another process
+    holds it. Without ``fcntl`` (Windows) every lock is taken."""
+    fh = open(path, "a+b")  # noqa: SIM115 - held open while the run lives
+    try:
+        import fcntl
+    except ImportError:
+        return fh
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        return None
+    return fh
+
+
+def _listing(fs, path: str) -> dict:
+    """``{relative path: bytes}`` of the file ``path`` (its name) or of every file under it."""
+    fs.invalidate_cache(path)
+    if not fs.exists(path):
+        return {}
+    if not fs.isdir(path):
+        return {path.rsplit("/", 1)[-1]: int(fs.size(path))}
+    base = path.rstrip("/")
+    return {p[len(base) + 1:]: int(info["size"])
+            for p, info in fs.find(path, detail=True).items()}
+
+
+def _copy_objects(fs, source: str, target: str, directory: bool) -> None:
+    """Copy a staged file, or every object of a staged folder (``_SUCCESS`` last), to
+    ``target`` (an object store has no rename). A failed copy removes what it made."""
+    if not directory:
+        fs.copy(source, target)
+        return
+    fs.invalidate_cache(source)
+    objects = sorted(fs.find(source), key=lambda p: (p.endswith("/" + SUCCESS_MARKER), p))
+    copied = []
+    try:
+        for obj in objects:
+            dest = target + obj[len(source):]
+            fs.copy(obj, dest)
+            copied.append(dest)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            if copied:
+                fs.rm(copied)
+        raise
+    fs.invalidate_cache(target)

@@ -1,0 +1,103 @@
+"""A fitted plan's release on Dask, end to end (issue 38): every check that can refuse
+runs before anything is visible, and a partition too large for a worker is a typed
+refusal that names it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+from distributed import Client, LocalCluster
+
+from dmondrian.cli._anonymize_dask import with_plan_categories
+from dmondrian.errors import MemoryLimitError
+from dmondrian.plans import fit_plan
+from dmondrian.plans.dask import transform_dask, transform_to_parquet
+from dmondrian.synthetic import write_census_parquet
+
+ROOT = Path(__file__).resolve().parents[1]
+QIS = "age,zip,education,sex"
+
+
+def _dmondrian(*args, cwd) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return subprocess.run([sys.executable, "-m", "dmondrian", *map(str, args), "--no-progress"],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_plan_on_dask_reads_ordinal_categories_in_the_plans_order(tmp_path):
+    """``education`` comes back from Parquet on Dask as a Categorical of unknown
+    categories: the manifest's report takes the plan's order, and its figures are
+    those of the same release made in memory."""
+    write_census_parquet(tmp_path / "census", 20_000, seed=4, rows_per_partition=5_000)
+    assert not dd.read_parquet(tmp_path / "census")["education"].cat.known
+    common = ["--qi", QIS, "--drop", "person_id", "--seed", "1"]
+    proc = _dmondrian("anonymize", "census", "fit.parquet", "--k", "10", "--local",
+                      "--save-plan", "plan.json", *common, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    runs = {"local": ["--local"], "dask": ["--distributed", "--workers", "2"]}
+    for name, flags in runs.items():
+        proc = _dmondrian("anonymize", "census", f"{name}/", "--plan", "plan.json", *flags,
+                          *common, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    ncp = {name: json.loads((tmp_path / f"{name}.manifest.json").read_text())["metrics"]["ncp"]
+           for name in runs}
+    assert ncp["dask"]["per_attribute"]["education"] > 0
+    for column, value in ncp["local"]["per_attribute"].items():
+        assert ncp["dask"]["per_attribute"][column] == pytest.approx(value, rel=1e-9)
+    assert not [p for p in os.listdir(tmp_path) if ".dmondrian-staging-" in p]
+
+
+def test_plan_categories_come_first_then_the_unseen_ones():
+    fitted = pd.DataFrame({"edu": pd.Categorical(["low", "mid", "high"] * 10,
+                                                 categories=["low", "mid", "high"],
+                                                 ordered=True),
+                           "age": np.arange(30)})
+    plan = fit_plan(fitted, ["edu", "age"], 5)
+    new = pd.DataFrame({"edu": ["mid", "top", "low", "aaa"] * 5, "age": np.arange(20)})
+    ddf = dd.from_pandas(new, npartitions=2)
+    ddf["edu"] = ddf["edu"].astype("category")  # unknown categories, as from Parquet
+    assert not ddf["edu"].cat.known
+    out = with_plan_categories(ddf, plan)
+    dtype = out["edu"].dtype
+    assert list(dtype.categories) == ["low", "mid", "high", "aaa", "top"] and dtype.ordered
+    assert out.compute()["edu"].astype(str).tolist() == new["edu"].tolist()
+
+
+@pytest.fixture(scope="module")
+def one_wide_partition():
+    """One partition of 400,000 rows x 20 float columns (64 MB), and a plan for it."""
+    rng = np.random.default_rng(0)
+    n = 400_000
+    df = pd.DataFrame({"age": rng.integers(17, 90, n), "zip": rng.integers(10_000, 99_999, n),
+                       **{f"x{i}": rng.integers(0, 50, n).astype(np.float64)
+                          for i in range(18)}})
+    plan = fit_plan(df.iloc[:20_000], ["age", "zip"], 10)
+    return dd.from_pandas(df, npartitions=1), plan
+
+
+@pytest.mark.parametrize("path", ["transform_dask", "transform_to_parquet"])
+def test_a_partition_too_large_for_a_worker_is_refused_by_name(one_wide_partition, tmp_path,
+                                                                path):
+    ddf, plan = one_wide_partition
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      memory_limit="300MB", dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        with pytest.raises(MemoryLimitError) as err:
+            if path == "transform_dask":
+                transform_dask(plan, ddf, client=client).compute()
+            else:
+                transform_to_parquet(plan, ddf, tmp_path / "out", client=client)
+    message = str(err.value)
+    assert "input partition 0 holds 400,000 rows" in message
+    assert "smaller row groups or files" in message and "more memory" in message
+    assert err.value.memory_limit == 300e6 and err.value.smallest > 300e6
+    assert not (tmp_path / "out").exists()
