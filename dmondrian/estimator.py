@@ -181,9 +181,12 @@ identifiers, allow_unique
         unplanned = [name for name in ("suppression", "constraints") if getattr(self, name)]
         if is_dask(X) and self.mode != "strict":
             unplanned.append("mode")
+        if self.refine != "none":
+            # Refined classes follow no cut, so no plan can route rows to them.
+            unplanned.append("refine")
         if unplanned:
-            # Fitted plans suppress nothing and take the named models only (strict
-            # cuts when fitted on a dask table): such an estimator anonymizes each
+            # Fitted plans suppress nothing, refine nothing and take the named models
+            # only (strict cuts when fitted on a dask table): such an estimator anonymizes each
             # table it transforms on its own.
             self.plan_ = None
             name = unplanned[0]

@@ -64,6 +64,13 @@ __all__ = ["anonymize", "encode_table", "kernel_rules", "partition", "publish", 
 # From this many rows, encoding and publishing run one QI column per thread;
 # below it, thread hand-off costs more than it saves.
 _PARALLEL_COLUMN_ROWS = 500_000
+# refine="local": the blocks of consecutive classes refined together, the most
+# passes over a block's rows, and the rounds of blocks (the second round's
+# blocks straddle the first's boundaries). Larger blocks lose less and cost
+# about block_rows times the rows (benchmarks/README.md, "Least loss").
+REFINE_BLOCK_ROWS = 64
+REFINE_PASSES = 4
+REFINE_ROUNDS = 1
 
 
 @dataclass
@@ -200,7 +207,7 @@ def kernel_rules(encoded: list[EncodedQI], min_size: int | None = None, *,
 
 
 def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, leaves=None,
-              workspace: K.WorkSpace | None = None) -> Partitioning:
+              workspace: K.WorkSpace | None = None, refine: str = "none") -> Partitioning:
     """Run Mondrian on encoded QIs and return each row's equivalence class.
 
     Parameters
@@ -219,6 +226,10 @@ def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, leaves=None,
         Memory kept for the kernel's buffers from one call to the next (for
         a caller partitioning many tables in turn). The result's
         ``sorted_keys`` then lives in it, valid until its next use.
+    refine : {"none", "local"}, default "none"
+        "local": after the cuts, move and swap rows between neighbouring
+        classes (within one root) while the NCP drops, under the same
+        constraints (:mod:`dmondrian._kernel.refine`).
 
     Returns
     -------
@@ -246,6 +257,10 @@ def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, leaves=None,
         raise ValueError("leaves must be (start, depth) rows, starts increasing from 0 "
                          "and below the row count")
     order, class_start, sorted_keys = K.mondrian_partition(bufs, rules, leaves)
+    if refine != "none":
+        for r in range(REFINE_ROUNDS):
+            K.refine_partition(bufs, class_start, rules, REFINE_BLOCK_ROWS, REFINE_PASSES,
+                               shifted=r % 2 == 1, roots=starts)
     stats = K.class_statistics(sorted_keys, class_start, rules.kinds, rules.cards)
     class_of_row = K.rows_to_classes(order, stats[0])
     return Partitioning(class_of_row, int(stats[1].shape[0]), stats, sorted_keys)
@@ -296,6 +311,14 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
         close to k rows (lower discernibility); "ncp" scores the cuts of
         the two widest QIs by the children's size-weighted normalized spans
         and makes the cheapest (lower NCP).
+    refine : {"none", "local"}, default "none"
+        "local": after the cuts, rows are moved and swapped between
+        neighbouring classes (consecutive leaves of the cut tree) while that
+        lowers the NCP, each change keeping every class within the
+        constraints (k rows or k entities, l, t); slower. Refined classes
+        may overlap (as in relaxed mode), each still labelled by its own
+        rows' values. Fitted plans refuse it: they route rows through the
+        cuts, which refined classes no longer follow.
     generalization : {"range", "midpoint", "mean"}, default "range"
         How numeric and datetime QIs are published: a range label
         (see :mod:`dmondrian.publish`), or the class's midpoint or mean as
@@ -445,7 +468,8 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     encoded = encode_table(df, opts.qis, opts.hierarchies, opts.qi_kinds)
     warn_unique_text_qis(encoded, len(df))
     part = partition(encoded, kernel_rules(encoded, mode=opts.mode, objective=opts.objective,
-                                           max_depth=opts.max_depth, privacy=privacy))
+                                           max_depth=opts.max_depth, privacy=privacy),
+                     refine=opts.refine)
     result = None
     if opts.suppression > 0:
         result = suppression.suppress(encoded, part, opts.suppression, opts.suppressed,

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from .errors import ParameterError
 
-__all__ = ["ANONYMIZE", "DASK", "DASK_PLAN", "WRITE", "FORMATS", "L_KINDS", "OBJECTIVES",
+__all__ = ["ANONYMIZE", "DASK", "DASK_PLAN", "WRITE", "FORMATS", "L_KINDS", "OBJECTIVES", "REFINES",
            "Option", "defaults", "takes_options"]
 
 # Every list of choices, once: the engines, verify, the I/O and the command line
@@ -39,6 +39,7 @@ MODES = ("strict", "relaxed")
 GENERALIZATIONS = ("range", "midpoint", "mean")
 L_KINDS = ("distinct", "entropy", "recursive")
 OBJECTIVES = ("balanced", "dm", "ncp")
+REFINES = ("none", "local")
 SUPPRESSED = ("mask", "drop")
 #: The table formats read and written (:mod:`dmondrian.io`, the command line).
 FORMATS = ("csv", "parquet")
@@ -97,6 +98,9 @@ ANONYMIZE = _group(
            "packed close to k rows (dm: lower discernibility), or the cheapest children "
            "(ncp: lower NCP)",
            OBJECTIVES),
+    Option("refine", "none", "after the cuts, move and swap rows between neighbouring "
+           "classes while the NCP drops (local: lower NCP, slower; classes may overlap)",
+           REFINES),
     Option("max_depth", None, "stop cutting after this many levels (coarser classes)"),
     Option("hierarchies", None, "generalization hierarchy per nominal QI: a Hierarchy, a "
            "file of 'leaf;parent;...;*' lines, or a mapping leaf -> ancestors"),

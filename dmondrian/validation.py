@@ -112,6 +112,8 @@ class Options:
     sensitive: object
     mode: str
     objective: str
+    #: The refinement after the cuts ("none", "local"; :mod:`dmondrian._kernel.refine`).
+    refine: str
     generalization: str
     max_depth: int
     hierarchies: dict
@@ -189,6 +191,7 @@ def check_options(columns, quasi_identifiers, k, *, index_name=None, **options) 
         sensitive=sensitive,
         mode=ANONYMIZE["mode"].check_choice(o["mode"]),
         objective=ANONYMIZE["objective"].check_choice(o["objective"]),
+        refine=ANONYMIZE["refine"].check_choice(o["refine"]),
         generalization=ANONYMIZE["generalization"].check_choice(o["generalization"]),
         max_depth=check_max_depth(o["max_depth"]),
         hierarchies=check_mapping("hierarchies", o["hierarchies"], qis),

@@ -181,7 +181,8 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
         # engine's per-column thread pools alike: one worker core, one thread.
         with K.thread_limit(top.kernel_threads):
             with _KERNEL_LOCK:
-                part = partition(encoded, rules, leaves=leaves, workspace=workspace)
+                part = partition(encoded, rules, leaves=leaves, workspace=workspace,
+                                 refine=opts.refine)
             if top.exchange == "keys":
                 return _publish_codes(frame, encoded, part, privacy, ids, starts, top), None
             if opts.suppression > 0:

@@ -28,6 +28,7 @@ from .class_stats import gather_codes as _gather_codes
 from .class_stats import rows_to_classes as _rows_to_classes
 from .constants import *  # noqa: F403
 from .privacy import hist_ok_py as hist_ok
+from .refine import refine_partition as _refine_partition
 from .rules import RIDING_SLOTS, KernelRules
 from .threads import max_threads, thread_limit
 from .tree import mondrian_partition as _mondrian_partition
@@ -36,7 +37,7 @@ from .workspace import WorkSpace, double_buffer
 __all__ = [
     "RIDING_SLOTS", "KernelRules", "WorkSpace", "class_code_masks", "class_code_sets",
     "class_statistics", "double_buffer", "gather_codes", "hist_ok", "max_threads",
-    "mondrian_partition", "rows_to_classes", "thread_limit",
+    "mondrian_partition", "refine_partition", "rows_to_classes", "thread_limit",
 ]
 
 
@@ -44,6 +45,13 @@ def mondrian_partition(bufs_keys, rules, leaves, n_threads=None):
     """:func:`dmondrian._kernel.tree.mondrian_partition` on this thread's thread budget."""
     return _mondrian_partition(bufs_keys, rules, leaves,
                                max_threads() if n_threads is None else n_threads)
+
+
+def refine_partition(bufs_keys, class_start, rules, block_rows, passes, shifted=False,
+                     roots=None, n_threads=None):
+    """:func:`dmondrian._kernel.refine.refine_partition` on this thread's thread budget."""
+    return _refine_partition(bufs_keys, class_start, rules, block_rows, passes, shifted, roots,
+                             max_threads() if n_threads is None else n_threads)
 
 
 def class_statistics(sorted_keys, class_start, kinds, cards, n_threads=None):

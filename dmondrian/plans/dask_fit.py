@@ -256,6 +256,12 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
             raise ParameterError(name, f"a fitted plan does not take {name!r}"
                                        + why.get(name, ""))
         options.pop(name, None)
+    if options.pop("refine", "none") != "none":
+        # A plan routes new rows through the cut tree; refined classes overlap
+        # and follow no cut, so they could not be routed to.
+        raise ParameterError("refine", "a fitted plan does not take refine: it routes rows "
+                                       "through the cuts, which refined classes no longer "
+                                       "follow")
     if options.get("mode", "strict") != "strict":
         raise ParameterError("mode", "a plan fitted on a dask DataFrame cuts strictly (a "
                                      "relaxed cut splits ties by input position, which the "

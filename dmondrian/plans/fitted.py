@@ -335,6 +335,12 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
             raise ParameterError(name, f"a fitted plan does not take {name!r}"
                                        + why.get(name, ""))
         options.pop(name, None)
+    if options.pop("refine", "none") != "none":
+        # A plan routes new rows through the cut tree; refined classes overlap
+        # and follow no cut, so they could not be routed to.
+        raise ParameterError("refine", "a fitted plan does not take refine: it routes rows "
+                                       "through the cuts, which refined classes no longer "
+                                       "follow")
     for name in ("max_contributions", "max_classes"):  # noise options, given per release
         options.pop(name, None)
     opts = check_options(df.columns, quasi_identifiers, k, index_name=df.index.name, **options)

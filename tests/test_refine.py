@@ -1,0 +1,118 @@
+"""refine="local": rows moved and swapped between neighbouring classes, every guarantee kept."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from checks import assert_valid_release
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_local_properties import JOB_TREE, tables
+
+import dmondrian
+from dmondrian.datasets import ADULT_QUASI_IDENTIFIERS
+from dmondrian.errors import ParameterError
+from dmondrian.metrics import ncp
+from dmondrian.plans import fit_plan
+from dmondrian.synthetic import make_census
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables(), st.sampled_from(["balanced", "ncp"]), st.sampled_from([None, 2]))
+def test_refined_releases_keep_the_invariants(case, objective, l_div):
+    df, qis, k, mode = case
+    hierarchies = {"h": JOB_TREE} if "h" in qis else None
+    options = dict(mode=mode, objective=objective, hierarchies=hierarchies, class_column="cls",
+                   refine="local")
+    if l_div is not None and len(df) < l_div:
+        l_div = None  # a table of one row cannot be 2-diverse
+    if l_div is not None:
+        df = df.assign(s=np.arange(len(df)) % 3)
+        options.update(sensitive="s", l=l_div)
+    out = dmondrian.anonymize(df, qis, k, **options)
+    # rows in = rows out, every class >= k, each label contains its rows' values
+    assert_valid_release(df, out, qis, k, hierarchies=hierarchies, class_column="cls")
+    if l_div is not None:
+        assert out.groupby("cls")["s"].nunique().min() >= l_div
+    pd.testing.assert_frame_equal(out, dmondrian.anonymize(df, qis, k, **options))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(20, 300), st.integers(2, 6), st.integers(0, 2**16),
+       st.sampled_from([None, "entropy", "t"]))
+def test_refined_classes_hold_k_people_and_the_sensitive_constraint(n, k, seed, sensitive):
+    rng = np.random.default_rng(seed)
+    users = rng.integers(0, max(k, n // 3), n)
+    df = pd.DataFrame({"user": users, "age": rng.integers(18, 90, n),
+                       "zip": rng.integers(0, 50, n), "s": rng.integers(0, 4, n)})
+    if len(np.unique(users)) < k:
+        return
+    options = {}
+    if sensitive == "entropy":
+        options = dict(sensitive="s", l=1.5, l_kind="entropy")
+    elif sensitive == "t":
+        options = dict(sensitive="s", t=0.6)
+    try:
+        out = dmondrian.anonymize(df, ["age", "zip"], k, entity="user", class_column="cls",
+                                  refine="local", mode="relaxed", objective="ncp", **options)
+    except dmondrian.errors.InfeasibleError:
+        return  # the whole table fails the sensitive constraint
+    people = df["user"].groupby(out["cls"]).nunique()
+    assert people.min() >= k
+    if sensitive == "entropy":
+        for _, s in df["s"].groupby(out["cls"]):
+            # entropy over people: each (person, value) pair once
+            pairs = df.loc[s.index, ["user", "s"]].drop_duplicates()["s"]
+            p = pairs.value_counts(normalize=True).to_numpy()
+            assert -(p * np.log(p)).sum() >= np.log(1.5) - 1e-9
+    again = dmondrian.anonymize(df, ["age", "zip"], k, entity="user", class_column="cls",
+                                refine="local", mode="relaxed", objective="ncp", **options)
+    pd.testing.assert_frame_equal(out, again)
+
+
+def test_refinement_lowers_the_ncp_of_a_census_table():
+    df = make_census(20_000, seed=3)
+    qis = ["age", "zip", "sex", "education", "occupation"]
+    gcp = {}
+    for refine in ("none", "local"):
+        out = dmondrian.anonymize(df, qis, 5, mode="relaxed", objective="ncp", refine=refine,
+                                  class_column="cls", identifiers=["person_id"])
+        assert out.groupby("cls").size().min() >= 5
+        gcp[refine] = ncp(out, qis, df).overall
+    assert gcp["local"] < gcp["none"]
+
+
+def test_refinement_keeps_suppression_and_noise():
+    df = make_census(3_000, seed=4).drop(columns=["person_id"])
+    qis = ["age", "zip", "sex"]
+    out = dmondrian.anonymize(df, qis, 5, refine="local", suppression=0.05, class_column="cls",
+                              noise={"income": {"epsilon": 1.0, "bounds": (0, 500_000)}},
+                              random_state=0)
+    kept = out[out["cls"] >= 0]
+    assert kept.groupby("cls").size().min() >= 5
+    assert (out["cls"] == -1).sum() <= 150
+    assert kept.groupby("cls")["income"].nunique().max() == 1
+
+
+def test_refinement_lowers_the_gcp_on_adult(adult):
+    qis = list(ADULT_QUASI_IDENTIFIERS)
+    gcp = {}
+    for refine in ("none", "local"):
+        out = dmondrian.anonymize(adult, qis, 10, mode="relaxed", objective="ncp",
+                                  refine=refine, class_column="cls")
+        assert out.groupby("cls").size().min() >= 10
+        gcp[refine] = ncp(out, qis, adult).overall
+    assert gcp["local"] <= gcp["none"]
+
+
+def test_refine_is_checked_and_refused_by_fitted_plans():
+    df = pd.DataFrame({"a": np.arange(40) % 17, "b": np.arange(40) * 7 % 23})
+    with pytest.raises(ParameterError, match="refine"):
+        dmondrian.anonymize(df, ["a"], 2, refine="global")
+    with pytest.raises(ParameterError, match="refine"):
+        fit_plan(df, ["a", "b"], 4, refine="local")
+    # the estimator takes it like any option
+    est = dmondrian.MondrianAnonymizer(k=4, quasi_id=["a", "b"], refine="local",
+                                       class_column="cls")
+    assert est.fit_transform(df).groupby("cls").size().min() >= 4
