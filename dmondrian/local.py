@@ -69,6 +69,7 @@ _PARALLEL_COLUMN_ROWS = 500_000
 # blocks straddle the first's boundaries). Larger blocks lose less and cost
 # about block_rows times the rows (benchmarks/README.md, "Least loss").
 REFINE_BLOCK_ROWS = 64
+REFINE_BLOCK_CLASSES = 8
 REFINE_PASSES = 4
 REFINE_ROUNDS = 1
 
@@ -258,8 +259,10 @@ def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, leaves=None,
                          "and below the row count")
     order, class_start, sorted_keys = K.mondrian_partition(bufs, rules, leaves)
     if refine != "none":
+        # At least a few classes of k rows per block, whatever k.
+        block_rows = max(REFINE_BLOCK_ROWS, REFINE_BLOCK_CLASSES * int(rules.ip[K.P_K]))
         for r in range(REFINE_ROUNDS):
-            K.refine_partition(bufs, class_start, rules, REFINE_BLOCK_ROWS, REFINE_PASSES,
+            K.refine_partition(bufs, class_start, rules, block_rows, REFINE_PASSES,
                                shifted=r % 2 == 1, roots=starts)
     stats = K.class_statistics(sorted_keys, class_start, rules.kinds, rules.cards)
     class_of_row = K.rows_to_classes(order, stats[0])

@@ -81,6 +81,8 @@ cdef struct Block:
     double* cost          # (cap,)
     double* red           # (m,) each row's _reduction
     i64* order            # (m,) rows by reduction, largest first
+    i64* keep             # (m,) the refined Mondrian classes, while k-member is tried
+    i64* free             # (m,) rows no k-member class holds yet
     # checks with an entity or a sensitive constraint
     i64* ent_l           # (m,) block-local entity and pair codes
     i64* pair_l
@@ -436,6 +438,110 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
     return made
 
 
+cdef void _new_class(Block* b, const Config* cf) noexcept nogil:
+    """Open an empty class."""
+    cdef Py_ssize_t c = b.ncl, q, j
+    b.ncl += 1
+    b.size[c] = 0
+    for q in range(b.d):
+        b.ndist[c * b.d + q] = 0
+    for j in range(cf.nom):
+        b.cnt[c * cf.nom + j] = 0
+
+
+cdef void _assign(Block* b, const Config* cf, const i64* cls) noexcept nogil:
+    """Rebuild the classes from each row's class id (``0..ncl-1``, all used)."""
+    cdef Py_ssize_t i, c, nc = 0
+    for i in range(b.m):
+        if cls[i] + 1 > nc:
+            nc = cls[i] + 1
+    b.ncl = 0
+    for c in range(nc):
+        _new_class(b, cf)
+    for i in range(b.m):
+        _add(b, cf, cls[i], i)
+    for c in range(nc):
+        _refresh(b, cf, c)
+
+
+cdef double _total(const Block* b) noexcept nogil:
+    cdef double total = 0.0
+    cdef Py_ssize_t c
+    for c in range(b.ncl):
+        total += b.cost[c]
+    return total
+
+
+cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
+    """Greedy k-member clustering of the block's rows; False if a class fails the constraint.
+
+    A class starts from the free row furthest from the previous class's first
+    row and takes the free row that widens it least until it passes; rows
+    left over join the class they widen least.
+    """
+    cdef Py_ssize_t i, x, c, best_x, far
+    cdef i64 n_free = b.m, seed = 0
+    cdef double g, best_g, far_g
+    for i in range(b.m):
+        b.free[i] = 1
+    b.ncl = 0
+    while n_free >= cf.k and b.ncl < b.cap:
+        c = b.ncl
+        _new_class(b, cf)
+        _add(b, cf, c, seed)
+        b.free[seed] = 0
+        n_free -= 1
+        _refresh(b, cf, c)
+        far = -1
+        far_g = -1.0
+        for x in range(b.m):
+            if b.free[x]:
+                g = _cost_changed(b, cf, c, -1, x)
+                if g > far_g:
+                    far_g = g
+                    far = x
+        while n_free > 0 and not _passes(b, cf, c, -1, -1):
+            best_x = -1
+            best_g = 0.0
+            for x in range(b.m):
+                if b.free[x]:
+                    g = _cost_changed(b, cf, c, -1, x)
+                    if best_x < 0 or g < best_g:
+                        best_g = g
+                        best_x = x
+            _add(b, cf, c, best_x)
+            b.free[best_x] = 0
+            n_free -= 1
+            _refresh(b, cf, c)
+        if n_free == 0:
+            break
+        if far >= 0 and b.free[far]:
+            seed = far
+        else:
+            seed = 0
+            while not b.free[seed]:
+                seed += 1
+    for x in range(b.m):
+        if not b.free[x]:
+            continue
+        best_x = -1
+        best_g = 0.0
+        for c in range(b.ncl):
+            g = _cost_changed(b, cf, c, -1, x) - b.cost[c]
+            if best_x < 0 or g < best_g:
+                best_g = g
+                best_x = c
+        if best_x < 0:
+            return False
+        _add(b, cf, best_x, x)
+        b.free[x] = 0
+        _refresh(b, cf, best_x)
+    for c in range(b.ncl):
+        if not _passes(b, cf, c, -1, -1):
+            return False
+    return True
+
+
 cdef void _local_codes(const i64* codes, Py_ssize_t m, i64* out) noexcept nogil:
     """``out[i]``: the position of the first row holding ``codes[i]``."""
     cdef Py_ssize_t i, j
@@ -452,6 +558,8 @@ cdef int _refine_block(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, P
                        const Config* cf) noexcept nogil:
     """Refine the classes of positions ``[s, e)``; rewrite them there in class order."""
     cdef Py_ssize_t m = e - s, d = cf.qi.d, q, i, j, c, r, w
+    cdef bint changed
+    cdef double mondrian_cost
     cdef const Privacy* priv = cf.priv
     cdef i64 v
     b.m = m
@@ -473,24 +581,30 @@ cdef int _refine_block(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, P
     if priv.ip[P_PAIR_ROW] >= 0:
         _local_codes(data + priv.ip[P_PAIR_ROW] * n + s, m, b.pair_l)
         b.pair = b.pair_l
-    b.ncl = 0
+    c = -1
     for i in range(m):
         if class_start[s + i] or i == 0:
-            if b.ncl == b.cap:
-                return 0  # more classes than the work space holds: left as it is
-            c = b.ncl
-            b.ncl += 1
-            b.size[c] = 0
-            for q in range(d):
-                b.ndist[c * d + q] = 0
-            for j in range(cf.nom):
-                b.cnt[c * cf.nom + j] = 0
-        _add(b, cf, b.ncl - 1, i)
-    if b.ncl < 2:
-        return 0
-    for c in range(b.ncl):
-        _refresh(b, cf, c)
-    if _improve(b, cf) == 0:
+            c += 1
+        b.keep[i] = c
+    if c + 1 > b.cap or c < 1:
+        return 0  # one class, or more than the work space holds: left as it is
+    _assign(b, cf, b.keep)
+    changed = _improve(b, cf) > 0
+    # Mondrian's classes hold up to 2k - 1 rows, which no move or swap can split:
+    # the block is also clustered afresh into classes of k rows (greedy k-member,
+    # Byun et al. 2007), refined the same way, and the cheaper is kept.
+    mondrian_cost = _total(b)
+    for i in range(m):
+        b.keep[i] = b.cl[i]
+    if _kmember(b, cf):
+        _improve(b, cf)
+        if _total(b) < mondrian_cost * (1.0 - TOL):
+            changed = True
+        else:
+            _assign(b, cf, b.keep)
+    else:
+        _assign(b, cf, b.keep)
+    if not changed:
         return 0
     # Rewrite the block's columns (keys, riding codes, row ids) class by class.
     w = 0
@@ -528,6 +642,8 @@ cdef bint _alloc(Block* b, Py_ssize_t m, Py_ssize_t cap, Py_ssize_t d, Py_ssize_
     b.cost = <double*>malloc(cap * sizeof(double) + 8)
     b.red = <double*>malloc(m * sizeof(double) + 8)
     b.order = <i64*>malloc(m * sizeof(i64) + 8)
+    b.keep = <i64*>malloc(m * sizeof(i64) + 8)
+    b.free = <i64*>malloc(m * sizeof(i64) + 8)
     b.ent_l = <i64*>malloc(m * sizeof(i64) + 8)
     b.pair_l = <i64*>malloc(m * sizeof(i64) + 8)
     b.seen_ent = <i64*>calloc(m + 1, sizeof(i64))
@@ -536,7 +652,8 @@ cdef bint _alloc(Block* b, Py_ssize_t m, Py_ssize_t cap, Py_ssize_t d, Py_ssize_
     return not (b.x == NULL or b.cl == NULL or b.slot == NULL or b.mem == NULL
                 or b.size == NULL or b.lo == NULL or b.lo_n == NULL or b.lo2 == NULL
                 or b.hi == NULL or b.hi_n == NULL or b.hi2 == NULL or b.nmiss == NULL
-                or b.ndist == NULL or b.cnt == NULL or b.cost == NULL or b.red == NULL or b.order == NULL or b.seen_ent == NULL or b.ent_l == NULL or b.pair_l == NULL
+                or b.ndist == NULL or b.cnt == NULL or b.cost == NULL or b.red == NULL or b.order == NULL
+                or b.keep == NULL or b.free == NULL or b.seen_ent == NULL or b.ent_l == NULL or b.pair_l == NULL
                 or b.seen_pair == NULL or b.hist == NULL)
 
 
@@ -571,6 +688,8 @@ cdef void _free(Block* b) noexcept nogil:
     free(b.cost)
     free(b.red)
     free(b.order)
+    free(b.keep)
+    free(b.free)
     free(b.ent_l)
     free(b.pair_l)
     free(b.seen_ent)
