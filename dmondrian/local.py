@@ -68,7 +68,7 @@ _PARALLEL_COLUMN_ROWS = 500_000
 # passes over a block's rows, and the rounds of blocks (the second round's
 # blocks straddle the first's boundaries). Larger blocks lose less and cost
 # about block_rows times the rows (benchmarks/README.md, "Least loss").
-REFINE_BLOCK_ROWS = 64
+REFINE_BLOCK_ROWS = 256
 REFINE_BLOCK_CLASSES = 8
 REFINE_PASSES = 4
 REFINE_ROUNDS = 1

@@ -1,43 +1,38 @@
-"""Local refinement of a partition: rows moved and swapped between neighbouring classes.
+"""Local refinement of a partition: clustering inside small blocks of neighbouring classes.
 
-Mondrian's cuts are axis-parallel and made one at a time, so a row often
-sits in a class whose box it widens although a neighbouring class would hold
-it for less. After the tree is built, the classes are taken in position
-order (the tree's depth-first order, so consecutive classes are neighbours
-in the tree) and grouped into *blocks* of at most ``block_rows`` rows. Inside
-a block, rows are moved from one class to another, or swapped between two
-classes, while that lowers the block's cost: the sum over its classes of
-size times the classes' normalized spans, i.e. the rows' NCP (the same spans
-the kernel cuts by, :func:`dmondrian._kernel.node.node_span`). This is the
-move/swap refinement of the clustering literature (k-member clustering,
-Byun et al. 2007; OKA; Goldberger and Tassa's refinement), run on Mondrian's
-classes within small blocks, so its cost grows with ``n * block_rows``, not
-``n^2``.
+After the cuts, consecutive classes (the tree's depth-first order) are
+grouped into blocks of at most ``block_rows`` rows. A block's cost is the
+sum over its classes of size times normalized spans (the rows' NCP, spans
+as :func:`dmondrian._kernel.node.node_span` measures them). Each block is
+tried twice and the cheaper kept: Mondrian's classes, with rows moved or
+swapped between a class and its ``NEIGHBOURS`` nearest classes while that
+lowers the cost (the move/swap refinement of OKA, Goldberger and Tassa);
+and the block clustered afresh by greedy k-member (Byun et al. 2007), then
+refined the same way. A block costs about its rows squared, a table
+``n * block_rows``. Why and how: docs/design.md, "Refinement after the cuts".
 
-Every change keeps the privacy constraint: a move needs the class it leaves
-to keep passing (at least k rows, or k entities, and the sensitive
-constraint), and with an entity or a sensitive constraint both classes a
-change touches are checked on their new rows. A change is made only when it
-lowers the cost by more than a relative tolerance, so the passes end, and
-the blocks are independent, so the result does not depend on the thread
-count. Classes of a block may overlap once refined; each class's label is
-still computed from its own rows, so it contains them.
+Every change keeps the constraint: a move needs the class it leaves to keep
+passing; with an entity or a sensitive constraint both classes a change
+touches are checked on their new rows; a k-member clustering with a failing
+class is discarded. A change must lower the cost by a relative tolerance,
+so the passes end; blocks are independent, so the result does not depend on
+the thread count. Labels are computed from each class's own rows later, so
+they contain them (refined classes may overlap).
 
 Per class and QI the refinement keeps the smallest and largest present keys,
-their multiplicities and the next keys inward (so the span without any one
-row is known in constant time), the missing count and, for nominal QIs of
-up to ``DENSE_CODES`` codes, a count per code (larger ones are counted by a
-scan of the class's rows).
+their multiplicities and the next keys inward (the span without any one row
+in constant time), the missing count and, for nominal QIs of up to
+``DENSE_CODES`` codes, a count per code (larger ones: a scan of the class).
 """
 
 import numpy as np
 
-from cython.parallel cimport prange, parallel
-from libc.stdlib cimport malloc, calloc, free
+from cython.parallel cimport prange
+from libc.stdlib cimport calloc, free
 
 from ._common cimport (i64, MISSING_KEY, INT_MIN, FLOAT_MAX, key_value, KIND_NOMINAL,
                        KIND_HIERARCHY, KIND_ORDINAL)
-from ._rules cimport QIRules, Privacy, P_K, P_SENS_ROW, P_N_SENS, P_ENT_ROW, P_PAIR_ROW, P_N_SEEN
+from ._rules cimport QIRules, Privacy, P_K, P_SENS_ROW, P_N_SENS, P_ENT_ROW, P_PAIR_ROW
 from .split cimport RuleArrays
 from .node cimport hier_lca
 from .privacy cimport hist_ok
@@ -45,6 +40,9 @@ from .privacy cimport hist_ok
 cdef enum:
     # Nominal QIs with more codes are counted by scanning a class's rows.
     DENSE_CODES = 4096
+    # A row is moved or swapped only into its class's nearest classes: the
+    # passes cost the block's rows times this many classes, not its rows squared.
+    NEIGHBOURS = 8
 
 cdef extern from *:
     """
@@ -80,8 +78,10 @@ cdef struct Block:
     i64* cnt              # (cap, nom) per-code counts of the dense nominal QIs
     double* cost          # (cap,)
     double* red           # (m,) each row's _reduction
-    i64* order            # (m,) rows by reduction, largest first
     i64* keep             # (m,) the refined Mondrian classes, while k-member is tried
+    i64* nb               # (cap, NEIGHBOURS) each class's nearest classes
+    double* nbd           # their distances
+    i64* nbn              # (cap,) how many
     i64* free             # (m,) rows no k-member class holds yet
     # checks with an entity or a sensitive constraint
     i64* ent_l           # (m,) block-local entity and pair codes
@@ -193,7 +193,8 @@ cdef double _cost_changed(const Block* b, const Config* cf, Py_ssize_t c, i64 ou
 cdef void _refresh(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
     """Recompute the ordered QIs' statistics and the cost of class ``c``."""
     cdef Py_ssize_t q, j, at, d = b.d
-    cdef i64 v, lo, lo_n, lo2, hi, hi_n, hi2, nmiss, dist
+    cdef i64 v, lo, lo_n, lo2, hi, hi_n, hi2, nmiss
+    cdef double share
     cdef const i64* row
     cdef const i64* mem = b.mem + c * b.m
     for q in range(d):
@@ -201,25 +202,14 @@ cdef void _refresh(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
         row = b.x + q * b.m
         if cf.qi.kind[q] == KIND_NOMINAL:
             if cf.noff[q] < 0:
-                # Distinct codes by pairwise comparison: the rare large-domain case.
-                dist = 0
+                # Each code once, as 1 / its rows per row: the rare large-domain case.
+                share = 0.0
                 for j in range(b.size[c]):
-                    v = row[mem[j]]
-                    lo = 0
-                    for hi in range(j):
-                        if row[mem[hi]] == v:
-                            lo = 1
-                            break
-                    dist += lo == 0
-                b.ndist[at] = dist
+                    share += 1.0 / <double>_count(b, cf, c, q, row[mem[j]])
+                b.ndist[at] = <i64>(share + 0.5)
             continue
-        lo = MISSING_KEY
-        lo_n = 0
-        lo2 = MISSING_KEY
-        hi = INT_MIN
-        hi_n = 0
-        hi2 = INT_MIN
-        nmiss = 0
+        lo, lo_n, lo2, nmiss = MISSING_KEY, 0, MISSING_KEY, 0
+        hi, hi_n, hi2 = INT_MIN, 0, INT_MIN
         for j in range(b.size[c]):
             v = row[mem[j]]
             if v == MISSING_KEY:
@@ -326,35 +316,13 @@ cdef bint _passes(Block* b, const Config* cf, Py_ssize_t c, i64 out, i64 inn) no
 
 
 cdef double _reduction(const Block* b, const Config* cf, i64 r) noexcept nogil:
-    """What row ``r`` widens its class by: size times the spans it alone stretches.
-
-    Adding a row never lowers a class's cost, so a swap of ``r`` and ``s``
-    gains at most ``_reduction(r) + _reduction(s)``; rows inside their class's
-    box (zero) are only ever taken by a swap with a row that is not.
-    """
+    """Size times the spans row ``r`` alone stretches its class by: adding a row never
+    lowers a cost, so a swap of ``r`` and ``s`` gains at most the sum of theirs."""
     cdef Py_ssize_t c = b.cl[r]
     cdef i64 size = b.size[c]
     if size <= 1:
         return b.cost[c]
     return b.cost[c] - _cost_changed(b, cf, c, r, -1) * <double>size / <double>(size - 1)
-
-
-cdef void _sort_desc(i64* order, const double* v, Py_ssize_t m) noexcept nogil:
-    """Sort ``order`` by ``v`` descending, ties by row (Shell sort; m is small)."""
-    cdef Py_ssize_t gap = 1, i, j
-    cdef i64 t
-    while gap < m // 3:
-        gap = 3 * gap + 1
-    while gap > 0:
-        for i in range(gap, m):
-            t = order[i]
-            j = i
-            while j >= gap and (v[order[j - gap]] < v[t]
-                                or (v[order[j - gap]] == v[t] and order[j - gap] > t)):
-                order[j] = order[j - gap]
-                j -= gap
-            order[j] = t
-        gap = gap // 3
 
 
 cdef void _update_reductions(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
@@ -365,9 +333,65 @@ cdef void _update_reductions(Block* b, const Config* cf, Py_ssize_t c) noexcept 
         b.red[r] = _reduction(b, cf, r)
 
 
+cdef double _distance(const Block* b, const Config* cf, Py_ssize_t a, Py_ssize_t c) noexcept nogil:
+    """How much wider the union of classes ``a`` and ``c`` is than they are, in spans."""
+    cdef Py_ssize_t q, d = b.d, x, y, j
+    cdef i64 lo, hi, v
+    cdef double total = 0.0, dist
+    for q in range(d):
+        x = a * d + q
+        y = c * d + q
+        if cf.qi.kind[q] == KIND_NOMINAL:
+            # c's codes and a's absent from c: each absent code is counted once,
+            # as 1 / (its rows in a) per row of a holding it.
+            dist = <double>b.ndist[y]
+            for j in range(b.size[a]):
+                v = b.x[q * b.m + b.mem[a * b.m + j]]
+                if _count(b, cf, c, q, v) == 0:
+                    dist += 1.0 / <double>_count(b, cf, a, q, v)
+            total += (_span(cf, q, 2, 0, 0, 0, <i64>(dist + 0.5))
+                      - 0.5 * (_span(cf, q, 1, 0, 0, 0, b.ndist[x])
+                               + _span(cf, q, 1, 0, 0, 0, b.ndist[y])))
+            continue
+        lo = b.lo[x] if b.lo[x] < b.lo[y] else b.lo[y]
+        hi = b.hi[x] if b.hi[x] > b.hi[y] else b.hi[y]
+        total += (_span(cf, q, b.size[a] + b.size[c], lo, hi, b.nmiss[x] + b.nmiss[y], 0)
+                  - 0.5 * (_span(cf, q, b.size[a], b.lo[x], b.hi[x], b.nmiss[x], 0)
+                           + _span(cf, q, b.size[c], b.lo[y], b.hi[y], b.nmiss[y], 0)))
+    return total
+
+
+cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
+    """Each class's NEIGHBOURS nearest classes (ties by class id)."""
+    cdef Py_ssize_t a, c, t, n
+    cdef double g
+    cdef i64* nb
+    cdef double* nbd
+    for a in range(b.ncl):
+        nb = b.nb + a * NEIGHBOURS
+        nbd = b.nbd + a * NEIGHBOURS
+        n = 0
+        for c in range(b.ncl):
+            if c == a:
+                continue
+            g = _distance(b, cf, a, c)
+            if n == NEIGHBOURS and g >= nbd[n - 1]:
+                continue
+            t = n if n < NEIGHBOURS else NEIGHBOURS - 1
+            while t > 0 and nbd[t - 1] > g:
+                nb[t] = nb[t - 1]
+                nbd[t] = nbd[t - 1]
+                t -= 1
+            nb[t] = c
+            nbd[t] = g
+            if n < NEIGHBOURS:
+                n += 1
+        b.nbn[a] = n
+
+
 cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
     """Moves and swaps that lower the block's cost, until none does; how many were made."""
-    cdef Py_ssize_t p, i, j, jj, c, best_j, best_c
+    cdef Py_ssize_t p, i, j, jj, c, t, best_j, best_c
     cdef i64 a, bc, made = 0, pass_made
     cdef double base, tol, wo, g, best
     cdef bint can_leave
@@ -379,8 +403,7 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
         tol = TOL * base + 1e-300
         for i in range(b.m):
             b.red[i] = _reduction(b, cf, i)
-            b.order[i] = i
-        _sort_desc(b.order, b.red, b.m)
+        _neighbours(b, cf)
         for i in range(b.m):
             a = b.cl[i]
             best = tol
@@ -391,30 +414,28 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
             if can_leave and cf.general:
                 can_leave = _passes(b, cf, a, i, -1)
             if can_leave:
-                for c in range(b.ncl):
-                    if c == a:
-                        continue
+                for t in range(b.nbn[a]):
+                    c = b.nb[a * NEIGHBOURS + t]
                     g = b.cost[a] - wo + b.cost[c] - _cost_changed(b, cf, c, -1, i)
                     if g > best and (not cf.general or _passes(b, cf, c, -1, i)):
                         best = g
                         best_c = c
-            for jj in range(b.m):
-                j = b.order[jj]
-                if b.red[i] + b.red[j] <= best:
-                    break
-                bc = b.cl[j]
-                if bc == a:
-                    continue
-                # The new class of j's gains at most red[j]: skip the second cost.
-                g = b.cost[a] - _cost_changed(b, cf, a, i, j)
-                if g + b.red[j] <= best:
-                    continue
-                g += b.cost[bc] - _cost_changed(b, cf, bc, j, i)
-                if g > best and (not cf.general or (_passes(b, cf, a, i, j)
-                                                     and _passes(b, cf, bc, j, i))):
-                    best = g
-                    best_j = j
-                    best_c = -1
+            for t in range(b.nbn[a]):
+                bc = b.nb[a * NEIGHBOURS + t]
+                for jj in range(b.size[bc]):
+                    j = b.mem[bc * b.m + jj]
+                    if b.red[i] + b.red[j] <= best:
+                        continue
+                    # The new class of j's gains at most red[j]: skip the second cost.
+                    g = b.cost[a] - _cost_changed(b, cf, a, i, j)
+                    if g + b.red[j] <= best:
+                        continue
+                    g += b.cost[bc] - _cost_changed(b, cf, bc, j, i)
+                    if g > best and (not cf.general or (_passes(b, cf, a, i, j)
+                                                         and _passes(b, cf, bc, j, i))):
+                        best = g
+                        best_j = j
+                        best_c = -1
             if best_j >= 0:
                 bc = b.cl[best_j]
                 _remove(b, cf, i)
@@ -621,80 +642,58 @@ cdef int _refine_block(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, P
     return 1
 
 
-cdef bint _alloc(Block* b, Py_ssize_t m, Py_ssize_t cap, Py_ssize_t d, Py_ssize_t nom,
-                 Py_ssize_t n_seen, Py_ssize_t n_sens) noexcept nogil:
-    b.cap = cap
-    b.stamp = 0
-    b.x = <i64*>malloc(d * m * sizeof(i64) + 8)
-    b.cl = <i64*>malloc(m * sizeof(i64) + 8)
-    b.slot = <i64*>malloc(m * sizeof(i64) + 8)
-    b.mem = <i64*>malloc(cap * m * sizeof(i64) + 8)
-    b.size = <i64*>malloc(cap * sizeof(i64) + 8)
-    b.lo = <i64*>malloc(cap * d * sizeof(i64) + 8)
-    b.lo_n = <i64*>malloc(cap * d * sizeof(i64) + 8)
-    b.lo2 = <i64*>malloc(cap * d * sizeof(i64) + 8)
-    b.hi = <i64*>malloc(cap * d * sizeof(i64) + 8)
-    b.hi_n = <i64*>malloc(cap * d * sizeof(i64) + 8)
-    b.hi2 = <i64*>malloc(cap * d * sizeof(i64) + 8)
-    b.nmiss = <i64*>malloc(cap * d * sizeof(i64) + 8)
-    b.ndist = <i64*>malloc(cap * d * sizeof(i64) + 8)
-    b.cnt = <i64*>malloc(cap * nom * sizeof(i64) + 8)
-    b.cost = <double*>malloc(cap * sizeof(double) + 8)
-    b.red = <double*>malloc(m * sizeof(double) + 8)
-    b.order = <i64*>malloc(m * sizeof(i64) + 8)
-    b.keep = <i64*>malloc(m * sizeof(i64) + 8)
-    b.free = <i64*>malloc(m * sizeof(i64) + 8)
-    b.ent_l = <i64*>malloc(m * sizeof(i64) + 8)
-    b.pair_l = <i64*>malloc(m * sizeof(i64) + 8)
-    b.seen_ent = <i64*>calloc(m + 1, sizeof(i64))
-    b.seen_pair = <i64*>calloc(m + 1, sizeof(i64))
-    b.hist = <i64*>malloc(n_sens * sizeof(i64) + 8)
-    return not (b.x == NULL or b.cl == NULL or b.slot == NULL or b.mem == NULL
-                or b.size == NULL or b.lo == NULL or b.lo_n == NULL or b.lo2 == NULL
-                or b.hi == NULL or b.hi_n == NULL or b.hi2 == NULL or b.nmiss == NULL
-                or b.ndist == NULL or b.cnt == NULL or b.cost == NULL or b.red == NULL or b.order == NULL
-                or b.keep == NULL or b.free == NULL or b.seen_ent == NULL or b.ent_l == NULL or b.pair_l == NULL
-                or b.seen_pair == NULL or b.hist == NULL)
+cdef i64* _take(i64* arena, Py_ssize_t* at, Py_ssize_t words) noexcept nogil:
+    """The next ``words`` of the arena."""
+    cdef i64* out = arena + at[0]
+    at[0] += words + 1
+    return out
 
 
 cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t s,
                      Py_ssize_t e, unsigned char* class_start, const Config* cf,
-                     Py_ssize_t block_rows, Py_ssize_t cap, Py_ssize_t n_seen,
-                     Py_ssize_t n_sens) noexcept nogil:
+                     Py_ssize_t cap, Py_ssize_t n_sens) noexcept nogil:
     """One block with its own work space: -1 out of memory, 1 changed, 0 left as it was."""
     cdef Block b
-    cdef int status = -1
-    if _alloc(&b, e - s, cap, cf.qi.d, cf.nom, n_seen, n_sens):
-        status = _refine_block(data, scratch, rows, n, s, e, class_start, &b, cf)
-    _free(&b)
+    cdef int status
+    cdef Py_ssize_t m = e - s, d = cf.qi.d, at = 0
+    # One zeroed arena for every array (the marks must start at zero); doubles
+    # are 8 bytes as the int64 words are.
+    cdef Py_ssize_t words = (d * m + 9 * m + cap * (m + 2 + 8 * d + cf.nom + 2 * NEIGHBOURS + 1)
+                             + n_sens + 40)
+    cdef i64* arena = <i64*>calloc(words, sizeof(i64))
+    if arena == NULL:
+        return -1
+    b.cap = cap
+    b.stamp = 0
+    b.x = _take(arena, &at, d * m)
+    b.cl = _take(arena, &at, m)
+    b.slot = _take(arena, &at, m)
+    b.mem = _take(arena, &at, cap * m)
+    b.size = _take(arena, &at, cap)
+    b.lo = _take(arena, &at, cap * d)
+    b.lo_n = _take(arena, &at, cap * d)
+    b.lo2 = _take(arena, &at, cap * d)
+    b.hi = _take(arena, &at, cap * d)
+    b.hi_n = _take(arena, &at, cap * d)
+    b.hi2 = _take(arena, &at, cap * d)
+    b.nmiss = _take(arena, &at, cap * d)
+    b.ndist = _take(arena, &at, cap * d)
+    b.cnt = _take(arena, &at, cap * cf.nom)
+    b.cost = <double*>_take(arena, &at, cap)
+    b.red = <double*>_take(arena, &at, m)
+    b.keep = _take(arena, &at, m)
+    b.free = _take(arena, &at, m)
+    b.nb = _take(arena, &at, cap * NEIGHBOURS)
+    b.nbd = <double*>_take(arena, &at, cap * NEIGHBOURS)
+    b.nbn = _take(arena, &at, cap)
+    b.ent_l = _take(arena, &at, m)
+    b.pair_l = _take(arena, &at, m)
+    b.seen_ent = _take(arena, &at, m)
+    b.seen_pair = _take(arena, &at, m)
+    b.hist = _take(arena, &at, n_sens)
+    status = _refine_block(data, scratch, rows, n, s, e, class_start, &b, cf)
+    free(arena)
     return status
-
-
-cdef void _free(Block* b) noexcept nogil:
-    free(b.x)
-    free(b.cl)
-    free(b.slot)
-    free(b.mem)
-    free(b.size)
-    free(b.lo)
-    free(b.lo_n)
-    free(b.lo2)
-    free(b.hi)
-    free(b.hi_n)
-    free(b.hi2)
-    free(b.nmiss)
-    free(b.ndist)
-    free(b.cnt)
-    free(b.cost)
-    free(b.red)
-    free(b.order)
-    free(b.keep)
-    free(b.free)
-    free(b.ent_l)
-    free(b.pair_l)
-    free(b.seen_ent)
-    free(b.seen_pair)
-    free(b.hist)
 
 
 def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ssize_t passes,
@@ -734,7 +733,7 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     cdef unsigned char[::1] cs = class_start.view(np.uint8)
     cdef RuleArrays config = RuleArrays(rules)
     cdef Py_ssize_t d = config.rules.qi.d, n = bv.shape[2], rows = bv.shape[1], q, i, c
-    cdef Py_ssize_t nb = 0, s, size, nom = 0, cap, n_seen, n_sens, limit
+    cdef Py_ssize_t nb = 0, s, size, nom = 0, cap, n_sens, limit
     cdef i64 k = config.rules.priv.ip[P_K]
     cdef Config cf
     cdef int changed = 0, failed = 0
@@ -773,7 +772,6 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     if nb == 0:
         return 0
     cap = block_rows // max(k, 1) + 1
-    n_seen = max(int(config.rules.priv.ip[P_N_SEEN]), 0)
     n_sens = max(int(config.rules.priv.ip[P_N_SENS]), 0)
     cf.qi = &config.rules.qi
     cf.priv = &config.rules.priv
@@ -787,8 +785,8 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     cdef int status
     for i in prange(nb, nogil=True, num_threads=n_threads if n_threads > 0 else 1,
                     schedule="dynamic", chunksize=1):
-        status = _refine_one(data, scratch, rows, n, bl[i, 0], bl[i, 1], &cs[0], &cf,
-                             block_rows, cap, n_seen, n_sens)
+        status = _refine_one(data, scratch, rows, n, bl[i, 0], bl[i, 1], &cs[0], &cf, cap,
+                             n_sens)
         # Sums, which prange reduces (a plain assignment would be lastprivate).
         failed += status < 0
         changed += status > 0
