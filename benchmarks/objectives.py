@@ -1,4 +1,4 @@
-"""What each cut objective buys: NCP, discernibility, speed and a classifier.
+"""What each cut objective buys: NCP, discernibility, speed, a classifier and range counts.
 
 Run: python benchmarks/objectives.py [--rows N] [--repeat R] [--parts P] [--out PATH]
 
@@ -28,6 +28,14 @@ Parts (all in one run; figures in benchmarks/README.md, "Cut objectives"):
   rows and scored on the test rows (which the pipeline anonymizes too, as a
   table of their own), and the same pipeline without the anonymizer on raw
   data.
+* ``workload``: the range-count workload of LeFevre et al.'s workload-aware
+  anonymization on Adult: 1,000 random queries (seed 0), each a conjunction
+  over 2-3 of the 8 QIs (a range of ``age``, a set of values of a nominal
+  QI) whose true count is 1-10 % of the rows; a release answers by
+  assuming its rows spread uniformly within each class's box (the class's
+  range or set of original values); the median relative error against the
+  raw count, per k, for the default options, relaxed "ncp" and relaxed
+  "ncp" with ``refine="local"``.
 * ``dask``: the Dask engine (an in-process cluster, 1 worker, 2 threads)
   against the local engine on Adult (``leaf_rows=3000``) and 100,000 census
   rows (``leaf_rows=10000``), so the top phase cuts several levels itself;
@@ -45,6 +53,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 import dmondrian
 from dmondrian.datasets import ADULT_QUASI_IDENTIFIERS as ADULT_QIS
@@ -204,20 +213,91 @@ def dask_agreement() -> dict:
     return {"cases": out, "largest": worst}
 
 
+WORKLOAD_RUNS = {"default": {}, "relaxed ncp": {"mode": "relaxed", "objective": "ncp"},
+                 "relaxed ncp, refine": {"mode": "relaxed", "objective": "ncp",
+                                         "refine": "local"}}
+
+
+def range_queries(adult, n_queries: int = 1000, seed: int = 0) -> list:
+    """Random conjunctions over 2-3 QIs whose true count is 1-10 % of the rows."""
+    rng = np.random.default_rng(seed)
+    n = len(adult)
+    queries = []
+    while len(queries) < n_queries:
+        cols = list(rng.choice(ADULT_QIS, size=int(rng.integers(2, 4)), replace=False))
+        query, mask = {}, np.ones(n, dtype=bool)
+        for c in cols:
+            values = np.sort(adult[c].unique())
+            if pd.api.types.is_numeric_dtype(adult[c]):
+                lo, hi = np.sort(rng.choice(values, size=2))
+                query[c] = ("range", lo, hi)
+                mask &= adult[c].between(lo, hi).to_numpy()
+            else:
+                chosen = set(rng.choice(values, size=int(rng.integers(1, len(values))),
+                                        replace=False))
+                query[c] = ("set", chosen)
+                mask &= adult[c].isin(chosen).to_numpy()
+        if 0.01 * n <= mask.sum() <= 0.10 * n:
+            queries.append((query, int(mask.sum())))
+    return queries
+
+
+def workload_error(adult, class_of_row, queries) -> float:
+    """Median relative error of the queries' counts estimated uniformly within classes."""
+    sizes = np.bincount(class_of_row).astype(np.float64)
+    boxes = {}
+    for c in ADULT_QIS:
+        groups = adult[c].groupby(class_of_row)
+        if pd.api.types.is_numeric_dtype(adult[c]):
+            boxes[c] = (groups.min().to_numpy(), groups.max().to_numpy())
+        else:
+            boxes[c] = [set(v) for v in groups.unique()]
+    errors = []
+    for query, truth in queries:
+        share = np.ones_like(sizes)
+        for c, q in query.items():
+            if q[0] == "range":
+                # Integer values: the share of the class's integers the range holds.
+                lo, hi = boxes[c]
+                inside = np.clip(np.minimum(hi, q[2]) - np.maximum(lo, q[1]) + 1, 0, None)
+                share *= inside / (hi - lo + 1)
+            else:
+                share *= np.array([len(s & q[1]) / len(s) for s in boxes[c]])
+        errors.append(abs((sizes * share).sum() - truth) / truth)
+    return float(np.median(errors))
+
+
+def workload(adult) -> dict:
+    queries = range_queries(adult)
+    out = {}
+    print("\nRange-count workload: 1,000 queries over 2-3 QIs, 1-10 % selectivity, seed 0; "
+          "median relative error")
+    for k in KS:
+        for name, options in WORKLOAD_RUNS.items():
+            released = dmondrian.anonymize(adult, ADULT_QIS, k, class_column="_cls", **options)
+            out[f"{name}/{k}"] = workload_error(adult, released["_cls"].to_numpy(), queries)
+        print(f"  k={k:3d}: " + ", ".join(f"{name} {out[f'{name}/{k}']:.4f}"
+                                          for name in WORKLOAD_RUNS), flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000, help="census rows for speed")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--parts", default="adult,speed,classifier,dask")
+    parser.add_argument("--parts", default="adult,speed,classifier,workload,dask")
     parser.add_argument("--out", default="benchmarks/objectives.json")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
     result = {}
-    adult = load_adult(download=False) if parts & {"adult", "classifier"} else None
+    adult = (load_adult(download=False) if parts & {"adult", "classifier", "workload"}
+             else None)
     if "adult" in parts:
         result["adult"] = adult_table(adult)
     if "classifier" in parts:
         result["classifier"] = classifier(adult)
+    if "workload" in parts:
+        result["workload"] = workload(adult)
     if "dask" in parts:
         result["dask"] = dask_agreement()
     if "speed" in parts:

@@ -67,7 +67,7 @@ _PARALLEL_COLUMN_ROWS = 500_000
 # refine="local": the blocks of consecutive classes refined together, the most
 # passes over a block's rows, and the rounds of blocks (the second round's
 # blocks straddle the first's boundaries). Larger blocks lose less and cost
-# about block_rows times the rows (benchmarks/README.md, "Least loss").
+# about block_rows times the rows (benchmarks/README.md, "Least loss" under "Cut objectives").
 REFINE_BLOCK_ROWS = 256
 REFINE_BLOCK_CLASSES = 8
 REFINE_PASSES = 4
