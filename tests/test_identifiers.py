@@ -88,13 +88,14 @@ def test_silent_on_qis_small_tables_and_floats_nullable_ids_refused():
     assert info.value.columns == ["subject_id"]
 
 
-def test_a_non_default_index_is_refused_under_its_name():
+def test_the_index_is_the_callers_not_a_release_column():
+    # An index unique per row is how the caller aligns the result: never judged in memory.
     df = _table().set_index("subject_id")
-    with pytest.raises(IdentifyingColumnError, match=r"the index \('subject_id'\)") as info:
-        dmondrian.anonymize(df, QIS, 5, allow_unique=["email"])
-    assert info.value.columns == ["subject_id"]
-    assert "reset_index(drop=True)" in str(info.value)
-    dmondrian.anonymize(df, QIS, 5, allow_unique=["email", "subject_id"])
+    out = dmondrian.anonymize(df, QIS, 5, allow_unique=["email"])
+    assert out.index.equals(df.index)
+    assert fit_plan(df, QIS, 5, allow_unique=["email"]).transform(df).index.equals(df.index)
+    # allow_unique=["index"] keeps working, though there is nothing left to allow.
+    dmondrian.anonymize(df, QIS, 5, allow_unique=["email", "index"])
 
 
 def test_fitted_plans_and_the_estimator_refuse_too():
@@ -218,3 +219,53 @@ def test_dask_sketch_registers_are_dasks_own(values, numpy_has_bitwise_count, mo
     if not numpy_has_bitwise_count:
         monkeypatch.delattr(np, "bitwise_count", raising=False)
     assert np.array_equal(_registers(values), expected)
+
+
+def test_a_filtered_frame_is_anonymized_and_keeps_its_index():
+    df = _table(4000)
+    kept = df[df["age"] > 30]  # an index with gaps, unique per row
+    out = dmondrian.anonymize(kept, QIS, 5, identifiers=["subject_id", "email"],
+                              class_column="cls")
+    assert out.index.equals(kept.index)
+    assert out.groupby("cls").size().min() >= 5
+    # A unique column is still refused, unless dropped or allowed.
+    with pytest.raises(IdentifyingColumnError) as info:
+        dmondrian.anonymize(kept, QIS, 5, identifiers=["email"])
+    assert info.value.columns == ["subject_id"]
+
+
+# -- one decision on every path -------------------------------------------------------------
+
+
+def _verdicts(fn, *args, **kwargs) -> tuple:
+    """(refused columns, warned person keys) of one release path."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            fn(*args, **kwargs)
+            refused = []
+        except IdentifyingColumnError as e:
+            refused = list(e.columns)
+    warned = sorted(str(w.message.column) for w in caught
+                    if issubclass(w.category, IdentifyingColumnWarning))
+    return refused, warned
+
+
+def test_every_in_memory_path_decides_as_anonymize_does():
+    from dmondrian.synthetic_events import EVENT_QUASI_IDENTIFIERS, make_events
+
+    ev = make_events(1_500, seed=10)
+    ev["visit"] = np.arange(len(ev)) * 3  # unique per row
+    qis = EVENT_QUASI_IDENTIFIERS
+    expected = _verdicts(dmondrian.anonymize, ev, qis, 10)
+    assert expected == (["visit"], [])  # refused first: nothing is warned
+    allowed = dict(allow_unique=["visit"])
+    expected = _verdicts(dmondrian.anonymize, ev, qis, 10, **allowed)
+    assert expected == ([], ["user_id"])
+    plan = fit_plan(ev, qis, 10, **allowed)
+    est = dmondrian.MondrianAnonymizer(k=10, quasi_id=qis, **allowed)
+    assert [_verdicts(plan.transform, ev), _verdicts(est.fit_transform, ev),
+            _verdicts(dmondrian.anonymize, ev.sample(frac=1.0, random_state=0), qis, 10,
+                      **allowed)] == [expected] * 3
+    refused = _verdicts(fit_plan(ev, qis, 10).transform, ev)
+    assert refused == (["visit"], [])

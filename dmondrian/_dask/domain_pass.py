@@ -398,7 +398,7 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
         probe, None if lengths is None else sum(lengths), ddf.npartitions, opts.leaf_rows,
         per_thread, guess_row_bytes(ddf._meta), len(opts.qis), opts.k, sample_rows)
     meta = ddf._meta
-    checked, index_name = identifying_check(meta, opts)
+    checked = identifying_check(meta, opts)
     present = [c for c in checked if c in meta.columns]
     parts = column_partitions(ddf, [*opts.qis, *(present if check_identifying else ())])
     sketch_d = delayed(domain_sketch, pure=True)
@@ -424,7 +424,7 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     keyish = keyish[0] if keyish else []
     domain, root = build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta)
     # The columns the sketch leaves unsure are counted exactly, in a pass of their own.
-    identifying = (estimate_identifying(distinct, merged.n, index_name).resolve(
+    identifying = (estimate_identifying(distinct, merged.n).resolve(
         lambda unsure: unique_rows(ddf, unsure, client, progress)) if check_identifying else [])
     flagged = {f.column for f in identifying}
     return (domain, root, merged.positional_index,
