@@ -48,6 +48,7 @@ from .identifiers import (
     decide,
     distinct_at_most,
     few_in_sample,
+    small_int_codes,
     value_runs,
 )
 
@@ -125,7 +126,11 @@ class _Sample:
     when the counts leave the rule undecided.
     """
 
-    def __init__(self, df: pd.DataFrame, column):
+    def __init__(self, df: pd.DataFrame, column, codes: np.ndarray | None = None):
+        if codes is not None:  # every row, values coded already (no missing value)
+            self.keep, self.present = None, np.ones(len(codes), dtype=bool)
+            self._count(codes, np.bincount(codes))
+            return
         values = df[column]
         p = min(1.0, SAMPLE_ROWS / max(len(values), 1))
         self.keep = None
@@ -136,8 +141,11 @@ class _Sample:
             values = values[self.keep]
         self.present = values.notna().to_numpy()
         codes, uniques = pd.factorize(values[self.present])
-        self.distinct = int(round(len(uniques) / p))
-        repeats = np.bincount(codes, minlength=len(uniques)) >= 2
+        self._count(codes, np.bincount(codes, minlength=len(uniques)), p)
+
+    def _count(self, codes: np.ndarray, counts: np.ndarray, p: float = 1.0) -> None:
+        self.distinct = int(round(np.count_nonzero(counts) / p))
+        repeats = counts >= 2
         self.repeated = int(repeats.sum())
         self.rows = repeats[codes]
         self.codes = codes[self.rows]
@@ -202,9 +210,10 @@ def person_key_columns(df: pd.DataFrame, candidates, qis, allow=(), qi_keys=None
     ``candidates`` are columns released as is of an identifier's kind (see
     :func:`dmondrian.identifiers.candidates`), less those already flagged.
     ``qi_keys`` are the engine's encoded QI arrays, when it has them
-    (:func:`_qi_hash`); ``counts`` maps a column to its ``(distinct, repeated)``
-    values over every row, when :func:`release_guard` counted them, or to None
-    when its sample already showed enough values.
+    (:func:`_qi_hash`); ``counts`` maps a column to its ``(distinct, repeated,
+    codes)`` over every row, when :func:`release_guard` counted them (``codes``:
+    :func:`~dmondrian.identifiers.small_int_codes`, or None), or to None when
+    its sample already showed enough values.
 
     Examples
     --------
@@ -228,12 +237,13 @@ def person_key_columns(df: pd.DataFrame, candidates, qis, allow=(), qi_keys=None
         known = counts.get(column)
         if known is not None and (known[0] < MIN_VALUES or known[1] < MIN_REPEATED):
             continue  # decided by the counts alone: no sample, no QI combinations
+        codes = None if known is None else known[2]
         if column not in counts and len(values) > 2 * SAMPLE_ROWS:
             # Few distinct values show as few in any sample of rows: skip them cheaply.
             if few_in_sample(values, SAMPLE_ROWS) < MIN_VALUES:
                 continue
         try:
-            sample = _Sample(df, column)
+            sample = _Sample(df, column, codes)
         except TypeError:  # unhashable objects: not a key's values
             continue
         if sample.distinct < MIN_VALUES or sample.repeated < MIN_REPEATED:
@@ -299,7 +309,8 @@ def release_guard(df: pd.DataFrame, released_as_is, qis, allow=(), qi_keys=None,
             distinct = distinct_at_most(values)
             if distinct is not None and distinct < MIN_VALUES:
                 continue  # neither rule: under MIN_VALUES values, of which fewer are unique
-            runs = value_runs(values)
+            codes = small_int_codes(values)
+            runs = value_runs(values, codes)
         except TypeError:  # unhashable objects (lists, dicts): not an identifier's values
             continue
         unique = int(np.count_nonzero(runs == 1))
@@ -308,7 +319,7 @@ def release_guard(df: pd.DataFrame, released_as_is, qis, allow=(), qi_keys=None,
             continue
         rest.append(column)
         # Over every row, these are the person-key sample's own counts.
-        counts[column] = (len(runs), int(np.count_nonzero(runs >= 2))) \
+        counts[column] = (len(runs), int(np.count_nonzero(runs >= 2)), codes) \
             if n <= SAMPLE_ROWS else None
     if not person_keys:
         return found, []

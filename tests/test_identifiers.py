@@ -9,6 +9,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dmondrian
 from dmondrian.cli import main
@@ -269,3 +271,35 @@ def test_every_in_memory_path_decides_as_anonymize_does():
                       **allowed)] == [expected] * 3
     refused = _verdicts(fit_plan(ev, qis, 10).transform, ev)
     assert refused == (["visit"], [])
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(900, 3000), distinct=st.integers(1, 4000), repeat=st.integers(1, 6),
+       seed=st.integers(0, 2**16), missing=st.floats(0, 0.3), text=st.booleans())
+def test_the_guard_counts_once_and_decides_as_the_rules_do(n, distinct, repeat, seed, missing,
+                                                           text):
+    # release_guard's shortcuts (one count per column, bincounts, Arrow's distinct count,
+    # the early exit, QI keys for combinations) change no verdict of either rule.
+    from dmondrian.identifiers import candidates, identifying_columns
+    from dmondrian.person_keys import person_key_columns, release_guard
+
+    rng = np.random.default_rng(seed)
+    people = rng.integers(0, distinct, n // repeat + 1)
+    key = np.repeat(people, repeat)[:n]
+    df = pd.DataFrame({"age": (key * 7919) % 70, "zip": rng.integers(0, 30, n),
+                       "key": key, "id": rng.permutation(n) * 3,
+                       "spread": rng.integers(0, max(2, distinct // 3), n)})
+    df["mixed"] = np.where(rng.random(n) < 0.5, df["id"], df["key"])
+    if text:
+        df["key"] = df["key"].map("u{}".format).astype("string[pyarrow]")
+    if missing:
+        df["spread"] = df["spread"].astype("Int64").mask(rng.random(n) < missing)
+    as_is = ["key", "id", "spread", "mixed"]
+    qis = ["age", "zip"]
+    found, keys = release_guard(df, as_is, qis, (), [df["age"].to_numpy(), df["zip"].to_numpy()])
+    assert [f.column for f in found] == [f.column for f in identifying_columns(df, as_is)]
+    flagged = {f.column for f in found}
+    rest = [c for c in candidates(df.dtypes, as_is) if c not in flagged]
+    assert [k[0] for k in keys] == [k[0] for k in person_key_columns(df, rest, qis)]
+    if n >= 1000:
+        assert "id" in flagged  # unique per row: still refused
