@@ -368,3 +368,26 @@ def test_the_local_cli_reads_a_folder_written_by_dask(tmp_path, capsys):
     capsys.readouterr()
     assert main([*args[:2], str(tmp_path / "again.parquet"), *args[3:]]) == 2
     assert "person_id" in capsys.readouterr().err
+
+
+def test_a_person_key_in_small_partitions_is_warned_as_the_local_engine_does(cluster):
+    import warnings
+
+    from dmondrian.errors import IdentifyingColumnWarning
+    from dmondrian.synthetic_events import EVENT_QUASI_IDENTIFIERS, make_events
+
+    ev = make_events(2_000, seed=10)  # about 13k rows
+    # Partitions smaller than dmondrian.identifiers.MIN_ROWS: the first alone says nothing.
+    ddf = dd.from_pandas(ev, npartitions=30, sort=False)
+    assert len(ddf.partitions[0].compute()) < 1000
+
+    def warned(fn, *args, **kwargs):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fn(*args, **kwargs)
+        return sorted(str(w.message.column) for w in caught
+                      if issubclass(w.category, IdentifyingColumnWarning))
+
+    local = warned(dmondrian.anonymize, ev, EVENT_QUASI_IDENTIFIERS, 10)
+    assert local == ["user_id"]
+    assert warned(D.anonymize, ddf, EVENT_QUASI_IDENTIFIERS, 10, client=cluster) == local
