@@ -107,7 +107,8 @@ __all__ = ["MIN_ROWS", "UNIQUE_SHARE", "IdentifyingColumn", "check_identifiers",
            "DistinctSketch", "distinct_sketch", "merge_distinct", "estimate_identifying",
            "SketchVerdict", "DISTINCT_REFUSED", "HLL_MARGIN",
            "INDEX", "index_candidate", "without_identifiers", "decide", "value_runs",
-           "few_in_sample", "distinct_at_most", "small_int_codes", "REFUSED", "ALLOWED", "UNSURE"]
+           "few_in_sample", "sample_positions", "distinct_at_most", "small_int_codes",
+           "REFUSED", "ALLOWED", "UNSURE"]
 
 #: Tables with fewer rows are not checked (a small table has unique values by chance).
 MIN_ROWS = 1_000
@@ -420,13 +421,24 @@ def distinct_at_most(values: pd.Series) -> int | None:
     return int(pc.count_distinct(data, mode="only_valid").as_py())
 
 
-def few_in_sample(values: pd.Series, sample_rows: int = _SAMPLE) -> int | None:
-    """Distinct values among ``sample_rows`` rows drawn from ``values`` (a fixed seed), or
-    None when the column is too short to sample (at most twice ``sample_rows``)."""
-    n = len(values)
+def sample_positions(n: int, sample_rows: int = _SAMPLE) -> np.ndarray | None:
+    """The row positions :func:`few_in_sample` reads (a fixed seed), or None when ``n``
+    rows are too few to sample (at most twice ``sample_rows``). Drawing them costs
+    more than reading them: a caller judging several columns draws them once."""
     if n <= 2 * sample_rows:
         return None
-    rows = np.random.default_rng(0).choice(n, sample_rows, replace=False)
+    return np.random.default_rng(0).choice(n, sample_rows, replace=False)
+
+
+def few_in_sample(values: pd.Series, sample_rows: int = _SAMPLE,
+                  rows: np.ndarray | None = None) -> int | None:
+    """Distinct values among ``sample_rows`` rows drawn from ``values`` (``rows``:
+    :func:`sample_positions`'s), or None when the column is too short to sample (at
+    most twice ``sample_rows``)."""
+    if len(values) <= 2 * sample_rows:
+        return None
+    if rows is None:
+        rows = sample_positions(len(values), sample_rows)
     return int(values.iloc[rows].nunique(dropna=True))
 
 

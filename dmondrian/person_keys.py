@@ -48,6 +48,7 @@ from .identifiers import (
     decide,
     distinct_at_most,
     few_in_sample,
+    sample_positions,
     small_int_codes,
     value_runs,
 )
@@ -295,12 +296,13 @@ def release_guard(df: pd.DataFrame, released_as_is, qis, allow=(), qi_keys=None,
         return [], []
     found, counts, rest = [], {}, []
     sample_rows = SAMPLE_ROWS if n > 2 * SAMPLE_ROWS else _SAMPLE
+    positions = sample_positions(n, sample_rows)  # drawn once for every column
     for column in candidates(df.dtypes, released_as_is):
         if column in allow:
             continue
         values = df[column]
         try:
-            sampled = few_in_sample(values, sample_rows)
+            sampled = few_in_sample(values, sample_rows, positions)
             if sampled is not None and n > 2 * SAMPLE_ROWS and sampled < MIN_VALUES:
                 continue  # neither rule: few values in the sample
             if sampled is not None and sampled < sample_rows / 4:
