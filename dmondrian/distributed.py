@@ -55,7 +55,7 @@ from ._dask.shuffle_sizes import shuffle_sizes
 from ._dask.top_phase import cut_regions
 from ._dask.unique_count import unique_rows
 from ._dask.watchdog import check_stall_timeout, stall_timeout
-from ._dask.written_check import checked_now_or_later, finish_written
+from ._dask.written_check import checked_now_or_later, finish_written, refuse_written_index
 from .constraints import KAnonymity
 from .errors import IdentifyingColumnWarning, InfeasibleError
 from .identifiers import without_identifiers
@@ -440,6 +440,7 @@ def anonymize_to_csv(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
         kw["storage_options"] = storage_options
 
     def build(top):
+        refuse_written_index(ddf, top.options.allow_unique, kw["index"])
         release = apply_plan(ddf, top, distributed_shuffle_method())
         if shuffle:
             release = release.map_partitions(shuffle_partition,

@@ -9,8 +9,10 @@ works in a ``Pipeline`` and with ``clone`` when scikit-learn is installed.
 from __future__ import annotations
 
 import inspect
+import sys
 
 import numpy as np
+import pandas as pd
 
 from .constraints import check_k, resolve_constraints
 from .entities import check_entity
@@ -27,6 +29,18 @@ from .validation import (
 )
 
 __all__ = ["MondrianAnonymizer"]
+
+#: The containers :meth:`MondrianAnonymizer.set_output` offers, as scikit-learn names them.
+_OUTPUTS = ("default", "pandas", "polars")
+
+
+def _polars():
+    try:
+        import polars
+    except ImportError as e:
+        raise ParameterError("transform", "set_output(transform='polars') needs polars: "
+                                          "pip install polars") from e
+    return polars
 
 
 class MondrianAnonymizer:
@@ -134,6 +148,46 @@ identifiers, allow_unique
         return Tags(estimator_type=None, target_tags=TargetTags(required=False),
                     transformer_tags=TransformerTags(), requires_fit=True)
 
+    def set_output(self, *, transform=None):
+        """Set the container ``transform`` and ``fit_transform`` return, as scikit-learn's
+        transformers do (its ``set_output`` API, without importing scikit-learn).
+
+        Parameters
+        ----------
+        transform : {"default", "pandas", "polars"}, default=None
+            ``"default"`` and ``"pandas"``: a pandas DataFrame (the release's labels
+            are text, so a DataFrame is this transformer's default output), with the
+            input's index and :meth:`get_feature_names_out`'s columns;
+            ``"polars"``: a polars DataFrame (polars must be installed); None:
+            unchanged. Without a call, scikit-learn's global
+            ``set_config(transform_output=...)`` applies when scikit-learn is
+            imported. A dask DataFrame's lazy release is returned as is.
+
+        Returns
+        -------
+        self
+        """
+        if transform is None:
+            return self
+        if transform not in _OUTPUTS:
+            raise ParameterError("transform", f"set_output(transform=...) takes one of "
+                                              f"{list(_OUTPUTS)} or None, got {transform!r}")
+        if transform == "polars":
+            _polars()
+        # The attribute scikit-learn's meta-estimators read and its clone copies.
+        self._sklearn_output_config = {**getattr(self, "_sklearn_output_config", {}),
+                                       "transform": transform}
+        return self
+
+    def _wrap(self, released):
+        """``released`` in the container :meth:`set_output` asked for."""
+        wanted = getattr(self, "_sklearn_output_config", {}).get("transform")
+        if wanted is None and "sklearn" in sys.modules:
+            wanted = sys.modules["sklearn"].get_config().get("transform_output", "default")
+        if wanted == "polars" and isinstance(released, pd.DataFrame):
+            return _polars().from_pandas(released)
+        return released
+
     # -- API ------------------------------------------------------------------------------
     def fit(self, X, y=None):
         """Learn the partition of ``X`` (after checking the parameters against it).
@@ -215,11 +269,12 @@ identifiers, allow_unique
         if self.plan_ is None:
             from . import anonymize
 
-            return anonymize(X, self.quasi_id_, self.k,
-                             **{name: getattr(self, name) for name in ANONYMIZE})
-        return self.plan_.transform(X, noise=self.noise, random_state=self.random_state,
-                                    max_contributions=self.max_contributions,
-                                    max_classes=self.max_classes)
+            return self._wrap(anonymize(X, self.quasi_id_, self.k,
+                                        **{name: getattr(self, name) for name in ANONYMIZE}))
+        return self._wrap(self.plan_.transform(X, noise=self.noise,
+                                               random_state=self.random_state,
+                                               max_contributions=self.max_contributions,
+                                               max_classes=self.max_classes))
 
     def save_plan(self, path) -> str:
         """Write the fitted plan as JSON (:func:`dmondrian.plans.save_plan`); its SHA-256."""

@@ -32,10 +32,20 @@ takes:
 * nor datetimes, durations and booleans. A measurement that does link (an
   exact timestamp) belongs among the QIs.
 
-A non-default index is looked at like a column, under its name (``"index"``
-if it has none). Default means numbering the rows consecutively (a
-RangeIndex, or the row positions a sorted Dask release gets back): such an
-index tells no more than the rows' order.
+The index
+---------
+An input's index is never a release column. The in-memory results (a
+pandas frame, a lazy Dask frame, the estimator's output) are the caller's
+own frame: its index is how pandas and scikit-learn align ``X`` with ``y``
+(a shuffled split, a filtered frame, a dask-written folder read by pandas),
+and it is not published. Only a writer publishes, and a writer writes no
+index unless asked (``write_options={"write_index": True}``); when asked, it
+judges the index like a column, under its name (``"index"`` if it has
+none), before it writes (:func:`dmondrian._dask.written_check.refuse_written_index`),
+and refuses one that singles out rows unless ``allow_unique`` names it.
+Each partition's index that numbers its rows consecutively (a RangeIndex,
+or the row positions a sorted Dask release gets back) is skipped: it tells
+no more than the rows' order.
 
 On the Dask engine the verdict is the local engine's, reached in two
 steps. A pass the engine makes anyway also reads the candidate columns and
@@ -96,7 +106,9 @@ __all__ = ["MIN_ROWS", "UNIQUE_SHARE", "IdentifyingColumn", "check_identifiers",
            "check_allow_unique", "identifying_columns", "refuse_identifying", "candidates",
            "DistinctSketch", "distinct_sketch", "merge_distinct", "estimate_identifying",
            "SketchVerdict", "DISTINCT_REFUSED", "HLL_MARGIN",
-           "INDEX", "without_identifiers"]
+           "INDEX", "index_candidate", "without_identifiers", "decide", "value_runs",
+           "few_in_sample", "sample_positions", "distinct_at_most", "small_int_codes",
+           "REFUSED", "ALLOWED", "UNSURE"]
 
 #: Tables with fewer rows are not checked (a small table has unique values by chance).
 MIN_ROWS = 1_000
@@ -150,7 +162,7 @@ class IdentifyingColumn:
         measured = (f"{self.share:.0%} of the {self.rows:,} rows carry a value no other row has"
                     if self.exact else
                     f"{_estimated(self.share, self.rows)}")
-        fix = ("reset it (df.reset_index(drop=True))" if self.is_index
+        fix = ("write no index (write_index=False)" if self.is_index
                else f"remove it (identifiers=[{self.column!r}], --drop {self.column})")
         return (f"{what} singles out rows: {measured}, and it is released unchanged; {fix}, "
                 f"or, if it is safe, allow it (allow_unique=[{self.column!r}], "
@@ -266,24 +278,35 @@ def _default_index(index: pd.Index) -> bool:
                 and index.is_unique)
 
 
-def candidates(dtypes, index, released_as_is) -> list:
+def candidates(dtypes, released_as_is) -> list:
     """The columns to check: released as is, and of an identifier's kind.
 
-    ``dtypes`` maps columns to dtypes; ``index`` is the table's index (or its
-    empty meta); ``released_as_is`` lists the columns released unchanged.
-    The index's name (or ``"index"``) comes last unless it numbers the rows
-    consecutively (see :func:`_default_index`).
+    ``dtypes`` maps columns to dtypes; ``released_as_is`` lists the columns
+    released unchanged. The index is never one (see the module's docstring:
+    only a writer asked to write it judges it, :func:`index_candidate`).
     """
-    out = [c for c in released_as_is if _kind(dtypes[c]) is not None]
-    # A Dask table's meta index is empty, so an integer index is a candidate
-    # there: each partition then skips it if it numbers its rows in order.
-    if not _default_index(index) and _kind(index.dtype) is not None:
-        out.append(_index_name(index))
-    return out
+    return [c for c in released_as_is if _kind(dtypes[c]) is not None]
 
 
-def _index_name(index: pd.Index):
-    return INDEX if index.name is None else index.name
+def index_candidate(index: pd.Index, allow=()):
+    """The name a written ``index`` is judged under (its name, or ``"index"``), or None
+    when it is of no identifier's kind, numbers the rows consecutively, or ``allow``
+    names it.
+
+    A Dask table's meta index is empty, so an integer index is a candidate
+    there: each partition then skips it if it numbers its rows in order.
+
+    Examples
+    --------
+    >>> index_candidate(pd.Index(["a", "b"], name="who")), index_candidate(pd.RangeIndex(3))
+    ('who', None)
+    >>> index_candidate(pd.Index([5, 3]), allow=["index"]) is None
+    True
+    """
+    name = INDEX if index.name is None else index.name
+    if _kind(index.dtype) is None or _default_index(index) or name in allow or INDEX in allow:
+        return None
+    return name
 
 
 def _series(df: pd.DataFrame, column) -> tuple[pd.Series, bool]:
@@ -295,32 +318,147 @@ def _series(df: pd.DataFrame, column) -> tuple[pd.Series, bool]:
 # Rows of the sample that rules out a column of few distinct values at once.
 _SAMPLE = 20_000
 
+#: :func:`decide`'s verdicts.
+REFUSED, ALLOWED, UNSURE = "refused", "allowed", "unsure"
 
-def _unique_share(values: pd.Series) -> float:
-    """Share of the rows whose value no other row has; 0.0 when a sample rules it out.
 
-    If half the rows hold values of their own, each row sampled is one of
-    them with probability at least 1/2, and those are distinct in the sample:
-    a sample of ``_SAMPLE`` rows then shows ``_SAMPLE / 4`` distinct values
-    or more but with a probability below 1e-200. Fewer, and the column is
-    not counted (a ward, a diagnosis: the common case costs a sample).
-    Integers are counted by a sort, other values by a hash table.
+def decide(rows: int, *, unique: int | None = None, distinct: float | None = None,
+           margin: float = 0.0, unseen: int = 0) -> str:
+    """The one decision on a column released as is, from the counts an engine has.
+
+    ``unique`` is the exact count of rows whose value no other row has (the
+    local engine's count, or the Dask engine's :mod:`dmondrian._dask.unique_count`);
+    without it, ``distinct`` is an estimate of the distinct values, right
+    within ``margin`` either way, of which ``unseen`` rows left out of it may
+    each add one (see the module's docstring). Returns :data:`REFUSED`,
+    :data:`ALLOWED`, or :data:`UNSURE` (the estimate settles nothing: count
+    ``unique``).
+
+    Examples
+    --------
+    >>> decide(2000, unique=1000), decide(2000, unique=999), decide(999, unique=999)
+    ('refused', 'allowed', 'allowed')
+    >>> decide(2000, distinct=1900, margin=0.15), decide(2000, distinct=1200, margin=0.15)
+    ('refused', 'unsure')
     """
-    n = len(values)
-    if n > 2 * _SAMPLE:
-        rows = np.random.default_rng(0).choice(n, _SAMPLE, replace=False)
-        if values.iloc[rows].nunique(dropna=True) < _SAMPLE / 4:
-            return 0.0
+    if rows < MIN_ROWS:
+        return ALLOWED
+    if unique is not None:
+        return REFUSED if unique >= UNIQUE_SHARE * rows else ALLOWED
+    if distinct / (1 + margin) >= DISTINCT_REFUSED * rows:
+        return REFUSED
+    if distinct / (1 - margin) + unseen >= UNIQUE_SHARE * rows:
+        return UNSURE
+    return ALLOWED
+
+
+def small_int_codes(values: pd.Series) -> np.ndarray | None:
+    """Each row's value less the column's smallest, for a numpy integer column whose
+    values span fewer than four times its rows (a count, an amount, a small code); else
+    None. Such codes count the values by a ``bincount``, cheaper than a sort or a hash.
+
+    Examples
+    --------
+    >>> small_int_codes(pd.Series([7, 5, 9])).tolist(), small_int_codes(pd.Series([0, 10**9]))
+    ([2, 0, 4], None)
+    """
+    if not (isinstance(values.dtype, np.dtype) and values.dtype.kind in "iu") or not len(values):
+        return None
+    a = values.to_numpy()
+    low, high = int(a.min()), int(a.max())
+    if high - low >= 4 * len(a):
+        return None
+    return (a - a.dtype.type(low)).astype(np.intp)
+
+
+def value_runs(values: pd.Series, codes: np.ndarray | None = None) -> np.ndarray:
+    """The rows each distinct value of ``values`` covers (missing values are no value).
+
+    Integers are counted by a sort (by a ``bincount`` of ``codes``, their
+    :func:`small_int_codes`, when given), other values by a hash table;
+    raises TypeError on unhashable objects.
+
+    Examples
+    --------
+    >>> sorted(value_runs(pd.Series([3, 1, 3, None, 7], dtype="Int64")).tolist())
+    [1, 1, 2]
+    """
+    if codes is not None:
+        runs = np.bincount(codes)
+        return runs[runs > 0]
     if pd.api.types.is_integer_dtype(values.dtype) and not isinstance(values.dtype,
                                                                       pd.CategoricalDtype):
         a = np.sort(values.dropna().to_numpy(dtype=np.int64))
         if len(a) == 0:
-            return 0.0
-        apart = a[1:] != a[:-1]
-        alone = np.concatenate([[True], apart]) & np.concatenate([apart, [True]])
-        return float(np.count_nonzero(alone)) / n
-    counts = values.value_counts(dropna=True, sort=False)
-    return float(np.count_nonzero(counts.to_numpy() == 1)) / n
+            return np.zeros(0, dtype=np.int64)
+        starts = np.flatnonzero(np.concatenate([[True], a[1:] != a[:-1]]))
+        return np.diff(np.append(starts, len(a)))
+    counts = values.value_counts(dropna=True, sort=False).to_numpy()
+    return counts[counts > 0]
+
+
+def distinct_at_most(values: pd.Series) -> int | None:
+    """The exact count of distinct values (missing left out) when a column stores them so
+    that it costs less than counting each value's rows: Arrow text (Arrow's own
+    count), a categorical (its codes); else None.
+
+    Examples
+    --------
+    >>> distinct_at_most(pd.Series(["a", "b", "a", None], dtype="category"))
+    2
+    >>> distinct_at_most(pd.Series([1, 2])) is None
+    True
+    """
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes = values.cat.codes.to_numpy()
+        return int(np.count_nonzero(np.bincount(codes[codes >= 0],
+                                                minlength=len(values.cat.categories))))
+    data = getattr(values.array, "_pa_array", None)
+    if data is None:
+        return None
+    import pyarrow.compute as pc
+
+    return int(pc.count_distinct(data, mode="only_valid").as_py())
+
+
+def sample_positions(n: int, sample_rows: int = _SAMPLE) -> np.ndarray | None:
+    """The row positions :func:`few_in_sample` reads (a fixed seed), or None when ``n``
+    rows are too few to sample (at most twice ``sample_rows``). Drawing them costs
+    more than reading them: a caller judging several columns draws them once."""
+    if n <= 2 * sample_rows:
+        return None
+    return np.random.default_rng(0).choice(n, sample_rows, replace=False)
+
+
+def few_in_sample(values: pd.Series, sample_rows: int = _SAMPLE,
+                  rows: np.ndarray | None = None) -> int | None:
+    """Distinct values among ``sample_rows`` rows drawn from ``values`` (``rows``:
+    :func:`sample_positions`'s), or None when the column is too short to sample (at
+    most twice ``sample_rows``)."""
+    if len(values) <= 2 * sample_rows:
+        return None
+    if rows is None:
+        rows = sample_positions(len(values), sample_rows)
+    return int(values.iloc[rows].nunique(dropna=True))
+
+
+def _unique_rows(values: pd.Series, sampled: int | None = None,
+                 sample_rows: int = _SAMPLE) -> int | None:
+    """Rows whose value no other row has; None when a sample rules the column out.
+
+    If half the rows hold values of their own, each row sampled is one of
+    them with probability at least 1/2, and those are distinct in the sample:
+    a sample of ``sample_rows`` rows then shows ``sample_rows / 4`` distinct
+    values or more but with a probability below 1e-200. Fewer (``sampled``:
+    :func:`few_in_sample`'s count, when the caller has it), and the column is
+    not counted (a ward, a diagnosis: the common case costs a sample).
+    """
+    if sampled is None:
+        sampled = few_in_sample(values, sample_rows)
+    if sampled is not None and sampled < sample_rows / 4:
+        return None
+    runs = value_runs(values)
+    return int(np.count_nonzero(runs == 1))
 
 
 def identifying_columns(df: pd.DataFrame, released_as_is, allow=()) -> list[IdentifyingColumn]:
@@ -350,16 +488,15 @@ def identifying_columns(df: pd.DataFrame, released_as_is, allow=()) -> list[Iden
     if n < MIN_ROWS:
         return []
     found = []
-    for column in candidates(df.dtypes, df.index, released_as_is):
+    for column in candidates(df.dtypes, released_as_is):
         if column in allow:
             continue
-        values, is_index = _series(df, column)
         try:
-            share = _unique_share(values)
+            unique = _unique_rows(df[column])
         except TypeError:  # unhashable objects (lists, dicts): not an identifier's values
             continue
-        if share >= UNIQUE_SHARE:
-            found.append(IdentifyingColumn(column, share, n, True, is_index))
+        if unique is not None and decide(n, unique=unique) == REFUSED:
+            found.append(IdentifyingColumn(column, unique / n, n, True))
     return found
 
 
@@ -415,7 +552,7 @@ def refusal_message(found: list[IdentifyingColumn]) -> str:
         ways.append(f"remove {it} (identifiers={[f.column for f in columns]!r}, --drop "
                     f"{','.join(str(f.column) for f in columns)})")
     if index:
-        ways.append("reset the index (df.reset_index(drop=True))")
+        ways.append("write no index (write_index=False)")
     it = "it" if len(names) == 1 else "they"
     return (f"refusing to release {' and '.join(parts)}; {' or '.join(ways)} or, if {it} "
             f"{'is' if len(names) == 1 else 'are'} safe to publish, allow "
@@ -622,7 +759,7 @@ class SketchVerdict:
             counts = count_unique(list(self.unsure))
             for column in self.unsure:
                 share = counts[column] / self.rows
-                if share >= UNIQUE_SHARE:
+                if decide(self.rows, unique=counts[column]) == REFUSED:
                     counted[column] = IdentifyingColumn(
                         column, share, self.rows, True,
                         self.index_name is not None and column == self.index_name)
@@ -645,9 +782,10 @@ def estimate_identifying(sketch: DistinctSketch, n_rows: int | None = None, inde
     found, unsure = [], []
     for column, regs in sketch.registers.items():
         estimate = hll_estimate_count(regs, _HLL_BITS)
-        if estimate / (1 + HLL_MARGIN) >= DISTINCT_REFUSED * n_rows:
+        verdict = decide(n_rows, distinct=estimate, margin=HLL_MARGIN, unseen=unseen)
+        if verdict == REFUSED:
             found.append(IdentifyingColumn(column, min(1.0, estimate / n_rows), n_rows, False,
                                            index_name is not None and column == index_name))
-        elif estimate / (1 - HLL_MARGIN) + unseen >= UNIQUE_SHARE * n_rows:
+        elif verdict == UNSURE:
             unsure.append(column)
     return SketchVerdict(found, unsure, n_rows, index_name, order)

@@ -45,15 +45,13 @@ def identifying_parts(table, released_as_is, allow=()) -> tuple[list, callable]:
     from ._dask.unique_count import unique_rows
 
     meta = table._meta
-    checked = [c for c in candidates(meta.dtypes, meta.index, released_as_is) if c not in allow]
+    checked = [c for c in candidates(meta.dtypes, released_as_is) if c not in allow]
     if not checked:
         return [], lambda _: []
-    columns = [c for c in checked if c in meta.columns]
     sketches = [delayed(distinct_sketch, pure=True)(p, checked)
-                for p in table[columns].to_delayed(optimize_graph=True)]
-    index_name = None if checked[-1] in meta.columns else checked[-1]
+                for p in table[checked].to_delayed(optimize_graph=True)]
     (merged,) = dask.compute(delayed(merge_distinct, pure=True)(*sketches))
-    found = estimate_identifying(merged, None, index_name).resolve(
+    found = estimate_identifying(merged).resolve(
         lambda unsure: unique_rows(table, unsure))
     return [], lambda _: found
 

@@ -49,10 +49,10 @@ from .constraints import (
 )
 from .entities import encode_entities, pair_counts
 from .errors import InfeasibleError, ParameterError
-from .identifiers import candidates, identifying_columns, refuse_identifying, released_as_is
+from .identifiers import refuse_identifying, released_as_is
 from .noise import check_noise_dtypes, noise_groups, noisy_columns
 from .options import ANONYMIZE, takes_options
-from .person_keys import person_key_columns, warn_person_keys
+from .person_keys import release_guard, warn_person_keys
 from .publish import class_values, expand_label_columns
 from .qi import EncodedQI, encode_qi, warn_unique_text_qis
 from .sensitive import encode_sensitive
@@ -415,8 +415,8 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     Raises
     ------
     dmondrian.errors.IdentifyingColumnError
-        When a column released as is (or a non-default index) singles out
-        rows: on 1,000 rows or more, half the rows or more hold a value no
+        When a column released as is singles out rows (the index is the
+        caller's, not released): on 1,000 rows or more, half the rows or more hold a value no
         other row has (see :mod:`dmondrian.identifiers`), and it is named
         neither in ``identifiers`` nor in ``allow_unique``.
     dmondrian.errors.DMondrianError
@@ -451,12 +451,6 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     dropped = [*opts.identifiers, *([opts.entity] if opts.entity is not None else [])]
     if dropped:
         df = df.drop(columns=list(dict.fromkeys(dropped)))
-    as_is = released_as_is(df.columns, opts)
-    refuse_identifying(identifying_columns(df, as_is, opts.allow_unique))
-    if entity is None:
-        warn_person_keys(person_key_columns(
-            df, [c for c in candidates(df.dtypes, df.index, as_is) if c in df.columns],
-            opts.qis, opts.allow_unique))
     if opts.sensitive is not None:
         codes, domain = encode_sensitive(df[opts.sensitive])
         counts = (domain.counts if entity is None
@@ -470,6 +464,13 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
         privacy = kernel_privacy(opts.constraints, entity=entity)
     encoded = encode_table(df, opts.qis, opts.hierarchies, opts.qi_kinds)
     warn_unique_text_qis(encoded, len(df))
+    # The guards come after the encoding, whose QI keys give the person-key rule its
+    # QI combinations at the cost of a hash.
+    found, keys = release_guard(df, released_as_is(df.columns, opts), opts.qis,
+                                opts.allow_unique, [qi.keys for qi in encoded],
+                                person_keys=entity is None)
+    refuse_identifying(found)
+    warn_person_keys(keys)
     part = partition(encoded, kernel_rules(encoded, mode=opts.mode, objective=opts.objective,
                                            max_depth=opts.max_depth, privacy=privacy),
                      refine=opts.refine)

@@ -38,10 +38,23 @@ import numpy as np
 import pandas as pd
 
 from .errors import IdentifyingColumnWarning
-from .identifiers import MIN_ROWS, _caller_level
+from .identifiers import (
+    _SAMPLE,
+    MIN_ROWS,
+    REFUSED,
+    IdentifyingColumn,
+    _caller_level,
+    candidates,
+    decide,
+    distinct_at_most,
+    few_in_sample,
+    sample_positions,
+    small_int_codes,
+    value_runs,
+)
 
 __all__ = ["MIN_REPEATED", "MIN_VALUES", "NEW_TUPLE_RATIO", "SAMPLE_ROWS", "new_tuple_share",
-           "person_key_columns", "warn_person_keys"]
+           "person_key_columns", "warn_person_keys", "release_guard"]
 
 #: Distinct values a person key has at least.
 MIN_VALUES = 100
@@ -59,10 +72,50 @@ def _qi_codes(df: pd.DataFrame, qis) -> np.ndarray:
     return df.groupby(list(qis), dropna=False, sort=False, observed=True).ngroup().to_numpy()
 
 
+def _qi_hash(df: pd.DataFrame, qis, qi_keys=None) -> np.ndarray:
+    """One code per row for its QI combination, from ``qi_keys`` (the engine's encoded
+    QI arrays, one per QI, when it has them) or else from the QI columns: the
+    combination's number when integer keys' ranges allow one, else a 64-bit hash
+    (uint64). Two combinations share a hash with a probability of about 2**-64,
+    which moves a share by a row or so in a table's worth of trials."""
+    if qi_keys is None:
+        return pd.util.hash_pandas_object(df[list(qis)], index=False).to_numpy(np.uint64)
+    keys = [np.asarray(k) for k in qi_keys]
+    if all(k.dtype.kind in "iu" for k in keys):
+        # Integer keys whose ranges multiply under 2**31: each combination its own number.
+        lows = [int(k.min()) if len(k) else 0 for k in keys]
+        spans = [int(k.max()) - low + 1 if len(k) else 1 for k, low in zip(keys, lows)]
+        if np.prod(np.asarray(spans, dtype=np.float64)) < 2**31:
+            code = np.zeros(len(df), dtype=np.int64)
+            for k, low, span in zip(keys, lows, spans):
+                code = code * span + (k - low)
+            return code
+    h = np.zeros(len(df), dtype=np.uint64)
+    for k in keys:
+        h = h * np.uint64(_MIX) ^ pd.util.hash_array(k)
+    return h
+
+
+# An odd 64-bit multiplier (the golden ratio's): multiplying by it is one-to-one.
+_MIX = 0x9E3779B97F4A7C15
+
+
+def _distinct(a: np.ndarray) -> int:
+    """Distinct values of the 1-d array ``a`` (a sort: numpy's hash-based unique is
+    slower on tens of thousands of 64-bit words)."""
+    if len(a) == 0:
+        return 0
+    a = np.sort(a)
+    return 1 + int(np.count_nonzero(a[1:] != a[:-1]))
+
+
 def _share(values: np.ndarray, combos: np.ndarray, n_values: int) -> float:
     """Share of the rows beyond each value's first that bring a new QI combination."""
-    pairs = values.astype(np.int64) * (int(combos.max()) + 1) + combos
-    return (len(np.unique(pairs)) - n_values) / (len(values) - n_values)
+    if combos.dtype != np.uint64 and int(combos.max()) < 2**31 and len(values) < 2**31:
+        pairs = values.astype(np.int64) * (int(combos.max()) + 1) + combos
+    else:  # hashed combinations: mixed with each value code one-to-one
+        pairs = combos ^ (values.astype(np.uint64) * np.uint64(_MIX))
+    return (_distinct(pairs) - n_values) / (len(values) - n_values)
 
 
 class _Sample:
@@ -74,7 +127,11 @@ class _Sample:
     when the counts leave the rule undecided.
     """
 
-    def __init__(self, df: pd.DataFrame, column):
+    def __init__(self, df: pd.DataFrame, column, codes: np.ndarray | None = None):
+        if codes is not None:  # every row, values coded already (no missing value)
+            self.keep, self.present = None, np.ones(len(codes), dtype=bool)
+            self._count(codes, np.bincount(codes))
+            return
         values = df[column]
         p = min(1.0, SAMPLE_ROWS / max(len(values), 1))
         self.keep = None
@@ -85,8 +142,11 @@ class _Sample:
             values = values[self.keep]
         self.present = values.notna().to_numpy()
         codes, uniques = pd.factorize(values[self.present])
-        self.distinct = int(round(len(uniques) / p))
-        repeats = np.bincount(codes, minlength=len(uniques)) >= 2
+        self._count(codes, np.bincount(codes, minlength=len(uniques)), p)
+
+    def _count(self, codes: np.ndarray, counts: np.ndarray, p: float = 1.0) -> None:
+        self.distinct = int(round(np.count_nonzero(counts) / p))
+        repeats = counts >= 2
         self.repeated = int(repeats.sum())
         self.rows = repeats[codes]
         self.codes = codes[self.rows]
@@ -101,12 +161,21 @@ class _Sample:
         return combos[self.present][self.rows]
 
 
-def _shares(codes: np.ndarray, combos: np.ndarray, repeated: int) -> tuple[float, float]:
-    """``(share, shuffled)`` of :func:`new_tuple_share` on a :class:`_Sample`'s rows."""
+def _shares(codes: np.ndarray, combos: np.ndarray, repeated: int,
+            decide_early: bool = False) -> tuple[float, float]:
+    """``(share, shuffled)`` of :func:`new_tuple_share` on a :class:`_Sample`'s rows.
+
+    ``decide_early``: ``shuffled`` (nan) is not measured when ``share`` alone rules
+    the column out: a share is at most 1, so ``share >= NEW_TUPLE_RATIO`` is never
+    below ``NEW_TUPLE_RATIO`` times any shuffled share.
+    """
     if repeated == 0:
         return float("nan"), float("nan")
+    share = _share(codes, combos, repeated)
+    if decide_early and share >= NEW_TUPLE_RATIO:
+        return share, float("nan")
     shuffled = np.random.default_rng(0).permutation(codes)
-    return _share(codes, combos, repeated), _share(shuffled, combos, repeated)
+    return share, _share(shuffled, combos, repeated)
 
 
 def new_tuple_share(df: pd.DataFrame, column, qis,
@@ -134,12 +203,18 @@ def new_tuple_share(df: pd.DataFrame, column, qis,
     return (*_shares(sample.codes, combos, sample.repeated), sample.distinct, sample.repeated)
 
 
-def person_key_columns(df: pd.DataFrame, candidates, qis, allow=()) -> list:
+def person_key_columns(df: pd.DataFrame, candidates, qis, allow=(), qi_keys=None,
+                       counts=None) -> list:
     """``[(column, share, shuffled, distinct)]`` of the ``candidates`` that look like a
     person key.
 
     ``candidates`` are columns released as is of an identifier's kind (see
     :func:`dmondrian.identifiers.candidates`), less those already flagged.
+    ``qi_keys`` are the engine's encoded QI arrays, when it has them
+    (:func:`_qi_hash`); ``counts`` maps a column to its ``(distinct, repeated,
+    codes)`` over every row, when :func:`release_guard` counted them (``codes``:
+    :func:`~dmondrian.identifiers.small_int_codes`, or None), or to None when
+    its sample already showed enough values.
 
     Examples
     --------
@@ -153,30 +228,104 @@ def person_key_columns(df: pd.DataFrame, candidates, qis, allow=()) -> list:
     """
     if len(df) < MIN_ROWS or not qis:
         return []
+    counts = counts or {}
     found = []
-    qi_codes = None
+    combos = None
     for column in candidates:
         if column in allow or column not in df.columns:
             continue
         values = df[column]
-        if len(values) > 2 * SAMPLE_ROWS:
+        known = counts.get(column)
+        if known is not None and (known[0] < MIN_VALUES or known[1] < MIN_REPEATED):
+            continue  # decided by the counts alone: no sample, no QI combinations
+        codes = None if known is None else known[2]
+        if column not in counts and len(values) > 2 * SAMPLE_ROWS:
             # Few distinct values show as few in any sample of rows: skip them cheaply.
-            rows = np.random.default_rng(0).choice(len(values), SAMPLE_ROWS, replace=False)
-            if values.iloc[rows].nunique(dropna=True) < MIN_VALUES:
+            if few_in_sample(values, SAMPLE_ROWS) < MIN_VALUES:
                 continue
         try:
-            sample = _Sample(df, column)
+            sample = _Sample(df, column, codes)
         except TypeError:  # unhashable objects: not a key's values
             continue
         if sample.distinct < MIN_VALUES or sample.repeated < MIN_REPEATED:
             continue  # decided by the counts alone: spare grouping the QIs and the pairs
-        if qi_codes is None and len(values) <= SAMPLE_ROWS:
-            qi_codes = _qi_codes(df, qis)  # every column reads all the rows: group once
-        share, shuffled = _shares(sample.codes, sample.combos(df, qis, qi_codes),
-                                  sample.repeated)
+        if combos is None:
+            combos = _qi_hash(df, qis, qi_keys)  # one pass over the QIs, for every column
+        share, shuffled = _shares(sample.codes, sample.combos(df, qis, combos),
+                                  sample.repeated, decide_early=True)
         if share < NEW_TUPLE_RATIO * shuffled:
             found.append((column, float(share), float(shuffled), sample.distinct))
     return found
+
+
+def release_guard(df: pd.DataFrame, released_as_is, qis, allow=(), qi_keys=None,
+                  person_keys: bool = True) -> tuple[list, list]:
+    """The columns released as is that single out rows, and those that look like a
+    person key: both rules decided from one count of each column's values.
+
+    Each candidate column (:func:`dmondrian.identifiers.candidates`) is counted
+    once (:func:`dmondrian.identifiers.value_runs`; on a long table a sample
+    first rules out a column of few values, see
+    :func:`dmondrian.identifiers.few_in_sample`). Its rows of their own decide
+    :func:`dmondrian.identifiers.decide`; a column not refused has its distinct
+    and repeated values from the same count, which settle the person-key rule
+    for most columns before any QI combination is formed.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table, its identifiers and entity column dropped.
+    released_as_is : list
+        Its columns released unchanged.
+    qis : list
+        The quasi-identifiers.
+    allow : list
+        ``allow_unique``: columns judged safe.
+    qi_keys : list of numpy.ndarray, optional
+        The engine's encoded QI arrays (:func:`_qi_hash`).
+    person_keys : bool
+        Whether to look for person keys (not with ``entity``).
+
+    Returns
+    -------
+    (list of IdentifyingColumn, list)
+        The columns to refuse, and :func:`person_key_columns`'s findings.
+    """
+    n = len(df)
+    if n < MIN_ROWS:
+        return [], []
+    found, counts, rest = [], {}, []
+    sample_rows = SAMPLE_ROWS if n > 2 * SAMPLE_ROWS else _SAMPLE
+    positions = sample_positions(n, sample_rows)  # drawn once for every column
+    for column in candidates(df.dtypes, released_as_is):
+        if column in allow:
+            continue
+        values = df[column]
+        try:
+            sampled = few_in_sample(values, sample_rows, positions)
+            if sampled is not None and n > 2 * SAMPLE_ROWS and sampled < MIN_VALUES:
+                continue  # neither rule: few values in the sample
+            if sampled is not None and sampled < sample_rows / 4:
+                rest.append(column)  # not identifying; the person-key rule samples it
+                continue
+            distinct = distinct_at_most(values)
+            if distinct is not None and distinct < MIN_VALUES:
+                continue  # neither rule: under MIN_VALUES values, of which fewer are unique
+            codes = small_int_codes(values)
+            runs = value_runs(values, codes)
+        except TypeError:  # unhashable objects (lists, dicts): not an identifier's values
+            continue
+        unique = int(np.count_nonzero(runs == 1))
+        if decide(n, unique=unique) == REFUSED:
+            found.append(IdentifyingColumn(column, unique / n, n, True))
+            continue
+        rest.append(column)
+        # Over every row, these are the person-key sample's own counts.
+        counts[column] = (len(runs), int(np.count_nonzero(runs >= 2)), codes) \
+            if n <= SAMPLE_ROWS else None
+    if not person_keys:
+        return found, []
+    return found, person_key_columns(df, rest, qis, qi_keys=qi_keys, counts=counts)
 
 
 def warn_person_keys(found: list) -> None:

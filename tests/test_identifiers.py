@@ -9,6 +9,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dmondrian
 from dmondrian.cli import main
@@ -88,13 +90,14 @@ def test_silent_on_qis_small_tables_and_floats_nullable_ids_refused():
     assert info.value.columns == ["subject_id"]
 
 
-def test_a_non_default_index_is_refused_under_its_name():
+def test_the_index_is_the_callers_not_a_release_column():
+    # An index unique per row is how the caller aligns the result: never judged in memory.
     df = _table().set_index("subject_id")
-    with pytest.raises(IdentifyingColumnError, match=r"the index \('subject_id'\)") as info:
-        dmondrian.anonymize(df, QIS, 5, allow_unique=["email"])
-    assert info.value.columns == ["subject_id"]
-    assert "reset_index(drop=True)" in str(info.value)
-    dmondrian.anonymize(df, QIS, 5, allow_unique=["email", "subject_id"])
+    out = dmondrian.anonymize(df, QIS, 5, allow_unique=["email"])
+    assert out.index.equals(df.index)
+    assert fit_plan(df, QIS, 5, allow_unique=["email"]).transform(df).index.equals(df.index)
+    # allow_unique=["index"] keeps working, though there is nothing left to allow.
+    dmondrian.anonymize(df, QIS, 5, allow_unique=["email", "index"])
 
 
 def test_fitted_plans_and_the_estimator_refuse_too():
@@ -218,3 +221,85 @@ def test_dask_sketch_registers_are_dasks_own(values, numpy_has_bitwise_count, mo
     if not numpy_has_bitwise_count:
         monkeypatch.delattr(np, "bitwise_count", raising=False)
     assert np.array_equal(_registers(values), expected)
+
+
+def test_a_filtered_frame_is_anonymized_and_keeps_its_index():
+    df = _table(4000)
+    kept = df[df["age"] > 30]  # an index with gaps, unique per row
+    out = dmondrian.anonymize(kept, QIS, 5, identifiers=["subject_id", "email"],
+                              class_column="cls")
+    assert out.index.equals(kept.index)
+    assert out.groupby("cls").size().min() >= 5
+    # A unique column is still refused, unless dropped or allowed.
+    with pytest.raises(IdentifyingColumnError) as info:
+        dmondrian.anonymize(kept, QIS, 5, identifiers=["email"])
+    assert info.value.columns == ["subject_id"]
+
+
+# -- one decision on every path -------------------------------------------------------------
+
+
+def _verdicts(fn, *args, **kwargs) -> tuple:
+    """(refused columns, warned person keys) of one release path."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            fn(*args, **kwargs)
+            refused = []
+        except IdentifyingColumnError as e:
+            refused = list(e.columns)
+    warned = sorted(str(w.message.column) for w in caught
+                    if issubclass(w.category, IdentifyingColumnWarning))
+    return refused, warned
+
+
+def test_every_in_memory_path_decides_as_anonymize_does():
+    from dmondrian.synthetic_events import EVENT_QUASI_IDENTIFIERS, make_events
+
+    ev = make_events(1_500, seed=10)
+    ev["visit"] = np.arange(len(ev)) * 3  # unique per row
+    qis = EVENT_QUASI_IDENTIFIERS
+    expected = _verdicts(dmondrian.anonymize, ev, qis, 10)
+    assert expected == (["visit"], [])  # refused first: nothing is warned
+    allowed = dict(allow_unique=["visit"])
+    expected = _verdicts(dmondrian.anonymize, ev, qis, 10, **allowed)
+    assert expected == ([], ["user_id"])
+    plan = fit_plan(ev, qis, 10, **allowed)
+    est = dmondrian.MondrianAnonymizer(k=10, quasi_id=qis, **allowed)
+    assert [_verdicts(plan.transform, ev), _verdicts(est.fit_transform, ev),
+            _verdicts(dmondrian.anonymize, ev.sample(frac=1.0, random_state=0), qis, 10,
+                      **allowed)] == [expected] * 3
+    refused = _verdicts(fit_plan(ev, qis, 10).transform, ev)
+    assert refused == (["visit"], [])
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(900, 3000), distinct=st.integers(1, 4000), repeat=st.integers(1, 6),
+       seed=st.integers(0, 2**16), missing=st.floats(0, 0.3), text=st.booleans())
+def test_the_guard_counts_once_and_decides_as_the_rules_do(n, distinct, repeat, seed, missing,
+                                                           text):
+    # release_guard's shortcuts (one count per column, bincounts, Arrow's distinct count,
+    # the early exit, QI keys for combinations) change no verdict of either rule.
+    from dmondrian.identifiers import candidates, identifying_columns
+    from dmondrian.person_keys import person_key_columns, release_guard
+
+    rng = np.random.default_rng(seed)
+    people = rng.integers(0, distinct, n // repeat + 1)
+    key = np.repeat(people, repeat)[:n]
+    df = pd.DataFrame({"age": (key * 7919) % 70, "zip": rng.integers(0, 30, n),
+                       "key": key, "id": rng.permutation(n) * 3,
+                       "spread": rng.integers(0, max(2, distinct // 3), n)})
+    df["mixed"] = np.where(rng.random(n) < 0.5, df["id"], df["key"])
+    if text:
+        df["key"] = df["key"].map("u{}".format).astype("string[pyarrow]")
+    if missing:
+        df["spread"] = df["spread"].astype("Int64").mask(rng.random(n) < missing)
+    as_is = ["key", "id", "spread", "mixed"]
+    qis = ["age", "zip"]
+    found, keys = release_guard(df, as_is, qis, (), [df["age"].to_numpy(), df["zip"].to_numpy()])
+    assert [f.column for f in found] == [f.column for f in identifying_columns(df, as_is)]
+    flagged = {f.column for f in found}
+    rest = [c for c in candidates(df.dtypes, as_is) if c not in flagged]
+    assert [k[0] for k in keys] == [k[0] for k in person_key_columns(df, rest, qis)]
+    if n >= 1000:
+        assert "id" in flagged  # unique per row: still refused

@@ -116,12 +116,11 @@ def test_a_plan_refuses_a_dask_table_in_its_counting_pass(cluster, ddf):
     fitted = fit_plan(ddf, QIS, 10, client=cluster)
     with pytest.raises(IdentifyingColumnError):
         D_transform(fitted, ddf, cluster)
-    # The index, when not row positions, is a column like any other (sorted
-    # consecutive ids would count as positions: these have gaps).
+    # The index is the caller's, not released: the lazy release keeps it.
     indexed = dd.from_pandas(df.assign(person_id=df["person_id"] * 7).set_index("person_id"),
                              npartitions=3)
-    with pytest.raises(IdentifyingColumnError, match=r"the index \('person_id'\)"):
-        D_transform(plan, indexed, cluster)
+    out = D_transform(plan, indexed, cluster).compute()
+    assert sorted(out.index) == sorted(df["person_id"] * 7)
 
 
 def test_a_plans_parquet_writer_leaves_nothing_at_the_destination(cluster, ddf, tmp_path):
@@ -140,11 +139,21 @@ def test_a_plans_parquet_writer_leaves_nothing_at_the_destination(cluster, ddf, 
     with pytest.raises(IdentifyingColumnError):
         transform_to_parquet(plan, ddf, kept, client=cluster)
     assert [p.name for p in kept.iterdir()] == ["README"]
+    # Sorted consecutive ids would count as positions: these have gaps.
     indexed = dd.from_pandas(df.assign(person_id=df["person_id"] * 7).set_index("person_id"),
                              npartitions=3)
-    with pytest.raises(IdentifyingColumnError, match=r"the index \('person_id'\)"):
-        transform_to_parquet(plan, indexed, tmp_path / "indexed", client=cluster)
+    # No index is written unless asked; asked, a unique one is refused before any write.
+    assert transform_to_parquet(plan, indexed, tmp_path / "plain", client=cluster) == 3000
+    assert "person_id" not in pd.read_parquet(tmp_path / "plain").columns
+    with pytest.raises(IdentifyingColumnError, match=r"the index \('person_id'\)") as info:
+        transform_to_parquet(plan, indexed, tmp_path / "indexed", client=cluster,
+                             write_options={"write_index": True})
+    assert "write_index=False" in str(info.value)
     assert not (tmp_path / "indexed").exists()
+    asked = fit_plan(df, QIS, 10, allow_unique=["index"])
+    transform_to_parquet(asked, indexed, tmp_path / "indexed", client=cluster,
+                         write_options={"write_index": True})
+    assert sorted(pd.read_parquet(tmp_path / "indexed").index) == sorted(df["person_id"] * 7)
     allowed = fit_plan(df, QIS, 10, allow_unique=["person_id"])
     assert transform_to_parquet(allowed, ddf, dest, client=cluster) == 3000
     assert sorted(pd.read_parquet(dest)["person_id"]) == sorted(df["person_id"])
@@ -259,17 +268,25 @@ def test_the_dask_engines_judge_as_the_local_one(cluster, kind, tmp_path):
             ] == [VERDICTS[kind]] * 3
 
 
-def test_an_index_is_judged_as_the_local_engine_does(cluster):
+def test_a_written_index_is_judged_as_the_local_engine_judges_a_column(cluster, tmp_path):
     for kind in ("draws", "half-unique"):
         df = _judged(_column(kind), index=True)
         ddf = dd.from_pandas(df, npartitions=3, sort=False)
-        assert _local_refuses(df) is VERDICTS[kind]
-        plan = fit_plan(df.reset_index(drop=True), QIS, 10)
+        assert _local_refuses(df.reset_index()) is VERDICTS[kind]
+        # In memory and lazily, the index is the caller's: never refused.
+        assert len(D.anonymize(ddf, QIS, 10, client=cluster).compute()) == len(df)
+        dest = tmp_path / kind
+        write = {"write_options": {"write_index": True}, "client": cluster}
         if VERDICTS[kind]:
             with pytest.raises(IdentifyingColumnError, match=r"the index \('c'\)"):
-                D_transform(plan, ddf, cluster)
+                D.anonymize_to_parquet(ddf, dest, QIS, 10, **write)
+            assert not dest.exists()
+            with pytest.raises(IdentifyingColumnError, match=r"the index \('c'\)"):
+                D.anonymize(ddf, QIS, 10, client=cluster).to_parquet(dest, write_index=True)
+            D.anonymize_to_parquet(ddf, dest, QIS, 10, allow_unique=["c"], **write)
         else:
-            assert len(D_transform(plan, ddf, cluster).compute()) == len(df)
+            D.anonymize_to_parquet(ddf, dest, QIS, 10, **write)
+        assert len(pd.read_parquet(dest)) == len(df)
 
 
 def test_the_exact_count_runs_only_for_columns_the_sketch_cannot_settle(cluster, monkeypatch):
@@ -331,3 +348,46 @@ def test_any_column_is_judged_alike(cluster, table):
     assert [f.column for f in on_dask] == [f.column for f in local]
     for f in on_dask:  # a counted share is the local engine's
         assert not f.exact or f.share == local[0].share
+
+
+def test_the_local_cli_reads_a_folder_written_by_dask(tmp_path, capsys):
+    # dd.to_parquet stores the row numbers as __null_dask_index__; pandas reads part.10
+    # before part.2, so they come back out of order: an input's index, not a release column.
+    src = tmp_path / "in.parquet"
+    dd.from_pandas(_table(), npartitions=12).to_parquet(src)
+    assert pd.read_parquet(src).index.name == "__null_dask_index__"
+    assert not pd.read_parquet(src).index.is_monotonic_increasing
+    out = tmp_path / "out.parquet"
+    args = ["anonymize", str(src), str(out), "--local", "--k", "10", "--qi", "age,zip"]
+    assert main([*args, "--drop", "person_id"]) == 0
+    back = pd.read_parquet(out)
+    assert len(back) == 3000 and "__null_dask_index__" not in back.columns
+    assert back.index.name is None  # the writer wrote no index
+    assert back.groupby(["age", "zip"]).size().min() >= 10
+    # A unique column is still refused.
+    capsys.readouterr()
+    assert main([*args[:2], str(tmp_path / "again.parquet"), *args[3:]]) == 2
+    assert "person_id" in capsys.readouterr().err
+
+
+def test_a_person_key_in_small_partitions_is_warned_as_the_local_engine_does(cluster):
+    import warnings
+
+    from dmondrian.errors import IdentifyingColumnWarning
+    from dmondrian.synthetic_events import EVENT_QUASI_IDENTIFIERS, make_events
+
+    ev = make_events(2_000, seed=10)  # about 13k rows
+    # Partitions smaller than dmondrian.identifiers.MIN_ROWS: the first alone says nothing.
+    ddf = dd.from_pandas(ev, npartitions=30, sort=False)
+    assert len(ddf.partitions[0].compute()) < 1000
+
+    def warned(fn, *args, **kwargs):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fn(*args, **kwargs)
+        return sorted(str(w.message.column) for w in caught
+                      if issubclass(w.category, IdentifyingColumnWarning))
+
+    local = warned(dmondrian.anonymize, ev, EVENT_QUASI_IDENTIFIERS, 10)
+    assert local == ["user_id"]
+    assert warned(D.anonymize, ddf, EVENT_QUASI_IDENTIFIERS, 10, client=cluster) == local

@@ -23,7 +23,7 @@ from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
 from ..identifiers import DistinctSketch, distinct_sketch, estimate_identifying, merge_distinct
 from ..kinds import kind_spec
 from ..kinds.keys import arrow_int32_chunks, arrow_string_chunks
-from ..person_keys import person_key_columns
+from ..person_keys import SAMPLE_ROWS, person_key_columns
 from ..qi import warn_unique_text
 from .cluster import run
 from .exchange import exchanged_bytes
@@ -345,6 +345,21 @@ def probe_first_partition(part: pd.DataFrame):
     return rows, float(part.memory_usage(deep=True).sum()) / rows if rows else None
 
 
+def head_partitions(lengths) -> int:
+    """How many first partitions hold the person-key rule's sample
+    (:data:`~dmondrian.person_keys.SAMPLE_ROWS` rows), by their known ``lengths``;
+    the first alone when they are unknown."""
+    if not lengths:
+        return 1
+    reached = np.flatnonzero(np.cumsum(lengths) >= SAMPLE_ROWS)
+    return int(reached[0]) + 1 if len(reached) else len(lengths)
+
+
+def _person_keys(present, qis, *head) -> list:
+    """The person keys among ``present`` in the first partitions ``head``."""
+    return person_key_columns(pd.concat(head) if len(head) > 1 else head[0], present, qis)
+
+
 def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
                     check_identifying: bool = True):
     """Pass 1: the global domain, the root's summary, and the leaf size.
@@ -352,7 +367,8 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     With ``check_identifying`` False the pass reads only the QIs: the
     identifying-column check is left to the pass that writes the release,
     which reads every column anyway (:func:`dmondrian._dask.leaves.written`);
-    the person-key check still reads the first partition's candidates.
+    the person-key check still reads the first partitions' candidates
+    (:func:`head_partitions`).
 
     Returns
     -------
@@ -369,7 +385,7 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
         pass of its own for the columns the sketches leave unsure:
         :mod:`dmondrian.identifiers`; empty when not ``check_identifying``).
     person_keys : list
-        The candidates that look like a person key on the first partition
+        The candidates that look like a person key on the first partitions
         (:func:`dmondrian.person_keys.person_key_columns`), less those in
         ``identifying``; the caller warns.
 
@@ -401,7 +417,7 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
         probe, None if lengths is None else sum(lengths), ddf.npartitions, opts.leaf_rows,
         per_thread, guess_row_bytes(ddf._meta), len(opts.qis), opts.k, sample_rows)
     meta = ddf._meta
-    checked, index_name = identifying_check(meta, opts)
+    checked = identifying_check(meta, opts)
     present = [c for c in checked if c in meta.columns]
     parts = column_partitions(ddf, [*opts.qis, *(present if check_identifying else ())])
     sketch_d = delayed(domain_sketch, pure=True)
@@ -413,21 +429,26 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     # Without the identifying check, an empty sketch stands in (no task).
     distinct = tree_reduce([delayed(distinct_sketch, pure=True)(p, checked) for p in parts],
                            merge_distinct) if check_identifying else delayed(DistinctSketch({}))
-    # Person keys are looked for on the first partition, whose read the pass
-    # shares (its QIs' or the probe's): a person's rows usually sit together,
-    # and the rule samples whole values anyway (dmondrian.person_keys).
+    # Person keys are looked for on the first partitions, whose read the pass
+    # shares (their QIs' or the probe's): a person's rows usually sit together,
+    # and the rule samples whole values anyway (dmondrian.person_keys). With known
+    # lengths, as many as make the rule's sample: a first partition under MIN_ROWS
+    # rows alone would say nothing where the local engine warns.
     jobs = [tree_reduce(partials, merge_domain), sized, distinct]
     if opts.entity is None and parts:
+        m = head_partitions(lengths)
         if check_identifying or not present:
-            first = parts[0]
-        elif first is None:
-            first = column_partitions(ddf, [*opts.qis, *present])[0]
-        jobs.append(delayed(person_key_columns, pure=True)(first, present, opts.qis))
+            head = parts[:m]
+        elif first is None or m > 1:
+            head = column_partitions(ddf, [*opts.qis, *present])[:m]
+        else:
+            head = [first]
+        jobs.append(delayed(_person_keys, pure=True)(present, opts.qis, *head))
     merged, sized, distinct, *keyish = run(client, jobs, progress, "pass 1: global domain")
     keyish = keyish[0] if keyish else []
     domain, root = build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta)
     # The columns the sketch leaves unsure are counted exactly, in a pass of their own.
-    identifying = (estimate_identifying(distinct, merged.n, index_name).resolve(
+    identifying = (estimate_identifying(distinct, merged.n).resolve(
         lambda unsure: unique_rows(ddf, unsure, client, progress)) if check_identifying else [])
     flagged = {f.column for f in identifying}
     return (domain, root, merged.positional_index,

@@ -30,23 +30,53 @@ from ..identifiers import (
 from ..person_keys import warn_person_keys
 
 __all__ = ["WrittenCheck", "DISTINCT", "identifying_check", "checked_now_or_later", "written",
-           "write_released",
+           "write_released", "refuse_written_index",
            "written_meta", "finish_written"]
 
 #: The column of a write task's result holding its sketch.
 DISTINCT = "distinct"
 
 
-def identifying_check(meta: pd.DataFrame, opts) -> tuple[list, object]:
-    """What the identifying-column check sketches: the candidate columns released as is
-    (the index's name last when the index is one) and that index name (None if not).
+def identifying_check(meta: pd.DataFrame, opts) -> list:
+    """The candidate columns released as is that the identifying-column check sketches
+    (:func:`dmondrian.identifiers.candidates`; the index is not one)."""
+    return [c for c in candidates(meta.dtypes, released_as_is(meta.columns, opts))
+            if c not in opts.allow_unique]
 
-    See :func:`dmondrian.identifiers.candidates`.
+
+def refuse_written_index(ddf, allow, asked, client=None, progress: bool | None = False) -> None:
+    """Raise :class:`~dmondrian.errors.IdentifyingColumnError` when a writer ``asked`` to
+    write ``ddf``'s index would publish one that singles out rows, before anything is
+    written.
+
+    The index is not a release column (:mod:`dmondrian.identifiers`): only a writer
+    asked for it (``write_index=True``) publishes it, and pays for this pass over the
+    index alone; a partition numbering its rows in order is skipped, ``allow`` (the
+    ``allow_unique`` option) may name it. Computed on ``client`` (None: the default
+    scheduler, a distributed client when one is current).
     """
-    checked = [c for c in candidates(meta.dtypes, meta.index, released_as_is(meta.columns, opts))
-               if c not in opts.allow_unique]
-    index_name = None if not checked or checked[-1] in meta.columns else checked[-1]
-    return checked, index_name
+    if not asked:
+        return
+    import dask
+    from dask import delayed
+
+    from ..identifiers import index_candidate
+    from .cluster import run
+    from .unique_count import unique_rows
+
+    name = index_candidate(ddf._meta.index, allow)
+    if name is None:
+        return
+    bare = ddf[[]]  # the index alone: no column is read
+    sketch = delayed(merge_distinct, pure=True)(
+        *[delayed(distinct_sketch, pure=True)(p, [name])
+          for p in bare.to_delayed(optimize_graph=True)])
+    if client is None:
+        (merged,) = dask.compute(sketch)
+    else:
+        (merged,) = run(client, [sketch], progress, "pass: the index asked to be written")
+    refuse_identifying(estimate_identifying(merged, None, name).resolve(
+        lambda unsure: unique_rows(bare, unsure, client, progress)))
 
 
 @dataclass(frozen=True)
@@ -56,10 +86,7 @@ class WrittenCheck:
     Attributes
     ----------
     columns : list
-        The candidate columns (:func:`dmondrian.identifiers.candidates`), the
-        index's name last when the index is one.
-    index_name : object
-        That index name, None when the index is not a candidate.
+        The candidate columns (:func:`dmondrian.identifiers.candidates`).
     person_keys : list
         Person keys found on the first partition by the domain pass
         (:func:`dmondrian.person_keys.person_key_columns`), warned about
@@ -67,21 +94,12 @@ class WrittenCheck:
     """
 
     columns: list
-    index_name: object = None
     person_keys: list = field(default_factory=list)
 
     @classmethod
     def of(cls, meta: pd.DataFrame, opts, person_keys) -> WrittenCheck:
         """The check of a table shaped like ``meta`` under checked options ``opts``."""
-        return cls(*identifying_check(meta, opts), person_keys)
-
-    def for_rows_path(self, positional_index: bool) -> WrittenCheck:
-        """The check of a whole-row release: without the index when it was the row
-        positions (the shuffle restores it as global positions, unique by nature)."""
-        if self.index_name is None or not positional_index:
-            return self
-        return WrittenCheck([c for c in self.columns if c != self.index_name], None,
-                            self.person_keys)
+        return cls(identifying_check(meta, opts), person_keys)
 
     def finish(self, sketches, n_rows: int, count_unique=None, written_rows=None) -> list:
         """Merge the write tasks' sketches; raise
@@ -96,7 +114,7 @@ class WrittenCheck:
         """
         sketches = [s for s in sketches if s is not None]
         unseen = 0 if written_rows is None else n_rows - written_rows
-        found = (estimate_identifying(merge_distinct(*sketches), n_rows, self.index_name,
+        found = (estimate_identifying(merge_distinct(*sketches), n_rows, None,
                                       unseen).resolve(count_unique)
                  if sketches else [])
         refuse_identifying(found)

@@ -188,7 +188,7 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         When a column released as is singles out rows (estimated by the
         counting pass; see :mod:`dmondrian.identifiers`).
     """
-    ddf, checked, index_name = _prepared(plan, ddf)
+    ddf, checked = _prepared(plan, ddf)
     placer = _Placer(plan)
     # The rows' nodes stay on the workers for the publishing pass only on a cluster
     # that outlives this call (one it starts is closed before the release is computed).
@@ -198,7 +198,7 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         _check_partitions(ddf, cluster_client)
         threads = cores_per_worker(cluster_client)
         counted = _count_pass(plan, placer, ddf, cluster_client, threads, keep, progress,
-                              checked, index_name)
+                              checked)
     finally:
         release_client(owned)
     _refuse_empty(counted)
@@ -258,10 +258,10 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
     from dask import delayed
 
     from .._dask.parquet_sink import ParquetSink
-    from .._dask.written_check import WrittenCheck, write_released
+    from .._dask.written_check import WrittenCheck, refuse_written_index, write_released
     from ..staging import staged_folder
 
-    ddf, checked, index_name = _prepared(plan, ddf)
+    ddf, checked = _prepared(plan, ddf)
     placer = _Placer(plan)
     # The files are written into a hidden staging folder beside ``path`` and moved
     # there once every check has passed (dmondrian.staging).
@@ -271,8 +271,11 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
             _check_partitions(ddf, cluster_client)
             threads = cores_per_worker(cluster_client)
             # Both passes run on this cluster: the counted nodes wait on the workers.
+            refuse_written_index(ddf, plan.options["allow_unique"] or (),
+                                 (write_options or {}).get("write_index", False),
+                                 cluster_client, progress)
             counted = _count_pass(plan, placer, ddf, cluster_client, threads, True,
-                                  progress, [], None)
+                                  progress, [])
             _refuse_empty(counted)
             frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary),
                                      counted, cluster_client, threads)
@@ -280,7 +283,7 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
             sink = ParquetSink.create(staged, frame._meta, labels, write_options,
                                       storage_options, dictionary_columns=dictionary,
                                       random_state=random_state)
-            check = WrittenCheck(checked, index_name) if checked else None
+            check = WrittenCheck(checked) if checked else None
             sink_d = constant(sink, "sink")
             task = delayed(write_released, pure=True)
             parts = _unfused(lambda: frame.to_delayed(optimize_graph=True))
@@ -307,15 +310,14 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
 
 def _prepared(plan, ddf):
     """``ddf`` checked against the plan, its identifiers dropped; the columns the
-    identifying check sketches and the index's name among them (None if not)."""
+    identifying check sketches."""
     from .._dask.written_check import identifying_check
 
     plan._check_table(ddf)
     identifiers = [c for c in plan.options["identifiers"] or [] if c in ddf.columns]
     if identifiers:
         ddf = ddf.drop(columns=identifiers)
-    checked, index_name = identifying_check(ddf._meta, plan._release_options(ddf._meta, None))
-    return ddf, checked, index_name
+    return ddf, identifying_check(ddf._meta, plan._release_options(ddf._meta, None))
 
 
 def _check_partitions(ddf, client) -> None:
@@ -352,8 +354,7 @@ class _Counted:
     placer: object = None
 
 
-def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked,
-                index_name) -> _Counted:
+def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked) -> _Counted:
     """Place and count every partition's rows, and sketch the ``checked`` columns' distinct
     values; merge the summaries and the sketches in tree reductions. Raises
     :class:`~dmondrian.errors.IdentifyingColumnError` (cancelling the kept nodes) when a
@@ -386,12 +387,12 @@ def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked,
     label = "pass: rows per region of the plan"
     if not keep:
         summary, distinct = run(client, reduced, progress, label)
-        refuse_identifying(_identifying(distinct, index_name, ddf, client, progress))
+        refuse_identifying(_identifying(distinct, ddf, client, progress))
         return _Counted(summary, None, offsets)  # the cluster is closed: nothing scattered
     # The nodes are computed with the summary and left on their workers.
     (summary, distinct), kept = run(client, reduced, progress, label,
                                     keep=[c[1] for c in counted])
-    found = _identifying(distinct, index_name, ddf, client, progress)
+    found = _identifying(distinct, ddf, client, progress)
     if found or (int(summary.count.sum()) * node_dtype(plan.tree.n_nodes).itemsize
                  > _keep_budget(client)):
         client.cancel(kept)  # refused (nothing to publish), or too large to keep
@@ -400,12 +401,12 @@ def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked,
     return _Counted(summary, kept, offsets, plan_d)
 
 
-def _identifying(distinct, index_name, ddf, client, progress) -> list:
+def _identifying(distinct, ddf, client, progress) -> list:
     """The columns singling out rows (none unchecked): by the counting pass's sketch, and
     for the columns it leaves unsure, by an exact count in a pass of their own."""
     if distinct is None:
         return []
-    return estimate_identifying(distinct, None, index_name).resolve(
+    return estimate_identifying(distinct).resolve(
         lambda unsure: unique_rows(ddf, unsure, client, progress))
 
 

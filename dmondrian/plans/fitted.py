@@ -17,9 +17,10 @@ import pandas as pd
 from ..constraints import KAnonymity, kernel_privacy
 from ..entities import encode_entities, pair_counts
 from ..errors import InfeasibleError, ParameterError
-from ..identifiers import identifying_columns, refuse_identifying, released_as_is
+from ..identifiers import refuse_identifying, released_as_is
 from ..local import encode_table, kernel_rules, partition
 from ..noise import check_noise_dtypes, noisy_columns
+from ..person_keys import release_guard, warn_person_keys
 from ..qi import warn_unique_text_qis
 from ..sensitive import encode_sensitive
 from ..validation import check_options
@@ -168,6 +169,12 @@ class FittedPlan(Placing):
             When a column released as is singles out rows and the plan's
             ``identifiers`` and ``allow_unique`` name it not
             (:mod:`dmondrian.identifiers`).
+
+        Warns
+        -----
+        dmondrian.errors.IdentifyingColumnWarning
+            Without ``entity``, for a column that looks like a person key, as
+            :func:`dmondrian.anonymize` warns (:mod:`dmondrian.person_keys`).
         """
         from ..kinds.base import is_dask
 
@@ -192,8 +199,11 @@ class FittedPlan(Placing):
         if opts.entity is not None:
             # Refuses missing values and a table of fewer than k people up front.
             entity = encode_entities(df[opts.entity], opts.k, opts.entity)
-        refuse_identifying(identifying_columns(df, released_as_is(df.columns, opts),
-                                               opts.allow_unique))
+        # The guards of anonymize, the same decision: identifying columns, person keys.
+        found, keys = release_guard(df, released_as_is(df.columns, opts), self.qis,
+                                    opts.allow_unique, person_keys=opts.entity is None)
+        refuse_identifying(found)
+        warn_person_keys(keys)
         placed = self.place(df)
         release = decide(self, summarize_batch(self, placed, self.sensitive_codes(df),
                                                self.entity_values(df)))
