@@ -7,9 +7,8 @@ on its leaves. The steps, each a module of :mod:`dmondrian._dask`:
 
 1. the domain pass (:mod:`~dmondrian._dask.domain_pass`): every QI's global
    domain, the root's summary and a row sample;
-2. the top phase (:mod:`~dmondrian._dask.top_phase`): cuts planned on
-   samples, kept only if exact counts allow them
-   (:mod:`~dmondrian._dask.sensitive_pass` for l-diversity and t-closeness);
+2. the top phase (:mod:`~dmondrian._dask.top_phase`): cuts planned on samples, kept only if
+   exact counts allow them (:mod:`~dmondrian._dask.sensitive_pass` for l and t);
 3. the shuffle (:mod:`~dmondrian._dask.shuffle`): every row routed to its
    leaf and moved to its leaf's output partition;
 4. the leaves (:mod:`~dmondrian._dask.leaves`): the local engine on all the
@@ -429,9 +428,9 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
 def anonymize_to_csv(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     """Like :func:`anonymize_to_parquet`, writing CSV files (``path`` may hold ``*``).
 
-    ``write_options`` go to dask's ``to_csv`` (``index`` defaults to False,
-    ``single_file`` writes one file); ``shuffle_rows`` (default True) puts
-    every partition's rows in an order seeded by ``random_state``.
+    ``write_options`` go to dask's ``to_csv`` (``index`` defaults to False, ``single_file``
+    writes one file); ``shuffle_rows`` (default True) puts every partition's rows in an order
+    seeded by ``random_state``.
     """
     kw = {"index": False, **(options.pop("write_options") or {})}
     shuffle = kw.pop("shuffle_rows", True)
