@@ -38,7 +38,6 @@ domain and codes are defined once, in :mod:`dmondrian.sensitive`).
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +46,7 @@ from . import _kernel as K
 from .entities import pair_codes, pair_counts
 from .errors import InfeasibleError, ParameterError
 from .options import ANONYMIZE
+from .options import K as K_OPTION
 
 __all__ = [
     "Constraint",
@@ -56,6 +56,7 @@ __all__ = [
     "RecursiveCLDiversity",
     "TCloseness",
     "check_k",
+    "check_l",
     "resolve_constraints",
     "kernel_privacy",
     "KernelPrivacy",
@@ -65,26 +66,46 @@ __all__ = [
 
 def check_k(k, n_rows: int | None = None) -> int:
     """Validate ``k``: an integer >= 1, and at most the number of rows if given."""
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        raise ParameterError("k", f"k must be an integer >= 1, got {k!r}")
-    if k < 1:
-        raise ParameterError("k", f"k must be >= 1, got {k}")
+    if k is None:
+        raise ParameterError("k", f"k must be {K_OPTION.range}, got None")
+    k = K_OPTION.check(k)
     if n_rows is not None and k > n_rows:
         raise InfeasibleError(
             f"k={k} is larger than the table's {n_rows} rows: no release of this table "
             "can be k-anonymous"
         )
-    return int(k)
+    return k
 
 
-def _check_number(name, value, minimum, integer=False, maximum=None):
-    ok_type = (isinstance(value, numbers.Integral) if integer
-               else isinstance(value, numbers.Real)) and not isinstance(value, bool)
-    if not ok_type or value < minimum or (maximum is not None and value > maximum):
-        kind = "an integer" if integer else "a number"
-        bound = f" in [{minimum}, {maximum}]" if maximum is not None else f" >= {minimum}"
-        raise ParameterError(name, f"{name} must be {kind}{bound}, got {value!r}")
-    return value
+def check_l(l, l_kind: str = "distinct"):  # noqa: E741 - the literature's name
+    """``l`` checked for ``l_kind``: a number >= 1, a whole one unless entropy's.
+
+    Returns an ``int`` for distinct and recursive l-diversity (``2.0`` is 2).
+
+    Examples
+    --------
+    >>> check_l(2.0), check_l(1.5, "entropy")
+    (2, 1.5)
+    >>> check_l(1.5)
+    Traceback (most recent call last):
+    ...
+    dmondrian.errors.ParameterError: distinct l-diversity needs a whole number l, got 1.5
+    """
+    ANONYMIZE["l_kind"].check_choice(l_kind)
+    if l is None:
+        raise ParameterError("l", f"l must be {ANONYMIZE['l'].range}, got None")
+    l = ANONYMIZE["l"].check(l)  # noqa: E741
+    if l_kind == "entropy":
+        return l
+    if l != int(l):
+        raise ParameterError("l", f"{l_kind} l-diversity needs a whole number l, got {l!r}")
+    return int(l)
+
+
+def _required(name, value):
+    if value is None:
+        raise ParameterError(name, f"{name} must be {ANONYMIZE[name].range}, got None")
+    return ANONYMIZE[name].check(value)
 
 
 class Constraint:
@@ -170,7 +191,7 @@ class DistinctLDiversity(_SensitiveConstraint):
     """
 
     def __init__(self, l: int, sensitive=None):  # noqa: E741 - the literature's name
-        self.l = int(_check_number("l", l, 1, integer=True))
+        self.l = check_l(l, "distinct")
         super().__init__(sensitive)
 
     def min_size(self) -> int:
@@ -203,7 +224,7 @@ class EntropyLDiversity(_SensitiveConstraint):
     """
 
     def __init__(self, l: float, sensitive=None):  # noqa: E741
-        self.l = _check_number("l", l, 1)
+        self.l = check_l(l, "entropy")
         super().__init__(sensitive)
 
     def min_size(self) -> int:
@@ -242,8 +263,8 @@ class RecursiveCLDiversity(_SensitiveConstraint):
     """
 
     def __init__(self, c: float, l: int, sensitive=None):  # noqa: E741
-        self.c = _check_number("c", c, 0)
-        self.l = int(_check_number("l", l, 1, integer=True))
+        self.c = _required("c", c)
+        self.l = check_l(l, "recursive")
         super().__init__(sensitive)
 
     def min_size(self) -> int:
@@ -282,7 +303,7 @@ class TCloseness(_SensitiveConstraint):
     """
 
     def __init__(self, t: float, sensitive=None):
-        self.t = float(_check_number("t", t, 0, maximum=1))
+        self.t = float(_required("t", t))
         super().__init__(sensitive)
 
     def _kernel(self, ip, fp):

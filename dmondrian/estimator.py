@@ -232,12 +232,10 @@ identifiers, allow_unique
         check_max_contributions(self.max_classes, "max_classes")
         from .kinds.base import is_dask
 
-        unplanned = [name for name in ("suppression", "constraints") if getattr(self, name)]
+        unplanned = [name for name, o in ANONYMIZE.items()
+                     if o.plan == "refuse" and o.given(getattr(self, name))]
         if is_dask(X) and self.mode != "strict":
             unplanned.append("mode")
-        if self.refine != "none":
-            # Refined classes follow no cut, so no plan can route rows to them.
-            unplanned.append("refine")
         if unplanned:
             # Fitted plans suppress nothing, refine nothing and take the named models
             # only (strict cuts when fitted on a dask table): such an estimator anonymizes each
@@ -250,8 +248,8 @@ identifiers, allow_unique
             from .plans import fit_plan
 
             self.plan_ = fit_plan(X, self.quasi_id_, self.k, batch_rows=self.batch_rows,
-                                  **{name: getattr(self, name) for name in ANONYMIZE
-                                     if name not in ("noise", "random_state")})
+                                  **{name: getattr(self, name) for name, o in ANONYMIZE.items()
+                                     if o.plan != "release"})
         self.feature_names_in_ = np.asarray([str(c) for c in columns], dtype=object)
         self.n_features_in_ = len(columns)
         return self

@@ -112,6 +112,7 @@ from .errors import (
     ParameterError,
     UnsupportedDtypeError,
 )
+from .options import ANONYMIZE
 
 __all__ = ["NoisedColumn", "check_noise", "check_noise_dtypes", "check_random_state",
            "noise_seed", "noisy_columns", "noise_groups", "noise_summary", "laplace_sampler",
@@ -259,16 +260,10 @@ def check_random_state(random_state):
     >>> check_random_state("7")
     Traceback (most recent call last):
     ...
-    dmondrian.errors.ParameterError: random_state must be None, an int >= 0 or a \
+    dmondrian.errors.ParameterError: random_state must be None, an integer >= 0 or a \
 numpy.random.Generator, got '7'
     """
-    if random_state is None or isinstance(random_state, np.random.Generator):
-        return random_state
-    if (isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool)
-            and random_state >= 0):
-        return int(random_state)
-    raise ParameterError("random_state", "random_state must be None, an int >= 0 or a "
-                                         f"numpy.random.Generator, got {random_state!r}")
+    return ANONYMIZE["random_state"].check(random_state)
 
 
 def noise_seed(random_state) -> int | None:

@@ -36,14 +36,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 
 import numpy as np
 import pandas as pd
 
 from . import _kernel as K
-from .errors import ParameterError
 from .kinds.base import EncodedQI
+from .options import ANONYMIZE
 
 __all__ = ["MASK_LABEL", "MASKED_CLASS", "check_suppression", "budget", "most_dropped",
            "class_costs", "choose_classes", "suppressed_rows", "suppress", "publish_suppressed",
@@ -67,10 +66,7 @@ def check_suppression(suppression) -> float:
     ...
     dmondrian.errors.ParameterError: suppression must be a fraction of the rows in [0, 1), got 1.0
     """
-    if (isinstance(suppression, bool) or not isinstance(suppression, numbers.Real)
-            or not math.isfinite(suppression) or not 0 <= suppression < 1):
-        raise ParameterError("suppression", "suppression must be a fraction of the rows in "
-                                            f"[0, 1), got {suppression!r}")
+    suppression = ANONYMIZE["suppression"].check(suppression)
     return float(suppression)
 
 

@@ -6,7 +6,6 @@ parameter or column, so a user never sees a traceback from inside numpy.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -48,12 +47,8 @@ def check_quasi_identifiers(quasi_identifiers, columns) -> list:
 
 def check_max_depth(max_depth) -> int:
     """None means unlimited (returned as -1, the kernel's convention)."""
-    if max_depth is None:
-        return -1
-    if isinstance(max_depth, bool) or not isinstance(max_depth, numbers.Integral) or max_depth < 0:
-        raise ParameterError("max_depth", f"max_depth must be None or an integer >= 0, "
-                                          f"got {max_depth!r}")
-    return int(max_depth)
+    max_depth = ANONYMIZE["max_depth"].check(max_depth)
+    return -1 if max_depth is None else max_depth
 
 
 def check_mapping(name: str, mapping, qis) -> dict:
@@ -94,9 +89,7 @@ def check_sensitive(sensitive, columns, qis):
 
 def check_max_contributions(value, name: str = "max_contributions") -> int:
     """A contribution bound of the noise (``max_contributions``, ``max_classes``): an int >= 1."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ParameterError(name, f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
+    return ANONYMIZE[name].check(value)
 
 
 @dataclass(frozen=True)

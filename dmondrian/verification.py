@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .constraints import check_k
+from .constraints import check_k, check_l
 from .errors import ParameterError
 from .identifying_check import identifying_parts
 from .metrics import check_column, class_keys, compute, is_dask
@@ -175,27 +175,17 @@ def _check_l(l_value, l_kind, c):
         raise ParameterError("c", "c is only used with l and l_kind='recursive'")
     if l_value is None:
         return None
-    if isinstance(l_value, bool) or not isinstance(l_value, numbers.Real) \
-            or not math.isfinite(l_value) or l_value < 1:
-        raise ParameterError("l", f"l must be a number >= 1, got {l_value!r}")
-    if l_kind != "entropy" and l_value != int(l_value):
-        raise ParameterError("l", f"{l_kind} l-diversity needs an integer l, got {l_value!r}")
+    l_value = check_l(l_value, l_kind)
     if l_kind == "recursive":
         if c is None:
             raise ParameterError("c", "recursive l-diversity needs c (l_kind='recursive')")
-        if isinstance(c, bool) or not isinstance(c, numbers.Real) or not math.isfinite(c) \
-                or c <= 0:
-            raise ParameterError("c", f"c must be a number > 0, got {c!r}")
+        ANONYMIZE["c"].check(c)
     return l_value
 
 
 def _check_t(t_value):
-    if t_value is None:
-        return None
-    if isinstance(t_value, bool) or not isinstance(t_value, numbers.Real) \
-            or not 0 <= t_value <= 1:
-        raise ParameterError("t", f"t must be a number in [0, 1], got {t_value!r}")
-    return float(t_value)
+    t_value = ANONYMIZE["t"].check(t_value)
+    return None if t_value is None else float(t_value)
 
 
 def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *,  # noqa: E741

@@ -225,7 +225,7 @@ BAD = {
     "unknown column": (["anonymize", "people.csv", "o.csv", "--k", "5", "--qi", "age,height"],
                        "'height' is not in people.csv"),
     "k zero": (["anonymize", "people.csv", "o.csv", "--k", "0", "--qi", "age"],
-               "k must be >= 1"),
+               "k must be an integer >= 1"),
     "k not a number": (["anonymize", "people.csv", "o.csv", "--k", "ten", "--qi", "age"],
                        "k must be an integer"),
     "k above rows": (["anonymize", "people.csv", "o.csv", "--k", "5000", "--qi", "age"],
@@ -263,7 +263,7 @@ BAD = {
     "output is input": (["anonymize", "people.csv", "people.csv", "--k", "5", "--qi", "age"],
                         "same as INPUT"),
     "negative depth": (["anonymize", "people.csv", "o.csv", "--k", "5", "--qi", "age",
-                        "--max-depth", "-1"], "--max-depth must be >= 0"),
+                        "--max-depth", "-1"], "--max-depth must be an integer >= 0"),
     "duplicate qi": (["anonymize", "people.csv", "o.csv", "--k", "5", "--qi", "age,age"],
                      "listed twice"),
     "unknown flag": (["anonymize", "people.csv", "o.csv", "--k", "5", "--qi", "age", "--fast"],
@@ -276,13 +276,13 @@ BAD = {
     "l without sensitive": (["verify", "people.csv", "--qi", "age", "--k", "2", "--l", "2"],
                             "--l needs --sensitive"),
     "t out of range": (["verify", "people.csv", "--qi", "age", "--k", "2", "--t", "1.5",
-                        "--sensitive", "income"], "t must be between 0 and 1"),
+                        "--sensitive", "income"], "--t must be a number in [0, 1]"),
     "painting without original": (["plot", "painting", "people.csv", "--qi", "age,zip", "-o",
                                    "p.png"], "give --original"),
     "painting of 3 QIs": (["plot", "painting", "people.csv", "--qi", "age,zip,sex", "-o",
                            "p.png"], "--qi must name 2 columns"),
     "bad sweep k": (["sweep", "people.csv", "--qi", "age", "--k", "2,x"],
-                    "k must be an integer, got 'x'"),
+                    "--k must be an integer >= 1, got 'x'"),
 }
 
 

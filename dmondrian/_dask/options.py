@@ -9,7 +9,6 @@ limits".
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -19,6 +18,7 @@ from ..errors import ParameterError, UnsupportedDtypeError
 from ..kinds.types import object_values
 from ..local import encode_table
 from ..noise import check_noise_dtypes, noise_seed
+from ..options import DASK_PLAN
 from ..sensitive import check_known_order, is_ordered
 from ..validation import Options, check_options
 from .memory import (
@@ -63,11 +63,7 @@ def check_dask_options(ddf, quasi_identifiers, k, leaf_rows, options) -> DaskOpt
     checked = check_options(ddf.columns, quasi_identifiers, k, index_name=ddf._meta.index.name,
                             **options)
     check_noise_dtypes(checked.noise, ddf._meta.dtypes)
-    if leaf_rows is not None and (isinstance(leaf_rows, bool)
-                                  or not isinstance(leaf_rows, numbers.Integral)
-                                  or leaf_rows < 1):
-        raise ParameterError("leaf_rows", f"leaf_rows must be None or an integer >= 1, "
-                                          f"got {leaf_rows!r}")
+    leaf_rows = DASK_PLAN["leaf_rows"].check(leaf_rows)
     # Encoding the empty meta frame raises the local engine's typed errors for
     # unsupported dtypes and kinds, and coerces hierarchy files to trees.
     probe = encode_table(ddf._meta, checked.qis, checked.hierarchies, checked.qi_kinds)

@@ -33,15 +33,14 @@ is computed by the caller, outside this watch.
 
 from __future__ import annotations
 
-import math
-import numbers
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
 from .._compat import job_progress_probe, scheduler_workers
-from ..errors import JobStalledError, ParameterError, WorkersRestartedError
+from ..errors import JobStalledError, WorkersRestartedError
+from ..options import DASK_PLAN
 
 __all__ = ["check_stall_timeout", "stall_timeout", "wait_for", "PausedWorker",
            "RESTARTS_MAX", "RESTART_TOPIC"]
@@ -66,13 +65,8 @@ def check_stall_timeout(value) -> float | None:
     ...
     dmondrian.errors.ParameterError: stall_timeout must be None or a number of seconds > 0, got 0
     """
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-            or not math.isfinite(value) or value <= 0:
-        raise ParameterError("stall_timeout", f"stall_timeout must be None or a number of "
-                                              f"seconds > 0, got {value!r}")
-    return float(value)
+    value = DASK_PLAN["stall_timeout"].check(value)
+    return None if value is None else float(value)
 
 
 @contextmanager

@@ -80,10 +80,10 @@ def release_plan_on_dask(job, release_report):
         ddf = _read(job)
         plan = job.plan
         if plan is None:
-            # As in memory: a suppression asked for is refused by the fit, not dropped.
+            # As in memory: the seed orders the rows, and a suppression asked for is
+            # refused by the fit (dmondrian.options.plan_fit_options), not dropped.
             options = {n: v for n, v in job.options(ANONYMIZE).items()
-                       if n not in ("noise", "random_state", "suppressed", "suppression")
-                       or (n == "suppression" and v != ANONYMIZE[n].default)}
+                       if ANONYMIZE[n].plan != "release"}
             plan = fit_plan(ddf, job.qis, job.args.k, batch_rows=job.args.batch_rows,
                             client=client, progress=job.progress.enabled,
                             leaf_rows=job.args.leaf_rows, **options)

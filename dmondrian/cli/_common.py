@@ -13,6 +13,7 @@ import contextlib
 import sys
 import warnings
 
+from ..errors import ParameterError
 from ..options import FORMATS, Option
 
 PROG = "dmondrian"
@@ -148,6 +149,53 @@ def add_debug(parser) -> None:
                         help="show the traceback of an error")
 
 
+def option_type(option: Option, flag: str | None = None):
+    """An argparse type: a value of a library option, checked by the option itself.
+
+    The text is read as the option's :class:`~dmondrian.options.Range` says
+    (an int when it spells one, else a float for a real option) and checked
+    by :meth:`~dmondrian.options.Option.check`, the check every entry point
+    runs, so the command line takes exactly what the library takes.
+
+    Parameters
+    ----------
+    option : dmondrian.options.Option
+        An option with a range, e.g. ``ANONYMIZE["t"]``.
+    flag : str, optional
+        The flag, as the message names it (default: the option's name with
+        dashes).
+
+    Returns
+    -------
+    callable
+        ``str -> number`` (None for ``none`` when the option takes None
+        besides its default), raising ``argparse.ArgumentTypeError``.
+
+    Examples
+    --------
+    >>> from dmondrian.options import ANONYMIZE
+    >>> option_type(ANONYMIZE["l"])("1.5"), option_type(ANONYMIZE["l"])("2")
+    (1.5, 2)
+    >>> option_type(ANONYMIZE["c"])("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: --c must be a number > 0, got '0'
+    """
+    flag = flag or f"--{option.name.replace('_', '-')}"
+    expected = f"{option.range}" + (" or 'none'" if option.none_ok else "")
+
+    def parse(text):
+        if option.none_ok and text.strip().lower() == "none":
+            return None
+        try:
+            return option.check(option.range.parse(text))
+        except (ValueError, ParameterError):
+            raise argparse.ArgumentTypeError(f"{flag} must be {expected}, got {text!r}") from None
+
+    parse.__name__ = flag  # argparse names the type in some messages
+    return parse
+
+
 def add_option(parser, option: Option, *, also: str = "", flag: str | None = None,
                **kwargs) -> argparse.Action:
     """Add the flag of a library option, its name, default, choices and help from the table.
@@ -168,7 +216,8 @@ def add_option(parser, option: Option, *, also: str = "", flag: str | None = Non
         The flag, when the command line's usual name differs from the
         option's (``--seed`` for ``random_state``).
     **kwargs
-        More ``add_argument`` keywords (``type``, ``metavar``).
+        More ``add_argument`` keywords (``metavar``, ``action``); the type is
+        :func:`option_type` when the option has a range.
 
     Returns
     -------
@@ -180,6 +229,8 @@ def add_option(parser, option: Option, *, also: str = "", flag: str | None = Non
     if option.default is not None:
         text += " (default: %(default)s)"
     flag = flag or f"--{option.name.replace('_', '-')}"
+    if option.range is not None:
+        kwargs.setdefault("type", option_type(option, flag))
     return parser.add_argument(flag, dest=option.name,
                                default=option.default, choices=option.choices, help=text,
                                **kwargs)

@@ -3,41 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import numbers
 
-from ._common import UsageError
+from ..options import K, Option, Range
+from ._common import UsageError, option_type
 
 
 def int_at_least(name: str, minimum: int):
-    """An argparse type: an integer ``>= minimum``, with a message naming the option.
-
-    Parameters
-    ----------
-    name : str
-        The option, as the message names it (``k``, ``--rows``).
-    minimum : int
-        The smallest value allowed.
-
-    Returns
-    -------
-    callable
-        ``str -> int``, raising ``argparse.ArgumentTypeError``.
+    """An argparse type: an integer ``>= minimum``, with a message naming the flag.
 
     Examples
     --------
-    >>> int_at_least("k", 1)("5")
+    >>> int_at_least("--rows", 1)("5")
     5
     """
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{name} must be >= {minimum}, got {value}")
-        return value
-
-    parse.__name__ = name  # argparse names the type in some messages
-    return parse
+    return option_type(Option(name.lstrip("-"), None, "", range=Range(numbers.Integral, minimum)),
+                       name)
 
 
 def positive_int(name: str):
@@ -50,79 +31,6 @@ def nonnegative_int(name: str):
     return int_at_least(name, 0)
 
 
-def float_where(name: str, ok, expected: str, none_ok: bool = False):
-    """An argparse type: a number for which ``ok(value)`` holds, with a message naming the option.
-
-    Parameters
-    ----------
-    name : str
-        The option, as the message names it.
-    ok : callable
-        ``float -> bool``; NaN stands for text that is no number.
-    expected : str
-        What the message says the value must be (``"a number > 0"``).
-    none_ok : bool, default False
-        Whether ``none`` is accepted too (as None).
-
-    Returns
-    -------
-    callable
-        ``str -> float`` (or None), raising ``argparse.ArgumentTypeError``.
-
-    Examples
-    --------
-    >>> float_where("--c", lambda v: v > 0, "a number > 0")("2.5")
-    2.5
-    """
-    def parse(text):
-        if none_ok and text.strip().lower() == "none":
-            return None
-        try:
-            value = float(text)
-        except ValueError:
-            value = float("nan")
-        if not ok(value):
-            raise argparse.ArgumentTypeError(f"{name} must be {expected}, got {text!r}")
-        return value
-
-    parse.__name__ = name  # argparse names the type in some messages
-    return parse
-
-
-def seconds_or_none(name: str):
-    """An argparse type: a number of seconds > 0, or ``none`` (see :func:`float_where`).
-
-    Examples
-    --------
-    >>> seconds_or_none("--stall-timeout")("90"), seconds_or_none("--stall-timeout")("none")
-    (90.0, None)
-    """
-    return float_where(name, lambda v: 0.0 < v < float("inf"),
-                       "a number of seconds > 0 or 'none'", none_ok=True)
-
-
-def fraction(name: str):
-    """An argparse type: a number between 0 and 1 (see :func:`float_where`).
-
-    Examples
-    --------
-    >>> fraction("t")("0.25")
-    0.25
-    """
-    return float_where(name, lambda v: 0.0 <= v <= 1.0, "between 0 and 1")
-
-
-def positive_float(name: str):
-    """An argparse type: a finite number > 0 (see :func:`float_where`).
-
-    Examples
-    --------
-    >>> positive_float("--c")("2.5")
-    2.5
-    """
-    return float_where(name, lambda v: 0.0 < v < float("inf"), "a number > 0")
-
-
 def k_list(text: str) -> list[int]:
     """An argparse type: comma-separated positive k's (``2,5,10``).
 
@@ -131,7 +39,7 @@ def k_list(text: str) -> list[int]:
     >>> k_list("2, 5,10")
     [2, 5, 10]
     """
-    ks = [positive_int("k")(part.strip()) for part in text.split(",") if part.strip()]
+    ks = [option_type(K, "--k")(part.strip()) for part in text.split(",") if part.strip()]
     if not ks:
         raise argparse.ArgumentTypeError("--k needs at least one value, e.g. --k 2,5,10")
     return ks

@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..errors import IdentifyingColumnWarning
-from ..options import ANONYMIZE, DASK_PLAN, FORMATS
+from ..options import ANONYMIZE, DASK_PLAN, FORMATS, PLAN_KEEPS, K
 from ..row_order import row_order_record, row_order_seed, shuffle_rows
 from . import _engines
 from ._anonymize_dask import anonymize_on_dask, release_plan_on_dask
@@ -27,6 +27,7 @@ from ._common import (
     UsageError,
     add_common,
     add_option,
+    option_type,
     require_sensitive,
     table_options,
     warning_line,
@@ -43,12 +44,8 @@ from ._inputs import (
 from ._progress import Progress
 from ._types import (
     byte_size,
-    fraction,
     noise_column,
-    nonnegative_int,
-    positive_float,
     positive_int,
-    seconds_or_none,
     split_names,
 )
 
@@ -90,7 +87,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                               formatter_class=FORMATTER, description=DESCRIPTION,
                               epilog=EXAMPLES)
     _add_input_output(p)
-    p.add_argument("-k", "--k", type=positive_int("k"),
+    p.add_argument("-k", "--k", type=option_type(K),
                    help="minimum equivalence-class size (required unless --plan)")
     add_common(p, qi_required=False)
     _add_anonymization(p)
@@ -115,12 +112,12 @@ def _add_input_output(p) -> None:
 
 def _add_anonymization(p) -> None:
     add_option(p, ANONYMIZE["sensitive"], metavar="COL", also="the manifest's report too")
-    add_option(p, ANONYMIZE["l"], type=positive_int("l"), metavar="N",
+    add_option(p, ANONYMIZE["l"], metavar="L",
                also="needs --sensitive")
     add_option(p, ANONYMIZE["l_kind"])
-    add_option(p, ANONYMIZE["c"], type=positive_float("--c"), metavar="C",
+    add_option(p, ANONYMIZE["c"], metavar="C",
                also="with --l-kind recursive")
-    add_option(p, ANONYMIZE["t"], type=fraction("t"), metavar="T", also="needs --sensitive")
+    add_option(p, ANONYMIZE["t"], metavar="T", also="needs --sensitive")
     add_option(p, ANONYMIZE["mode"])
     add_option(p, ANONYMIZE["objective"])
     add_option(p, ANONYMIZE["refine"])
@@ -128,23 +125,20 @@ def _add_anonymization(p) -> None:
     p.add_argument("--hierarchy", action="append", metavar="COL=FILE",
                    help="generalization hierarchy for a nominal QI, lines 'leaf;parent;...;*' "
                         "(repeatable)")
-    add_option(p, ANONYMIZE["max_depth"], type=nonnegative_int("--max-depth"), metavar="N")
-    add_option(p, ANONYMIZE["suppression"], type=fraction("--suppression"), metavar="F",
+    add_option(p, ANONYMIZE["max_depth"], metavar="N")
+    add_option(p, ANONYMIZE["suppression"], metavar="F",
                also="e.g. 0.02")
     add_option(p, ANONYMIZE["suppressed"])
     add_option(p, ANONYMIZE["noise"], type=noise_column, action="append",
                metavar="COL:EPS:LO:HI", also="repeatable, e.g. income:1.0:0:200000")
-    add_option(p, ANONYMIZE["random_state"], flag="--seed", type=nonnegative_int("--seed"),
-               metavar="N")
+    add_option(p, ANONYMIZE["random_state"], flag="--seed", metavar="N")
     add_option(p, ANONYMIZE["identifiers"], flag="--drop", action="append", metavar="COLS",
                also="comma-separated (repeatable)")
     add_option(p, ANONYMIZE["allow_unique"], action="append", metavar="COLS",
                also="comma-separated (repeatable)")
     add_option(p, ANONYMIZE["entity"], metavar="COL")
-    add_option(p, ANONYMIZE["max_contributions"], type=positive_int("--max-contributions"),
-               metavar="N", also="needs --entity and --noise")
-    add_option(p, ANONYMIZE["max_classes"], type=positive_int("--max-classes"),
-               metavar="N", also="needs --entity and --noise")
+    add_option(p, ANONYMIZE["max_contributions"], metavar="N", also="needs --entity and --noise")
+    add_option(p, ANONYMIZE["max_classes"], metavar="N", also="needs --entity and --noise")
 
 
 def _add_plan(group) -> None:
@@ -188,9 +182,10 @@ def _apply_plan_file(args) -> object:
     return plan
 
 
-#: Options a plan fixes: a flag that names another value contradicts it.
-_PLAN_FLAGS = ("mode", "objective", "generalization", "max_depth", "l", "t", "sensitive",
-               "entity")
+#: Options a plan fixes: a flag that names another value contradicts it. The columns
+#: dropped, allowed or added are a release's own (checked again on every table).
+_PLAN_FLAGS = tuple(name for name in PLAN_KEEPS
+                    if name not in ("identifiers", "allow_unique", "class_column"))
 
 
 def _add_engine(group) -> None:
@@ -207,9 +202,9 @@ def _add_engine(group) -> None:
                        help="start a local Dask cluster with N workers")
     group.add_argument("--memory-limit", type=byte_size, metavar="SIZE",
                        help="memory limit per local worker, e.g. 2GB")
-    add_option(group, DASK_PLAN["leaf_rows"], type=positive_int("--leaf-rows"), metavar="N",
+    add_option(group, DASK_PLAN["leaf_rows"], metavar="N",
                also="Dask engine only")
-    add_option(group, DASK_PLAN["stall_timeout"], type=seconds_or_none("--stall-timeout"),
+    add_option(group, DASK_PLAN["stall_timeout"],
                metavar="SECONDS", also="Dask engine only")
     add_option(group, DASK_PLAN["exchange"], also="Dask engine only")
 
@@ -476,8 +471,6 @@ def _release_with_plan(job: Job, df, class_col):
         plan = job.plan
         job.plan_sha256 = plan_sha256(job.args.plan)
     else:
-        options = {n: v for n, v in options.items() if n not in ("suppressed", "suppression")
-                   or v != ANONYMIZE[n].default}
         plan = fit_plan(df, job.qis, job.args.k, batch_rows=job.args.batch_rows, **options)
     plan.options["class_column"] = class_col
     try:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import time
 
+from ..options import K
 from . import _engines
-from ._common import EXIT_FAILED, EXIT_OK, FORMATTER, add_debug
+from ._common import EXIT_FAILED, EXIT_OK, FORMATTER, add_debug, option_type
 from ._inputs import metrics_api
 from ._types import nonnegative_int, positive_int
 
@@ -41,7 +42,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                               formatter_class=FORMATTER, description=DESCRIPTION,
                               epilog=EXAMPLES)
     p.add_argument("--rows", type=positive_int("--rows"), default=20_000)
-    p.add_argument("-k", "--k", type=positive_int("k"), default=10)
+    p.add_argument("-k", "--k", type=option_type(K), default=10)
     p.add_argument("--seed", type=nonnegative_int("--seed"), default=0)
     p.add_argument("--output", metavar="OUTPUT", help="also write the released table here")
     p.add_argument("--overwrite", action="store_true")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 
-from ._common import EXIT_OK, FORMATTER, UsageError, add_common
+from ..options import K
+from ._common import EXIT_OK, FORMATTER, UsageError, add_common, option_type
 from ._inputs import check_columns, read
-from ._types import positive_int, split_names
+from ._types import split_names
 
 DESCRIPTION = ("Draw a released table: the histogram of equivalence-class sizes, or the "
                "painting of its classes over two quasi-identifiers.")
@@ -38,7 +39,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("table", metavar="TABLE")
     add_common(p)
     p.add_argument("-o", "--output", required=True, metavar="PNG")
-    p.add_argument("--k", type=positive_int("k"), help="mark k on the histogram")
+    p.add_argument("--k", type=option_type(K), help="mark k on the histogram")
     p.add_argument("--original", metavar="ORIGINAL",
                    help="painting: the original table (row-aligned), drawn under the classes")
     p.add_argument("--overwrite", action="store_true", help="replace an existing PNG")

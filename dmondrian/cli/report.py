@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..options import ANONYMIZE
-from ._common import EXIT_OK, FORMATTER, add_common, add_option
+from ..options import ANONYMIZE, K
+from ._common import EXIT_OK, FORMATTER, add_common, add_option, option_type
 from ._inputs import check_columns, load_hierarchies, metrics_api, read_original, read_release
-from ._types import positive_int, split_names
+from ._types import split_names
 
 EXAMPLES = """\
 examples:
@@ -38,7 +38,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                also="the report measures its l-diversity and t-closeness")
     p.add_argument("--original", metavar="ORIGINAL",
                    help="the table before anonymization (for information loss)")
-    p.add_argument("-k", "--k", type=positive_int("k"), help="the k the release was made for")
+    p.add_argument("-k", "--k", type=option_type(K), help="the k the release was made for")
     p.add_argument("--hierarchy", action="append", metavar="COL=FILE",
                    help="hierarchy of a nominal QI, for its information loss (repeatable)")
     add_option(p, ANONYMIZE["allow_unique"], action="append", metavar="COLS",

@@ -6,10 +6,18 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..options import ANONYMIZE
-from ._common import EXIT_FAILED, EXIT_OK, FORMATTER, add_common, add_option, require_sensitive
+from ..options import ANONYMIZE, K
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    FORMATTER,
+    add_common,
+    add_option,
+    option_type,
+    require_sensitive,
+)
 from ._inputs import check_columns, metrics_api, read_release
-from ._types import fraction, positive_float, positive_int, split_names
+from ._types import split_names
 
 EXAMPLES = """\
 examples:
@@ -38,13 +46,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "violations when it is not.",
         epilog=EXAMPLES)
     p.add_argument("table", metavar="TABLE")
-    p.add_argument("-k", "--k", type=positive_int("k"), required=True)
+    p.add_argument("-k", "--k", type=option_type(K), required=True)
     add_common(p)
-    add_option(p, ANONYMIZE["l"], type=positive_int("l"), also="needs --sensitive")
+    add_option(p, ANONYMIZE["l"], also="needs --sensitive")
     add_option(p, ANONYMIZE["l_kind"])
-    add_option(p, ANONYMIZE["c"], type=positive_float("--c"), metavar="C",
+    add_option(p, ANONYMIZE["c"], metavar="C",
                also="with --l-kind recursive")
-    add_option(p, ANONYMIZE["t"], type=fraction("t"), also="needs --sensitive")
+    add_option(p, ANONYMIZE["t"], also="needs --sensitive")
     add_option(p, ANONYMIZE["sensitive"], metavar="COL")
     add_option(p, ANONYMIZE["allow_unique"], action="append", metavar="COLS",
                also="comma-separated (repeatable); any other fails the verification")

@@ -35,6 +35,7 @@ import numpy as np
 from .._dask.cut_tree import CutTree
 from .._kernel.constants import KIND_NOMINAL
 from ..errors import InfeasibleError, ParameterError
+from ..options import plan_fit_options
 from .sizing import PLAN_OPTIONS, fit_k, fit_trim
 from .tree import PlanTree, abut_cut_sides, build_tree, node_arrays
 
@@ -250,24 +251,11 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
     from .._dask.shuffle import distributed_shuffle_method, route_and_shuffle
     from ..constraints import KAnonymity
 
-    why = {"noise": ": give noise per release", "random_state": ": give it per release"}
-    for name in ("suppression", "noise", "random_state", "constraints"):
-        if options.get(name):
-            raise ParameterError(name, f"a fitted plan does not take {name!r}"
-                                       + why.get(name, ""))
-        options.pop(name, None)
-    if options.pop("refine", "none") != "none":
-        # A plan routes new rows through the cut tree; refined classes overlap
-        # and follow no cut, so they could not be routed to.
-        raise ParameterError("refine", "a fitted plan does not take refine: it routes rows "
-                                       "through the cuts, which refined classes no longer "
-                                       "follow")
+    options = plan_fit_options(options)
     if options.get("mode", "strict") != "strict":
         raise ParameterError("mode", "a plan fitted on a dask DataFrame cuts strictly (a "
                                      "relaxed cut splits ties by input position, which the "
                                      "shuffle does not keep): use mode='strict'")
-    for name in ("max_contributions", "max_classes"):  # noise options, given per release
-        options.pop(name, None)
     if batch_rows is not None and (not isinstance(batch_rows, (int, np.integer))
                                    or batch_rows < 1):
         raise ParameterError("batch_rows", f"batch_rows must be a positive integer, got "

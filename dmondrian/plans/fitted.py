@@ -20,6 +20,7 @@ from ..errors import InfeasibleError, ParameterError
 from ..identifiers import refuse_identifying, released_as_is
 from ..local import encode_table, kernel_rules, partition
 from ..noise import check_noise_dtypes, noisy_columns
+from ..options import plan_fit_options
 from ..person_keys import release_guard, warn_person_keys
 from ..qi import warn_unique_text_qis
 from ..sensitive import encode_sensitive
@@ -339,20 +340,7 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     if not isinstance(df, pd.DataFrame):
         raise ParameterError("df", f"fit_plan expects a pandas or dask DataFrame, got "
                                    f"{type(df).__name__}")
-    why = {"noise": ": give noise per release", "random_state": ": give it per release"}
-    for name in ("suppression", "noise", "random_state", "constraints"):
-        if options.get(name):
-            raise ParameterError(name, f"a fitted plan does not take {name!r}"
-                                       + why.get(name, ""))
-        options.pop(name, None)
-    if options.pop("refine", "none") != "none":
-        # A plan routes new rows through the cut tree; refined classes overlap
-        # and follow no cut, so they could not be routed to.
-        raise ParameterError("refine", "a fitted plan does not take refine: it routes rows "
-                                       "through the cuts, which refined classes no longer "
-                                       "follow")
-    for name in ("max_contributions", "max_classes"):  # noise options, given per release
-        options.pop(name, None)
+    options = plan_fit_options(options)
     opts = check_options(df.columns, quasi_identifiers, k, index_name=df.index.name, **options)
     if len(df) == 0:
         raise InfeasibleError("the table is empty: there is nothing to fit")

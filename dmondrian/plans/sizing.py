@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["LIFT_COST", "PLAN_OPTIONS", "fit_k", "fit_trim"]
+from ..options import PLAN_KEEPS as PLAN_OPTIONS
 
-#: Options a plan keeps (and writes into its file): the others are refused or
-#: belong to a release (``identifiers`` and ``allow_unique`` are checked per table).
-PLAN_OPTIONS = ("mode", "objective", "generalization", "max_depth", "class_column",
-                "l", "l_kind", "c", "t", "sensitive", "identifiers", "allow_unique", "entity")
+__all__ = ["LIFT_COST", "PLAN_OPTIONS", "fit_k", "fit_trim"]
 
 #: What a plan fitted with ``batch_rows`` counts a left-out fitted row as when it
 #: trims a leaf (:func:`dmondrian.plans.tree.nominal_trim`): the loss of one
