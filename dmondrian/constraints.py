@@ -57,6 +57,7 @@ __all__ = [
     "TCloseness",
     "check_k",
     "check_l",
+    "refuse_empty",
     "resolve_constraints",
     "kernel_privacy",
     "KernelPrivacy",
@@ -75,6 +76,32 @@ def check_k(k, n_rows: int | None = None) -> int:
             "can be k-anonymous"
         )
     return k
+
+
+def refuse_empty(n_rows: int, doing: str = "anonymize") -> None:
+    """Refuse a table of no rows, the one statement of it for every engine and plan.
+
+    Parameters
+    ----------
+    n_rows : int
+        The table's rows.
+    doing : str, default "anonymize"
+        What there is nothing to do with it ("anonymize", "fit").
+
+    Raises
+    ------
+    InfeasibleError
+        When ``n_rows`` is 0.
+
+    Examples
+    --------
+    >>> refuse_empty(0, "fit")
+    Traceback (most recent call last):
+    ...
+    dmondrian.errors.InfeasibleError: the table is empty: there is nothing to fit
+    """
+    if int(n_rows) == 0:
+        raise InfeasibleError(f"the table is empty: there is nothing to {doing}")
 
 
 def check_l(l, l_kind: str = "distinct"):  # noqa: E741 - the literature's name

@@ -55,11 +55,11 @@ from ._dask.top_phase import cut_regions
 from ._dask.unique_count import unique_rows
 from ._dask.watchdog import check_stall_timeout, stall_timeout
 from ._dask.written_check import checked_now_or_later, finish_written, refuse_written_index
-from .constraints import KAnonymity
-from .errors import IdentifyingColumnWarning, InfeasibleError
+from .constraints import KAnonymity, refuse_empty
+from .errors import IdentifyingColumnWarning
 from .identifiers import without_identifiers
 from .options import ANONYMIZE, DASK, DASK_PLAN, WRITE, takes_options
-from .row_order import row_order_seed, shuffle_partition
+from .row_order import row_order_seed, shuffle_partition, takes_shuffle
 from .staging import staged_folder
 
 __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "apply_plan",
@@ -264,8 +264,7 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     written_check = checked_now_or_later(check_in_write and check_identifying, ddf._meta,
                                          opts, identifying, person_keys)
     lap("pass 1: domain (and leaf size)")
-    if domain.n_rows == 0:
-        raise InfeasibleError("the table is empty: there is nothing to anonymize")
+    refuse_empty(domain.n_rows)
     KAnonymity(opts.k).check_table(domain.n_rows)
     key_bytes = [t.itemsize for t in key_dtypes(domain)]
     exchange = choose_exchange(exchange, ddf._meta, sizing.row_bytes, opts, key_bytes)
@@ -433,7 +432,7 @@ def anonymize_to_csv(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     seeded by ``random_state``.
     """
     kw = {"index": False, **(options.pop("write_options") or {})}
-    shuffle = kw.pop("shuffle_rows", True)
+    shuffle = takes_shuffle(kw)
     storage_options = options.pop("storage_options")
     if storage_options:
         kw["storage_options"] = storage_options

@@ -106,10 +106,29 @@ def encode_entities(values, k: int | None = None, name=None) -> EntityCodes:
         raise InvalidValueError(name, f"entity column {name!r} has {missing} missing value(s): "
                                       "whose rows they are is unknown; fill or drop them")
     n = len(uniques)
-    if k is not None and n < k:
-        raise InfeasibleError(f"the table holds {n} distinct entities in {name!r}, fewer than "
-                              f"k={k}: no release of it can hold k people per class")
+    if k is not None:
+        check_entity_count(n, k, name)
     return EntityCodes(codes.astype(np.int64, copy=False), n)
+
+
+def check_entity_count(n_entities: int, k: int, name=None) -> None:
+    """Refuse a table of fewer than ``k`` distinct entities (no class could hold k people).
+
+    The one statement of the rule, for both engines (``name``: the entity
+    column, when known).
+
+    Examples
+    --------
+    >>> check_entity_count(3, 5, "user_id")
+    Traceback (most recent call last):
+    ...
+    dmondrian.errors.InfeasibleError: the table holds 3 distinct entities in 'user_id', \
+fewer than k=5: no release of it can hold k people per class
+    """
+    if n_entities < k:
+        where = "" if name is None else f" in {name!r}"
+        raise InfeasibleError(f"the table holds {n_entities} distinct entities{where}, fewer "
+                              f"than k={k}: no release of it can hold k people per class")
 
 
 def pair_codes(entity_codes: np.ndarray, sensitive_codes: np.ndarray,

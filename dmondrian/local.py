@@ -46,9 +46,10 @@ from .constraints import (
     KAnonymity,
     KernelPrivacy,
     kernel_privacy,
+    refuse_empty,
 )
 from .entities import encode_entities, pair_counts
-from .errors import InfeasibleError, ParameterError
+from .errors import ParameterError
 from .identifiers import refuse_identifying, released_as_is
 from .noise import check_noise_dtypes, noise_groups, noisy_columns
 from .options import ANONYMIZE, takes_options
@@ -441,8 +442,7 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
                                    f"{type(df).__name__}")
     opts = check_options(df.columns, quasi_identifiers, k, index_name=df.index.name, **options)
     check_noise_dtypes(opts.noise, df.dtypes)
-    if len(df) == 0:
-        raise InfeasibleError("the table is empty: there is nothing to anonymize")
+    refuse_empty(len(df))
     for cst in opts.constraints:
         cst.check_table(len(df))
     entity = None

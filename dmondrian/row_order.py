@@ -28,8 +28,8 @@ import hashlib
 import numpy as np
 import pandas as pd
 
-__all__ = ["ROW_ORDER", "row_order_seed", "shuffle_rows", "row_permutation", "rows_digest",
-           "shuffle_partition", "row_order_record"]
+__all__ = ["ROW_ORDER", "row_order_seed", "shuffle_rows", "takes_shuffle", "row_permutation",
+           "rows_digest", "shuffle_partition", "row_order_record"]
 
 #: What the manifest says of the row order.
 ROW_ORDER = "shuffled within each file"
@@ -65,6 +65,21 @@ def row_order_seed(random_state=None) -> int:
     if random_state is None:
         return int(np.random.SeedSequence().generate_state(2, np.uint64)[0] >> np.uint64(1))
     return int(random_state)
+
+
+def takes_shuffle(write_options: dict) -> bool:
+    """Take the writers' ``shuffle_rows`` option out of ``write_options``: default True.
+
+    Every writer of the Dask engine and the plans reads it here, so its
+    default is stated once.
+
+    Examples
+    --------
+    >>> options = {"shuffle_rows": False, "compression": "zstd"}
+    >>> takes_shuffle(options), options, takes_shuffle({})
+    (False, {'compression': 'zstd'}, True)
+    """
+    return bool(write_options.pop("shuffle_rows", True))
 
 
 def shuffle_rows(frame: pd.DataFrame, seed: int, number: int = 0) -> pd.DataFrame:

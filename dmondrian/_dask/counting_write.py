@@ -21,7 +21,7 @@ import pandas as pd
 from .columns import LEAF, carried
 from .cut_tree import CutTree
 from .entity_pass import merge_smallest, some_per_leaf
-from .graph import constant, sum_arrays, tree_reduce
+from .graph import constant, partitions, sum_arrays, tree_reduce
 from .leaves import anonymize_output_partition, lazy_meta, output_meta, write_output_partition
 from .parquet_sink import ParquetSink
 from .plan import Recount, TopPlan, Verdict
@@ -220,7 +220,7 @@ def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
     from dask import delayed
 
     shuffled, verdict, plan_d = counted_shuffle(ddf, top, shuffle_method, oversized_ok)
-    parts = shuffled.to_delayed(optimize_graph=True)
+    parts = partitions(shuffled)
     sink_d = constant(sink, "sink")
     write = delayed(write_output_partition, pure=True)
     meta = output_meta(ddf._meta, top)

@@ -28,7 +28,7 @@ from ..qi import warn_unique_text
 from .cluster import run
 from .exchange import exchanged_bytes
 from .global_domain import GlobalDomain, encode_keys
-from .graph import column_partitions, tree_reduce
+from .graph import column_partitions, partitions, tree_reduce
 from .memory import check_fits, measure_workers
 from .options import LEAF_ROWS_MIN, DaskOptions, guess_row_bytes, least_row_bytes, sizing
 from .routing import row_positions, sample_below
@@ -402,7 +402,7 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     if lengths is None or opts.leaf_rows is None:
         # The first partition, read alongside the pass, gives the row size of
         # the default leaf_rows and, without known lengths, the table's size.
-        first = ddf.to_delayed()[0]
+        first = partitions(ddf)[0]
         probe = delayed(probe_first_partition, pure=True)(first)
     mem = measure_workers(client)
     # A lower bound of the row size, on the path needing less (the keys path's

@@ -31,7 +31,7 @@ import pandas as pd
 
 from .. import _kernel as K
 from ..constraints import kernel_privacy
-from ..errors import InfeasibleError
+from ..entities import check_entity_count
 from .cluster import run
 from .cut_tree import flatten, leaf_nodes, preorder, undo_failing_cuts
 from .entity_pass import entity_hashes
@@ -160,9 +160,7 @@ def keep_pair_cuts(nodes, counts: dict, sens: SensitiveDomain, opts) -> Sensitiv
         constraint.
     """
     whole, people = counts[0]
-    if people < opts.k:
-        raise InfeasibleError(f"the table holds {people} distinct entities, fewer than "
-                              f"k={opts.k}: no release of it can hold k people per class")
+    check_entity_count(people, opts.k, opts.entity)
     for cst in opts.constraints:
         cst.check_distribution(whole)
     privacy = kernel_privacy(opts.constraints, np.zeros(1, dtype=np.int64), sens.n_codes,

@@ -24,11 +24,12 @@ import pandas as pd
 from .._compat import shuffle_to_partitions
 from ..errors import ParameterError
 from ..kinds import kind_spec
+from ..options import DASK_PLAN
 from .back_codes import back_columns, back_layout, decode_back
 from .columns import PARTITION, leaf_inputs
 from .counting_write import counted_shuffle
 from .global_domain import encode_keys
-from .graph import constant
+from .graph import constant, partitions
 from .leaves import conform, label_columns, output_partition_frame
 from .memory import leaf_rows_for
 from .plan import TopPlan, Verdict
@@ -41,7 +42,7 @@ __all__ = ["EXCHANGES", "choose_exchange", "exchanged_bytes", "shipped_sizes", "
            "write_keys"]
 
 #: The values of the ``exchange`` option: None and "auto" choose by cost.
-EXCHANGES = (None, "auto", "keys", "rows")
+EXCHANGES = (None, *DASK_PLAN["exchange"].choices)
 #: The keys path moves its bytes twice (out and back), reads the QIs twice and routes
 #: every row twice; it is chosen when the whole-row path would move this many times
 #: more bytes a row.
@@ -253,8 +254,7 @@ def _by_input_partition(fn, ddf, back, *args) -> list:
     from dask import delayed
 
     task = delayed(fn, pure=True)
-    parts = ddf.to_delayed(optimize_graph=True)
-    backs = back.to_delayed(optimize_graph=True)
+    parts, backs = partitions(ddf), partitions(back)
     return [task(part, came, *args, i) for i, (part, came) in enumerate(zip(parts, backs,
                                                                              strict=True))]
 

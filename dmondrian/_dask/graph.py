@@ -9,7 +9,8 @@ import uuid
 
 import numpy as np
 
-__all__ = ["SPLIT_EVERY", "tree_reduce", "constant", "column_partitions", "sum_arrays"]
+__all__ = ["SPLIT_EVERY", "tree_reduce", "constant", "partitions", "column_partitions",
+           "sum_arrays"]
 
 #: Fan-in of a tree reduction: the client receives one merged result, never a
 #: partial per input partition.
@@ -38,8 +39,25 @@ def constant(value, what: str):
     return delayed(value, traverse=False, name=f"dmondrian-{what}-{uuid.uuid4().hex}")
 
 
+def partitions(frame) -> list:
+    """One delayed frame per partition of ``frame``, the input's partitions as they are.
+
+    The one fusion policy of every pass, of the engine and of the plans alike:
+    Dask's tuning is off, so a projected read (under a filter, say) is never
+    fused into fewer partitions. Every pass then sees the same partitions,
+    numbered alike, whatever columns it reads: a row's input position
+    (:func:`~dmondrian._dask.routing.row_positions`), the keys exchange's way
+    back to its input partition and a plan's kept nodes all pair up.
+    """
+    import dask
+
+    with dask.config.set({"optimization.tune.active": False}):
+        return frame.to_delayed(optimize_graph=True)
+
+
 def column_partitions(ddf, columns) -> list:
-    """One delayed frame of ``columns`` per partition: a pass reads only those.
+    """One delayed frame of ``columns`` per partition (:func:`partitions`): a pass reads
+    only those.
 
     All the columns, in whatever order, are the partitions as they are: a
     projection that only reorders is not pushed into the read, and costs a
@@ -47,8 +65,8 @@ def column_partitions(ddf, columns) -> list:
     """
     columns = list(dict.fromkeys(columns))
     if len(columns) == len(ddf.columns) and set(columns) == set(ddf.columns):
-        return ddf.to_delayed(optimize_graph=True)
-    return ddf[columns].to_delayed(optimize_graph=True)
+        return partitions(ddf)
+    return partitions(ddf[columns])
 
 
 def sum_arrays(*parts) -> np.ndarray:

@@ -123,13 +123,13 @@ class AnonymizedFrame(dd.DataFrame):
 
     def _dask_to_parquet(self, path, **kwargs):
         """dask's ``to_parquet``, labels written without statistics, rows shuffled."""
-        from ..row_order import row_order_seed, shuffle_partition
+        from ..row_order import row_order_seed, shuffle_partition, takes_shuffle
 
         meta = self._meta
         kwargs.setdefault("write_index", False)
         write_index = kwargs["write_index"]
         frame = self
-        if kwargs.pop("shuffle_rows", True):
+        if takes_shuffle(kwargs):
             seed = self._row_seed if self._row_seed is not None else row_order_seed()
             frame = self.map_partitions(shuffle_partition, seed, meta=meta)
         if write_index and meta.index.name is None:

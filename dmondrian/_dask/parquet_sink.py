@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from .._compat import nonempty_meta
 from ..errors import ColumnError
-from ..row_order import row_order_seed, row_permutation
+from ..row_order import row_order_seed, row_permutation, takes_shuffle
 
 __all__ = ["ParquetSink", "check_column_names", "release_schema", "release_write_options"]
 
@@ -110,7 +110,7 @@ class ParquetSink:
 
         options = dict(write_options or {})
         write_index = bool(options.pop("write_index", False))
-        shuffle = bool(options.pop("shuffle_rows", True))
+        shuffle = takes_shuffle(options)
         check_column_names(meta.columns, meta.index.name if write_index else None)
         fs, root = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
         created = not fs.exists(root)

@@ -16,7 +16,7 @@ from .._compat import shuffle_to_partitions
 from ..errors import ParameterError
 from .columns import INDEX, LEAF, PARTITION, carried, key_names, read_columns
 from .global_domain import encode_keys
-from .graph import constant
+from .graph import constant, partitions
 from .plan import TopPlan
 from .routing import route_to_partitions, row_positions
 from .shipped_keys import narrow_keys
@@ -125,7 +125,7 @@ def routed_partitions(ddf, top: TopPlan, plan_d) -> list:
     """
     from dask import delayed
 
-    parts = ddf.to_delayed(optimize_graph=True)
+    parts = partitions(ddf)
     keys = top.exchange == "keys"
     dtype = piece_dtype(top, len(parts))
     if not top.input_piece_rows:

@@ -29,7 +29,7 @@ the columns it passes through and gathers the labels by node. The nodes are
 kept on a cluster that outlives the call, while they take at most
 :data:`KEEP_SHARE` of the workers' memory; otherwise the second pass reads
 the QIs and places the rows again. Both passes read the input's partitions
-as they are (:func:`_unfused`): Dask fuses a projected read under a
+as they are (:func:`~dmondrian._dask.graph.partitions`): Dask fuses a projected read under a
 blockwise step (a filter, say) into fewer partitions, and a partition's kept
 nodes, or its first row's position that relaxed ties are split by, must pair
 with the same rows in either pass.
@@ -50,11 +50,11 @@ import pandas as pd
 from .._compat import from_delayed_named, scheduler_workers
 from .._dask.cluster import cores_per_worker, lasting_client, resolve_client, run
 from .._dask.cluster import release as release_client
-from .._dask.graph import column_partitions, constant, tree_reduce
+from .._dask.graph import column_partitions, constant, partitions, tree_reduce
 from .._dask.unique_count import unique_rows
 from .._dask.written_check import DISTINCT
 from .._kernel import thread_limit
-from ..errors import InfeasibleError
+from ..constraints import refuse_empty
 from ..identifiers import distinct_sketch, estimate_identifying, merge_distinct, refuse_identifying
 from .batch import Placing, summarize_batch
 from .release import decide, publish_rows, published_columns
@@ -286,7 +286,7 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
             check = WrittenCheck(checked) if checked else None
             sink_d = constant(sink, "sink")
             task = delayed(write_released, pure=True)
-            parts = _unfused(lambda: frame.to_delayed(optimize_graph=True))
+            parts = partitions(frame)
             results = run(cluster_client,
                           [task(sink_d, p, i, check) for i, p in enumerate(parts)],
                           progress, f"pass: publish, write {path}")
@@ -333,8 +333,7 @@ def _check_partitions(ddf, client) -> None:
 
 
 def _refuse_empty(counted) -> None:
-    if int(counted.summary.count.sum()) == 0:
-        raise InfeasibleError("the table is empty: there is nothing to anonymize")
+    refuse_empty(counted.summary.count.sum())
 
 
 @dataclass
@@ -365,7 +364,7 @@ def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked) -> 
                              if plan.options.get(name) is not None]
     # The identifying check's columns are read with the counted ones (one read).
     read = [*columns, *(c for c in checked if c in ddf.columns and c not in columns)]
-    parts = _unfused(lambda: column_partitions(ddf, read))
+    parts = column_partitions(ddf, read)
     offsets = None
     if plan.tree.cuts.has_ties:
         # Relaxed cuts split median ties by input position: each partition's first
@@ -447,7 +446,7 @@ def _publish_from_kept(plan, ddf, kept, classes, meta):
 
     # The publishing pass reads only the columns it passes through.
     rest = ddf[[c for c in ddf.columns if c in meta.columns and c not in plan.qis]]
-    parts = _unfused(lambda: rest.to_delayed(optimize_graph=True))
+    parts = partitions(rest)
     if len(parts) != len(kept):
         return None
     task = delayed(_publish_kept, pure=True)
@@ -461,7 +460,7 @@ def _publish_at_offsets(ddf, plan_d, classes, offsets, threads, meta):
     (paired explicitly, as :func:`_publish_from_kept` pairs kept nodes)."""
     from dask import delayed
 
-    parts = _unfused(lambda: ddf.to_delayed(optimize_graph=True))
+    parts = partitions(ddf)
     if len(parts) != len(offsets):
         raise RuntimeError("the publishing pass does not read the counting pass's partitions")
     task = delayed(_publish, pure=True)
@@ -499,7 +498,7 @@ def _as_release(frame, plan):
     def write(path, write_options, storage_options):
         sink = constant(ParquetSink.create(path, meta, labels, write_options, storage_options,
                                            dictionary_columns=dictionary), "sink")
-        parts = _unfused(lambda: frame.to_delayed(optimize_graph=True))
+        parts = partitions(frame)
         task = delayed(_write_partition, pure=True)
         return [task(sink, p, i) for i, p in enumerate(parts)]
 
@@ -516,14 +515,4 @@ def _written_columns(meta: pd.DataFrame, plan) -> tuple[list, list]:
 
 def _write_partition(sink, frame: pd.DataFrame, number: int) -> int:
     return sink.write(frame, number)
-
-
-def _unfused(parts):
-    """``parts()`` (delayed partitions of a frame) with Dask's tuning off: a projected read
-    is then never fused into fewer partitions, so every pass of a transform reads the
-    input's partitions, row positions and kept nodes pairing up."""
-    import dask
-
-    with dask.config.set({"optimization.tune.active": False}):
-        return parts()
 

@@ -34,7 +34,8 @@ import numpy as np
 
 from .._dask.cut_tree import CutTree
 from .._kernel.constants import KIND_NOMINAL
-from ..errors import InfeasibleError, ParameterError
+from ..constraints import refuse_empty
+from ..errors import ParameterError
 from ..options import plan_fit_options
 from .sizing import PLAN_OPTIONS, fit_k, fit_trim
 from .tree import PlanTree, abut_cut_sides, build_tree, node_arrays
@@ -247,7 +248,7 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
     """
     from .. import distributed
     from .._dask.cluster import release, resolve_client, run
-    from .._dask.graph import constant
+    from .._dask.graph import constant, partitions
     from .._dask.shuffle import distributed_shuffle_method, route_and_shuffle
     from ..constraints import KAnonymity
 
@@ -285,7 +286,7 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
         spec = constant(top, "plan")
         cost = lift_cost if trim > 1 else None
         parts = [fit(p, spec, k_fit, trim, edges, whole, cost)
-                 for p in shuffled.to_delayed(optimize_graph=True)]
+                 for p in partitions(shuffled)]
         pieces = run(cluster_client, parts, progress, "pass: fit every leaf")
     finally:
         release(owned)
@@ -333,7 +334,6 @@ def _fit_sizes(client, ddf, qis, k, batch_rows, options, progress) -> tuple:
         jobs.append(ddf[entity].nunique())
     counts = run(client, jobs, progress, "pass: rows" + (" and people" if entity else ""))
     n_rows = int(counts[0])
-    if n_rows == 0:
-        raise InfeasibleError("the table is empty: there is nothing to fit")
+    refuse_empty(n_rows, "fit")
     n_entities = int(counts[1]) if len(counts) > 1 else None
     return fit_k(k, n_rows, batch_rows, n_entities), fit_trim(n_rows, batch_rows)

@@ -14,9 +14,9 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from ..constraints import KAnonymity, kernel_privacy
+from ..constraints import KAnonymity, kernel_privacy, refuse_empty
 from ..entities import encode_entities, pair_counts
-from ..errors import InfeasibleError, ParameterError
+from ..errors import ParameterError
 from ..identifiers import refuse_identifying, released_as_is
 from ..local import encode_table, kernel_rules, partition
 from ..noise import check_noise_dtypes, noisy_columns
@@ -190,8 +190,7 @@ class FittedPlan(Placing):
             raise ParameterError("df", f"a plan releases a pandas or dask DataFrame, got "
                                        f"{type(df).__name__}")
         self._check_table(df)
-        if len(df) == 0:
-            raise InfeasibleError("the table is empty: there is nothing to anonymize")
+        refuse_empty(len(df))
         identifiers = [c for c in self.options["identifiers"] or [] if c in df.columns]
         if identifiers:
             df = df.drop(columns=identifiers)
@@ -342,8 +341,7 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
                                    f"{type(df).__name__}")
     options = plan_fit_options(options)
     opts = check_options(df.columns, quasi_identifiers, k, index_name=df.index.name, **options)
-    if len(df) == 0:
-        raise InfeasibleError("the table is empty: there is nothing to fit")
+    refuse_empty(len(df), "fit")
     if batch_rows is not None and (not isinstance(batch_rows, (int, np.integer))
                                    or batch_rows < 1):
         raise ParameterError("batch_rows", f"batch_rows must be a positive integer, got "
