@@ -17,8 +17,12 @@ import dmondrian
 from dmondrian import _kernel, distributed, options
 from dmondrian._dask import exchange
 from dmondrian._dask.graph import column_partitions, partitions
-from dmondrian.errors import InfeasibleError
+from dmondrian._kernel.constants import FLOAT_MAX, MISSING_KEY
+from dmondrian._kernel.split import column_stats_py, node_span_py, workspace
+from dmondrian.errors import InfeasibleError, InvalidValueError
+from dmondrian.local import kernel_rules
 from dmondrian.plans import fit_plan
+from dmondrian.qi import encode_qi
 from dmondrian.row_order import takes_shuffle
 
 EMPTY = "the table is empty: there is nothing to "
@@ -85,3 +89,50 @@ def test_the_dask_engine_refuses_an_empty_table_as_the_local_one(people, process
     # A plan fitted on Dask plans its top phase with the engine, which refuses first.
     with pytest.raises(InfeasibleError, match=EMPTY):
         fit_plan(empty, ["age", "zip"], 2, client=process_cluster)
+
+
+# -- one normalized span: the kernel's (node.pxd ordered_span) and the planner's ----------
+
+TINY = 5e-324
+NAT = pd.NaT
+#: (column, rows of the node, span): the edges of the rule.
+EDGES = {
+    "zero-width domain": (pd.Series([7.0, 7.0, 7.0]), slice(0, 3), 0.0),
+    "a single value": (pd.Series([1.0, 4.0, 4.0]), slice(1, 3), 0.0),
+    "only missing": (pd.Series([1.0, np.nan, np.nan]), slice(1, 3), 0.0),
+    "missing mixed in": (pd.Series([1.0, 2.0, np.nan]), slice(0, 3), 1.0),
+    # Infinities are refused when the column is encoded (test below); a range
+    # wider than a float holds is capped at the largest float, the scale too.
+    "overflowing range": (pd.Series([-1e308, 1e308, 0.0]), slice(0, 2), 1.0),
+    "half the capped range": (pd.Series([-1e308, 1e308, 0.0]), slice(1, 3), 1e308 / FLOAT_MAX),
+    "underflow": (pd.Series([-1e308, 1e308, 0.0, TINY]), slice(2, 4), TINY),
+    "NaT only": (pd.Series(pd.to_datetime(["2020-01-01", None, None])), slice(1, 3), 0.0),
+    "NaT mixed in": (pd.Series(pd.to_datetime(["2020-01-01", "2021-01-01", None])),
+                     slice(0, 3), 1.0),
+    "dates": (pd.Series(pd.to_datetime(["2020-01-01", "2020-01-03", "2020-01-05"])),
+              slice(0, 2), 0.5),
+    "ordinal": (pd.Series(pd.Categorical(["a", "b", "c"], ordered=True)), slice(1, 3), 0.5),
+}
+
+
+@pytest.mark.parametrize("edge", sorted(EDGES))
+def test_the_span_is_one_rule_at_its_edges(edge):
+    column, rows, span = EDGES[edge]
+    e = encode_qi(column)
+    keys = np.ascontiguousarray(e.keys[rows][None, :])
+    rules = kernel_rules([e], 1)
+    ws = workspace(rules.cards, (rules.ip, rules.fp, rules.q))
+    n = keys.shape[1]
+    lo, hi, miss = column_stats_py(keys, 0, 0, n, e.kernel_kind, e.card)
+    kernel = node_span_py(keys, 0, 0, n, lo, hi, miss, rules, ws)
+    present = keys[0][keys[0] != MISSING_KEY]
+    planner = e.spec.region_span(int(present.min()) if present.size else MISSING_KEY,
+                                 int(present.max()) if present.size else MISSING_KEY,
+                                 int((keys[0] == MISSING_KEY).sum()), None, e.scale,
+                                 e.kernel_kind, e.hierarchy)
+    assert kernel == planner == span, (kernel, planner)
+
+
+def test_an_infinite_qi_value_never_reaches_the_span():
+    with pytest.raises(InvalidValueError, match="infinite value"):
+        encode_qi(pd.Series([0.0, np.inf], name="x"))

@@ -28,6 +28,7 @@ from libc.stdint cimport int32_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
 from dmondrian._kernel._common cimport MISSING_KEY, i64
+from dmondrian._kernel.walk cimport goes_left
 
 cdef extern from *:
     """
@@ -214,9 +215,10 @@ cdef void _walk(Py_ssize_t s, Py_ssize_t b_n, const Step* steps, const i64* eq,
             ro = meta >> 8
             r = ranks[(ro - 1 + v) * (ro != 0)]
             v = r if ro else v
-            right = v > st.t
             if use_tie:
-                right = right & ((v != eq[nd]) | (pos[i] >= tie_before[nd]))
+                right = not goes_left(v, st.t, eq[nd], pos[i], tie_before[nd])
+            else:
+                right = v > st.t
             nd = st.left + right
             nd_buf[b] = nd
             # Read when the walk comes back to this row, a block later: by then

@@ -26,30 +26,13 @@ from ._common cimport (i64, u64, MISSING_KEY, INT_MIN, FLOAT_MAX, popcount, key_
                        KIND_NOMINAL, KIND_ORDINAL, KIND_HIERARCHY)
 from ._rules cimport (Buffers, Rules, QIRules, WorkRows, buf_row, ws_row, WS_COUNTS, WS_RANK,
                       WS_CUM, BUCKETS, MASK_CARD, P_K)
-from .node cimport is_constant, node_span, nominal_ranks, rank_at
+from .node cimport is_constant, node_span, nominal_ranks, ordered_span, rank_at
 
 
 cdef Py_ssize_t ncp_words(Py_ssize_t d) noexcept nogil:
     """int64 words of a thread's scoring memory: per-bucket statistics of
     every QI, the left costs, the running statistics and the scored QIs."""
     return (3 * d + 1) * BUCKETS + 4 * d + 1
-
-
-cdef inline double _ordered_span(i64 lo, i64 hi, i64 miss, Py_ssize_t q,
-                                 const QIRules* qi, const WorkRows* ws) noexcept nogil:
-    """node_span of an ordered QI from statistics, the common kinds inlined."""
-    cdef i64 kind = qi.kind[q]
-    cdef double scale = qi.scale[q], diff
-    if kind == KIND_HIERARCHY:
-        return node_span(NULL, 0, 0, lo, hi, miss, kind, scale, qi.hoff[q], qi.loff[q], qi, ws)
-    if scale <= 0.0 or lo == MISSING_KEY or lo == hi and miss == 0:
-        return 0.0
-    if miss > 0:
-        return 1.0
-    if kind == KIND_ORDINAL:
-        return <double>(hi - lo) / scale
-    diff = key_value(hi, kind) - key_value(lo, kind)
-    return (diff if diff < FLOAT_MAX else FLOAT_MAX) / scale
 
 
 cdef inline double _side_cost(const i64* act, Py_ssize_t n_act, const i64* alo,
@@ -68,7 +51,8 @@ cdef inline double _side_cost(const i64* act, Py_ssize_t n_act, const i64* alo,
             if qi.scale[q] > 0.0:
                 total += <double>(popcount(<u64>alo[q]) - 1) / qi.scale[q]
         else:
-            total += _ordered_span(alo[q], ahi[q], ams[q], q, qi, ws)
+            total += ordered_span(alo[q], ahi[q], ams[q], qi.kind[q], qi.scale[q], qi.hoff[q],
+                                  qi.loff[q], qi)
     return total
 
 

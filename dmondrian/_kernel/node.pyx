@@ -6,26 +6,9 @@ frequencies within the node. The ``ncp`` objective also measures the spans
 of candidate children with :func:`node_span`.
 """
 
-from ._common cimport (i64, MISSING_KEY, FLOAT_MAX, key_value, KIND_NOMINAL,
-                       KIND_HIERARCHY,
-                       KIND_ORDINAL)
+from ._common cimport i64, KIND_NOMINAL
 from ._rules cimport QIRules, WorkRows, ws_row, WS_SEEN, WS_COUNTS, WS_ORDER, WS_RANK, WS_CUM
 from .select cimport heapsort
-
-cdef extern from *:
-    """
-    /* The smallest positive double: a node with two distinct values stays
-       cuttable even when its share of a huge global range underflows. */
-    #define DM_TINY 5e-324
-    """
-    const double TINY "DM_TINY"
-
-
-cdef i64 hier_lca(i64 lo, i64 hi, i64 hoff, i64 loff, const QIRules* qi) noexcept nogil:
-    cdef i64 node = qi.h_leafnode[loff + lo]
-    while not (qi.h_lo[hoff + node] <= lo and hi <= qi.h_hi[hoff + node]):
-        node = qi.h_parent[hoff + node]
-    return node
 
 
 cdef i64 _distinct_codes(const i64* row, Py_ssize_t s, Py_ssize_t e, i64* seen) noexcept nogil:
@@ -50,33 +33,16 @@ cdef double node_span(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 lo, i64 hi
 
     ``lo``, ``hi`` and ``miss`` are the node's statistics of the QI (see
     column_stats), measured by the parent's split, so no pass over the rows
-    is needed (except for nominal QIs with many codes).
+    is needed (except for nominal QIs with many codes). Ordered QIs:
+    :func:`ordered_span`.
     """
-    cdef i64 distinct, node
-    cdef double diff, span
+    cdef i64 distinct
+    if kind != KIND_NOMINAL:
+        return ordered_span(lo, hi, miss, kind, scale, hoff, loff, qi)
     if scale <= 0.0:
         return 0.0
-    if kind == KIND_NOMINAL:
-        distinct = miss if miss >= 0 else _distinct_codes(row, s, e, ws_row(ws, WS_SEEN))
-        return <double>(distinct - 1) / scale
-    if lo == MISSING_KEY:  # only missing values: nothing to cut
-        return 0.0
-    if miss > 0:
-        # A class mixing missing and present values publishes "range or
-        # missing", which tells an analyst nothing: it costs the full penalty.
-        return 1.0
-    if lo == hi:
-        return 0.0
-    if kind == KIND_HIERARCHY:
-        node = hier_lca(lo, hi, hoff, loff, qi)
-        return <double>(qi.h_hi[hoff + node] - qi.h_lo[hoff + node]) / scale
-    if kind == KIND_ORDINAL:
-        return <double>(hi - lo) / scale
-    diff = key_value(hi, kind) - key_value(lo, kind)
-    if diff > FLOAT_MAX:  # the range of two huge floats overflows
-        diff = FLOAT_MAX
-    span = diff / scale
-    return span if span > 0.0 else TINY
+    distinct = miss if miss >= 0 else _distinct_codes(row, s, e, ws_row(ws, WS_SEEN))
+    return <double>(distinct - 1) / scale
 
 
 cdef void nominal_ranks(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 card,

@@ -12,6 +12,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 
 from dmondrian._kernel._bits cimport is_int_max, is_int_min, valid_bit
 from dmondrian._kernel._common cimport MISSING_KEY, i64, int_t, splitmix64_mix, u64
+from dmondrian._kernel.walk cimport goes_left
 
 __all__ = ["arrow_valid"]
 
@@ -301,9 +302,10 @@ def _route_rows(const i64[:, :] keys, const i64[::1] qi, const i64[::1] t, const
                     ro = step_rank[nd]
                     if ro >= 0:
                         v = ranks[ro + v]
-                    go_left = v <= step_t[nd]
                     if use_tie:
-                        go_left = go_left | ((v == eq[nd]) & (pos[i] < tie_before[nd]))
+                        go_left = goes_left(v, step_t[nd], eq[nd], pos[i], tie_before[nd])
+                    else:
+                        go_left = v <= step_t[nd]
                     node[b] = child[2 * nd + 1 - go_left]
                 if level % 8 == 7:  # a lopsided tree: stop once the block is done
                     busy = False

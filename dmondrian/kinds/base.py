@@ -21,6 +21,10 @@ from ..hierarchy import Hierarchy
 __all__ = ["QIKindSpec", "EncodedQI", "Domain", "KINDS", "kind_spec", "register", "capped_span",
            "is_dask", "is_missing", "meta_of", "MISSING_LABEL"]
 
+# The smallest positive float: a region of two values stays cuttable even when its
+# share of a huge global range underflows (the kernel's TINY, _kernel/node.pxd).
+_TINY = 5e-324
+
 #: How a missing value is written in published values.
 MISSING_LABEL = "<NA>"
 
@@ -325,13 +329,19 @@ class QIKindSpec:
         float
             0 for a constant QI or a region of missing values only, 1 for a
             region mixing missing and present values (it publishes
-            ``"[lo, hi] or <NA>"``), else the width over the scale.
+            ``"[lo, hi] or <NA>"``), else the width over the scale, never
+            below the smallest positive float when the region holds two
+            values: the rule of the kernel's ``ordered_span``
+            (``_kernel/node.pxd``), edges and all.
         """
         if scale <= 0.0 or lo == MISSING_KEY:
             return 0.0
         if n_missing > 0:
             return 1.0
-        return self.key_width(lo, hi, kernel_kind, hierarchy) / scale
+        if lo == hi:
+            return 0.0
+        span = self.key_width(lo, hi, kernel_kind, hierarchy) / scale
+        return span if span > 0.0 else _TINY
 
     def median_thresholds(self, med: int, lo: int, hi: int, hierarchy=None) -> tuple[int, int]:
         """Thresholds of the two cuts at a median key ``med`` of a region whose keys
