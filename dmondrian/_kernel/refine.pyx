@@ -30,11 +30,10 @@ import numpy as np
 from cython.parallel cimport prange
 from libc.stdlib cimport calloc, free
 
-from ._common cimport (i64, MISSING_KEY, INT_MIN, FLOAT_MAX, key_value, KIND_NOMINAL,
-                       KIND_HIERARCHY, KIND_ORDINAL)
+from ._common cimport i64, MISSING_KEY, INT_MIN, KIND_NOMINAL
 from ._rules cimport QIRules, Privacy, P_K, P_SENS_ROW, P_N_SENS, P_ENT_ROW, P_PAIR_ROW
 from .split cimport RuleArrays
-from .node cimport hier_lca
+from .node cimport ordered_span
 from .privacy cimport hist_ok
 
 cdef enum:
@@ -48,10 +47,8 @@ cdef extern from *:
     """
     /* A change must lower the block's cost by this share of it. */
     #define DM_REFINE_TOL 1e-9
-    #define DM_TINY_SPAN 5e-324
     """
     const double TOL "DM_REFINE_TOL"
-    const double TINY "DM_TINY_SPAN"
 
 
 cdef struct Block:
@@ -104,30 +101,18 @@ cdef struct Config:
 
 cdef double _span(const Config* cf, Py_ssize_t q, i64 size, i64 lo, i64 hi, i64 nmiss,
                   i64 ndist) noexcept nogil:
-    """Normalized span of QI ``q`` of a class with these statistics (as node_span)."""
+    """Normalized span of QI ``q`` of a class with these statistics (as node_span; ordered
+    QIs: node.pxd's ordered_span, the one rule)."""
     cdef const QIRules* qr = cf.qi
-    cdef i64 kind = qr.kind[q], node
-    cdef double scale = qr.scale[q], diff, span
+    cdef i64 kind = qr.kind[q]
+    cdef double scale = qr.scale[q]
     if scale <= 0.0 or size <= 0:
         return 0.0
     if kind == KIND_NOMINAL:
         return <double>(ndist - 1) / scale
-    if nmiss >= size:
+    if nmiss >= size:  # only missing values (lo, hi hold no key then)
         return 0.0
-    if nmiss > 0:
-        return 1.0
-    if lo == hi:
-        return 0.0
-    if kind == KIND_HIERARCHY:
-        node = hier_lca(lo, hi, qr.hoff[q], qr.loff[q], qr)
-        return <double>(qr.h_hi[qr.hoff[q] + node] - qr.h_lo[qr.hoff[q] + node]) / scale
-    if kind == KIND_ORDINAL:
-        return <double>(hi - lo) / scale
-    diff = key_value(hi, kind) - key_value(lo, kind)
-    if diff > FLOAT_MAX:
-        diff = FLOAT_MAX
-    span = diff / scale
-    return span if span > 0.0 else TINY
+    return ordered_span(lo, hi, nmiss, kind, scale, qr.hoff[q], qr.loff[q], qr)
 
 
 cdef i64 _count(const Block* b, const Config* cf, Py_ssize_t c, Py_ssize_t q,
