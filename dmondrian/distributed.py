@@ -267,9 +267,8 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     if domain.n_rows == 0:
         raise InfeasibleError("the table is empty: there is nothing to anonymize")
     KAnonymity(opts.k).check_table(domain.n_rows)
-    key_bytes = [t.itemsize for t in key_dtypes(domain)]
-    exchange = choose_exchange(exchange, ddf._meta, sizing.row_bytes, opts, key_bytes,
-                               domain.n_rows, ddf.npartitions)
+    key_bytes, n = [t.itemsize for t in key_dtypes(domain)], (domain.n_rows, ddf.npartitions)
+    exchange = choose_exchange(exchange, ddf._meta, sizing.row_bytes, opts, key_bytes, *n)
     shipped, leaf_rows = shipped_sizes(exchange, ddf._meta, sizing, opts, key_bytes)
     cfg = PlanConfig(opts.k, opts.mode == "relaxed", leaf_rows, opts.max_depth,
                      objective=opts.objective, sample_rows=sample_rows)
