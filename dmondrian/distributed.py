@@ -111,9 +111,9 @@ def anonymize(ddf, quasi_identifiers, k, **options):
         partition is read again and written with them in place: output
         partition ``i`` holds input partition ``i``'s rows, in input order.
         "rows": every column travels to its leaf, and output partitions are
-        runs of leaves. "auto" (or None): the path whose shuffles move fewer
-        bytes (the keys path when the other columns outweigh its two
-        exchanges; see docs/design.md, "Moving only keys"). Given the same
+        runs of leaves. "auto" (or None): the path a cost model fitted to
+        measured CPU seconds estimates cheaper, from the QIs, the other columns'
+        bytes a row and the partitions a row (docs/design.md, "Moving only keys"). Given the same
         ``leaf_rows``, the release's classes and labels are the same either
         way (the default ``leaf_rows`` is larger on the keys path).
     shuffle_method : str, optional
@@ -266,8 +266,8 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     lap("pass 1: domain (and leaf size)")
     refuse_empty(domain.n_rows)
     KAnonymity(opts.k).check_table(domain.n_rows)
-    key_bytes = [t.itemsize for t in key_dtypes(domain)]
-    exchange = choose_exchange(exchange, ddf._meta, sizing.row_bytes, opts, key_bytes)
+    key_bytes, n = [t.itemsize for t in key_dtypes(domain)], (domain.n_rows, ddf.npartitions)
+    exchange = choose_exchange(exchange, ddf._meta, sizing.row_bytes, opts, key_bytes, *n)
     shipped, leaf_rows = shipped_sizes(exchange, ddf._meta, sizing, opts, key_bytes)
     cfg = PlanConfig(opts.k, opts.mode == "relaxed", leaf_rows, opts.max_depth,
                      objective=opts.objective, sample_rows=sample_rows)

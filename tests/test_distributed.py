@@ -655,7 +655,7 @@ def test_kernel_thread_count_does_not_change_the_output(client):
 def test_leaf_ids_travel_as_the_narrowest_integer_index(client):
     df = mixed_table(3000, seed=12)
     top = D.plan(dd.from_pandas(df, npartitions=3), ["age", "zip"], 5, leaf_rows=200,
-                 client=client, allow_unique=row_ids(df))
+                 client=client, allow_unique=row_ids(df), exchange="keys")
     routed = shuffle.attach_leaf(df, top, {"number": 0})
     assert top.n_leaves > 1
     assert routed["__dm_leaf"].dtype == np.min_scalar_type(-top.n_leaves)

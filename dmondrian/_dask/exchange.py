@@ -12,8 +12,9 @@ find which of its rows each code belongs to, and gets its published values in
 place: output partition ``i`` holds input partition ``i``'s rows, and no column
 but the keys and those codes crosses the network.
 
-Which path a plan takes is chosen by the bytes each would move
-(:func:`choose_exchange`). See docs/design.md, section "Moving only keys".
+Which path a plan takes is chosen by a cost model fitted to measured CPU
+seconds of both paths on tables of several shapes (:func:`choose_exchange`,
+:data:`COST_MODEL`). See docs/design.md, section "Moving only keys".
 """
 
 from __future__ import annotations
@@ -37,16 +38,25 @@ from .routing import leaf_order, route, row_positions
 from .shuffle import route_and_shuffle, target_dtype
 from .written_check import written
 
-__all__ = ["EXCHANGES", "choose_exchange", "exchanged_bytes", "shipped_sizes", "published_meta",
+__all__ = ["EXCHANGES", "COST_MODEL", "choose_exchange", "exchange_features", "keys_saving",
+           "exchanged_bytes", "shipped_sizes", "published_meta",
            "publish_output_partition", "merge_input_partition", "anonymize_keys",
            "write_keys"]
 
 #: The values of the ``exchange`` option: None and "auto" choose by cost.
 EXCHANGES = (None, *DASK_PLAN["exchange"].choices)
-#: The keys path moves its bytes twice (out and back), reads the QIs twice and routes
-#: every row twice; it is chosen when the whole-row path would move this many times
-#: more bytes a row.
-KEYS_ADVANTAGE = 2.0
+#: The extra CPU microseconds a row costs on the keys path over the whole-row path,
+#: a linear function of :func:`exchange_features` (feature name: coefficient). The
+#: keys path reads every input partition twice, routes every row twice and runs a
+#: second shuffle (a cost per QI and per partition); the whole-row path ships the
+#: payload (a cost per payload byte). The keys' bytes, measured too, follow the
+#: QIs' number on the swept shapes and are left out. Fitted by least squares on
+#: both paths' measured CPU seconds (workers and client, medians of alternating
+#: rounds) over the shapes of ``benchmarks/exchange_sweep.py``: rerun
+#: ``python benchmarks/exchange_sweep.py --fit RESULTS.json`` and paste what it
+#: prints here. The keys path is chosen when the estimate is below zero.
+COST_MODEL = {"one": 0.648, "qis": 0.1846, "payload_bytes": -0.0155,
+              "partitions_per_mrow": 0.1118}
 #: Bytes a row's position, leaf and target partition add to the whole-row shuffle.
 ROUTING_BYTES = 8 + 4 + 8
 #: Bytes a row's piece number, leaf and target add to the keys path's way out, and
@@ -97,10 +107,49 @@ def exchanged_bytes(meta: pd.DataFrame, row_bytes: float, options, key_bytes):
     return rows, keys
 
 
+def exchange_features(meta: pd.DataFrame, row_bytes: float, options, key_bytes,
+                      n_rows: int, n_partitions: int) -> dict:
+    """What the cost model (:data:`COST_MODEL`) reads, all known before the choice.
+
+    Parameters
+    ----------
+    meta : pandas.DataFrame
+        The input's empty frame (its dtypes).
+    row_bytes : float
+        A row's in-memory size (measured on the first partition, else guessed).
+    options
+        The plan's options (its ``qis``).
+    key_bytes : float or sequence of float
+        The bytes of each QI's shipped key, or their total.
+    n_rows, n_partitions : int
+        Rows and input partitions of the table.
+
+    Returns
+    -------
+    dict
+        ``one`` (1), ``qis`` (their number), ``key_bytes`` (the keys' total),
+        ``payload_bytes`` (a row's in-memory bytes but its QIs': what only the
+        whole-row path ships) and ``partitions_per_mrow`` (input partitions a
+        million rows: the keys path's fixed costs per partition, spread on the rows).
+    """
+    qis = list(options.qis)
+    keys = float(key_bytes) if np.ndim(key_bytes) == 0 else float(sum(key_bytes))
+    payload = max(float(row_bytes) - _columns_bytes(meta, qis), 0.0)
+    return {"one": 1.0, "qis": float(len(qis)), "key_bytes": keys, "payload_bytes": payload,
+            "partitions_per_mrow": 1e6 * max(int(n_partitions), 1) / max(int(n_rows), 1)}
+
+
+def keys_saving(features: dict, model: dict | None = None) -> float:
+    """CPU microseconds a row the keys path is estimated to save over the whole-row
+    path (negative: it costs more), from :func:`exchange_features`."""
+    model = COST_MODEL if model is None else model
+    return -sum(coef * features[name] for name, coef in model.items())
+
+
 def choose_exchange(requested, meta: pd.DataFrame, row_bytes: float, options,
-                    key_bytes) -> str:
-    """"keys" or "rows": as ``requested``, else the path whose shuffles move fewer bytes,
-    the keys path only when it saves :data:`KEYS_ADVANTAGE` times its bytes.
+                    key_bytes, n_rows: int = 1, n_partitions: int = 1) -> str:
+    """"keys" or "rows": as ``requested``, else the path the cost model
+    (:data:`COST_MODEL`, :func:`keys_saving`) estimates cheaper in CPU seconds.
 
     Examples
     --------
@@ -108,15 +157,17 @@ def choose_exchange(requested, meta: pd.DataFrame, row_bytes: float, options,
     >>> opts = SimpleNamespace(qis=["age"], kinds=["numeric"], generalization="range",
     ...                        sensitive=None, entity=None, noise=[], class_column=None)
     >>> meta = pd.DataFrame({"age": pd.Series([], dtype="int64")})
-    >>> choose_exchange(None, meta, 870.0, opts, 1.0), choose_exchange(None, meta, 8.0, opts, 1.0)
-    ('keys', 'rows')
+    >>> choose_exchange(None, meta, 870.0, opts, 1.0, 10**6, 4)
+    'keys'
+    >>> choose_exchange(None, meta, 16.0, opts, 1.0, 10**6, 4)
+    'rows'
     >>> choose_exchange("keys", meta, 8.0, opts, 1.0)
     'keys'
     """
     if requested is not None:
         return requested
-    rows, keys = exchanged_bytes(meta, row_bytes, options, key_bytes)
-    return "keys" if rows >= KEYS_ADVANTAGE * keys else "rows"
+    features = exchange_features(meta, row_bytes, options, key_bytes, n_rows, n_partitions)
+    return "keys" if keys_saving(features) > 0 else "rows"
 
 
 def shipped_sizes(exchange: str, meta: pd.DataFrame, sizing, options, key_bytes
