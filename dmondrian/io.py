@@ -411,27 +411,39 @@ def atomic_output(url: str, *, directory: bool = False, overwrite: bool = False
 
 def _publish_objects(fs, tmp: str, path: str, directory: bool) -> None:
     """Copy the objects under ``tmp`` to ``path`` (and ``_SUCCESS`` last), then delete ``tmp``."""
+    copy_objects(fs, tmp, path, directory)
+    if directory:
+        try:
+            fs.pipe(f"{path}/{SUCCESS_MARKER}", b"")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                fs.rm(path, recursive=True)
+            raise
+    fs.rm(tmp, recursive=directory)
+
+
+def copy_objects(fs, source: str, target: str, directory: bool) -> None:
+    """Copy the file ``source``, or every object under the folder ``source`` (its
+    ``_SUCCESS`` last), to ``target``: an object store has no rename. A failed copy
+    removes what it made, so ``target`` never holds part of a folder."""
     if not directory:
-        fs.copy(tmp, path)
-        fs.rm(tmp)
+        fs.copy(source, target)
         return
     # Other processes (Dask workers) wrote the objects: no listing cached here is current.
-    fs.invalidate_cache(tmp)
-    sources = sorted(fs.find(tmp))
+    fs.invalidate_cache(source)
+    objects = sorted(fs.find(source), key=lambda p: (p.endswith("/" + SUCCESS_MARKER), p))
     copied = []
     try:
-        for source in sources:
-            target = path + source[len(tmp):]
-            fs.copy(source, target)
-            copied.append(target)
-        fs.pipe(f"{path}/{SUCCESS_MARKER}", b"")
+        for obj in objects:
+            dest = target + obj[len(source):]
+            fs.copy(obj, dest)
+            copied.append(dest)
     except BaseException:
         with contextlib.suppress(Exception):
             if copied:
                 fs.rm(copied)
         raise
-    fs.rm(tmp, recursive=True)
-    fs.invalidate_cache(path)
+    fs.invalidate_cache(target)
 
 
 def write_table(df: pd.DataFrame, url: str, format: str | None = None, *,

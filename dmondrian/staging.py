@@ -49,7 +49,7 @@ import os
 import uuid
 from collections.abc import Iterator
 
-from .io import SUCCESS_MARKER, OutputError, _check_output, _is_local, _one_line
+from .io import SUCCESS_MARKER, OutputError, _check_output, _is_local, _one_line, copy_objects
 
 __all__ = ["Stage", "staged_release", "staged_folder", "STAGING_TAG", "checkpoint"]
 
@@ -236,7 +236,7 @@ class Stage:
             if local:
                 os.replace(self.data, self.path)
             else:
-                _copy_objects(fs, self.data, self.path, self.directory)
+                copy_objects(fs, self.data, self.path, self.directory)
             checkpoint("moved")
             if local:
                 os.replace(self.manifest_staged, self.manifest)
@@ -268,7 +268,7 @@ class Stage:
                 os.makedirs(self.data)
             os.replace(self.data, self.path)
         else:
-            _copy_objects(fs, self.data, self.path, self.directory)
+            copy_objects(fs, self.data, self.path, self.directory)
 
     def close(self, remove: bool) -> None:
         """Release the lock; remove the staging folder when ``remove``."""
@@ -379,25 +379,3 @@ def _listing(fs, path: str) -> dict:
     base = path.rstrip("/")
     return {p[len(base) + 1:]: int(info["size"])
             for p, info in fs.find(path, detail=True).items()}
-
-
-def _copy_objects(fs, source: str, target: str, directory: bool) -> None:
-    """Copy a staged file, or every object of a staged folder (``_SUCCESS`` last), to
-    ``target`` (an object store has no rename). A failed copy removes what it made."""
-    if not directory:
-        fs.copy(source, target)
-        return
-    fs.invalidate_cache(source)
-    objects = sorted(fs.find(source), key=lambda p: (p.endswith("/" + SUCCESS_MARKER), p))
-    copied = []
-    try:
-        for obj in objects:
-            dest = target + obj[len(source):]
-            fs.copy(obj, dest)
-            copied.append(dest)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            if copied:
-                fs.rm(copied)
-        raise
-    fs.invalidate_cache(target)

@@ -19,12 +19,15 @@ from dmondrian.synthetic import make_census
 OBJECTIVES = ["dm", "ncp"]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tables(), st.sampled_from(OBJECTIVES), st.sampled_from([None, 2]))
-def test_every_objective_keeps_the_invariants(case, objective, l_div):
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables(), st.sampled_from(["balanced", *OBJECTIVES]), st.sampled_from([None, 2]),
+       st.sampled_from(["none", "local"]))
+def test_every_objective_keeps_the_invariants(case, objective, l_div, refine):
+    """Each objective, refined by moves and swaps (refine="local") or not."""
     df, qis, k, mode = case
     hierarchies = {"h": JOB_TREE} if "h" in qis else None
-    options = dict(mode=mode, objective=objective, hierarchies=hierarchies, class_column="cls")
+    options = dict(mode=mode, objective=objective, hierarchies=hierarchies, class_column="cls",
+                   refine=refine)
     if l_div is not None and len(df) < l_div:
         l_div = None  # a table of one row cannot be 2-diverse
     if l_div is not None:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from checks import assert_valid_release
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_local_properties import JOB_TREE, tables
 
 import dmondrian
 from dmondrian.datasets import ADULT_QUASI_IDENTIFIERS
@@ -17,25 +15,8 @@ from dmondrian.metrics import ncp
 from dmondrian.plans import fit_plan
 from dmondrian.synthetic import make_census
 
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tables(), st.sampled_from(["balanced", "ncp"]), st.sampled_from([None, 2]))
-def test_refined_releases_keep_the_invariants(case, objective, l_div):
-    df, qis, k, mode = case
-    hierarchies = {"h": JOB_TREE} if "h" in qis else None
-    options = dict(mode=mode, objective=objective, hierarchies=hierarchies, class_column="cls",
-                   refine="local")
-    if l_div is not None and len(df) < l_div:
-        l_div = None  # a table of one row cannot be 2-diverse
-    if l_div is not None:
-        df = df.assign(s=np.arange(len(df)) % 3)
-        options.update(sensitive="s", l=l_div)
-    out = dmondrian.anonymize(df, qis, k, **options)
-    # rows in = rows out, every class >= k, each label contains its rows' values
-    assert_valid_release(df, out, qis, k, hierarchies=hierarchies, class_column="cls")
-    if l_div is not None:
-        assert out.groupby("cls")["s"].nunique().min() >= l_div
-    pd.testing.assert_frame_equal(out, dmondrian.anonymize(df, qis, k, **options))
+# The invariants of every objective refined or not (every class >= k, each label holds its
+# rows' values, rows in = rows out, determinism) are tested in test_objectives.py.
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
