@@ -49,6 +49,7 @@ cdef extern from *:
     #define DM_REFINE_TOL 1e-9
     """
     const double TOL "DM_REFINE_TOL"
+    int popcount "__builtin_popcountll" (unsigned long long) nogil
 
 
 cdef struct Block:
@@ -73,6 +74,7 @@ cdef struct Block:
     i64* nmiss            # (cap, d) missing keys (ordered kinds)
     i64* ndist            # (cap, d) distinct codes (nominal kinds)
     i64* cnt              # (cap, nom) per-code counts of the dense nominal QIs
+    unsigned long long* codes  # (cap, d) the codes present, nominal QIs of up to 64 codes
     double* cost          # (cap,)
     double* red           # (m,) each row's _reduction
     i64* keep             # (m,) the refined Mondrian classes, while k-member is tried
@@ -80,6 +82,11 @@ cdef struct Block:
     double* nbd           # their distances
     i64* nbn              # (cap,) how many
     i64* free             # (m,) rows no k-member class holds yet
+    double* lb            # (m,) a lower bound of the cost of a class with each free row
+    i64* fresh            # (m,) the k-member step lb was computed at
+    i64* heap             # (m,) the free rows, a binary heap on (lb, row)
+    double* dist          # (cap, cap) the classes' distances, kept between passes
+    i64* dirty            # (cap,) classes changed since their distances were computed
     # checks with an entity or a sensitive constraint
     i64* ent_l           # (m,) block-local entity and pair codes
     i64* pair_l
@@ -93,6 +100,7 @@ cdef struct Config:
     const QIRules* qi
     const Privacy* priv
     const i64* noff       # offset of each dense nominal QI into a class's counts, -1 otherwise
+    const i64* small      # whether each QI is nominal with up to 64 codes (a bit set per class)
     Py_ssize_t nom        # counts per class
     i64 k
     bint general          # an entity or a sensitive constraint: check rows, not sizes
@@ -186,6 +194,10 @@ cdef void _refresh(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
         at = c * d + q
         row = b.x + q * b.m
         if cf.qi.kind[q] == KIND_NOMINAL:
+            if cf.small[q]:
+                b.codes[at] = 0
+                for j in range(b.size[c]):
+                    b.codes[at] |= (<unsigned long long>1) << row[mem[j]]
             if cf.noff[q] < 0:
                 # Each code once, as 1 / its rows per row: the rare large-domain case.
                 share = 0.0
@@ -224,6 +236,7 @@ cdef void _refresh(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
         b.hi2[at] = hi2
         b.nmiss[at] = nmiss
     b.cost[c] = _cost_changed(b, cf, c, -1, -1)
+    b.dirty[c] = 1
 
 
 cdef void _add(Block* b, const Config* cf, Py_ssize_t c, i64 r) noexcept nogil:
@@ -326,6 +339,11 @@ cdef double _distance(const Block* b, const Config* cf, Py_ssize_t a, Py_ssize_t
     for q in range(d):
         x = a * d + q
         y = c * d + q
+        if cf.small[q]:
+            total += (_span(cf, q, 2, 0, 0, 0, popcount(b.codes[x] | b.codes[y]))
+                      - 0.5 * (_span(cf, q, 1, 0, 0, 0, b.ndist[x])
+                               + _span(cf, q, 1, 0, 0, 0, b.ndist[y])))
+            continue
         if cf.qi.kind[q] == KIND_NOMINAL:
             # c's codes and a's absent from c: each absent code is counted once,
             # as 1 / (its rows in a) per row of a holding it.
@@ -348,10 +366,22 @@ cdef double _distance(const Block* b, const Config* cf, Py_ssize_t a, Py_ssize_t
 
 cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
     """Each class's NEIGHBOURS nearest classes (ties by class id)."""
-    cdef Py_ssize_t a, c, t, n
+    cdef Py_ssize_t a, c, t, n, cap = b.cap
     cdef double g
     cdef i64* nb
     cdef double* nbd
+    # The distance is symmetric and changes only with the two classes: only the
+    # pairs with a class changed since the last call are computed again.
+    for a in range(b.ncl):
+        if not b.dirty[a]:
+            continue
+        for c in range(b.ncl):
+            if c != a and not (b.dirty[c] and c < a):
+                g = _distance(b, cf, a, c)
+                b.dist[a * cap + c] = g
+                b.dist[c * cap + a] = g
+    for a in range(b.ncl):
+        b.dirty[a] = 0
     for a in range(b.ncl):
         nb = b.nb + a * NEIGHBOURS
         nbd = b.nbd + a * NEIGHBOURS
@@ -359,7 +389,7 @@ cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
         for c in range(b.ncl):
             if c == a:
                 continue
-            g = _distance(b, cf, a, c)
+            g = b.dist[a * cap + c]
             if n == NEIGHBOURS and g >= nbd[n - 1]:
                 continue
             t = n if n < NEIGHBOURS else NEIGHBOURS - 1
@@ -386,8 +416,10 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
         for c in range(b.ncl):
             base += b.cost[c]
         tol = TOL * base + 1e-300
-        for i in range(b.m):
-            b.red[i] = _reduction(b, cf, i)
+        if p == 0:
+            # Later passes find them current: each change updates its two classes'.
+            for i in range(b.m):
+                b.red[i] = _reduction(b, cf, i)
         _neighbours(b, cf)
         for i in range(b.m):
             a = b.cl[i]
@@ -478,6 +510,26 @@ cdef double _total(const Block* b) noexcept nogil:
     return total
 
 
+cdef inline bint _before(const Block* b, i64 x, i64 y) noexcept nogil:
+    return b.lb[x] < b.lb[y] or (b.lb[x] == b.lb[y] and x < y)
+
+
+cdef void _sift_down(Block* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t child
+    cdef i64 x = b.heap[i]
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and _before(b, b.heap[child + 1], b.heap[child]):
+            child += 1
+        if not _before(b, b.heap[child], x):
+            break
+        b.heap[i] = b.heap[child]
+        i = child
+    b.heap[i] = x
+
+
 cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
     """Greedy k-member clustering of the block's rows; False if a class fails the constraint.
 
@@ -486,7 +538,8 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
     left over join the class they widen least.
     """
     cdef Py_ssize_t i, x, c, best_x, far
-    cdef i64 n_free = b.m, seed = 0
+    cdef i64 n_free = b.m, seed = 0, step
+    cdef Py_ssize_t n_heap
     cdef double g, best_g, far_g
     for i in range(b.m):
         b.free[i] = 1
@@ -503,18 +556,35 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
         for x in range(b.m):
             if b.free[x]:
                 g = _cost_changed(b, cf, c, -1, x)
+                b.lb[x] = g
+                b.fresh[x] = 0
                 if g > far_g:
                     far_g = g
                     far = x
+        step = 0
+        n_heap = 0
+        for x in range(b.m):
+            if b.free[x]:
+                b.heap[n_heap] = x
+                n_heap += 1
+        for i in range(n_heap // 2 - 1, -1, -1):
+            _sift_down(b, i, n_heap)
         while n_free > 0 and not _passes(b, cf, c, -1, -1):
-            best_x = -1
-            best_g = 0.0
-            for x in range(b.m):
-                if b.free[x]:
-                    g = _cost_changed(b, cf, c, -1, x)
-                    if best_x < 0 or g < best_g:
-                        best_g = g
-                        best_x = x
+            # A class's cost with a row only grows as the class takes rows, so a
+            # cost computed at an earlier step bounds it from below: only the row
+            # with the smallest bound is evaluated again, until that bound is
+            # current (lazy greedy; the same row as evaluating every one, ties to
+            # the first).
+            while b.fresh[b.heap[0]] != step:
+                best_x = b.heap[0]
+                b.lb[best_x] = _cost_changed(b, cf, c, -1, best_x)
+                b.fresh[best_x] = step
+                _sift_down(b, 0, n_heap)
+            best_x = b.heap[0]
+            n_heap -= 1
+            b.heap[0] = b.heap[n_heap]
+            _sift_down(b, 0, n_heap)
+            step += 1
             _add(b, cf, c, best_x)
             b.free[best_x] = 0
             n_free -= 1
@@ -643,8 +713,8 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     cdef Py_ssize_t m = e - s, d = cf.qi.d, at = 0
     # One zeroed arena for every array (the marks must start at zero); doubles
     # are 8 bytes as the int64 words are.
-    cdef Py_ssize_t words = (d * m + 9 * m + cap * (m + 2 + 8 * d + cf.nom + 2 * NEIGHBOURS + 1)
-                             + n_sens + 40)
+    cdef Py_ssize_t words = (d * m + 12 * m + cap * (m + 2 + 9 * d + cf.nom + 2 * NEIGHBOURS + 2)
+                             + cap * cap + n_sens + 50)
     cdef i64* arena = <i64*>calloc(words, sizeof(i64))
     if arena == NULL:
         return -1
@@ -664,10 +734,16 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     b.nmiss = _take(arena, &at, cap * d)
     b.ndist = _take(arena, &at, cap * d)
     b.cnt = _take(arena, &at, cap * cf.nom)
+    b.codes = <unsigned long long*>_take(arena, &at, cap * d)
     b.cost = <double*>_take(arena, &at, cap)
     b.red = <double*>_take(arena, &at, m)
     b.keep = _take(arena, &at, m)
     b.free = _take(arena, &at, m)
+    b.lb = <double*>_take(arena, &at, m)
+    b.fresh = _take(arena, &at, m)
+    b.heap = _take(arena, &at, m)
+    b.dist = <double*>_take(arena, &at, cap * cap)
+    b.dirty = _take(arena, &at, cap)
     b.nb = _take(arena, &at, cap * NEIGHBOURS)
     b.nbd = <double*>_take(arena, &at, cap * NEIGHBOURS)
     b.nbn = _take(arena, &at, cap)
@@ -727,11 +803,14 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     if n == 0 or block_rows < 2 or passes < 1:
         return 0
     noff = np.full(d + 1, -1, dtype=np.int64)
+    small = np.zeros(d + 1, dtype=np.int64)
     for q in range(d):
         if rules.kinds[q] == KIND_NOMINAL and 0 < rules.cards[q] <= DENSE_CODES:
             noff[q] = nom
             nom += rules.cards[q]
+            small[q] = rules.cards[q] <= 64
     cdef const i64[::1] nv = noff
+    cdef const i64[::1] sv = small
     # Blocks: runs of consecutive classes of at most block_rows rows in all.
     starts = np.flatnonzero(class_start)
     sizes = np.diff(np.append(starts, n))
@@ -761,6 +840,7 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     cf.qi = &config.rules.qi
     cf.priv = &config.rules.priv
     cf.noff = &nv[0]
+    cf.small = &sv[0]
     cf.nom = nom
     cf.k = k
     cf.general = (config.rules.priv.ip[P_ENT_ROW] >= 0 or config.rules.priv.ip[P_SENS_ROW] >= 0)
