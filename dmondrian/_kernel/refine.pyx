@@ -87,6 +87,10 @@ cdef struct Block:
     i64* heap             # (m,) the free rows, a binary heap on (lb, row)
     double* dist          # (cap, cap) the classes' distances, kept between passes
     i64* dirty            # (cap,) classes changed since their distances were computed
+    i64 clock             # _improve's count of changes, for the three stamps below
+    i64* changed_at       # (cap,) when each class last changed
+    i64* nb_changed_at    # (cap,) when its nearest classes last changed
+    i64* seen_at          # (m,) when each row was last found to have no change that pays
     # checks with an entity or a sensitive constraint
     i64* ent_l           # (m,) block-local entity and pair codes
     i64* pair_l
@@ -370,6 +374,9 @@ cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
     cdef double g
     cdef i64* nb
     cdef double* nbd
+    cdef i64 old[NEIGHBOURS]
+    cdef Py_ssize_t old_n
+    cdef bint same
     # The distance is symmetric and changes only with the two classes: only the
     # pairs with a class changed since the last call are computed again.
     for a in range(b.ncl):
@@ -385,6 +392,9 @@ cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
     for a in range(b.ncl):
         nb = b.nb + a * NEIGHBOURS
         nbd = b.nbd + a * NEIGHBOURS
+        old_n = b.nbn[a]
+        for t in range(old_n):
+            old[t] = nb[t]
         n = 0
         for c in range(b.ncl):
             if c == a:
@@ -402,6 +412,12 @@ cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
             if n < NEIGHBOURS:
                 n += 1
         b.nbn[a] = n
+        same = n == old_n
+        for t in range(n):
+            if same and nb[t] != old[t]:
+                same = False
+        if not same:
+            b.nb_changed_at[a] = b.clock
 
 
 cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
@@ -409,8 +425,19 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
     cdef Py_ssize_t p, i, j, jj, c, t, best_j, best_c
     cdef i64 a, bc, made = 0, pass_made
     cdef double base, tol, wo, g, best
-    cdef bint can_leave
+    cdef bint can_leave, current
+    # A row is evaluated again only once its class, its class's nearest classes
+    # or that list changed since it was last found to have no change that pays
+    # (the evaluation depends on nothing else but the tolerance, which only
+    # shrinks by a share of the gains made).
+    b.clock = 1
+    for c in range(b.ncl):
+        b.changed_at[c] = 1
+        b.nbn[c] = 0
+    for i in range(b.m):
+        b.seen_at[i] = 0
     for p in range(cf.passes):
+        b.clock += 1
         pass_made = 0
         base = 0.0
         for c in range(b.ncl):
@@ -423,6 +450,12 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
         _neighbours(b, cf)
         for i in range(b.m):
             a = b.cl[i]
+            current = b.changed_at[a] <= b.seen_at[i] and b.nb_changed_at[a] <= b.seen_at[i]
+            for t in range(b.nbn[a]):
+                if b.changed_at[b.nb[a * NEIGHBOURS + t]] > b.seen_at[i]:
+                    current = False
+            if current:
+                continue
             best = tol
             best_j = -1
             best_c = -1
@@ -464,7 +497,11 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
                 _remove(b, cf, i)
                 _add(b, cf, bc, i)
             else:
+                b.seen_at[i] = b.clock
                 continue
+            b.clock += 1
+            b.changed_at[a] = b.clock
+            b.changed_at[bc] = b.clock
             _refresh(b, cf, a)
             _refresh(b, cf, bc)
             _update_reductions(b, cf, a)
@@ -713,7 +750,7 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     cdef Py_ssize_t m = e - s, d = cf.qi.d, at = 0
     # One zeroed arena for every array (the marks must start at zero); doubles
     # are 8 bytes as the int64 words are.
-    cdef Py_ssize_t words = (d * m + 12 * m + cap * (m + 2 + 9 * d + cf.nom + 2 * NEIGHBOURS + 2)
+    cdef Py_ssize_t words = (d * m + 13 * m + cap * (m + 4 + 9 * d + cf.nom + 2 * NEIGHBOURS + 2)
                              + cap * cap + n_sens + 50)
     cdef i64* arena = <i64*>calloc(words, sizeof(i64))
     if arena == NULL:
@@ -744,6 +781,9 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     b.heap = _take(arena, &at, m)
     b.dist = <double*>_take(arena, &at, cap * cap)
     b.dirty = _take(arena, &at, cap)
+    b.changed_at = _take(arena, &at, cap)
+    b.nb_changed_at = _take(arena, &at, cap)
+    b.seen_at = _take(arena, &at, m)
     b.nb = _take(arena, &at, cap * NEIGHBOURS)
     b.nbd = <double*>_take(arena, &at, cap * NEIGHBOURS)
     b.nbn = _take(arena, &at, cap)
