@@ -111,7 +111,7 @@ cdef struct Config:
     Py_ssize_t passes
 
 
-cdef double _span(const Config* cf, Py_ssize_t q, i64 size, i64 lo, i64 hi, i64 nmiss,
+cdef inline double _span(const Config* cf, Py_ssize_t q, i64 size, i64 lo, i64 hi, i64 nmiss,
                   i64 ndist) noexcept nogil:
     """Normalized span of QI ``q`` of a class with these statistics (as node_span; ordered
     QIs: node.pxd's ordered_span, the one rule)."""
@@ -127,7 +127,7 @@ cdef double _span(const Config* cf, Py_ssize_t q, i64 size, i64 lo, i64 hi, i64 
     return ordered_span(lo, hi, nmiss, kind, scale, qr.hoff[q], qr.loff[q], qr)
 
 
-cdef i64 _count(const Block* b, const Config* cf, Py_ssize_t c, Py_ssize_t q,
+cdef inline i64 _count(const Block* b, const Config* cf, Py_ssize_t c, Py_ssize_t q,
                 i64 code) noexcept nogil:
     """Rows of class ``c`` whose nominal QI ``q`` holds ``code``."""
     cdef Py_ssize_t j
@@ -141,7 +141,7 @@ cdef i64 _count(const Block* b, const Config* cf, Py_ssize_t c, Py_ssize_t q,
     return n
 
 
-cdef double _cost_changed(const Block* b, const Config* cf, Py_ssize_t c, i64 out,
+cdef inline double _cost_changed(const Block* b, const Config* cf, Py_ssize_t c, i64 out,
                           i64 inn) noexcept nogil:
     """Cost of class ``c`` without row ``out`` and with row ``inn`` (-1: none)."""
     cdef Py_ssize_t q, d = b.d, at
