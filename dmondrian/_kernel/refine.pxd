@@ -39,6 +39,7 @@ cdef struct Block:
     i64* cnt              # (cap, nom) per-code counts of the dense nominal QIs
     unsigned long long* codes  # (cap, d) the codes present, nominal QIs of up to 64 codes
     double* cost          # (cap,)
+    double* spans         # (cap,) the sum of the class's spans, for the distances
     double* red           # (m,) each row's _reduction
     i64* keep             # (m,) the refined Mondrian classes, while k-member is tried
     i64* nb               # (cap, NEIGHBOURS) each class's nearest classes

@@ -93,6 +93,14 @@ cdef void _refresh(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
         b.hi2[at] = hi2
         b.nmiss[at] = nmiss
     b.cost[c] = _cost_changed(b, cf, c, -1, -1)
+    share = 0.0
+    for q in range(d):
+        at = c * d + q
+        if cf.qi.kind[q] == KIND_NOMINAL:
+            share += _span(cf, q, 1, 0, 0, 0, b.ndist[at])
+        else:
+            share += _span(cf, q, b.size[c], b.lo[at], b.hi[at], b.nmiss[at], 0)
+    b.spans[c] = share
     b.dirty[c] = 1
 
 
@@ -197,9 +205,7 @@ cdef double _distance(const Block* b, const Config* cf, Py_ssize_t a, Py_ssize_t
         x = a * d + q
         y = c * d + q
         if cf.small[q]:
-            total += (_span(cf, q, 2, 0, 0, 0, popcount(b.codes[x] | b.codes[y]))
-                      - 0.5 * (_span(cf, q, 1, 0, 0, 0, b.ndist[x])
-                               + _span(cf, q, 1, 0, 0, 0, b.ndist[y])))
+            total += _span(cf, q, 2, 0, 0, 0, popcount(b.codes[x] | b.codes[y]))
             continue
         if cf.qi.kind[q] == KIND_NOMINAL:
             # c's codes and a's absent from c: each absent code is counted once,
@@ -209,16 +215,13 @@ cdef double _distance(const Block* b, const Config* cf, Py_ssize_t a, Py_ssize_t
                 v = b.x[q * b.m + b.mem[a * b.m + j]]
                 if _count(b, cf, c, q, v) == 0:
                     dist += 1.0 / <double>_count(b, cf, a, q, v)
-            total += (_span(cf, q, 2, 0, 0, 0, <i64>(dist + 0.5))
-                      - 0.5 * (_span(cf, q, 1, 0, 0, 0, b.ndist[x])
-                               + _span(cf, q, 1, 0, 0, 0, b.ndist[y])))
+            total += _span(cf, q, 2, 0, 0, 0, <i64>(dist + 0.5))
             continue
         lo = b.lo[x] if b.lo[x] < b.lo[y] else b.lo[y]
         hi = b.hi[x] if b.hi[x] > b.hi[y] else b.hi[y]
-        total += (_span(cf, q, b.size[a] + b.size[c], lo, hi, b.nmiss[x] + b.nmiss[y], 0)
-                  - 0.5 * (_span(cf, q, b.size[a], b.lo[x], b.hi[x], b.nmiss[x], 0)
-                           + _span(cf, q, b.size[c], b.lo[y], b.hi[y], b.nmiss[y], 0)))
-    return total
+        total += _span(cf, q, b.size[a] + b.size[c], lo, hi, b.nmiss[x] + b.nmiss[y], 0)
+    # The classes' own spans are kept by _refresh: one span per QI here, not three.
+    return total - 0.5 * (b.spans[a] + b.spans[c])
 
 
 cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
@@ -603,7 +606,7 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     cdef Py_ssize_t m = e - s, d = cf.qi.d, at = 0
     # One zeroed arena for every array (the marks must start at zero); doubles
     # are 8 bytes as the int64 words are.
-    cdef Py_ssize_t words = (d * m + 13 * m + cap * (m + 4 + 9 * d + cf.nom + 2 * NEIGHBOURS + 2)
+    cdef Py_ssize_t words = (d * m + 13 * m + cap * (m + 5 + 9 * d + cf.nom + 2 * NEIGHBOURS + 2)
                              + cap * cap + n_sens + 50)
     cdef i64* arena = <i64*>calloc(words, sizeof(i64))
     if arena == NULL:
@@ -626,6 +629,7 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     b.cnt = _take(arena, &at, cap * cf.nom)
     b.codes = <unsigned long long*>_take(arena, &at, cap * d)
     b.cost = <double*>_take(arena, &at, cap)
+    b.spans = <double*>_take(arena, &at, cap)
     b.red = <double*>_take(arena, &at, m)
     b.keep = _take(arena, &at, m)
     b.free = _take(arena, &at, m)
