@@ -558,6 +558,8 @@ cdef int _refine_block(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, P
     if c + 1 > b.cap or c < 1:
         return 0  # one class, or more than the work space holds: left as it is
     _assign(b, cf, b.keep)
+    if _total(b) <= 0.0:
+        return 0  # every class without span already: nothing can cost less
     changed = _improve(b, cf) > 0
     # Mondrian's classes hold up to 2k - 1 rows, which no move or swap can split:
     # the block is also clustered afresh into classes of k rows (greedy k-member,
@@ -565,7 +567,9 @@ cdef int _refine_block(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, P
     mondrian_cost = _total(b)
     for i in range(m):
         b.keep[i] = b.cl[i]
-    if _kmember(b, cf):
+    if mondrian_cost <= 0.0:
+        pass  # at the floor after the moves and swaps
+    elif _kmember(b, cf):
         _improve(b, cf)
         if _total(b) < mondrian_cost * (1.0 - TOL):
             changed = True
