@@ -3,7 +3,8 @@
 After the cuts, consecutive classes (the tree's depth-first order) are
 grouped into blocks of at most ``block_rows`` rows. A block's cost is the
 sum over its classes of size times normalized spans (the rows' NCP, spans
-as :func:`dmondrian._kernel.node.node_span` measures them). Each block is
+as :func:`dmondrian._kernel.node.node_span` measures them; the struct
+and the cost helpers are in refine.pxd). Each block is
 tried twice and the cheaper kept: Mondrian's classes, with rows moved or
 swapped between a class and its ``NEIGHBOURS`` nearest classes while that
 lowers the cost (the move/swap refinement of OKA, Goldberger and Tassa);
@@ -30,149 +31,13 @@ import numpy as np
 from cython.parallel cimport prange
 from libc.stdlib cimport calloc, free
 
-from ._common cimport i64, MISSING_KEY, INT_MIN, KIND_NOMINAL
-from ._rules cimport QIRules, Privacy, P_K, P_SENS_ROW, P_N_SENS, P_ENT_ROW, P_PAIR_ROW
-from .split cimport RuleArrays
-from .node cimport ordered_span
-from .privacy cimport hist_ok
-
-cdef enum:
-    # Nominal QIs with more codes are counted by scanning a class's rows.
-    DENSE_CODES = 4096
-    # A row is moved or swapped only into its class's nearest classes: the
-    # passes cost the block's rows times this many classes, not its rows squared.
-    NEIGHBOURS = 8
-
 cdef extern from *:
     """
     /* A change must lower the block's cost by this share of it. */
     #define DM_REFINE_TOL 1e-9
     """
     const double TOL "DM_REFINE_TOL"
-
-
-cdef struct Block:
-    Py_ssize_t m          # rows of the block
-    Py_ssize_t d          # QIs
-    Py_ssize_t ncl        # classes of the block
-    Py_ssize_t cap        # most classes a block may hold
-    i64* x                # (d, m) keys, block-local
-    i64* sens             # (m,) sensitive codes or NULL
-    i64* ent              # (m,) entity codes or NULL
-    i64* pair             # (m,) pair codes or NULL
-    i64* cl               # class of each row
-    i64* slot             # index of each row in its class's member list
-    i64* mem              # (cap, m) member lists
-    i64* size             # (cap,)
-    i64* lo               # (cap, d) smallest present key
-    i64* lo_n             # its multiplicity
-    i64* lo2              # the next present key up (MISSING_KEY if none)
-    i64* hi
-    i64* hi_n
-    i64* hi2              # the next present key down (INT_MIN if none)
-    i64* nmiss            # (cap, d) missing keys (ordered kinds)
-    i64* ndist            # (cap, d) distinct codes (nominal kinds)
-    i64* cnt              # (cap, nom) per-code counts of the dense nominal QIs
-    double* cost          # (cap,)
-    double* red           # (m,) each row's _reduction
-    i64* keep             # (m,) the refined Mondrian classes, while k-member is tried
-    i64* nb               # (cap, NEIGHBOURS) each class's nearest classes
-    double* nbd           # their distances
-    i64* nbn              # (cap,) how many
-    i64* free             # (m,) rows no k-member class holds yet
-    # checks with an entity or a sensitive constraint
-    i64* ent_l           # (m,) block-local entity and pair codes
-    i64* pair_l
-    i64* seen_ent         # (m,) marks of the checks
-    i64* seen_pair
-    i64 stamp
-    i64* hist
-
-
-cdef struct Config:
-    const QIRules* qi
-    const Privacy* priv
-    const i64* noff       # offset of each dense nominal QI into a class's counts, -1 otherwise
-    Py_ssize_t nom        # counts per class
-    i64 k
-    bint general          # an entity or a sensitive constraint: check rows, not sizes
-    Py_ssize_t passes
-
-
-cdef double _span(const Config* cf, Py_ssize_t q, i64 size, i64 lo, i64 hi, i64 nmiss,
-                  i64 ndist) noexcept nogil:
-    """Normalized span of QI ``q`` of a class with these statistics (as node_span; ordered
-    QIs: node.pxd's ordered_span, the one rule)."""
-    cdef const QIRules* qr = cf.qi
-    cdef i64 kind = qr.kind[q]
-    cdef double scale = qr.scale[q]
-    if scale <= 0.0 or size <= 0:
-        return 0.0
-    if kind == KIND_NOMINAL:
-        return <double>(ndist - 1) / scale
-    if nmiss >= size:  # only missing values (lo, hi hold no key then)
-        return 0.0
-    return ordered_span(lo, hi, nmiss, kind, scale, qr.hoff[q], qr.loff[q], qr)
-
-
-cdef i64 _count(const Block* b, const Config* cf, Py_ssize_t c, Py_ssize_t q,
-                i64 code) noexcept nogil:
-    """Rows of class ``c`` whose nominal QI ``q`` holds ``code``."""
-    cdef Py_ssize_t j
-    cdef i64 n = 0
-    cdef const i64* row
-    if cf.noff[q] >= 0:
-        return b.cnt[c * cf.nom + cf.noff[q] + code]
-    row = b.x + q * b.m
-    for j in range(b.size[c]):
-        n += row[b.mem[c * b.m + j]] == code
-    return n
-
-
-cdef double _cost_changed(const Block* b, const Config* cf, Py_ssize_t c, i64 out,
-                          i64 inn) noexcept nogil:
-    """Cost of class ``c`` without row ``out`` and with row ``inn`` (-1: none)."""
-    cdef Py_ssize_t q, d = b.d, at
-    cdef i64 size = b.size[c] + (inn >= 0) - (out >= 0)
-    cdef i64 lo, hi, nmiss, ndist, vo, vi, n
-    cdef double total = 0.0
-    if size <= 0:
-        return 0.0
-    for q in range(d):
-        at = c * d + q
-        vo = b.x[q * b.m + out] if out >= 0 else INT_MIN
-        vi = b.x[q * b.m + inn] if inn >= 0 else INT_MIN
-        if cf.qi.kind[q] == KIND_NOMINAL:
-            ndist = b.ndist[at]
-            if out >= 0 and _count(b, cf, c, q, vo) == 1:
-                ndist -= 1
-            if inn >= 0:
-                n = _count(b, cf, c, q, vi) - (out >= 0 and vo == vi)
-                if n == 0:
-                    ndist += 1
-            total += _span(cf, q, size, 0, 0, 0, ndist)
-            continue
-        lo = b.lo[at]
-        hi = b.hi[at]
-        nmiss = b.nmiss[at]
-        if out >= 0:
-            if vo == MISSING_KEY:
-                nmiss -= 1
-            else:
-                if vo == lo and b.lo_n[at] == 1:
-                    lo = b.lo2[at]
-                if vo == hi and b.hi_n[at] == 1:
-                    hi = b.hi2[at]
-        if inn >= 0:
-            if vi == MISSING_KEY:
-                nmiss += 1
-            else:
-                if vi < lo:
-                    lo = vi
-                if vi > hi:
-                    hi = vi
-        total += _span(cf, q, size, lo, hi, nmiss, 0)
-    return total * <double>size
+    int popcount "__builtin_popcountll" (unsigned long long) nogil
 
 
 cdef void _refresh(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
@@ -186,6 +51,10 @@ cdef void _refresh(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
         at = c * d + q
         row = b.x + q * b.m
         if cf.qi.kind[q] == KIND_NOMINAL:
+            if cf.small[q]:
+                b.codes[at] = 0
+                for j in range(b.size[c]):
+                    b.codes[at] |= (<unsigned long long>1) << row[mem[j]]
             if cf.noff[q] < 0:
                 # Each code once, as 1 / its rows per row: the rare large-domain case.
                 share = 0.0
@@ -224,6 +93,15 @@ cdef void _refresh(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
         b.hi2[at] = hi2
         b.nmiss[at] = nmiss
     b.cost[c] = _cost_changed(b, cf, c, -1, -1)
+    share = 0.0
+    for q in range(d):
+        at = c * d + q
+        if cf.qi.kind[q] == KIND_NOMINAL:
+            share += _span(cf, q, 1, 0, 0, 0, b.ndist[at])
+        else:
+            share += _span(cf, q, b.size[c], b.lo[at], b.hi[at], b.nmiss[at], 0)
+    b.spans[c] = share
+    b.dirty[c] = 1
 
 
 cdef void _add(Block* b, const Config* cf, Py_ssize_t c, i64 r) noexcept nogil:
@@ -326,6 +204,9 @@ cdef double _distance(const Block* b, const Config* cf, Py_ssize_t a, Py_ssize_t
     for q in range(d):
         x = a * d + q
         y = c * d + q
+        if cf.small[q]:
+            total += _span(cf, q, 2, 0, 0, 0, popcount(b.codes[x] | b.codes[y]))
+            continue
         if cf.qi.kind[q] == KIND_NOMINAL:
             # c's codes and a's absent from c: each absent code is counted once,
             # as 1 / (its rows in a) per row of a holding it.
@@ -334,32 +215,47 @@ cdef double _distance(const Block* b, const Config* cf, Py_ssize_t a, Py_ssize_t
                 v = b.x[q * b.m + b.mem[a * b.m + j]]
                 if _count(b, cf, c, q, v) == 0:
                     dist += 1.0 / <double>_count(b, cf, a, q, v)
-            total += (_span(cf, q, 2, 0, 0, 0, <i64>(dist + 0.5))
-                      - 0.5 * (_span(cf, q, 1, 0, 0, 0, b.ndist[x])
-                               + _span(cf, q, 1, 0, 0, 0, b.ndist[y])))
+            total += _span(cf, q, 2, 0, 0, 0, <i64>(dist + 0.5))
             continue
         lo = b.lo[x] if b.lo[x] < b.lo[y] else b.lo[y]
         hi = b.hi[x] if b.hi[x] > b.hi[y] else b.hi[y]
-        total += (_span(cf, q, b.size[a] + b.size[c], lo, hi, b.nmiss[x] + b.nmiss[y], 0)
-                  - 0.5 * (_span(cf, q, b.size[a], b.lo[x], b.hi[x], b.nmiss[x], 0)
-                           + _span(cf, q, b.size[c], b.lo[y], b.hi[y], b.nmiss[y], 0)))
-    return total
+        total += _span(cf, q, b.size[a] + b.size[c], lo, hi, b.nmiss[x] + b.nmiss[y], 0)
+    # The classes' own spans are kept by _refresh: one span per QI here, not three.
+    return total - 0.5 * (b.spans[a] + b.spans[c])
 
 
 cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
     """Each class's NEIGHBOURS nearest classes (ties by class id)."""
-    cdef Py_ssize_t a, c, t, n
+    cdef Py_ssize_t a, c, t, n, cap = b.cap
     cdef double g
     cdef i64* nb
     cdef double* nbd
+    cdef i64 old[NEIGHBOURS]
+    cdef Py_ssize_t old_n
+    cdef bint same
+    # The distance is symmetric and changes only with the two classes: only the
+    # pairs with a class changed since the last call are computed again.
+    for a in range(b.ncl):
+        if not b.dirty[a]:
+            continue
+        for c in range(b.ncl):
+            if c != a and not (b.dirty[c] and c < a):
+                g = _distance(b, cf, a, c)
+                b.dist[a * cap + c] = g
+                b.dist[c * cap + a] = g
+    for a in range(b.ncl):
+        b.dirty[a] = 0
     for a in range(b.ncl):
         nb = b.nb + a * NEIGHBOURS
         nbd = b.nbd + a * NEIGHBOURS
+        old_n = b.nbn[a]
+        for t in range(old_n):
+            old[t] = nb[t]
         n = 0
         for c in range(b.ncl):
             if c == a:
                 continue
-            g = _distance(b, cf, a, c)
+            g = b.dist[a * cap + c]
             if n == NEIGHBOURS and g >= nbd[n - 1]:
                 continue
             t = n if n < NEIGHBOURS else NEIGHBOURS - 1
@@ -372,6 +268,12 @@ cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
             if n < NEIGHBOURS:
                 n += 1
         b.nbn[a] = n
+        same = n == old_n
+        for t in range(n):
+            if same and nb[t] != old[t]:
+                same = False
+        if not same:
+            b.nb_changed_at[a] = b.clock
 
 
 cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
@@ -379,18 +281,37 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
     cdef Py_ssize_t p, i, j, jj, c, t, best_j, best_c
     cdef i64 a, bc, made = 0, pass_made
     cdef double base, tol, wo, g, best
-    cdef bint can_leave
+    cdef bint can_leave, current
+    # A row is evaluated again only once its class, its class's nearest classes
+    # or that list changed since it was last found to have no change that pays
+    # (the evaluation depends on nothing else but the tolerance, which only
+    # shrinks by a share of the gains made).
+    b.clock = 1
+    for c in range(b.ncl):
+        b.changed_at[c] = 1
+        b.nbn[c] = 0
+    for i in range(b.m):
+        b.seen_at[i] = 0
     for p in range(cf.passes):
+        b.clock += 1
         pass_made = 0
         base = 0.0
         for c in range(b.ncl):
             base += b.cost[c]
         tol = TOL * base + 1e-300
-        for i in range(b.m):
-            b.red[i] = _reduction(b, cf, i)
+        if p == 0:
+            # Later passes find them current: each change updates its two classes'.
+            for i in range(b.m):
+                b.red[i] = _reduction(b, cf, i)
         _neighbours(b, cf)
         for i in range(b.m):
             a = b.cl[i]
+            current = b.changed_at[a] <= b.seen_at[i] and b.nb_changed_at[a] <= b.seen_at[i]
+            for t in range(b.nbn[a]):
+                if b.changed_at[b.nb[a * NEIGHBOURS + t]] > b.seen_at[i]:
+                    current = False
+            if current:
+                continue
             best = tol
             best_j = -1
             best_c = -1
@@ -432,7 +353,11 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
                 _remove(b, cf, i)
                 _add(b, cf, bc, i)
             else:
+                b.seen_at[i] = b.clock
                 continue
+            b.clock += 1
+            b.changed_at[a] = b.clock
+            b.changed_at[bc] = b.clock
             _refresh(b, cf, a)
             _refresh(b, cf, bc)
             _update_reductions(b, cf, a)
@@ -478,6 +403,26 @@ cdef double _total(const Block* b) noexcept nogil:
     return total
 
 
+cdef inline bint _before(const Block* b, i64 x, i64 y) noexcept nogil:
+    return b.lb[x] < b.lb[y] or (b.lb[x] == b.lb[y] and x < y)
+
+
+cdef void _sift_down(Block* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t child
+    cdef i64 x = b.heap[i]
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and _before(b, b.heap[child + 1], b.heap[child]):
+            child += 1
+        if not _before(b, b.heap[child], x):
+            break
+        b.heap[i] = b.heap[child]
+        i = child
+    b.heap[i] = x
+
+
 cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
     """Greedy k-member clustering of the block's rows; False if a class fails the constraint.
 
@@ -486,7 +431,8 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
     left over join the class they widen least.
     """
     cdef Py_ssize_t i, x, c, best_x, far
-    cdef i64 n_free = b.m, seed = 0
+    cdef i64 n_free = b.m, seed = 0, step
+    cdef Py_ssize_t n_heap
     cdef double g, best_g, far_g
     for i in range(b.m):
         b.free[i] = 1
@@ -503,18 +449,35 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
         for x in range(b.m):
             if b.free[x]:
                 g = _cost_changed(b, cf, c, -1, x)
+                b.lb[x] = g
+                b.fresh[x] = 0
                 if g > far_g:
                     far_g = g
                     far = x
+        step = 0
+        n_heap = 0
+        for x in range(b.m):
+            if b.free[x]:
+                b.heap[n_heap] = x
+                n_heap += 1
+        for i in range(n_heap // 2 - 1, -1, -1):
+            _sift_down(b, i, n_heap)
         while n_free > 0 and not _passes(b, cf, c, -1, -1):
-            best_x = -1
-            best_g = 0.0
-            for x in range(b.m):
-                if b.free[x]:
-                    g = _cost_changed(b, cf, c, -1, x)
-                    if best_x < 0 or g < best_g:
-                        best_g = g
-                        best_x = x
+            # A class's cost with a row only grows as the class takes rows, so a
+            # cost computed at an earlier step bounds it from below: only the row
+            # with the smallest bound is evaluated again, until that bound is
+            # current (lazy greedy; the same row as evaluating every one, ties to
+            # the first).
+            while b.fresh[b.heap[0]] != step:
+                best_x = b.heap[0]
+                b.lb[best_x] = _cost_changed(b, cf, c, -1, best_x)
+                b.fresh[best_x] = step
+                _sift_down(b, 0, n_heap)
+            best_x = b.heap[0]
+            n_heap -= 1
+            b.heap[0] = b.heap[n_heap]
+            _sift_down(b, 0, n_heap)
+            step += 1
             _add(b, cf, c, best_x)
             b.free[best_x] = 0
             n_free -= 1
@@ -595,6 +558,8 @@ cdef int _refine_block(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, P
     if c + 1 > b.cap or c < 1:
         return 0  # one class, or more than the work space holds: left as it is
     _assign(b, cf, b.keep)
+    if _total(b) <= 0.0:
+        return 0  # every class without span already: nothing can cost less
     changed = _improve(b, cf) > 0
     # Mondrian's classes hold up to 2k - 1 rows, which no move or swap can split:
     # the block is also clustered afresh into classes of k rows (greedy k-member,
@@ -602,7 +567,9 @@ cdef int _refine_block(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, P
     mondrian_cost = _total(b)
     for i in range(m):
         b.keep[i] = b.cl[i]
-    if _kmember(b, cf):
+    if mondrian_cost <= 0.0:
+        pass  # at the floor after the moves and swaps
+    elif _kmember(b, cf):
         _improve(b, cf)
         if _total(b) < mondrian_cost * (1.0 - TOL):
             changed = True
@@ -643,8 +610,8 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     cdef Py_ssize_t m = e - s, d = cf.qi.d, at = 0
     # One zeroed arena for every array (the marks must start at zero); doubles
     # are 8 bytes as the int64 words are.
-    cdef Py_ssize_t words = (d * m + 9 * m + cap * (m + 2 + 8 * d + cf.nom + 2 * NEIGHBOURS + 1)
-                             + n_sens + 40)
+    cdef Py_ssize_t words = (d * m + 13 * m + cap * (m + 5 + 9 * d + cf.nom + 2 * NEIGHBOURS + 2)
+                             + cap * cap + n_sens + 50)
     cdef i64* arena = <i64*>calloc(words, sizeof(i64))
     if arena == NULL:
         return -1
@@ -664,10 +631,20 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     b.nmiss = _take(arena, &at, cap * d)
     b.ndist = _take(arena, &at, cap * d)
     b.cnt = _take(arena, &at, cap * cf.nom)
+    b.codes = <unsigned long long*>_take(arena, &at, cap * d)
     b.cost = <double*>_take(arena, &at, cap)
+    b.spans = <double*>_take(arena, &at, cap)
     b.red = <double*>_take(arena, &at, m)
     b.keep = _take(arena, &at, m)
     b.free = _take(arena, &at, m)
+    b.lb = <double*>_take(arena, &at, m)
+    b.fresh = _take(arena, &at, m)
+    b.heap = _take(arena, &at, m)
+    b.dist = <double*>_take(arena, &at, cap * cap)
+    b.dirty = _take(arena, &at, cap)
+    b.changed_at = _take(arena, &at, cap)
+    b.nb_changed_at = _take(arena, &at, cap)
+    b.seen_at = _take(arena, &at, m)
     b.nb = _take(arena, &at, cap * NEIGHBOURS)
     b.nbd = <double*>_take(arena, &at, cap * NEIGHBOURS)
     b.nbn = _take(arena, &at, cap)
@@ -727,11 +704,14 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     if n == 0 or block_rows < 2 or passes < 1:
         return 0
     noff = np.full(d + 1, -1, dtype=np.int64)
+    small = np.zeros(d + 1, dtype=np.int64)
     for q in range(d):
         if rules.kinds[q] == KIND_NOMINAL and 0 < rules.cards[q] <= DENSE_CODES:
             noff[q] = nom
             nom += rules.cards[q]
+            small[q] = rules.cards[q] <= 64
     cdef const i64[::1] nv = noff
+    cdef const i64[::1] sv = small
     # Blocks: runs of consecutive classes of at most block_rows rows in all.
     starts = np.flatnonzero(class_start)
     sizes = np.diff(np.append(starts, n))
@@ -761,6 +741,7 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     cf.qi = &config.rules.qi
     cf.priv = &config.rules.priv
     cf.noff = &nv[0]
+    cf.small = &sv[0]
     cf.nom = nom
     cf.k = k
     cf.general = (config.rules.priv.ip[P_ENT_ROW] >= 0 or config.rules.priv.ip[P_SENS_ROW] >= 0)

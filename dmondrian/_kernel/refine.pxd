@@ -1,0 +1,151 @@
+# The refinement's work space and the cost of a class with a row changed: the
+# helpers every phase of dmondrian._kernel.refine (refine.pyx) evaluates.
+
+from ._common cimport i64, MISSING_KEY, INT_MIN, KIND_NOMINAL
+from ._rules cimport QIRules, Privacy, P_K, P_SENS_ROW, P_N_SENS, P_ENT_ROW, P_PAIR_ROW
+from .split cimport RuleArrays
+from .node cimport ordered_span
+from .privacy cimport hist_ok
+
+cdef enum:
+    # Nominal QIs with more codes are counted by scanning a class's rows.
+    DENSE_CODES = 4096
+    # A row is moved or swapped only into its class's nearest classes: the
+    # passes cost the block's rows times this many classes, not its rows squared.
+    NEIGHBOURS = 8
+
+
+cdef struct Block:
+    Py_ssize_t m          # rows of the block
+    Py_ssize_t d          # QIs
+    Py_ssize_t ncl        # classes of the block
+    Py_ssize_t cap        # most classes a block may hold
+    i64* x                # (d, m) keys, block-local
+    i64* sens             # (m,) sensitive codes or NULL
+    i64* ent              # (m,) entity codes or NULL
+    i64* pair             # (m,) pair codes or NULL
+    i64* cl               # class of each row
+    i64* slot             # index of each row in its class's member list
+    i64* mem              # (cap, m) member lists
+    i64* size             # (cap,)
+    i64* lo               # (cap, d) smallest present key
+    i64* lo_n             # its multiplicity
+    i64* lo2              # the next present key up (MISSING_KEY if none)
+    i64* hi
+    i64* hi_n
+    i64* hi2              # the next present key down (INT_MIN if none)
+    i64* nmiss            # (cap, d) missing keys (ordered kinds)
+    i64* ndist            # (cap, d) distinct codes (nominal kinds)
+    i64* cnt              # (cap, nom) per-code counts of the dense nominal QIs
+    unsigned long long* codes  # (cap, d) the codes present, nominal QIs of up to 64 codes
+    double* cost          # (cap,)
+    double* spans         # (cap,) the sum of the class's spans, for the distances
+    double* red           # (m,) each row's _reduction
+    i64* keep             # (m,) the refined Mondrian classes, while k-member is tried
+    i64* nb               # (cap, NEIGHBOURS) each class's nearest classes
+    double* nbd           # their distances
+    i64* nbn              # (cap,) how many
+    i64* free             # (m,) rows no k-member class holds yet
+    double* lb            # (m,) a lower bound of the cost of a class with each free row
+    i64* fresh            # (m,) the k-member step lb was computed at
+    i64* heap             # (m,) the free rows, a binary heap on (lb, row)
+    double* dist          # (cap, cap) the classes' distances, kept between passes
+    i64* dirty            # (cap,) classes changed since their distances were computed
+    i64 clock             # _improve's count of changes, for the three stamps below
+    i64* changed_at       # (cap,) when each class last changed
+    i64* nb_changed_at    # (cap,) when its nearest classes last changed
+    i64* seen_at          # (m,) when each row was last found to have no change that pays
+    # checks with an entity or a sensitive constraint
+    i64* ent_l           # (m,) block-local entity and pair codes
+    i64* pair_l
+    i64* seen_ent         # (m,) marks of the checks
+    i64* seen_pair
+    i64 stamp
+    i64* hist
+
+
+cdef struct Config:
+    const QIRules* qi
+    const Privacy* priv
+    const i64* noff       # offset of each dense nominal QI into a class's counts, -1 otherwise
+    const i64* small      # whether each QI is nominal with up to 64 codes (a bit set per class)
+    Py_ssize_t nom        # counts per class
+    i64 k
+    bint general          # an entity or a sensitive constraint: check rows, not sizes
+    Py_ssize_t passes
+
+
+cdef inline double _span(const Config* cf, Py_ssize_t q, i64 size, i64 lo, i64 hi, i64 nmiss,
+                  i64 ndist) noexcept nogil:
+    """Normalized span of QI ``q`` of a class with these statistics (as node_span; ordered
+    QIs: node.pxd's ordered_span, the one rule)."""
+    cdef const QIRules* qr = cf.qi
+    cdef i64 kind = qr.kind[q]
+    cdef double scale = qr.scale[q]
+    if scale <= 0.0 or size <= 0:
+        return 0.0
+    if kind == KIND_NOMINAL:
+        return <double>(ndist - 1) / scale
+    if nmiss >= size:  # only missing values (lo, hi hold no key then)
+        return 0.0
+    return ordered_span(lo, hi, nmiss, kind, scale, qr.hoff[q], qr.loff[q], qr)
+
+
+cdef inline i64 _count(const Block* b, const Config* cf, Py_ssize_t c, Py_ssize_t q,
+                i64 code) noexcept nogil:
+    """Rows of class ``c`` whose nominal QI ``q`` holds ``code``."""
+    cdef Py_ssize_t j
+    cdef i64 n = 0
+    cdef const i64* row
+    if cf.noff[q] >= 0:
+        return b.cnt[c * cf.nom + cf.noff[q] + code]
+    row = b.x + q * b.m
+    for j in range(b.size[c]):
+        n += row[b.mem[c * b.m + j]] == code
+    return n
+
+
+cdef inline double _cost_changed(const Block* b, const Config* cf, Py_ssize_t c, i64 out,
+                          i64 inn) noexcept nogil:
+    """Cost of class ``c`` without row ``out`` and with row ``inn`` (-1: none)."""
+    cdef Py_ssize_t q, d = b.d, at
+    cdef i64 size = b.size[c] + (inn >= 0) - (out >= 0)
+    cdef i64 lo, hi, nmiss, ndist, vo, vi, n
+    cdef double total = 0.0
+    if size <= 0:
+        return 0.0
+    for q in range(d):
+        at = c * d + q
+        vo = b.x[q * b.m + out] if out >= 0 else INT_MIN
+        vi = b.x[q * b.m + inn] if inn >= 0 else INT_MIN
+        if cf.qi.kind[q] == KIND_NOMINAL:
+            ndist = b.ndist[at]
+            if out >= 0 and _count(b, cf, c, q, vo) == 1:
+                ndist -= 1
+            if inn >= 0:
+                n = _count(b, cf, c, q, vi) - (out >= 0 and vo == vi)
+                if n == 0:
+                    ndist += 1
+            total += _span(cf, q, size, 0, 0, 0, ndist)
+            continue
+        lo = b.lo[at]
+        hi = b.hi[at]
+        nmiss = b.nmiss[at]
+        if out >= 0:
+            if vo == MISSING_KEY:
+                nmiss -= 1
+            else:
+                if vo == lo and b.lo_n[at] == 1:
+                    lo = b.lo2[at]
+                if vo == hi and b.hi_n[at] == 1:
+                    hi = b.hi2[at]
+        if inn >= 0:
+            if vi == MISSING_KEY:
+                nmiss += 1
+            else:
+                if vi < lo:
+                    lo = vi
+                if vi > hi:
+                    hi = vi
+        total += _span(cf, q, size, lo, hi, nmiss, 0)
+    return total * <double>size
