@@ -299,11 +299,13 @@ def run(args: argparse.Namespace) -> int:
     int
         The exit status, 0.
     """
+    from .. import io
     from ..staging import staged_release
 
     plan = _apply_plan_file(args) if args.plan else None
     job = _job(args)
     job.plan = plan
+    io._check_exists(job.src)  # a missing INPUT is said before OUTPUT is staged
     engine = choose_engine(args, job.src)
     started = time.perf_counter()
     # Nothing appears at OUTPUT before every check has passed: the release and
