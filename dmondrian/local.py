@@ -65,14 +65,13 @@ __all__ = ["anonymize", "encode_table", "kernel_rules", "partition", "publish", 
 # From this many rows, encoding and publishing run one QI column per thread;
 # below it, thread hand-off costs more than it saves.
 _PARALLEL_COLUMN_ROWS = 500_000
-# refine="local": the blocks of consecutive classes refined together, the most
-# passes over a block's rows, and the rounds of blocks (the second round's
-# blocks straddle the first's boundaries). Larger blocks lose less and cost
-# about block_rows times the rows (benchmarks/README.md, "Least loss" under "Cut objectives").
+# refine="local": the blocks of consecutive classes refined together, and the most
+# passes over a block's rows. Larger blocks lose less and cost about block_rows times
+# the rows (benchmarks/README.md, "Least loss" under "Cut objectives"); a second round
+# of blocks straddling the first's boundaries was measured and gained too little.
 REFINE_BLOCK_ROWS = 256
 REFINE_BLOCK_CLASSES = 8
 REFINE_PASSES = 4
-REFINE_ROUNDS = 1
 
 
 @dataclass
@@ -262,9 +261,7 @@ def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, leaves=None,
     if refine != "none":
         # At least a few classes of k rows per block, whatever k.
         block_rows = max(REFINE_BLOCK_ROWS, REFINE_BLOCK_CLASSES * int(rules.ip[K.P_K]))
-        for r in range(REFINE_ROUNDS):
-            K.refine_partition(bufs, class_start, rules, block_rows, REFINE_PASSES,
-                               shifted=r % 2 == 1, roots=starts)
+        K.refine_partition(bufs, class_start, rules, block_rows, REFINE_PASSES, roots=starts)
     stats = K.class_statistics(sorted_keys, class_start, rules.kinds, rules.cards)
     class_of_row = K.rows_to_classes(order, stats[0])
     return Partitioning(class_of_row, int(stats[1].shape[0]), stats, sorted_keys)
