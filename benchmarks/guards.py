@@ -60,8 +60,8 @@ def main(argv=None):
     import dmondrian
     from dmondrian import local
     from dmondrian.datasets import load_adult
+    from dmondrian.encoding.validation import check_options
     from dmondrian.identifiers import released_as_is
-    from dmondrian.validation import check_options
 
     warnings.simplefilter("ignore")
     df = load_adult(download=False)

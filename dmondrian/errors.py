@@ -192,7 +192,7 @@ class IdentifyingColumnError(ColumnError):
 
 class TextQuasiIdentifierWarning(UserWarning):
     """A text quasi-identifier with nearly one value per row
-    (:func:`dmondrian.qi.warn_unique_text`).
+    (:func:`dmondrian.encoding.qi.warn_unique_text`).
 
     Its classes would publish sets of exact values: usually dates or numbers
     read as text, which the message says how to read as such.

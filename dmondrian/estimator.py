@@ -15,18 +15,18 @@ import numpy as np
 import pandas as pd
 
 from .constraints import check_k, resolve_constraints
-from .entities import check_entity
-from .errors import NotFittedError, ParameterError
-from .identifiers import check_allow_unique, check_identifiers
-from .noise import check_noise, check_noise_dtypes, check_random_state
-from .options import ANONYMIZE, takes_options
-from .suppression import check_suppression
-from .validation import (
+from .encoding.entities import check_entity
+from .encoding.validation import (
     check_max_contributions,
     check_max_depth,
     check_quasi_identifiers,
     check_sensitive,
 )
+from .errors import NotFittedError, ParameterError
+from .identifiers import check_allow_unique, check_identifiers
+from .noise import check_noise, check_noise_dtypes, check_random_state
+from .options import ANONYMIZE, takes_options
+from .suppression import check_suppression
 
 __all__ = ["MondrianAnonymizer"]
 

@@ -3,7 +3,7 @@
 Algorithm (LeFevre, DeWitt & Ramakrishnan, ICDE 2006)
 -----------------------------------------------------
 1. Encode every quasi-identifier (QI) as order-preserving int64 keys and
-   measure its *global* domain over the whole table (:mod:`dmondrian.qi`).
+   measure its *global* domain over the whole table (:mod:`dmondrian.encoding.qi`).
 2. Starting with the whole table as one node: compute each QI's normalized
    span in the node, i.e. the NCP its generalization would cost (value range /
    global range; distinct values for nominal QIs; leaves under the lowest
@@ -48,16 +48,16 @@ from .constraints import (
     kernel_privacy,
     refuse_empty,
 )
-from .entities import encode_entities, pair_counts
+from .encoding.entities import encode_entities, pair_counts
+from .encoding.qi import EncodedQI, encode_qi, warn_unique_text_qis
+from .encoding.sensitive import encode_sensitive
+from .encoding.validation import check_options
 from .errors import ParameterError
 from .identifiers import refuse_identifying, released_as_is
 from .noise import check_noise_dtypes, noise_groups, noisy_columns
 from .options import ANONYMIZE, takes_options
 from .person_keys import release_guard, warn_person_keys
 from .publish import class_values, expand_label_columns
-from .qi import EncodedQI, encode_qi, warn_unique_text_qis
-from .sensitive import encode_sensitive
-from .validation import check_options
 
 __all__ = ["anonymize", "encode_table", "kernel_rules", "partition", "publish", "Partitioning",
            "riding_codes"]
@@ -97,7 +97,7 @@ class Partitioning:
 
 
 def encode_table(df: pd.DataFrame, quasi_identifiers, hierarchies=None, qi_kinds=None):
-    """Encode the QI columns of ``df`` (see :func:`dmondrian.qi.encode_qi`)."""
+    """Encode the QI columns of ``df`` (see :func:`dmondrian.encoding.qi.encode_qi`)."""
     hierarchies = hierarchies or {}
     qi_kinds = qi_kinds or {}
     qis = list(quasi_identifiers)
@@ -328,7 +328,7 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
         Stop cutting after this many levels (coarser classes).
     hierarchies : dict, optional
         ``{column: hierarchy}`` where a hierarchy is a
-        :class:`~dmondrian.hierarchy.Hierarchy`, a file path
+        :class:`~dmondrian.encoding.hierarchy.Hierarchy`, a file path
         (``leaf;parent;...;*`` lines) or a mapping leaf -> ancestors.
     class_column : str, optional
         Add a column with each row's equivalence-class id.
@@ -376,7 +376,7 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
         recursive l and t count each entity once per sensitive value it holds
         in a class; the noised means bound each entity's contribution
         (``max_contributions``). The column is never released. Missing
-        values in it are refused. See :mod:`dmondrian.entities`.
+        values in it are refused. See :mod:`dmondrian.encoding.entities`.
     max_contributions : int, default 1
         With ``entity`` and ``noise``: rows of one entity a class's noised
         mean keeps (chosen at random; the rest are left out of the mean).

@@ -12,7 +12,7 @@ written once:
   scikit-learn's ``get_params`` see) lists them with their defaults; a call
   gets every option filled in, and an unknown keyword is refused as Python
   refuses one.
-* :func:`dmondrian.validation.check_options` validates them against a table.
+* :func:`dmondrian.encoding.validation.check_options` validates them against a table.
 * :meth:`Option.check` checks a value against the option's :class:`Range`
   or choices, the one check the engines, the estimator, :func:`dmondrian.verify`
   and the command line's flag types (:mod:`dmondrian.cli._types`) run, so a
@@ -287,7 +287,7 @@ ANONYMIZE = _group(
            accepts=(np.random.Generator,), plan="release"),
     Option("entity", None, "person key of an event table (e.g. user_id): every class holds "
            "k distinct entities, l and t count them, noise is bounded per entity; the column "
-           "is never released (dmondrian.entities)", plan="keep"),
+           "is never released (dmondrian.encoding.entities)", plan="keep"),
     Option("max_contributions", 1, "with entity and noise: rows of one entity a class's "
            "noised mean keeps (the rest are left out of it)", range=_INT_1, plan="release"),
     Option("max_classes", 1, "with entity and noise: classes whose noised means one entity's "

@@ -300,7 +300,7 @@ def bound_labels(qi: EncodedQI, lo: np.ndarray, hi: np.ndarray, missing: np.ndar
 
     Examples
     --------
-    >>> from dmondrian.qi import encode_qi
+    >>> from dmondrian.encoding.qi import encode_qi
     >>> qi = encode_qi(pd.Series([20, 30, 40]))
     >>> labels, inverse = bound_labels(qi, np.array([20, 30, 20]), np.array([30, 30, 30]),
     ...                                np.zeros(3, dtype=bool))

@@ -86,7 +86,7 @@ def budget(n_rows: int, fraction: float, k: int) -> int:
 
 def most_dropped(n_rows: int, options) -> int:
     """Most rows a release of ``n_rows`` rows may leave out under ``options``
-    (:class:`dmondrian.validation.Options`): the budget with ``suppressed="drop"``
+    (:class:`dmondrian.encoding.validation.Options`): the budget with ``suppressed="drop"``
     (or when masked rows would fail the constraints), else 0 with no suppression."""
     return math.floor(options.suppression * n_rows) if options.suppression > 0 else 0
 

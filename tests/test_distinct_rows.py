@@ -1,4 +1,5 @@
-"""Distinct rows of integer columns, packed into one int64 each (dmondrian.distinct_rows)."""
+"""Distinct rows of integer columns packed into one int64 each (dmondrian.encoding.distinct_rows).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dmondrian.distinct_rows import distinct_rows
+from dmondrian.encoding.distinct_rows import distinct_rows
 
 
 def _columns(n, spans, seed):

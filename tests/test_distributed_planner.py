@@ -23,9 +23,9 @@ from dmondrian._dask.planner import find_cut, goes_left, region_spans
 from dmondrian._dask.routing import route, row_positions
 from dmondrian._dask.sketch import merge_sketches, summarize
 from dmondrian._kernel.split import column_stats_py, find_cut_py, node_span_py, workspace
-from dmondrian.hierarchy import Hierarchy
+from dmondrian.encoding.hierarchy import Hierarchy
+from dmondrian.encoding.qi import encode_qi
 from dmondrian.local import encode_table, kernel_rules
-from dmondrian.qi import encode_qi
 
 QIS = ["num", "flt", "ord", "nom", "job"]
 KINDS = ["numeric", "numeric", "ordinal", "nominal", "hierarchy"]

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dmondrian
-from dmondrian.entities import distinct_per_class, encode_entities, pair_codes
+from dmondrian.encoding.entities import distinct_per_class, encode_entities, pair_codes
 from dmondrian.errors import (
     IdentifyingColumnError,
     IdentifyingColumnWarning,

@@ -68,7 +68,7 @@ def test_privacy_arrays_have_the_kernel_slots():
 def test_kinds_reach_the_kernel_by_their_codes():
     # A nominal QI is cut by frequency order, an integer by value: the codes
     # the kinds hand over are the ones the kernel branches on.
-    from dmondrian.qi import encode_qi
+    from dmondrian.encoding.qi import encode_qi
 
     assert encode_qi(pd.Series([1, 2], name="a")).kernel_kind == codes.KIND_INT
     assert encode_qi(pd.Series([1.5, 2.0], name="a")).kernel_kind == codes.KIND_FLOAT

@@ -16,8 +16,9 @@ import dmondrian
 from dmondrian import metrics
 from dmondrian._kernel.constants import FLOAT_MAX, MISSING_KEY
 from dmondrian._kernel.split import column_stats_py, node_span_py, workspace
+from dmondrian.encoding.hierarchy import Hierarchy
+from dmondrian.encoding.qi import encode_qi
 from dmondrian.errors import InvalidValueError, ParseError, UnsupportedDtypeError
-from dmondrian.hierarchy import Hierarchy
 from dmondrian.kinds import (
     DATETIME,
     HIERARCHY,
@@ -34,7 +35,6 @@ from dmondrian.kinds import (
 )
 from dmondrian.local import kernel_rules
 from dmondrian.metrics.certainty_penalty import label_cost
-from dmondrian.qi import encode_qi
 
 EDU = ["HS", "BSc", "MSc", "PhD"]
 JOBS = Hierarchy.from_lines(["Private;*", "Federal-gov;gov;*", "Local-gov;gov;*",

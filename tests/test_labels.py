@@ -21,8 +21,8 @@ import dmondrian
 from dmondrian import _kernel as K
 from dmondrian._kernel import labels as _labels
 from dmondrian._kernel import set_labels as _set_labels_kernel
+from dmondrian.encoding.qi import float_keys
 from dmondrian.publish import NO_TABLE, expand_labels, group_triples
-from dmondrian.qi import float_keys
 
 INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 

@@ -19,10 +19,10 @@ from dmondrian._dask import exchange
 from dmondrian._dask.graph import column_partitions, partitions
 from dmondrian._kernel.constants import FLOAT_MAX, MISSING_KEY
 from dmondrian._kernel.split import column_stats_py, node_span_py, workspace
+from dmondrian.encoding.qi import encode_qi
 from dmondrian.errors import InfeasibleError, InvalidValueError
 from dmondrian.local import kernel_rules
 from dmondrian.plans import fit_plan
-from dmondrian.qi import encode_qi
 from dmondrian.row_order import takes_shuffle
 
 EMPTY = "the table is empty: there is nothing to "

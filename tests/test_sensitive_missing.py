@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import dmondrian
 from dmondrian import errors
+from dmondrian.encoding.sensitive import encode_sensitive
 from dmondrian.metrics import privacy
-from dmondrian.sensitive import encode_sensitive
 
 QIS = ["age", "zip"]
 

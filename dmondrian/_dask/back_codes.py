@@ -24,7 +24,7 @@ import pandas as pd
 from .. import _kernel as K
 from .._compat import categorical_dtype
 from .._kernel.constants import INT_MIN
-from ..distinct_rows import distinct_rows
+from ..encoding.distinct_rows import distinct_rows
 from ..kinds import kind_spec
 from ..publish import bound_labels, class_values, mask_labels, missing_as_null
 from ..suppression import MASK_LABEL

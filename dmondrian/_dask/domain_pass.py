@@ -20,11 +20,11 @@ from .._compat import known_partition_lengths
 from .._kernel.constants import INT_MIN, MISSING_KEY
 from .._kernel.scan import _code_counts, _count_codes, _int_bounds, _key_bounds, _key_step
 from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
+from ..encoding.qi import warn_unique_text
 from ..identifiers import DistinctSketch, distinct_sketch, estimate_identifying, merge_distinct
 from ..kinds import kind_spec
 from ..kinds.keys import arrow_int32_chunks, arrow_string_chunks
 from ..person_keys import SAMPLE_ROWS, person_key_columns
-from ..qi import warn_unique_text
 from .cluster import run
 from .exchange import exchanged_bytes
 from .global_domain import GlobalDomain, encode_keys

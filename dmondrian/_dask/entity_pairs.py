@@ -1,7 +1,7 @@
 """``entity=`` with entropy l, recursive (c, l) or t on Dask: exact (entity, value) pairs.
 
 With an entity, l and t read a class's histogram of distinct
-``(entity, sensitive value)`` pairs (:mod:`dmondrian.entities`). Pair
+``(entity, sensitive value)`` pairs (:mod:`dmondrian.encoding.entities`). Pair
 histograms do not add up: a person holding a value on both sides of a cut
 counts once in the parent and once in each child. So one pass counts them
 exactly for every node of the top phase's tree, not only its leaves:
@@ -31,7 +31,7 @@ import pandas as pd
 
 from .. import _kernel as K
 from ..constraints import kernel_privacy
-from ..entities import check_entity_count
+from ..encoding.entities import check_entity_count
 from .cluster import run
 from .cut_tree import flatten, leaf_nodes, preorder, undo_failing_cuts
 from .entity_pass import entity_hashes

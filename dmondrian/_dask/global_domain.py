@@ -36,7 +36,7 @@ class GlobalDomain:
     kernel_kinds : ndarray of int64
         Kernel kind codes (``dmondrian._kernel.KIND_*``).
     scales : ndarray of float64
-        Global domain scale of each QI (see :attr:`dmondrian.qi.EncodedQI.scale`).
+        Global domain scale of each QI (see :attr:`dmondrian.encoding.qi.EncodedQI.scale`).
     slots : ndarray of int64
         Size of the exact value-count space of kinds with ``exact_counts``
         (:meth:`~dmondrian.kinds.QIKindSpec.global_slots`; nominal and ordinal:
@@ -44,7 +44,7 @@ class GlobalDomain:
     categories : list
         Global category lists (nominal, ordinal) or None.
     hierarchies : list
-        Global :class:`~dmondrian.hierarchy.Hierarchy` (with the missing leaf
+        Global :class:`~dmondrian.encoding.hierarchy.Hierarchy` (with the missing leaf
         when any value is missing) or None.
     n_rows : int
         Rows in the dataset.

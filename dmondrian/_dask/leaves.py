@@ -22,7 +22,7 @@ from .. import _kernel as K
 from .. import suppression
 from .._compat import has_unknown_categories, unknown_categories
 from ..constraints import KAnonymity, KernelPrivacy, kernel_privacy, with_entity
-from ..entities import encode_entities
+from ..encoding.entities import encode_entities
 from ..identifiers import without_identifiers
 from ..kinds import kind_spec
 from ..local import kernel_rules, partition, publish, riding_codes

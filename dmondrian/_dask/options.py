@@ -1,7 +1,7 @@
 """The Dask engine's checked options and its sizes: leaf, output partition, sample.
 
 The options are checked once, on the client, before any pass: the shared
-checks of :func:`dmondrian.validation.check_options`, then what only this
+checks of :func:`dmondrian.encoding.validation.check_options`, then what only this
 engine needs (each QI's kind, ``leaf_rows``). The sizes follow from the
 workers' memory and the table's size. See docs/design.md, section "Sizes and
 limits".
@@ -14,13 +14,13 @@ from dataclasses import dataclass, fields
 import numpy as np
 import pandas as pd
 
+from ..encoding.sensitive import check_known_order, is_ordered
+from ..encoding.validation import Options, check_options
 from ..errors import ParameterError, UnsupportedDtypeError
 from ..kinds.types import object_values
 from ..local import encode_table
 from ..noise import check_noise_dtypes, noise_seed
 from ..options import DASK_PLAN
-from ..sensitive import check_known_order, is_ordered
-from ..validation import Options, check_options
 from .memory import (
     LEAF_ROWS_MAX,
     LEAF_ROWS_MIN,

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..constraints import KernelPrivacy
-from ..sensitive import SensitiveValues
+from ..encoding.sensitive import SensitiveValues
 from .columns import leaf_inputs
 from .cut_tree import CutTree
 from .global_domain import GlobalDomain

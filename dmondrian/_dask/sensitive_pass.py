@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import _kernel as K
 from ..constraints import kernel_privacy
-from ..sensitive import sensitive_values
+from ..encoding.sensitive import sensitive_values
 from .cluster import run
 from .cut_tree import flatten, leaf_nodes, undo_failing_cuts
 from .global_domain import encode_keys
@@ -29,7 +29,7 @@ __all__ = ["sensitive_domain", "leaf_histograms", "keep_diverse_cuts"]
 def sensitive_domain(client, ddf, opts: DaskOptions, progress) -> SensitiveDomain:
     """One pass: the sensitive values and counts; infeasible requests fail here.
 
-    The domain is the local engine's (:func:`dmondrian.sensitive.sensitive_values`),
+    The domain is the local engine's (:func:`dmondrian.encoding.sensitive.sensitive_values`),
     built from a distributed value count instead of the column. With an
     entity, the constraints read (entity, value) pairs, not rows: they are
     checked on the pairs' counts (:mod:`.entity_pairs`), which also replace

@@ -17,7 +17,7 @@ import pandas as pd
 
 from .._kernel.constants import MASK_CARD, MISSING_KEY
 from .._kernel.shipped import _gather_into, _narrow_into
-from ..qi import EncodedQI
+from ..encoding.qi import EncodedQI
 from .global_domain import GlobalDomain
 
 __all__ = ["key_dtypes", "key_offsets", "key_steps", "narrow_keys", "gather_keys",

@@ -1,7 +1,7 @@
 """The compiled Mondrian kernel (Cython, built when the package is installed).
 
 The table arrives as a ``(d, n)`` matrix of order-preserving int64 *keys* (one
-row per quasi-identifier, see :mod:`dmondrian.qi`) and the kernel returns, for
+row per quasi-identifier, see :mod:`dmondrian.encoding.qi`) and the kernel returns, for
 every row, the id of its equivalence class. It never looks at labels or
 dtypes: everything kind-specific it needs is a small integer code per QI and a
 few flat arrays (global scales, hierarchy trees). Its modules, by concern:

@@ -1,7 +1,7 @@
 """Single-pass encoders: column values to kernel keys, with their bounds.
 
 Each function reads a column once and returns its int64 keys together with
-the smallest and largest present key, which :mod:`dmondrian.qi` turns into
+the smallest and largest present key, which :mod:`dmondrian.encoding.qi` turns into
 the global scale. Doing both in one pass (instead of numpy's mask, copy,
 where, min and max, each a pass of its own) matters on tables of tens of
 millions of rows, where encoding otherwise costs as much as a tree level.

@@ -418,7 +418,7 @@ def format_labels(const i64[::1] lo, const i64[::1] hi, missing, int fmt, i64 pe
     ----------
     lo, hi : int64 array (n,)
         Bounds: integers (``FMT_INT``), order-preserving float keys
-        (``FMT_FLOAT``, see :func:`dmondrian.qi.float_keys`), datetime64
+        (``FMT_FLOAT``, see :func:`dmondrian.encoding.qi.float_keys`), datetime64
         counts of ``per_sec`` units a second (``FMT_DATETIME``) or indices of
         strings of ``(t_buf, t_off)`` (``FMT_TABLE``). ``lo = MISSING_KEY``
         marks a class whose values are all missing.

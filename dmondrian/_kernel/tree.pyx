@@ -299,7 +299,7 @@ def mondrian_partition(bufs_keys, rules, leaves, int n_threads=1):
     bufs_keys : int64 array (2, r, n), C-contiguous
         The kernel's double buffer (see :func:`dmondrian._kernel.double_buffer`).
         ``bufs_keys[0]`` holds, one row each, the ``d`` QIs' order-preserving
-        keys (see :mod:`dmondrian.qi`), then any rows that only ride along
+        keys (see :mod:`dmondrian.encoding.qi`), then any rows that only ride along
         (the sensitive codes, the entity codes and the (entity, sensitive
         value) pair codes, at the rows ``rules.ip`` names), and last the row
         numbers ``0..n-1``.

@@ -246,7 +246,7 @@ def load_hierarchies(args) -> tuple[dict, dict]:
         ``{column: FILE}``, as given (for the manifest).
     """
     from .. import io
-    from ..hierarchy import Hierarchy
+    from ..encoding.hierarchy import Hierarchy
 
     files = pairs(args, "--hierarchy", "FILE")
     loaded = {}

@@ -3,7 +3,7 @@
 A kind object answers every question whose answer depends on the kind of a
 quasi-identifier; the modules that encode, publish, measure and plot ask it
 instead of testing which kind they hold. :data:`KINDS` maps each kind's name
-(the strings of :class:`dmondrian.qi.QIKind`, which options, manifests and
+(the strings of :class:`dmondrian.encoding.qi.QIKind`, which options, manifests and
 the Dask engine's domain carry) to its object.
 """
 
@@ -16,7 +16,7 @@ import pandas as pd
 
 from .._kernel.constants import FLOAT_MAX, INT_MIN, MISSING_KEY
 from .._kernel.routing import _int_keys_into
-from ..hierarchy import Hierarchy
+from ..encoding.hierarchy import Hierarchy
 
 __all__ = ["QIKindSpec", "EncodedQI", "Domain", "KINDS", "kind_spec", "register", "capped_span",
            "is_dask", "is_missing", "meta_of", "MISSING_LABEL"]
@@ -28,7 +28,7 @@ _TINY = 5e-324
 #: How a missing value is written in published values.
 MISSING_LABEL = "<NA>"
 
-#: Every kind object by name, in :attr:`dmondrian.qi.QIKind.ALL` order (filled by
+#: Every kind object by name, in :attr:`dmondrian.encoding.qi.QIKind.ALL` order (filled by
 #: :func:`register` when :mod:`dmondrian.kinds` is imported).
 KINDS: dict[str, QIKindSpec] = {}
 
@@ -96,7 +96,8 @@ class EncodedQI:
     """One quasi-identifier as the kernel sees it, plus what publishing needs."""
 
     name: object
-    #: The kind's name (one of :attr:`dmondrian.qi.QIKind.ALL`); :attr:`spec` is its object.
+    #: The kind's name (one of :attr:`dmondrian.encoding.qi.QIKind.ALL`); :attr:`spec` is its
+    #: object.
     kind: str
     kernel_kind: int
     keys: np.ndarray
@@ -132,7 +133,7 @@ class Domain:
     Attributes
     ----------
     kind : str
-        One of :attr:`dmondrian.qi.QIKind.ALL`.
+        One of :attr:`dmondrian.encoding.qi.QIKind.ALL`.
     scale : float
         The normalizer: value range (numeric; nanoseconds for datetime), code
         range (ordinal), distinct values - 1 (nominal), leaves - 1 (hierarchy).

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 
 from .._kernel.constants import KIND_HIERARCHY
+from ..encoding.hierarchy import MISSING_LEAF, Hierarchy
 from ..errors import InvalidValueError, ParseError
-from ..hierarchy import MISSING_LEAF, Hierarchy
 from .base import Domain, EncodedQI, QIKindSpec, is_missing
 from .coverage import IntervalCoverage, interval_coverage
 from .keys import factorize

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..encoding.validation import check_quasi_identifiers
 from ..errors import MissingColumnError, ParameterError
 from ..kinds.base import is_dask, meta_of
-from ..validation import check_quasi_identifiers
 
 __all__ = ["N_COLUMN", "SIZE_COLUMN", "VALUE_COLUMN", "HIDDEN_COLUMN", "is_dask", "compute",
            "Deferred", "run", "check_table", "check_column", "class_keys", "groupby",

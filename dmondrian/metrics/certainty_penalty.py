@@ -10,12 +10,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from ..encoding.validation import check_mapping
 from ..errors import MissingColumnError, ParameterError, ParseError, UnsupportedDtypeError
 from ..kinds import detect_kind
 from ..kinds.base import is_missing
 from ..kinds.labels import not_published
 from ..suppression import MASK_LABEL
-from ..validation import check_mapping
 from ._frames import HIDDEN_COLUMN, VALUE_COLUMN, class_keys, compute, groupby, is_dask, meta_of
 from .domains import Domain, compute_domains
 

@@ -7,8 +7,8 @@ in one pass.
 
 from __future__ import annotations
 
+from ..encoding.validation import check_mapping, check_quasi_identifiers
 from ..kinds import Domain, resolve_kind
-from ..validation import check_mapping, check_quasi_identifiers
 from ._frames import Deferred, check_table, meta_of, run
 
 __all__ = ["Domain", "compute_domains", "domains_deferred", "column_kinds"]

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..encoding.sensitive import check_known_order, is_ordered, sensitive_values
 from ..errors import ParameterError
-from ..sensitive import check_known_order, is_ordered, sensitive_values
 from ._frames import N_COLUMN, class_sizes, compute, groupby, is_dask, meta_of
 
 __all__ = ["T_DISTANCES", "SIZE", "L_DISTINCT", "L_ENTROPY", "L_RECURSIVE", "T",
@@ -30,7 +30,7 @@ SIZE, L_DISTINCT, L_ENTROPY, L_RECURSIVE, T = (
 def t_distance_of(meta: pd.Series, t_distance: str = "auto") -> str:
     """``"ordered"`` for numeric, datetime or ordered categorical values, else ``"equal"``.
 
-    The engines' rule (:func:`dmondrian.sensitive.is_ordered`).
+    The engines' rule (:func:`dmondrian.encoding.sensitive.is_ordered`).
     """
     if t_distance not in T_DISTANCES:
         raise ParameterError("t_distance", f"t_distance must be one of {T_DISTANCES}, "
@@ -53,7 +53,7 @@ class SensitivePlan:
 def global_distribution(table, sensitive, distance: str) -> pd.Series:
     """Share of every sensitive value in the table, in order for the ordered distance.
 
-    The domain is the engines' (:mod:`dmondrian.sensitive`): every kind of
+    The domain is the engines' (:mod:`dmondrian.encoding.sensitive`): every kind of
     missing value is one value, last; for an ordered categorical the domain
     is all its categories, used or not (the ordered distance between two
     categories is their distance in category order over ``categories - 1``).

@@ -320,8 +320,8 @@ def _fit_sizes(client, ddf, qis, k, batch_rows, options, progress) -> tuple:
     an entity, its distinct values: :func:`.sizing.fit_k` then counts people)."""
     from .._dask.cluster import run
     from .._dask.columns import read_columns
+    from ..encoding.validation import check_options
     from ..options import ANONYMIZE
-    from ..validation import check_options
 
     # The options checked now, before a pass over the table, and the columns read as
     # every pass of the fit reads them: a partition's length reads all it is given.

@@ -15,16 +15,16 @@ import numpy as np
 import pandas as pd
 
 from ..constraints import KAnonymity, kernel_privacy, refuse_empty
-from ..entities import encode_entities, pair_counts
+from ..encoding.entities import encode_entities, pair_counts
+from ..encoding.qi import warn_unique_text_qis
+from ..encoding.sensitive import encode_sensitive
+from ..encoding.validation import check_options
 from ..errors import ParameterError
 from ..identifiers import refuse_identifying, released_as_is
 from ..local import encode_table, kernel_rules, partition
 from ..noise import check_noise_dtypes, noisy_columns
 from ..options import plan_fit_options
 from ..person_keys import release_guard, warn_person_keys
-from ..qi import warn_unique_text_qis
-from ..sensitive import encode_sensitive
-from ..validation import check_options
 from .batch import Placing, summarize_batch
 from .packed import lift_tables
 from .release import decide, node_depths, publish_rows

@@ -1,6 +1,6 @@
 """A batch's people per node of a plan, and the regions that hold k of them.
 
-With ``entity=`` a plan counts people, not rows (:mod:`dmondrian.entities`):
+With ``entity=`` a plan counts people, not rows (:mod:`dmondrian.encoding.entities`):
 a region is published only if the batch's rows in it, less the regions
 published below it, hold at least k *distinct* entities (and, with l or t,
 its histogram of distinct ``(entity, sensitive value)`` pairs passes). The
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..distinct_rows import distinct_rows
+from ..encoding.distinct_rows import distinct_rows
 from ..errors import InfeasibleError, InvalidValueError
 
 __all__ = ["People", "people_of", "people_targets"]

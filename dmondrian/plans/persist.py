@@ -31,10 +31,10 @@ import pandas as pd
 
 from .._dask.cut_tree import CutTree
 from ..constraints import resolve_constraints
+from ..encoding.hierarchy import Hierarchy
+from ..encoding.sensitive import SensitiveValues
 from ..errors import ParameterError, PlanFileError
-from ..hierarchy import Hierarchy
 from ..kinds.base import EncodedQI
-from ..sensitive import SensitiveValues
 from .fitted import FittedPlan
 from .tree import PlanTree
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .errors import InfeasibleError, InvalidValueError, MissingColumnError, ParameterError
+from ..errors import InfeasibleError, InvalidValueError, MissingColumnError, ParameterError
 
 __all__ = ["EntityCodes", "check_entity", "encode_entities", "pair_codes", "pair_counts",
            "distinct_per_class"]

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import HierarchyError
+from ..errors import HierarchyError
 
 __all__ = ["Hierarchy", "MISSING_LEAF"]
 
@@ -192,7 +192,7 @@ class Hierarchy:
 
     # -- queries --------------------------------------------------------------
     def with_missing_leaf(self) -> Hierarchy:
-        """A copy with a :data:`~dmondrian.hierarchy.MISSING_LEAF` leaf under the root (once)."""
+        """A copy with a :data:`MISSING_LEAF` leaf under the root (once)."""
         if MISSING_LEAF in self._leaf_code:
             return self
         paths = {leaf: self.ancestors(leaf) for leaf in self.leaves}

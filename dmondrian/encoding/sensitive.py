@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .errors import InvalidValueError, UnsupportedDtypeError
+from ..errors import InvalidValueError, UnsupportedDtypeError
 
 __all__ = ["SensitiveValues", "is_ordered", "sensitive_values", "encode_sensitive",
            "check_known_order"]

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..kinds import QIKind, resolve_kind
+from ..kinds.base import MISSING_LABEL, EncodedQI
+from ..kinds.keys import decode_float_keys, factorize, float_keys
 from .hierarchy import Hierarchy
-from .kinds import QIKind, resolve_kind
-from .kinds.base import MISSING_LABEL, EncodedQI
-from .kinds.keys import decode_float_keys, factorize, float_keys
 
 __all__ = ["QIKind", "EncodedQI", "encode_qi", "float_keys", "decode_float_keys",
            "factorize", "MISSING_LABEL", "warn_unique_text", "warn_unique_text_qis",
@@ -91,8 +91,8 @@ def warn_unique_text(name, distinct: int, rows: int) -> None:
         return
     import warnings
 
-    from .errors import TextQuasiIdentifierWarning
-    from .identifiers import _caller_level
+    from ..errors import TextQuasiIdentifierWarning
+    from ..identifiers import _caller_level
 
     message = (f"quasi-identifier {name!r} is text with nearly one value per row "
                f"({distinct:,} distinct values in {rows:,} rows): each class publishes "
