@@ -59,10 +59,10 @@ import numpy as np
 import pandas as pd
 
 import dmondrian
-from dmondrian import suppression as S
 from dmondrian.datasets import ADULT_COLUMNS, ADULT_QUASI_IDENTIFIERS, adult_dir, load_adult
 from dmondrian.local import encode_table, kernel_rules, partition
 from dmondrian.metrics import ncp
+from dmondrian.privacy import suppression as S
 from dmondrian.synthetic import make_census
 
 KS = (5, 10, 50)

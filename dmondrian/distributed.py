@@ -31,7 +31,6 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from . import suppression
 from ._dask.cluster import cores_per_worker, lasting_client, release, resolve_client, run, session
 from ._dask.columns import read_columns
 from ._dask.counting_write import anonymize_counting, cuts_certain
@@ -55,10 +54,11 @@ from ._dask.top_phase import cut_regions
 from ._dask.unique_count import unique_rows
 from ._dask.watchdog import check_stall_timeout, stall_timeout
 from ._dask.written_check import checked_now_or_later, finish_written, refuse_written_index
-from .constraints import KAnonymity, refuse_empty
 from .errors import IdentifyingColumnWarning
 from .identifiers import without_identifiers
 from .options import ANONYMIZE, DASK, DASK_PLAN, WRITE, takes_options
+from .privacy import suppression
+from .privacy.constraints import KAnonymity, refuse_empty
 from .row_order import row_order_seed, shuffle_partition, takes_shuffle
 from .staging import staged_folder
 
@@ -126,7 +126,7 @@ def anonymize(ddf, quasi_identifiers, k, **options):
         share of the budget, ``floor(suppression * leaf rows)``: the total
         stays within ``floor(suppression * n)``, and each leaf suppresses
         none or at least ``k`` rows, so the masked rows form one class of at
-        least ``k`` (:mod:`dmondrian.suppression`).
+        least ``k`` (:mod:`dmondrian.privacy.suppression`).
     entity, max_contributions, max_classes
         As in :func:`dmondrian.local.anonymize`: every class holds ``k``
         distinct entities, l and t count (entity, value) pairs, and noise

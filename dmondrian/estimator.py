@@ -14,7 +14,6 @@ import sys
 import numpy as np
 import pandas as pd
 
-from .constraints import check_k, resolve_constraints
 from .encoding.entities import check_entity
 from .encoding.validation import (
     check_max_contributions,
@@ -24,9 +23,10 @@ from .encoding.validation import (
 )
 from .errors import NotFittedError, ParameterError
 from .identifiers import check_allow_unique, check_identifiers
-from .noise import check_noise, check_noise_dtypes, check_random_state
 from .options import ANONYMIZE, takes_options
-from .suppression import check_suppression
+from .privacy.constraints import check_k, resolve_constraints
+from .privacy.noise import check_noise, check_noise_dtypes, check_random_state
+from .privacy.suppression import check_suppression
 
 __all__ = ["MondrianAnonymizer"]
 

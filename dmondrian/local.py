@@ -16,7 +16,7 @@ Algorithm (LeFevre, DeWitt & Ramakrishnan, ICDE 2006)
    balanced. Nominal QIs are ordered by frequency within the node; hierarchy
    QIs are cut at a child boundary of the node's common ancestor.
 4. The cut is made only if both children satisfy the privacy constraint
-   (:mod:`dmondrian.constraints`); otherwise the next QI is tried. A node
+   (:mod:`dmondrian.privacy.constraints`); otherwise the next QI is tried. A node
    no QI can cut becomes an equivalence class.
 5. Each class is published once per QI (:mod:`dmondrian.publish`) and the
    labels are expanded to rows by class id.
@@ -41,22 +41,22 @@ import numpy as np
 import pandas as pd
 
 from . import _kernel as K
-from . import suppression
-from .constraints import (
-    KAnonymity,
-    KernelPrivacy,
-    kernel_privacy,
-    refuse_empty,
-)
 from .encoding.entities import encode_entities, pair_counts
 from .encoding.qi import EncodedQI, encode_qi, warn_unique_text_qis
 from .encoding.sensitive import encode_sensitive
 from .encoding.validation import check_options
 from .errors import ParameterError
 from .identifiers import refuse_identifying, released_as_is
-from .noise import check_noise_dtypes, noise_groups, noisy_columns
 from .options import ANONYMIZE, takes_options
 from .person_keys import release_guard, warn_person_keys
+from .privacy import suppression
+from .privacy.constraints import (
+    KAnonymity,
+    KernelPrivacy,
+    kernel_privacy,
+    refuse_empty,
+)
+from .privacy.noise import check_noise_dtypes, noise_groups, noisy_columns
 from .publish import class_values, expand_label_columns
 
 __all__ = ["anonymize", "encode_table", "kernel_rules", "partition", "publish", "Partitioning",
@@ -184,7 +184,7 @@ def kernel_rules(encoded: list[EncodedQI], min_size: int | None = None, *,
         engine passes the whole dataset's so every region normalizes alike.
     privacy : KernelPrivacy, optional
         The constraints in kernel form (see
-        :func:`dmondrian.constraints.kernel_privacy`), with the sensitive,
+        :func:`dmondrian.privacy.constraints.kernel_privacy`), with the sensitive,
         entity and pair codes the constraints count; they ride along in the
         kernel's buffer, at the rows the rules' privacy slots name.
 
@@ -346,13 +346,13 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     sensitive : column name, optional
         The sensitive attribute l and t are about; it is not generalized.
     constraints : list of Constraint, optional
-        More constraints (:mod:`dmondrian.constraints`), all enforced.
+        More constraints (:mod:`dmondrian.privacy.constraints`), all enforced.
     suppression : float, default 0.0
         Share of the rows (``0 <= f < 1``) that may be suppressed, at most
         ``floor(f * len(df))``: after partitioning at k, whole classes are
         suppressed from the widest (highest mean normalized span) down while
         they fit the budget, never one costing no more than the mean row
-        (:mod:`dmondrian.suppression`).
+        (:mod:`dmondrian.privacy.suppression`).
     suppressed : {"mask", "drop"}, default "mask"
         ``"mask"`` keeps the suppressed rows with every QI published as
         ``"*"`` (NaN/NaT for midpoint and mean columns; class id -1 in
@@ -366,10 +366,10 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
         Laplace noise of scale ``(hi - lo) / (class size * eps)``, clamped
         to the bounds (float64). Given the partition, the published means
         of a column are ``eps``-differentially private; the partition itself
-        is not (it depends on the QIs). See :mod:`dmondrian.noise`.
+        is not (it depends on the QIs). See :mod:`dmondrian.privacy.noise`.
     random_state : int or numpy.random.Generator, optional
         Makes the noise repeatable (numpy's generator instead of OpenDP's
-        exact, unseeded sampler; see :mod:`dmondrian.noise`).
+        exact, unseeded sampler; see :mod:`dmondrian.privacy.noise`).
     entity : column name, optional
         The person key of an event table (``"user_id"``): every class then
         holds at least ``k`` distinct entities, not rows; entropy and
@@ -385,7 +385,7 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
         entity's rows count in (chosen at random). The noise scale is
         ``max_classes * max_contributions * (hi - lo) / (n'_c * eps)``,
         ``n'_c`` the class's kept rows, so that ``eps`` holds per entity
-        (see :mod:`dmondrian.noise`).
+        (see :mod:`dmondrian.privacy.noise`).
     identifiers : list of column names, optional
         Direct identifiers (record ids, names, emails): removed from the release.
     allow_unique : list of column names, optional

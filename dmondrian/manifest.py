@@ -18,7 +18,7 @@ directory of Parquet part files, local or any fsspec URL). The manifest holds
   with (``"datetime"``, ``"int"``, ...; :func:`dmondrian.csv_tables.column_types`),
   so that ``dmondrian report --original`` reads the original as the release
   was made from it;
-* ``noise``: each noised column's epsilon and bounds (:mod:`dmondrian.noise`),
+* ``noise``: each noised column's epsilon and bounds (:mod:`dmondrian.privacy.noise`),
   and ``risks``: ``identifying_columns``, the columns released as is that
   single out rows (:mod:`dmondrian.identifiers`).
 
@@ -57,7 +57,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ParameterError
-from .noise import noise_summary
+from .privacy.noise import noise_summary
 
 __all__ = ["write_manifest", "read_manifest", "check_manifest", "manifest_path", "FORMAT",
            "WITHHELD", "withhold_seeds", "withhold_exact"]

@@ -271,16 +271,16 @@ ANONYMIZE = _group(
            range=Range(numbers.Real, 0, 1), plan="keep"),
     Option("sensitive", None, "the sensitive column l and t are about (never generalized)",
            plan="keep"),
-    Option("constraints", None, "more privacy constraints (dmondrian.constraints), all "
+    Option("constraints", None, "more privacy constraints (dmondrian.privacy.constraints), all "
            "enforced", plan="refuse"),
     Option("suppression", 0.0, "share of rows (0 <= f < 1) that may be suppressed so the "
-           "rest generalize less (dmondrian.suppression)",
+           "rest generalize less (dmondrian.privacy.suppression)",
            range=Range(numbers.Real, 0, 1, "left", what="a fraction of the rows"),
            plan="refuse"),
     Option("suppressed", "mask", "suppressed rows: mask publishes every QI hidden ('*'), "
            "drop leaves them out", SUPPRESSED, plan="refuse"),
     Option("noise", None, "replace numeric columns by their class's clipped mean plus Laplace "
-           "noise: {column: {'epsilon': eps, 'bounds': (lo, hi)}} (dmondrian.noise)",
+           "noise: {column: {'epsilon': eps, 'bounds': (lo, hi)}} (dmondrian.privacy.noise)",
            plan="release"),
     Option("random_state", None, "seed (int or numpy.random.Generator) making the noise "
            "repeatable; default: OpenDP's unseeded exact sampler", range=_INT_0,

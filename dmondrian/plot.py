@@ -17,7 +17,6 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import NullLocator, StrMethodFormatter
 
-from .constraints import check_k
 from .errors import ParameterError, UnsupportedDtypeError
 from .identifiers import INDEX
 from .kinds import detect_kind
@@ -30,7 +29,8 @@ from .metrics import (
     size_distribution,
 )
 from .metrics.sizes import size_summary
-from .suppression import MASK_LABEL
+from .privacy.constraints import check_k
+from .privacy.suppression import MASK_LABEL
 
 __all__ = ["class_size_histogram", "k_sweep", "k_sweep_table", "partition_painting"]
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .constraints import check_k
 from .identifying_check import identifying_parts
 from .metrics import (
     DEFAULT_RISK_THRESHOLD,
@@ -41,7 +40,8 @@ from .metrics.per_class import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
 from .metrics.risk import check_threshold, prosecutor
 from .metrics.sizes import finish_size_counts, size_counts_of
 from .metrics.suppressed import Suppressed, suppressed_deferred
-from .noise import check_noise, noise_summary
+from .privacy.constraints import check_k
+from .privacy.noise import check_noise, noise_summary
 from .verification import fewest_entities, jsonable
 
 __all__ = ["Report", "report"]
@@ -82,7 +82,7 @@ class Report:
         out, with their share of the original's rows.
     noise : dict
         ``{column: {"epsilon": eps, "bounds": [lo, hi]}}`` of the noised
-        columns, as given to :func:`report` (see :mod:`dmondrian.noise`).
+        columns, as given to :func:`report` (see :mod:`dmondrian.privacy.noise`).
     identifying_columns : list of dmondrian.identifiers.IdentifyingColumn
         Columns released as is that single out rows (a risk k does not cover).
     k_entities : int or None

@@ -5,7 +5,7 @@ the sensitive column): an equivalence class is a group of rows with the same
 published QI values, exactly what an attacker sees, so engine bookkeeping such
 as a class-id column plays no part. Definitions of k, l (distinct, entropy
 and recursive (c, l)) and t (EMD) are those of :mod:`dmondrian.metrics` and
-of the engines' constraints (:mod:`dmondrian.constraints`).
+of the engines' constraints (:mod:`dmondrian.privacy.constraints`).
 
 The per-class statistics (:mod:`dmondrian.metrics.per_class`) are computed
 with group-by aggregations; on a Dask table they stay distributed (one row per
@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .constraints import check_k, check_l
 from .errors import ParameterError
 from .identifying_check import identifying_parts
 from .metrics import check_column, class_keys, compute, is_dask
@@ -40,6 +39,7 @@ from .metrics.per_class import (
     t_distance_of,
 )
 from .options import ANONYMIZE
+from .privacy.constraints import check_k, check_l
 
 __all__ = ["VerifyResult", "verify", "class_statistics", "jsonable"]
 

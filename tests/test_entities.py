@@ -228,7 +228,7 @@ def test_noise_error_matches_the_per_person_scale(max_contributions):
 
 
 def test_bounded_contributions_per_entity():
-    from dmondrian.noise import bound_contributions
+    from dmondrian.privacy.noise import bound_contributions
 
     rng = np.random.default_rng(1)
     cls = rng.integers(0, 6, 500)

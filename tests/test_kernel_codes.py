@@ -18,7 +18,7 @@ import pytest
 
 from dmondrian import _kernel as K
 from dmondrian._kernel import codes, constants
-from dmondrian.constraints import DistinctLDiversity, KAnonymity, kernel_privacy
+from dmondrian.privacy.constraints import DistinctLDiversity, KAnonymity, kernel_privacy
 
 KERNEL = Path(constants.__file__).resolve().parent
 PACKAGE = KERNEL.parent

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import dmondrian
 from dmondrian import errors
-from dmondrian.constraints import DistinctLDiversity, EntropyLDiversity, TCloseness
+from dmondrian.privacy.constraints import DistinctLDiversity, EntropyLDiversity, TCloseness
 
 
 def emd(class_values: pd.Series, population: pd.Series, ordered: bool) -> float:

@@ -201,6 +201,6 @@ def test_a_plan_refuses_the_same_options_in_memory_and_on_dask(name, table):
 
 @pytest.mark.parametrize("name", sorted(n for n in REFUSED if ANONYMIZE[n].plan == "refuse"))
 def test_the_estimator_goes_without_a_plan_for_a_refused_option(name, table):
-    value = {"constraints": [dmondrian.constraints.KAnonymity(3)]}.get(name, REFUSED[name])
+    value = {"constraints": [dmondrian.privacy.constraints.KAnonymity(3)]}.get(name, REFUSED[name])
     est = dmondrian.MondrianAnonymizer(k=2, quasi_id=["a", "b"], **{name: value}).fit(table)
     assert est.plan_ is None and est.unplanned_[0] == name

@@ -1,4 +1,5 @@
-"""Suppression (dmondrian.suppression) in the local engine, the estimator, verify and NCP."""
+"""Suppression (dmondrian.privacy.suppression) in the local engine, the estimator, verify
+and NCP."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from test_local_properties import JOB_TREE, tables
 import dmondrian
 from dmondrian.errors import ParameterError
 from dmondrian.metrics import compute_domains, ncp
-from dmondrian.suppression import MASK_LABEL, MASKED_CLASS
+from dmondrian.privacy.suppression import MASK_LABEL, MASKED_CLASS
 
 
 def _is_masked(out: pd.DataFrame, qis) -> pd.Series:

@@ -13,7 +13,7 @@ from distributed_helpers import CENSUS_QIS, make_census, row_ids
 
 import dmondrian
 from dmondrian import distributed as D
-from dmondrian.suppression import MASK_LABEL, MASKED_CLASS
+from dmondrian.privacy.suppression import MASK_LABEL, MASKED_CLASS
 
 N, K, F = 4000, 5, 0.05
 

@@ -233,7 +233,7 @@ def test_engine_releases_under_l_and_t_pass_verification(case):
 @given(releases(), st.sampled_from([0.5, 1, 1.5, 2, 3]))
 def test_recursive_l_agrees_with_the_engines_constraint(case, c):
     """verify's recursive (c, l) verdict is the engines' own test, class by class."""
-    from dmondrian.constraints import RecursiveCLDiversity
+    from dmondrian.privacy.constraints import RecursiveCLDiversity
 
     t, _, l_value = case
     r = verify(t, QIS, sensitive="s", l=l_value, l_kind="recursive", c=c, max_listed=10 ** 6)

@@ -26,8 +26,8 @@ from .._compat import categorical_dtype
 from .._kernel.constants import INT_MIN
 from ..encoding.distinct_rows import distinct_rows
 from ..kinds import kind_spec
+from ..privacy.suppression import MASK_LABEL
 from ..publish import bound_labels, class_values, mask_labels, missing_as_null
-from ..suppression import MASK_LABEL
 from .shipped_keys import gather_keys, narrow_keys
 from .text import TEXT, text_labels
 

@@ -1,7 +1,7 @@
 """Noise per person on Dask: each entity's ``max_classes`` shared out among its leaves.
 
 With ``entity=`` and ``noise=``, each entity's rows count in the noised
-means of at most ``max_classes`` classes (:mod:`dmondrian.noise`). The
+means of at most ``max_classes`` classes (:mod:`dmondrian.privacy.noise`). The
 local engine picks them among all the entity's classes; on Dask the classes
 are made by leaves finished apart, in different tasks. So after the plan,
 one pass finds the leaves every entity has rows in, exactly, and shares its

@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 
 from .. import _kernel as K
-from ..constraints import kernel_privacy
 from ..encoding.entities import check_entity_count
+from ..privacy.constraints import kernel_privacy
 from .cluster import run
 from .cut_tree import flatten, leaf_nodes, preorder, undo_failing_cuts
 from .entity_pass import entity_hashes

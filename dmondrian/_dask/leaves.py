@@ -19,14 +19,14 @@ import numpy as np
 import pandas as pd
 
 from .. import _kernel as K
-from .. import suppression
 from .._compat import has_unknown_categories, unknown_categories
-from ..constraints import KAnonymity, KernelPrivacy, kernel_privacy, with_entity
 from ..encoding.entities import encode_entities
 from ..identifiers import without_identifiers
 from ..kinds import kind_spec
 from ..local import kernel_rules, partition, publish, riding_codes
-from ..noise import noise_groups, noisy_columns
+from ..privacy import suppression
+from ..privacy.constraints import KAnonymity, KernelPrivacy, kernel_privacy, with_entity
+from ..privacy.noise import noise_groups, noisy_columns
 from ..publish import class_values
 from .columns import INDEX, LEAF, carried, key_names
 from .entity_pass import entity_hashes
@@ -294,7 +294,7 @@ def _take(column, at: np.ndarray):
 
 
 def _add_noise(out, frame, part, ids, starts, top, result=None) -> None:
-    """The noised columns of ``out`` (:mod:`dmondrian.noise`), drawn per class.
+    """The noised columns of ``out`` (:mod:`dmondrian.privacy.noise`), drawn per class.
 
     With a seed, each leaf draws from a generator of its own (seed, leaf id),
     whichever task and output partition it lands in. Masked rows (suppression)
@@ -341,7 +341,7 @@ def _class_ids(class_of_row, part, ids, starts, n) -> np.ndarray:
 
 def _publish_suppressed(frame, encoded, part, privacy, ids, starts, top):
     """:func:`publish_leaves` with suppression: each leaf within its own share of the
-    budget (:mod:`dmondrian.suppression`). Dropped rows are absent from the result."""
+    budget (:mod:`dmondrian.privacy.suppression`). Dropped rows are absent from the result."""
     opts = top.options
     if privacy is None:
         privacy = kernel_privacy([KAnonymity(opts.k)])

@@ -19,8 +19,8 @@ from ..encoding.validation import Options, check_options
 from ..errors import ParameterError, UnsupportedDtypeError
 from ..kinds.types import object_values
 from ..local import encode_table
-from ..noise import check_noise_dtypes, noise_seed
 from ..options import DASK_PLAN
+from ..privacy.noise import check_noise_dtypes, noise_seed
 from .memory import (
     LEAF_ROWS_MAX,
     LEAF_ROWS_MIN,

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..constraints import KernelPrivacy
 from ..encoding.sensitive import SensitiveValues
+from ..privacy.constraints import KernelPrivacy
 from .columns import leaf_inputs
 from .cut_tree import CutTree
 from .global_domain import GlobalDomain

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _kernel as K
-from ..constraints import kernel_privacy
 from ..encoding.sensitive import sensitive_values
+from ..privacy.constraints import kernel_privacy
 from .cluster import run
 from .cut_tree import flatten, leaf_nodes, undo_failing_cuts
 from .global_domain import encode_keys

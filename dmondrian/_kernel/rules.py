@@ -29,7 +29,7 @@ class KernelRules:
         count (nominal and ordinal kinds).
     ip, fp, q : arrays
         The privacy constraint in kernel form (see
-        :func:`dmondrian.constraints.kernel_privacy`): ``N_IP`` integer and
+        :func:`dmondrian.privacy.constraints.kernel_privacy`): ``N_IP`` integer and
         ``N_FP`` float slots and the whole table's sensitive distribution.
         The row slots (``P_SENS_ROW``, ``P_ENT_ROW``, ``P_PAIR_ROW``) name
         the buffer rows of ``riding``, -1 when absent.

@@ -21,7 +21,7 @@ would count rows:
   holds at least k entities, so the masked class (a union of whole classes)
   holds at least k entities too; it is still checked for l and t over pairs.
 * **Noise** bounds each entity's contribution to a class's mean (see
-  :mod:`dmondrian.noise`).
+  :mod:`dmondrian.privacy.noise`).
 * The entity column is a **direct identifier**: it is never released.
 
 Missing entity values are refused (:class:`~dmondrian.errors.InvalidValueError`):

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..constraints import resolve_constraints
 from ..errors import DuplicateColumnError, MissingColumnError, ParameterError
 from ..identifiers import check_allow_unique, check_identifiers
-from ..noise import check_noise, check_random_state
 from ..options import ANONYMIZE, GENERALIZATIONS, MODES, defaults
-from ..suppression import check_suppression
+from ..privacy.constraints import resolve_constraints
+from ..privacy.noise import check_noise, check_random_state
+from ..privacy.suppression import check_suppression
 from .entities import check_entity
 
 __all__ = ["GENERALIZATIONS", "MODES", "Options", "check_class_column", "check_mapping",
@@ -115,7 +115,7 @@ class Options:
     #: Share of rows that may be suppressed, and what becomes of them (mask, drop).
     suppression: float
     suppressed: str
-    #: :class:`dmondrian.noise.NoisedColumn` of each noised column, and the noise's seed.
+    #: :class:`dmondrian.privacy.noise.NoisedColumn` of each noised column, and the noise's seed.
     noise: list
     random_state: object
     #: Columns removed from the release, and columns allowed to single out rows.

@@ -15,7 +15,7 @@ from ..errors import MissingColumnError, ParameterError, ParseError, Unsupported
 from ..kinds import detect_kind
 from ..kinds.base import is_missing
 from ..kinds.labels import not_published
-from ..suppression import MASK_LABEL
+from ..privacy.suppression import MASK_LABEL
 from ._frames import HIDDEN_COLUMN, VALUE_COLUMN, class_keys, compute, groupby, is_dask, meta_of
 from .domains import Domain, compute_domains
 

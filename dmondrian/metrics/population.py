@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..encoding.validation import check_mapping, check_quasi_identifiers
-from ..suppression import MASK_LABEL
+from ..privacy.suppression import MASK_LABEL
 from ._frames import check_table, class_sizes, compute, groupby, is_dask, meta_of
 from .domains import column_kinds
 

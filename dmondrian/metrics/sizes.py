@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..constraints import check_k
 from ..errors import ParameterError
+from ..privacy.constraints import check_k
 from ._frames import SIZE_COLUMN, class_keys, class_sizes, compute
 
 __all__ = ["size_counts", "size_counts_of", "finish_size_counts", "SizeSummary", "size_summary",

@@ -1,6 +1,6 @@
 """How many rows a release suppressed: masked rows it publishes, rows it left out.
 
-A masked row (:mod:`dmondrian.suppression`) publishes every QI hidden: the
+A masked row (:mod:`dmondrian.privacy.suppression`) publishes every QI hidden: the
 label ``"*"``, or a missing value for QIs published as numbers, with at least
 one ``"*"`` (a release whose QIs are all numbers cannot tell a masked row
 from a row of missing values, and counts none). Dropped rows are the rows of
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..suppression import MASK_LABEL
+from ..privacy.suppression import MASK_LABEL
 from ._frames import Deferred
 
 __all__ = ["Suppressed", "masked_count", "suppressed_deferred"]

@@ -54,8 +54,8 @@ from .._dask.graph import column_partitions, constant, partitions, tree_reduce
 from .._dask.unique_count import unique_rows
 from .._dask.written_check import DISTINCT
 from .._kernel import thread_limit
-from ..constraints import refuse_empty
 from ..identifiers import distinct_sketch, estimate_identifying, merge_distinct, refuse_identifying
+from ..privacy.constraints import refuse_empty
 from .batch import Placing, summarize_batch
 from .release import decide, publish_rows, published_columns
 

@@ -34,9 +34,9 @@ import numpy as np
 
 from .._dask.cut_tree import CutTree
 from .._kernel.constants import KIND_NOMINAL
-from ..constraints import refuse_empty
 from ..errors import ParameterError
 from ..options import plan_fit_options
+from ..privacy.constraints import refuse_empty
 from .sizing import PLAN_OPTIONS, fit_k, fit_trim
 from .tree import PlanTree, abut_cut_sides, build_tree, node_arrays
 
@@ -250,7 +250,7 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
     from .._dask.cluster import release, resolve_client, run
     from .._dask.graph import constant, partitions
     from .._dask.shuffle import distributed_shuffle_method, route_and_shuffle
-    from ..constraints import KAnonymity
+    from ..privacy.constraints import KAnonymity
 
     options = plan_fit_options(options)
     if options.get("mode", "strict") != "strict":

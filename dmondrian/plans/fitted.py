@@ -14,7 +14,6 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from ..constraints import KAnonymity, kernel_privacy, refuse_empty
 from ..encoding.entities import encode_entities, pair_counts
 from ..encoding.qi import warn_unique_text_qis
 from ..encoding.sensitive import encode_sensitive
@@ -22,9 +21,10 @@ from ..encoding.validation import check_options
 from ..errors import ParameterError
 from ..identifiers import refuse_identifying, released_as_is
 from ..local import encode_table, kernel_rules, partition
-from ..noise import check_noise_dtypes, noisy_columns
 from ..options import plan_fit_options
 from ..person_keys import release_guard, warn_person_keys
+from ..privacy.constraints import KAnonymity, kernel_privacy, refuse_empty
+from ..privacy.noise import check_noise_dtypes, noisy_columns
 from .batch import Placing, summarize_batch
 from .packed import lift_tables
 from .release import decide, node_depths, publish_rows

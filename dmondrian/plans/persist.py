@@ -30,11 +30,11 @@ import numpy as np
 import pandas as pd
 
 from .._dask.cut_tree import CutTree
-from ..constraints import resolve_constraints
 from ..encoding.hierarchy import Hierarchy
 from ..encoding.sensitive import SensitiveValues
 from ..errors import ParameterError, PlanFileError
 from ..kinds.base import EncodedQI
+from ..privacy.constraints import resolve_constraints
 from .fitted import FittedPlan
 from .tree import PlanTree
 

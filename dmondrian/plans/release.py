@@ -33,8 +33,8 @@ import pandas as pd
 
 from .. import _kernel as K
 from ..errors import InfeasibleError
+from ..privacy.suppression import MASK_LABEL
 from ..publish import class_values, expand_label_columns
-from ..suppression import MASK_LABEL
 from .batch import BatchSummary
 from .people import people_targets
 

@@ -104,7 +104,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .errors import (
+from ..errors import (
     ColumnError,
     InvalidValueError,
     MissingColumnError,
@@ -112,7 +112,7 @@ from .errors import (
     ParameterError,
     UnsupportedDtypeError,
 )
-from .options import ANONYMIZE
+from ..options import ANONYMIZE
 
 __all__ = ["NoisedColumn", "check_noise", "check_noise_dtypes", "check_random_state",
            "noise_seed", "noisy_columns", "noise_groups", "noise_summary", "laplace_sampler",
@@ -384,7 +384,7 @@ def noise_groups(class_of_row: np.ndarray, n_classes: int, starts=None, result=N
     """The rows published and the group each is noised with.
 
     A group is a class of the partition; with suppression (``result``, a
-    :class:`dmondrian.suppression.SuppressionResult`), the suppressed rows of
+    :class:`dmondrian.privacy.suppression.SuppressionResult`), the suppressed rows of
     a leaf are one group when they are masked, and absent when dropped.
     Leaves (``starts``: the first row of each Dask leaf; default one leaf)
     keep their groups contiguous, in leaf order.

@@ -42,11 +42,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _kernel as K
-from .encoding.entities import pair_codes, pair_counts
-from .errors import InfeasibleError, ParameterError
-from .options import ANONYMIZE
-from .options import K as K_OPTION
+from .. import _kernel as K
+from ..encoding.entities import pair_codes, pair_counts
+from ..errors import InfeasibleError, ParameterError
+from ..options import ANONYMIZE
+from ..options import K as K_OPTION
 
 __all__ = [
     "Constraint",

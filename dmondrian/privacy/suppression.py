@@ -40,9 +40,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from . import _kernel as K
-from .kinds.base import EncodedQI
-from .options import ANONYMIZE
+from .. import _kernel as K
+from ..kinds.base import EncodedQI
+from ..options import ANONYMIZE
 
 __all__ = ["MASK_LABEL", "MASKED_CLASS", "check_suppression", "budget", "most_dropped",
            "class_costs", "choose_classes", "suppressed_rows", "suppress", "publish_suppressed",
@@ -308,7 +308,7 @@ def publish_suppressed(index: pd.Index, encoded: list[EncodedQI], result: Suppre
         Class id of each published row, ``0..m-1`` over the kept classes,
         :data:`MASKED_CLASS` for masked rows.
     """
-    from .publish import class_values, expand_labels
+    from ..publish import class_values, expand_labels
 
     part, hidden = result.part, result.hidden
     chosen = np.zeros(part.n_classes, dtype=bool)
@@ -344,7 +344,7 @@ def masked_column(qi: EncodedQI, values, inverse: np.ndarray, class_of_row: np.n
     ``values, inverse`` are :func:`dmondrian.publish.class_values` of the
     other classes: labels get the label ``"*"``, numbers NaN (NaT).
     """
-    from .publish import expand_labels
+    from ..publish import expand_labels
 
     if isinstance(values, pd.Index):
         at = values.get_indexer([MASK_LABEL])[0]
