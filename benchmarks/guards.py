@@ -38,10 +38,10 @@ def _median_ms(fn, repeat: int) -> dict:
 def _guards(df, as_is, encoded):
     """The guards alone, as this build runs them."""
     try:
-        from dmondrian.person_keys import release_guard
+        from dmondrian.release.person_keys import release_guard
     except ImportError:  # builds before release_guard: the two checks it replaced
-        from dmondrian.identifiers import candidates, identifying_columns
-        from dmondrian.person_keys import person_key_columns
+        from dmondrian.release.identifiers import candidates, identifying_columns
+        from dmondrian.release.person_keys import person_key_columns
 
         def both():
             identifying_columns(df, as_is)
@@ -61,7 +61,7 @@ def main(argv=None):
     from dmondrian import local
     from dmondrian.datasets import load_adult
     from dmondrian.encoding.validation import check_options
-    from dmondrian.identifiers import released_as_is
+    from dmondrian.release.identifiers import released_as_is
 
     warnings.simplefilter("ignore")
     df = load_adult(download=False)

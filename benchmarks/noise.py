@@ -20,7 +20,7 @@ b. Speed (synthetic census, 1M rows, 4 QIs: age, zip, birth_date, sex;
    census's record id, which dmondrian refuses to release otherwise); a
    fourth call measures the check of the columns released as is, run on
    ``person_id`` too (the census has an id column, which it finds): the
-   exact count of ``dmondrian.identifiers.identifying_columns`` on it, then
+   exact count of ``dmondrian.release.identifiers.identifying_columns`` on it, then
    the call without noise. Since the check refuses the column instead of
    warning, the call itself cannot be timed with it unallowed; the work is
    the same as the call's was when it only warned.
@@ -41,7 +41,7 @@ import numpy as np
 
 import dmondrian
 from dmondrian.errors import IdentifyingColumnWarning
-from dmondrian.identifiers import identifying_columns
+from dmondrian.release.identifiers import identifying_columns
 
 KS = (5, 10, 50)
 EPSILONS = (0.1, 1.0, 10.0)

@@ -1,4 +1,4 @@
-"""The person-key rule (dmondrian.person_keys) on real and generated tables.
+"""The person-key rule (dmondrian.release.person_keys) on real and generated tables.
 
 For every column of each table that the rule may look at (released as is,
 integers or text), prints its measured share of further rows bringing a new
@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from dmondrian.datasets import load_adult
-from dmondrian.identifiers import candidates
-from dmondrian.person_keys import (
+from dmondrian.release.identifiers import candidates
+from dmondrian.release.person_keys import (
     MIN_REPEATED,
     MIN_VALUES,
     NEW_TUPLE_RATIO,

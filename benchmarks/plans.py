@@ -301,7 +301,7 @@ def adult(rows: list, sweep: bool = False) -> None:
     order = np.random.default_rng(0).permutation(len(test))
     half = len(test) // 2
     # Each half's own row numbers: the test file's index would single out its rows,
-    # which a release refuses (dmondrian.identifiers).
+    # which a release refuses (dmondrian.release.identifiers).
     halves = [test.iloc[np.sort(part)].reset_index(drop=True)
               for part in (order[:half], order[half:])]
     alone = [dm.anonymize(h, qis, k, **ADULT) for h in halves]

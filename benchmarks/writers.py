@@ -8,7 +8,7 @@ shared host's drift favours neither), reported as medians and their ratio:
 shuffle
     Writing a released table (``--rows`` census rows, k=10, 3 QIs) to
     Parquet with :func:`dmondrian.io.write_table`, its rows first shuffled by
-    :func:`dmondrian.row_order.shuffle_rows` (what every writer now does)
+    :func:`dmondrian.release.row_order.shuffle_rows` (what every writer now does)
     against the same write without the shuffle.
 csv types
     Reading a CSV of the same rows lazily with dask and computing it:
@@ -39,7 +39,7 @@ import dask.dataframe as dd
 import dmondrian
 from dmondrian import io
 from dmondrian.csv_tables import CsvDialect, read_csv_dask
-from dmondrian.row_order import shuffle_rows
+from dmondrian.release.row_order import shuffle_rows
 from dmondrian.synthetic import make_census
 
 QIS = ["age", "zip", "sex"]

@@ -55,11 +55,11 @@ from ._dask.unique_count import unique_rows
 from ._dask.watchdog import check_stall_timeout, stall_timeout
 from ._dask.written_check import checked_now_or_later, finish_written, refuse_written_index
 from .errors import IdentifyingColumnWarning
-from .identifiers import without_identifiers
 from .options import ANONYMIZE, DASK, DASK_PLAN, WRITE, takes_options
 from .privacy import suppression
 from .privacy.constraints import KAnonymity, refuse_empty
-from .row_order import row_order_seed, shuffle_partition, takes_shuffle
+from .release.identifiers import without_identifiers
+from .release.row_order import row_order_seed, shuffle_partition, takes_shuffle
 from .staging import staged_folder
 
 __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "apply_plan",
@@ -225,7 +225,7 @@ def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=Fa
     ------
     dmondrian.errors.IdentifyingColumnError
         When a column released as is singles out rows (unless the write
-        tasks are to check; see :mod:`dmondrian.identifiers`).
+        tasks are to check; see :mod:`dmondrian.release.identifiers`).
     """
     anonymize_options = {name: options[name] for name in ANONYMIZE}
     opts = check_dask_options(ddf, quasi_identifiers, k, options["leaf_rows"],
@@ -384,7 +384,7 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     write_options : dict, optional
         ``write_index`` (default False), ``shuffle_rows`` (default True: each
         file's rows in an order seeded by ``random_state``, so that the
-        input's order reveals nothing; :mod:`dmondrian.row_order`) and
+        input's order reveals nothing; :mod:`dmondrian.release.row_order`) and
         keywords for :func:`pyarrow.parquet.write_table` (``compression``, ...).
     storage_options : dict, optional
         Keywords for the fsspec filesystem of ``path``.

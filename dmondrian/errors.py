@@ -163,14 +163,14 @@ class MissingDependencyError(DMondrianError, ImportError):
 class IdentifyingColumnError(ColumnError):
     """Columns that would be released as is single out rows (a record id, an email).
 
-    Raised before anything is released (see :mod:`dmondrian.identifiers`).
+    Raised before anything is released (see :mod:`dmondrian.release.identifiers`).
     Either remove the columns (``identifiers=[...]``, the command line's
     ``--drop``) or, judged safe, allow them (``allow_unique=[...]``,
     ``--allow-unique``).
 
     Parameters
     ----------
-    found : list of dmondrian.identifiers.IdentifyingColumn
+    found : list of dmondrian.release.identifiers.IdentifyingColumn
         The columns, each with the share of the rows it singles out.
     message : str
         What is wrong; it names every column and both ways out.
@@ -181,7 +181,7 @@ class IdentifyingColumnError(ColumnError):
         The first column found (the index's name, or ``"index"``, for the index).
     columns : list
         Every column found.
-    found : list of dmondrian.identifiers.IdentifyingColumn
+    found : list of dmondrian.release.identifiers.IdentifyingColumn
     """
 
     def __init__(self, found, message: str):
@@ -209,7 +209,7 @@ class TextQuasiIdentifierWarning(UserWarning):
 
 
 class IdentifyingColumnWarning(UserWarning):
-    """A column released as is looks like a person key (:mod:`dmondrian.person_keys`).
+    """A column released as is looks like a person key (:mod:`dmondrian.release.person_keys`).
 
     A column that singles out rows is refused instead
     (:class:`IdentifyingColumnError`).

@@ -22,11 +22,11 @@ from .encoding.validation import (
     check_sensitive,
 )
 from .errors import NotFittedError, ParameterError
-from .identifiers import check_allow_unique, check_identifiers
 from .options import ANONYMIZE, takes_options
 from .privacy.constraints import check_k, resolve_constraints
 from .privacy.noise import check_noise, check_noise_dtypes, check_random_state
 from .privacy.suppression import check_suppression
+from .release.identifiers import check_allow_unique, check_identifiers
 
 __all__ = ["MondrianAnonymizer"]
 

@@ -18,7 +18,7 @@ Algorithm (LeFevre, DeWitt & Ramakrishnan, ICDE 2006)
 4. The cut is made only if both children satisfy the privacy constraint
    (:mod:`dmondrian.privacy.constraints`); otherwise the next QI is tried. A node
    no QI can cut becomes an equivalence class.
-5. Each class is published once per QI (:mod:`dmondrian.publish`) and the
+5. Each class is published once per QI (:mod:`dmondrian.release.publish`) and the
    labels are expanded to rows by class id.
 
 Guarantee: every class has at least ``k`` rows, for any input with
@@ -46,9 +46,7 @@ from .encoding.qi import EncodedQI, encode_qi, warn_unique_text_qis
 from .encoding.sensitive import encode_sensitive
 from .encoding.validation import check_options
 from .errors import ParameterError
-from .identifiers import refuse_identifying, released_as_is
 from .options import ANONYMIZE, takes_options
-from .person_keys import release_guard, warn_person_keys
 from .privacy import suppression
 from .privacy.constraints import (
     KAnonymity,
@@ -57,7 +55,9 @@ from .privacy.constraints import (
     refuse_empty,
 )
 from .privacy.noise import check_noise_dtypes, noise_groups, noisy_columns
-from .publish import class_values, expand_label_columns
+from .release.identifiers import refuse_identifying, released_as_is
+from .release.person_keys import release_guard, warn_person_keys
+from .release.publish import class_values, expand_label_columns
 
 __all__ = ["anonymize", "encode_table", "kernel_rules", "partition", "publish", "Partitioning",
            "riding_codes"]
@@ -322,7 +322,7 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
         cuts, which refined classes no longer follow.
     generalization : {"range", "midpoint", "mean"}, default "range"
         How numeric and datetime QIs are published: a range label
-        (see :mod:`dmondrian.publish`), or the class's midpoint or mean as
+        (see :mod:`dmondrian.release.publish`), or the class's midpoint or mean as
         numbers. Categorical QIs always publish labels.
     max_depth : int, optional
         Stop cutting after this many levels (coarser classes).
@@ -401,21 +401,21 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
         columns replaced, every other column untouched (without the dropped
         rows, if ``suppressed="drop"``). The rows keep the input's order, so
         that a scikit-learn ``y`` stays aligned with them; a release written
-        to files has its rows shuffled instead (:mod:`dmondrian.row_order`).
+        to files has its rows shuffled instead (:mod:`dmondrian.release.row_order`).
 
     Warns
     -----
     dmondrian.errors.IdentifyingColumnWarning
         Without ``entity``, for each column released as is that looks like a
         person key (many values, each covering a few rows whose QIs mostly
-        repeat; see :mod:`dmondrian.person_keys`).
+        repeat; see :mod:`dmondrian.release.person_keys`).
 
     Raises
     ------
     dmondrian.errors.IdentifyingColumnError
         When a column released as is singles out rows (the index is the
         caller's, not released): on 1,000 rows or more, half the rows or more hold a value no
-        other row has (see :mod:`dmondrian.identifiers`), and it is named
+        other row has (see :mod:`dmondrian.release.identifiers`), and it is named
         neither in ``identifiers`` nor in ``allow_unique``.
     dmondrian.errors.DMondrianError
         On bad input, with a message naming the column or parameter.

@@ -18,7 +18,6 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import NullLocator, StrMethodFormatter
 
 from .errors import ParameterError, UnsupportedDtypeError
-from .identifiers import INDEX
 from .kinds import detect_kind
 from .metrics import (
     check_column,
@@ -31,6 +30,7 @@ from .metrics import (
 from .metrics.sizes import size_summary
 from .privacy.constraints import check_k
 from .privacy.suppression import MASK_LABEL
+from .release.identifiers import INDEX
 
 __all__ = ["class_size_histogram", "k_sweep", "k_sweep_table", "partition_painting"]
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .identifying_check import identifying_parts
 from .metrics import (
     DEFAULT_RISK_THRESHOLD,
     NCP,
@@ -42,6 +41,7 @@ from .metrics.sizes import finish_size_counts, size_counts_of
 from .metrics.suppressed import Suppressed, suppressed_deferred
 from .privacy.constraints import check_k
 from .privacy.noise import check_noise, noise_summary
+from .release.identifying_check import identifying_parts
 from .verification import fewest_entities, jsonable
 
 __all__ = ["Report", "report"]
@@ -75,7 +75,7 @@ class Report:
         when rows were left out (``suppressed="drop"``; None otherwise): what a
         manifest records, since ``ncp``, counting the rows left out and
         normalized by the original's ranges, gives their number and the
-        extremes they held away (:func:`dmondrian.manifest.withhold_exact`).
+        extremes they held away (:func:`dmondrian.release.manifest.withhold_exact`).
     risk : Risk
     suppressed : Suppressed
         Rows masked (every QI ``"*"``) and, given ``original``, rows left
@@ -83,7 +83,7 @@ class Report:
     noise : dict
         ``{column: {"epsilon": eps, "bounds": [lo, hi]}}`` of the noised
         columns, as given to :func:`report` (see :mod:`dmondrian.privacy.noise`).
-    identifying_columns : list of dmondrian.identifiers.IdentifyingColumn
+    identifying_columns : list of dmondrian.release.identifiers.IdentifyingColumn
         Columns released as is that single out rows (a risk k does not cover).
     k_entities : int or None
         The fewest distinct entities of a class, given ``entity`` values.
@@ -251,7 +251,7 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
     allow_unique : list, optional
         Columns judged safe although they single out rows. Every other
         column but the QIs, the sensitive, the noised and the class column
-        is checked (:mod:`dmondrian.identifiers`).
+        is checked (:mod:`dmondrian.release.identifiers`).
     entity : array-like, optional
         The person key of each released row, in its row order (a release of
         ``entity=`` no longer holds it): the report then gives the fewest

@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 
 from .errors import ParameterError
-from .identifying_check import identifying_parts
 from .metrics import check_column, class_keys, compute, is_dask
 from .metrics._frames import N_COLUMN, groupby, meta_of
 from .metrics.per_class import (
@@ -40,6 +39,7 @@ from .metrics.per_class import (
 )
 from .options import ANONYMIZE
 from .privacy.constraints import check_k, check_l
+from .release.identifying_check import identifying_parts
 
 __all__ = ["VerifyResult", "verify", "class_statistics", "jsonable"]
 
@@ -75,7 +75,7 @@ class VerifyResult:
         The failing classes (at most ``max_listed``, smallest first), indexed
         by their published QI values, with their ``size`` (and ``l_distinct``,
         ``l_entropy``, ``t``) and ``failed``, the requirements they break.
-    identifying_columns : list of dmondrian.identifiers.IdentifyingColumn
+    identifying_columns : list of dmondrian.release.identifiers.IdentifyingColumn
         Columns released as is that single out rows (less those in
         ``allow_unique``): a risk k does not cover, which fails the
         verification as the engines refuse to release it.
@@ -222,7 +222,7 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     allow_unique : list, optional
         Columns judged safe although they single out rows. Every other
         column but the QIs and the sensitive one is checked and, if it
-        singles out rows, listed as a risk (:mod:`dmondrian.identifiers`)
+        singles out rows, listed as a risk (:mod:`dmondrian.release.identifiers`)
         that makes the verification fail, as the engines refuse to release
         it.
     entity : array-like, optional

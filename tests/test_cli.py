@@ -64,7 +64,7 @@ def _people(n: int, seed: int = 0) -> pd.DataFrame:
         "zip": rng.choice(["02134", "02139", "10001", "10002", "94110", "94117"], n),
         "sex": rng.choice(["F", "M"], n),
         # In whole hundreds: an integer column nearly unique per row would be taken
-        # for a record id, and refused (dmondrian.identifiers).
+        # for a record id, and refused (dmondrian.release.identifiers).
         "income": rng.integers(10, 1_000, n) * 100,
     })
 
@@ -124,7 +124,7 @@ def test_anonymize_csv_and_parquet(work, src, dst, k, launch):
     original = _people(N_ROWS)
     assert len(released) == N_ROWS and list(released.columns) == list(original.columns)
     _assert_k_anonymous(released, QIS, k)
-    # The sensitive column is untouched; the file's rows are shuffled (dmondrian.row_order).
+    # The sensitive column is untouched; the file's rows are shuffled (dmondrian.release.row_order).
     assert sorted(released["income"]) == sorted(original["income"])
     manifest = json.loads((work / f"{dst.rstrip('/')}.manifest.json").read_text())
     assert manifest["parameters"]["k"] == k

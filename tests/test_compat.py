@@ -69,7 +69,7 @@ def test_shuffle_falls_back_when_the_private_call_fails(monkeypatch):
 def test_the_engine_gives_the_same_release_on_the_fallback_shuffle(client, monkeypatch, tmp_path):
     df = make_census(6000, seed=31)
     ddf = dd.from_pandas(df, npartitions=3)
-    # Seeded: the writers' row shuffles (dmondrian.row_order) repeat.
+    # Seeded: the writers' row shuffles (dmondrian.release.row_order) repeat.
     options = dict(leaf_rows=700, class_column="cls", client=client, mode="relaxed",
                    random_state=0)
     top = D.plan(ddf, CENSUS_QIS, 5, **options, allow_unique=row_ids(ddf))

@@ -35,7 +35,7 @@ from dmondrian._dask.options import leaf_rows_for, output_partition_rows
 from dmondrian._dask.plan import Recount, Verdict, pack_output_partitions
 from dmondrian._dask.routing import route, row_positions
 
-#: The writers write no index by default (dmondrian.row_order); these tests compare the
+#: The writers write no index by default (dmondrian.release.row_order); these tests compare the
 #: files with the lazy release row by row, by index.
 INDEXED = {"write_index": True}
 

@@ -182,7 +182,7 @@ def test_worker_killed_mid_run_gives_identical_output(process_cluster, tmp_path)
     ddf = dd.from_pandas(df, npartitions=12)
     # Relaxed: a retried task must also split median ties exactly as before
     # (by input position, fixed by the partitioning).
-    # Seeded: the files' row shuffles (dmondrian.row_order) repeat too.
+    # Seeded: the files' row shuffles (dmondrian.release.row_order) repeat too.
     options = dict(leaf_rows=10_000, class_column="cls", mode="relaxed", random_state=0)
     top = D.anonymize_to_parquet(ddf, tmp_path / "calm", CENSUS_QIS, 5, client=client,
                                  **options, allow_unique=row_ids(ddf))

@@ -78,7 +78,7 @@ from sklearn.model_selection import (  # noqa: E402
 
 
 def _big(n=3000, seed=1):
-    # Over dmondrian.identifiers.MIN_ROWS rows: an index unique per row would be judged.
+    # Over dmondrian.release.identifiers.MIN_ROWS rows: an index unique per row would be judged.
     return _table(n, seed)
 
 

@@ -215,7 +215,7 @@ def test_dask_sketch_registers_are_dasks_own(values, numpy_has_bitwise_count, mo
     with numpy's population count and without it (numpy < 2)."""
     from dask.dataframe.hyperloglog import compute_hll_array
 
-    from dmondrian.identifiers import _HLL_BITS, _registers
+    from dmondrian.release.identifiers import _HLL_BITS, _registers
 
     expected = compute_hll_array(values.dropna(), _HLL_BITS)
     if not numpy_has_bitwise_count:
@@ -280,8 +280,8 @@ def test_the_guard_counts_once_and_decides_as_the_rules_do(n, distinct, repeat, 
                                                            text):
     # release_guard's shortcuts (one count per column, bincounts, Arrow's distinct count,
     # the early exit, QI keys for combinations) change no verdict of either rule.
-    from dmondrian.identifiers import candidates, identifying_columns
-    from dmondrian.person_keys import person_key_columns, release_guard
+    from dmondrian.release.identifiers import candidates, identifying_columns
+    from dmondrian.release.person_keys import person_key_columns, release_guard
 
     rng = np.random.default_rng(seed)
     people = rng.integers(0, distinct, n // repeat + 1)

@@ -236,7 +236,7 @@ def _judged(values: pd.Series, index: bool = False) -> pd.DataFrame:
 
 
 def _local_refuses(df) -> bool:
-    return bool(dmondrian.identifiers.identifying_columns(df, [c for c in df.columns
+    return bool(dmondrian.release.identifiers.identifying_columns(df, [c for c in df.columns
                                                                if c not in QIS]))
 
 
@@ -291,7 +291,7 @@ def test_a_written_index_is_judged_as_the_local_engine_judges_a_column(cluster, 
 
 def test_the_exact_count_runs_only_for_columns_the_sketch_cannot_settle(cluster, monkeypatch):
     from dmondrian._dask import unique_count
-    from dmondrian.identifying_check import identifying_parts
+    from dmondrian.release.identifying_check import identifying_parts
 
     asked = []
     real = unique_count.unique_rows
@@ -311,7 +311,8 @@ def test_the_exact_count_runs_only_for_columns_the_sketch_cannot_settle(cluster,
     found = finish(parts)
     assert [(f.column, f.exact) for f in found] == [("id", False), ("label", False)]
     assert asked == [["pairs"]]
-    assert [f.column for f in dmondrian.identifiers.identifying_columns(df, list(df.columns))
+    identifiers = dmondrian.release.identifiers
+    assert [f.column for f in identifiers.identifying_columns(df, list(df.columns))
             ] == ["id", "label"]
 
 
@@ -338,8 +339,8 @@ def _tables(draw):
                                                                   HealthCheck.filter_too_much])
 @given(_tables())
 def test_any_column_is_judged_alike(cluster, table):
-    from dmondrian.identifiers import identifying_columns
-    from dmondrian.identifying_check import identifying_parts
+    from dmondrian.release.identifiers import identifying_columns
+    from dmondrian.release.identifying_check import identifying_parts
 
     df, npartitions = table
     parts, finish = identifying_parts(dd.from_pandas(df, npartitions=npartitions), ["c"])
@@ -377,7 +378,7 @@ def test_a_person_key_in_small_partitions_is_warned_as_the_local_engine_does(clu
     from dmondrian.synthetic_events import EVENT_QUASI_IDENTIFIERS, make_events
 
     ev = make_events(2_000, seed=10)  # about 13k rows
-    # Partitions smaller than dmondrian.identifiers.MIN_ROWS: the first alone says nothing.
+    # Partitions smaller than dmondrian.release.identifiers.MIN_ROWS: the first alone says nothing.
     ddf = dd.from_pandas(ev, npartitions=30, sort=False)
     assert len(ddf.partitions[0].compute()) < 1000
 

@@ -22,7 +22,7 @@ from dmondrian import _kernel as K
 from dmondrian._kernel import labels as _labels
 from dmondrian._kernel import set_labels as _set_labels_kernel
 from dmondrian.encoding.qi import float_keys
-from dmondrian.publish import NO_TABLE, expand_labels, group_triples
+from dmondrian.release.publish import NO_TABLE, expand_labels, group_triples
 
 INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 
@@ -531,7 +531,7 @@ def signed_words(codes: set, words: int) -> tuple:
 def test_nominal_set_labels_match_the_documented_format(n_cats, special, seed, n_rows,
                                                         n_classes, p_missing):
     from dmondrian.kinds import NOMINAL
-    from dmondrian.publish import class_values
+    from dmondrian.release.publish import class_values
 
     rng = np.random.default_rng(seed)
     names = list(dict.fromkeys([*special, *(f"n{i}" for i in range(n_cats))]))[:n_cats]
@@ -608,7 +608,7 @@ def test_distinct_masks_and_members_match_a_lexsort(words, sets):
 def test_expand_label_columns_matches_one_column_at_a_time(data):
     # Columns of few and of many labels (int8 and int16 codes) are gathered
     # together by code type; each must equal its own expansion.
-    from dmondrian.publish import expand_label_columns
+    from dmondrian.release.publish import expand_label_columns
 
     n_classes = data.draw(st.integers(1, 40))
     n_rows = data.draw(st.integers(0, 300))

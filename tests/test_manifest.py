@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 import dmondrian
-from dmondrian import manifest as mf
 from dmondrian.errors import ParameterError
 from dmondrian.metrics import Domain
+from dmondrian.release import manifest as mf
 
 QIS = ["age", "hours"]
 

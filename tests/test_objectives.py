@@ -87,7 +87,7 @@ def test_the_estimator_and_the_command_line_take_the_objective(tmp_path):
     assert main(["anonymize", str(tmp_path / "in.csv"), str(tmp_path / "out.csv"), "--k", "4",
                  "--qi", "age,zip", "--objective", "dm"]) == 0
     out = pd.read_csv(tmp_path / "out.csv")
-    # The same release, its rows shuffled in the file (dmondrian.row_order).
+    # The same release, its rows shuffled in the file (dmondrian.release.row_order).
     assert sorted(out["age"].astype(str)) == sorted(expected["age"].astype(str))
 
 

@@ -544,7 +544,7 @@ def test_cli_save_plan_then_apply(tmp_path, capsys):
     assert main(["anonymize", str(day1), str(out1), "--k", "10", "--qi", "age,job",
                  "--save-plan", str(plan), "--local", "--no-progress"]) == 0
     expected = dm.anonymize(pd.read_csv(day1), ["age", "job"], 10)
-    # The same release, its rows shuffled in the file (dmondrian.row_order).
+    # The same release, its rows shuffled in the file (dmondrian.release.row_order).
     assert sorted(pd.read_csv(out1)["age"]) == sorted(expected["age"].astype(str))
     assert main(["anonymize", str(day2), str(out2), "--plan", str(plan), "--no-progress"]) == 0
     manifest = json.loads((tmp_path / "out2.csv.manifest.json").read_text())
@@ -724,7 +724,7 @@ def test_cli_plan_on_dask_is_the_local_release(tmp_path, process_client):
                  "--no-progress"]) == 0
     assert main(["anonymize", str(day2), str(on_dask), "--plan", str(plan), "--distributed",
                  "--scheduler", process_client.scheduler.address, "--no-progress"]) == 0
-    # The same rows (each file's rows shuffled: dmondrian.row_order).
+    # The same rows (each file's rows shuffled: dmondrian.release.row_order).
     cols = ["age", "score", "job", "grade", "pay"]
     a, b = (pd.read_csv(f, dtype=str)[cols].sort_values(cols, ignore_index=True)
             for f in (local, on_dask))

@@ -141,5 +141,5 @@ def test_the_command_line_takes_refine(tmp_path):
                  "--refine", "local"]) == 0
     expected = dmondrian.anonymize(df, ["age", "zip"], 4, refine="local")
     out = pd.read_csv(dst)
-    # The same release, its rows shuffled in the file (dmondrian.row_order).
+    # The same release, its rows shuffled in the file (dmondrian.release.row_order).
     assert sorted(out["age"].astype(str)) == sorted(expected["age"].astype(str))

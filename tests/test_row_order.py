@@ -20,8 +20,8 @@ from distributed_helpers import make_census
 
 import dmondrian
 from dmondrian import distributed as D
-from dmondrian import row_order
 from dmondrian.cli import main
+from dmondrian.release import row_order
 
 QIS = ["age", "zip", "sex"]
 K = 40
@@ -312,7 +312,7 @@ def test_the_sketch_of_a_writes_dictionaries_is_the_rows_own(tmp_path):
     # encodes instead of finding them again: the same registers, missing values left out,
     # and only for the columns it encoded.
     from dmondrian._dask.parquet_sink import ParquetSink
-    from dmondrian.identifiers import distinct_sketch
+    from dmondrian.release.identifiers import distinct_sketch
 
     rng = np.random.default_rng(8)
     n = 3000

@@ -23,7 +23,7 @@ from dmondrian.encoding.qi import encode_qi
 from dmondrian.errors import InfeasibleError, InvalidValueError
 from dmondrian.local import kernel_rules
 from dmondrian.plans import fit_plan
-from dmondrian.row_order import takes_shuffle
+from dmondrian.release.row_order import takes_shuffle
 
 EMPTY = "the table is empty: there is nothing to "
 

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from dmondrian import io
-from dmondrian.manifest import check_manifest
+from dmondrian.release.manifest import check_manifest
 from dmondrian.staging import STAGING_TAG, staged_release
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -291,7 +291,7 @@ def test_dask_refuses_object_dates_and_decimals_by_name(column, arrow):
 
 def test_cli_publishes_date_and_decimal_ranges_on_both_engines(process_cluster, tmp_path):
     src = warehouse_parquet(tmp_path / "w.parquet")
-    # The writers shuffle each file's rows (dmondrian.row_order): a row number,
+    # The writers shuffle each file's rows (dmondrian.release.row_order): a row number,
     # released as is, puts them back in the input's order.
     table = pq.read_table(src)
     pq.write_table(table.append_column("rid", pa.array(np.arange(table.num_rows))), src)

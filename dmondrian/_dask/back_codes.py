@@ -7,7 +7,7 @@ the QI's keys came in), a nominal QI of at most 64 codes its class's set of
 codes as a bitmask, and one flags word a row marks the range QIs' missing values
 and the suppressed rows. The input partition then labels the distinct bounds
 and sets among its rows with the local engine's own labelers
-(:func:`dmondrian.publish.bound_labels`, :func:`dmondrian.publish.mask_labels`):
+(:func:`dmondrian.release.publish.bound_labels`, :func:`dmondrian.release.publish.mask_labels`):
 the same text, formatted once per distinct label of the file, written as a
 dictionary. Numbers published as numbers, noised values and class ids travel
 as they are; a nominal QI of more codes travels as text. See docs/design.md,
@@ -27,7 +27,7 @@ from .._kernel.constants import INT_MIN
 from ..encoding.distinct_rows import distinct_rows
 from ..kinds import kind_spec
 from ..privacy.suppression import MASK_LABEL
-from ..publish import bound_labels, class_values, mask_labels, missing_as_null
+from ..release.publish import bound_labels, class_values, mask_labels, missing_as_null
 from .shipped_keys import gather_keys, narrow_keys
 from .text import TEXT, text_labels
 
@@ -229,7 +229,7 @@ def _shown(values: np.ndarray, rows) -> np.ndarray:
 
 def _row_labels(labels, inverse, shown: np.ndarray, masked: bool) -> pd.Categorical:
     """Each row's label (``inverse`` over the rows ``shown``); the others ``"*"``; a null
-    for the all-missing classes (:func:`dmondrian.publish.missing_as_null`)."""
+    for the all-missing classes (:func:`dmondrian.release.publish.missing_as_null`)."""
     categories, inverse = missing_as_null(pd.Index(labels), inverse)
     codes = np.full(len(shown), -1, dtype=np.int64)
     codes[shown] = inverse

@@ -21,10 +21,15 @@ from .._kernel.constants import INT_MIN, MISSING_KEY
 from .._kernel.scan import _code_counts, _count_codes, _int_bounds, _key_bounds, _key_step
 from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
 from ..encoding.qi import warn_unique_text
-from ..identifiers import DistinctSketch, distinct_sketch, estimate_identifying, merge_distinct
 from ..kinds import kind_spec
 from ..kinds.keys import arrow_int32_chunks, arrow_string_chunks
-from ..person_keys import SAMPLE_ROWS, person_key_columns
+from ..release.identifiers import (
+    DistinctSketch,
+    distinct_sketch,
+    estimate_identifying,
+    merge_distinct,
+)
+from ..release.person_keys import SAMPLE_ROWS, person_key_columns
 from .cluster import run
 from .exchange import exchanged_bytes
 from .global_domain import GlobalDomain, encode_keys
@@ -347,7 +352,7 @@ def probe_first_partition(part: pd.DataFrame):
 
 def head_partitions(lengths) -> int:
     """How many first partitions hold the person-key rule's sample
-    (:data:`~dmondrian.person_keys.SAMPLE_ROWS` rows), by their known ``lengths``;
+    (:data:`~dmondrian.release.person_keys.SAMPLE_ROWS` rows), by their known ``lengths``;
     the first alone when they are unknown."""
     if not lengths:
         return 1
@@ -379,14 +384,14 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
         Whether every input partition is indexed ``0..n-1``.
     sizing : dmondrian._dask.options.Sizing
         With the largest partition's rows.
-    identifying : list of dmondrian.identifiers.IdentifyingColumn
+    identifying : list of dmondrian.release.identifiers.IdentifyingColumn
         Columns released as is that single out rows (judged by sketches of
         distinct values kept in this same pass, and an exact count in a
         pass of its own for the columns the sketches leave unsure:
-        :mod:`dmondrian.identifiers`; empty when not ``check_identifying``).
+        :mod:`dmondrian.release.identifiers`; empty when not ``check_identifying``).
     person_keys : list
         The candidates that look like a person key on the first partitions
-        (:func:`dmondrian.person_keys.person_key_columns`), less those in
+        (:func:`dmondrian.release.person_keys.person_key_columns`), less those in
         ``identifying``; the caller warns.
 
     Raises
@@ -431,7 +436,7 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
                            merge_distinct) if check_identifying else delayed(DistinctSketch({}))
     # Person keys are looked for on the first partitions, whose read the pass
     # shares (their QIs' or the probe's): a person's rows usually sit together,
-    # and the rule samples whole values anyway (dmondrian.person_keys). With known
+    # and the rule samples whole values anyway (dmondrian.release.person_keys). With known
     # lengths, as many as make the rule's sample: a first partition under MIN_ROWS
     # rows alone would say nothing where the local engine warns.
     jobs = [tree_reduce(partials, merge_domain), sized, distinct]

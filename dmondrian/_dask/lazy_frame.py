@@ -78,7 +78,7 @@ class AnonymizedFrame(dd.DataFrame):
             As :meth:`dask.dataframe.DataFrame.to_parquet`'s. ``compression``,
             ``write_index``, ``storage_options``, ``compute``,
             ``compute_kwargs``, ``shuffle_rows`` (default True: each file's
-            rows in a random order, :mod:`dmondrian.row_order`) and pyarrow's
+            rows in a random order, :mod:`dmondrian.release.row_order`) and pyarrow's
             ``write_table`` keywords are the writers'; ``write_index``
             defaults to False. Any of :data:`DASK_ONLY` set to another value than its
             default runs dask's writer instead. ``write_statistics`` and
@@ -123,7 +123,7 @@ class AnonymizedFrame(dd.DataFrame):
 
     def _dask_to_parquet(self, path, **kwargs):
         """dask's ``to_parquet``, labels written without statistics, rows shuffled."""
-        from ..row_order import row_order_seed, shuffle_partition, takes_shuffle
+        from ..release.row_order import row_order_seed, shuffle_partition, takes_shuffle
 
         meta = self._meta
         kwargs.setdefault("write_index", False)
@@ -148,7 +148,7 @@ def _written(parts) -> None:
 def as_release(frame, top, writer=None) -> AnonymizedFrame:
     """``frame``, the lazy release of plan ``top``, as an :class:`AnonymizedFrame`
     (``writer``: its writers' graph, see :class:`AnonymizedFrame`)."""
-    from ..row_order import row_order_seed
+    from ..release.row_order import row_order_seed
     from .leaves import class_columns, label_columns
 
     return AnonymizedFrame(frame.expr, label_columns(top), class_columns(top), writer,

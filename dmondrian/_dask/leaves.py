@@ -21,13 +21,13 @@ import pandas as pd
 from .. import _kernel as K
 from .._compat import has_unknown_categories, unknown_categories
 from ..encoding.entities import encode_entities
-from ..identifiers import without_identifiers
 from ..kinds import kind_spec
 from ..local import kernel_rules, partition, publish, riding_codes
 from ..privacy import suppression
 from ..privacy.constraints import KAnonymity, KernelPrivacy, kernel_privacy, with_entity
 from ..privacy.noise import noise_groups, noisy_columns
-from ..publish import class_values
+from ..release.identifiers import without_identifiers
+from ..release.publish import class_values
 from .columns import INDEX, LEAF, carried, key_names
 from .entity_pass import entity_hashes
 from .memory import release_freed_memory

@@ -7,7 +7,7 @@ writes it, one file per output partition (or per input partition on the keys pat
 
 from __future__ import annotations
 
-from ..identifiers import without_identifiers
+from ..release.identifiers import without_identifiers
 from .counting_write import write_parquet_counting
 from .exchange import write_keys
 from .graph import constant

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from .._compat import nonempty_meta
 from ..errors import ColumnError
-from ..row_order import row_order_seed, row_permutation, takes_shuffle
+from ..release.row_order import row_order_seed, row_permutation, takes_shuffle
 
 __all__ = ["ParquetSink", "check_column_names", "release_schema", "release_write_options"]
 
@@ -47,7 +47,7 @@ class ParquetSink:
     options : dict
         Keywords for :func:`pyarrow.parquet.write_table`.
     row_seed : int or None
-        Seed of each file's row shuffle (:mod:`dmondrian.row_order`); None
+        Seed of each file's row shuffle (:mod:`dmondrian.release.row_order`); None
         keeps the rows in the order given.
     created : bool
         Whether :meth:`create` made the folder (:meth:`remove` then removes it).
@@ -77,7 +77,7 @@ class ParquetSink:
         write_options : dict, optional
             ``write_index`` (default False: the input's row numbers would
             link rows back to it), ``shuffle_rows`` (default True: each
-            file's rows in a random order, :mod:`dmondrian.row_order`) and
+            file's rows in a random order, :mod:`dmondrian.release.row_order`) and
             keywords for :func:`pyarrow.parquet.write_table`
             (``compression``, ``row_group_size``, ``write_statistics``, ...).
         storage_options : dict, optional

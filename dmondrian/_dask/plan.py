@@ -101,7 +101,7 @@ class TopPlan:
     #: Every QI's encoding without keys (:func:`dmondrian._dask.shipped_keys.qi_encodings`).
     encodings: list = field(default_factory=list)
     #: Columns released as is that single out rows, as the domain pass estimated
-    #: (:class:`dmondrian.identifiers.IdentifyingColumn`).
+    #: (:class:`dmondrian.release.identifiers.IdentifyingColumn`).
     identifying: list = field(default_factory=list)
     #: Rows of the pieces an input partition is routed in (0: whole partitions), and
     #: the input partitions' rows (exact when dask knows them, else the largest's).

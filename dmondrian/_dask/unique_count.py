@@ -1,7 +1,7 @@
 """The exact count of rows whose value no other row has, for the columns a sketch leaves unsure.
 
 The Dask engine judges a column released as is by a distinct-value sketch
-(:func:`dmondrian.identifiers.estimate_identifying`); a column whose
+(:func:`dmondrian.release.identifiers.estimate_identifying`); a column whose
 distinct values lie between half and three quarters of the rows is settled
 here, by the local engine's own count, in a pass of its own over those
 columns only. Each partition counts its values; the counts are
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..identifiers import _default_index
+from ..release.identifiers import _default_index
 from .cluster import run
 
 __all__ = ["unique_rows"]
@@ -31,7 +31,7 @@ def _countable(values: pd.Series) -> pd.Series:
 
 def _index_values(index: pd.Index) -> pd.Series:
     """A partition's index as values, none when it numbers the partition's rows in order
-    (the sketch skips those too: :func:`dmondrian.identifiers.distinct_sketch`)."""
+    (the sketch skips those too: :func:`dmondrian.release.identifiers.distinct_sketch`)."""
     values = pd.Series(index, index=None, copy=False)
     return _countable(values.iloc[:0] if _default_index(index) else values)
 

@@ -2,7 +2,7 @@
 
 The writers' last pass reads every column of every row to write it; the
 tasks that write also keep a distinct-value sketch of the columns released
-as is (:func:`dmondrian.identifiers.distinct_sketch`), returned beside their
+as is (:func:`dmondrian.release.identifiers.distinct_sketch`), returned beside their
 row counts; the domain pass then reads only the QIs. The client merges them
 once every file is written (and counts exactly, in a pass over the input's
 columns the sketches leave unsure, :mod:`dmondrian._dask.unique_count`); a
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..identifiers import (
+from ..release.identifiers import (
     candidates,
     distinct_sketch,
     estimate_identifying,
@@ -27,7 +27,7 @@ from ..identifiers import (
     refuse_identifying,
     released_as_is,
 )
-from ..person_keys import warn_person_keys
+from ..release.person_keys import warn_person_keys
 
 __all__ = ["WrittenCheck", "DISTINCT", "identifying_check", "checked_now_or_later", "written",
            "write_released", "refuse_written_index",
@@ -39,7 +39,7 @@ DISTINCT = "distinct"
 
 def identifying_check(meta: pd.DataFrame, opts) -> list:
     """The candidate columns released as is that the identifying-column check sketches
-    (:func:`dmondrian.identifiers.candidates`; the index is not one)."""
+    (:func:`dmondrian.release.identifiers.candidates`; the index is not one)."""
     return [c for c in candidates(meta.dtypes, released_as_is(meta.columns, opts))
             if c not in opts.allow_unique]
 
@@ -49,7 +49,7 @@ def refuse_written_index(ddf, allow, asked, client=None, progress: bool | None =
     write ``ddf``'s index would publish one that singles out rows, before anything is
     written.
 
-    The index is not a release column (:mod:`dmondrian.identifiers`): only a writer
+    The index is not a release column (:mod:`dmondrian.release.identifiers`): only a writer
     asked for it (``write_index=True``) publishes it, and pays for this pass over the
     index alone; a partition numbering its rows in order is skipped, ``allow`` (the
     ``allow_unique`` option) may name it. Computed on ``client`` (None: the default
@@ -60,7 +60,7 @@ def refuse_written_index(ddf, allow, asked, client=None, progress: bool | None =
     import dask
     from dask import delayed
 
-    from ..identifiers import index_candidate
+    from ..release.identifiers import index_candidate
     from .cluster import run
     from .unique_count import unique_rows
 
@@ -86,10 +86,10 @@ class WrittenCheck:
     Attributes
     ----------
     columns : list
-        The candidate columns (:func:`dmondrian.identifiers.candidates`).
+        The candidate columns (:func:`dmondrian.release.identifiers.candidates`).
     person_keys : list
         Person keys found on the first partition by the domain pass
-        (:func:`dmondrian.person_keys.person_key_columns`), warned about
+        (:func:`dmondrian.release.person_keys.person_key_columns`), warned about
         once the release is known to hold no identifying column.
     """
 
@@ -110,7 +110,7 @@ class WrittenCheck:
         rows were suppressed: each left out may hold one more value);
         ``count_unique(columns)`` counts the input's rows of their own in the
         columns the sketches leave unsure
-        (:meth:`dmondrian.identifiers.SketchVerdict.resolve`).
+        (:meth:`dmondrian.release.identifiers.SketchVerdict.resolve`).
         """
         sketches = [s for s in sketches if s is not None]
         unseen = 0 if written_rows is None else n_rows - written_rows
@@ -137,7 +137,7 @@ def checked_now_or_later(later: bool, meta: pd.DataFrame, opts, identifying: lis
 def written(rows: int, df: pd.DataFrame, check: WrittenCheck | None,
             distinct_values=None) -> pd.DataFrame:
     """A write task's result: its row count and, with a ``check``, the sketch of ``df``
-    (``distinct_values``: :func:`~dmondrian.identifiers.distinct_sketch`'s)."""
+    (``distinct_values``: :func:`~dmondrian.release.identifiers.distinct_sketch`'s)."""
     out = pd.DataFrame({"rows": [int(rows)]})
     if check is not None:
         out[DISTINCT] = pd.Series([distinct_sketch(df, check.columns, distinct_values)],

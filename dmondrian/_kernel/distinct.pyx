@@ -1,4 +1,4 @@
-"""Compiled pass of :mod:`dmondrian.identifiers`: HyperLogLog registers of 64-bit words.
+"""Compiled pass of :mod:`dmondrian.release.identifiers`: HyperLogLog registers of 64-bit words.
 
 Each word is hashed as pandas' ``hash_array`` hashes a 64-bit value (the
 splitmix64 finalizer), the hash kept to its low 32 bits as dask's

@@ -6,7 +6,7 @@
 ``np.sort`` of packed words. :func:`format_labels` writes their labels as
 Arrow stores strings: one ``uint8`` buffer of UTF-8 bytes and int64 offsets
 (label ``i`` is ``buf[off[i]:off[i + 1]]``), with no Python object per label.
-The bytes are exactly what :mod:`dmondrian.publish` documents:
+The bytes are exactly what :mod:`dmondrian.release.publish` documents:
 
 * integers as ``str(int)``;
 * floats as Python's ``repr``: the shortest digits that read back to the

@@ -8,7 +8,7 @@ from ._inputs import check_columns, refuse_unread_dates
 
 #: The writers' options per output format: no index column, and a CSV
 #: release as one file rather than one per partition (each partition's
-#: rows shuffled, as every writer does: dmondrian.row_order).
+#: rows shuffled, as every writer does: dmondrian.release.row_order).
 WRITE_OPTIONS = {"parquet": {"write_index": False}, "csv": {"single_file": True, "index": False}}
 
 
@@ -48,7 +48,7 @@ def release_plan_on_dask(job, release_report):
     The plan's Dask path (:meth:`dmondrian.plans.FittedPlan.transform_to_parquet`,
     or :func:`~dmondrian.plans.dask.transform_dask` for CSV): one pass counts
     the rows of every region, then every partition is published in place,
-    its rows shuffled (:mod:`dmondrian.row_order`) and written. No
+    its rows shuffled (:mod:`dmondrian.release.row_order`) and written. No
     shuffle between partitions. With ``--save-plan`` the plan is first fitted
     on the input (:func:`dmondrian.plans.fit_plan`) and written
     once the release is.
@@ -70,7 +70,7 @@ def release_plan_on_dask(job, release_report):
     from .._dask.cluster import run
     from ..plans import fit_plan, plan_sha256, save_plan
     from ..plans.dask import transform_dask, transform_to_parquet
-    from ..row_order import row_order_seed, shuffle_partition
+    from ..release.row_order import row_order_seed, shuffle_partition
     from ._common import UsageError
 
     if job.args.noise:

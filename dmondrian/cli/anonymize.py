@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ..errors import IdentifyingColumnWarning
 from ..options import ANONYMIZE, DASK_PLAN, FORMATS, PLAN_KEEPS, K
-from ..row_order import row_order_record, row_order_seed, shuffle_rows
+from ..release.row_order import row_order_record, row_order_seed, shuffle_rows
 from . import _engines
 from ._anonymize_dask import anonymize_on_dask, release_plan_on_dask
 from ._common import (
@@ -453,7 +453,7 @@ def _anonymize_local(job: Job) -> Outcome:
                                                   class_column=class_col,
                                                   **job.options(ANONYMIZE))
     released = released.drop(columns=[class_col])
-    # The file's rows in a random order (dmondrian.row_order); the frame kept
+    # The file's rows in a random order (dmondrian.release.row_order); the frame kept
     # for the report stays aligned with the input.
     written = shuffle_rows(released, row_order_seed(job.args.random_state))
     io.write_table(written, job.target, job.out_fmt,
@@ -567,7 +567,7 @@ def _stage_manifest(job: Job, engine: str, outcome: Outcome, stage) -> None:
     be published beside the release by ``stage.commit()``."""
     import tempfile
 
-    from ..manifest import write_manifest
+    from ..release.manifest import write_manifest
 
     extra = {"command": "dmondrian anonymize", "input": job.src, "input_format": job.in_fmt,
              "output_format": job.out_fmt, "engine": engine, "classes": outcome.classes,

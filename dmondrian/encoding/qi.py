@@ -92,7 +92,7 @@ def warn_unique_text(name, distinct: int, rows: int) -> None:
     import warnings
 
     from ..errors import TextQuasiIdentifierWarning
-    from ..identifiers import _caller_level
+    from ..release.identifiers import _caller_level
 
     message = (f"quasi-identifier {name!r} is text with nearly one value per row "
                f"({distinct:,} distinct values in {rows:,} rows): each class publishes "

@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import DuplicateColumnError, MissingColumnError, ParameterError
-from ..identifiers import check_allow_unique, check_identifiers
 from ..options import ANONYMIZE, GENERALIZATIONS, MODES, defaults
 from ..privacy.constraints import resolve_constraints
 from ..privacy.noise import check_noise, check_random_state
 from ..privacy.suppression import check_suppression
+from ..release.identifiers import check_allow_unique, check_identifiers
 from .entities import check_entity
 
 __all__ = ["GENERALIZATIONS", "MODES", "Options", "check_class_column", "check_mapping",

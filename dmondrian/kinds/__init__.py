@@ -37,7 +37,7 @@ dropped and never silently imputed, so it cannot break k-anonymity (the trap
 sdcMicro#225 fell into, where NA rows escaped the class count).
 
 A class whose values are all missing publishes a null, whatever its kind
-(:func:`dmondrian.publish.missing_as_null`).
+(:func:`dmondrian.release.publish.missing_as_null`).
 
 * numeric, datetime and ordinal: missing sorts after every present value (key
   ``MISSING_KEY``). A class mixing both publishes ``"[lo, hi] or <NA>"``.

@@ -523,7 +523,7 @@ class QIKindSpec:
         return text
 
     def parse_label(self, label):
-        """What a published value stands for (an :class:`~dmondrian.publish.Interval`,
+        """What a published value stands for (an :class:`~dmondrian.release.publish.Interval`,
         a set of names or a node's name, by :attr:`label_shape`)."""
         raise NotImplementedError
 

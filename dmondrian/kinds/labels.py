@@ -2,7 +2,7 @@
 
 The grammar is the same for every kind; what a bound means (a number, a
 timestamp, a category name) is the kind's :meth:`~dmondrian.kinds.QIKindSpec.read_bound`.
-:mod:`dmondrian.publish` re-exports these as the public API.
+:mod:`dmondrian.release.publish` re-exports these as the public API.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ class RangeKind(QIKindSpec):
 
     # -- reading published values ---------------------------------------------------------------
     def parse_label(self, label) -> Interval:
-        """The :class:`~dmondrian.publish.Interval` a published value stands for."""
+        """The :class:`~dmondrian.release.publish.Interval` a published value stands for."""
         return parse_range(label, self)
 
     def label_cost(self, text: str, domain: Domain, column=None) -> float:

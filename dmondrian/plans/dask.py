@@ -15,7 +15,7 @@
    partitions, index and order.
 
 The counting pass also sketches the distinct values of the columns released
-as is (:func:`dmondrian.identifiers.distinct_sketch`), on the partitions it
+as is (:func:`dmondrian.release.identifiers.distinct_sketch`), on the partitions it
 reads anyway: a column that singles out rows is refused
 (:class:`~dmondrian.errors.IdentifyingColumnError`) before the lazy release
 is returned, without a pass of its own. :func:`transform_to_parquet`, which
@@ -54,8 +54,13 @@ from .._dask.graph import column_partitions, constant, partitions, tree_reduce
 from .._dask.unique_count import unique_rows
 from .._dask.written_check import DISTINCT
 from .._kernel import thread_limit
-from ..identifiers import distinct_sketch, estimate_identifying, merge_distinct, refuse_identifying
 from ..privacy.constraints import refuse_empty
+from ..release.identifiers import (
+    distinct_sketch,
+    estimate_identifying,
+    merge_distinct,
+    refuse_identifying,
+)
 from .batch import Placing, summarize_batch
 from .release import decide, publish_rows, published_columns
 
@@ -177,7 +182,7 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         Categoricals with known categories), every other column untouched, the
         input's partitions. Its ``to_parquet`` writes each partition where it
         is published, as :func:`dmondrian.distributed.anonymize_to_parquet`
-        writes: no index, each file's rows shuffled (:mod:`dmondrian.row_order`),
+        writes: no index, each file's rows shuffled (:mod:`dmondrian.release.row_order`),
         labels without min/max statistics (:func:`_as_release`).
 
     Raises
@@ -186,7 +191,7 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
         When the table as a whole cannot be one class (fewer than k rows).
     IdentifyingColumnError
         When a column released as is singles out rows (estimated by the
-        counting pass; see :mod:`dmondrian.identifiers`).
+        counting pass; see :mod:`dmondrian.release.identifiers`).
     """
     ddf, checked = _prepared(plan, ddf)
     placer = _Placer(plan)
@@ -237,7 +242,7 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
     storage_options : dict, optional
         Keywords for the fsspec filesystem of ``path``.
     random_state : None, int or numpy.random.Generator
-        Seed of each file's row order (:mod:`dmondrian.row_order`; None: fresh).
+        Seed of each file's row order (:mod:`dmondrian.release.row_order`; None: fresh).
 
     Returns
     -------

@@ -19,12 +19,12 @@ from ..encoding.qi import warn_unique_text_qis
 from ..encoding.sensitive import encode_sensitive
 from ..encoding.validation import check_options
 from ..errors import ParameterError
-from ..identifiers import refuse_identifying, released_as_is
 from ..local import encode_table, kernel_rules, partition
 from ..options import plan_fit_options
-from ..person_keys import release_guard, warn_person_keys
 from ..privacy.constraints import KAnonymity, kernel_privacy, refuse_empty
 from ..privacy.noise import check_noise_dtypes, noisy_columns
+from ..release.identifiers import refuse_identifying, released_as_is
+from ..release.person_keys import release_guard, warn_person_keys
 from .batch import Placing, summarize_batch
 from .packed import lift_tables
 from .release import decide, node_depths, publish_rows
@@ -169,13 +169,13 @@ class FittedPlan(Placing):
         IdentifyingColumnError
             When a column released as is singles out rows and the plan's
             ``identifiers`` and ``allow_unique`` name it not
-            (:mod:`dmondrian.identifiers`).
+            (:mod:`dmondrian.release.identifiers`).
 
         Warns
         -----
         dmondrian.errors.IdentifyingColumnWarning
             Without ``entity``, for a column that looks like a person key, as
-            :func:`dmondrian.anonymize` warns (:mod:`dmondrian.person_keys`).
+            :func:`dmondrian.anonymize` warns (:mod:`dmondrian.release.person_keys`).
         """
         from ..kinds.base import is_dask
 

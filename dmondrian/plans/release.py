@@ -20,7 +20,7 @@ observer who knows the plan can tell apart, holds at least k rows.
 A class's label is its node's fitted label (the fitted rows' bounds, as the
 local engine publishes a class), widened only by the rows that reach past it
 through an open edge or at the root; labels are made by
-:func:`dmondrian.publish.class_values`, so a fitted table routed through its
+:func:`dmondrian.release.publish.class_values`, so a fitted table routed through its
 own plan publishes exactly what :func:`dmondrian.anonymize` published.
 """
 
@@ -34,7 +34,7 @@ import pandas as pd
 from .. import _kernel as K
 from ..errors import InfeasibleError
 from ..privacy.suppression import MASK_LABEL
-from ..publish import class_values, expand_label_columns
+from ..release.publish import class_values, expand_label_columns
 from .batch import BatchSummary
 from .people import people_targets
 
@@ -54,7 +54,7 @@ class Release:
     counts : int64 array (classes,)
         Rows of every class.
     values : list of (values, inverse)
-        Per QI, as :func:`dmondrian.publish.class_values` returns them.
+        Per QI, as :func:`dmondrian.release.publish.class_values` returns them.
     encodings : list of EncodedQI
         The encodings the values are expanded with (nominal QIs extended by the
         batch's new categories).
@@ -281,7 +281,7 @@ def publish_rows(df: pd.DataFrame, release: Release, node: np.ndarray,
     ``node`` is the node each row landed in (:func:`.batch.place_batch`). Every
     column's label code is looked up once per node, and the rows gather them
     by node id, all labelled columns in one pass
-    (:func:`dmondrian.publish.expand_label_columns`): no per-row class id is
+    (:func:`dmondrian.release.publish.expand_label_columns`): no per-row class id is
     made unless ``class_column`` asks for it.
     """
     out = df.copy(deep=False)

@@ -308,7 +308,7 @@ def publish_suppressed(index: pd.Index, encoded: list[EncodedQI], result: Suppre
         Class id of each published row, ``0..m-1`` over the kept classes,
         :data:`MASKED_CLASS` for masked rows.
     """
-    from ..publish import class_values, expand_labels
+    from ..release.publish import class_values, expand_labels
 
     part, hidden = result.part, result.hidden
     chosen = np.zeros(part.n_classes, dtype=bool)
@@ -341,10 +341,10 @@ def masked_column(qi: EncodedQI, values, inverse: np.ndarray, class_of_row: np.n
                   n_classes: int):
     """A published column in which the rows of class ``n_classes`` are masked.
 
-    ``values, inverse`` are :func:`dmondrian.publish.class_values` of the
+    ``values, inverse`` are :func:`dmondrian.release.publish.class_values` of the
     other classes: labels get the label ``"*"``, numbers NaN (NaT).
     """
-    from ..publish import expand_labels
+    from ..release.publish import expand_labels
 
     if isinstance(values, pd.Index):
         at = values.get_indexer([MASK_LABEL])[0]

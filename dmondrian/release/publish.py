@@ -45,12 +45,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import _kernel as K
-from ._compat import categorical_dtype
-from ._kernel import labels as _labels
-from ._kernel import set_labels as _set_labels_kernel
-from .kinds.base import MISSING_LABEL, EncodedQI
-from .kinds.labels import Interval, parse_range, parse_set
+from .. import _kernel as K
+from .._compat import categorical_dtype
+from .._kernel import labels as _labels
+from .._kernel import set_labels as _set_labels_kernel
+from ..kinds.base import MISSING_LABEL, EncodedQI
+from ..kinds.labels import Interval, parse_range, parse_set
 
 __all__ = ["Interval", "parse_range", "parse_set", "class_values", "bound_labels", "mask_labels",
            "expand_labels", "missing_as_null",

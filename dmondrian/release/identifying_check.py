@@ -1,10 +1,10 @@
 """The columns that single out rows, for a report or a verification of any table.
 
-:mod:`dmondrian.identifiers` holds the rule and its pieces (the exact count
+:mod:`dmondrian.release.identifiers` holds the rule and its pieces (the exact count
 of a pandas table, the distinct-value sketch of a Dask table's partitions);
 this module puts them together for :func:`dmondrian.report` and
 :func:`dmondrian.verify`, which take either kind of table. It sits apart
-from :mod:`dmondrian.identifiers` because a Dask table's unsure columns are
+from :mod:`dmondrian.release.identifiers` because a Dask table's unsure columns are
 counted by :mod:`dmondrian._dask.unique_count`, which the engines' modules
 import, and the rule itself must import none of them.
 """
@@ -29,7 +29,8 @@ def identifying_parts(table, released_as_is, allow=()) -> tuple[list, callable]:
 
     Returns ``(parts, finish)``: ``parts`` to compute along with the caller's
     other aggregations and ``finish(computed_parts)`` giving the list of
-    :class:`~dmondrian.identifiers.IdentifyingColumn`. The parts are empty: a Dask table's candidate
+    :class:`~dmondrian.release.identifiers.IdentifyingColumn`. The parts are empty: a Dask
+    table's candidate
     columns are sketched here, in a pass of their own (a delayed graph
     computed with the caller's expressions would not share their reads), and
     the columns the sketch leaves unsure counted in another
@@ -42,7 +43,7 @@ def identifying_parts(table, released_as_is, allow=()) -> tuple[list, callable]:
     import dask
     from dask import delayed
 
-    from ._dask.unique_count import unique_rows
+    from .._dask.unique_count import unique_rows
 
     meta = table._meta
     checked = [c for c in candidates(meta.dtypes, released_as_is) if c not in allow]

@@ -1,11 +1,11 @@
 """Columns that look like a person key: a warning pointing to ``entity=``.
 
 A ``user_id`` of an event table does not single out rows (each value
-covers several), so :mod:`dmondrian.identifiers` does not flag it; released
+covers several), so :mod:`dmondrian.release.identifiers` does not flag it; released
 as is it still links every event of a person, and without ``entity=`` the
 classes count rows, not people. A column released as is (integers or text)
 is flagged as a person key when, on a table of at least
-:data:`~dmondrian.identifiers.MIN_ROWS` rows:
+:data:`~dmondrian.release.identifiers.MIN_ROWS` rows:
 
 1. it has many values: at least :data:`MIN_VALUES` distinct ones, of which
    at least :data:`MIN_REPEATED` cover two rows or more;
@@ -37,7 +37,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .errors import IdentifyingColumnWarning
+from ..errors import IdentifyingColumnWarning
 from .identifiers import (
     _SAMPLE,
     MIN_ROWS,
@@ -209,11 +209,11 @@ def person_key_columns(df: pd.DataFrame, candidates, qis, allow=(), qi_keys=None
     person key.
 
     ``candidates`` are columns released as is of an identifier's kind (see
-    :func:`dmondrian.identifiers.candidates`), less those already flagged.
+    :func:`dmondrian.release.identifiers.candidates`), less those already flagged.
     ``qi_keys`` are the engine's encoded QI arrays, when it has them
     (:func:`_qi_hash`); ``counts`` maps a column to its ``(distinct, repeated,
     codes)`` over every row, when :func:`release_guard` counted them (``codes``:
-    :func:`~dmondrian.identifiers.small_int_codes`, or None), or to None when
+    :func:`~dmondrian.release.identifiers.small_int_codes`, or None), or to None when
     its sample already showed enough values.
 
     Examples
@@ -263,11 +263,11 @@ def release_guard(df: pd.DataFrame, released_as_is, qis, allow=(), qi_keys=None,
     """The columns released as is that single out rows, and those that look like a
     person key: both rules decided from one count of each column's values.
 
-    Each candidate column (:func:`dmondrian.identifiers.candidates`) is counted
-    once (:func:`dmondrian.identifiers.value_runs`; on a long table a sample
+    Each candidate column (:func:`dmondrian.release.identifiers.candidates`) is counted
+    once (:func:`dmondrian.release.identifiers.value_runs`; on a long table a sample
     first rules out a column of few values, see
-    :func:`dmondrian.identifiers.few_in_sample`). Its rows of their own decide
-    :func:`dmondrian.identifiers.decide`; a column not refused has its distinct
+    :func:`dmondrian.release.identifiers.few_in_sample`). Its rows of their own decide
+    :func:`dmondrian.release.identifiers.decide`; a column not refused has its distinct
     and repeated values from the same count, which settle the person-key rule
     for most columns before any QI combination is formed.
 

@@ -20,7 +20,7 @@ directory of Parquet part files, local or any fsspec URL). The manifest holds
   was made from it;
 * ``noise``: each noised column's epsilon and bounds (:mod:`dmondrian.privacy.noise`),
   and ``risks``: ``identifying_columns``, the columns released as is that
-  single out rows (:mod:`dmondrian.identifiers`).
+  single out rows (:mod:`dmondrian.release.identifiers`).
 
 Nothing exact beyond what the release itself shows (:func:`withhold_exact`):
 the manifest travels with the release, so a figure that its rows do not
@@ -56,8 +56,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ParameterError
-from .privacy.noise import noise_summary
+from ..errors import ParameterError
+from ..privacy.noise import noise_summary
 
 __all__ = ["write_manifest", "read_manifest", "check_manifest", "manifest_path", "FORMAT",
            "WITHHELD", "withhold_seeds", "withhold_exact"]
@@ -186,7 +186,7 @@ def _versions() -> dict:
         except PackageNotFoundError:
             out[name] = None
     if out["dmondrian"] is None:  # a source tree that is not installed
-        from . import __version__
+        from .. import __version__
 
         out["dmondrian"] = __version__
     return out
@@ -265,7 +265,7 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
     ----------
     path : str or os.PathLike, optional
         Where to write the JSON (a local file). Default: beside the output,
-        see :func:`dmondrian.manifest.manifest_path`.
+        see :func:`dmondrian.release.manifest.manifest_path`.
     output : str or os.PathLike
         The release: a file, or a directory of Parquet part files (each file
         is hashed); local or an fsspec URL.
@@ -332,7 +332,7 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         if quasi_identifiers is None:
             raise ParameterError("quasi_identifiers", "building the report from released "
                                                       "needs quasi_identifiers")
-        from .reporting import report as build_report
+        from ..reporting import report as build_report
 
         report = build_report(released, quasi_identifiers, original=original,
                               sensitive=sensitive, k=k)

@@ -99,8 +99,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ._compat import hll_estimate_count
-from .errors import ColumnError, IdentifyingColumnError, MissingColumnError, ParameterError
+from .._compat import hll_estimate_count
+from ..errors import ColumnError, IdentifyingColumnError, MissingColumnError, ParameterError
 
 __all__ = ["MIN_ROWS", "UNIQUE_SHARE", "IdentifyingColumn", "check_identifiers", "released_as_is",
            "check_allow_unique", "identifying_columns", "refuse_identifying", "candidates",
@@ -598,7 +598,7 @@ def _registers(values: pd.Series) -> np.ndarray:
     numeric = isinstance(values.dtype, np.dtype) and values.dtype.kind in "biumM"
     words = _hash_words(values.dropna()) if numeric else None
     if words is not None:
-        from ._kernel.distinct import add_words
+        from .._kernel.distinct import add_words
 
         if len(words):
             add_words(words, registers, _HLL_BITS)
