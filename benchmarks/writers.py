@@ -7,12 +7,12 @@ shared host's drift favours neither), reported as medians and their ratio:
 
 shuffle
     Writing a released table (``--rows`` census rows, k=10, 3 QIs) to
-    Parquet with :func:`dmondrian.io.write_table`, its rows first shuffled by
+    Parquet with :func:`dmondrian.io.files.write_table`, its rows first shuffled by
     :func:`dmondrian.release.row_order.shuffle_rows` (what every writer now does)
     against the same write without the shuffle.
 csv types
     Reading a CSV of the same rows lazily with dask and computing it:
-    :func:`dmondrian.csv_tables.read_csv_dask` (the columns dask types as
+    :func:`dmondrian.io.csv_tables.read_csv_dask` (the columns dask types as
     numbers typed again over the whole file, each block by pandas' parser,
     then the file read with those types) against
     ``dask.dataframe.read_csv`` (types from the first block), on the
@@ -37,8 +37,8 @@ import dask
 import dask.dataframe as dd
 
 import dmondrian
-from dmondrian import io
-from dmondrian.csv_tables import CsvDialect, read_csv_dask
+from dmondrian.io import files as io
+from dmondrian.io.csv_tables import CsvDialect, read_csv_dask
 from dmondrian.release.row_order import shuffle_rows
 from dmondrian.synthetic import make_census
 

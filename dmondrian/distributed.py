@@ -43,7 +43,6 @@ from ._dask.exchange import anonymize_keys, check_exchange, choose_exchange, shi
 from ._dask.leaves import anonymize_output_partition, lazy_meta, output_meta
 from ._dask.options import SAMPLE_ROWS, DaskOptions, check_dask_options, default_leaf_rows
 from ._dask.parquet_release import release_sink, write_parquet
-from ._dask.parquet_sink import check_column_names
 from ._dask.plan import Recount, TopPlan, pack_output_partitions, partition_of_leaves
 from ._dask.planner import PlanConfig
 from ._dask.sensitive_pass import keep_diverse_cuts, leaf_histograms, sensitive_domain
@@ -55,12 +54,13 @@ from ._dask.unique_count import unique_rows
 from ._dask.watchdog import check_stall_timeout, stall_timeout
 from ._dask.written_check import checked_now_or_later, finish_written, refuse_written_index
 from .errors import IdentifyingColumnWarning
+from .io.parquet_sink import check_column_names
+from .io.staging import staged_folder
 from .options import ANONYMIZE, DASK, DASK_PLAN, WRITE, takes_options
 from .privacy import suppression
 from .privacy.constraints import KAnonymity, refuse_empty
 from .release.identifiers import without_identifiers
 from .release.row_order import row_order_seed, shuffle_partition, takes_shuffle
-from .staging import staged_folder
 
 __all__ = ["anonymize", "anonymize_to_parquet", "anonymize_to_csv", "plan", "apply_plan",
            "TopPlan", "default_leaf_rows", "session", "SAMPLE_ROWS"]
@@ -372,7 +372,7 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
 
     Each output partition is written by the task that anonymizes it, as
     ``path/part.<i>.parquet``, labels stored as Parquet dictionaries (read
-    back as Categoricals; see :mod:`dmondrian._dask.parquet_sink`). An embedded
+    back as Categoricals; see :mod:`dmondrian.io.parquet_sink`). An embedded
     LocalCluster (when no cluster is found) lives until the files are written.
 
     Parameters
@@ -400,7 +400,7 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
         When a column released as is singles out rows (as
         :func:`anonymize`). The write tasks judge it, so the verdict comes
         once every file is written; the files are staged beside ``path``
-        until every check passed (:mod:`dmondrian.staging`), so none is there.
+        until every check passed (:mod:`dmondrian.io.staging`), so none is there.
     """
     write_options = options.pop("write_options")
     storage_options = options.pop("storage_options")

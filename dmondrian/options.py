@@ -55,7 +55,7 @@ REFINES = ("none", "local")
 SUPPRESSED = ("mask", "drop")
 #: What the Dask engine's shuffle moves (``exchange``).
 EXCHANGES = ("auto", "keys", "rows")
-#: The table formats read and written (:mod:`dmondrian.io`, the command line).
+#: The table formats read and written (:mod:`dmondrian.io.files`, the command line).
 FORMATS = ("csv", "parquet")
 
 

@@ -6,7 +6,7 @@ line instead of ``python -m dmondrian``::
 
     python tests/failing_write.py kill anonymize big.csv out.csv --k 50 --qi age
 
-It patches :func:`dmondrian.io.write_table`, then runs
+It patches :func:`dmondrian.io.files.write_table`, then runs
 :func:`dmondrian.cli.main` with the remaining arguments. The action
 ``kill-dask`` kills a ``--distributed`` run instead: the Dask workers write
 the release through :class:`KillingSink`, which, once it has written its
@@ -15,7 +15,7 @@ cluster, every worker). Run it in a new session, with this folder on the
 workers' ``PYTHONPATH``.
 
 The action ``kill-at:STEP`` SIGKILLs the process group at a step of the
-commit (:func:`dmondrian.staging.checkpoint`: ``staged``, every check
+commit (:func:`dmondrian.io.staging.checkpoint`: ``staged``, every check
 passed and nothing published; ``moved``, the data at OUTPUT and its
 manifest not yet; ``committed``, both published, the staging not yet
 removed).
@@ -27,8 +27,8 @@ import os
 import signal
 import sys
 
-from dmondrian import io
-from dmondrian._dask.parquet_sink import ParquetSink
+from dmondrian.io import files as io
+from dmondrian.io.parquet_sink import ParquetSink
 
 ACTIONS = ("raise", "kill")
 RUN_ACTIONS = (*ACTIONS, "kill-dask")
@@ -63,7 +63,7 @@ def failing_write_table(action: str, write_table=io.write_table):
     Returns
     -------
     callable
-        A drop-in replacement for :func:`dmondrian.io.write_table`.
+        A drop-in replacement for :func:`dmondrian.io.files.write_table`.
     """
     if action not in ACTIONS:
         raise ValueError(f"action must be one of {ACTIONS}, got {action!r}")
@@ -95,7 +95,7 @@ def main(argv: list[str]) -> int:
 
     action = argv[0]
     if action.startswith("kill-at:") and action[len("kill-at:"):] in COMMIT_STEPS:
-        from dmondrian import staging
+        from dmondrian.io import staging
 
         at = action[len("kill-at:"):]
 

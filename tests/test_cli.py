@@ -28,8 +28,8 @@ import pandas as pd
 import pytest
 from cli_helpers import in_process
 
-from dmondrian import io
 from dmondrian.cli import main
+from dmondrian.io import files as io
 
 ROOT = Path(__file__).resolve().parents[1]
 QIS = ["age", "zip", "sex"]
@@ -297,7 +297,7 @@ SUBPROCESS_CASES = [
 
 def _own_output(name: str) -> str:
     # The cases run two at a time: each writes its own OUTPUT, since two live runs for
-    # one OUTPUT are refused (dmondrian.staging's lock), as they should be.
+    # one OUTPUT are refused (dmondrian.io.staging's lock), as they should be.
     return f"o-{SUBPROCESS_CASES.index(name)}.csv"
 
 

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dmondrian import io
 from dmondrian.cli import main
+from dmondrian.io import files as io
 
 QIS = ["age", "zip", "sex"]
 

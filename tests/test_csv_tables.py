@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dmondrian import io
-from dmondrian.csv_tables import (
+from dmondrian.errors import ColumnError, MissingColumnError
+from dmondrian.io import files as io
+from dmondrian.io.csv_tables import (
     CsvDialect,
     CsvTypeWarning,
     convert_dtypes,
@@ -23,7 +24,6 @@ from dmondrian.csv_tables import (
     read_csv_dask,
     sniff_separator,
 )
-from dmondrian.errors import ColumnError, MissingColumnError
 
 
 def _late_text(n: int = 30_000) -> pd.DataFrame:

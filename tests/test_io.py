@@ -1,4 +1,4 @@
-"""dmondrian.io: formats, fsspec URLs, typed errors and atomic output (in process)."""
+"""dmondrian.io.files: formats, fsspec URLs, typed errors and atomic output (in process)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from failing_write import failing_write_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dmondrian import io
 from dmondrian.errors import ColumnError, DMondrianError, MissingColumnError
+from dmondrian.io import files as io
 
 
 @pytest.fixture

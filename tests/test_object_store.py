@@ -4,7 +4,7 @@ moto's S3 server runs on a free loopback port for the module; every command
 reaches it through s3fs with ``--storage-options``. Object stores have no
 directories and no rename: a release is staged under a hidden prefix, copied
 to its final keys, a directory release gets ``_SUCCESS`` last, and the
-manifest comes after it (:mod:`dmondrian.staging`). Both engines, CSV and Parquet, the
+manifest comes after it (:mod:`dmondrian.io.staging`). Both engines, CSV and Parquet, the
 manifest, and runs killed mid-write, which must leave nothing under the
 final prefix.
 """

@@ -99,7 +99,7 @@ def test_cli_local_writers_shuffle_seeded(sorted_people, out, capsys):
 
 
 def io_read(path) -> pd.DataFrame:
-    from dmondrian import io
+    from dmondrian.io import files as io
 
     return io.read_table(str(path))
 
@@ -237,8 +237,8 @@ def test_a_shuffled_write_takes_text_as_indices_and_reads_back_the_same(
     # The sink dictionary-encodes a shuffled file's text columns of few values before
     # the take (the writer encodes them anyway): the file must read back exactly as the
     # plain take's, in shuffle_rows' order, text as text (not as a Categorical).
-    from dmondrian._dask import parquet_sink
-    from dmondrian._dask.parquet_sink import ParquetSink
+    from dmondrian.io import parquet_sink
+    from dmondrian.io.parquet_sink import ParquetSink
 
     frame = _typed_frame()
 
@@ -280,8 +280,8 @@ def test_a_shuffled_write_takes_a_long_tail_as_indices_and_reads_back_the_same(t
     # Text whose sample repeats values (here 450 values over 3,000 rows: about 400 of
     # the 1,024 sampled rows distinct) is encoded before the take, and reads back as
     # the plain take's, in shuffle_rows' order; distinct values are taken as text.
-    from dmondrian._dask import parquet_sink
-    from dmondrian._dask.parquet_sink import ParquetSink
+    from dmondrian.io import parquet_sink
+    from dmondrian.io.parquet_sink import ParquetSink
 
     rng = np.random.default_rng(4)
     n = 3000
@@ -311,7 +311,7 @@ def test_the_sketch_of_a_writes_dictionaries_is_the_rows_own(tmp_path):
     # The write tasks' identifying check takes the distinct values of the text the sink
     # encodes instead of finding them again: the same registers, missing values left out,
     # and only for the columns it encoded.
-    from dmondrian._dask.parquet_sink import ParquetSink
+    from dmondrian.io.parquet_sink import ParquetSink
     from dmondrian.release.identifiers import distinct_sketch
 
     rng = np.random.default_rng(8)

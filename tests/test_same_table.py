@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 import dmondrian
 from dmondrian import distributed as D
-from dmondrian import io
-from dmondrian.csv_tables import CsvDialect, column_types, read_csv, read_csv_dask
 from dmondrian.errors import TextQuasiIdentifierWarning
+from dmondrian.io import files as io
+from dmondrian.io.csv_tables import CsvDialect, column_types, read_csv, read_csv_dask
 from dmondrian.kinds.labels import parse_range, parse_set
 from dmondrian.plans import fit_plan
 from dmondrian.plans.dask import transform_dask

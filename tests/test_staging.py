@@ -1,4 +1,4 @@
-"""The commit step (dmondrian.staging): nothing at OUTPUT before every check passed, a
+"""The commit step (dmondrian.io.staging): nothing at OUTPUT before every check passed, a
 release never left without its manifest by a run that finished, and a killed run
 followed by the same command, without --overwrite, succeeding (issue 38).
 
@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dmondrian import io
+from dmondrian.io import files as io
+from dmondrian.io.staging import STAGING_TAG, staged_release
 from dmondrian.release.manifest import check_manifest
-from dmondrian.staging import STAGING_TAG, staged_release
 
 ROOT = Path(__file__).resolve().parents[1]
 QIS = "age,zip,sex"
@@ -200,7 +200,7 @@ def test_the_librarys_writers_write_nothing_at_path_before_they_finish(client, t
     import dask.dataframe as dd
 
     from dmondrian import distributed as D
-    from dmondrian._dask.parquet_sink import ParquetSink
+    from dmondrian.io.parquet_sink import ParquetSink
     from dmondrian.plans import fit_plan
     from dmondrian.plans.dask import transform_to_parquet
 

@@ -18,12 +18,12 @@ import functools
 import numpy as np
 import pandas as pd
 
+from ..io.parquet_sink import ParquetSink
 from .columns import LEAF, carried
 from .cut_tree import CutTree
 from .entity_pass import merge_smallest, some_per_leaf
 from .graph import constant, partitions, sum_arrays, tree_reduce
 from .leaves import anonymize_output_partition, lazy_meta, output_meta, write_output_partition
-from .parquet_sink import ParquetSink
 from .plan import Recount, TopPlan, Verdict
 from .planner import sizes_allowed
 from .routing import route

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dask.dataframe as dd
 
-from .parquet_sink import release_schema, release_write_options
+from ..io.parquet_sink import release_schema, release_write_options
 
 __all__ = ["AnonymizedFrame", "NONE_LABEL", "as_release"]
 
@@ -83,7 +83,7 @@ class AnonymizedFrame(dd.DataFrame):
             defaults to False. Any of :data:`DASK_ONLY` set to another value than its
             default runs dask's writer instead. ``write_statistics`` and
             ``use_dictionary`` default to
-            :func:`~dmondrian._dask.parquet_sink.release_write_options`'s choice.
+            :func:`~dmondrian.io.parquet_sink.release_write_options`'s choice.
 
         Returns
         -------
@@ -94,7 +94,7 @@ class AnonymizedFrame(dd.DataFrame):
         -----
         Computed here (``compute=True``), the files are written into a hidden
         staging folder beside ``path`` and moved there once every write has
-        finished (:mod:`dmondrian.staging`); with ``compute=False`` they are
+        finished (:mod:`dmondrian.io.staging`); with ``compute=False`` they are
         written to ``path`` directly by the caller's computation.
         """
         if self._writer is None or any(kwargs.get(key, default) != default
@@ -112,10 +112,10 @@ class AnonymizedFrame(dd.DataFrame):
             # uncounted one's, delayed writes and the verdict of the counts.
             return dask.delayed(_written, pure=True)(self._writer(path, kwargs,
                                                                   storage_options))
-        from ..staging import staged_folder
+        from ..io.staging import staged_folder
 
         # Written into a hidden staging folder beside ``path``, moved there once
-        # every write has finished (dmondrian.staging).
+        # every write has finished (dmondrian.io.staging).
         with staged_folder(path, storage_options) as staged:
             graph = self._writer(staged, kwargs, storage_options)
             dask.delayed(_written, pure=True)(graph).compute(**compute_kwargs)

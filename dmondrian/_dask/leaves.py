@@ -21,6 +21,7 @@ import pandas as pd
 from .. import _kernel as K
 from .._compat import has_unknown_categories, unknown_categories
 from ..encoding.entities import encode_entities
+from ..io.parquet_sink import ParquetSink, empty_like
 from ..kinds import kind_spec
 from ..local import kernel_rules, partition, publish, riding_codes
 from ..privacy import suppression
@@ -31,7 +32,6 @@ from ..release.publish import class_values
 from .columns import INDEX, LEAF, carried, key_names
 from .entity_pass import entity_hashes
 from .memory import release_freed_memory
-from .parquet_sink import ParquetSink, empty_like
 from .plan import TopPlan, Verdict
 from .routing import leaf_order, row_offsets
 from .shipped_keys import gather_keys, partition_encodings

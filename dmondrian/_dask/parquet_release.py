@@ -7,12 +7,12 @@ writes it, one file per output partition (or per input partition on the keys pat
 
 from __future__ import annotations
 
+from ..io.parquet_sink import ParquetSink
 from ..release.identifiers import without_identifiers
 from .counting_write import write_parquet_counting
 from .exchange import write_keys
 from .graph import constant
 from .leaves import class_columns, label_columns, output_meta, write_output_partition
-from .parquet_sink import ParquetSink
 from .plan import TopPlan
 from .shuffle import route_and_shuffle
 from .written_check import refuse_written_index, written_meta

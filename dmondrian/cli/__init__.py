@@ -116,7 +116,7 @@ def _take_extras(args, extras: list[str]) -> None:
 def _run(argv: list[str]) -> int:
     args, extras = build_parser().parse_known_args(_normalize_argv(argv))
     _take_extras(args, extras)
-    from ..io import storage_options
+    from ..io.files import storage_options
 
     urls = [getattr(args, name, None) for name in URL_ARGUMENTS]
     with warnings_as_lines(), storage_options(urls, getattr(args, "storage_options", None)):

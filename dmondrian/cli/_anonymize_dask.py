@@ -31,7 +31,7 @@ def anonymize_on_dask(job, release_report) -> tuple[object, int]:
     input_rows : int
         Rows read.
     """
-    from .. import io
+    from ..io import files as io
 
     io._check_exists(job.src)
     with _client(job.args) as client:
@@ -66,8 +66,8 @@ def release_plan_on_dask(job, release_report):
     dmondrian.reporting.Report
         The written release's report.
     """
-    from .. import io
     from .._dask.cluster import run
+    from ..io import files as io
     from ..plans import fit_plan, plan_sha256, save_plan
     from ..plans.dask import transform_dask, transform_to_parquet
     from ..release.row_order import row_order_seed, shuffle_partition
@@ -156,7 +156,7 @@ def _client(args):
 def _read(job):
     import dask.dataframe as dd
 
-    from ..csv_tables import TEXT_TYPES, convert_dtypes, read_csv_dask
+    from ..io.csv_tables import TEXT_TYPES, convert_dtypes, read_csv_dask
 
     if job.in_fmt == "parquet":
         ddf = dd.read_parquet(job.src)
@@ -175,7 +175,7 @@ def _write(job, ddf, client):
     write = engine.anonymize_to_parquet if job.out_fmt == "parquet" else engine.anonymize_to_csv
     # On Dask a Parquet output is a dataset directory (a file per partition),
     # a CSV output one file; either is written into the release's staging
-    # (dmondrian.staging), published once every check has passed.
+    # (dmondrian.io.staging), published once every check has passed.
     return write(ddf, job.target, job.qis, job.args.k, client=client,
                  write_options=WRITE_OPTIONS[job.out_fmt], progress=job.progress.enabled,
                  **job.options(ANONYMIZE, DASK_PLAN))
@@ -185,7 +185,7 @@ def _read_back(job):
     """The written release, lazily, read as the readers of the command line read it."""
     import dask.dataframe as dd
 
-    from ..csv_tables import CsvDialect, read_csv_dask
+    from ..io.csv_tables import CsvDialect, read_csv_dask
 
     if job.out_fmt == "parquet":
         return dd.read_parquet(job.target)

@@ -22,9 +22,9 @@ def dtypes_of(args) -> dict[str, str]:
 
 
 def dialect_of(args):
-    """The :class:`~dmondrian.csv_tables.CsvDialect` of the parsed --sep, --decimal and
+    """The :class:`~dmondrian.io.csv_tables.CsvDialect` of the parsed --sep, --decimal and
     --encoding."""
-    from ..csv_tables import CsvDialect
+    from ..io.csv_tables import CsvDialect
 
     sep = args.sep
     if sep is not None:
@@ -61,7 +61,7 @@ def read(url: str | None, args, *, role: str = "input", dtypes: dict | None = No
     -------
     pandas.DataFrame
     """
-    from .. import io
+    from ..io import files as io
 
     if url is None:
         raise UsageError(f"missing {role}")
@@ -118,7 +118,7 @@ def read_original(url: str, args, release: str, columns: list[str]):
 
     import fsspec
 
-    from .. import io
+    from ..io import files as io
 
     recorded = {}
     path = io.manifest_path(release)
@@ -224,7 +224,7 @@ def exists(url: str) -> bool:
     -------
     bool
     """
-    from .. import io
+    from ..io import files as io
 
     fs, path = io._fs(url)
     return fs.exists(path)
@@ -245,8 +245,8 @@ def load_hierarchies(args) -> tuple[dict, dict]:
     files : dict
         ``{column: FILE}``, as given (for the manifest).
     """
-    from .. import io
     from ..encoding.hierarchy import Hierarchy
+    from ..io import files as io
 
     files = pairs(args, "--hierarchy", "FILE")
     loaded = {}

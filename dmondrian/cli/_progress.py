@@ -50,7 +50,7 @@ class Progress:
         Returns
         -------
         callable
-            For :func:`dmondrian.io.write_table`'s ``progress``.
+            For :func:`dmondrian.io.files.write_table`'s ``progress``.
         """
         def update(done: int, total: int):
             if not self.enabled:

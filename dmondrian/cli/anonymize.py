@@ -3,7 +3,7 @@
 Small inputs run on the in-memory engine here; large ones, or ``--distributed``,
 on the Dask engine (:mod:`._anonymize_dask`). Either way the release and its
 manifest are staged in a hidden folder beside OUTPUT and published only once
-every check has passed, the manifest last (:mod:`dmondrian.staging`): a
+every check has passed, the manifest last (:mod:`dmondrian.io.staging`): a
 killed run leaves nothing at OUTPUT that passes for a release, and the same
 command runs again without ``--overwrite``.
 """
@@ -237,7 +237,7 @@ class Job:
     plan_sha256: str | None = None
     #: The types the QIs and the sensitive column were read with, for the manifest.
     column_types: dict | None = None
-    #: Where the writers write: the release's staging (:mod:`dmondrian.staging`).
+    #: Where the writers write: the release's staging (:mod:`dmondrian.io.staging`).
     target: str | None = None
 
     def options(self, *groups) -> dict:
@@ -299,8 +299,8 @@ def run(args: argparse.Namespace) -> int:
     int
         The exit status, 0.
     """
-    from .. import io
-    from ..staging import staged_release
+    from ..io import files as io
+    from ..io.staging import staged_release
 
     plan = _apply_plan_file(args) if args.plan else None
     job = _job(args)
@@ -325,8 +325,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _writes_folder(job: Job, engine: str) -> bool:
     """Whether the release is a folder: Parquet on Dask, or where the in-memory writer
-    makes one (:func:`dmondrian.io.write_table`)."""
-    from .. import io
+    makes one (:func:`dmondrian.io.files.write_table`)."""
+    from ..io import files as io
 
     if job.out_fmt != "parquet":
         return False
@@ -364,7 +364,7 @@ class _identifying_warnings:
 
 
 def _job(args) -> Job:
-    from .. import io
+    from ..io import files as io
 
     src, dst = _resolve_io(args)
     if args.k is None:
@@ -428,7 +428,7 @@ def choose_engine(args: argparse.Namespace, src: str) -> str:
         return "local"
     if args.distributed or cluster_flags:
         return "distributed"
-    from .. import io
+    from ..io import files as io
 
     size = io.input_size(src) if exists(src) else 0
     if size <= args.local_limit or not _engines.has_dask_engine():
@@ -437,7 +437,7 @@ def choose_engine(args: argparse.Namespace, src: str) -> str:
 
 
 def _anonymize_local(job: Job) -> Outcome:
-    from .. import io
+    from ..io import files as io
 
     with job.progress.stage(f"reading {job.src}"):
         df = io.read_table(job.src, job.in_fmt, dtypes=job.dtypes, dialect=job.dialect)
@@ -537,7 +537,7 @@ def release_report(job: Job, released, original):
     -------
     dmondrian.reporting.Report
     """
-    from ..csv_tables import column_types
+    from ..io.csv_tables import column_types
 
     job.column_types = column_types(original, [*job.qis, *job.sensitive])
     report, _ = metrics_api()
@@ -588,7 +588,7 @@ def _stage_manifest(job: Job, engine: str, outcome: Outcome, stage) -> None:
 
 
 def _print_done(job: Job, engine: str, outcome: Outcome) -> None:
-    from .. import io
+    from ..io import files as io
 
     print(f"wrote {job.dst} ({outcome.rows:,} rows, {outcome.classes:,} classes, smallest "
           f"{outcome.min_class_size:,}, k={job.args.k}, {engine} engine, "

@@ -122,7 +122,7 @@ def _anonymize(df, qis, k, local: bool):
 
 
 def _write(released, args) -> None:
-    from .. import io
+    from ..io import files as io
 
     io.write_table(released, args.output, overwrite=args.overwrite)
     print(f"wrote {args.output}")

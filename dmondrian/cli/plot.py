@@ -140,7 +140,7 @@ def save_png(fig, url: str, *, overwrite: bool) -> None:
     overwrite : bool
         Replace an existing file.
     """
-    from .. import io
+    from ..io import files as io
 
     if not url.lower().endswith(".png"):
         raise UsageError(f"plot output {url!r} must end in .png")

@@ -258,18 +258,18 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
         it, so the verdict comes once every file is written; nothing has
         appeared at ``path``: the files are written into a hidden staging
         folder beside it and moved there (into it, when the folder exists)
-        once every check has passed (:mod:`dmondrian.staging`).
+        once every check has passed (:mod:`dmondrian.io.staging`).
     """
     from dask import delayed
 
-    from .._dask.parquet_sink import ParquetSink
     from .._dask.written_check import WrittenCheck, refuse_written_index, write_released
-    from ..staging import staged_folder
+    from ..io.parquet_sink import ParquetSink
+    from ..io.staging import staged_folder
 
     ddf, checked = _prepared(plan, ddf)
     placer = _Placer(plan)
     # The files are written into a hidden staging folder beside ``path`` and moved
-    # there once every check has passed (dmondrian.staging).
+    # there once every check has passed (dmondrian.io.staging).
     with staged_folder(path, storage_options) as staged:
         cluster_client, owned = resolve_client(client)
         try:
@@ -483,7 +483,7 @@ def _publish_placing_again(ddf, plan_d, classes, threads, meta):
 def _as_release(frame, plan):
     """``frame``, the plan's lazy release, as an
     :class:`~dmondrian._dask.lazy_frame.AnonymizedFrame` whose ``to_parquet`` writes
-    every partition with a :class:`~dmondrian._dask.parquet_sink.ParquetSink`, on the
+    every partition with a :class:`~dmondrian.io.parquet_sink.ParquetSink`, on the
     worker that publishes it.
 
     The sink writes as every release writer does: the label columns without
@@ -495,7 +495,7 @@ def _as_release(frame, plan):
     from dask import delayed
 
     from .._dask.lazy_frame import AnonymizedFrame
-    from .._dask.parquet_sink import ParquetSink
+    from ..io.parquet_sink import ParquetSink
 
     meta = frame._meta
     labels, dictionary = _written_columns(meta, plan)

@@ -15,7 +15,7 @@ directory of Parquet part files, local or any fsspec URL). The manifest holds
   the full :class:`dmondrian.reporting.Report` (NCP, discernibility, risk, ...);
 * ``output``: every output file with its size and SHA-256;
 * ``column_types``: the types the QIs and the sensitive column were read
-  with (``"datetime"``, ``"int"``, ...; :func:`dmondrian.csv_tables.column_types`),
+  with (``"datetime"``, ``"int"``, ...; :func:`dmondrian.io.csv_tables.column_types`),
   so that ``dmondrian report --original`` reads the original as the release
   was made from it;
 * ``noise``: each noised column's epsilon and bounds (:mod:`dmondrian.privacy.noise`),
@@ -296,11 +296,11 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         about; default: the report's.
     column_types : mapping, optional
         ``{column: type}`` the input's columns were read with
-        (:func:`dmondrian.csv_tables.column_types`), recorded as
+        (:func:`dmondrian.io.csv_tables.column_types`), recorded as
         ``column_types``.
     published : str or os.PathLike, optional
         Where ``output`` will be published when it is still staged
-        (:mod:`dmondrian.staging`): the manifest then names that place,
+        (:mod:`dmondrian.io.staging`): the manifest then names that place,
         relative to the folder the manifest is published in.
 
     Returns

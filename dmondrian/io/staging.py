@@ -34,7 +34,7 @@ Concurrent runs for one OUTPUT: on a local filesystem each run holds an
 exclusive lock (``fcntl.flock``) on a file in its staging folder while it
 lives; the kernel drops the lock of a killed process, so a staging folder
 whose lock can be taken is a dead run's, and one whose lock is held is a
-live run's, which makes the new run stop with :class:`~dmondrian.io.OutputError`.
+live run's, which makes the new run stop with :class:`~dmondrian.io.files.OutputError`.
 An object store has no locks: a staging prefix found there is taken for a
 dead run's, and two runs writing the same OUTPUT at once are not supported
 (the later one removes the earlier one's staging, which then fails; neither
@@ -49,7 +49,7 @@ import os
 import uuid
 from collections.abc import Iterator
 
-from .io import SUCCESS_MARKER, OutputError, _check_output, _is_local, _one_line, copy_objects
+from .files import SUCCESS_MARKER, OutputError, _check_output, _is_local, _one_line, copy_objects
 
 __all__ = ["Stage", "staged_release", "staged_folder", "STAGING_TAG", "checkpoint"]
 
@@ -296,7 +296,7 @@ def staged_release(url: str, *, overwrite: bool = False, directory: bool = False
         OUTPUT: a path or fsspec URL.
     overwrite : bool
         Replace an existing release; otherwise one is an
-        :class:`~dmondrian.io.OutputError`, raised before anything is staged.
+        :class:`~dmondrian.io.files.OutputError`, raised before anything is staged.
     directory : bool
         Whether the release is a folder (a Parquet dataset): ``data_url``
         then ends in ``/``.

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator
 import fsspec
 import pandas as pd
 
+from ..errors import DMondrianError
+from ..options import FORMATS
 from .csv_tables import TEXT_TYPES, CsvDialect, convert_dtypes, read_csv, uncompressed_name
-from .errors import DMondrianError
-from .options import FORMATS
 
 __all__ = [
     "FORMATS",
@@ -185,7 +185,7 @@ def read_table(url: str, format: str | None = None, *, dtypes: dict | None = Non
                dialect: CsvDialect | None = None) -> pd.DataFrame:
     """Read a CSV file, a Parquet file or a directory of Parquet files.
 
-    CSV goes through :func:`dmondrian.csv_tables.read_csv`, the reader the
+    CSV goes through :func:`dmondrian.io.csv_tables.read_csv`, the reader the
     Dask path shares (pandas' types: text columns become pandas' string
     dtype, numbers int64/float64, ``""`` is missing; the separator sniffed);
     Parquet through pyarrow, which keeps the stored types (categoricals,
@@ -199,10 +199,10 @@ def read_table(url: str, format: str | None = None, *, dtypes: dict | None = Non
         Overrides the extension.
     dtypes : dict, optional
         ``{column: type}`` applied after reading
-        (:func:`dmondrian.csv_tables.convert_dtypes`): ``"str"``, ``"int"``,
+        (:func:`dmondrian.io.csv_tables.convert_dtypes`): ``"str"``, ``"int"``,
         ``"float"``, ``"category"``, ``"datetime"`` or any pandas dtype name.
         Use it to keep ZIP codes as strings or to parse dates in a CSV.
-    dialect : dmondrian.csv_tables.CsvDialect, optional
+    dialect : dmondrian.io.csv_tables.CsvDialect, optional
         A CSV file's separator, decimal mark and encoding (default: the
         separator sniffed, ``"."``, UTF-8).
 

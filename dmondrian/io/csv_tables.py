@@ -38,8 +38,8 @@ import fsspec
 import numpy as np
 import pandas as pd
 
-from ._compat import unknown_categories
-from .errors import ColumnError, MissingColumnError
+from .._compat import unknown_categories
+from ..errors import ColumnError, MissingColumnError
 
 __all__ = ["CsvDialect", "CsvTypeWarning", "sniff_separator", "pandas_options", "read_csv",
            "read_csv_dask", "convert_dtypes", "column_types", "uncompressed_name", "TEXT_TYPES",
