@@ -27,10 +27,10 @@ _LAZY = {
     "Interval": "release.publish",
     "parse_range": "release.publish",
     "parse_set": "release.publish",
-    "Report": "reporting",
-    "report": "reporting",
-    "VerifyResult": "verification",
-    "verify": "verification",
+    "Report": "evaluation.reporting",
+    "report": "evaluation.reporting",
+    "VerifyResult": "evaluation.verification",
+    "verify": "evaluation.verification",
 }
 
 

@@ -26,7 +26,7 @@ def anonymize_on_dask(job, release_report) -> tuple[object, int]:
 
     Returns
     -------
-    report : dmondrian.reporting.Report
+    report : dmondrian.evaluation.reporting.Report
         The written release's report.
     input_rows : int
         Rows read.
@@ -63,7 +63,7 @@ def release_plan_on_dask(job, release_report):
 
     Returns
     -------
-    dmondrian.reporting.Report
+    dmondrian.evaluation.reporting.Report
         The written release's report.
     """
     from .._dask.cluster import run

@@ -275,7 +275,7 @@ class Outcome:
     classes: int
     min_class_size: int
     input_rows: int | None = None
-    #: The release's report (dmondrian.reporting.Report), for the manifest.
+    #: The release's report (dmondrian.evaluation.reporting.Report), for the manifest.
     report: object = None
     seconds: float = 0.0
 
@@ -535,7 +535,7 @@ def release_report(job: Job, released, original):
 
     Returns
     -------
-    dmondrian.reporting.Report
+    dmondrian.evaluation.reporting.Report
     """
     from ..io.csv_tables import column_types
 

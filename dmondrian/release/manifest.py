@@ -12,7 +12,7 @@ directory of Parquet part files, local or any fsspec URL). The manifest holds
 * ``rows``: input and output row counts;
 * ``achieved``: the k (l, t) the release actually has, ``suppressed``: the
   rows it suppressed (masked and dropped) and their share, and ``metrics``:
-  the full :class:`dmondrian.reporting.Report` (NCP, discernibility, risk, ...);
+  the full :class:`dmondrian.evaluation.reporting.Report` (NCP, discernibility, risk, ...);
 * ``output``: every output file with its size and SHA-256;
 * ``column_types``: the types the QIs and the sensitive column were read
   with (``"datetime"``, ``"int"``, ...; :func:`dmondrian.io.csv_tables.column_types`),
@@ -278,7 +278,7 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
     output_rows : int, optional
         Rows of the release; taken from the report, or read from Parquet
         footers, when not given.
-    report : dmondrian.reporting.Report, optional
+    report : dmondrian.evaluation.reporting.Report, optional
         The release's report; computed from ``released`` when omitted.
     released : pandas or Dask DataFrame, optional
         The release (e.g. ``dask.dataframe.read_parquet(output)``), to build
@@ -332,7 +332,7 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         if quasi_identifiers is None:
             raise ParameterError("quasi_identifiers", "building the report from released "
                                                       "needs quasi_identifiers")
-        from ..reporting import report as build_report
+        from ..evaluation.reporting import report as build_report
 
         report = build_report(released, quasi_identifiers, original=original,
                               sensitive=sensitive, k=k)

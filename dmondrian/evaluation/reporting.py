@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .metrics import (
+from ..metrics import (
     DEFAULT_RISK_THRESHOLD,
     NCP,
     Deferred,
@@ -34,14 +34,14 @@ from .metrics import (
     run,
     size_distribution,
 )
-from .metrics.certainty_penalty import check_weights, ncp_finish, ncp_plan, released_domains
-from .metrics.per_class import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
-from .metrics.risk import check_threshold, prosecutor
-from .metrics.sizes import finish_size_counts, size_counts_of
-from .metrics.suppressed import Suppressed, suppressed_deferred
-from .privacy.constraints import check_k
-from .privacy.noise import check_noise, noise_summary
-from .release.identifying_check import identifying_parts
+from ..metrics.certainty_penalty import check_weights, ncp_finish, ncp_plan, released_domains
+from ..metrics.per_class import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
+from ..metrics.risk import check_threshold, prosecutor
+from ..metrics.sizes import finish_size_counts, size_counts_of
+from ..metrics.suppressed import Suppressed, suppressed_deferred
+from ..privacy.constraints import check_k
+from ..privacy.noise import check_noise, noise_summary
+from ..release.identifying_check import identifying_parts
 from .verification import fewest_entities, jsonable
 
 __all__ = ["Report", "report"]

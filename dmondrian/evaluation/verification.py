@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .errors import ParameterError
-from .metrics import check_column, class_keys, compute, is_dask
-from .metrics._frames import N_COLUMN, groupby, meta_of
-from .metrics.per_class import (
+from ..errors import ParameterError
+from ..metrics import check_column, class_keys, compute, is_dask
+from ..metrics._frames import N_COLUMN, groupby, meta_of
+from ..metrics.per_class import (
     L_DISTINCT,
     L_ENTROPY,
     L_RECURSIVE,
@@ -37,9 +37,9 @@ from .metrics.per_class import (
     sensitive_class_stats,
     t_distance_of,
 )
-from .options import ANONYMIZE
-from .privacy.constraints import check_k, check_l
-from .release.identifying_check import identifying_parts
+from ..options import ANONYMIZE
+from ..privacy.constraints import check_k, check_l
+from ..release.identifying_check import identifying_parts
 
 __all__ = ["VerifyResult", "verify", "class_statistics", "jsonable"]
 
