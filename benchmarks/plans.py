@@ -180,8 +180,8 @@ def _where_loss_goes(plan, halves, gcp_alone, qis) -> dict:
     k that day (``lifted_count``), each one's share of the loss; and the GCP ratio the
     same classes would have with labels fitted to each half's rows (a diagnostic:
     such labels are neither stable nor safe to publish, see docs/guide/plans.md)."""
-    from dmondrian._dask.routing import route
     from dmondrian.metrics.certainty_penalty import compute_domains, label_costs
+    from dmondrian.partition.routing import route
     from dmondrian.plans.batch import place_batch
     from dmondrian.plans.release import decide
 

@@ -34,7 +34,6 @@ import pandas as pd
 from ._dask.cluster import cores_per_worker, lasting_client, release, resolve_client, run, session
 from ._dask.columns import read_columns
 from ._dask.counting_write import anonymize_counting, cuts_certain
-from ._dask.cut_tree import flatten, leaf_nodes
 from ._dask.domain_pass import run_domain_pass
 from ._dask.entity_noise import class_shares
 from ._dask.entity_pairs import keep_pair_cuts, node_pair_counts
@@ -57,6 +56,7 @@ from .errors import IdentifyingColumnWarning
 from .io.parquet_sink import check_column_names
 from .io.staging import staged_folder
 from .options import ANONYMIZE, DASK, DASK_PLAN, WRITE, takes_options
+from .partition.cut_tree import flatten, leaf_nodes
 from .privacy import suppression
 from .privacy.constraints import KAnonymity, refuse_empty
 from .release.identifiers import without_identifiers

@@ -33,7 +33,7 @@ from dmondrian._dask.global_domain import encode_keys
 from dmondrian._dask.memory import output_row_cost
 from dmondrian._dask.options import leaf_rows_for, output_partition_rows
 from dmondrian._dask.plan import Recount, Verdict, pack_output_partitions
-from dmondrian._dask.routing import route, row_positions
+from dmondrian.partition.routing import route, row_positions
 
 #: The writers write no index by default (dmondrian.release.row_order); these tests compare the
 #: files with the lazy release row by row, by index.
@@ -450,7 +450,7 @@ def test_lazy_result_counts_leaves_in_the_shuffle_pass(client, tmp_path, monkeyp
 def test_cuts_certain_reads_the_sample_as_a_lower_bound():
     from types import SimpleNamespace
 
-    from dmondrian._dask.cut_tree import CutTree
+    from dmondrian.partition.cut_tree import CutTree
 
     # One cut: keys <= 4 go left.
     tree = CutTree(qi=np.array([0, -1, -1]), t=np.array([4, 0, 0]), eq=np.array([5, 0, 0]),

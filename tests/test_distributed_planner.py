@@ -20,12 +20,12 @@ from dmondrian import _kernel as K
 from dmondrian._dask.domain_pass import build_domain, domain_sketch, merge_domain
 from dmondrian._dask.global_domain import encode_keys
 from dmondrian._dask.planner import find_cut, goes_left, region_spans
-from dmondrian._dask.routing import route, row_positions
-from dmondrian._dask.sketch import merge_sketches, summarize
 from dmondrian._kernel.split import column_stats_py, find_cut_py, node_span_py, workspace
 from dmondrian.encoding.hierarchy import Hierarchy
 from dmondrian.encoding.qi import encode_qi
 from dmondrian.local import encode_table, kernel_rules
+from dmondrian.partition.routing import route, row_positions
+from dmondrian.partition.sketch import merge_sketches, summarize
 
 QIS = ["num", "flt", "ord", "nom", "job"]
 KINDS = ["numeric", "numeric", "ordinal", "nominal", "hierarchy"]
@@ -158,7 +158,7 @@ def test_domain_sketches_merge_across_partitions():
 def test_route_follows_the_cut_rule():
     rng = np.random.default_rng(0)
     keys = rng.integers(0, 10, (2, 500))
-    from dmondrian._dask.cut_tree import CutTree
+    from dmondrian.partition.cut_tree import CutTree
 
     tree = CutTree(qi=np.array([0, 1, -1, -1, -1]), t=np.array([4, 2, 0, 0, 0]),
                    eq=np.array([5, 2, 0, 0, 0]), tie_before=np.array([250, 0, 0, 0, 0]),
@@ -178,7 +178,7 @@ def test_route_equals_walking_each_row_down_the_tree(seed, n_cuts, ties):
     """Random trees with nominal rank cuts and relaxed tie splits (on the positions of
     a random partition): each row's leaf is the one reached by applying the cut rule
     node by node."""
-    from dmondrian._dask.cut_tree import CutTree
+    from dmondrian.partition.cut_tree import CutTree
 
     rng = np.random.default_rng(seed)
     d, n, card = 3, 300, 6
@@ -229,7 +229,7 @@ def test_route_equals_walking_each_row_down_the_tree(seed, n_cuts, ties):
 def test_leaf_order_is_a_lexsort_by_leaf_then_position(seed, n, n_leaves, runs):
     # Rows reach an output partition as runs in position order (one per input
     # partition, in any order); the leaf order must be the plain lexsort.
-    from dmondrian._dask.routing import leaf_order
+    from dmondrian.partition.routing import leaf_order
 
     rng = np.random.default_rng(seed)
     positions = rng.permutation(10 * n + 1)[:n].astype(np.int64)
@@ -254,7 +254,7 @@ def test_leaf_order_is_a_lexsort_by_leaf_then_position(seed, n, n_leaves, runs):
 def test_domain_sample_is_the_smallest_priorities_below_the_rate(sizes, rate, size):
     # Whatever the partitioning, the merged sample is the `size` rows of smallest
     # priority among those below `rate`: a uniform sample of known size.
-    from dmondrian._dask.routing import row_priority
+    from dmondrian.partition.routing import row_priority
 
     frames = [pd.DataFrame({"num": np.arange(n, dtype=np.int64)}) for n in sizes]
     parts = [domain_sketch(f, i, ["num"], ["numeric"], size, rate=rate)
@@ -337,7 +337,7 @@ def test_one_region_pass_plans_a_deep_tree(client, known):
 
 
 def test_row_priority_is_splitmix_of_the_position():
-    from dmondrian._dask.routing import row_priority
+    from dmondrian.partition.routing import row_priority
 
     def reference(partition, n, seed):
         with np.errstate(over="ignore"):
@@ -453,8 +453,8 @@ def test_encode_keys_still_refuses_the_reserved_key_and_unseen_values():
 @given(st.integers(0, 2**32 - 1), st.integers(1, 30), st.booleans(), st.integers(1, 8))
 @settings(max_examples=40, deadline=None)
 def test_route_to_partitions_is_route_then_the_partition_lookup(seed, n_cuts, ties, n_parts):
-    from dmondrian._dask.cut_tree import CutTree
-    from dmondrian._dask.routing import route_to_partitions
+    from dmondrian.partition.cut_tree import CutTree
+    from dmondrian.partition.routing import route_to_partitions
 
     rng = np.random.default_rng(seed)
     d, n = 2, 700  # more rows than one routing block
@@ -487,7 +487,7 @@ def test_route_to_partitions_is_route_then_the_partition_lookup(seed, n_cuts, ti
 
 def _plain_domain_sketch(df, partition, qis, kinds, sample_size, rate):
     """The domain sketch by plain pandas and numpy passes (the definition)."""
-    from dmondrian._dask.routing import row_priority
+    from dmondrian.partition.routing import row_priority
 
     d = len(qis)
     lo = np.full(d, K.MISSING_KEY, dtype=np.int64)

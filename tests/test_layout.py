@@ -155,7 +155,7 @@ def test_the_graph_sees_function_level_and_relative_imports():
     assert "dmondrian.distributed" in graph["dmondrian"]  # inside a function
     assert "dmondrian._dask.plan" in graph["dmondrian.distributed"]
     assert "dmondrian._kernel" in graph["dmondrian.local"]  # from . import _kernel
-    assert "dmondrian._dask.sketch" in graph["dmondrian._dask.cut_tree"]
+    assert "dmondrian.partition.sketch" in graph["dmondrian.partition.cut_tree"]
     assert "dmondrian._kernel.constants" in graph["dmondrian._kernel.tree"]  # a .pyx
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
 

@@ -19,16 +19,16 @@ import numpy as np
 import pandas as pd
 
 from ..io.parquet_sink import ParquetSink
+from ..partition.cut_tree import CutTree
+from ..partition.routing import route
+from ..partition.sketch import Summary
 from .columns import LEAF, carried
-from .cut_tree import CutTree
 from .entity_pass import merge_smallest, some_per_leaf
 from .graph import constant, partitions, sum_arrays, tree_reduce
 from .leaves import anonymize_output_partition, lazy_meta, output_meta, write_output_partition
 from .plan import Recount, TopPlan, Verdict
 from .planner import sizes_allowed
-from .routing import route
 from .shuffle import routed_meta, routed_partitions, routing_input, to_output_partitions
-from .sketch import Summary
 
 __all__ = ["leaf_counts", "settle", "cuts_certain", "write_parquet_counting",
            "anonymize_counting", "counted_shuffle"]

@@ -23,6 +23,8 @@ from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
 from ..encoding.qi import warn_unique_text
 from ..kinds import kind_spec
 from ..kinds.keys import arrow_int32_chunks, arrow_string_chunks
+from ..partition.routing import row_positions, sample_below
+from ..partition.sketch import Summary
 from ..release.identifiers import (
     DistinctSketch,
     distinct_sketch,
@@ -36,8 +38,6 @@ from .global_domain import GlobalDomain, encode_keys
 from .graph import column_partitions, partitions, tree_reduce
 from .memory import check_fits, measure_workers
 from .options import LEAF_ROWS_MIN, DaskOptions, guess_row_bytes, least_row_bytes, sizing
-from .routing import row_positions, sample_below
-from .sketch import Summary
 from .unique_count import unique_rows
 from .written_check import identifying_check
 
@@ -62,7 +62,7 @@ class DomainSketch:
     categories: dict
     sample: pd.DataFrame
     priority: np.ndarray
-    #: Input positions of the sample's rows (:func:`~dmondrian._dask.routing.row_positions`).
+    #: Input positions of the sample's rows (:func:`~dmondrian.partition.routing.row_positions`).
     positions: np.ndarray
     sample_size: int
     #: Every partition seen has the default index 0..n-1 (row positions).
@@ -83,7 +83,7 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
     """Domain sketch of one partition (``df`` holds at least the QI columns).
 
     The sample holds the rows whose priority
-    (:func:`~dmondrian._dask.routing.row_priority`, seed 1) is below ``rate``; past
+    (:func:`~dmondrian.partition.routing.row_priority`, seed 1) is below ``rate``; past
     ``sample_size`` rows, the ``sample_size`` smallest priorities. Merged
     sketches keep the same rule, so the merged sample is uniform: the rows
     below ``rate`` if at most ``sample_size`` are, else the ``sample_size``

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..partition.cut_tree import flatten, leaf_nodes
+from ..partition.routing import route, row_positions
 from .cluster import run
-from .cut_tree import flatten, leaf_nodes
 from .entity_pass import entity_hashes
 from .global_domain import encode_keys
 from .graph import column_partitions, constant
-from .routing import route, row_positions
 
 __all__ = ["ClassShares", "deal_shares", "class_shares", "MAX_BUCKETS"]
 

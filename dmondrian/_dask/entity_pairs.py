@@ -31,14 +31,14 @@ import pandas as pd
 
 from .. import _kernel as K
 from ..encoding.entities import check_entity_count
+from ..partition.cut_tree import flatten, leaf_nodes, preorder, undo_failing_cuts
+from ..partition.routing import route, row_positions
 from ..privacy.constraints import kernel_privacy
 from .cluster import run
-from .cut_tree import flatten, leaf_nodes, preorder, undo_failing_cuts
 from .entity_pass import entity_hashes
 from .global_domain import encode_keys
 from .graph import column_partitions, constant, tree_reduce
 from .plan import SensitiveDomain
-from .routing import route, row_positions
 
 __all__ = ["tree_paths", "node_pair_counts", "keep_pair_cuts", "MAX_BUCKETS"]
 

@@ -35,11 +35,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InfeasibleError, InvalidValueError
+from ..partition.cut_tree import flatten, leaf_nodes, undo_failing_cuts
+from ..partition.routing import route, row_positions
 from .cluster import run
-from .cut_tree import flatten, leaf_nodes, undo_failing_cuts
 from .global_domain import encode_keys
 from .graph import column_partitions, constant, tree_reduce
-from .routing import route, row_positions
 
 __all__ = ["entity_hashes", "smallest_per_leaf", "some_per_leaf", "merge_smallest",
            "leaf_entities", "keep_entity_cuts", "FIRST_ROWS"]

@@ -26,6 +26,7 @@ from .._compat import shuffle_to_partitions
 from ..errors import ParameterError
 from ..kinds import kind_spec
 from ..options import DASK_PLAN
+from ..partition.routing import leaf_order, route, row_positions
 from .back_codes import back_columns, back_layout, decode_back
 from .columns import PARTITION, leaf_inputs
 from .counting_write import counted_shuffle
@@ -34,7 +35,6 @@ from .graph import constant, partitions
 from .leaves import conform, label_columns, output_partition_frame
 from .memory import leaf_rows_for
 from .plan import TopPlan, Verdict
-from .routing import leaf_order, route, row_positions
 from .shuffle import route_and_shuffle, target_dtype
 from .written_check import written
 

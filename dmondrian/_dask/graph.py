@@ -46,7 +46,7 @@ def partitions(frame) -> list:
     Dask's tuning is off, so a projected read (under a filter, say) is never
     fused into fewer partitions. Every pass then sees the same partitions,
     numbered alike, whatever columns it reads: a row's input position
-    (:func:`~dmondrian._dask.routing.row_positions`), the keys exchange's way
+    (:func:`~dmondrian.partition.routing.row_positions`), the keys exchange's way
     back to its input partition and a plan's kept nodes all pair up.
     """
     import dask

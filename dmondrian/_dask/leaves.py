@@ -24,6 +24,7 @@ from ..encoding.entities import encode_entities
 from ..io.parquet_sink import ParquetSink, empty_like
 from ..kinds import kind_spec
 from ..local import kernel_rules, partition, publish, riding_codes
+from ..partition.routing import leaf_order, row_offsets
 from ..privacy import suppression
 from ..privacy.constraints import KAnonymity, KernelPrivacy, kernel_privacy, with_entity
 from ..privacy.noise import noise_groups, noisy_columns
@@ -33,7 +34,6 @@ from .columns import INDEX, LEAF, carried, key_names
 from .entity_pass import entity_hashes
 from .memory import release_freed_memory
 from .plan import TopPlan, Verdict
-from .routing import leaf_order, row_offsets
 from .shipped_keys import gather_keys, partition_encodings
 from .text import TEXT, text_labels
 from .written_check import write_released

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from ..encoding.sensitive import SensitiveValues
+from ..partition.cut_tree import CutTree
 from ..privacy.constraints import KernelPrivacy
 from .columns import leaf_inputs
-from .cut_tree import CutTree
 from .global_domain import GlobalDomain
 from .options import DaskOptions
 from .shipped_keys import key_dtypes, key_offsets, key_steps

@@ -15,9 +15,9 @@ import numpy as np
 
 from .._kernel.constants import KIND_HIERARCHY, MISSING_KEY
 from .._kernel.packing import packed_left, packs_better
-from .cut_tree import ALL_TIES, NO_TIES, Cut
+from ..partition.cut_tree import ALL_TIES, NO_TIES, Cut
+from ..partition.sketch import Summary
 from .global_domain import GlobalDomain
-from .sketch import Summary
 
 __all__ = ["PlanNode", "PlanConfig", "region_spans", "find_cut", "choose_cut",
            "goes_left", "plan_subtree", "planned_levels", "sizes_allowed"]
@@ -303,7 +303,7 @@ def choose_cut(summary: Summary, domain: GlobalDomain, relaxed: bool, min_size: 
 def goes_left(cut: Cut, keys: np.ndarray, positions: np.ndarray | None) -> np.ndarray:
     """Which rows (columns of ``keys``, at input ``positions``) a cut sends left.
 
-    The rule of :func:`dmondrian._dask.routing.route`.
+    The rule of :func:`dmondrian.partition.routing.route`.
 
     Examples
     --------

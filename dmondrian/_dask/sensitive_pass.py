@@ -14,14 +14,14 @@ import numpy as np
 
 from .. import _kernel as K
 from ..encoding.sensitive import sensitive_values
+from ..partition.cut_tree import flatten, leaf_nodes, undo_failing_cuts
+from ..partition.routing import route, row_positions
 from ..privacy.constraints import kernel_privacy
 from .cluster import run
-from .cut_tree import flatten, leaf_nodes, undo_failing_cuts
 from .global_domain import encode_keys
 from .graph import column_partitions, constant, sum_arrays, tree_reduce
 from .options import DaskOptions
 from .plan import SensitiveDomain
-from .routing import route, row_positions
 
 __all__ = ["sensitive_domain", "leaf_histograms", "keep_diverse_cuts"]
 

@@ -14,11 +14,11 @@ import pandas as pd
 
 from .._compat import shuffle_to_partitions
 from ..errors import ParameterError
+from ..partition.routing import route_to_partitions, row_positions
 from .columns import INDEX, LEAF, PARTITION, carried, key_names, read_columns
 from .global_domain import encode_keys
 from .graph import constant, partitions
 from .plan import TopPlan
-from .routing import route_to_partitions, row_positions
 from .shipped_keys import narrow_keys
 from .shuffle_sizes import piece_bounds
 

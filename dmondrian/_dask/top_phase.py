@@ -14,14 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..partition.cut_tree import CutTree, Node, flatten, leaf_nodes, subtree_count
+from ..partition.routing import route, row_positions, row_priority
+from ..partition.sketch import Summary, merge_sketches, summarize
 from .cluster import run
-from .cut_tree import CutTree, Node, flatten, leaf_nodes, subtree_count
 from .global_domain import GlobalDomain, encode_keys
 from .graph import column_partitions, constant, tree_reduce
 from .options import DaskOptions, expected_levels
 from .planner import PlanConfig, PlanNode, plan_subtree, sizes_allowed
-from .routing import route, row_positions, row_priority
-from .sketch import Summary, merge_sketches, summarize
 
 __all__ = ["MAX_ROUNDS", "cut_regions", "region_pass", "region_sketch", "graft",
            "keep_allowed_cuts"]

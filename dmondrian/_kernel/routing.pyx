@@ -1,4 +1,4 @@
-"""Compiled passes of :mod:`dmondrian._dask.routing`: global keys, row priorities, the cut-tree walk.
+"""Compiled passes of :mod:`dmondrian.partition.routing`: global keys, row priorities, the cut-tree walk.
 
 Every pass releases the GIL: in a Dask worker the event loop keeps
 receiving shuffle data and answering heartbeats while a partition is
@@ -236,7 +236,7 @@ def _route_rows(const i64[:, :] keys, const i64[::1] qi, const i64[::1] t, const
                 const i64[::1] partition_of_leaf):
     """Leaf of every row (column of ``keys``) into ``out``, and its output partition
     into ``out_partition`` unless that is empty
-    (see :class:`dmondrian._dask.cut_tree.CutTree`)."""
+    (see :class:`dmondrian.partition.cut_tree.CutTree`)."""
     # A block of rows steps down one level at a time with branch-free steps
     # (a leaf steps to itself), faster than one row's walk to its leaf after
     # another, whose every cut is a mispredicted branch.

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._dask.routing import route
 from .._kernel import max_threads
 from .._kernel.constants import INT_MIN, KIND_FLOAT, KIND_INT, KIND_NOMINAL, MISSING_KEY
 from .._kernel.keys import float_keys as _float_keys
@@ -40,6 +39,7 @@ from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
 from ..encoding.hierarchy import MISSING_LEAF
 from ..errors import UnsupportedDtypeError
 from ..kinds.keys import arrow_string_chunks, decode_float_keys
+from ..partition.routing import route
 from .people import People, people_of
 
 __all__ = ["BatchKeys", "BatchSummary", "Placed", "Placing", "fold_edges", "place_batch",

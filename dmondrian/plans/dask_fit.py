@@ -32,10 +32,10 @@ import dataclasses
 
 import numpy as np
 
-from .._dask.cut_tree import CutTree
 from .._kernel.constants import KIND_NOMINAL
 from ..errors import ParameterError
 from ..options import plan_fit_options
+from ..partition.cut_tree import CutTree
 from ..privacy.constraints import refuse_empty
 from .sizing import PLAN_OPTIONS, fit_k, fit_trim
 from .tree import PlanTree, abut_cut_sides, build_tree, node_arrays
@@ -75,9 +75,9 @@ def _fit_leaves(df, top, k_fit, trim, edges, whole, lift_cost=None) -> list:
     """
     from .._dask.columns import LEAF, key_names
     from .._dask.leaves import leaf_privacy
-    from .._dask.routing import leaf_order
     from .._dask.shipped_keys import gather_keys
     from ..local import kernel_rules, partition
+    from ..partition.routing import leaf_order
 
     positions = df.index.to_numpy(dtype=np.int64)
     order, ids, starts, _ = leaf_order(df[LEAF].to_numpy(dtype=np.int64), positions,

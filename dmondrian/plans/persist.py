@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._dask.cut_tree import CutTree
 from ..encoding.hierarchy import Hierarchy
 from ..encoding.sensitive import SensitiveValues
 from ..errors import ParameterError, PlanFileError
 from ..kinds.base import EncodedQI
+from ..partition.cut_tree import CutTree
 from ..privacy.constraints import resolve_constraints
 from .fitted import FittedPlan
 from .tree import PlanTree

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._dask.cut_tree import NO_TIES, CutTree
 from .._kernel.constants import KIND_FLOAT, KIND_INT, KIND_NOMINAL, KIND_ORDINAL, MISSING_KEY
+from ..partition.cut_tree import NO_TIES, CutTree
 
 __all__ = ["PlanTree", "abut_cut_sides", "build_tree", "node_arrays"]
 
@@ -33,7 +33,7 @@ class PlanTree:
     Attributes
     ----------
     cuts : CutTree
-        The routing arrays (:mod:`dmondrian._dask.cut_tree`); ``cuts.leaf[i]``
+        The routing arrays (:mod:`dmondrian.partition.cut_tree`); ``cuts.leaf[i]``
         is ``i`` for every leaf, so a routed row's leaf is its node id.
     parent : int64 array (nodes,)
         Parent of every node (-1 for the root).

@@ -29,7 +29,7 @@ class Cut:
     """One cut: a row goes left when ``v <= t`` or (``v == eq`` and position < ``tie_before``).
 
     A row's position is its input position
-    (:func:`dmondrian._dask.routing.row_positions`); ``tie_before`` is
+    (:func:`dmondrian.partition.routing.row_positions`); ``tie_before`` is
     :data:`NO_TIES` for strict cuts.
 
     ``v`` is the row's key of QI ``qi``, or ``ranks[key]`` for a nominal cut.

@@ -103,7 +103,7 @@ def summarize(keys: np.ndarray, region: np.ndarray, n_regions: int, exact: dict,
     priority : float64 array (n,)
         Each row's sampling priority in [0, 1).
     positions : int64 array (n,)
-        Each row's input position (:func:`dmondrian._dask.routing.row_positions`).
+        Each row's input position (:func:`dmondrian.partition.routing.row_positions`).
 
     Returns
     -------
