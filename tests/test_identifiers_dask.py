@@ -290,7 +290,7 @@ def test_a_written_index_is_judged_as_the_local_engine_judges_a_column(cluster, 
 
 
 def test_the_exact_count_runs_only_for_columns_the_sketch_cannot_settle(cluster, monkeypatch):
-    from dmondrian._dask import unique_count
+    from dmondrian.release import unique_count
     from dmondrian.release.identifying_check import identifying_parts
 
     asked = []

@@ -5,8 +5,7 @@ of a pandas table, the distinct-value sketch of a Dask table's partitions);
 this module puts them together for :func:`dmondrian.report` and
 :func:`dmondrian.verify`, which take either kind of table. It sits apart
 from :mod:`dmondrian.release.identifiers` because a Dask table's unsure columns are
-counted by :mod:`dmondrian._dask.unique_count`, which the engines' modules
-import, and the rule itself must import none of them.
+counted by :mod:`dmondrian.release.unique_count`, which imports the rule.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ def identifying_parts(table, released_as_is, allow=()) -> tuple[list, callable]:
     columns are sketched here, in a pass of their own (a delayed graph
     computed with the caller's expressions would not share their reads), and
     the columns the sketch leaves unsure counted in another
-    (:func:`dmondrian._dask.unique_count.unique_rows`), on the default
+    (:func:`dmondrian.release.unique_count.unique_rows`), on the default
     scheduler.
     """
     if isinstance(table, pd.DataFrame):
@@ -43,7 +42,7 @@ def identifying_parts(table, released_as_is, allow=()) -> tuple[list, callable]:
     import dask
     from dask import delayed
 
-    from .._dask.unique_count import unique_rows
+    from .unique_count import unique_rows
 
     meta = table._meta
     checked = [c for c in candidates(meta.dtypes, released_as_is) if c not in allow]
