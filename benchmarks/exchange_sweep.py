@@ -36,7 +36,7 @@ group-by of the QIs' labels over all files) must hold k rows and it must
 hold every row; the script exits non-zero otherwise.
 
 ``--quick`` runs every shape on a few thousand rows, one round, and checks
-every release (tests/test_exchange_sweep.py runs part of it). ``--fit``
+every release (tests/dask/test_exchange_sweep.py runs part of it). ``--fit``
 reads sweep results and prints the least-squares coefficients of
 :data:`dmondrian._dask.exchange.COST_MODEL` (the keys path's extra CPU
 microseconds a row against the features), then a table of every shape with

@@ -61,7 +61,7 @@ INT_MIN = LIMITS["INT_MIN"]
 INT_MAX = np.iinfo(np.int64).max
 
 # What a split optimizes: the option's choices, which the OBJ_* codes index
-# (tests/test_kernel_codes.py holds them to it).
+# (tests/kernel/test_kernel_codes.py holds them to it).
 OBJECTIVES = options.OBJECTIVES
 
 # Below this many rows a kernel call runs on one thread: starting threads and

@@ -26,7 +26,7 @@ import pytest
 pytest.importorskip("moto.server")
 s3fs = pytest.importorskip("s3fs")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 QIS = ["age", "zip", "sex"]
 BUCKET = "etl"
 

@@ -26,7 +26,7 @@ from distributed_helpers import CENSUS_QIS, average_ncp, make_census, row_ids
 from dmondrian import distributed as D
 from dmondrian import local
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DASK = Path(sys.executable).with_name("dask")
 
 

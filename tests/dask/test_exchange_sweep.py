@@ -21,7 +21,7 @@ pytest.importorskip("distributed")
 
 from dmondrian._dask.exchange import choose_exchange, exchange_features  # noqa: E402
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _sweep(monkeypatch):

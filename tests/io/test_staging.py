@@ -25,7 +25,7 @@ from dmondrian.io import files as io
 from dmondrian.io.staging import STAGING_TAG, staged_release
 from dmondrian.release.manifest import check_manifest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 QIS = "age,zip,sex"
 
 

@@ -22,7 +22,7 @@ from dmondrian.plans import fit_plan
 from dmondrian.plans.dask import transform_dask, transform_to_parquet
 from dmondrian.synthetic import write_census_parquet
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 QIS = "age,zip,education,sex"
 
 

@@ -31,7 +31,7 @@ from cli_helpers import in_process
 from dmondrian.cli import main
 from dmondrian.io import files as io
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 QIS = ["age", "zip", "sex"]
 N_ROWS = 2000
 BIG_ROWS = 150_000  # more than one 100,000-row write chunk: the kill lands mid-file
@@ -52,7 +52,7 @@ def run(*args, cwd, env=None, timeout=180) -> subprocess.CompletedProcess:
 
 def run_failing_write(action, *args, cwd) -> subprocess.CompletedProcess:
     """The command line with its table writer failing half-way (tests/failing_write.py)."""
-    script = Path(__file__).with_name("failing_write.py")
+    script = Path(__file__).parents[1] / "failing_write.py"
     return subprocess.run([sys.executable, str(script), action, *map(str, args)], cwd=cwd,
                           env=_env(), capture_output=True, text=True, timeout=180)
 
@@ -194,7 +194,7 @@ def test_killed_mid_write_leaves_no_output(work, fmt):
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr)
     assert not out.exists() and not Path(f"{out}.manifest.json").exists()
     # The process really died half-way through the file: its hidden staging
-    # holds the first chunk only (the next run removes it: tests/test_staging.py).
+    # holds the first chunk only (the next run removes it: tests/io/test_staging.py).
     leftovers = [p for p in work.iterdir() if p.name.startswith(f".{out.name}.dmondrian-staging-")]
     assert len(leftovers) == 1
     written = [p for p in leftovers[0].rglob("*") if p.is_file() and p.name != "lock"]

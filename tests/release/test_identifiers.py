@@ -1,5 +1,5 @@
 """Direct identifiers: ``identifiers=`` removes columns; columns that single out rows are
-refused on every engine (the Dask paths: tests/test_identifiers_dask.py)."""
+refused on every engine (the Dask paths: tests/release/test_identifiers_dask.py)."""
 
 from __future__ import annotations
 
