@@ -1,4 +1,5 @@
-"""The package's layout stays readable: no import cycle, no oversized module.
+"""The package's layout stays readable: no import cycle, no oversized module, only
+the Dask side importing the Dask engine, a short root, and a current module map.
 
 The import graph of ``dmondrian`` is read from the source (``ast`` for
 ``.py``, the import lines of ``.pyx``), with the imports inside functions:
@@ -20,8 +21,18 @@ import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "dmondrian"
+DESIGN = PACKAGE.parent / "docs" / "design.md"
 MAX_LINES = 800
 FRONT_MAX_LINES = 500
+MAX_ROOT_MODULES = 12
+
+#: The Dask side: the only modules that may import the Dask engine
+#: (``dmondrian._dask``, ``dmondrian.distributed``).
+DASK_SIDE = {"dmondrian.distributed", "dmondrian.plans.dask", "dmondrian.plans.dask_fit",
+             "dmondrian.cli._anonymize_dask", "dmondrian.cli._engines"}
+#: The package's ``anonymize`` hands a dask DataFrame to the Dask front, inside the
+#: function: the one way in from the front door.
+DASK_DISPATCH = {"dmondrian": {"dmondrian.distributed"}}
 
 # Known offenders, outside the Dask engine, being refactored by other work in
 # progress: remove an entry as soon as its module is fixed (the tests below
@@ -188,3 +199,51 @@ def test_no_module_over_800_lines():
 def test_the_dask_front_is_short():
     n = line_counts()["dmondrian/distributed.py"]
     assert n < FRONT_MAX_LINES, f"dmondrian/distributed.py has {n} lines"
+
+
+def _dask_engine(module: str) -> bool:
+    return module in ("dmondrian._dask", "dmondrian.distributed") or module.startswith(
+        "dmondrian._dask.")
+
+
+def test_only_the_dask_side_imports_the_dask_engine():
+    """Engine-neutral code (encoding, partition, release, io, plans in memory, kinds,
+    metrics) imports nothing of the Dask engine, not even inside a function."""
+    offenders = {}
+    for module, imported in import_graph().items():
+        if _dask_engine(module) or module in DASK_SIDE:
+            continue
+        engine = {m for m in imported if _dask_engine(m)} - DASK_DISPATCH.get(module, set())
+        if engine:
+            offenders[module] = sorted(engine)
+    assert not offenders, f"modules outside the Dask side import the Dask engine: {offenders}"
+
+
+def test_the_dask_side_check_sees_an_offender():
+    graph = import_graph()
+    assert "dmondrian.partition.cut_tree" in graph["dmondrian._dask.top_phase"]
+    assert "dmondrian._dask.unique_count" in graph["dmondrian.distributed"]
+    assert _dask_engine("dmondrian._dask.unique_count") and not _dask_engine("dmondrian.plans.dask")
+
+
+def test_the_root_holds_at_most_12_modules():
+    root = sorted(p.name for p in PACKAGE.iterdir()
+                  if p.suffix in (".py", ".pyx") and p.stem not in ("__init__", "__main__"))
+    assert len(root) <= MAX_ROOT_MODULES, f"{len(root)} modules at the package's root: {root}"
+
+
+def _module_map() -> list[str]:
+    """The modules named in docs/design.md's module map (first column of its tables)."""
+    text = DESIGN.read_text()
+    section = text[text.index("### Module map"):]
+    return re.findall(r"^\| `([^`]+\.pyx?)` \|", section, re.MULTILINE)
+
+
+def test_the_design_module_map_is_current():
+    mapped = _module_map()
+    assert len(mapped) == len(set(mapped)), "a module is named twice in the module map"
+    modules = {str(p.relative_to(PACKAGE)) for p in _sources().values()}
+    missing = sorted(modules - set(mapped))
+    stale = sorted(set(mapped) - modules)
+    assert not missing, f"modules missing from docs/design.md's module map: {missing}"
+    assert not stale, f"docs/design.md's module map names modules that do not exist: {stale}"
