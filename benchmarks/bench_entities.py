@@ -64,7 +64,7 @@ import numpy as np
 import pandas as pd
 
 import dmondrian
-from dmondrian.encoding.entities import distinct_per_class
+from dmondrian.privacy.entities import distinct_per_class
 from dmondrian.synthetic_events import EVENT_QUASI_IDENTIFIERS, events_dask, make_events
 
 K = 10

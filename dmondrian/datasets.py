@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .encoding.hierarchy import Hierarchy
 from .errors import DatasetError
+from .kinds.hierarchy import Hierarchy
 
 __all__ = [
     "ADULT_COLUMNS",

@@ -14,7 +14,6 @@ import sys
 import numpy as np
 import pandas as pd
 
-from .encoding.entities import check_entity
 from .encoding.validation import (
     check_max_contributions,
     check_max_depth,
@@ -24,6 +23,7 @@ from .encoding.validation import (
 from .errors import NotFittedError, ParameterError
 from .options import ANONYMIZE, takes_options
 from .privacy.constraints import check_k, resolve_constraints
+from .privacy.entities import check_entity
 from .privacy.noise import check_noise, check_noise_dtypes, check_random_state
 from .privacy.suppression import check_suppression
 from .release.identifiers import check_allow_unique, check_identifiers

@@ -41,7 +41,6 @@ import numpy as np
 import pandas as pd
 
 from . import _kernel as K
-from .encoding.entities import encode_entities, pair_counts
 from .encoding.qi import EncodedQI, encode_qi, warn_unique_text_qis
 from .encoding.sensitive import encode_sensitive
 from .encoding.validation import check_options
@@ -54,6 +53,7 @@ from .privacy.constraints import (
     kernel_privacy,
     refuse_empty,
 )
+from .privacy.entities import encode_entities, pair_counts
 from .privacy.noise import check_noise_dtypes, noise_groups, noisy_columns
 from .release.identifiers import refuse_identifying, released_as_is
 from .release.person_keys import release_guard, warn_person_keys
@@ -328,7 +328,7 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
         Stop cutting after this many levels (coarser classes).
     hierarchies : dict, optional
         ``{column: hierarchy}`` where a hierarchy is a
-        :class:`~dmondrian.encoding.hierarchy.Hierarchy`, a file path
+        :class:`~dmondrian.kinds.hierarchy.Hierarchy`, a file path
         (``leaf;parent;...;*`` lines) or a mapping leaf -> ancestors.
     class_column : str, optional
         Add a column with each row's equivalence-class id.
@@ -376,7 +376,7 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
         recursive l and t count each entity once per sensitive value it holds
         in a class; the noised means bound each entity's contribution
         (``max_contributions``). The column is never released. Missing
-        values in it are refused. See :mod:`dmondrian.encoding.entities`.
+        values in it are refused. See :mod:`dmondrian.privacy.entities`.
     max_contributions : int, default 1
         With ``entity`` and ``noise``: rows of one entity a class's noised
         mean keeps (chosen at random; the rest are left out of the mean).

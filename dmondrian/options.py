@@ -287,7 +287,7 @@ ANONYMIZE = _group(
            accepts=(np.random.Generator,), plan="release"),
     Option("entity", None, "person key of an event table (e.g. user_id): every class holds "
            "k distinct entities, l and t count them, noise is bounded per entity; the column "
-           "is never released (dmondrian.encoding.entities)", plan="keep"),
+           "is never released (dmondrian.privacy.entities)", plan="keep"),
     Option("max_contributions", 1, "with entity and noise: rows of one entity a class's "
            "noised mean keeps (the rest are left out of it)", range=_INT_1, plan="release"),
     Option("max_classes", 1, "with entity and noise: classes whose noised means one entity's "

@@ -1,6 +1,6 @@
 """A synthetic event table: many rows per person, keyed by ``user_id``.
 
-The tables :mod:`dmondrian.encoding.entities` is for: each user has a fixed age and
+The tables :mod:`dmondrian.privacy.entities` is for: each user has a fixed age and
 region and a few to a few dozen events, each on a device (mostly the user's
 own, sometimes another), with an amount and an event type. As with
 :mod:`dmondrian.synthetic`, the users are a stream fixed by a seed: users

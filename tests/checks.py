@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 
 from dmondrian import parse_range, parse_set
-from dmondrian.encoding.hierarchy import MISSING_LEAF, Hierarchy
 from dmondrian.encoding.qi import MISSING_LABEL
 from dmondrian.kinds import detect_kind as _detect_kind
+from dmondrian.kinds.hierarchy import MISSING_LEAF, Hierarchy
 
 
 def detect_kind(series: pd.Series) -> str:

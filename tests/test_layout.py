@@ -247,3 +247,20 @@ def test_the_design_module_map_is_current():
     stale = sorted(set(mapped) - modules)
     assert not missing, f"modules missing from docs/design.md's module map: {missing}"
     assert not stale, f"docs/design.md's module map names modules that do not exist: {stale}"
+
+
+def test_no_cycle_between_folders():
+    """The folders are layered: no import runs back up from one folder (or root module)
+    to another that imports it, even through other folders."""
+    def folder(module):
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 else "dmondrian"
+
+    graph = {}
+    for module, imported in import_graph().items():
+        graph.setdefault(folder(module), set()).update(
+            folder(m) for m in imported if folder(m) != folder(module))
+    for targets in list(graph.values()):
+        for target in targets:
+            graph.setdefault(target, set())
+    assert not cycles(graph), f"import cycles between folders: {cycles(graph)}"

@@ -1,7 +1,7 @@
 """``entity=`` with entropy l, recursive (c, l) or t on Dask: exact (entity, value) pairs.
 
 With an entity, l and t read a class's histogram of distinct
-``(entity, sensitive value)`` pairs (:mod:`dmondrian.encoding.entities`). Pair
+``(entity, sensitive value)`` pairs (:mod:`dmondrian.privacy.entities`). Pair
 histograms do not add up: a person holding a value on both sides of a cut
 counts once in the parent and once in each child. So one pass counts them
 exactly for every node of the top phase's tree, not only its leaves:
@@ -30,10 +30,10 @@ import numpy as np
 import pandas as pd
 
 from .. import _kernel as K
-from ..encoding.entities import check_entity_count
 from ..partition.cut_tree import flatten, leaf_nodes, preorder, undo_failing_cuts
 from ..partition.routing import route, row_positions
 from ..privacy.constraints import kernel_privacy
+from ..privacy.entities import check_entity_count
 from .cluster import run
 from .entity_pass import entity_hashes
 from .global_domain import encode_keys

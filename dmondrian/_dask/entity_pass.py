@@ -24,7 +24,7 @@ too many).
 
 A top-phase cut whose children do not both hold k entities is undone, from
 the root down, as the sensitive passes undo theirs; each leaf's local run
-then enforces k entities below it (:mod:`dmondrian.encoding.entities`).
+then enforces k entities below it (:mod:`dmondrian.privacy.entities`).
 """
 
 from __future__ import annotations

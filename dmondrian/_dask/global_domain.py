@@ -44,7 +44,7 @@ class GlobalDomain:
     categories : list
         Global category lists (nominal, ordinal) or None.
     hierarchies : list
-        Global :class:`~dmondrian.encoding.hierarchy.Hierarchy` (with the missing leaf
+        Global :class:`~dmondrian.kinds.hierarchy.Hierarchy` (with the missing leaf
         when any value is missing) or None.
     n_rows : int
         Rows in the dataset.

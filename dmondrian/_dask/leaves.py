@@ -20,13 +20,13 @@ import pandas as pd
 
 from .. import _kernel as K
 from .._compat import has_unknown_categories, unknown_categories
-from ..encoding.entities import encode_entities
 from ..io.parquet_sink import ParquetSink, empty_like
 from ..kinds import kind_spec
 from ..local import kernel_rules, partition, publish, riding_codes
 from ..partition.routing import leaf_order, row_offsets
 from ..privacy import suppression
 from ..privacy.constraints import KAnonymity, KernelPrivacy, kernel_privacy, with_entity
+from ..privacy.entities import encode_entities
 from ..privacy.noise import noise_groups, noisy_columns
 from ..release.identifiers import without_identifiers
 from ..release.publish import class_values

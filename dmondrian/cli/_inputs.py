@@ -93,7 +93,7 @@ def read_release(url: str, args, qis: list[str]):
 
 def read_original(url: str, args, release: str, columns: list[str]):
     """Read the original of a release with the types its manifest records
-    (``column_types``, :mod:`dmondrian.release.manifest`), overridden by ``--dtype``.
+    (``column_types``, :mod:`dmondrian.evaluation.manifest`), overridden by ``--dtype``.
 
     The loss ``report`` computes then compares the release with the table it
     was made from, as the manifest's report did: a date read as a date, not
@@ -245,8 +245,8 @@ def load_hierarchies(args) -> tuple[dict, dict]:
     files : dict
         ``{column: FILE}``, as given (for the manifest).
     """
-    from ..encoding.hierarchy import Hierarchy
     from ..io import files as io
+    from ..kinds.hierarchy import Hierarchy
 
     files = pairs(args, "--hierarchy", "FILE")
     loaded = {}

@@ -567,7 +567,7 @@ def _stage_manifest(job: Job, engine: str, outcome: Outcome, stage) -> None:
     be published beside the release by ``stage.commit()``."""
     import tempfile
 
-    from ..release.manifest import write_manifest
+    from ..evaluation.manifest import write_manifest
 
     extra = {"command": "dmondrian anonymize", "input": job.src, "input_format": job.in_fmt,
              "output_format": job.out_fmt, "engine": engine, "classes": outcome.classes,

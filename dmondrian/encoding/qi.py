@@ -15,8 +15,8 @@ import pandas as pd
 
 from ..kinds import QIKind, resolve_kind
 from ..kinds.base import MISSING_LABEL, EncodedQI
+from ..kinds.hierarchy import Hierarchy
 from ..kinds.keys import decode_float_keys, factorize, float_keys
-from .hierarchy import Hierarchy
 
 __all__ = ["QIKind", "EncodedQI", "encode_qi", "float_keys", "decode_float_keys",
            "factorize", "MISSING_LABEL", "warn_unique_text", "warn_unique_text_qis",

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from ..errors import DuplicateColumnError, MissingColumnError, ParameterError
 from ..options import ANONYMIZE, GENERALIZATIONS, MODES, defaults
 from ..privacy.constraints import resolve_constraints
+from ..privacy.entities import check_entity
 from ..privacy.noise import check_noise, check_random_state
 from ..privacy.suppression import check_suppression
 from ..release.identifiers import check_allow_unique, check_identifiers
-from .entities import check_entity
 
 __all__ = ["GENERALIZATIONS", "MODES", "Options", "check_class_column", "check_mapping",
            "check_max_depth", "check_options", "check_quasi_identifiers", "check_sensitive"]
@@ -121,7 +121,7 @@ class Options:
     #: Columns removed from the release, and columns allowed to single out rows.
     identifiers: list
     allow_unique: list
-    #: The person key (:mod:`dmondrian.encoding.entities`): classes count distinct entities.
+    #: The person key (:mod:`dmondrian.privacy.entities`): classes count distinct entities.
     entity: object
     #: With ``entity`` and noise: rows of one entity kept in a class's noised mean,
     #: and classes an entity's rows count in.

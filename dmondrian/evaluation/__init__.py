@@ -1,4 +1,5 @@
-"""Judging a release after the fact: verification of k, l and t, and the report.
+"""Judging a release: verification of k, l and t, the report, and the manifest that
+records them.
 
 See docs/design.md, section "Layout".
 """

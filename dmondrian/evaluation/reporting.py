@@ -75,7 +75,7 @@ class Report:
         when rows were left out (``suppressed="drop"``; None otherwise): what a
         manifest records, since ``ncp``, counting the rows left out and
         normalized by the original's ranges, gives their number and the
-        extremes they held away (:func:`dmondrian.release.manifest.withhold_exact`).
+        extremes they held away (:func:`dmondrian.evaluation.manifest.withhold_exact`).
     risk : Risk
     suppressed : Suppressed
         Rows masked (every QI ``"*"``) and, given ``original``, rows left

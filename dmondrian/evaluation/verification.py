@@ -230,7 +230,7 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
         release of ``entity=`` no longer holds it): ``k`` then counts the
         distinct entities of each class, and ``achieved`` gives them as
         ``k_entities``; entropy and recursive ``l`` and ``t`` are checked
-        over people as the engines define them (:mod:`dmondrian.encoding.entities`):
+        over people as the engines define them (:mod:`dmondrian.privacy.entities`):
         a class's histogram counts its distinct (entity, value) pairs, and
         ``t`` compares it with the whole table's distinct pairs. Pandas
         tables only.

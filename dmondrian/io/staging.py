@@ -189,7 +189,7 @@ class Stage:
 
     def stage_manifest(self, manifest: dict) -> None:
         """Stage the release's manifest, written as
-        :func:`dmondrian.release.manifest.write_manifest` writes it; call :meth:`commit` next."""
+        :func:`dmondrian.evaluation.manifest.write_manifest` writes it; call :meth:`commit` next."""
         text = json.dumps(manifest, indent=2, allow_nan=False) + "\n"
         self.fs.pipe(self.manifest_staged, text.encode("utf-8"))
 

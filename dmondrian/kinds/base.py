@@ -16,7 +16,7 @@ import pandas as pd
 
 from .._kernel.constants import FLOAT_MAX, INT_MIN, MISSING_KEY
 from .._kernel.routing import _int_keys_into
-from ..encoding.hierarchy import Hierarchy
+from .hierarchy import Hierarchy
 
 __all__ = ["QIKindSpec", "EncodedQI", "Domain", "KINDS", "kind_spec", "register", "capped_span",
            "is_dask", "is_missing", "meta_of", "MISSING_LABEL"]

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 
 from .._kernel.constants import KIND_HIERARCHY
-from ..encoding.hierarchy import MISSING_LEAF, Hierarchy
 from ..errors import InvalidValueError, ParseError
 from .base import Domain, EncodedQI, QIKindSpec, is_missing
 from .coverage import IntervalCoverage, interval_coverage
+from .hierarchy import MISSING_LEAF, Hierarchy
 from .keys import factorize
 
 __all__ = ["HierarchyKind"]

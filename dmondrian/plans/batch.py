@@ -36,8 +36,8 @@ from .._kernel.keys import float_keys as _float_keys
 from .._kernel.lift import place_rows as place_compiled
 from .._kernel.routing import _int_keys_into, _remap_into
 from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
-from ..encoding.hierarchy import MISSING_LEAF
 from ..errors import UnsupportedDtypeError
+from ..kinds.hierarchy import MISSING_LEAF
 from ..kinds.keys import arrow_string_chunks, decode_float_keys
 from ..partition.routing import route
 from .people import People, people_of

@@ -14,7 +14,6 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from ..encoding.entities import encode_entities, pair_counts
 from ..encoding.qi import warn_unique_text_qis
 from ..encoding.sensitive import encode_sensitive
 from ..encoding.validation import check_options
@@ -22,6 +21,7 @@ from ..errors import ParameterError
 from ..local import encode_table, kernel_rules, partition
 from ..options import plan_fit_options
 from ..privacy.constraints import KAnonymity, kernel_privacy, refuse_empty
+from ..privacy.entities import encode_entities, pair_counts
 from ..privacy.noise import check_noise_dtypes, noisy_columns
 from ..release.identifiers import refuse_identifying, released_as_is
 from ..release.person_keys import release_guard, warn_person_keys

@@ -1,6 +1,6 @@
 """A batch's people per node of a plan, and the regions that hold k of them.
 
-With ``entity=`` a plan counts people, not rows (:mod:`dmondrian.encoding.entities`):
+With ``entity=`` a plan counts people, not rows (:mod:`dmondrian.privacy.entities`):
 a region is published only if the batch's rows in it, less the regions
 published below it, hold at least k *distinct* entities (and, with l or t,
 its histogram of distinct ``(entity, sensitive value)`` pairs passes). The

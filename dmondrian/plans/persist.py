@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..encoding.hierarchy import Hierarchy
 from ..encoding.sensitive import SensitiveValues
 from ..errors import ParameterError, PlanFileError
 from ..kinds.base import EncodedQI
+from ..kinds.hierarchy import Hierarchy
 from ..partition.cut_tree import CutTree
 from ..privacy.constraints import resolve_constraints
 from .fitted import FittedPlan

@@ -1,4 +1,4 @@
-"""The privacy rules beyond k: l-diversity and t-closeness, suppression and noise.
+"""The privacy rules beyond k: l-diversity and t-closeness, entities, suppression, noise.
 
 See docs/design.md, section "Layout".
 """

@@ -43,10 +43,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _kernel as K
-from ..encoding.entities import pair_codes, pair_counts
 from ..errors import InfeasibleError, ParameterError
 from ..options import ANONYMIZE
 from ..options import K as K_OPTION
+from .entities import pair_codes, pair_counts
 
 __all__ = [
     "Constraint",
@@ -401,7 +401,7 @@ class KernelPrivacy:
     fp: np.ndarray
     q: np.ndarray
     sensitive_codes: np.ndarray | None = None
-    #: Each row's entity code, when classes count entities (see :mod:`dmondrian.encoding.entities`).
+    #: Each row's entity code, when classes count entities (see :mod:`dmondrian.privacy.entities`).
     entity_codes: np.ndarray | None = None
     #: Each row's (entity, sensitive value) pair code, when the histograms count pairs.
     pair_codes: np.ndarray | None = None
@@ -418,7 +418,7 @@ def kernel_privacy(constraints, sensitive_codes=None, n_values: int = 0,
     ``distribution`` is the whole table's sensitive distribution (for
     t-closeness); it defaults to the one of ``sensitive_codes`` (with an
     entity, of its (entity, value) pairs), and the distributed engine passes
-    the whole dataset's. ``entity`` (:class:`dmondrian.encoding.entities.EntityCodes`)
+    the whole dataset's. ``entity`` (:class:`dmondrian.privacy.entities.EntityCodes`)
     makes k count distinct entities and the sensitive histograms count
     distinct (entity, value) pairs.
     """
@@ -444,7 +444,7 @@ def kernel_privacy(constraints, sensitive_codes=None, n_values: int = 0,
 
 def with_entity(privacy: KernelPrivacy, entity) -> KernelPrivacy:
     """``privacy`` counting the distinct entities of ``entity`` (an
-    :class:`~dmondrian.encoding.entities.EntityCodes` of the same rows), and, with a
+    :class:`~dmondrian.privacy.entities.EntityCodes` of the same rows), and, with a
     sensitive constraint, its histograms counting (entity, value) pairs."""
     ip = privacy.ip.copy()
     ip[K.P_N_SEEN] = entity.n_entities

@@ -21,8 +21,8 @@ from dmondrian._dask.domain_pass import build_domain, domain_sketch, merge_domai
 from dmondrian._dask.global_domain import encode_keys
 from dmondrian._dask.planner import find_cut, goes_left, region_spans
 from dmondrian._kernel.split import column_stats_py, find_cut_py, node_span_py, workspace
-from dmondrian.encoding.hierarchy import Hierarchy
 from dmondrian.encoding.qi import encode_qi
+from dmondrian.kinds.hierarchy import Hierarchy
 from dmondrian.local import encode_table, kernel_rules
 from dmondrian.partition.routing import route, row_positions
 from dmondrian.partition.sketch import merge_sketches, summarize

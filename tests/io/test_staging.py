@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dmondrian.evaluation.manifest import check_manifest
 from dmondrian.io import files as io
 from dmondrian.io.staging import STAGING_TAG, staged_release
-from dmondrian.release.manifest import check_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 QIS = "age,zip,sex"

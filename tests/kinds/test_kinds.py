@@ -16,7 +16,6 @@ import dmondrian
 from dmondrian import metrics
 from dmondrian._kernel.constants import FLOAT_MAX, MISSING_KEY
 from dmondrian._kernel.split import column_stats_py, node_span_py, workspace
-from dmondrian.encoding.hierarchy import Hierarchy
 from dmondrian.encoding.qi import encode_qi
 from dmondrian.errors import InvalidValueError, ParseError, UnsupportedDtypeError
 from dmondrian.kinds import (
@@ -33,6 +32,7 @@ from dmondrian.kinds import (
     kind_spec,
     resolve_kind,
 )
+from dmondrian.kinds.hierarchy import Hierarchy
 from dmondrian.local import kernel_rules
 from dmondrian.metrics.certainty_penalty import label_cost
 

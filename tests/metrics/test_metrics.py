@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 
 import dmondrian
 from dmondrian import metrics as M
-from dmondrian.encoding.hierarchy import MISSING_LEAF, Hierarchy
 from dmondrian.errors import (
     InvalidValueError,
     MissingColumnError,
     ParameterError,
     UnsupportedDtypeError,
 )
+from dmondrian.kinds.hierarchy import MISSING_LEAF, Hierarchy
 from dmondrian.metrics.per_class import equal_emd, ordered_emd
 
 WC = {"Private": "*", "Self-emp": "*", "Federal-gov": "gov;*", "Local-gov": "gov;*"}

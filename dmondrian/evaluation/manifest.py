@@ -265,7 +265,7 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
     ----------
     path : str or os.PathLike, optional
         Where to write the JSON (a local file). Default: beside the output,
-        see :func:`dmondrian.release.manifest.manifest_path`.
+        see :func:`dmondrian.evaluation.manifest.manifest_path`.
     output : str or os.PathLike
         The release: a file, or a directory of Parquet part files (each file
         is hashed); local or an fsspec URL.
@@ -332,7 +332,7 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         if quasi_identifiers is None:
             raise ParameterError("quasi_identifiers", "building the report from released "
                                                       "needs quasi_identifiers")
-        from ..evaluation.reporting import report as build_report
+        from .reporting import report as build_report
 
         report = build_report(released, quasi_identifiers, original=original,
                               sensitive=sensitive, k=k)

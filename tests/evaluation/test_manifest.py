@@ -14,8 +14,8 @@ import pytest
 
 import dmondrian
 from dmondrian.errors import ParameterError
+from dmondrian.evaluation import manifest as mf
 from dmondrian.metrics import Domain
-from dmondrian.release import manifest as mf
 
 QIS = ["age", "hours"]
 

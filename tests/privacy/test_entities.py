@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dmondrian
-from dmondrian.encoding.entities import distinct_per_class, encode_entities, pair_codes
 from dmondrian.errors import (
     IdentifyingColumnError,
     IdentifyingColumnWarning,
@@ -20,6 +19,7 @@ from dmondrian.errors import (
     MissingColumnError,
     ParameterError,
 )
+from dmondrian.privacy.entities import distinct_per_class, encode_entities, pair_codes
 from dmondrian.synthetic_events import EVENT_QUASI_IDENTIFIERS, make_events
 
 

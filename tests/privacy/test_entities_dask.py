@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import dmondrian
 from dmondrian.distributed import anonymize_to_parquet, apply_plan, plan
-from dmondrian.encoding.entities import distinct_per_class
 from dmondrian.errors import IdentifyingColumnWarning, InfeasibleError
+from dmondrian.privacy.entities import distinct_per_class
 from dmondrian.synthetic_events import EVENT_QUASI_IDENTIFIERS, make_events
 
 
