@@ -508,7 +508,7 @@ def without_identifiers(df, identifiers):
 
 def _caller_level() -> int:
     """The ``stacklevel`` of the first frame outside dmondrian, seen from the caller."""
-    package = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     frame, level = sys._getframe(1), 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
         frame, level = frame.f_back, level + 1

@@ -303,3 +303,14 @@ def test_the_guard_counts_once_and_decides_as_the_rules_do(n, distinct, repeat, 
     assert [k[0] for k in keys] == [k[0] for k in person_key_columns(df, rest, qis)]
     if n >= 1000:
         assert "id" in flagged  # unique per row: still refused
+
+
+def test_a_warning_points_at_the_callers_line_from_any_subpackage():
+    """The warning's stacklevel skips every frame of the package, its subpackages
+    included (the text QI warning is raised in dmondrian/encoding/)."""
+    from dmondrian.errors import TextQuasiIdentifierWarning
+
+    df = pd.DataFrame({"j": [f"x{i}" for i in range(300)], "a": range(300)})
+    with pytest.warns(TextQuasiIdentifierWarning) as record:
+        dmondrian.anonymize(df, ["j", "a"], 5)
+    assert record[0].filename == __file__
