@@ -41,6 +41,7 @@ cdef struct Block:
     double* cost          # (cap,)
     double* spans         # (cap,) the sum of the class's spans, for the distances
     double* red           # (m,) each row's _reduction
+    double* maxred        # (cap,) the largest red of each class's rows
     i64* keep             # (m,) the refined Mondrian classes, while k-member is tried
     i64* nb               # (cap, NEIGHBOURS) each class's nearest classes
     double* nbd           # their distances
@@ -73,6 +74,8 @@ cdef struct Config:
     i64 k
     bint general          # an entity or a sensitive constraint: check rows, not sizes
     Py_ssize_t passes
+    Py_ssize_t cap        # most classes a block may hold
+    Py_ssize_t n_sens     # sensitive codes (the checks' histogram)
 
 
 cdef inline double _span(const Config* cf, Py_ssize_t q, i64 size, i64 lo, i64 hi, i64 nmiss,

@@ -191,9 +191,13 @@ cdef double _reduction(const Block* b, const Config* cf, i64 r) noexcept nogil:
 cdef void _update_reductions(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
     cdef Py_ssize_t j
     cdef i64 r
+    cdef double top = 0.0
     for j in range(b.size[c]):
         r = b.mem[c * b.m + j]
         b.red[r] = _reduction(b, cf, r)
+        if b.red[r] > top:
+            top = b.red[r]
+    b.maxred[c] = top
 
 
 cdef double _distance(const Block* b, const Config* cf, Py_ssize_t a, Py_ssize_t c) noexcept nogil:
@@ -280,7 +284,8 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
     """Moves and swaps that lower the block's cost, until none does; how many were made."""
     cdef Py_ssize_t p, i, j, jj, c, t, best_j, best_c
     cdef i64 a, bc, made = 0, pass_made
-    cdef double base, tol, wo, g, best
+    cdef double base, tol, wo, g, best, with_i
+    cdef double pen[NEIGHBOURS]
     cdef bint can_leave, current
     # A row is evaluated again only once its class, its class's nearest classes
     # or that list changed since it was last found to have no change that pays
@@ -301,8 +306,8 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
         tol = TOL * base + 1e-300
         if p == 0:
             # Later passes find them current: each change updates its two classes'.
-            for i in range(b.m):
-                b.red[i] = _reduction(b, cf, i)
+            for c in range(b.ncl):
+                _update_reductions(b, cf, c)
         _neighbours(b, cf)
         for i in range(b.m):
             a = b.cl[i]
@@ -319,22 +324,33 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
             can_leave = b.size[a] > 1 and (b.size[a] > cf.k or cf.general)
             if can_leave and cf.general:
                 can_leave = _passes(b, cf, a, i, -1)
-            if can_leave:
-                for t in range(b.nbn[a]):
-                    c = b.nb[a * NEIGHBOURS + t]
-                    g = b.cost[a] - wo + b.cost[c] - _cost_changed(b, cf, c, -1, i)
-                    if g > best and (not cf.general or _passes(b, cf, c, -1, i)):
-                        best = g
-                        best_c = c
+            for t in range(b.nbn[a]):
+                c = b.nb[a * NEIGHBOURS + t]
+                with_i = _cost_changed(b, cf, c, -1, i)
+                # What row i alone widens class c by, times its size: its
+                # spans without a row j widen at least as much (each span is
+                # submodular), so a swap with j gains at most red[j] - pen[t].
+                pen[t] = 0.0
+                if b.size[c] > 1:
+                    pen[t] = (with_i * <double>b.size[c] / <double>(b.size[c] + 1)
+                              - b.cost[c]) - 1e-12 * (with_i + b.cost[c])
+                    if pen[t] < 0.0:
+                        pen[t] = 0.0
+                g = b.cost[a] - wo + b.cost[c] - with_i
+                if can_leave and g > best and (not cf.general or _passes(b, cf, c, -1, i)):
+                    best = g
+                    best_c = c
             for t in range(b.nbn[a]):
                 bc = b.nb[a * NEIGHBOURS + t]
+                if b.red[i] + b.maxred[bc] - pen[t] <= best:
+                    continue
                 for jj in range(b.size[bc]):
                     j = b.mem[bc * b.m + jj]
-                    if b.red[i] + b.red[j] <= best:
+                    if b.red[i] + b.red[j] - pen[t] <= best:
                         continue
-                    # The new class of j's gains at most red[j]: skip the second cost.
+                    # The new class of j's gains at most red[j] - pen[t]: skip the second cost.
                     g = b.cost[a] - _cost_changed(b, cf, a, i, j)
-                    if g + b.red[j] <= best:
+                    if g + b.red[j] - pen[t] <= best:
                         continue
                     g += b.cost[bc] - _cost_changed(b, cf, bc, j, i)
                     if g > best and (not cf.general or (_passes(b, cf, a, i, j)
@@ -602,15 +618,14 @@ cdef i64* _take(i64* arena, Py_ssize_t* at, Py_ssize_t words) noexcept nogil:
 
 
 cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t s,
-                     Py_ssize_t e, unsigned char* class_start, const Config* cf,
-                     Py_ssize_t cap, Py_ssize_t n_sens) noexcept nogil:
+                     Py_ssize_t e, unsigned char* class_start, const Config* cf) noexcept nogil:
     """One block with its own work space: -1 out of memory, 1 changed, 0 left as it was."""
     cdef Block b
     cdef int status
-    cdef Py_ssize_t m = e - s, d = cf.qi.d, at = 0
+    cdef Py_ssize_t m = e - s, d = cf.qi.d, at = 0, cap = cf.cap, n_sens = cf.n_sens
     # One zeroed arena for every array (the marks must start at zero); doubles
     # are 8 bytes as the int64 words are.
-    cdef Py_ssize_t words = (d * m + 13 * m + cap * (m + 5 + 9 * d + cf.nom + 2 * NEIGHBOURS + 2)
+    cdef Py_ssize_t words = (d * m + 13 * m + cap * (m + 6 + 9 * d + cf.nom + 2 * NEIGHBOURS + 2)
                              + cap * cap + n_sens + 50)
     cdef i64* arena = <i64*>calloc(words, sizeof(i64))
     if arena == NULL:
@@ -635,6 +650,7 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     b.cost = <double*>_take(arena, &at, cap)
     b.spans = <double*>_take(arena, &at, cap)
     b.red = <double*>_take(arena, &at, m)
+    b.maxred = <double*>_take(arena, &at, cap)
     b.keep = _take(arena, &at, m)
     b.free = _take(arena, &at, m)
     b.lb = <double*>_take(arena, &at, m)
@@ -659,7 +675,7 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
 
 
 def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ssize_t passes,
-                     bint shifted=False, roots=None, int n_threads=1):
+                     roots=None, int n_threads=1):
     """Move and swap rows between neighbouring classes while the NCP drops.
 
     Parameters
@@ -677,9 +693,6 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
         Most rows of a block of consecutive classes refined together.
     passes : int
         Most passes over a block's rows.
-    shifted : bool, default False
-        Close the first block at half ``block_rows``, so that a second call
-        moves rows across the boundaries of the first call's blocks.
     roots : int64 array, optional
         Positions where an independent root starts (the distributed
         engine's leaves): no block spans one, so rows never leave their root.
@@ -695,7 +708,7 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     cdef unsigned char[::1] cs = class_start.view(np.uint8)
     cdef RuleArrays config = RuleArrays(rules)
     cdef Py_ssize_t d = config.rules.qi.d, n = bv.shape[2], rows = bv.shape[1], q, i, c
-    cdef Py_ssize_t nb = 0, s, size, nom = 0, cap, n_sens, limit
+    cdef Py_ssize_t nb = 0, s, size, nom = 0, cap, n_sens
     cdef i64 k = config.rules.priv.ip[P_K]
     cdef Config cf
     cdef int changed = 0, failed = 0
@@ -718,13 +731,11 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     bounds = []
     s = 0
     size = 0
-    limit = block_rows // 2 if shifted else block_rows
     is_root = np.zeros(n + 1, dtype=np.bool_)
     if roots is not None:
         is_root[np.asarray(roots, dtype=np.int64)] = True
     for c in range(starts.shape[0]):
-        if size > 0 and (size + sizes[c] > limit or is_root[starts[c]]):
-            limit = block_rows
+        if size > 0 and (size + sizes[c] > block_rows or is_root[starts[c]]):
             bounds.append((s, starts[c]))
             s = starts[c]
             size = 0
@@ -746,13 +757,14 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     cf.k = k
     cf.general = (config.rules.priv.ip[P_ENT_ROW] >= 0 or config.rules.priv.ip[P_SENS_ROW] >= 0)
     cf.passes = passes
+    cf.cap = cap
+    cf.n_sens = n_sens
     cdef i64* data = &bv[0, 0, 0]
     cdef i64* scratch = &bv[1, 0, 0]
     cdef int status
     for i in prange(nb, nogil=True, num_threads=n_threads if n_threads > 0 else 1,
                     schedule="dynamic", chunksize=1):
-        status = _refine_one(data, scratch, rows, n, bl[i, 0], bl[i, 1], &cs[0], &cf, cap,
-                             n_sens)
+        status = _refine_one(data, scratch, rows, n, bl[i, 0], bl[i, 1], &cs[0], &cf)
         # Sums, which prange reduces (a plain assignment would be lastprivate).
         failed += status < 0
         changed += status > 0
