@@ -47,7 +47,7 @@ cdef struct Block:
     double* nbd           # their distances
     i64* nbn              # (cap,) how many
     i64* free             # (m,) rows no k-member class holds yet
-    double* lb            # (m,) a lower bound of the cost of a class with each free row
+    double* lb            # (m,) a lower bound of the spans of a class with each free row
     i64* fresh            # (m,) the k-member step lb was computed at
     i64* heap             # (m,) the free rows, a binary heap on (lb, row)
     double* dist          # (cap, cap) the classes' distances, kept between passes
@@ -152,3 +152,34 @@ cdef inline double _cost_changed(const Block* b, const Config* cf, Py_ssize_t c,
                     hi = vi
         total += _span(cf, q, size, lo, hi, nmiss, 0)
     return total * <double>size
+
+
+cdef inline double _spans_with(const Block* b, const Config* cf, Py_ssize_t c,
+                               i64 inn) noexcept nogil:
+    """The spans of class ``c`` with row ``inn`` added (its cost over its new size): the
+    common case of _cost_changed, the codes of small nominal QIs read from the bit set."""
+    cdef Py_ssize_t q, d = b.d, at
+    cdef i64 size = b.size[c] + 1, lo, hi, vi, ndist
+    cdef double total = 0.0
+    for q in range(d):
+        at = c * d + q
+        vi = b.x[q * b.m + inn]
+        if cf.qi.kind[q] == KIND_NOMINAL:
+            ndist = b.ndist[at]
+            if cf.small[q]:
+                ndist += ((b.codes[at] >> vi) & 1) == 0
+            elif _count(b, cf, c, q, vi) == 0:
+                ndist += 1
+            total += _span(cf, q, size, 0, 0, 0, ndist)
+            continue
+        lo = b.lo[at]
+        hi = b.hi[at]
+        if vi == MISSING_KEY:
+            total += _span(cf, q, size, lo, hi, b.nmiss[at] + 1, 0)
+            continue
+        if vi < lo:
+            lo = vi
+        if vi > hi:
+            hi = vi
+        total += _span(cf, q, size, lo, hi, b.nmiss[at], 0)
+    return total

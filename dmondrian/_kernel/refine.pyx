@@ -326,7 +326,7 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
                 can_leave = _passes(b, cf, a, i, -1)
             for t in range(b.nbn[a]):
                 c = b.nb[a * NEIGHBOURS + t]
-                with_i = _cost_changed(b, cf, c, -1, i)
+                with_i = _spans_with(b, cf, c, i) * <double>(b.size[c] + 1)
                 # What row i alone widens class c by, times its size: its
                 # spans without a row j widen at least as much (each span is
                 # submodular), so a swap with j gains at most red[j] - pen[t].
@@ -464,7 +464,7 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
         far_g = -1.0
         for x in range(b.m):
             if b.free[x]:
-                g = _cost_changed(b, cf, c, -1, x)
+                g = _spans_with(b, cf, c, x)
                 b.lb[x] = g
                 b.fresh[x] = 0
                 if g > far_g:
@@ -479,14 +479,15 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
         for i in range(n_heap // 2 - 1, -1, -1):
             _sift_down(b, i, n_heap)
         while n_free > 0 and not _passes(b, cf, c, -1, -1):
-            # A class's cost with a row only grows as the class takes rows, so a
-            # cost computed at an earlier step bounds it from below: only the row
+            # A class's spans with a row only grow as the class takes rows, so
+            # spans computed at an earlier step bound them from below: only the row
             # with the smallest bound is evaluated again, until that bound is
             # current (lazy greedy; the same row as evaluating every one, ties to
-            # the first).
+            # the first). Spans, not costs: the cost's factor, the class's size,
+            # grows at every step for every row alike and would stale every bound.
             while b.fresh[b.heap[0]] != step:
                 best_x = b.heap[0]
-                b.lb[best_x] = _cost_changed(b, cf, c, -1, best_x)
+                b.lb[best_x] = _spans_with(b, cf, c, best_x)
                 b.fresh[best_x] = step
                 _sift_down(b, 0, n_heap)
             best_x = b.heap[0]
@@ -512,7 +513,7 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
         best_x = -1
         best_g = 0.0
         for c in range(b.ncl):
-            g = _cost_changed(b, cf, c, -1, x) - b.cost[c]
+            g = _spans_with(b, cf, c, x) * <double>(b.size[c] + 1) - b.cost[c]
             if best_x < 0 or g < best_g:
                 best_g = g
                 best_x = c
