@@ -286,11 +286,13 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
     cdef i64 a, bc, made = 0, pass_made
     cdef double base, tol, wo, g, best, with_i
     cdef double pen[NEIGHBOURS]
-    cdef bint can_leave, current
+    cdef bint skip[NEIGHBOURS]
+    cdef bint can_leave, current, full
     # A row is evaluated again only once its class, its class's nearest classes
     # or that list changed since it was last found to have no change that pays
     # (the evaluation depends on nothing else but the tolerance, which only
-    # shrinks by a share of the gains made).
+    # shrinks by a share of the gains made); when only some of those classes
+    # changed, against them alone.
     b.clock = 1
     for c in range(b.ncl):
         b.changed_at[c] = 1
@@ -311,9 +313,11 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
         _neighbours(b, cf)
         for i in range(b.m):
             a = b.cl[i]
-            current = b.changed_at[a] <= b.seen_at[i] and b.nb_changed_at[a] <= b.seen_at[i]
+            full = b.changed_at[a] > b.seen_at[i] or b.nb_changed_at[a] > b.seen_at[i]
+            current = not full
             for t in range(b.nbn[a]):
-                if b.changed_at[b.nb[a * NEIGHBOURS + t]] > b.seen_at[i]:
+                skip[t] = not full and b.changed_at[b.nb[a * NEIGHBOURS + t]] <= b.seen_at[i]
+                if not skip[t]:
                     current = False
             if current:
                 continue
@@ -325,6 +329,8 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
             if can_leave and cf.general:
                 can_leave = _passes(b, cf, a, i, -1)
             for t in range(b.nbn[a]):
+                if skip[t]:
+                    continue
                 c = b.nb[a * NEIGHBOURS + t]
                 with_i = _spans_with(b, cf, c, i) * <double>(b.size[c] + 1)
                 # What row i alone widens class c by, times its size: its
@@ -342,7 +348,7 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
                     best_c = c
             for t in range(b.nbn[a]):
                 bc = b.nb[a * NEIGHBOURS + t]
-                if b.red[i] + b.maxred[bc] - pen[t] <= best:
+                if skip[t] or b.red[i] + b.maxred[bc] - pen[t] <= best:
                     continue
                 for jj in range(b.size[bc]):
                     j = b.mem[bc * b.m + jj]
