@@ -35,8 +35,14 @@ cdef extern from *:
     """
     /* A change must lower the block's cost by this share of it. */
     #define DM_REFINE_TOL 1e-9
+    /* A k-member clustering is refined only while it costs less than this many
+       times the refined Mondrian classes: the moves and swaps lower a
+       clustering's cost by a few percent, not by a quarter (benchmarks/README.md,
+       "Least loss"). */
+    #define DM_KMEMBER_REACH 1.3
     """
     const double TOL "DM_REFINE_TOL"
+    const double KMEMBER_REACH "DM_KMEMBER_REACH"
     int popcount "__builtin_popcountll" (unsigned long long) nogil
 
 
@@ -284,7 +290,7 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
     """Moves and swaps that lower the block's cost, until none does; how many were made."""
     cdef Py_ssize_t p, i, j, jj, c, t, best_j, best_c
     cdef i64 a, bc, made = 0, pass_made
-    cdef double base, tol, wo, g, best, with_i
+    cdef double base, tol, wo, g, best, with_i, sw
     cdef double pen[NEIGHBOURS]
     cdef bint skip[NEIGHBOURS]
     cdef bint can_leave, current, full
@@ -332,14 +338,14 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
                 if skip[t]:
                     continue
                 c = b.nb[a * NEIGHBOURS + t]
-                with_i = _spans_with(b, cf, c, i) * <double>(b.size[c] + 1)
+                sw = _spans_with(b, cf, c, i)
+                with_i = sw * <double>(b.size[c] + 1)
                 # What row i alone widens class c by, times its size: its
                 # spans without a row j widen at least as much (each span is
                 # submodular), so a swap with j gains at most red[j] - pen[t].
                 pen[t] = 0.0
                 if b.size[c] > 1:
-                    pen[t] = (with_i * <double>b.size[c] / <double>(b.size[c] + 1)
-                              - b.cost[c]) - 1e-12 * (with_i + b.cost[c])
+                    pen[t] = (sw * <double>b.size[c] - b.cost[c]) - 1e-12 * (with_i + b.cost[c])
                     if pen[t] < 0.0:
                         pen[t] = 0.0
                 g = b.cost[a] - wo + b.cost[c] - with_i
@@ -592,7 +598,7 @@ cdef int _refine_block(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, P
         b.keep[i] = b.cl[i]
     if mondrian_cost <= 0.0:
         pass  # at the floor after the moves and swaps
-    elif _kmember(b, cf):
+    elif _kmember(b, cf) and _total(b) < KMEMBER_REACH * mondrian_cost:
         _improve(b, cf)
         if _total(b) < mondrian_cost * (1.0 - TOL):
             changed = True
