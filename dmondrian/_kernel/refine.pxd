@@ -70,6 +70,8 @@ cdef struct Config:
     const Privacy* priv
     const i64* noff       # offset of each dense nominal QI into a class's counts, -1 otherwise
     const i64* small      # whether each QI is nominal with up to 64 codes (a bit set per class)
+    const i64* toff       # offset of each dense nominal QI into tab, -1 otherwise
+    const double* tab     # (ndist - 1) / scale for ndist = 0..codes: the same span, no division
     Py_ssize_t nom        # counts per class
     i64 k
     bint general          # an entity or a sensitive constraint: check rows, not sizes
@@ -88,6 +90,8 @@ cdef inline double _span(const Config* cf, Py_ssize_t q, i64 size, i64 lo, i64 h
     if scale <= 0.0 or size <= 0:
         return 0.0
     if kind == KIND_NOMINAL:
+        if cf.toff[q] >= 0:
+            return cf.tab[cf.toff[q] + ndist]
         return <double>(ndist - 1) / scale
     if nmiss >= size:  # only missing values (lo, hi hold no key then)
         return 0.0

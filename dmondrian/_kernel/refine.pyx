@@ -731,13 +731,25 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
         return 0
     noff = np.full(d + 1, -1, dtype=np.int64)
     small = np.zeros(d + 1, dtype=np.int64)
+    toff = np.full(d + 1, -1, dtype=np.int64)
+    tabs = [np.zeros(1)]
+    at = 1
     for q in range(d):
         if rules.kinds[q] == KIND_NOMINAL and 0 < rules.cards[q] <= DENSE_CODES:
             noff[q] = nom
             nom += rules.cards[q]
             small[q] = rules.cards[q] <= 64
+            if config.rules.qi.scale[q] > 0.0:
+                # The IEEE quotient _span would compute, looked up.
+                toff[q] = at
+                tabs.append((np.arange(rules.cards[q] + 1, dtype=np.float64) - 1.0)
+                            / config.rules.qi.scale[q])
+                at += rules.cards[q] + 1
+    tab = np.concatenate(tabs)
     cdef const i64[::1] nv = noff
     cdef const i64[::1] sv = small
+    cdef const i64[::1] tv = toff
+    cdef const double[::1] tbv = tab
     # Blocks: runs of consecutive classes of at most block_rows rows in all.
     starts = np.flatnonzero(class_start)
     sizes = np.diff(np.append(starts, n))
@@ -766,6 +778,8 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     cf.priv = &config.rules.priv
     cf.noff = &nv[0]
     cf.small = &sv[0]
+    cf.toff = &tv[0]
+    cf.tab = &tbv[0]
     cf.nom = nom
     cf.k = k
     cf.general = (config.rules.priv.ip[P_ENT_ROW] >= 0 or config.rules.priv.ip[P_SENS_ROW] >= 0)
