@@ -52,6 +52,7 @@ cdef struct Block:
     i64* heap             # (m,) the free rows, a binary heap on (lb, row)
     double* dist          # (cap, cap) the classes' distances, kept between passes
     i64* dirty            # (cap,) classes changed since their distances were computed
+    i64* dlist            # (cap,) those classes, for _neighbours
     i64 clock             # _improve's count of changes, for the three stamps below
     i64* changed_at       # (cap,) when each class last changed
     i64* nb_changed_at    # (cap,) when its nearest classes last changed

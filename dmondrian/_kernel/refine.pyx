@@ -241,24 +241,39 @@ cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
     cdef i64* nb
     cdef double* nbd
     cdef i64 old[NEIGHBOURS]
-    cdef Py_ssize_t old_n
-    cdef bint same
+    cdef Py_ssize_t old_n, n_dirty = 0, u
+    cdef bint same, rescan
     # The distance is symmetric and changes only with the two classes: only the
     # pairs with a class changed since the last call are computed again.
     for a in range(b.ncl):
         if not b.dirty[a]:
             continue
+        b.dlist[n_dirty] = a
+        n_dirty += 1
         for c in range(b.ncl):
             if c != a and not (b.dirty[c] and c < a):
                 g = _distance(b, cf, a, c)
                 b.dist[a * cap + c] = g
                 b.dist[c * cap + a] = g
     for a in range(b.ncl):
-        b.dirty[a] = 0
-    for a in range(b.ncl):
         nb = b.nb + a * NEIGHBOURS
         nbd = b.nbd + a * NEIGHBOURS
         old_n = b.nbn[a]
+        # A list of NEIGHBOURS classes, none of them changed, stays the nearest
+        # when every changed class is strictly further than its last (ties go to
+        # the smaller id, so an equal distance scans again).
+        rescan = b.dirty[a] or old_n < NEIGHBOURS
+        for t in range(old_n):
+            if b.dirty[nb[t]]:
+                rescan = True
+        u = 0
+        while not rescan and u < n_dirty:
+            c = b.dlist[u]
+            if c != a and b.dist[a * cap + c] <= nbd[old_n - 1]:
+                rescan = True
+            u += 1
+        if not rescan:
+            continue
         for t in range(old_n):
             old[t] = nb[t]
         n = 0
@@ -284,6 +299,8 @@ cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
                 same = False
         if not same:
             b.nb_changed_at[a] = b.clock
+    for u in range(n_dirty):
+        b.dirty[b.dlist[u]] = 0
 
 
 cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
@@ -638,7 +655,7 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     cdef Py_ssize_t m = e - s, d = cf.qi.d, at = 0, cap = cf.cap, n_sens = cf.n_sens
     # One zeroed arena for every array (the marks must start at zero); doubles
     # are 8 bytes as the int64 words are.
-    cdef Py_ssize_t words = (d * m + 13 * m + cap * (m + 6 + 9 * d + cf.nom + 2 * NEIGHBOURS + 2)
+    cdef Py_ssize_t words = (d * m + 13 * m + cap * (m + 7 + 9 * d + cf.nom + 2 * NEIGHBOURS + 2)
                              + cap * cap + n_sens + 50)
     cdef i64* arena = <i64*>calloc(words, sizeof(i64))
     if arena == NULL:
@@ -671,6 +688,7 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     b.heap = _take(arena, &at, m)
     b.dist = <double*>_take(arena, &at, cap * cap)
     b.dirty = _take(arena, &at, cap)
+    b.dlist = _take(arena, &at, cap)
     b.changed_at = _take(arena, &at, cap)
     b.nb_changed_at = _take(arena, &at, cap)
     b.seen_at = _take(arena, &at, m)
