@@ -1,5 +1,6 @@
-# The refinement's work space and the cost of a class with a row changed: the
-# helpers every phase of dmondrian._kernel.refine (refine.pyx) evaluates.
+# The refinement's work space, the cost of a class with a row changed and the
+# heap of free rows: the helpers every phase of dmondrian._kernel.refine
+# (refine.pyx) evaluates.
 
 from ._common cimport i64, MISSING_KEY, INT_MIN, KIND_NOMINAL
 from ._rules cimport QIRules, Privacy, P_K, P_SENS_ROW, P_N_SENS, P_ENT_ROW, P_PAIR_ROW
@@ -188,3 +189,31 @@ cdef inline double _spans_with(const Block* b, const Config* cf, Py_ssize_t c,
             hi = vi
         total += _span(cf, q, size, lo, hi, b.nmiss[at], 0)
     return total
+
+
+cdef inline bint _before(const Block* b, i64 x, i64 y) noexcept nogil:
+    return b.lb[x] < b.lb[y] or (b.lb[x] == b.lb[y] and x < y)
+
+
+cdef inline void _sift_down(Block* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    """Restore k-member's heap of free rows (on lb, then row) below position ``i``."""
+    cdef Py_ssize_t child
+    cdef i64 x = b.heap[i]
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and _before(b, b.heap[child + 1], b.heap[child]):
+            child += 1
+        if not _before(b, b.heap[child], x):
+            break
+        b.heap[i] = b.heap[child]
+        i = child
+    b.heap[i] = x
+
+
+cdef inline i64* _take(i64* arena, Py_ssize_t* at, Py_ssize_t words) noexcept nogil:
+    """The next ``words`` of the arena."""
+    cdef i64* out = arena + at[0]
+    at[0] += words + 1
+    return out

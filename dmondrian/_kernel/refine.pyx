@@ -9,7 +9,10 @@ tried twice and the cheaper kept: Mondrian's classes, with rows moved or
 swapped between a class and its ``NEIGHBOURS`` nearest classes while that
 lowers the cost (the move/swap refinement of OKA, Goldberger and Tassa);
 and the block clustered afresh by greedy k-member (Byun et al. 2007), then
-refined the same way. A block costs about its rows squared, a table
+refined the same way unless it costs KMEMBER_REACH times the first. What
+cannot pay is skipped unevaluated: a swap by a bound from the spans'
+submodularity, a row whose classes did not change since it last found
+nothing. A block costs about its rows squared, a table
 ``n * block_rows``. Why and how: docs/design.md, "Refinement after the cuts".
 
 Every change keeps the constraint: a move needs the class it leaves to keep
@@ -448,26 +451,6 @@ cdef double _total(const Block* b) noexcept nogil:
     return total
 
 
-cdef inline bint _before(const Block* b, i64 x, i64 y) noexcept nogil:
-    return b.lb[x] < b.lb[y] or (b.lb[x] == b.lb[y] and x < y)
-
-
-cdef void _sift_down(Block* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t child
-    cdef i64 x = b.heap[i]
-    while True:
-        child = 2 * i + 1
-        if child >= n:
-            break
-        if child + 1 < n and _before(b, b.heap[child + 1], b.heap[child]):
-            child += 1
-        if not _before(b, b.heap[child], x):
-            break
-        b.heap[i] = b.heap[child]
-        i = child
-    b.heap[i] = x
-
-
 cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
     """Greedy k-member clustering of the block's rows; False if a class fails the constraint.
 
@@ -638,13 +621,6 @@ cdef int _refine_block(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, P
         for i in range(s, e):
             data[r * n + i] = scratch[r * n + i]
     return 1
-
-
-cdef i64* _take(i64* arena, Py_ssize_t* at, Py_ssize_t words) noexcept nogil:
-    """The next ``words`` of the arena."""
-    cdef i64* out = arena + at[0]
-    at[0] += words + 1
-    return out
 
 
 cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t s,
