@@ -40,7 +40,7 @@ cdef extern from *:
     #define DM_REFINE_TOL 1e-9
     /* A k-member clustering is refined only while it costs less than this many
        times the refined Mondrian classes: the moves and swaps lower a
-       clustering's cost by a few percent, not by a quarter (benchmarks/README.md,
+       clustering's cost by a few percent, rarely by a fifth (benchmarks/README.md,
        "Least loss"). */
     #define DM_KMEMBER_REACH 1.3
     """
