@@ -217,3 +217,14 @@ cdef inline i64* _take(i64* arena, Py_ssize_t* at, Py_ssize_t words) noexcept no
     cdef i64* out = arena + at[0]
     at[0] += words + 1
     return out
+
+
+cdef inline void _local_codes(const i64* codes, Py_ssize_t m, i64* out) noexcept nogil:
+    """``out[i]``: the position of the first row holding ``codes[i]``."""
+    cdef Py_ssize_t i, j
+    for i in range(m):
+        out[i] = i
+        for j in range(i):
+            if codes[j] == codes[i]:
+                out[i] = j
+                break

@@ -38,15 +38,21 @@ cdef extern from *:
     """
     /* A change must lower the block's cost by this share of it. */
     #define DM_REFINE_TOL 1e-9
-    /* A k-member clustering is refined only while it costs less than this many
-       times the refined Mondrian classes: the moves and swaps lower a
-       clustering's cost by a few percent, rarely by a fifth (benchmarks/README.md,
-       "Least loss"). */
+    /* A k-member clustering is refined only below this many times the refined
+       Mondrian classes' cost: the moves and swaps lower it by a few percent,
+       rarely by a fifth (benchmarks/README.md, "Least loss"). */
     #define DM_KMEMBER_REACH 1.3
+    /* Set bits, inline: without -mpopcnt __builtin_popcountll is a libgcc call. */
+    static inline int dm_popcount(unsigned long long x) {
+        x -= (x >> 1) & 0x5555555555555555ULL;
+        x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+        x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+        return (int)((x * 0x0101010101010101ULL) >> 56);
+    }
     """
     const double TOL "DM_REFINE_TOL"
     const double KMEMBER_REACH "DM_KMEMBER_REACH"
-    int popcount "__builtin_popcountll" (unsigned long long) nogil
+    int popcount "dm_popcount" (unsigned long long) nogil
 
 
 cdef void _refresh(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
@@ -538,17 +544,6 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
         if not _passes(b, cf, c, -1, -1):
             return False
     return True
-
-
-cdef void _local_codes(const i64* codes, Py_ssize_t m, i64* out) noexcept nogil:
-    """``out[i]``: the position of the first row holding ``codes[i]``."""
-    cdef Py_ssize_t i, j
-    for i in range(m):
-        out[i] = i
-        for j in range(i):
-            if codes[j] == codes[i]:
-                out[i] = j
-                break
 
 
 cdef int _refine_block(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t s,
