@@ -228,3 +228,27 @@ cdef inline void _local_codes(const i64* codes, Py_ssize_t m, i64* out) noexcept
             if codes[j] == codes[i]:
                 out[i] = j
                 break
+
+
+cdef inline void _extend(Block* b, Py_ssize_t at, i64 v) noexcept nogil:
+    """Take key ``v`` into the ordered statistics at ``at``: the smallest and largest
+    present keys, their multiplicities, the next keys inward, the missing count."""
+    if v == MISSING_KEY:
+        b.nmiss[at] += 1
+        return
+    if v < b.lo[at]:
+        b.lo2[at] = b.lo[at]
+        b.lo[at] = v
+        b.lo_n[at] = 1
+    elif v == b.lo[at]:
+        b.lo_n[at] += 1
+    elif v < b.lo2[at]:
+        b.lo2[at] = v
+    if v > b.hi[at]:
+        b.hi2[at] = b.hi[at]
+        b.hi[at] = v
+        b.hi_n[at] = 1
+    elif v == b.hi[at]:
+        b.hi_n[at] += 1
+    elif v > b.hi2[at]:
+        b.hi2[at] = v

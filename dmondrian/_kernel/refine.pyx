@@ -55,10 +55,24 @@ cdef extern from *:
     int popcount "dm_popcount" (unsigned long long) nogil
 
 
+cdef void _finish(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
+    """The cost and spans of class ``c`` from its statistics; its distances are stale."""
+    cdef Py_ssize_t q, at, d = b.d
+    cdef double share = 0.0
+    b.cost[c] = _cost_changed(b, cf, c, -1, -1)
+    for q in range(d):
+        at = c * d + q
+        if cf.qi.kind[q] == KIND_NOMINAL:
+            share += _span(cf, q, 1, 0, 0, 0, b.ndist[at])
+        else:
+            share += _span(cf, q, b.size[c], b.lo[at], b.hi[at], b.nmiss[at], 0)
+    b.spans[c] = share
+    b.dirty[c] = 1
+
+
 cdef void _refresh(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
     """Recompute the ordered QIs' statistics and the cost of class ``c``."""
     cdef Py_ssize_t q, j, at, d = b.d
-    cdef i64 v, lo, lo_n, lo2, hi, hi_n, hi2, nmiss
     cdef double share
     cdef const i64* row
     cdef const i64* mem = b.mem + c * b.m
@@ -77,46 +91,28 @@ cdef void _refresh(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
                     share += 1.0 / <double>_count(b, cf, c, q, row[mem[j]])
                 b.ndist[at] = <i64>(share + 0.5)
             continue
-        lo, lo_n, lo2, nmiss = MISSING_KEY, 0, MISSING_KEY, 0
-        hi, hi_n, hi2 = INT_MIN, 0, INT_MIN
+        b.lo[at], b.lo_n[at], b.lo2[at], b.nmiss[at] = MISSING_KEY, 0, MISSING_KEY, 0
+        b.hi[at], b.hi_n[at], b.hi2[at] = INT_MIN, 0, INT_MIN
         for j in range(b.size[c]):
-            v = row[mem[j]]
-            if v == MISSING_KEY:
-                nmiss += 1
-                continue
-            if v < lo:
-                lo2 = lo
-                lo = v
-                lo_n = 1
-            elif v == lo:
-                lo_n += 1
-            elif v < lo2:
-                lo2 = v
-            if v > hi:
-                hi2 = hi
-                hi = v
-                hi_n = 1
-            elif v == hi:
-                hi_n += 1
-            elif v > hi2:
-                hi2 = v
-        b.lo[at] = lo
-        b.lo_n[at] = lo_n
-        b.lo2[at] = lo2
-        b.hi[at] = hi
-        b.hi_n[at] = hi_n
-        b.hi2[at] = hi2
-        b.nmiss[at] = nmiss
-    b.cost[c] = _cost_changed(b, cf, c, -1, -1)
-    share = 0.0
+            _extend(b, at, row[mem[j]])
+    _finish(b, cf, c)
+
+
+cdef void _grown(Block* b, const Config* cf, Py_ssize_t c, i64 r) noexcept nogil:
+    """_refresh of class ``c`` after _add put row ``r`` in it, in O(d): the same
+    statistics, ``r`` being the last of the class's members."""
+    cdef Py_ssize_t q, at, d = b.d
+    cdef i64 v
     for q in range(d):
         at = c * d + q
-        if cf.qi.kind[q] == KIND_NOMINAL:
-            share += _span(cf, q, 1, 0, 0, 0, b.ndist[at])
-        else:
-            share += _span(cf, q, b.size[c], b.lo[at], b.hi[at], b.nmiss[at], 0)
-    b.spans[c] = share
-    b.dirty[c] = 1
+        v = b.x[q * b.m + r]
+        if cf.qi.kind[q] != KIND_NOMINAL:
+            _extend(b, at, v)
+        elif cf.small[q]:
+            b.codes[at] |= (<unsigned long long>1) << v
+        elif cf.noff[q] < 0 and _count(b, cf, c, q, v) == 1:
+            b.ndist[at] += 1
+    _finish(b, cf, c)
 
 
 cdef void _add(Block* b, const Config* cf, Py_ssize_t c, i64 r) noexcept nogil:
@@ -516,7 +512,7 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
             _add(b, cf, c, best_x)
             b.free[best_x] = 0
             n_free -= 1
-            _refresh(b, cf, c)
+            _grown(b, cf, c, best_x)
         if n_free == 0:
             break
         if far >= 0 and b.free[far]:
@@ -539,7 +535,7 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
             return False
         _add(b, cf, best_x, x)
         b.free[x] = 0
-        _refresh(b, cf, best_x)
+        _grown(b, cf, best_x, x)
     for c in range(b.ncl):
         if not _passes(b, cf, c, -1, -1):
             return False
