@@ -47,10 +47,10 @@ def mondrian_partition(bufs_keys, rules, leaves, n_threads=None):
                                max_threads() if n_threads is None else n_threads)
 
 
-def refine_partition(bufs_keys, class_start, rules, block_rows, passes, shifted=False,
-                     roots=None, n_threads=None):
+def refine_partition(bufs_keys, class_start, rules, block_rows, passes, roots=None,
+                     n_threads=None):
     """:func:`dmondrian._kernel.refine.refine_partition` on this thread's thread budget."""
-    return _refine_partition(bufs_keys, class_start, rules, block_rows, passes, shifted, roots,
+    return _refine_partition(bufs_keys, class_start, rules, block_rows, passes, roots,
                              max_threads() if n_threads is None else n_threads)
 
 

@@ -1,5 +1,6 @@
-# The refinement's work space and the cost of a class with a row changed: the
-# helpers every phase of dmondrian._kernel.refine (refine.pyx) evaluates.
+# The refinement's work space, the cost of a class with a row changed and the
+# heap of free rows: the helpers every phase of dmondrian._kernel.refine
+# (refine.pyx) evaluates.
 
 from ._common cimport i64, MISSING_KEY, INT_MIN, KIND_NOMINAL
 from ._rules cimport QIRules, Privacy, P_K, P_SENS_ROW, P_N_SENS, P_ENT_ROW, P_PAIR_ROW
@@ -41,16 +42,18 @@ cdef struct Block:
     double* cost          # (cap,)
     double* spans         # (cap,) the sum of the class's spans, for the distances
     double* red           # (m,) each row's _reduction
+    double* maxred        # (cap,) the largest red of each class's rows
     i64* keep             # (m,) the refined Mondrian classes, while k-member is tried
     i64* nb               # (cap, NEIGHBOURS) each class's nearest classes
     double* nbd           # their distances
     i64* nbn              # (cap,) how many
     i64* free             # (m,) rows no k-member class holds yet
-    double* lb            # (m,) a lower bound of the cost of a class with each free row
+    double* lb            # (m,) a lower bound of the spans of a class with each free row
     i64* fresh            # (m,) the k-member step lb was computed at
     i64* heap             # (m,) the free rows, a binary heap on (lb, row)
     double* dist          # (cap, cap) the classes' distances, kept between passes
     i64* dirty            # (cap,) classes changed since their distances were computed
+    i64* dlist            # (cap,) those classes, for _neighbours
     i64 clock             # _improve's count of changes, for the three stamps below
     i64* changed_at       # (cap,) when each class last changed
     i64* nb_changed_at    # (cap,) when its nearest classes last changed
@@ -69,10 +72,14 @@ cdef struct Config:
     const Privacy* priv
     const i64* noff       # offset of each dense nominal QI into a class's counts, -1 otherwise
     const i64* small      # whether each QI is nominal with up to 64 codes (a bit set per class)
+    const i64* toff       # offset of each dense nominal QI into tab, -1 otherwise
+    const double* tab     # (ndist - 1) / scale for ndist = 0..codes: the same span, no division
     Py_ssize_t nom        # counts per class
     i64 k
     bint general          # an entity or a sensitive constraint: check rows, not sizes
     Py_ssize_t passes
+    Py_ssize_t cap        # most classes a block may hold
+    Py_ssize_t n_sens     # sensitive codes (the checks' histogram)
 
 
 cdef inline double _span(const Config* cf, Py_ssize_t q, i64 size, i64 lo, i64 hi, i64 nmiss,
@@ -85,6 +92,8 @@ cdef inline double _span(const Config* cf, Py_ssize_t q, i64 size, i64 lo, i64 h
     if scale <= 0.0 or size <= 0:
         return 0.0
     if kind == KIND_NOMINAL:
+        if cf.toff[q] >= 0:
+            return cf.tab[cf.toff[q] + ndist]
         return <double>(ndist - 1) / scale
     if nmiss >= size:  # only missing values (lo, hi hold no key then)
         return 0.0
@@ -149,3 +158,97 @@ cdef inline double _cost_changed(const Block* b, const Config* cf, Py_ssize_t c,
                     hi = vi
         total += _span(cf, q, size, lo, hi, nmiss, 0)
     return total * <double>size
+
+
+cdef inline double _spans_with(const Block* b, const Config* cf, Py_ssize_t c,
+                               i64 inn) noexcept nogil:
+    """The spans of class ``c`` with row ``inn`` added (its cost over its new size): the
+    common case of _cost_changed, the codes of small nominal QIs read from the bit set."""
+    cdef Py_ssize_t q, d = b.d, at
+    cdef i64 size = b.size[c] + 1, lo, hi, vi, ndist
+    cdef double total = 0.0
+    for q in range(d):
+        at = c * d + q
+        vi = b.x[q * b.m + inn]
+        if cf.qi.kind[q] == KIND_NOMINAL:
+            ndist = b.ndist[at]
+            if cf.small[q]:
+                ndist += ((b.codes[at] >> vi) & 1) == 0
+            elif _count(b, cf, c, q, vi) == 0:
+                ndist += 1
+            total += _span(cf, q, size, 0, 0, 0, ndist)
+            continue
+        lo = b.lo[at]
+        hi = b.hi[at]
+        if vi == MISSING_KEY:
+            total += _span(cf, q, size, lo, hi, b.nmiss[at] + 1, 0)
+            continue
+        if vi < lo:
+            lo = vi
+        if vi > hi:
+            hi = vi
+        total += _span(cf, q, size, lo, hi, b.nmiss[at], 0)
+    return total
+
+
+cdef inline bint _before(const Block* b, i64 x, i64 y) noexcept nogil:
+    return b.lb[x] < b.lb[y] or (b.lb[x] == b.lb[y] and x < y)
+
+
+cdef inline void _sift_down(Block* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    """Restore k-member's heap of free rows (on lb, then row) below position ``i``."""
+    cdef Py_ssize_t child
+    cdef i64 x = b.heap[i]
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and _before(b, b.heap[child + 1], b.heap[child]):
+            child += 1
+        if not _before(b, b.heap[child], x):
+            break
+        b.heap[i] = b.heap[child]
+        i = child
+    b.heap[i] = x
+
+
+cdef inline i64* _take(i64* arena, Py_ssize_t* at, Py_ssize_t words) noexcept nogil:
+    """The next ``words`` of the arena."""
+    cdef i64* out = arena + at[0]
+    at[0] += words + 1
+    return out
+
+
+cdef inline void _local_codes(const i64* codes, Py_ssize_t m, i64* out) noexcept nogil:
+    """``out[i]``: the position of the first row holding ``codes[i]``."""
+    cdef Py_ssize_t i, j
+    for i in range(m):
+        out[i] = i
+        for j in range(i):
+            if codes[j] == codes[i]:
+                out[i] = j
+                break
+
+
+cdef inline void _extend(Block* b, Py_ssize_t at, i64 v) noexcept nogil:
+    """Take key ``v`` into the ordered statistics at ``at``: the smallest and largest
+    present keys, their multiplicities, the next keys inward, the missing count."""
+    if v == MISSING_KEY:
+        b.nmiss[at] += 1
+        return
+    if v < b.lo[at]:
+        b.lo2[at] = b.lo[at]
+        b.lo[at] = v
+        b.lo_n[at] = 1
+    elif v == b.lo[at]:
+        b.lo_n[at] += 1
+    elif v < b.lo2[at]:
+        b.lo2[at] = v
+    if v > b.hi[at]:
+        b.hi2[at] = b.hi[at]
+        b.hi[at] = v
+        b.hi_n[at] = 1
+    elif v == b.hi[at]:
+        b.hi_n[at] += 1
+    elif v > b.hi2[at]:
+        b.hi2[at] = v

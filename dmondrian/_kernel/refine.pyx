@@ -9,7 +9,10 @@ tried twice and the cheaper kept: Mondrian's classes, with rows moved or
 swapped between a class and its ``NEIGHBOURS`` nearest classes while that
 lowers the cost (the move/swap refinement of OKA, Goldberger and Tassa);
 and the block clustered afresh by greedy k-member (Byun et al. 2007), then
-refined the same way. A block costs about its rows squared, a table
+refined the same way unless it costs KMEMBER_REACH times the first. What
+cannot pay is skipped unevaluated: a swap by a bound from the spans'
+submodularity, a row whose classes did not change since it last found
+nothing. A block costs about its rows squared, a table
 ``n * block_rows``. Why and how: docs/design.md, "Refinement after the cuts".
 
 Every change keeps the constraint: a move needs the class it leaves to keep
@@ -35,15 +38,41 @@ cdef extern from *:
     """
     /* A change must lower the block's cost by this share of it. */
     #define DM_REFINE_TOL 1e-9
+    /* A k-member clustering is refined only below this many times the refined
+       Mondrian classes' cost: the moves and swaps lower it by a few percent,
+       rarely by a fifth (benchmarks/README.md, "Least loss"). */
+    #define DM_KMEMBER_REACH 1.3
+    /* Set bits, inline: without -mpopcnt __builtin_popcountll is a libgcc call. */
+    static inline int dm_popcount(unsigned long long x) {
+        x -= (x >> 1) & 0x5555555555555555ULL;
+        x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+        x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+        return (int)((x * 0x0101010101010101ULL) >> 56);
+    }
     """
     const double TOL "DM_REFINE_TOL"
-    int popcount "__builtin_popcountll" (unsigned long long) nogil
+    const double KMEMBER_REACH "DM_KMEMBER_REACH"
+    int popcount "dm_popcount" (unsigned long long) nogil
+
+
+cdef void _finish(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
+    """The cost and spans of class ``c`` from its statistics; its distances are stale."""
+    cdef Py_ssize_t q, at, d = b.d
+    cdef double share = 0.0
+    b.cost[c] = _cost_changed(b, cf, c, -1, -1)
+    for q in range(d):
+        at = c * d + q
+        if cf.qi.kind[q] == KIND_NOMINAL:
+            share += _span(cf, q, 1, 0, 0, 0, b.ndist[at])
+        else:
+            share += _span(cf, q, b.size[c], b.lo[at], b.hi[at], b.nmiss[at], 0)
+    b.spans[c] = share
+    b.dirty[c] = 1
 
 
 cdef void _refresh(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
     """Recompute the ordered QIs' statistics and the cost of class ``c``."""
     cdef Py_ssize_t q, j, at, d = b.d
-    cdef i64 v, lo, lo_n, lo2, hi, hi_n, hi2, nmiss
     cdef double share
     cdef const i64* row
     cdef const i64* mem = b.mem + c * b.m
@@ -62,46 +91,28 @@ cdef void _refresh(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
                     share += 1.0 / <double>_count(b, cf, c, q, row[mem[j]])
                 b.ndist[at] = <i64>(share + 0.5)
             continue
-        lo, lo_n, lo2, nmiss = MISSING_KEY, 0, MISSING_KEY, 0
-        hi, hi_n, hi2 = INT_MIN, 0, INT_MIN
+        b.lo[at], b.lo_n[at], b.lo2[at], b.nmiss[at] = MISSING_KEY, 0, MISSING_KEY, 0
+        b.hi[at], b.hi_n[at], b.hi2[at] = INT_MIN, 0, INT_MIN
         for j in range(b.size[c]):
-            v = row[mem[j]]
-            if v == MISSING_KEY:
-                nmiss += 1
-                continue
-            if v < lo:
-                lo2 = lo
-                lo = v
-                lo_n = 1
-            elif v == lo:
-                lo_n += 1
-            elif v < lo2:
-                lo2 = v
-            if v > hi:
-                hi2 = hi
-                hi = v
-                hi_n = 1
-            elif v == hi:
-                hi_n += 1
-            elif v > hi2:
-                hi2 = v
-        b.lo[at] = lo
-        b.lo_n[at] = lo_n
-        b.lo2[at] = lo2
-        b.hi[at] = hi
-        b.hi_n[at] = hi_n
-        b.hi2[at] = hi2
-        b.nmiss[at] = nmiss
-    b.cost[c] = _cost_changed(b, cf, c, -1, -1)
-    share = 0.0
+            _extend(b, at, row[mem[j]])
+    _finish(b, cf, c)
+
+
+cdef void _grown(Block* b, const Config* cf, Py_ssize_t c, i64 r) noexcept nogil:
+    """_refresh of class ``c`` after _add put row ``r`` in it, in O(d): the same
+    statistics, ``r`` being the last of the class's members."""
+    cdef Py_ssize_t q, at, d = b.d
+    cdef i64 v
     for q in range(d):
         at = c * d + q
-        if cf.qi.kind[q] == KIND_NOMINAL:
-            share += _span(cf, q, 1, 0, 0, 0, b.ndist[at])
-        else:
-            share += _span(cf, q, b.size[c], b.lo[at], b.hi[at], b.nmiss[at], 0)
-    b.spans[c] = share
-    b.dirty[c] = 1
+        v = b.x[q * b.m + r]
+        if cf.qi.kind[q] != KIND_NOMINAL:
+            _extend(b, at, v)
+        elif cf.small[q]:
+            b.codes[at] |= (<unsigned long long>1) << v
+        elif cf.noff[q] < 0 and _count(b, cf, c, q, v) == 1:
+            b.ndist[at] += 1
+    _finish(b, cf, c)
 
 
 cdef void _add(Block* b, const Config* cf, Py_ssize_t c, i64 r) noexcept nogil:
@@ -191,9 +202,13 @@ cdef double _reduction(const Block* b, const Config* cf, i64 r) noexcept nogil:
 cdef void _update_reductions(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
     cdef Py_ssize_t j
     cdef i64 r
+    cdef double top = 0.0
     for j in range(b.size[c]):
         r = b.mem[c * b.m + j]
         b.red[r] = _reduction(b, cf, r)
+        if b.red[r] > top:
+            top = b.red[r]
+    b.maxred[c] = top
 
 
 cdef double _distance(const Block* b, const Config* cf, Py_ssize_t a, Py_ssize_t c) noexcept nogil:
@@ -231,24 +246,39 @@ cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
     cdef i64* nb
     cdef double* nbd
     cdef i64 old[NEIGHBOURS]
-    cdef Py_ssize_t old_n
-    cdef bint same
+    cdef Py_ssize_t old_n, n_dirty = 0, u
+    cdef bint same, rescan
     # The distance is symmetric and changes only with the two classes: only the
     # pairs with a class changed since the last call are computed again.
     for a in range(b.ncl):
         if not b.dirty[a]:
             continue
+        b.dlist[n_dirty] = a
+        n_dirty += 1
         for c in range(b.ncl):
             if c != a and not (b.dirty[c] and c < a):
                 g = _distance(b, cf, a, c)
                 b.dist[a * cap + c] = g
                 b.dist[c * cap + a] = g
     for a in range(b.ncl):
-        b.dirty[a] = 0
-    for a in range(b.ncl):
         nb = b.nb + a * NEIGHBOURS
         nbd = b.nbd + a * NEIGHBOURS
         old_n = b.nbn[a]
+        # A list of NEIGHBOURS classes, none of them changed, stays the nearest
+        # when every changed class is strictly further than its last (ties go to
+        # the smaller id, so an equal distance scans again).
+        rescan = b.dirty[a] or old_n < NEIGHBOURS
+        for t in range(old_n):
+            if b.dirty[nb[t]]:
+                rescan = True
+        u = 0
+        while not rescan and u < n_dirty:
+            c = b.dlist[u]
+            if c != a and b.dist[a * cap + c] <= nbd[old_n - 1]:
+                rescan = True
+            u += 1
+        if not rescan:
+            continue
         for t in range(old_n):
             old[t] = nb[t]
         n = 0
@@ -274,18 +304,23 @@ cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
                 same = False
         if not same:
             b.nb_changed_at[a] = b.clock
+    for u in range(n_dirty):
+        b.dirty[b.dlist[u]] = 0
 
 
 cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
     """Moves and swaps that lower the block's cost, until none does; how many were made."""
     cdef Py_ssize_t p, i, j, jj, c, t, best_j, best_c
     cdef i64 a, bc, made = 0, pass_made
-    cdef double base, tol, wo, g, best
-    cdef bint can_leave, current
+    cdef double base, tol, wo, g, best, with_i, sw
+    cdef double pen[NEIGHBOURS]
+    cdef bint skip[NEIGHBOURS]
+    cdef bint can_leave, current, full
     # A row is evaluated again only once its class, its class's nearest classes
     # or that list changed since it was last found to have no change that pays
     # (the evaluation depends on nothing else but the tolerance, which only
-    # shrinks by a share of the gains made).
+    # shrinks by a share of the gains made); when only some of those classes
+    # changed, against them alone.
     b.clock = 1
     for c in range(b.ncl):
         b.changed_at[c] = 1
@@ -301,14 +336,16 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
         tol = TOL * base + 1e-300
         if p == 0:
             # Later passes find them current: each change updates its two classes'.
-            for i in range(b.m):
-                b.red[i] = _reduction(b, cf, i)
+            for c in range(b.ncl):
+                _update_reductions(b, cf, c)
         _neighbours(b, cf)
         for i in range(b.m):
             a = b.cl[i]
-            current = b.changed_at[a] <= b.seen_at[i] and b.nb_changed_at[a] <= b.seen_at[i]
+            full = b.changed_at[a] > b.seen_at[i] or b.nb_changed_at[a] > b.seen_at[i]
+            current = not full
             for t in range(b.nbn[a]):
-                if b.changed_at[b.nb[a * NEIGHBOURS + t]] > b.seen_at[i]:
+                skip[t] = not full and b.changed_at[b.nb[a * NEIGHBOURS + t]] <= b.seen_at[i]
+                if not skip[t]:
                     current = False
             if current:
                 continue
@@ -319,22 +356,35 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
             can_leave = b.size[a] > 1 and (b.size[a] > cf.k or cf.general)
             if can_leave and cf.general:
                 can_leave = _passes(b, cf, a, i, -1)
-            if can_leave:
-                for t in range(b.nbn[a]):
-                    c = b.nb[a * NEIGHBOURS + t]
-                    g = b.cost[a] - wo + b.cost[c] - _cost_changed(b, cf, c, -1, i)
-                    if g > best and (not cf.general or _passes(b, cf, c, -1, i)):
-                        best = g
-                        best_c = c
+            for t in range(b.nbn[a]):
+                if skip[t]:
+                    continue
+                c = b.nb[a * NEIGHBOURS + t]
+                sw = _spans_with(b, cf, c, i)
+                with_i = sw * <double>(b.size[c] + 1)
+                # What row i alone widens class c by, times its size: its
+                # spans without a row j widen at least as much (each span is
+                # submodular), so a swap with j gains at most red[j] - pen[t].
+                pen[t] = 0.0
+                if b.size[c] > 1:
+                    pen[t] = (sw * <double>b.size[c] - b.cost[c]) - 1e-12 * (with_i + b.cost[c])
+                    if pen[t] < 0.0:
+                        pen[t] = 0.0
+                g = b.cost[a] - wo + b.cost[c] - with_i
+                if can_leave and g > best and (not cf.general or _passes(b, cf, c, -1, i)):
+                    best = g
+                    best_c = c
             for t in range(b.nbn[a]):
                 bc = b.nb[a * NEIGHBOURS + t]
+                if skip[t] or b.red[i] + b.maxred[bc] - pen[t] <= best:
+                    continue
                 for jj in range(b.size[bc]):
                     j = b.mem[bc * b.m + jj]
-                    if b.red[i] + b.red[j] <= best:
+                    if b.red[i] + b.red[j] - pen[t] <= best:
                         continue
-                    # The new class of j's gains at most red[j]: skip the second cost.
+                    # The new class of j's gains at most red[j] - pen[t]: skip the second cost.
                     g = b.cost[a] - _cost_changed(b, cf, a, i, j)
-                    if g + b.red[j] <= best:
+                    if g + b.red[j] - pen[t] <= best:
                         continue
                     g += b.cost[bc] - _cost_changed(b, cf, bc, j, i)
                     if g > best and (not cf.general or (_passes(b, cf, a, i, j)
@@ -403,26 +453,6 @@ cdef double _total(const Block* b) noexcept nogil:
     return total
 
 
-cdef inline bint _before(const Block* b, i64 x, i64 y) noexcept nogil:
-    return b.lb[x] < b.lb[y] or (b.lb[x] == b.lb[y] and x < y)
-
-
-cdef void _sift_down(Block* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t child
-    cdef i64 x = b.heap[i]
-    while True:
-        child = 2 * i + 1
-        if child >= n:
-            break
-        if child + 1 < n and _before(b, b.heap[child + 1], b.heap[child]):
-            child += 1
-        if not _before(b, b.heap[child], x):
-            break
-        b.heap[i] = b.heap[child]
-        i = child
-    b.heap[i] = x
-
-
 cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
     """Greedy k-member clustering of the block's rows; False if a class fails the constraint.
 
@@ -448,7 +478,7 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
         far_g = -1.0
         for x in range(b.m):
             if b.free[x]:
-                g = _cost_changed(b, cf, c, -1, x)
+                g = _spans_with(b, cf, c, x)
                 b.lb[x] = g
                 b.fresh[x] = 0
                 if g > far_g:
@@ -463,14 +493,15 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
         for i in range(n_heap // 2 - 1, -1, -1):
             _sift_down(b, i, n_heap)
         while n_free > 0 and not _passes(b, cf, c, -1, -1):
-            # A class's cost with a row only grows as the class takes rows, so a
-            # cost computed at an earlier step bounds it from below: only the row
+            # A class's spans with a row only grow as the class takes rows, so
+            # spans computed at an earlier step bound them from below: only the row
             # with the smallest bound is evaluated again, until that bound is
             # current (lazy greedy; the same row as evaluating every one, ties to
-            # the first).
+            # the first). Spans, not costs: the cost's factor, the class's size,
+            # grows at every step for every row alike and would stale every bound.
             while b.fresh[b.heap[0]] != step:
                 best_x = b.heap[0]
-                b.lb[best_x] = _cost_changed(b, cf, c, -1, best_x)
+                b.lb[best_x] = _spans_with(b, cf, c, best_x)
                 b.fresh[best_x] = step
                 _sift_down(b, 0, n_heap)
             best_x = b.heap[0]
@@ -481,7 +512,7 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
             _add(b, cf, c, best_x)
             b.free[best_x] = 0
             n_free -= 1
-            _refresh(b, cf, c)
+            _grown(b, cf, c, best_x)
         if n_free == 0:
             break
         if far >= 0 and b.free[far]:
@@ -496,7 +527,7 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
         best_x = -1
         best_g = 0.0
         for c in range(b.ncl):
-            g = _cost_changed(b, cf, c, -1, x) - b.cost[c]
+            g = _spans_with(b, cf, c, x) * <double>(b.size[c] + 1) - b.cost[c]
             if best_x < 0 or g < best_g:
                 best_g = g
                 best_x = c
@@ -504,22 +535,11 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
             return False
         _add(b, cf, best_x, x)
         b.free[x] = 0
-        _refresh(b, cf, best_x)
+        _grown(b, cf, best_x, x)
     for c in range(b.ncl):
         if not _passes(b, cf, c, -1, -1):
             return False
     return True
-
-
-cdef void _local_codes(const i64* codes, Py_ssize_t m, i64* out) noexcept nogil:
-    """``out[i]``: the position of the first row holding ``codes[i]``."""
-    cdef Py_ssize_t i, j
-    for i in range(m):
-        out[i] = i
-        for j in range(i):
-            if codes[j] == codes[i]:
-                out[i] = j
-                break
 
 
 cdef int _refine_block(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t s,
@@ -569,7 +589,7 @@ cdef int _refine_block(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, P
         b.keep[i] = b.cl[i]
     if mondrian_cost <= 0.0:
         pass  # at the floor after the moves and swaps
-    elif _kmember(b, cf):
+    elif _kmember(b, cf) and _total(b) < KMEMBER_REACH * mondrian_cost:
         _improve(b, cf)
         if _total(b) < mondrian_cost * (1.0 - TOL):
             changed = True
@@ -594,23 +614,15 @@ cdef int _refine_block(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, P
     return 1
 
 
-cdef i64* _take(i64* arena, Py_ssize_t* at, Py_ssize_t words) noexcept nogil:
-    """The next ``words`` of the arena."""
-    cdef i64* out = arena + at[0]
-    at[0] += words + 1
-    return out
-
-
 cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t s,
-                     Py_ssize_t e, unsigned char* class_start, const Config* cf,
-                     Py_ssize_t cap, Py_ssize_t n_sens) noexcept nogil:
+                     Py_ssize_t e, unsigned char* class_start, const Config* cf) noexcept nogil:
     """One block with its own work space: -1 out of memory, 1 changed, 0 left as it was."""
     cdef Block b
     cdef int status
-    cdef Py_ssize_t m = e - s, d = cf.qi.d, at = 0
+    cdef Py_ssize_t m = e - s, d = cf.qi.d, at = 0, cap = cf.cap, n_sens = cf.n_sens
     # One zeroed arena for every array (the marks must start at zero); doubles
     # are 8 bytes as the int64 words are.
-    cdef Py_ssize_t words = (d * m + 13 * m + cap * (m + 5 + 9 * d + cf.nom + 2 * NEIGHBOURS + 2)
+    cdef Py_ssize_t words = (d * m + 13 * m + cap * (m + 7 + 9 * d + cf.nom + 2 * NEIGHBOURS + 2)
                              + cap * cap + n_sens + 50)
     cdef i64* arena = <i64*>calloc(words, sizeof(i64))
     if arena == NULL:
@@ -635,6 +647,7 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     b.cost = <double*>_take(arena, &at, cap)
     b.spans = <double*>_take(arena, &at, cap)
     b.red = <double*>_take(arena, &at, m)
+    b.maxred = <double*>_take(arena, &at, cap)
     b.keep = _take(arena, &at, m)
     b.free = _take(arena, &at, m)
     b.lb = <double*>_take(arena, &at, m)
@@ -642,6 +655,7 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     b.heap = _take(arena, &at, m)
     b.dist = <double*>_take(arena, &at, cap * cap)
     b.dirty = _take(arena, &at, cap)
+    b.dlist = _take(arena, &at, cap)
     b.changed_at = _take(arena, &at, cap)
     b.nb_changed_at = _take(arena, &at, cap)
     b.seen_at = _take(arena, &at, m)
@@ -659,7 +673,7 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
 
 
 def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ssize_t passes,
-                     bint shifted=False, roots=None, int n_threads=1):
+                     roots=None, int n_threads=1):
     """Move and swap rows between neighbouring classes while the NCP drops.
 
     Parameters
@@ -677,9 +691,6 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
         Most rows of a block of consecutive classes refined together.
     passes : int
         Most passes over a block's rows.
-    shifted : bool, default False
-        Close the first block at half ``block_rows``, so that a second call
-        moves rows across the boundaries of the first call's blocks.
     roots : int64 array, optional
         Positions where an independent root starts (the distributed
         engine's leaves): no block spans one, so rows never leave their root.
@@ -695,7 +706,7 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     cdef unsigned char[::1] cs = class_start.view(np.uint8)
     cdef RuleArrays config = RuleArrays(rules)
     cdef Py_ssize_t d = config.rules.qi.d, n = bv.shape[2], rows = bv.shape[1], q, i, c
-    cdef Py_ssize_t nb = 0, s, size, nom = 0, cap, n_sens, limit
+    cdef Py_ssize_t nb = 0, s, size, nom = 0, cap, n_sens
     cdef i64 k = config.rules.priv.ip[P_K]
     cdef Config cf
     cdef int changed = 0, failed = 0
@@ -705,26 +716,36 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
         return 0
     noff = np.full(d + 1, -1, dtype=np.int64)
     small = np.zeros(d + 1, dtype=np.int64)
+    toff = np.full(d + 1, -1, dtype=np.int64)
+    tabs = [np.zeros(1)]
+    at = 1
     for q in range(d):
         if rules.kinds[q] == KIND_NOMINAL and 0 < rules.cards[q] <= DENSE_CODES:
             noff[q] = nom
             nom += rules.cards[q]
             small[q] = rules.cards[q] <= 64
+            if config.rules.qi.scale[q] > 0.0:
+                # The IEEE quotient _span would compute, looked up.
+                toff[q] = at
+                tabs.append((np.arange(rules.cards[q] + 1, dtype=np.float64) - 1.0)
+                            / config.rules.qi.scale[q])
+                at += rules.cards[q] + 1
+    tab = np.concatenate(tabs)
     cdef const i64[::1] nv = noff
     cdef const i64[::1] sv = small
+    cdef const i64[::1] tv = toff
+    cdef const double[::1] tbv = tab
     # Blocks: runs of consecutive classes of at most block_rows rows in all.
     starts = np.flatnonzero(class_start)
     sizes = np.diff(np.append(starts, n))
     bounds = []
     s = 0
     size = 0
-    limit = block_rows // 2 if shifted else block_rows
     is_root = np.zeros(n + 1, dtype=np.bool_)
     if roots is not None:
         is_root[np.asarray(roots, dtype=np.int64)] = True
     for c in range(starts.shape[0]):
-        if size > 0 and (size + sizes[c] > limit or is_root[starts[c]]):
-            limit = block_rows
+        if size > 0 and (size + sizes[c] > block_rows or is_root[starts[c]]):
             bounds.append((s, starts[c]))
             s = starts[c]
             size = 0
@@ -742,17 +763,20 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     cf.priv = &config.rules.priv
     cf.noff = &nv[0]
     cf.small = &sv[0]
+    cf.toff = &tv[0]
+    cf.tab = &tbv[0]
     cf.nom = nom
     cf.k = k
     cf.general = (config.rules.priv.ip[P_ENT_ROW] >= 0 or config.rules.priv.ip[P_SENS_ROW] >= 0)
     cf.passes = passes
+    cf.cap = cap
+    cf.n_sens = n_sens
     cdef i64* data = &bv[0, 0, 0]
     cdef i64* scratch = &bv[1, 0, 0]
     cdef int status
     for i in prange(nb, nogil=True, num_threads=n_threads if n_threads > 0 else 1,
                     schedule="dynamic", chunksize=1):
-        status = _refine_one(data, scratch, rows, n, bl[i, 0], bl[i, 1], &cs[0], &cf, cap,
-                             n_sens)
+        status = _refine_one(data, scratch, rows, n, bl[i, 0], bl[i, 1], &cs[0], &cf)
         # Sums, which prange reduces (a plain assignment would be lastprivate).
         failed += status < 0
         changed += status > 0
