@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..kinds import QIKindSpec, kind_spec
+from ..kinds import Domain, QIKindSpec, kind_spec
 from ..kinds.keys import arrow_int32_chunks
 
-__all__ = ["GlobalDomain", "encode_keys", "arrow_int32_chunks"]
+__all__ = ["GlobalDomain", "encode_keys", "arrow_int32_chunks", "ncp_domains"]
 
 
 @dataclass
@@ -122,3 +122,32 @@ def encode_keys(df: pd.DataFrame, domain: GlobalDomain) -> np.ndarray:
     for j, name in enumerate(domain.names):
         domain.keys_into(j, df[name], keys[j])
     return keys
+
+
+def ncp_domains(domain: GlobalDomain) -> dict:
+    """Every QI's :class:`~dmondrian.kinds.Domain` for NCP, from the engine's global domain:
+    what :func:`dmondrian.metrics.compute_domains` measures on the original table, without
+    reading it again.
+
+    The scales are the same spans (each kind's :meth:`~dmondrian.kinds.QIKindSpec.key_scale`
+    or :meth:`~dmondrian.kinds.QIKindSpec.slot_scale` is its ``span`` of the points the
+    present values stand for); ordinal QIs keep their global categories, hierarchies their
+    tree (with the missing leaf when a value is missing). The smallest and largest values
+    are left out: pricing a label does not read them.
+
+    Examples
+    --------
+    >>> dom = GlobalDomain(["c"], ["nominal"], np.array([3]), np.array([2.0]),
+    ...                    np.array([4]), [["a", "b", "z"]], [None], 3)
+    >>> ncp_domains(dom)["c"]
+    Domain(kind='nominal', scale=2.0, lo=None, hi=None, categories=(), hierarchy=None)
+    """
+    out = {}
+    for j, name in enumerate(domain.names):
+        kind = domain.kinds[j]
+        cats = domain.categories[j]
+        out[name] = Domain(kind, float(domain.scales[j]),
+                           categories=tuple(str(c) for c in cats)
+                           if kind == "ordinal" and cats is not None else (),
+                           hierarchy=domain.hierarchies[j] if kind == "hierarchy" else None)
+    return out

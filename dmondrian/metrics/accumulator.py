@@ -1,0 +1,134 @@
+"""A release's class counts, accumulated partition by partition and merged.
+
+Every figure of a report that reads the release alone (class sizes, l and
+t, the published labels NCP prices, masked rows) follows from one table:
+the rows of every (class, sensitive value) pair. A write task that holds a
+partition of the release adds it here (:meth:`ReleaseCounts.add`); the
+partials merge by class key (:meth:`ReleaseCounts.merge`), since a class's
+rows may sit in several partitions; :func:`dmondrian.reporting.counted_report`
+then builds the :class:`~dmondrian.reporting.Report` with the same functions
+:func:`dmondrian.reporting.report` finishes with. The release is never read
+back.
+
+Classes are the groups of rows publishing the same QI values, as
+:func:`~dmondrian.metrics._frames.groupby` groups them (missing values form
+groups of their own). QIs published as numbers (``generalization`` midpoint
+or mean) need the originals per class and are not covered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ._frames import N_COLUMN, groupby
+from .per_class import L_DISTINCT, L_ENTROPY, T, distribution, sensitive_class_stats, t_distance_of
+from .sizes import SizeSummary, finish_size_counts, size_counts_of
+from .suppressed import masked_count
+
+__all__ = ["ReleaseCounts"]
+
+
+@dataclass
+class ReleaseCounts:
+    """Rows of every (class, sensitive value) pair of a release, and its masked rows.
+
+    Attributes
+    ----------
+    quasi_identifiers : list
+        The published QI columns (the class keys).
+    sensitive : column name, optional
+        The sensitive column, counted per class.
+    counts : pandas.DataFrame or None
+        One row per (class, sensitive value): the QIs, the sensitive column
+        and :data:`~dmondrian.metrics._frames.N_COLUMN`; values as plain
+        objects, so partitions with other categories merge by value.
+    masked : int
+        Rows publishing every QI hidden (:func:`~dmondrian.metrics.suppressed.masked_count`).
+    rows : int
+        Rows added.
+
+    Examples
+    --------
+    >>> a = ReleaseCounts(["age"]).add(pd.DataFrame({"age": ["[20, 29]"] * 2 + ["*"]}))
+    >>> b = ReleaseCounts(["age"]).add(pd.DataFrame({"age": ["[20, 29]"]}))
+    >>> m = a.merge(b)
+    >>> m.rows, m.masked, m.size_summary().counts.to_dict()
+    (4, 1, {1: 1, 3: 1})
+    """
+
+    quasi_identifiers: list
+    sensitive: object = None
+    counts: pd.DataFrame | None = None
+    masked: int = 0
+    rows: int = 0
+    _keys: list = field(init=False, repr=False)
+
+    def __post_init__(self):
+        self.quasi_identifiers = list(self.quasi_identifiers)
+        self._keys = [*self.quasi_identifiers,
+                      *([] if self.sensitive is None else [self.sensitive])]
+
+    def add(self, released: pd.DataFrame) -> ReleaseCounts:
+        """Count one partition of the release (a pandas DataFrame); returns ``self``."""
+        keys = self._keys
+        part = groupby(released[keys], keys).size().rename(N_COLUMN).reset_index()
+        for col in keys:
+            # Categories are a partition's own: merged by value, not by code.
+            if isinstance(part[col].dtype, pd.CategoricalDtype):
+                part[col] = np.asarray(part[col], dtype=object)
+        self.counts = part if self.counts is None else _merged([self.counts, part], keys)
+        self.masked += int(masked_count(released, self.quasi_identifiers))
+        self.rows += len(released)
+        return self
+
+    def merge(self, *others: ReleaseCounts) -> ReleaseCounts:
+        """A new ReleaseCounts of ``self`` and ``others`` (the same columns): pair rows
+        summed by class key, wherever each partition held them."""
+        out = ReleaseCounts(self.quasi_identifiers, self.sensitive)
+        parts = [p for p in (self, *others) if p.counts is not None]
+        if parts:
+            out.counts = _merged([p.counts for p in parts], self._keys)
+        out.masked = sum(p.masked for p in (self, *others))
+        out.rows = sum(p.rows for p in (self, *others))
+        return out
+
+    # -- what a report takes ---------------------------------------------------------------------
+    def _frame(self) -> pd.DataFrame:
+        if self.counts is not None:
+            return self.counts
+        return pd.DataFrame({**{c: pd.Series([], dtype=object) for c in self._keys},
+                             N_COLUMN: pd.Series([], dtype=np.int64)})
+
+    def class_sizes(self) -> pd.Series:
+        """Rows of every class."""
+        return groupby(self._frame(), self.quasi_identifiers)[N_COLUMN].sum()
+
+    def size_summary(self) -> SizeSummary:
+        """The :class:`~dmondrian.metrics.sizes.SizeSummary` of the classes."""
+        return SizeSummary(finish_size_counts(size_counts_of(self.class_sizes())))
+
+    def label_counts(self, column) -> pd.Series:
+        """Rows publishing each value of QI ``column``: its ``value_counts(dropna=False)``."""
+        return groupby(self._frame(), [column])[N_COLUMN].sum()
+
+    def sensitive_stats(self, meta: pd.Series, t_distance: str = "auto") -> tuple[list, str]:
+        """``[fewest distinct values, least entropy l, largest t]`` over the classes, and
+        the t distance; ``meta`` is the sensitive column's (empty) pandas form."""
+        distance = t_distance_of(meta, t_distance)
+        frame = self._frame()
+        values = groupby(frame, [self.sensitive])[N_COLUMN].sum()
+        q = distribution(values, meta.dtype, distance, self.sensitive)
+        stats = sensitive_class_stats(frame, self.quasi_identifiers, self.sensitive, q, distance)
+        return [stats[L_DISTINCT].min(), stats[L_ENTROPY].min(), stats[T].max()], distance
+
+
+def _merged(frames: list, keys: list) -> pd.DataFrame:
+    """Pair counts summed by key (values as objects: Categoricals with other categories
+    concatenate as objects anyway)."""
+    if len(frames) == 1:
+        return frames[0]
+    both = pd.concat(frames, ignore_index=True)
+    return groupby(both, keys)[N_COLUMN].sum().reset_index()
