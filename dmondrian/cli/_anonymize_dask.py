@@ -40,13 +40,14 @@ def anonymize_on_dask(job, release_report) -> tuple[object, int]:
         ddf = _read(job)
         top = _write(job, ddf, client, _measure(job))
         with job.progress.stage("measuring the release for its manifest"):
-            if top.measured is None:
+            from .._dask.global_domain import ncp_domains
+
+            domains = None if top.measured is None else ncp_domains(top.domain, top.encodings)
+            if domains is None:
                 rep = release_report(job, _read_back(job), ddf)
             else:
-                from .._dask.global_domain import ncp_domains
-
                 rep = release_report(job, None, ddf, measured=(
-                    top.measured, ncp_domains(top.domain), top.domain.n_rows, top.identifying))
+                    top.measured, domains, top.domain.n_rows, top.identifying))
         return rep, int(top.domain.n_rows)
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 from ..errors import ParseError
 from .base import Domain, EncodedQI, QIKindSpec
 from .coverage import IntervalCoverage, interval_coverage
-from .labels import Interval, not_published, parse_range
+from .labels import MISSING_LABEL, OR_MISSING, Interval, not_published, parse_range
 
 __all__ = ["RangeKind"]
 
@@ -57,6 +57,38 @@ class RangeKind(QIKindSpec):
             return 0.0
         lo, hi = (self.cost_point(b, domain, column) for b in (interval.lo, interval.hi))
         return self.span(lo, hi) / domain.scale
+
+    def label_costs(self, texts, domain: Domain, column=None) -> np.ndarray | None:
+        """:meth:`label_cost` of many present published values (strings) at once, their
+        bounds read by :meth:`bound_points`; None when a value needs reading one by one
+        (a bound that kind does not read in bulk, or a value that does not parse).
+
+        A release of a few million rows publishes hundreds of thousands of distinct
+        ranges: read one by one, their prices cost more than the release.
+        """
+        s = pd.Series(texts, dtype=object).str.strip()
+        present = (s != MISSING_LABEL).to_numpy()
+        missing = s.str.endswith(OR_MISSING)
+        core = s.where(~missing, s.str[:-len(OR_MISSING)].str.rstrip())
+        ranged = core.str.startswith("[") & core.str.endswith("]")
+        parts = core.where(~ranged, core.str[1:-1]).str.split(", ", regex=False)
+        if (ranged & (parts.str.len() != 2)).any():
+            return None
+        lo = core.where(~ranged, parts.str[0])[present]
+        hi = core.where(~ranged, parts.str[1])[present]
+        points = [self.bound_points(b.str.strip().to_numpy(dtype=object)) for b in (lo, hi)]
+        if points[0] is None or points[1] is None:
+            return None
+        out = np.zeros(len(s))
+        cost = (self.span(points[0], points[1]) / domain.scale if domain.scale > 0
+                else np.zeros(len(points[0])))
+        out[present] = np.where(missing.to_numpy()[present], 1.0, cost)
+        return out
+
+    def bound_points(self, texts: np.ndarray) -> np.ndarray | None:
+        """The points (:meth:`cost_point`) of many published bounds, or None when this kind
+        reads them one by one only (the default)."""
+        return None
 
     def coverage(self, labels: list, meta: pd.Series, hierarchy=None,
                  column=None) -> IntervalCoverage:
