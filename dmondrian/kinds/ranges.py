@@ -64,25 +64,32 @@ class RangeKind(QIKindSpec):
         (a bound that kind does not read in bulk, or a value that does not parse).
 
         A release of a few million rows publishes hundreds of thousands of distinct
-        ranges: read one by one, their prices cost more than the release.
+        ranges: read one by one, their prices cost more than the release. The text is
+        taken apart by Arrow's string kernels, as :func:`~.labels.parse_range` does it.
         """
-        s = pd.Series(texts, dtype=object).str.strip()
-        present = (s != MISSING_LABEL).to_numpy()
-        missing = s.str.endswith(OR_MISSING)
-        core = s.where(~missing, s.str[:-len(OR_MISSING)].str.rstrip())
-        ranged = core.str.startswith("[") & core.str.endswith("]")
-        parts = core.where(~ranged, core.str[1:-1]).str.split(", ", regex=False)
-        if (ranged & (parts.str.len() != 2)).any():
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        s = pc.utf8_trim_whitespace(pa.array(texts, type=pa.string()))
+        present = pc.not_equal(s, MISSING_LABEL).to_numpy(zero_copy_only=False)
+        missing = pc.ends_with(s, OR_MISSING)
+        core = pc.if_else(missing, pc.utf8_rtrim_whitespace(
+            pc.utf8_slice_codeunits(s, 0, -len(OR_MISSING))), s)
+        ranged = pc.and_(pc.starts_with(core, "["), pc.ends_with(core, "]"))
+        # A single value v reads as the range "v, v".
+        pair = pc.if_else(ranged, pc.utf8_slice_codeunits(core, 1, -1),
+                          pc.binary_join_element_wise(core, core, ", "))
+        parts = pc.split_pattern(pc.filter(pair, present), ", ")
+        if pc.all(pc.equal(pc.list_value_length(parts), 2)).as_py() not in (True, None):
             return None
-        lo = core.where(~ranged, parts.str[0])[present]
-        hi = core.where(~ranged, parts.str[1])[present]
-        points = [self.bound_points(b.str.strip().to_numpy(dtype=object)) for b in (lo, hi)]
+        points = [self.bound_points(pc.utf8_trim_whitespace(pc.list_element(parts, i))
+                                    .to_numpy(zero_copy_only=False)) for i in (0, 1)]
         if points[0] is None or points[1] is None:
             return None
-        out = np.zeros(len(s))
+        out = np.zeros(len(present))
         cost = (self.span(points[0], points[1]) / domain.scale if domain.scale > 0
                 else np.zeros(len(points[0])))
-        out[present] = np.where(missing.to_numpy()[present], 1.0, cost)
+        out[present] = np.where(missing.to_numpy(zero_copy_only=False)[present], 1.0, cost)
         return out
 
     def bound_points(self, texts: np.ndarray) -> np.ndarray | None:
