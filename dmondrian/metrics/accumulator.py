@@ -18,10 +18,12 @@ or mean) need the originals per class and are not covered.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from ._frames import N_COLUMN, groupby
 from .per_class import L_DISTINCT, L_ENTROPY, T, distribution, sensitive_class_stats, t_distance_of
@@ -74,11 +76,8 @@ class ReleaseCounts:
     def add(self, released: pd.DataFrame) -> ReleaseCounts:
         """Count one partition of the release (a pandas DataFrame); returns ``self``."""
         keys = self._keys
-        part = groupby(released[keys], keys).size().rename(N_COLUMN).reset_index()
-        for col in keys:
-            # Categories are a partition's own: merged by value, not by code.
-            if isinstance(part[col].dtype, pd.CategoricalDtype):
-                part[col] = np.asarray(part[col], dtype=object)
+        columns = {c: _categorical(released[c]) for c in keys}
+        part = _summed(columns, np.ones(len(released), dtype=np.int64))
         self.counts = part if self.counts is None else _merged([self.counts, part], keys)
         self.masked += int(masked_count(released, self.quasi_identifiers))
         self.rows += len(released)
@@ -99,16 +98,19 @@ class ReleaseCounts:
     def _frame(self) -> pd.DataFrame:
         if self.counts is not None:
             return self.counts
-        return pd.DataFrame({**{c: pd.Series([], dtype=object) for c in self._keys},
+        return pd.DataFrame({**{c: pd.Categorical([]) for c in self._keys},
                              N_COLUMN: pd.Series([], dtype=np.int64)})
 
-    def class_sizes(self) -> pd.Series:
-        """Rows of every class."""
-        return groupby(self._frame(), self.quasi_identifiers)[N_COLUMN].sum()
+    def class_sizes(self) -> np.ndarray:
+        """Rows of every class (in no particular order)."""
+        frame = self._frame()
+        columns = {c: frame[c].array for c in self.quasi_identifiers}
+        return _summed(columns, frame[N_COLUMN].to_numpy())[N_COLUMN].to_numpy()
 
     def size_summary(self) -> SizeSummary:
         """The :class:`~dmondrian.metrics.sizes.SizeSummary` of the classes."""
-        return SizeSummary(finish_size_counts(size_counts_of(self.class_sizes())))
+        sizes = pd.Series(self.class_sizes(), dtype=np.int64)
+        return SizeSummary(finish_size_counts(size_counts_of(sizes)))
 
     def label_counts(self, column) -> pd.Series:
         """Rows publishing each value of QI ``column``: its ``value_counts(dropna=False)``."""
@@ -119,16 +121,71 @@ class ReleaseCounts:
         the t distance; ``meta`` is the sensitive column's (empty) pandas form."""
         distance = t_distance_of(meta, t_distance)
         frame = self._frame()
+        # The values as the column holds them, in its order (not the partitions' categories).
+        frame = frame.assign(**{self.sensitive: _plain(frame[self.sensitive], meta)})
         values = groupby(frame, [self.sensitive])[N_COLUMN].sum()
         q = distribution(values, meta.dtype, distance, self.sensitive)
         stats = sensitive_class_stats(frame, self.quasi_identifiers, self.sensitive, q, distance)
         return [stats[L_DISTINCT].min(), stats[L_ENTROPY].min(), stats[T].max()], distance
 
 
+def _categorical(column: pd.Series) -> pd.Categorical:
+    """A key column as a Categorical (a missing value coded -1): labels as they are,
+    other columns factorized (every kind of missing value one value, as a group-by
+    with ``dropna=False`` takes them)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.array
+    codes, uniques = pd.factorize(column, use_na_sentinel=True)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques))
+
+
+def _summed(columns: dict, n: np.ndarray) -> pd.DataFrame:
+    """``n`` summed over the rows of equal values in every Categorical of ``columns``:
+    one row per combination present, its values as Categoricals, and the sums.
+
+    The codes are combined into one int64 key per row (a mixed-radix number, each
+    column's digit its code + 1, the missing value 0) and summed with a bincount:
+    a group-by over several text columns would hash every label of every row.
+    """
+    radix = [len(c.categories) + 1 for c in columns.values()]
+    if math.prod(radix) >= 2 ** 62:
+        frame = pd.DataFrame({**columns, N_COLUMN: n})
+        return groupby(frame, list(columns))[N_COLUMN].sum().reset_index()
+    key = np.zeros(len(n), dtype=np.int64)
+    for c, r in zip(columns.values(), radix, strict=True):
+        key = key * r + (np.asarray(c.codes, dtype=np.int64) + 1)
+    ids, uniques = pd.factorize(key)
+    sums = np.bincount(ids, weights=n, minlength=len(uniques)).astype(np.int64) \
+        if len(ids) else np.zeros(0, dtype=np.int64)
+    uniques = np.asarray(uniques, dtype=np.int64)
+    out = {}
+    for (name, c), r in reversed(list(zip(columns.items(), radix, strict=True))):
+        out[name] = pd.Categorical.from_codes(uniques % r - 1, dtype=c.dtype)
+        uniques = uniques // r
+    return pd.DataFrame({**{name: out[name] for name in columns}, N_COLUMN: sums})
+
+
 def _merged(frames: list, keys: list) -> pd.DataFrame:
-    """Pair counts summed by key (values as objects: Categoricals with other categories
-    concatenate as objects anyway)."""
+    """Pair counts summed by key, each column's categories the union of the frames'."""
     if len(frames) == 1:
         return frames[0]
-    both = pd.concat(frames, ignore_index=True)
-    return groupby(both, keys)[N_COLUMN].sum().reset_index()
+    columns = {}
+    for c in keys:
+        try:
+            columns[c] = union_categoricals([f[c].array for f in frames], ignore_order=True)
+        except TypeError:  # categories of other types (an empty partition's, say)
+            columns[c] = _categorical(pd.Series(np.concatenate(
+                [np.asarray(f[c], dtype=object) for f in frames])))
+    n = np.concatenate([f[N_COLUMN].to_numpy(dtype=np.int64) for f in frames])
+    return _summed(columns, n)
+
+
+def _plain(column: pd.Series, meta: pd.Series) -> pd.Series:
+    """A Categorical key column back to the values of the sensitive column ``meta``."""
+    if isinstance(meta.dtype, pd.CategoricalDtype):
+        return column.astype(meta.dtype)
+    values = np.asarray(column.array)
+    try:
+        return pd.Series(values, index=column.index).astype(meta.dtype)
+    except (TypeError, ValueError):  # missing values in an int column, say
+        return pd.Series(values, index=column.index)
