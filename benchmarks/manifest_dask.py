@@ -99,7 +99,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rows-per-file", type=int, default=125_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--input", default=None, help="folder of the input files (kept)")
-    ap.add_argument("--out", default="manifest_dask.json")
+    ap.add_argument("--out", default=None,
+                    help="JSON report (default: results/manifest_dask.json)")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
     if args.quick:
@@ -161,8 +162,9 @@ def main(argv=None) -> int:
     print(f"| cli / to_parquet | {result['median_wall_ratio']}x | "
           f"{result['median_cpu_ratio']}x |")
     print("checks:", json.dumps(checks))
-    with open(args.out, "w") as fh:
-        json.dump(result, fh, indent=2)
+    out = Path(args.out) if args.out else Path(__file__).parent / "results" / "manifest_dask.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
     return 0 if all(c["ok"] for c in checks.values()) else 1
 
 
