@@ -367,7 +367,7 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
 
 
 @takes_options(ANONYMIZE, DASK_PLAN, WRITE)
-def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
+def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, _measure=None, **options) -> TopPlan:
     """Anonymize and write a Parquet dataset, the whole job on one cluster.
 
     Each output partition is written by the task that anonymizes it, as
@@ -412,6 +412,7 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     sinks = []
     with staged_folder(path, storage_options) as staged:
         def build(top):
+            top.measure = _measure  # a ReleaseCounts: the write tasks count for the report
             sinks.append(release_sink(ddf, top, staged, write_options, storage_options))
             return write_parquet(ddf, top, sinks[-1], distributed_shuffle_method())
 

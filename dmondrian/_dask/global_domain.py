@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..kinds import QIKindSpec, kind_spec
+from ..kinds import Domain, QIKindSpec, kind_spec
 from ..kinds.keys import arrow_int32_chunks
 
-__all__ = ["GlobalDomain", "encode_keys", "arrow_int32_chunks"]
+__all__ = ["GlobalDomain", "encode_keys", "arrow_int32_chunks", "ncp_domains"]
 
 
 @dataclass
@@ -122,3 +122,43 @@ def encode_keys(df: pd.DataFrame, domain: GlobalDomain) -> np.ndarray:
     for j, name in enumerate(domain.names):
         domain.keys_into(j, df[name], keys[j])
     return keys
+
+
+def ncp_domains(domain: GlobalDomain, encodings: list) -> dict | None:
+    """Every QI's :class:`~dmondrian.kinds.Domain` for NCP, from the engine's global domain:
+    what :func:`dmondrian.metrics.compute_domains` measures on the original table, without
+    reading it again; None when a QI's keys are no plain numbers or stamps (decimals,
+    durations), whose domain is then measured on the table.
+
+    A numeric or datetime QI's scale is the span of the points (:meth:`~dmondrian.kinds.
+    QIKindSpec.point`: nanoseconds for stamps, whatever the column's unit) of its smallest
+    and largest present values, decoded from the keys (``encodings``: the plan's
+    :class:`~dmondrian.kinds.EncodedQI` of every QI); the other kinds' scales are the
+    engine's own (codes, values, leaves). Ordinal QIs keep their global categories,
+    hierarchies their tree (with the missing leaf when a value is missing). The
+    smallest and largest values are left out: pricing a label does not read them.
+
+    Examples
+    --------
+    >>> dom = GlobalDomain(["c"], ["nominal"], np.array([3]), np.array([2.0]),
+    ...                    np.array([4]), [["a", "b", "z"]], [None], 3)
+    >>> ncp_domains(dom, [None])["c"]
+    Domain(kind='nominal', scale=2.0, lo=None, hi=None, categories=(), hierarchy=None)
+    """
+    out = {}
+    for j, name in enumerate(domain.names):
+        kind, spec, cats = domain.kinds[j], domain.specs[j], domain.categories[j]
+        scale = float(domain.scales[j])
+        if not spec.exact_counts and scale > 0:
+            enc = encodings[j]
+            if enc is None or enc.value_type in ("decimal", "duration") \
+                    or domain.key_lo is None:
+                return None
+            bounds = spec.decode_keys(enc, np.array([domain.key_lo[j], domain.key_hi[j]],
+                                                    dtype=np.int64))
+            scale = float(spec.span(spec.point(bounds[0]), spec.point(bounds[1])))
+        out[name] = Domain(kind, scale,
+                           categories=tuple(str(c) for c in cats)
+                           if kind == "ordinal" and cats is not None else (),
+                           hierarchy=domain.hierarchies[j] if kind == "hierarchy" else None)
+    return out

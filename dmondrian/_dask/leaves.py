@@ -387,7 +387,7 @@ def write_output_partition(df: pd.DataFrame, top: TopPlan, sink: ParquetSink,
     # Labels stay Categoricals: the sink writes them as Parquet dictionaries.
     frame = conform(frame, meta, keep=labels)
     number = partition_info["number"] if partition_info else 0
-    return write_released(sink, frame, number, top.written_check)
+    return write_released(sink, frame, number, top.written_check, top.measure)
 
 
 def conform(frame: pd.DataFrame, meta: pd.DataFrame, keep=()) -> pd.DataFrame:

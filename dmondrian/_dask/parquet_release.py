@@ -48,5 +48,5 @@ def write_parquet(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
     shuffled, plan_d = route_and_shuffle(ddf, top, shuffle_method)
     return shuffled.map_partitions(write_output_partition, plan_d, constant(sink, "sink"),
                                    output_meta(ddf._meta, top),
-                                   meta=written_meta(top.written_check),
+                                   meta=written_meta(top.written_check, top.measure),
                                    clear_divisions=True)

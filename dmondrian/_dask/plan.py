@@ -121,6 +121,11 @@ class TopPlan:
     #: With ``entity`` and ``noise``: each entity's share of ``max_classes`` in each
     #: leaf (:class:`dmondrian._dask.entity_noise.ClassShares`).
     class_shares: object = None
+    #: What the write tasks count of the release they write, for its report
+    #: (an empty :class:`dmondrian.metrics.accumulator.ReleaseCounts`; None: nothing),
+    #: and the counts merged once every file is written.
+    measure: object = None
+    measured: object = None
 
     @property
     def travelling(self) -> list | None:

@@ -29,12 +29,15 @@ from ..release.identifiers import (
 )
 from ..release.person_keys import warn_person_keys
 
-__all__ = ["WrittenCheck", "DISTINCT", "identifying_check", "checked_now_or_later", "written",
-           "write_released", "refuse_written_index",
-           "written_meta", "finish_written"]
+__all__ = ["WrittenCheck", "DISTINCT", "COUNTS", "counted", "identifying_check",
+           "checked_now_or_later", "written", "write_released", "refuse_written_index",
+           "written_meta", "finish_written", "merge_counts"]
 
 #: The column of a write task's result holding its sketch.
 DISTINCT = "distinct"
+#: The column of a write task's result holding the counts of what it wrote
+#: (:class:`~dmondrian.metrics.accumulator.ReleaseCounts`), for the release's report.
+COUNTS = "counts"
 
 
 def identifying_check(meta: pd.DataFrame, opts) -> list:
@@ -134,33 +137,49 @@ def checked_now_or_later(later: bool, meta: pd.DataFrame, opts, identifying: lis
     return None
 
 
+def counted(measure, frame: pd.DataFrame):
+    """The counts of ``frame``, a partition of the release, for its report; None
+    without a ``measure`` (an empty
+    :class:`~dmondrian.metrics.accumulator.ReleaseCounts` naming the columns)."""
+    if measure is None:
+        return None
+    return measure.merge().add(frame)
+
+
 def written(rows: int, df: pd.DataFrame, check: WrittenCheck | None,
-            distinct_values=None) -> pd.DataFrame:
+            distinct_values=None, counts=None) -> pd.DataFrame:
     """A write task's result: its row count and, with a ``check``, the sketch of ``df``
-    (``distinct_values``: :func:`~dmondrian.release.identifiers.distinct_sketch`'s)."""
+    (``distinct_values``: :func:`~dmondrian.release.identifiers.distinct_sketch`'s); with
+    ``counts`` (:func:`counted`), those."""
     out = pd.DataFrame({"rows": [int(rows)]})
     if check is not None:
         out[DISTINCT] = pd.Series([distinct_sketch(df, check.columns, distinct_values)],
                                   dtype=object)
+    if counts is not None:
+        out[COUNTS] = pd.Series([counts], dtype=object)
     return out
 
 
 def write_released(sink, frame: pd.DataFrame, number: int,
-                   check: WrittenCheck | None) -> pd.DataFrame:
+                   check: WrittenCheck | None, measure=None) -> pd.DataFrame:
     """Write ``frame``, a partition of the release, as file ``number`` of ``sink``; its
     :func:`written` result, the sketch (with a ``check``) of ``frame`` itself, taking
-    the distinct values of the text the write encodes from the write."""
+    the distinct values of the text the write encodes from the write, and (with a
+    ``measure``) the counts of ``frame``."""
+    counts = counted(measure, frame)
     if check is None:
-        return written(sink.write(frame, number), frame, None)
+        return written(sink.write(frame, number), frame, None, counts=counts)
     distinct = {}
-    return written(sink.write(frame, number, distinct), frame, check, distinct)
+    return written(sink.write(frame, number, distinct), frame, check, distinct, counts)
 
 
-def written_meta(check: WrittenCheck | None) -> pd.DataFrame:
+def written_meta(check: WrittenCheck | None, measure=None) -> pd.DataFrame:
     """The empty frame of :func:`written`'s results."""
     out = pd.DataFrame({"rows": pd.Series([], dtype="int64")})
     if check is not None:
         out[DISTINCT] = pd.Series([], dtype=object)
+    if measure is not None:
+        out[COUNTS] = pd.Series([], dtype=object)
     return out
 
 
@@ -168,7 +187,10 @@ def finish_written(result: pd.DataFrame, top, undo=None, count_unique=None) -> N
     """Check the write tasks' sketches in ``result`` (one row per file written), and
     keep what was found in ``top.identifying``; ``undo(files)`` removes the files
     written when the release is refused (or a warning is raised as an error);
-    ``count_unique``: :meth:`WrittenCheck.finish`."""
+    ``count_unique``: :meth:`WrittenCheck.finish`. The write tasks' counts, when they
+    took them, are merged into ``top.measured``."""
+    if COUNTS in result.columns:
+        top.measured = merge_counts(list(result[COUNTS]))
     if DISTINCT not in result.columns:
         return
     try:
@@ -178,3 +200,9 @@ def finish_written(result: pd.DataFrame, top, undo=None, count_unique=None) -> N
         if undo is not None:
             undo(len(result))
         raise
+
+
+def merge_counts(parts: list):
+    """The write tasks' counts merged into one
+    (:meth:`~dmondrian.metrics.accumulator.ReleaseCounts.merge`)."""
+    return parts[0].merge(*parts[1:])

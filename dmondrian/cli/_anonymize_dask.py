@@ -20,9 +20,11 @@ def anonymize_on_dask(job, release_report) -> tuple[object, int]:
     job : dmondrian.cli.anonymize.Job
         The resolved command line.
     release_report : callable
-        ``(job, released, original) -> Report``, run on the cluster with the
-        release read back from the output and the input (both lazy), so the
-        manifest of a Dask release holds what a local one does.
+        ``(job, released, original, measured=None) -> Report``: given the counts
+        the write tasks took (``measured``), without reading anything again; else
+        run on the cluster with the release read back from the output and the
+        input (both lazy). Either way the manifest of a Dask release holds what
+        a local one does.
 
     Returns
     -------
@@ -36,10 +38,29 @@ def anonymize_on_dask(job, release_report) -> tuple[object, int]:
     io._check_exists(job.src)
     with _client(job.args) as client:
         ddf = _read(job)
-        top = _write(job, ddf, client)
+        top = _write(job, ddf, client, _measure(job))
         with job.progress.stage("measuring the release for its manifest"):
-            rep = release_report(job, _read_back(job), ddf)
+            from .._dask.global_domain import ncp_domains
+
+            domains = None if top.measured is None else ncp_domains(top.domain, top.encodings)
+            if domains is None:
+                rep = release_report(job, _read_back(job), ddf)
+            else:
+                rep = release_report(job, None, ddf, measured=(
+                    top.measured, domains, top.domain.n_rows, top.identifying))
         return rep, int(top.domain.n_rows)
+
+
+def _measure(job):
+    """What the write tasks count for the manifest's report (an empty
+    :class:`~dmondrian.metrics.accumulator.ReleaseCounts`), or None when the release
+    is read back instead: a CSV release (dask's writer writes it), or QIs published
+    as numbers, whose information loss needs the originals of every class."""
+    from ..metrics.accumulator import ReleaseCounts
+
+    if job.out_fmt != "parquet" or job.args.generalization != "range":
+        return None
+    return ReleaseCounts(job.qis, job.sensitive[0] if job.sensitive else None)
 
 
 def release_plan_on_dask(job, release_report):
@@ -169,16 +190,17 @@ def _read(job):
     return convert_dtypes(ddf, job.dtypes, job.src)
 
 
-def _write(job, ddf, client):
+def _write(job, ddf, client, measure=None):
 
     engine = _engines.dask_engine()
     write = engine.anonymize_to_parquet if job.out_fmt == "parquet" else engine.anonymize_to_csv
+    extra = {} if measure is None else {"_measure": measure}
     # On Dask a Parquet output is a dataset directory (a file per partition),
     # a CSV output one file; either is written into the release's staging
     # (dmondrian.io.staging), published once every check has passed.
     return write(ddf, job.target, job.qis, job.args.k, client=client,
                  write_options=WRITE_OPTIONS[job.out_fmt], progress=job.progress.enabled,
-                 **job.options(ANONYMIZE, DASK_PLAN))
+                 **job.options(ANONYMIZE, DASK_PLAN), **extra)
 
 
 def _read_back(job):

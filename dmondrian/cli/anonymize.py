@@ -522,7 +522,7 @@ def _parameters(job: Job) -> dict:
     }
 
 
-def release_report(job: Job, released, original):
+def release_report(job: Job, released, original, measured=None):
     """The report of a release (pandas, or dask read back from the output) for the
     manifest: achieved k, l and t, class sizes, information loss, risk, suppressed rows.
 
@@ -532,6 +532,12 @@ def release_report(job: Job, released, original):
         The run.
     released, original : pandas or dask DataFrame
         The release and the input it was made from.
+    measured : tuple, optional
+        ``(counts, domains, input_rows, identifying)``: the release's counts, merged
+        from the tasks that wrote it (:class:`dmondrian.metrics.accumulator.ReleaseCounts`),
+        the input's QI domains, its rows and the identifying columns the writer found.
+        The report is then built from them (:func:`dmondrian.evaluation.reporting.counted_report`);
+        ``released`` is not read, ``original`` only for its column types.
 
     Returns
     -------
@@ -540,11 +546,18 @@ def release_report(job: Job, released, original):
     from ..io.csv_tables import column_types
 
     job.column_types = column_types(original, [*job.qis, *job.sensitive])
+    noise = dict(job.args.noise) if job.args.noise else None
+    if measured is not None:
+        from ..evaluation.reporting import counted_report
+
+        counts, domains, input_rows, identifying = measured
+        meta = original._meta[counts.sensitive] if counts.sensitive is not None else None
+        return counted_report(counts, job.qis, domains, input_rows, k=job.args.k,
+                              sensitive_meta=meta, identifying_columns=identifying, noise=noise)
     report, _ = metrics_api()
     return report(released, job.qis, original=original,
                   sensitive=job.sensitive[0] if job.sensitive else None, k=job.args.k,
-                  hierarchies=job.hierarchies or None,
-                  noise=dict(job.args.noise) if job.args.noise else None,
+                  hierarchies=job.hierarchies or None, noise=noise,
                   allow_unique=split_names(job.args.allow_unique),
                   entity=_released_entities(job, released, original))
 

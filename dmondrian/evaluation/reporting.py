@@ -34,6 +34,7 @@ from ..metrics import (
     run,
     size_distribution,
 )
+from ..metrics.accumulator import ReleaseCounts
 from ..metrics.certainty_penalty import check_weights, ncp_finish, ncp_plan, released_domains
 from ..metrics.per_class import L_DISTINCT, L_ENTROPY, SIZE, T, class_statistics
 from ..metrics.risk import check_threshold, prosecutor
@@ -44,7 +45,7 @@ from ..privacy.noise import check_noise, noise_summary
 from ..release.identifying_check import identifying_parts
 from .verification import fewest_entities, jsonable
 
-__all__ = ["Report", "report"]
+__all__ = ["Report", "report", "counted_report"]
 
 
 @dataclass
@@ -316,23 +317,90 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
     ncp_released = ncp_finish(plans, results[3], qis,
                               released_domains(plans, results[3], qis, results[2]), w,
                               summary.n_records) if measure_ncp and suppressed.dropped else None
-    if plan is None:
-        privacy = Privacy(summary.min_size)
-    else:
-        privacy = Privacy(summary.min_size, sensitive, int(l_stats[0]), float(l_stats[1]),
-                          float(l_stats[2]), plan.distance)
     risk_fields = prosecutor(summary, threshold)
     if population is not None:
         f, big_f, n_pop = population_counts(released, qis, population, hierarchies, qi_kinds)
         risk_fields = journalist(f, big_f, n_pop, threshold, risk_fields)
+    privacy = _privacy(summary, sensitive, l_stats, None if plan is None else plan.distance)
+    return _finished(
+        summary, qis, k, privacy, bins, ncp, ncp_released, Risk(threshold, **risk_fields),
+        suppressed, noise_summary(noised), results[-1],
+        None if entity is None else fewest_entities(released, keys, entity))
+
+
+def counted_report(counts: ReleaseCounts, quasi_identifiers, domains, input_rows: int, *,
+                   k=None, sensitive_meta=None, identifying_columns=(), noise=None,
+                   weights=None, risk_threshold=DEFAULT_RISK_THRESHOLD, t_distance="auto",
+                   bins=None) -> Report:
+    """The :func:`report` of a release from its merged class counts, without reading it.
+
+    What :func:`report` gives for ``report(release, quasi_identifiers,
+    original=..., sensitive=counts.sensitive, ...)`` (within float rounding),
+    from the counts the tasks that wrote the release accumulated partition by
+    partition (:class:`~dmondrian.metrics.accumulator.ReleaseCounts`). Every
+    QI must be published as labels.
+
+    Parameters
+    ----------
+    counts : ReleaseCounts
+        The release's merged counts.
+    quasi_identifiers : list
+        Its QI columns (``counts.quasi_identifiers``).
+    domains : dict
+        ``{qi: Domain}`` of the original table (:func:`dmondrian.metrics.compute_domains`).
+    input_rows : int
+        Rows of the original table: those beyond the release's were left out.
+    k : int, optional
+        The k asked for.
+    sensitive_meta : pandas.Series, optional
+        The sensitive column's (empty) pandas form, given ``counts.sensitive``.
+    identifying_columns : list
+        Columns released as is that single out rows, as the writer judged them.
+    noise, weights, risk_threshold, t_distance, bins
+        As :func:`report` takes them.
+
+    Returns
+    -------
+    Report
+    """
+    qis = list(quasi_identifiers)
+    if k is not None:
+        k = check_k(k)
+    threshold = check_threshold(risk_threshold)
+    w = check_weights(weights, qis)
+    summary = counts.size_summary()
+    sensitive = counts.sensitive
+    l_stats, distance = (counts.sensitive_stats(sensitive_meta, t_distance)
+                         if sensitive is not None else ([], None))
+    plans = {q: ("labels", None) for q in qis}
+    labels = [counts.label_counts(q) for q in qis]
+    dropped = max(0, int(input_rows) - counts.rows)
+    suppressed = Suppressed(counts.masked, dropped, int(input_rows))
+    ncp = ncp_finish(plans, labels, qis, domains, w, summary.n_records, dropped)
+    ncp_released = ncp_finish(plans, labels, qis, released_domains(plans, labels, qis, domains),
+                              w, summary.n_records) if dropped else None
+    return _finished(summary, qis, k, _privacy(summary, sensitive, l_stats, distance), bins, ncp,
+                     ncp_released, Risk(threshold, **prosecutor(summary, threshold)), suppressed,
+                     noise_summary(noise or {}), list(identifying_columns), None)
+
+
+def _privacy(summary: SizeSummary, sensitive, l_stats: list, distance) -> Privacy:
+    if distance is None:
+        return Privacy(summary.min_size)
+    return Privacy(summary.min_size, sensitive, int(l_stats[0]), float(l_stats[1]),
+                   float(l_stats[2]), distance)
+
+
+def _finished(summary: SizeSummary, qis, k, privacy, bins, ncp, ncp_released, risk, suppressed,
+              noise, identifying, k_entities) -> Report:
+    """The :class:`Report` of measured parts: what both :func:`report` and
+    :func:`counted_report` end with."""
     counts = summary.counts
     return Report(
         n_records=summary.n_records, n_classes=summary.n_classes, quasi_identifiers=qis, k=k,
         privacy=privacy, c_avg=summary.c_avg(k if k is not None else max(summary.min_size, 1)),
         discernibility=summary.discernibility, size_counts=counts,
-        class_sizes=size_distribution(counts, bins), ncp=ncp, risk=Risk(threshold, **risk_fields),
-        suppressed=suppressed,
-        noise=noise_summary(noised), identifying_columns=results[-1],
-        k_entities=None if entity is None else fewest_entities(released, keys, entity),
+        class_sizes=size_distribution(counts, bins), ncp=ncp, risk=risk, suppressed=suppressed,
+        noise=noise, identifying_columns=identifying, k_entities=k_entities,
         ncp_released=ncp_released,
     )

@@ -259,6 +259,16 @@ class NumericKind(RangeKind):
             return dtype
         return np.dtype(np.float64)
 
+    def bound_points(self, texts: np.ndarray) -> np.ndarray | None:
+        """Every bound as :meth:`point` reads it, ``float(text)`` (an int's or a Decimal's
+        nearest float, as float() rounds it); None for a bound that is not a finite
+        number (a duration's, say)."""
+        try:
+            points = texts.astype(np.float64)
+        except (TypeError, ValueError):
+            return None
+        return points if np.isfinite(points).all() else None
+
     def read_bound(self, text: str):
         """An int, a float, a Decimal (a decimal's bound no float writes this way) or a
         Timedelta (a duration's)."""

@@ -10,7 +10,7 @@ import pandas as pd
 from ..errors import ParseError
 from .base import Domain, EncodedQI, QIKindSpec
 from .coverage import IntervalCoverage, interval_coverage
-from .labels import Interval, not_published, parse_range
+from .labels import MISSING_LABEL, OR_MISSING, Interval, not_published, parse_range
 
 __all__ = ["RangeKind"]
 
@@ -57,6 +57,45 @@ class RangeKind(QIKindSpec):
             return 0.0
         lo, hi = (self.cost_point(b, domain, column) for b in (interval.lo, interval.hi))
         return self.span(lo, hi) / domain.scale
+
+    def label_costs(self, texts, domain: Domain, column=None) -> np.ndarray | None:
+        """:meth:`label_cost` of many present published values (strings) at once, their
+        bounds read by :meth:`bound_points`; None when a value needs reading one by one
+        (a bound that kind does not read in bulk, or a value that does not parse).
+
+        A release of a few million rows publishes hundreds of thousands of distinct
+        ranges: read one by one, their prices cost more than the release. The text is
+        taken apart by Arrow's string kernels, as :func:`~.labels.parse_range` does it.
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        s = pc.utf8_trim_whitespace(pa.array(texts, type=pa.string()))
+        present = pc.not_equal(s, MISSING_LABEL).to_numpy(zero_copy_only=False)
+        missing = pc.ends_with(s, OR_MISSING)
+        core = pc.if_else(missing, pc.utf8_rtrim_whitespace(
+            pc.utf8_slice_codeunits(s, 0, -len(OR_MISSING))), s)
+        ranged = pc.and_(pc.starts_with(core, "["), pc.ends_with(core, "]"))
+        # A single value v reads as the range "v, v".
+        pair = pc.if_else(ranged, pc.utf8_slice_codeunits(core, 1, -1),
+                          pc.binary_join_element_wise(core, core, ", "))
+        parts = pc.split_pattern(pc.filter(pair, present), ", ")
+        if pc.all(pc.equal(pc.list_value_length(parts), 2)).as_py() not in (True, None):
+            return None
+        points = [self.bound_points(pc.utf8_trim_whitespace(pc.list_element(parts, i))
+                                    .to_numpy(zero_copy_only=False)) for i in (0, 1)]
+        if points[0] is None or points[1] is None:
+            return None
+        out = np.zeros(len(present))
+        cost = (self.span(points[0], points[1]) / domain.scale if domain.scale > 0
+                else np.zeros(len(points[0])))
+        out[present] = np.where(missing.to_numpy(zero_copy_only=False)[present], 1.0, cost)
+        return out
+
+    def bound_points(self, texts: np.ndarray) -> np.ndarray | None:
+        """The points (:meth:`cost_point`) of many published bounds, or None when this kind
+        reads them one by one only (the default)."""
+        return None
 
     def coverage(self, labels: list, meta: pd.Series, hierarchy=None,
                  column=None) -> IntervalCoverage:

@@ -80,8 +80,32 @@ def label_costs(labels, domain: Domain, column=None) -> np.ndarray:
     ...             Domain("numeric", 40.0, 20, 60)).tolist()
     [0.25, 0.0, 0.0, 1.0]
     """
+    labels = list(labels)
+    costs = _bulk_costs(labels, domain, column)
+    if costs is not None:
+        return costs
     return np.fromiter((label_cost(v, domain, column) for v in labels),
                        dtype=np.float64, count=len(labels))
+
+
+def _bulk_costs(labels: list, domain: Domain, column) -> np.ndarray | None:
+    """:func:`label_cost` of every label at once, where the kind reads its labels in bulk
+    (:meth:`~dmondrian.kinds.ranges.RangeKind.label_costs`); None otherwise."""
+    bulk = getattr(domain.spec, "label_costs", None)
+    if bulk is None or not labels:
+        return None
+    text = pd.Series(labels, dtype=object)
+    null = text.isna().to_numpy()
+    if not text[~null].map(type).eq(str).all():
+        return None
+    mask = (text == MASK_LABEL).to_numpy()
+    shown = ~null & ~mask
+    priced = bulk(text[shown].to_numpy(), domain, column)
+    if priced is None:
+        return None
+    out = np.where(mask, 1.0, 0.0)
+    out[shown] = priced
+    return out
 
 
 def _publishes_numbers(meta: pd.Series) -> bool:

@@ -18,8 +18,8 @@ from ..errors import ParameterError
 from ._frames import N_COLUMN, class_sizes, compute, groupby, is_dask, meta_of
 
 __all__ = ["T_DISTANCES", "SIZE", "L_DISTINCT", "L_ENTROPY", "L_RECURSIVE", "T",
-           "t_distance_of", "SensitivePlan", "global_distribution", "ordered_emd", "equal_emd",
-           "recursive_ratio", "sensitive_class_stats", "class_statistics"]
+           "t_distance_of", "SensitivePlan", "global_distribution", "distribution", "ordered_emd",
+           "equal_emd", "recursive_ratio", "sensitive_class_stats", "class_statistics"]
 
 T_DISTANCES = ("auto", "ordered", "equal")
 # Per-class statistic columns, named so they cannot clash with a QI called "size" or "t".
@@ -62,9 +62,14 @@ def global_distribution(table, sensitive, distance: str) -> pd.Series:
     column = table[sensitive]
     check_known_order(column, distance == "ordered")
     (counts,) = compute(column.value_counts(dropna=False))
+    return distribution(counts, meta_of(column).dtype, distance, sensitive)
+
+
+def distribution(counts: pd.Series, dtype, distance: str, sensitive=None) -> pd.Series:
+    """:func:`global_distribution` from the sensitive column's computed
+    ``value_counts(dropna=False)`` and its dtype."""
     try:
-        domain = sensitive_values(counts, meta_of(column).dtype, distance == "ordered",
-                                  name=sensitive)
+        domain = sensitive_values(counts, dtype, distance == "ordered", name=sensitive)
     except TypeError:
         raise ParameterError("t_distance", f"sensitive column {sensitive!r} mixes "
                                            "values that cannot be ordered; use "
