@@ -328,19 +328,26 @@ cdef void _place_range(const Placement* p, Py_ssize_t n, i64* buf, int32_t* k32)
     cdef i64* cur
     cdef i64* prev
     cdef i64* pending = buf + 2 * BLOCK
+    # Locals: the walks' writes could otherwise alias the struct's fields.
+    cdef const Narrow* narrow = p.narrow
+    cdef const uint8_t* rbit = p.rbit
+    cdef const i64* conv = p.conv
+    cdef const i64* keys = p.keys
+    cdef const uint8_t* rec = p.rec
+    cdef Py_ssize_t height = p.height, stride = p.stride, d = p.d, rec_w = p.rec_w
     for blk in range(n_blocks + 1):
         cur = buf + (blk % 2) * BLOCK
         prev = buf + ((blk + 1) % 2) * BLOCK
         if blk < n_blocks:
             s = blk * BLOCK
             b_n = min(<Py_ssize_t>BLOCK, n - s)
-            if p.narrow != NULL:
-                _narrow_keys(s, b_n, p.keys, p.stride, p.d, p.conv, k32)
-                _walk_narrow(b_n, p.narrow, p.rbit, p.height, k32, cur)
+            if narrow != NULL:
+                _narrow_keys(s, b_n, keys, stride, d, conv, k32)
+                _walk_narrow(b_n, narrow, rbit, height, k32, cur)
             else:
                 _walk(p, s, b_n, cur)
             for b in range(b_n):
-                _prefetch_rec(p.rec + cur[b] * p.rec_w, p.rec_w)
+                _prefetch_rec(rec + cur[b] * rec_w, rec_w)
         if blk > 0:
             s = (blk - 1) * BLOCK
             b_n = min(<Py_ssize_t>BLOCK, n - s)
