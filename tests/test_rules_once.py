@@ -124,7 +124,7 @@ def test_the_span_is_one_rule_at_its_edges(edge):
     ws = workspace(rules.cards, (rules.ip, rules.fp, rules.q))
     n = keys.shape[1]
     lo, hi, miss = column_stats_py(keys, 0, 0, n, e.kernel_kind, e.card)
-    kernel = node_span_py(keys, 0, 0, n, lo, hi, miss, rules, ws)
+    kernel = node_span_py(keys, 0, 0, n, (lo, hi, miss), rules, ws)
     present = keys[0][keys[0] != MISSING_KEY]
     planner = e.spec.region_span(int(present.min()) if present.size else MISSING_KEY,
                                  int(present.max()) if present.size else MISSING_KEY,

@@ -67,12 +67,40 @@ cdef struct WorkRows:
     const i64* pair
 
 
+cdef struct Node:
+    # A node of the tree: rows [s, e) of buffer ``buf``, at ``depth``, and its
+    # per-QI statistics (split.column_stats), d values each.
+    Py_ssize_t s
+    Py_ssize_t e
+    i64 depth
+    i64 buf
+    const i64* lo
+    const i64* hi
+    const i64* miss
+
+
+cdef struct Cut:
+    # A row goes left when its key (its frequency rank, in the work space's
+    # WS_RANK row, when ``ranked``) is <= t, or equals eq_value while fewer
+    # than need_eq such rows went left. n_left == 0: no allowed cut.
+    i64 n_left
+    i64 t
+    i64 eq_value
+    i64 need_eq
+    bint ranked
+
+
 cdef inline i64* buf_row(const Buffers* b, Py_ssize_t which, Py_ssize_t r) noexcept nogil:
     return b.data + (which * b.rows + r) * b.n
 
 
 cdef inline i64* ws_row(const WorkRows* ws, Py_ssize_t r) noexcept nogil:
     return ws.data + r * ws.width
+
+
+cdef inline const i64* cut_rank(const Cut* cut, const WorkRows* ws) noexcept nogil:
+    """The frequency ranks a cut compares (NULL: it compares keys)."""
+    return ws_row(ws, WS_RANK) if cut.ranked else NULL
 
 
 cdef inline void bind_entities(const WorkRows* ws, const Buffers* bufs, i64 buf,

@@ -29,12 +29,36 @@ cdef enum:
     INSERTION_MAX = 32
 
 
-cdef void _class_stats_range(const i64* keys, Py_ssize_t d, Py_ssize_t n, const i64* starts,
-                             Py_ssize_t n_classes, const i64* kinds, Py_ssize_t c0,
-                             Py_ssize_t c1, i64* class_of_pos, i64* lo, i64* hi,
-                             unsigned char* missing, double* total,
-                             i64* present) noexcept nogil:
+cdef struct Classes:
+    # The class-ordered (d, n) key matrix, the start of each class, and the
+    # statistics class_statistics returns, (n_classes, d) each.
+    const i64* keys
+    Py_ssize_t d
+    Py_ssize_t n
+    const i64* starts
+    Py_ssize_t n_classes
+    const i64* kinds
+    i64* class_of_pos
+    i64* lo
+    i64* hi
+    unsigned char* missing
+    double* total
+    i64* present
+
+
+cdef void _class_stats_range(const Classes* cs, Py_ssize_t c0, Py_ssize_t c1) noexcept nogil:
     """Fill the statistics of classes ``c0..c1-1``."""
+    # Locals: the statistics' writes could otherwise alias the struct's fields.
+    cdef const i64* keys = cs.keys
+    cdef Py_ssize_t d = cs.d, n = cs.n, n_classes = cs.n_classes
+    cdef const i64* starts = cs.starts
+    cdef const i64* kinds = cs.kinds
+    cdef i64* class_of_pos = cs.class_of_pos
+    cdef i64* lo = cs.lo
+    cdef i64* hi = cs.hi
+    cdef unsigned char* missing = cs.missing
+    cdef double* total = cs.total
+    cdef i64* present = cs.present
     cdef Py_ssize_t c, s, e, i, j
     cdef i64 kind, c_lo, c_hi, c_present, v
     cdef double c_total
@@ -119,15 +143,17 @@ def class_statistics(sorted_keys, class_start, kinds, cards, int n_threads=1):
     cdef double[:, ::1] tv = total
     cdef i64[:, ::1] pv = present
     cdef int threads = n_threads if n_threads > 0 and n >= PARALLEL_MIN_ROWS else 1
+    cdef Classes cs
+    cs.keys, cs.d, cs.n, cs.kinds = &keys[0, 0], d, n, &kv[0]
+    cs.starts, cs.n_classes = &starts[0], m
+    cs.class_of_pos, cs.lo, cs.hi = &cp[0], &lov[0, 0], &hiv[0, 0]
+    cs.missing, cs.total, cs.present = &mv[0, 0], &tv[0, 0], &pv[0, 0]
     with nogil:
         if threads == 1:
-            _class_stats_range(&keys[0, 0], d, n, &starts[0], m, &kv[0], 0, m, &cp[0],
-                               &lov[0, 0], &hiv[0, 0], &mv[0, 0], &tv[0, 0], &pv[0, 0])
+            _class_stats_range(&cs, 0, m)
         else:
             for b in prange(CHUNKS, num_threads=threads, schedule="dynamic", chunksize=1):
-                _class_stats_range(&keys[0, 0], d, n, &starts[0], m, &kv[0], b * m // CHUNKS,
-                                   (b + 1) * m // CHUNKS, &cp[0], &lov[0, 0], &hiv[0, 0],
-                                   &mv[0, 0], &tv[0, 0], &pv[0, 0])
+                _class_stats_range(&cs, b * m // CHUNKS, (b + 1) * m // CHUNKS)
     return class_of_pos, lo, hi, missing, total, present
 
 

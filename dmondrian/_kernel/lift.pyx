@@ -81,6 +81,31 @@ cdef struct Narrow:
     int32_t meta
 
 
+cdef struct Placement:
+    # One call of place_rows: the packed tree (``narrow`` NULL: walk ``steps``),
+    # the lift's node records, and the rows placed, with their outputs.
+    const Step* steps
+    const i64* eq
+    const i64* tie_before
+    const i64* ranks
+    Py_ssize_t height
+    const Narrow* narrow
+    const uint8_t* rbit
+    const i64* conv
+    const uint8_t* rec
+    Py_ssize_t rec_w
+    const int32_t* slot
+    const i64* scale
+    const i64* keys
+    Py_ssize_t stride
+    Py_ssize_t d
+    const i64* pos
+    bint use_tie
+    const uint8_t* unseen
+    i64* node
+    uint8_t* outside
+
+
 cdef inline void _narrow_keys(Py_ssize_t s, Py_ssize_t b_n, const i64* keys, Py_ssize_t stride,
                               Py_ssize_t d, const i64* conv, int32_t* k32) noexcept nogil:
     """Rows ``s .. s + b_n - 1``'s keys as the narrow walk compares them, into ``k32``
@@ -192,10 +217,17 @@ cdef inline bint _holds(const uint8_t* rec, const i64* keys, Py_ssize_t stride, 
     return True
 
 
-cdef void _walk(Py_ssize_t s, Py_ssize_t b_n, const Step* steps, const i64* eq,
-                const i64* tie_before, const i64* ranks, Py_ssize_t height, const i64* keys,
-                Py_ssize_t stride, const i64* pos, bint use_tie, i64* nd_buf) noexcept nogil:
+cdef void _walk(const Placement* p, Py_ssize_t s, Py_ssize_t b_n, i64* nd_buf) noexcept nogil:
     """The leaf of rows ``s .. s + b_n - 1`` into ``nd_buf``, a level at a time."""
+    # Locals: the walk's writes could otherwise alias the struct's fields.
+    cdef const Step* steps = p.steps
+    cdef const i64* eq = p.eq
+    cdef const i64* tie_before = p.tie_before
+    cdef const i64* ranks = p.ranks
+    cdef const i64* keys = p.keys
+    cdef const i64* pos = p.pos
+    cdef Py_ssize_t height = p.height, stride = p.stride
+    cdef bint use_tie = p.use_tie
     cdef Py_ssize_t b, i, level
     cdef i64 nd, v, r, ro
     cdef int32_t meta
@@ -238,13 +270,20 @@ cdef inline void _prefetch_rec(const uint8_t* r, Py_ssize_t rec_w) noexcept nogi
         prefetch(r + 64)
 
 
-cdef void _lift(Py_ssize_t s, Py_ssize_t b_n, const i64* keys, Py_ssize_t stride,
-                Py_ssize_t d, const uint8_t* unseen, const uint8_t* rec, Py_ssize_t rec_w,
-                const int32_t* slot, const i64* scale, i64* nd_buf, i64* pending, i64* node,
-                uint8_t* outside) noexcept nogil:
+cdef void _lift(const Placement* p, Py_ssize_t s, Py_ssize_t b_n, i64* nd_buf,
+                i64* pending) noexcept nogil:
     """Lift rows ``s .. s + b_n - 1`` from their leaf (``nd_buf``) to the node holding
     them. Each wave checks every row still climbing and asks for the next node's
     record for the next wave, and for the record of the row ``LIFT_AHEAD`` places on."""
+    # Locals: the lift's writes could otherwise alias the struct's fields.
+    cdef const i64* keys = p.keys
+    cdef const uint8_t* unseen = p.unseen
+    cdef const uint8_t* rec = p.rec
+    cdef const int32_t* slot = p.slot
+    cdef const i64* scale = p.scale
+    cdef i64* node = p.node
+    cdef uint8_t* outside = p.outside
+    cdef Py_ssize_t stride = p.stride, d = p.d, rec_w = p.rec_w
     cdef Py_ssize_t b, i, k, n_pending = b_n, kept
     cdef i64 nd
     cdef int32_t original, up
@@ -280,20 +319,22 @@ cdef void _lift(Py_ssize_t s, Py_ssize_t b_n, const i64* keys, Py_ssize_t stride
         n_pending = kept
 
 
-cdef void _place_range(Py_ssize_t n, const Step* steps, const i64* eq,
-                       const i64* tie_before, const i64* ranks, Py_ssize_t height,
-                       const i64* keys, Py_ssize_t stride, Py_ssize_t d, const i64* pos,
-                       bint use_tie, const uint8_t* unseen, const uint8_t* rec,
-                       Py_ssize_t rec_w, const int32_t* slot, const i64* scale, i64* buf,
-                       const Narrow* narrow, const uint8_t* rbit, const i64* conv,
-                       int32_t* k32, i64* node, uint8_t* outside) noexcept nogil:
+cdef void _place_range(const Placement* p, Py_ssize_t n, i64* buf, int32_t* k32) noexcept nogil:
     """Place rows ``0 .. n - 1``, a block at a time: each block is walked (on the
     ``narrow`` records when given), its leaves' records asked for, and the block
-    before it lifted while they arrive."""
+    before it lifted while they arrive. ``buf`` holds ``3 * BLOCK`` nodes, ``k32``
+    a block's narrowed keys."""
     cdef Py_ssize_t blk, b, s, b_n, n_blocks = (n + BLOCK - 1) // BLOCK
     cdef i64* cur
     cdef i64* prev
     cdef i64* pending = buf + 2 * BLOCK
+    # Locals: the walks' writes could otherwise alias the struct's fields.
+    cdef const Narrow* narrow = p.narrow
+    cdef const uint8_t* rbit = p.rbit
+    cdef const i64* conv = p.conv
+    cdef const i64* keys = p.keys
+    cdef const uint8_t* rec = p.rec
+    cdef Py_ssize_t height = p.height, stride = p.stride, d = p.d, rec_w = p.rec_w
     for blk in range(n_blocks + 1):
         cur = buf + (blk % 2) * BLOCK
         prev = buf + ((blk + 1) % 2) * BLOCK
@@ -304,23 +345,17 @@ cdef void _place_range(Py_ssize_t n, const Step* steps, const i64* eq,
                 _narrow_keys(s, b_n, keys, stride, d, conv, k32)
                 _walk_narrow(b_n, narrow, rbit, height, k32, cur)
             else:
-                _walk(s, b_n, steps, eq, tie_before, ranks, height, keys, stride, pos,
-                      use_tie, cur)
+                _walk(p, s, b_n, cur)
             for b in range(b_n):
                 _prefetch_rec(rec + cur[b] * rec_w, rec_w)
         if blk > 0:
             s = (blk - 1) * BLOCK
             b_n = min(<Py_ssize_t>BLOCK, n - s)
-            _lift(s, b_n, keys, stride, d, unseen, rec, rec_w, slot, scale, prev, pending,
-                  node, outside)
+            _lift(p, s, b_n, prev, pending)
 
 
-def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
-               const i64[::1] tie_before, const i64[::1] ranks, Py_ssize_t height,
-               const i64[::1] pos, bint use_tie, const uint8_t[::1] unseen,
-               const uint8_t[:, :] rec, const int32_t[::1] slot, const i64[::1] scale,
-               const int32_t[:, ::1] narrow, const uint8_t[::1] rbit, const i64[::1] conv,
-               i64[::1] node, uint8_t[::1] outside):
+def place_rows(const i64[:, :] keys, tables, const i64[::1] pos, bint use_tie,
+               const uint8_t[::1] unseen, i64[::1] node, uint8_t[::1] outside):
     """Route every row down the packed tree and lift it to the deepest node holding it.
 
     Parameters
@@ -328,6 +363,26 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
     keys : int64 array (QIs, rows)
         The rows' keys in the plan's encoding (rows contiguous; a slice of a
         larger matrix's columns is read in place).
+    tables : tuple
+        The plan's tables (:func:`dmondrian.plans.packed.lift_tables`): ``(steps,
+        eq, tie_before, ranks, height, narrow, rbit, conv, rec, slot, scale)``,
+        described below.
+    pos : int64 array (rows,)
+        Input positions (read when ``use_tie``).
+    use_tie : bool
+    unseen : uint8 array (rows,) or (0,)
+        1 for rows holding a value the plan never saw (they go to the root).
+    node : int64 array (rows,)
+        Out: the node holding each row (the root when none does), in the plan's
+        numbering.
+    outside : uint8 array (rows,)
+        Out: 1 where the row lies outside its node's fitted bounds (held through
+        an open edge, or at the root without being held).
+
+    Notes
+    -----
+    The tables:
+
     steps : int64 array (nodes, 2)
         The packed tree, one :c:type:`Step` record per node, in :func:`line_order`'s order
         (:func:`dmondrian.plans.packed.packed_tree`).
@@ -338,11 +393,6 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
         Frequency ranks of nominal cuts' codes.
     height : int
         Levels of the tree below the root.
-    pos : int64 array (rows,)
-        Input positions (read when ``use_tie``).
-    use_tie : bool
-    unseen : uint8 array (rows,) or (0,)
-        1 for rows holding a value the plan never saw (they go to the root).
     rec : uint8 array (nodes, width)
         A record per node, in ``steps``' order: its number in the plan (depth-first)
         and its parent's record (-1 for the root) as int32, a flag byte per QI
@@ -366,13 +416,20 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
     conv : int64 array (3 * QIs,)
         ``base, unit, top`` of every QI, narrowing its keys (unit 0: a nominal
         code, kept); read with ``narrow``.
-    node : int64 array (rows,)
-        Out: the node holding each row (the root when none does), in the plan's
-        numbering.
-    outside : uint8 array (rows,)
-        Out: 1 where the row lies outside its node's fitted bounds (held through
-        an open edge, or at the root without being held).
     """
+    if len(tables) != 11:
+        raise ValueError("tables must be plans.packed.lift_tables' 11 arrays")
+    cdef const i64[:, ::1] steps = tables[0]
+    cdef const i64[::1] eq = tables[1]
+    cdef const i64[::1] tie_before = tables[2]
+    cdef const i64[::1] ranks = tables[3]
+    cdef Py_ssize_t height = tables[4]
+    cdef const int32_t[:, ::1] narrow = tables[5]
+    cdef const uint8_t[::1] rbit = tables[6]
+    cdef const i64[::1] conv = tables[7]
+    cdef const uint8_t[:, :] rec = tables[8]
+    cdef const int32_t[::1] slot = tables[9]
+    cdef const i64[::1] scale = tables[10]
     cdef Py_ssize_t d = keys.shape[0], n = keys.shape[1]
     cdef Py_ssize_t rec_w = rec.strides[0], m = rec.shape[0]
     if node.shape[0] < n or outside.shape[0] < n:
@@ -395,25 +452,33 @@ def place_rows(const i64[:, :] keys, const i64[:, ::1] steps, const i64[::1] eq,
         return
     if d == 0 or m == 0:
         raise ValueError("a plan has QIs and a root")
-    cdef const Step* st = <const Step*>&steps[0, 0]
-    cdef const i64* kp = &keys[0, 0]
-    cdef const i64* pp = &pos[0] if pos.shape[0] else NULL
-    cdef const uint8_t* up = &unseen[0] if unseen.shape[0] else NULL
-    cdef const i64* ep = &eq[0] if use_tie else NULL
-    cdef const i64* tp = &tie_before[0] if use_tie else NULL
-    cdef const i64* sp = &scale[0] if scale.shape[0] else NULL
-    cdef Py_ssize_t stride = keys.strides[0] // sizeof(i64)
-    cdef const Narrow* np_ = <const Narrow*>&narrow[0, 0] if use_narrow else NULL
-    cdef const uint8_t* bp = &rbit[0] if use_narrow else NULL
-    cdef const i64* cp = &conv[0] if use_narrow else NULL
+    cdef Placement p
+    p.steps = <const Step*>&steps[0, 0]
+    p.eq = &eq[0] if use_tie else NULL
+    p.tie_before = &tie_before[0] if use_tie else NULL
+    p.ranks = &ranks[0]
+    p.height = height
+    p.narrow = <const Narrow*>&narrow[0, 0] if use_narrow else NULL
+    p.rbit = &rbit[0] if use_narrow else NULL
+    p.conv = &conv[0] if use_narrow else NULL
+    p.rec = &rec[0, 0]
+    p.rec_w = rec_w
+    p.slot = &slot[0]
+    p.scale = &scale[0] if scale.shape[0] else NULL
+    p.keys = &keys[0, 0]
+    p.stride = keys.strides[0] // sizeof(i64)
+    p.d = d
+    p.pos = &pos[0] if pos.shape[0] else NULL
+    p.use_tie = use_tie
+    p.unseen = &unseen[0] if unseen.shape[0] else NULL
+    p.node = &node[0]
+    p.outside = &outside[0]
     buf_a = np.empty(3 * BLOCK, dtype=np.int64)  # two blocks' nodes, and rows climbing
     k32_a = np.empty(d * BLOCK if use_narrow else 1, dtype=np.int32)  # a block's narrowed keys
     cdef i64[::1] buf = buf_a
     cdef int32_t[::1] k32 = k32_a
     with nogil:
-        _place_range(n, st, ep, tp, &ranks[0], height, kp, stride, d, pp, use_tie, up,
-                     &rec[0, 0], rec_w, &slot[0], sp, &buf[0], np_, bp, cp, &k32[0],
-                     &node[0], &outside[0])
+        _place_range(&p, n, &buf[0], &k32[0])
 
 
 def line_order(const i64[::1] qi, const i64[::1] left, const i64[::1] right,

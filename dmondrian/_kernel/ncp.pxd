@@ -1,5 +1,5 @@
 from ._common cimport i64
-from ._rules cimport Buffers, Rules, WorkRows
+from ._rules cimport Buffers, Node, Rules, WorkRows
 
 cdef struct Choice:
     # The "ncp" objective's cut: QI j, rows <= t (frequency ranks when
@@ -10,6 +10,5 @@ cdef struct Choice:
     bint ranked
 
 cdef Py_ssize_t ncp_words(Py_ssize_t d) noexcept nogil
-cdef Choice ncp_cut(const Buffers* bufs, Py_ssize_t buf, Py_ssize_t s, Py_ssize_t e,
-                    const i64* lo, const i64* hi, const i64* miss, const double* spans,
+cdef Choice ncp_cut(const Buffers* bufs, const Node* node, const double* spans,
                     const Rules* rules, const WorkRows* ws, i64* spare) noexcept nogil

@@ -24,9 +24,9 @@ from libc.math cimport INFINITY
 
 from ._common cimport (i64, u64, MISSING_KEY, INT_MIN, FLOAT_MAX, popcount, key_value,
                        KIND_NOMINAL, KIND_ORDINAL, KIND_HIERARCHY)
-from ._rules cimport (Buffers, Rules, QIRules, WorkRows, buf_row, ws_row, WS_COUNTS, WS_RANK,
-                      WS_CUM, BUCKETS, MASK_CARD, P_K)
-from .node cimport is_constant, node_span, nominal_ranks, ordered_span, rank_at
+from ._rules cimport (Buffers, Node, Rules, QIRules, WorkRows, buf_row, ws_row, WS_COUNTS,
+                      WS_RANK, WS_CUM, BUCKETS, MASK_CARD, P_K)
+from .node cimport is_constant, nominal_ranks, ordered_span, rank_at
 
 
 cdef Py_ssize_t ncp_words(Py_ssize_t d) noexcept nogil:
@@ -56,32 +56,6 @@ cdef inline double _side_cost(const i64* act, Py_ssize_t n_act, const i64* alo,
     return total
 
 
-cdef inline void _reset(i64* alo, i64* ahi, i64* ams, const i64* act, Py_ssize_t n_act,
-                        const QIRules* qi) noexcept nogil:
-    cdef Py_ssize_t a, q
-    for a in range(n_act):
-        q = act[a]
-        alo[q] = 0 if qi.kind[q] == KIND_NOMINAL else MISSING_KEY
-        ahi[q] = INT_MIN
-        ams[q] = 0
-
-
-cdef inline void _fold(i64* alo, i64* ahi, i64* ams, const i64* blo, const i64* bhi,
-                       const i64* bms, Py_ssize_t b, const i64* act, Py_ssize_t n_act,
-                       const QIRules* qi) noexcept nogil:
-    """Fold bucket ``b``'s statistics into the running ones."""
-    cdef Py_ssize_t a, q, x
-    for a in range(n_act):
-        q = act[a]
-        x = q * BUCKETS + b
-        if qi.kind[q] == KIND_NOMINAL:
-            alo[q] = <i64>(<u64>alo[q] | <u64>blo[x])
-        else:
-            alo[q] = blo[x] if blo[x] < alo[q] else alo[q]
-            ahi[q] = bhi[x] if bhi[x] > ahi[q] else ahi[q]
-            ams[q] += bms[x]
-
-
 cdef struct Scoring:
     # One node's buckets along the scored QI, in the thread's scoring memory
     # (see ncp_words): rows per bucket, every row's bucket, every QI's
@@ -103,6 +77,41 @@ cdef struct Scoring:
     double fixed       # spans of the nominal QIs scored at the node's span
 
 
+cdef inline void _reset(Scoring* sc, const QIRules* qi) noexcept nogil:
+    cdef Py_ssize_t a, q
+    cdef i64* alo = sc.alo
+    cdef i64* ahi = sc.ahi
+    cdef i64* ams = sc.ams
+    cdef const i64* act = sc.act
+    for a in range(sc.n_act):
+        q = act[a]
+        alo[q] = 0 if qi.kind[q] == KIND_NOMINAL else MISSING_KEY
+        ahi[q] = INT_MIN
+        ams[q] = 0
+
+
+cdef inline void _fold(Scoring* sc, Py_ssize_t b, const QIRules* qi) noexcept nogil:
+    """Fold bucket ``b``'s statistics into the running ones."""
+    cdef Py_ssize_t a, q, x
+    # Locals: the folds' writes could otherwise alias the Scoring's fields.
+    cdef i64* alo = sc.alo
+    cdef i64* ahi = sc.ahi
+    cdef i64* ams = sc.ams
+    cdef const i64* blo = sc.blo
+    cdef const i64* bhi = sc.bhi
+    cdef const i64* bms = sc.bms
+    cdef const i64* act = sc.act
+    for a in range(sc.n_act):
+        q = act[a]
+        x = q * BUCKETS + b
+        if qi.kind[q] == KIND_NOMINAL:
+            alo[q] = <i64>(<u64>alo[q] | <u64>blo[x])
+        else:
+            alo[q] = blo[x] if blo[x] < alo[q] else alo[q]
+            ahi[q] = bhi[x] if bhi[x] > ahi[q] else ahi[q]
+            ams[q] += bms[x]
+
+
 cdef inline void _scoring(Scoring* sc, Py_ssize_t d, const WorkRows* ws,
                           i64* bid) noexcept nogil:
     """Lay the scoring memory out (see ncp_words)."""
@@ -121,14 +130,17 @@ cdef inline void _scoring(Scoring* sc, Py_ssize_t d, const WorkRows* ws,
     sc.fixed = 0.0
 
 
-cdef void _bucket_rows(const i64* row, Py_ssize_t s, Py_ssize_t e, Py_ssize_t j, const i64* lo,
-                       const i64* hi, const i64* miss, bint ranked, const QIRules* qi,
-                       const WorkRows* ws, Scoring* sc) noexcept nogil:
-    """Every row's bucket along QI ``j`` and the rows of each bucket.
+cdef void _bucket_rows(const i64* row, const Node* node, Py_ssize_t j, bint ranked,
+                       const QIRules* qi, const WorkRows* ws, Scoring* sc) noexcept nogil:
+    """Every row's bucket along QI ``j`` (``row``) and the rows of each bucket.
 
     No more buckets than rows (a small node's sweeps stay small); missing
     keys get the last one.
     """
+    cdef Py_ssize_t s = node.s, e = node.e
+    cdef const i64* lo = node.lo
+    cdef const i64* hi = node.hi
+    cdef const i64* miss = node.miss
     cdef i64 n = e - s, limit = BUCKETS - 1 if n >= BUCKETS - 1 else n, m, v, nb
     cdef const i64* rank = ws_row(ws, WS_RANK)
     cdef int shift = 0
@@ -187,11 +199,13 @@ cdef bint _window(const Scoring* sc, i64 n, i64 k, i64* first_in, i64* last_in) 
     return True
 
 
-cdef void _bucket_stats(const Buffers* bufs, Py_ssize_t buf, Py_ssize_t s, Py_ssize_t e,
-                        const i64* lo, const i64* hi, const i64* miss, const double* spans,
+cdef void _bucket_stats(const Buffers* bufs, const Node* node, const double* spans,
                         const QIRules* qi, Scoring* sc) noexcept nogil:
     """Per bucket, the statistics of every QI not constant in the node."""
-    cdef Py_ssize_t q, i, b, x, B = BUCKETS
+    cdef Py_ssize_t q, i, b, x, B = BUCKETS, s = node.s, e = node.e
+    cdef const i64* lo = node.lo
+    cdef const i64* hi = node.hi
+    cdef const i64* miss = node.miss
     cdef const i64* kr
     cdef i64 v
     for q in range(qi.d):
@@ -202,7 +216,7 @@ cdef void _bucket_stats(const Buffers* bufs, Py_ssize_t buf, Py_ssize_t s, Py_ss
             continue
         sc.act[sc.n_act] = q
         sc.n_act += 1
-        kr = buf_row(bufs, buf, q)
+        kr = buf_row(bufs, node.buf, q)
         if qi.kind[q] == KIND_NOMINAL:
             for b in range(sc.nb):
                 sc.blo[q * B + b] = 0
@@ -235,17 +249,17 @@ cdef double _sweep(Scoring* sc, i64 n, i64 k, i64 first_in, i64 last_in, const Q
     cdef i64 left = 0, right = 0, b, bal_b = -1, bal_left = 0
     cdef double cost, best = INFINITY, bal = INFINITY
     best_b[0] = -1
-    _reset(sc.alo, sc.ahi, sc.ams, sc.act, sc.n_act, qi)
+    _reset(sc, qi)
     for b in range(last_in + 1):
-        _fold(sc.alo, sc.ahi, sc.ams, sc.blo, sc.bhi, sc.bms, b, sc.act, sc.n_act, qi)
+        _fold(sc, b, qi)
         left += sc.cnt[b]
         sc.lcost[b] = -1.0
         if b >= first_in and sc.cnt[b] > 0 and left >= k and n - left >= k:
             sc.lcost[b] = <double>left * _side_cost(sc.act, sc.n_act, sc.alo, sc.ahi, sc.ams,
                                                     sc.fixed, qi, ws)
-    _reset(sc.alo, sc.ahi, sc.ams, sc.act, sc.n_act, qi)
+    _reset(sc, qi)
     for b in range(sc.nb - 1, first_in, -1):
-        _fold(sc.alo, sc.ahi, sc.ams, sc.blo, sc.bhi, sc.bms, b, sc.act, sc.n_act, qi)
+        _fold(sc, b, qi)
         right += sc.cnt[b]
         if b - 1 > last_in or sc.lcost[b - 1] < 0.0:
             continue
@@ -262,22 +276,21 @@ cdef double _sweep(Scoring* sc, i64 n, i64 k, i64 first_in, i64 last_in, const Q
     return best if best_b[0] >= 0 else INFINITY
 
 
-cdef double _score(const Buffers* bufs, Py_ssize_t buf, Py_ssize_t s, Py_ssize_t e,
-                   Py_ssize_t j, const i64* lo, const i64* hi, const i64* miss,
-                   const double* spans, const Rules* rules, const WorkRows* ws, i64* spare,
-                   Choice* out) noexcept nogil:
+cdef double _score(const Buffers* bufs, const Node* node, Py_ssize_t j, const double* spans,
+                   const Rules* rules, const WorkRows* ws, i64* spare, Choice* out) noexcept nogil:
     """The cheapest allowed cut of QI ``j`` (``out``) and its cost; INFINITY if none."""
     cdef const QIRules* qi = &rules.qi
-    cdef i64 n = e - s, k = rules.priv.ip[P_K], first_in, last_in, best_b, best_left = 0
+    cdef i64 n = node.e - node.s, k = rules.priv.ip[P_K], first_in, last_in, best_b
+    cdef i64 best_left = 0
     cdef bint ranked = qi.kind[j] == KIND_NOMINAL
     cdef double best
     cdef Scoring sc
     out.n_left = 0
-    _scoring(&sc, qi.d, ws, spare + s)
-    _bucket_rows(buf_row(bufs, buf, j), s, e, j, lo, hi, miss, ranked, qi, ws, &sc)
+    _scoring(&sc, qi.d, ws, spare + node.s)
+    _bucket_rows(buf_row(bufs, node.buf, j), node, j, ranked, qi, ws, &sc)
     if sc.nb < 2 or not _window(&sc, n, k, &first_in, &last_in):
         return INFINITY
-    _bucket_stats(bufs, buf, s, e, lo, hi, miss, spans, qi, &sc)
+    _bucket_stats(bufs, node, spans, qi, &sc)
     best = _sweep(&sc, n, k, first_in, last_in, qi, ws, &best_b, &best_left)
     if best_b < 0:
         return INFINITY
@@ -289,18 +302,17 @@ cdef double _score(const Buffers* bufs, Py_ssize_t buf, Py_ssize_t s, Py_ssize_t
     else:
         # The last key of bucket best_b; never past the node's largest key,
         # so missing keys stay right.
-        out.t = <i64>(<u64>lo[j] + ((<u64>(best_b + 1)) << sc.shift) - 1)
-        if out.t > hi[j]:
-            out.t = hi[j]
+        out.t = <i64>(<u64>node.lo[j] + ((<u64>(best_b + 1)) << sc.shift) - 1)
+        if out.t > node.hi[j]:
+            out.t = node.hi[j]
     return best
 
 
-cdef Choice ncp_cut(const Buffers* bufs, Py_ssize_t buf, Py_ssize_t s, Py_ssize_t e,
-                    const i64* lo, const i64* hi, const i64* miss, const double* spans,
+cdef Choice ncp_cut(const Buffers* bufs, const Node* node, const double* spans,
                     const Rules* rules, const WorkRows* ws, i64* spare) noexcept nogil:
     """The cheapest cut of a node along its two widest QIs (``n_left`` 0: none).
 
-    ``spans`` are the node's normalized spans; ``spare[s:e]`` is free room.
+    ``spans`` are the node's normalized spans; ``spare[node.s:node.e]`` is free room.
     """
     cdef Py_ssize_t d = rules.qi.d, q, j1 = -1, j2 = -1, t
     cdef Choice best, c
@@ -318,7 +330,7 @@ cdef Choice ncp_cut(const Buffers* bufs, Py_ssize_t buf, Py_ssize_t s, Py_ssize_
         q = j1 if t == 0 else j2
         if q < 0:
             break
-        cost = _score(bufs, buf, s, e, q, lo, hi, miss, spans, rules, ws, spare, &c)
+        cost = _score(bufs, node, q, spans, rules, ws, spare, &c)
         if c.n_left > 0 and cost < best_cost:
             best = c
             best_cost = cost

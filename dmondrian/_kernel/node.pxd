@@ -1,6 +1,6 @@
 from ._common cimport (i64, MISSING_KEY, FLOAT_MAX, key_value, KIND_NOMINAL, KIND_HIERARCHY,
                        KIND_ORDINAL)
-from ._rules cimport QIRules, WorkRows
+from ._rules cimport Buffers, Node, QIRules, WorkRows
 
 cdef extern from *:
     """
@@ -73,8 +73,7 @@ cdef inline double ordered_span(i64 lo, i64 hi, i64 miss, i64 kind, double scale
             diff = FLOAT_MAX
     span = diff / scale
     return span if span > 0.0 else TINY
-cdef double node_span(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 lo, i64 hi, i64 miss,
-                      i64 kind, double scale, i64 hoff, i64 loff, const QIRules* qi,
+cdef double node_span(const Buffers* bufs, const Node* node, Py_ssize_t j, const QIRules* qi,
                       const WorkRows* ws) noexcept nogil
 cdef void nominal_ranks(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 card,
                         const WorkRows* ws) noexcept nogil

@@ -7,7 +7,8 @@ of candidate children with :func:`node_span`.
 """
 
 from ._common cimport i64, KIND_NOMINAL
-from ._rules cimport QIRules, WorkRows, ws_row, WS_SEEN, WS_COUNTS, WS_ORDER, WS_RANK, WS_CUM
+from ._rules cimport (Buffers, Node, QIRules, WorkRows, buf_row, ws_row, WS_SEEN, WS_COUNTS,
+                      WS_ORDER, WS_RANK, WS_CUM)
 from .select cimport heapsort
 
 
@@ -26,22 +27,23 @@ cdef i64 _distinct_codes(const i64* row, Py_ssize_t s, Py_ssize_t e, i64* seen) 
     return distinct
 
 
-cdef double node_span(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 lo, i64 hi, i64 miss,
-                      i64 kind, double scale, i64 hoff, i64 loff, const QIRules* qi,
+cdef double node_span(const Buffers* bufs, const Node* node, Py_ssize_t j, const QIRules* qi,
                       const WorkRows* ws) noexcept nogil:
-    """Normalized span of a QI over rows ``[s, e)``: the NCP its range would cost.
+    """Normalized span of QI ``j`` over the node's rows: the NCP its range would cost.
 
-    ``lo``, ``hi`` and ``miss`` are the node's statistics of the QI (see
-    column_stats), measured by the parent's split, so no pass over the rows
-    is needed (except for nominal QIs with many codes). Ordered QIs:
-    :func:`ordered_span`.
+    The node's statistics of the QI (see column_stats) were measured by the
+    parent's split, so no pass over the rows is needed (except for nominal
+    QIs with many codes). Ordered QIs: :func:`ordered_span`.
     """
-    cdef i64 distinct
+    cdef i64 distinct, kind = qi.kind[j], miss = node.miss[j]
+    cdef double scale = qi.scale[j]
     if kind != KIND_NOMINAL:
-        return ordered_span(lo, hi, miss, kind, scale, hoff, loff, qi)
+        return ordered_span(node.lo[j], node.hi[j], miss, kind, scale, qi.hoff[j], qi.loff[j],
+                            qi)
     if scale <= 0.0:
         return 0.0
-    distinct = miss if miss >= 0 else _distinct_codes(row, s, e, ws_row(ws, WS_SEEN))
+    distinct = miss if miss >= 0 else _distinct_codes(buf_row(bufs, node.buf, j), node.s,
+                                                      node.e, ws_row(ws, WS_SEEN))
     return <double>(distinct - 1) / scale
 
 

@@ -20,8 +20,9 @@ pair codes ride along like the entity codes and are marked the same way).
 from libc.math cimport log, fabs
 
 from ._common cimport i64, INT_MIN
-from ._rules cimport (Privacy, WorkRows, ws_row, goes_left, WS_COUNTS, WS_ORDER,
-                      P_K, P_L_DISTINCT, P_RC_L, P_T_ORDERED, P_N_SENS, P_LOG_L, P_RC_C, P_T)
+from ._rules cimport (Cut, Privacy, WorkRows, ws_row, goes_left, cut_rank, WS_COUNTS,
+                      WS_ORDER, P_K, P_L_DISTINCT, P_RC_L, P_T_ORDERED, P_N_SENS, P_LOG_L,
+                      P_RC_C, P_T)
 
 cdef extern from *:
     """
@@ -109,11 +110,13 @@ cdef bint hist_ok(const i64* h, Py_ssize_t n_codes, i64 m, const Privacy* priv) 
 
 
 cdef bint sensitive_cut_ok(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e,
-                           i64 n_left, i64 t, i64 eq_value, i64 need_eq, const i64* rank,
-                           const Privacy* priv, const WorkRows* ws) noexcept nogil:
+                           const Cut* cut, const Privacy* priv, const WorkRows* ws) noexcept nogil:
     """Whether both children of a cut of ``row[s:e]`` satisfy the sensitive constraint."""
     cdef Py_ssize_t n_codes = priv.ip[P_N_SENS], c, i
-    cdef i64 n = e - s, taken = 0
+    cdef i64 n = e - s, taken = 0, n_left = cut.n_left
+    # Locals: the loops' histogram writes could otherwise alias the cut's fields.
+    cdef i64 t = cut.t, eq_value = cut.eq_value, need_eq = cut.need_eq
+    cdef const i64* rank = cut_rank(cut, ws)
     # Rows the cut search no longer needs once it asks (rank and cum stay).
     cdef i64* left = ws_row(ws, WS_COUNTS)
     cdef i64* right = ws_row(ws, WS_ORDER)
@@ -147,10 +150,11 @@ cdef bint sensitive_cut_ok(const i64* row, const i64* sens, Py_ssize_t s, Py_ssi
     return hist_ok(left, n_codes, m_left, priv) and hist_ok(right, n_codes, m_right, priv)
 
 
-cdef bint entity_cut_ok(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 t, i64 eq_value,
-                        i64 need_eq, const i64* rank, const Privacy* priv,
-                        const WorkRows* ws) noexcept nogil:
+cdef bint entity_cut_ok(const i64* row, Py_ssize_t s, Py_ssize_t e, const Cut* cut,
+                        const Privacy* priv, const WorkRows* ws) noexcept nogil:
     """Whether both children of a cut of ``row[s:e]`` hold at least k distinct entities."""
+    cdef i64 t = cut.t, eq_value = cut.eq_value, need_eq = cut.need_eq
+    cdef const i64* rank = cut_rank(cut, ws)
     cdef i64* seen = ws.seen
     cdef const i64* ent = ws.ent
     cdef i64 k = priv.ip[P_K], n_left = 0, n_right = 0, taken = 0, bit

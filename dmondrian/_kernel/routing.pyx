@@ -25,6 +25,10 @@ cdef enum:
     ROUTE_BLOCK = 256
 
 
+cdef inline object _int64(a):
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
 cdef inline void _check_out(Py_ssize_t have, Py_ssize_t need) except *:
     # The loops write unchecked: a short output would corrupt memory.
     if have < need:
@@ -229,14 +233,20 @@ def _stable_by_leaf(const i64[:] leaf, const i64[:] by_position, Py_ssize_t n_le
     return order, counts
 
 
-def _route_rows(const i64[:, :] keys, const i64[::1] qi, const i64[::1] t, const i64[::1] eq,
-                const i64[::1] tie_before, const i64[::1] rank_off, const i64[::1] ranks,
-                const i64[::1] left, const i64[::1] right, const i64[::1] leaf,
-                const i64[::1] pos, bint use_tie, int_t[::1] out, i64[::1] out_partition,
-                const i64[::1] partition_of_leaf):
-    """Leaf of every row (column of ``keys``) into ``out``, and its output partition
-    into ``out_partition`` unless that is empty
-    (see :class:`dmondrian.partition.cut_tree.CutTree`)."""
+def _route_rows(const i64[:, :] keys, tree, const i64[::1] pos, bint use_tie, int_t[::1] out,
+                i64[::1] out_partition, const i64[::1] partition_of_leaf):
+    """Leaf of every row (column of ``keys``) into ``out`` down ``tree`` (a
+    :class:`dmondrian.partition.cut_tree.CutTree`), and its output partition into
+    ``out_partition`` unless that is empty."""
+    cdef const i64[::1] qi = _int64(tree.qi)
+    cdef const i64[::1] t = _int64(tree.t)
+    cdef const i64[::1] eq = _int64(tree.eq)
+    cdef const i64[::1] tie_before = _int64(tree.tie_before)
+    cdef const i64[::1] rank_off = _int64(tree.rank_off)
+    cdef const i64[::1] ranks = _int64(tree.ranks)
+    cdef const i64[::1] left = _int64(tree.left)
+    cdef const i64[::1] right = _int64(tree.right)
+    cdef const i64[::1] leaf = _int64(tree.leaf)
     # A block of rows steps down one level at a time with branch-free steps
     # (a leaf steps to itself), faster than one row's walk to its leaf after
     # another, whose every cut is a mispredicted branch.

@@ -23,11 +23,11 @@ import numpy as np
 
 from ._common cimport (i64, u64, MISSING_KEY, INT_MIN, FLOAT_MAX, popcount, key_value,
                        KIND_NOMINAL, KIND_HIERARCHY, KIND_ORDINAL)
-from ._rules cimport (Buffers, Rules, QIRules, Privacy, WorkRows, buf_row, ws_row, is_class,
-                      goes_left, WS_SCRATCH, WS_COUNTS, WS_ORDER, WS_RANK, WS_CUM, WS_SEEN,
-                      WS_ROWS, BUCKETS, SMALL, MASK_CARD, P_K, P_SENS_ROW, P_N_SENS,
-                      P_ENT_ROW, P_PAIR_ROW, P_N_SEEN, N_IP, N_FP, OBJ_BALANCED, OBJ_DM,
-                      OBJ_NCP, bind_entities)
+from ._rules cimport (Buffers, Node, Cut, Rules, QIRules, Privacy, WorkRows, buf_row, ws_row,
+                      is_class, goes_left, cut_rank, WS_SCRATCH, WS_COUNTS, WS_ORDER, WS_RANK,
+                      WS_CUM, WS_SEEN, WS_ROWS, BUCKETS, SMALL, MASK_CARD, P_K, P_SENS_ROW,
+                      P_N_SENS, P_ENT_ROW, P_PAIR_ROW, P_N_SEEN, N_IP, N_FP, OBJ_BALANCED,
+                      OBJ_DM, OBJ_NCP, bind_entities)
 from .select cimport Selected, select_kth, heapsort
 from .privacy cimport sensitive_cut_ok, entity_cut_ok
 from .node cimport is_constant, hier_lca, node_span, nominal_ranks, rank_at
@@ -39,17 +39,6 @@ from .packing cimport packed_left, packs_better, best_sorted_boundary, best_rank
 # fold reads the written half back.
 cdef enum:
     MOVE_BLOCK = 2048
-
-
-cdef struct Cut:
-    # A row goes left when its key (its frequency rank when ``ranked``) is
-    # <= t, or equals eq_value while fewer than need_eq such rows went left.
-    # n_left == 0: no allowed cut.
-    i64 n_left
-    i64 t
-    i64 eq_value
-    i64 need_eq
-    bint ranked
 
 
 cdef extern from *:
@@ -175,8 +164,7 @@ cdef inline i64 _count_le(const i64* row, Py_ssize_t s, Py_ssize_t e, i64 t) noe
 
 
 cdef inline bint _cut_ok(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e,
-                         i64 n_left, i64 t, i64 eq_value, i64 need_eq, const i64* rank,
-                         const Privacy* priv, const WorkRows* ws) noexcept nogil:
+                         const Cut* cut, const Privacy* priv, const WorkRows* ws) noexcept nogil:
     """The one place that decides whether a cut may happen.
 
     Both children must hold at least k rows (k entities, when an entity
@@ -184,36 +172,14 @@ cdef inline bint _cut_ok(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize
     histograms are counted with the very rule the move uses (goes_left), so
     what is checked is what is made.
     """
-    cdef i64 n = e - s, k = priv.ip[P_K]
+    cdef i64 n = e - s, k = priv.ip[P_K], n_left = cut.n_left
     if n_left <= 0 or n_left >= n or n_left < k or n - n_left < k:
         return False
-    if ws.ent != NULL and not entity_cut_ok(row, s, e, t, eq_value, need_eq, rank, priv, ws):
+    if ws.ent != NULL and not entity_cut_ok(row, s, e, cut, priv, ws):
         return False
     if priv.ip[P_SENS_ROW] < 0:
         return True
-    return sensitive_cut_ok(row, sens, s, e, n_left, t, eq_value, need_eq, rank, priv, ws)
-
-
-cdef inline int _choose(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e,
-                        i64 l1, i64 t1, i64 l2, i64 t2, const i64* rank, const Privacy* priv,
-                        const WorkRows* ws) noexcept nogil:
-    """Pick the allowed cut nearest the middle among ``<= t1`` and ``<= t2``: 1, 2 or 0."""
-    cdef i64 n = e - s, d1, d2
-    cdef bint ok2 = _cut_ok(row, sens, s, e, l2, t2, -1, 0, rank, priv, ws)
-    cdef bint ok1 = l1 != l2 and _cut_ok(row, sens, s, e, l1, t1, -1, 0, rank, priv, ws)
-    if ok1 and ok2:
-        # Classic Mondrian cuts at "<= median" (l2); "< median" wins only when
-        # ties make it strictly more balanced.
-        d1 = 2 * l1 - n
-        d2 = 2 * l2 - n
-        if (d1 if d1 >= 0 else -d1) < (d2 if d2 >= 0 else -d2):
-            return 1
-        return 2
-    if ok2:
-        return 2
-    if ok1:
-        return 1
-    return 0
+    return sensitive_cut_ok(row, sens, s, e, cut, priv, ws)
 
 
 cdef inline Cut _cut(i64 n_left, i64 t, i64 eq_value, i64 need_eq, bint ranked) noexcept nogil:
@@ -226,18 +192,43 @@ cdef inline Cut _cut(i64 n_left, i64 t, i64 eq_value, i64 need_eq, bint ranked) 
     return c
 
 
-cdef Cut _packed_cut(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e, i64 lo,
-                     i64 hi, i64 present, const Rules* rules, const WorkRows* ws,
+cdef inline Cut _choose(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e,
+                        const Cut* c1, const Cut* c2, const Privacy* priv,
+                        const WorkRows* ws) noexcept nogil:
+    """The allowed cut nearest the middle among ``c1`` and ``c2`` (``n_left`` 0: neither)."""
+    cdef i64 n = e - s, d1, d2
+    cdef bint ok2 = _cut_ok(row, sens, s, e, c2, priv, ws)
+    cdef bint ok1 = c1.n_left != c2.n_left and _cut_ok(row, sens, s, e, c1, priv, ws)
+    if ok1 and ok2:
+        # Classic Mondrian cuts at "<= median" (c2); "< median" wins only when
+        # ties make it strictly more balanced.
+        d1 = 2 * c1.n_left - n
+        d2 = 2 * c2.n_left - n
+        if (d1 if d1 >= 0 else -d1) < (d2 if d2 >= 0 else -d2):
+            return c1[0]
+        return c2[0]
+    if ok2:
+        return c2[0]
+    if ok1:
+        return c1[0]
+    return _cut(0, 0, 0, 0, c2.ranked)
+
+
+cdef Cut _packed_cut(const i64* row, const i64* sens, const Node* node, Py_ssize_t j,
+                     i64 present, const Rules* rules, const WorkRows* ws,
                      i64* spare) noexcept nogil:
-    """The strict cut of an ordered QI that packs classes closest to k rows, or none.
+    """The strict cut of ordered QI ``j`` (``row``) that packs classes closest to k rows,
+    or none.
 
     Small nodes (under 4k rows, where the classes are decided) score every
     boundary between distinct keys; larger ones the two around the key at
     the packed position (see packing.packed_left).
     """
+    cdef Py_ssize_t s = node.s, e = node.e
     cdef i64 n = e - s, k = rules.priv.ip[P_K], best = 0, bt = 0, p, i
     cdef i64* a
     cdef Selected sel
+    cdef Cut c
     if n < 4 * k and n <= SMALL:
         a = ws_row(ws, WS_SCRATCH)
         for i in range(n):
@@ -248,7 +239,7 @@ cdef Cut _packed_cut(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e
         if p - 1 >= present:
             best, bt = present, MISSING_KEY - 1
         else:
-            sel = select_kth(row, s, e, lo, hi, p - 1, ws_row(ws, WS_SCRATCH),
+            sel = select_kth(row, s, e, node.lo[j], node.hi[j], p - 1, ws_row(ws, WS_SCRATCH),
                              ws_row(ws, WS_COUNTS), spare)
             if k <= sel.less <= n - k:
                 best, bt = sel.less, sel.value - 1
@@ -257,51 +248,51 @@ cdef Cut _packed_cut(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e
                 best, bt = p, sel.value
     if best < k or best > n - k:
         return _cut(0, 0, 0, 0, False)
-    if not _cut_ok(row, sens, s, e, best, bt, -1, 0, NULL, &rules.priv, ws):
+    c = _cut(best, bt, -1, 0, False)
+    if not _cut_ok(row, sens, s, e, &c, &rules.priv, ws):
         return _cut(0, 0, 0, 0, False)
-    return _cut(best, bt, -1, 0, False)
+    return c
 
 
-cdef Cut find_cut(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e, i64 lo, i64 hi,
-                  i64 miss, i64 kind, i64 card, i64 hoff, i64 loff, const Rules* rules,
+cdef Cut find_cut(const Buffers* bufs, const Node* node, Py_ssize_t j, const Rules* rules,
                   const WorkRows* ws, i64* spare) noexcept nogil:
-    """Find an allowed cut of one QI of node ``[s, e)`` (``row`` is its key row).
+    """Find an allowed cut of QI ``j`` of a node.
 
-    ``spare[s:e]`` is free room for the select.
+    ``spare[node.s:node.e]`` is free room for the select.
     """
-    cdef i64 n = e - s, nl, r, below, l1, l2, t1, t2, present, m, lca, child
-    cdef i64 t, eq_value, need_eq
-    cdef int which
+    cdef Py_ssize_t s = node.s, e = node.e
     cdef const Privacy* priv = &rules.priv
     cdef const QIRules* qi = &rules.qi
-    cdef const i64* rank
+    cdef const i64* row = buf_row(bufs, node.buf, j)
+    cdef i64 srow = priv.ip[P_SENS_ROW]
+    cdef const i64* sens = buf_row(bufs, node.buf, srow) if srow >= 0 else NULL
+    cdef i64 lo = node.lo[j], hi = node.hi[j], miss = node.miss[j]
+    cdef i64 kind = qi.kind[j], card = qi.card[j], hoff = qi.hoff[j], loff = qi.loff[j]
+    cdef i64 n = e - s, nl, r, below, present, m, lca, child
+    cdef i64 t, eq_value, need_eq
     cdef const i64* cum
     cdef Selected sel
-    cdef Cut c
+    cdef Cut c, c1, c2
     if kind == KIND_NOMINAL:
         nominal_ranks(row, s, e, card, ws)
-        rank = ws_row(ws, WS_RANK)
         cum = ws_row(ws, WS_CUM)
         if rules.relaxed:
             nl = packed_left(n, priv.ip[P_K]) if rules.objective == OBJ_DM else n // 2
             r = rank_at(cum, nl - 1)
             below = cum[r - 1] if r > 0 else 0
-            if not _cut_ok(row, sens, s, e, nl, r - 1, r, nl - below, rank, priv, ws):
+            c = _cut(nl, r - 1, r, nl - below, True)
+            if not _cut_ok(row, sens, s, e, &c, priv, ws):
                 return _cut(0, 0, 0, 0, True)
-            return _cut(nl, r - 1, r, nl - below, True)
+            return c
         if rules.objective == OBJ_DM:
             nl = best_ranked_boundary(cum, card, n, priv.ip[P_K], &r)
-            if nl > 0 and _cut_ok(row, sens, s, e, nl, r, -1, 0, rank, priv, ws):
-                return _cut(nl, r, -1, 0, True)
+            c = _cut(nl, r, -1, 0, True)
+            if nl > 0 and _cut_ok(row, sens, s, e, &c, priv, ws):
+                return c
         r = rank_at(cum, (n - 1) // 2)
-        l1 = cum[r - 1] if r > 0 else 0
-        l2 = cum[r]
-        which = _choose(row, sens, s, e, l1, r - 1, l2, r, rank, priv, ws)
-        if which == 1:
-            return _cut(l1, r - 1, -1, 0, True)
-        if which == 2:
-            return _cut(l2, r, -1, 0, True)
-        return _cut(0, 0, 0, 0, True)
+        c1 = _cut(cum[r - 1] if r > 0 else 0, r - 1, -1, 0, True)
+        c2 = _cut(cum[r], r, -1, 0, True)
+        return _choose(row, sens, s, e, &c1, &c2, priv, ws)
 
     present = n - miss
     if rules.relaxed:
@@ -314,19 +305,21 @@ cdef Cut find_cut(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e, i
             sel = select_kth(row, s, e, lo, hi, nl - 1, ws_row(ws, WS_SCRATCH),
                              ws_row(ws, WS_COUNTS), spare)
             t, eq_value, need_eq = sel.value - 1, sel.value, nl - sel.less
-        if not _cut_ok(row, sens, s, e, nl, t, eq_value, need_eq, NULL, priv, ws):
+        c = _cut(nl, t, eq_value, need_eq, False)
+        if not _cut_ok(row, sens, s, e, &c, priv, ws):
             return _cut(0, 0, 0, 0, False)
-        return _cut(nl, t, eq_value, need_eq, False)
+        return c
 
     if rules.objective == OBJ_DM and kind != KIND_HIERARCHY:
-        c = _packed_cut(row, sens, s, e, lo, hi, present, rules, ws, spare)
+        c = _packed_cut(row, sens, node, j, present, rules, ws, spare)
         if c.n_left > 0:
             return c
     m = (n - 1) // 2
     if m >= present:
         # The median row is missing: the only cut is present | missing.
-        if _cut_ok(row, sens, s, e, present, MISSING_KEY - 1, -1, 0, NULL, priv, ws):
-            return _cut(present, MISSING_KEY - 1, -1, 0, False)
+        c = _cut(present, MISSING_KEY - 1, -1, 0, False)
+        if _cut_ok(row, sens, s, e, &c, priv, ws):
+            return c
         return _cut(0, 0, 0, 0, False)
     sel = select_kth(row, s, e, lo, hi, m, ws_row(ws, WS_SCRATCH), ws_row(ws, WS_COUNTS), spare)
     if kind == KIND_HIERARCHY:
@@ -334,21 +327,14 @@ cdef Cut find_cut(const i64* row, const i64* sens, Py_ssize_t s, Py_ssize_t e, i
         child = qi.h_leafnode[loff + sel.value]
         while qi.h_parent[hoff + child] != lca:
             child = qi.h_parent[hoff + child]
-        t1 = qi.h_lo[hoff + child] - 1
-        t2 = qi.h_hi[hoff + child]
-        l1 = _count_le(row, s, e, t1)
-        l2 = _count_le(row, s, e, t2)
+        t = qi.h_lo[hoff + child] - 1
+        c1 = _cut(_count_le(row, s, e, t), t, -1, 0, False)
+        t = qi.h_hi[hoff + child]
+        c2 = _cut(_count_le(row, s, e, t), t, -1, 0, False)
     else:
-        t1 = sel.value - 1
-        t2 = sel.value
-        l1 = sel.less
-        l2 = sel.less + sel.equal
-    which = _choose(row, sens, s, e, l1, t1, l2, t2, NULL, priv, ws)
-    if which == 1:
-        return _cut(l1, t1, -1, 0, False)
-    if which == 2:
-        return _cut(l2, t2, -1, 0, False)
-    return _cut(0, 0, 0, 0, False)
+        c1 = _cut(sel.less, sel.value - 1, -1, 0, False)
+        c2 = _cut(sel.less + sel.equal, sel.value, -1, 0, False)
+    return _choose(row, sens, s, e, &c1, &c2, priv, ws)
 
 
 cdef inline void _scatter(const Buffers* bufs, Py_ssize_t src, const i64* pos, Py_ssize_t b0,
@@ -411,28 +397,36 @@ cdef inline void _scatter(const Buffers* bufs, Py_ssize_t src, const i64* pos, P
         d2[p] = s2[i]
 
 
-cdef void _move(const Buffers* bufs, Py_ssize_t src, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e,
-                Cut cut, const i64* rank, const i64* lo, const i64* hi, const i64* miss,
-                i64* child_lo, i64* child_hi, i64* child_miss, const Rules* rules,
-                const WorkRows* ws) noexcept nogil:
-    """Move the rows of ``[s, e)`` to the other buffer, left child first.
+cdef void _move(const Buffers* bufs, const Node* node, Py_ssize_t j, const Cut* cut,
+                i64* child, const Rules* rules, const WorkRows* ws) noexcept nogil:
+    """Move the node's rows to the other buffer, left child first, by ``cut`` of QI ``j``.
 
     Every row of the matrix moves (keys, the sensitive codes, the row ids)
     but the QIs constant in the node: those keep their value in every
     descendant, which make_class writes when a class is made (a typical
     distributed leaf, whose top cuts made some QIs constant, moves far fewer
     rows). Each child's statistics are measured for the QIs on the way
-    (``child_*[side * d + q]``), so the children never rescan for their spans.
+    (``child``: lo, hi, miss, each ``[side * d + q]``), so the children never
+    rescan for their spans.
     """
     cdef Py_ssize_t d = rules.qi.d, q, side, a, b0, b1, i, n_active = 0
-    cdef Py_ssize_t dst = 1 - src
+    cdef Py_ssize_t s = node.s, e = node.e, src = node.buf, dst = 1 - node.buf
+    cdef const i64* lo = node.lo
+    cdef const i64* hi = node.hi
+    cdef const i64* miss = node.miss
+    cdef i64* child_lo = child
+    cdef i64* child_hi = child + 2 * d
+    cdef i64* child_miss = child + 4 * d
     cdef const i64* row = buf_row(bufs, src, j)
+    cdef const i64* rank = cut_rank(cut, ws)
     cdef i64* pos = ws_row(ws, WS_SCRATCH)
     cdef i64* active = ws_row(ws, WS_CUM)
-    cdef i64 li = s, ri = s + cut.n_left, li0, ri0, g, taken = 0, t = cut.t
+    # Locals: the moves' writes could otherwise alias the cut's fields.
+    cdef i64 n_left = cut.n_left, t = cut.t, eq_value = cut.eq_value, need_eq = cut.need_eq
+    cdef i64 li = s, ri = s + n_left, li0, ri0, g, taken = 0
     cdef const i64* kinds = rules.qi.kind
     cdef const i64* cards = rules.qi.card
-    cdef bint common = cut.need_eq == 0 and rank == NULL
+    cdef bint common = need_eq == 0 and rank == NULL
     cdef i64* dq
     for q in range(bufs.rows):
         if q >= d or not is_constant(kinds[q], lo[q], hi[q], miss[q]):
@@ -462,7 +456,7 @@ cdef void _move(const Buffers* bufs, Py_ssize_t src, Py_ssize_t j, Py_ssize_t s,
                 ri += 1 - g
         else:
             for i in range(b0, b1):
-                g = goes_left(row[i], rank, t, cut.eq_value, cut.need_eq, &taken)
+                g = goes_left(row[i], rank, t, eq_value, need_eq, &taken)
                 pos[i - b0] = ri + g * (li - ri)
                 li += g
                 ri += 1 - g
@@ -488,23 +482,26 @@ cdef void _move(const Buffers* bufs, Py_ssize_t src, Py_ssize_t j, Py_ssize_t s,
                 child_hi[side * d + q] = hi[q]
                 child_miss[side * d + q] = miss[q]
             if kinds[q] != KIND_NOMINAL and lo[q] == MISSING_KEY:
-                child_miss[q] = cut.n_left
-                child_miss[d + q] = e - s - cut.n_left
+                child_miss[q] = n_left
+                child_miss[d + q] = e - s - n_left
             continue
         for side in range(2):
             finish_stats(kinds[q], cards[q], &child_lo[side * d + q], &child_hi[side * d + q],
                          &child_miss[side * d + q])
 
 
-cdef void make_class(const Buffers* bufs, Py_ssize_t s, Py_ssize_t e, i64 buf,
-                     unsigned char* class_start, const Rules* rules, const i64* lo,
-                     const i64* hi, const i64* miss) noexcept nogil:
-    """Make node ``[s, e)`` a class: bring its rows to buffer 0 and flag its start.
+cdef void make_class(const Buffers* bufs, const Node* node, unsigned char* class_start,
+                     const Rules* rules) noexcept nogil:
+    """Make a node a class: bring its rows to buffer 0 and flag its start.
 
     The QIs constant in the node are written from their value: an ancestor
     may have stopped moving them.
     """
-    cdef Py_ssize_t d = rules.qi.d, q, i
+    cdef Py_ssize_t d = rules.qi.d, q, i, s = node.s, e = node.e
+    cdef i64 buf = node.buf
+    cdef const i64* lo = node.lo
+    cdef const i64* hi = node.hi
+    cdef const i64* miss = node.miss
     cdef i64* out
     cdef const i64* src
     cdef i64 v
@@ -521,41 +518,36 @@ cdef void make_class(const Buffers* bufs, Py_ssize_t s, Py_ssize_t e, i64 buf,
     class_start[s] = 1
 
 
-cdef i64 split_node(const Buffers* bufs, Py_ssize_t s, Py_ssize_t e, i64 depth, i64 buf,
-                    const i64* lo, const i64* hi, const i64* miss,
-                    i64* child_lo, i64* child_hi, i64* child_miss, const Rules* rules,
+cdef i64 split_node(const Buffers* bufs, const Node* node, i64* child, const Rules* rules,
                     unsigned char* class_start, double* spans, const WorkRows* ws) noexcept nogil:
-    """Split node ``[s, e)`` living in buffer ``buf``; return the left size, or 0.
+    """Split a node; return the left size, or 0.
 
-    ``lo``, ``hi``, ``miss`` are the node's per-QI statistics; on a split the
-    children's are written to ``child_*`` (left at ``[0, d)``, right at
-    ``[d, 2d)``). A node that is not split becomes a class. ``spans`` is room
-    for d doubles.
+    On a split the children's statistics are written to ``child``: lo, hi,
+    then miss, ``2 * d`` values each (left at ``[0, d)``, right at
+    ``[d, 2d)``). A node that is not split becomes a class. ``spans`` is
+    room for d doubles.
     """
-    cdef Py_ssize_t d = rules.qi.d, j, q, _
+    cdef Py_ssize_t d = rules.qi.d, j, q, _, s = node.s, e = node.e
+    cdef i64 buf = node.buf
     cdef const QIRules* qi = &rules.qi
     cdef i64 srow = rules.priv.ip[P_SENS_ROW]
     cdef const i64* sens = buf_row(bufs, buf, srow) if srow >= 0 else NULL
     cdef Cut cut
     cdef Choice ch
     cdef const i64* row
-    if not is_class(e - s, depth, rules):
+    if not is_class(e - s, node.depth, rules):
         bind_entities(ws, bufs, buf, &rules.priv)
         for j in range(d):
-            spans[j] = node_span(buf_row(bufs, buf, j), s, e, lo[j], hi[j], miss[j],
-                                 qi.kind[j], qi.scale[j], qi.hoff[j], qi.loff[j], qi, ws)
+            spans[j] = node_span(bufs, node, j, qi, ws)
         if rules.objective == OBJ_NCP:
-            ch = ncp_cut(bufs, buf, s, e, lo, hi, miss, spans, rules, ws,
-                         buf_row(bufs, 1 - buf, 0))
+            ch = ncp_cut(bufs, node, spans, rules, ws, buf_row(bufs, 1 - buf, 0))
             if ch.n_left > 0:
                 row = buf_row(bufs, buf, ch.j)
                 if ch.ranked:  # the ranks of the last QI scored are in the work space
                     nominal_ranks(row, s, e, qi.card[ch.j], ws)
-                if _cut_ok(row, sens, s, e, ch.n_left, ch.t, -1, 0,
-                           ws_row(ws, WS_RANK) if ch.ranked else NULL, &rules.priv, ws):
-                    _move(bufs, buf, ch.j, s, e, _cut(ch.n_left, ch.t, -1, 0, ch.ranked),
-                          ws_row(ws, WS_RANK) if ch.ranked else NULL, lo, hi, miss, child_lo,
-                          child_hi, child_miss, rules, ws)
+                cut = _cut(ch.n_left, ch.t, -1, 0, ch.ranked)
+                if _cut_ok(row, sens, s, e, &cut, &rules.priv, ws):
+                    _move(bufs, node, ch.j, &cut, child, rules, ws)
                     return ch.n_left
         # Widest normalized span first; ties by QI order, for determinism.
         # (d is small: picking the maximum each time beats sorting.)
@@ -567,14 +559,11 @@ cdef i64 split_node(const Buffers* bufs, Py_ssize_t s, Py_ssize_t e, i64 depth, 
             if spans[j] <= 0.0:
                 break
             spans[j] = -1.0
-            cut = find_cut(buf_row(bufs, buf, j), sens, s, e, lo[j], hi[j], miss[j],
-                           qi.kind[j], qi.card[j], qi.hoff[j], qi.loff[j], rules, ws,
-                           buf_row(bufs, 1 - buf, 0))
+            cut = find_cut(bufs, node, j, rules, ws, buf_row(bufs, 1 - buf, 0))
             if cut.n_left > 0:
-                _move(bufs, buf, j, s, e, cut, ws_row(ws, WS_RANK) if cut.ranked else NULL,
-                      lo, hi, miss, child_lo, child_hi, child_miss, rules, ws)
+                _move(bufs, node, j, &cut, child, rules, ws)
                 return cut.n_left
-    make_class(bufs, s, e, buf, class_start, rules, lo, hi, miss)
+    make_class(bufs, node, class_start, rules)
     return 0
 
 
@@ -677,14 +666,45 @@ def column_stats_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize
     return lo, hi, aux
 
 
-def node_span_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e, i64 lo,
-                 i64 hi, i64 miss, rules, i64[:, ::1] ws):
-    """Normalized span of QI ``j`` (of ``rules``, a KernelRules) over rows ``[s, e)``."""
+cdef Buffers _key_buffers(const i64[:, ::1] keys):
+    """The key matrix as buffer 0 of a double buffer (read only by the entry points)."""
+    cdef Buffers b
+    b.data = <i64*>&keys[0, 0]
+    b.rows = keys.shape[0]
+    b.n = keys.shape[1]
+    return b
+
+
+cdef Node _node(Py_ssize_t s, Py_ssize_t e, i64[:, ::1] stats):
+    """Node ``[s, e)`` of buffer 0 whose statistics are ``stats``' rows lo, hi, miss."""
+    cdef Node nd
+    nd.s = s
+    nd.e = e
+    nd.depth = 0
+    nd.buf = 0
+    nd.lo = &stats[0, 0]
+    nd.hi = &stats[1, 0]
+    nd.miss = &stats[2, 0]
+    return nd
+
+
+def _stats_of(keys, Py_ssize_t j, stats):
+    """The (3, rows) statistics of a node whose QI ``j`` has ``stats = (lo, hi, miss)``."""
+    out = np.zeros((3, keys.shape[0]), dtype=np.int64)
+    out[:, j] = stats
+    return out
+
+
+def node_span_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e, stats, rules,
+                 i64[:, ::1] ws):
+    """Normalized span of QI ``j`` (of ``rules``, a KernelRules) over rows ``[s, e)``, whose
+    statistics (see column_stats_py) are ``stats = (lo, hi, miss)``."""
     cdef RuleArrays r = RuleArrays(rules)
     cdef WorkRows w = _work_rows(ws)
-    cdef const QIRules* qi = &r.rules.qi
-    return node_span(&keys[j, 0], s, e, lo, hi, miss, qi.kind[j], qi.scale[j], qi.hoff[j],
-                     qi.loff[j], qi, &w)
+    cdef Buffers b = _key_buffers(keys)
+    cdef i64[:, ::1] st = _stats_of(keys, j, stats)
+    cdef Node nd = _node(s, e, st)
+    return node_span(&b, &nd, j, &r.rules.qi, &w)
 
 
 def nominal_ranks_py(const i64[::1] row, Py_ssize_t s, Py_ssize_t e, i64 card, i64[:, ::1] ws):
@@ -693,9 +713,10 @@ def nominal_ranks_py(const i64[::1] row, Py_ssize_t s, Py_ssize_t e, i64 card, i
     nominal_ranks(&row[0], s, e, card, &w)
 
 
-def find_cut_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e, i64 lo,
-                i64 hi, i64 miss, rules, i64[:, ::1] ws, i64[::1] spare):
-    """``(n_left, t, eq_value, need_eq, ranked)`` of the kernel's cut of QI ``j``.
+def find_cut_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e, stats, rules,
+                i64[:, ::1] ws, i64[::1] spare):
+    """``(n_left, t, eq_value, need_eq, ranked)`` of the kernel's cut of QI ``j`` over rows
+    ``[s, e)``, whose statistics (see column_stats_py) are ``stats = (lo, hi, miss)``.
 
     ``rules`` is a :class:`~dmondrian._kernel.rules.KernelRules` of the QIs
     of ``keys``; the sensitive codes, when the constraint has them, are key
@@ -704,9 +725,8 @@ def find_cut_py(const i64[:, ::1] keys, Py_ssize_t j, Py_ssize_t s, Py_ssize_t e
     """
     cdef RuleArrays r = RuleArrays(rules)
     cdef WorkRows w = _work_rows(ws)
-    cdef const QIRules* qi = &r.rules.qi
-    cdef i64 srow = r.rules.priv.ip[P_SENS_ROW]
-    cdef Cut cut = find_cut(&keys[j, 0], &keys[srow, 0] if srow >= 0 else NULL, s, e, lo, hi,
-                            miss, qi.kind[j], qi.card[j], qi.hoff[j], qi.loff[j], &r.rules, &w,
-                            &spare[0])
+    cdef Buffers b = _key_buffers(keys)
+    cdef i64[:, ::1] st = _stats_of(keys, j, stats)
+    cdef Node nd = _node(s, e, st)
+    cdef Cut cut = find_cut(&b, &nd, j, &r.rules, &w, &spare[0])
     return cut.n_left, cut.t, cut.eq_value, cut.need_eq, bool(cut.ranked)

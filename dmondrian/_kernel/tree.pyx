@@ -17,7 +17,7 @@ from cython.parallel cimport prange
 from libc.stdlib cimport malloc, calloc, realloc, free
 
 from ._common cimport i64
-from ._rules cimport (Buffers, Rules, WorkRows, is_class, WS_ROWS, P_N_SENS, P_N_SEEN,
+from ._rules cimport (Buffers, Node, Rules, WorkRows, is_class, WS_ROWS, P_N_SENS, P_N_SEEN,
                       P_ENT_ROW, OBJ_NCP)
 from .ncp cimport ncp_words
 from .split cimport RuleArrays, column_stats, split_node, make_class, workspace_width
@@ -118,6 +118,7 @@ cdef int _run_subtree(const Buffers* bufs, const Rules* rules, const i64* node, 
     """Finish one subtree depth-first; -1 when memory runs out."""
     cdef Py_ssize_t d = rules.qi.d, cap = 64, top = 1, nd = d if d > 0 else 1
     cdef i64 s, e, depth, buf, n_left, mid
+    cdef Node at
     cdef Work w
     # Explicit stack: each entry is a node (s, e, depth, buf) and its bounds.
     cdef i64* st = <i64*>malloc(cap * 4 * sizeof(i64))
@@ -139,13 +140,13 @@ cdef int _run_subtree(const Buffers* bufs, const Rules* rules, const i64* node, 
         top -= 1
         s, e, depth, buf = st[4 * top], st[4 * top + 1], st[4 * top + 2], st[4 * top + 3]
         stats = st_stats + 3 * d * top
+        at.s, at.e, at.depth, at.buf = s, e, depth, buf
+        at.lo, at.hi, at.miss = stats, stats + d, stats + 2 * d
         if is_class(e - s, depth, rules):
             # Most nodes near the leaves: skip the split call.
-            make_class(bufs, s, e, buf, class_start, rules, stats, stats + d, stats + 2 * d)
+            make_class(bufs, &at, class_start, rules)
             continue
-        n_left = split_node(bufs, s, e, depth, buf, stats, stats + d, stats + 2 * d,
-                            child, child + 2 * d, child + 4 * d, rules, class_start, w.spans,
-                            &w.rows)
+        n_left = split_node(bufs, &at, child, rules, class_start, w.spans, &w.rows)
         if n_left == 0:
             continue
         if top + 2 > cap:
@@ -236,13 +237,14 @@ cdef int _split_one(const Buffers* bufs, const Rules* rules, const Frontier* fr,
                     i64* child, i64* lefts, unsigned char* class_start) noexcept nogil:
     cdef Py_ssize_t d = rules.qi.d
     cdef Work w
+    cdef Node nd
     if not _alloc_work(&w, rules, bufs):
         _free_work(&w)
         return -1
-    lefts[i] = split_node(bufs, fr.node[4 * i], fr.node[4 * i + 1], fr.node[4 * i + 2],
-                          fr.node[4 * i + 3], fr.lo + i * d, fr.hi + i * d, fr.miss + i * d,
-                          child, child + 2 * d, child + 4 * d, rules, class_start, w.spans,
-                          &w.rows)
+    nd.s, nd.e, nd.depth, nd.buf = (fr.node[4 * i], fr.node[4 * i + 1], fr.node[4 * i + 2],
+                                    fr.node[4 * i + 3])
+    nd.lo, nd.hi, nd.miss = fr.lo + i * d, fr.hi + i * d, fr.miss + i * d
+    lefts[i] = split_node(bufs, &nd, child, rules, class_start, w.spans, &w.rows)
     _free_work(&w)
     return 0
 

@@ -198,7 +198,4 @@ def _route(keys, tree: CutTree, positions, out_leaf, out_partition,
            partition_of_leaf) -> None:
     use_tie = positions is not None and tree.has_ties
     pos = np.ascontiguousarray(positions, dtype=np.int64) if use_tie else np.zeros(1, np.int64)
-    _route_rows(keys, *(np.ascontiguousarray(a, dtype=np.int64)
-                        for a in (tree.qi, tree.t, tree.eq, tree.tie_before, tree.rank_off,
-                                  tree.ranks, tree.left, tree.right, tree.leaf)),
-                pos, use_tie, out_leaf, out_partition, partition_of_leaf)
+    _route_rows(keys, tree, pos, use_tie, out_leaf, out_partition, partition_of_leaf)

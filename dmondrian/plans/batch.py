@@ -352,11 +352,8 @@ def place_batch(plan, df: pd.DataFrame, positions=None, full=()) -> Placed:
             return unseen
         flags = _any_unseen([m for m, _ in unseen.values()])
         outside = np.zeros(b - a, dtype=np.uint8)
-        steps, eq, tie_before, ranks, height, narrow, rbit, conv, rec, slot, scale = tables
-        place_compiled(keys, steps, eq, tie_before, ranks, height,
-                       pos[a:b] if use_tie else pos, use_tie,
-                       _NO_UNSEEN if flags is None else flags.view(np.uint8), rec, slot, scale,
-                       narrow, rbit, conv, node[a:b], outside)
+        place_compiled(keys, tables, pos[a:b] if use_tie else pos, use_tie,
+                       _NO_UNSEEN if flags is None else flags.view(np.uint8), node[a:b], outside)
         rows = np.flatnonzero(outside)
         return a + rows, keys[:, rows], {j: m[rows] for j, (m, _) in unseen.items()}, unseen
 

@@ -58,7 +58,7 @@ def _domain(df):
 
 def _kernel_cut(keys, j, n, lo, hi, miss, rules, ws):
     """The kernel's ``find_cut`` on rows ``[0, n)``: ``(n_left, t, eq, need, rank)``."""
-    n_left, t, eq, need, ranked = find_cut_py(keys, j, 0, n, lo, hi, miss, rules, ws,
+    n_left, t, eq, need, ranked = find_cut_py(keys, j, 0, n, (lo, hi, miss), rules, ws,
                                               np.empty(n, dtype=np.int64))
     return n_left, t, eq, need, ws[K.WS_RANK, :rules.cards[j] if ranked else 0].copy()
 
@@ -78,7 +78,7 @@ def test_summary_decisions_equal_kernel_decisions(df, min_size, relaxed):
     ws = workspace(rules.cards, (rules.ip, rules.fp, rules.q))
     for j, e in enumerate(encoded):
         lo, hi, miss = column_stats_py(keys, j, 0, n, e.kernel_kind, e.card)
-        expected = node_span_py(keys, j, 0, n, lo, hi, miss, rules, ws)
+        expected = node_span_py(keys, j, 0, n, (lo, hi, miss), rules, ws)
         assert spans[j] == expected, (j, spans[j], expected)
         if expected <= 0:
             continue

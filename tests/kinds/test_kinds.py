@@ -244,7 +244,7 @@ def test_region_span_is_the_kernels_node_span(df):
     ws = workspace(rules.cards, (rules.ip, rules.fp, rules.q))
     for j, e in enumerate(encoded):
         lo, hi, miss = column_stats_py(keys, j, 0, n, e.kernel_kind, e.card)
-        expected = node_span_py(keys, j, 0, n, lo, hi, miss, rules, ws)
+        expected = node_span_py(keys, j, 0, n, (lo, hi, miss), rules, ws)
         row = keys[j]
         hist = np.bincount(row, minlength=e.card) if e.spec is NOMINAL else None
         present = row[row != MISSING_KEY]
