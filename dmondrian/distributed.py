@@ -191,7 +191,7 @@ def anonymize(ddf, quasi_identifiers, k, **options):
         lazy = (anonymize_keys(source, top, method, output_meta(source._meta, top),
                                lazy_meta(source._meta, top)) if top.exchange == "keys"
                 else anonymize_counting(source, top, method))
-        return as_release(lazy, top, _release_writer(ddf, top, method))
+        return as_release(lazy, top, _release_writer(ddf, top, method), ddf)
     if shuffle_method is None and options["client"] is not None:
         shuffle_method = distributed_shuffle_method()
     return apply_plan(ddf, top, shuffle_method)
@@ -356,14 +356,14 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
         check_counted(top)  # the lazy result cannot start again on a count's verdict
         return as_release(anonymize_keys(ddf, top, shuffle_method, output_meta(ddf._meta, top),
                                          lazy_meta(ddf._meta, top)), top,
-                          _release_writer(ddf, top, shuffle_method))
+                          _release_writer(ddf, top, shuffle_method), ddf)
     shuffled, plan_d = route_and_shuffle(ddf, top, shuffle_method)
     # The tasks get the small meta; the collection declares 32-bit label codes.
     return as_release(shuffled.map_partitions(anonymize_output_partition, plan_d,
                                               output_meta(ddf._meta, top),
                                               meta=lazy_meta(ddf._meta, top),
                                               clear_divisions=True), top,
-                      _release_writer(ddf, top, shuffle_method))
+                      _release_writer(ddf, top, shuffle_method), ddf)
 
 
 @takes_options(ANONYMIZE, DASK_PLAN, WRITE)
@@ -406,12 +406,13 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     storage_options = options.pop("storage_options")
     # Before any pass: a name Parquet cannot store would only fail at the end.
     added = [] if options["class_column"] is None else [options["class_column"]]
-    check_column_names([*ddf.columns, *added], ddf._meta.index.name
-                       if (write_options or {}).get("write_index", False) else None)
+    index_asked = bool((write_options or {}).get("write_index", False))
+    check_column_names([*ddf.columns, *added], ddf._meta.index.name if index_asked else None)
 
     sinks = []
     with staged_folder(path, storage_options) as staged:
         def build(top):
+            refuse_written_index(ddf, top.options.allow_unique, index_asked)
             sinks.append(release_sink(ddf, top, staged, write_options, storage_options))
             return write_parquet(ddf, top, sinks[-1], distributed_shuffle_method())
 

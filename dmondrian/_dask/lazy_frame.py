@@ -56,16 +56,24 @@ class AnonymizedFrame(dd.DataFrame):
     writer : callable, optional
         ``writer(path, write_options, storage_options)``: the writers' graph
         of this release (a dask collection or a list of delayed writes).
+    row_seed : int, optional
+        The seed of each file's row order (:mod:`dmondrian.row_order`).
+    index_check : callable, optional
+        ``index_check(asked)``, called by ``to_parquet`` before anything is
+        written: refuses an index asked to be written
+        (:func:`~dmondrian._dask.written_check.refuse_written_index` on the
+        input the release comes from, whose index the release keeps).
     """
 
     def __init__(self, expr, label_columns=(), dictionary_columns=(), writer=None,
-                 row_seed=None):
+                 row_seed=None, index_check=None):
         super().__init__(expr)
         # dask's __setattr__ assigns columns: these are plain attributes.
         object.__setattr__(self, "_label_columns", tuple(label_columns))
         object.__setattr__(self, "_dictionary_columns", tuple(dictionary_columns))
         object.__setattr__(self, "_writer", writer)
         object.__setattr__(self, "_row_seed", row_seed)
+        object.__setattr__(self, "_index_check", index_check)
 
     def to_parquet(self, path, **kwargs):
         """Write the release as a Parquet dataset, as ``anonymize_to_parquet`` writes it.
@@ -96,7 +104,16 @@ class AnonymizedFrame(dd.DataFrame):
         staging folder beside ``path`` and moved there once every write has
         finished (:mod:`dmondrian.staging`); with ``compute=False`` they are
         written to ``path`` directly by the caller's computation.
+
+        Raises
+        ------
+        dmondrian.errors.IdentifyingColumnError
+            When ``write_index`` asks for an index that numbers the rows or
+            singles them out, unless ``allow_unique`` named it
+            (:mod:`dmondrian.identifiers`); before anything is written.
         """
+        if self._index_check is not None:
+            self._index_check(kwargs.get("write_index", False))
         if self._writer is None or any(kwargs.get(key, default) != default
                                        for key, default in DASK_ONLY.items()):
             return self._dask_to_parquet(path, **kwargs)
@@ -145,11 +162,17 @@ def _written(parts) -> None:
     """Nothing: the task that waits for every write."""
 
 
-def as_release(frame, top, writer=None) -> AnonymizedFrame:
+def as_release(frame, top, writer=None, source=None) -> AnonymizedFrame:
     """``frame``, the lazy release of plan ``top``, as an :class:`AnonymizedFrame`
-    (``writer``: its writers' graph, see :class:`AnonymizedFrame`)."""
+    (``writer``: its writers' graph, see :class:`AnonymizedFrame`; ``source``: the
+    input, whose index an asked ``to_parquet(write_index=True)`` judges)."""
+    from functools import partial
+
     from ..row_order import row_order_seed
     from .leaves import class_columns, label_columns
+    from .written_check import refuse_written_index
 
+    check = (None if source is None
+             else partial(refuse_written_index, source, top.options.allow_unique))
     return AnonymizedFrame(frame.expr, label_columns(top), class_columns(top), writer,
-                           row_order_seed(top.options.random_state))
+                           row_order_seed(top.options.random_state), check)

@@ -204,7 +204,7 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
     _refuse_empty(counted)
     frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary), counted,
                              cluster_client, threads)
-    return _as_release(frame, plan)
+    return _as_release(frame, plan, ddf)
 
 
 def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_options=None,
@@ -475,7 +475,7 @@ def _publish_placing_again(ddf, plan_d, classes, threads, meta):
     return ddf.map_partitions(_publish, plan_d, classes, None, threads, meta=meta)
 
 
-def _as_release(frame, plan):
+def _as_release(frame, plan, source):
     """``frame``, the plan's lazy release, as an
     :class:`~dmondrian._dask.lazy_frame.AnonymizedFrame` whose ``to_parquet`` writes
     every partition with a :class:`~dmondrian._dask.parquet_sink.ParquetSink`, on the
@@ -485,12 +485,16 @@ def _as_release(frame, plan):
     min/max statistics (Arrow's statistics of a dictionary column cost more than
     the rest of its write, and a label's bounds as text prune no range query),
     dictionaries for the labels and the class ids only, each file's rows shuffled
-    (an Arrow take), no index unless asked.
+    (an Arrow take), no index unless asked, and then judged on ``source``, the input
+    (:func:`~dmondrian._dask.written_check.refuse_written_index`).
     """
+    from functools import partial
+
     from dask import delayed
 
     from .._dask.lazy_frame import AnonymizedFrame
     from .._dask.parquet_sink import ParquetSink
+    from .._dask.written_check import refuse_written_index
 
     meta = frame._meta
     labels, dictionary = _written_columns(meta, plan)
@@ -502,7 +506,8 @@ def _as_release(frame, plan):
         task = delayed(_write_partition, pure=True)
         return [task(sink, p, i) for i, p in enumerate(parts)]
 
-    return AnonymizedFrame(frame.expr, labels, dictionary, write)
+    return AnonymizedFrame(frame.expr, labels, dictionary, write, index_check=partial(
+        refuse_written_index, source, plan.options["allow_unique"] or ()))
 
 
 def _written_columns(meta: pd.DataFrame, plan) -> tuple[list, list]:
