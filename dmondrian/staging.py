@@ -26,9 +26,12 @@ that is not ours (no staging folder claims it) is never removed without
 
 The library's Parquet writers (:func:`dmondrian.distributed.anonymize_to_parquet`,
 the lazy release's ``to_parquet`` when it computes, and a fitted plan's
-``transform_to_parquet``) stage their files the same way and publish them
-with ``commit(manifest=False)``: they write no manifest, and they write
-into a folder that exists already (``merge``), as they always did.
+``transform_to_parquet``) stage their files the same way
+(:func:`staged_folder`). By default they write no manifest and publish
+with ``commit(manifest=False)``, into a folder that exists already
+(``merge``), as they always did; asked for one (``manifest=True``) they
+commit as the command line does, the manifest last, and refuse an OUTPUT
+that exists.
 
 Concurrent runs for one OUTPUT: on a local filesystem each run holds an
 exclusive lock (``fcntl.flock``) on a file in its staging folder while it
@@ -51,7 +54,8 @@ from collections.abc import Iterator
 
 from .io import SUCCESS_MARKER, OutputError, _check_output, _is_local, _one_line, copy_objects
 
-__all__ = ["Stage", "staged_release", "staged_folder", "STAGING_TAG", "checkpoint"]
+__all__ = ["Stage", "staged_release", "staged_folder", "StagedFolder", "STAGING_TAG",
+           "checkpoint", "commit_with_manifest", "stage_written_manifest"]
 
 #: What a staging folder's name holds after ``.NAME``.
 STAGING_TAG = ".dmondrian-staging-"
@@ -196,7 +200,7 @@ class Stage:
     def commit(self, manifest: bool = True) -> None:
         """Publish the staged data, then its staged manifest, then remove the staging.
 
-        ``manifest=False`` (the library's writers, which write none) publishes
+        ``manifest=False`` (the library's writers, unless asked for one) publishes
         the data alone; with ``merge``, into a folder that exists already,
         file by file.
 
@@ -328,13 +332,43 @@ def staged_release(url: str, *, overwrite: bool = False, directory: bool = False
         stage.close(remove=True)
 
 
-@contextlib.contextmanager
-def staged_folder(path, storage_options=None) -> Iterator[str]:
-    """For the library's Parquet writers: the URL to write a dataset folder to, published
-    at ``path`` (into the folder there, if any) when the block ends without error.
+class StagedFolder:
+    """What a library writer writes into (:func:`staged_folder`).
 
-    A ``path`` inside a staging folder already (the command line's, which
-    publishes it with its manifest) is written as it is: staged once, not twice.
+    Attributes
+    ----------
+    url : str
+        Where to write the dataset folder (staged, or as given).
+    manifest : dict or None
+        The keywords of :func:`dmondrian.manifest.write_manifest` the writer
+        fills in (:meth:`describe`), when it was asked for a manifest; else None.
+    """
+
+    def __init__(self, url: str, manifest: bool):
+        self.url = url
+        self.manifest = {} if manifest else None
+
+    def describe(self, **fields) -> None:
+        """Record what the manifest says of the release (``parameters``, ``input_rows``,
+        ``extra``, ...: :func:`dmondrian.manifest.write_manifest`'s keywords); nothing
+        without a manifest."""
+        if self.manifest is not None:
+            self.manifest.update(fields)
+
+
+@contextlib.contextmanager
+def staged_folder(path, storage_options=None, manifest: bool = False
+                  ) -> Iterator[StagedFolder]:
+    """For the library's Parquet writers: where to write a dataset folder, published at
+    ``path`` when the block ends without error.
+
+    Without ``manifest``, into the folder there, if any. With it, as the
+    command line publishes: ``path`` must not exist (a dead run's leftovers
+    are cleared, :meth:`Stage.open`), and the manifest of what the writer
+    described (:meth:`StagedFolder.describe`) is written over the staged
+    files and published last. A ``path`` inside a staging folder already (the command
+    line's, which publishes it with its manifest) is written as it is:
+    staged once, not twice.
 
     Parameters
     ----------
@@ -342,15 +376,51 @@ def staged_folder(path, storage_options=None) -> Iterator[str]:
         The dataset folder.
     storage_options : dict, optional
         Keywords for its fsspec filesystem.
+    manifest : bool
+        Publish ``path.manifest.json`` with the data.
+
+    Raises
+    ------
+    dmondrian.io.OutputError
+        With ``manifest``, when ``path`` exists (before anything is written).
     """
     text = os.fspath(path)
     if any(part.startswith(".") and STAGING_TAG in part for part in text.split("/")):
-        yield text
+        yield StagedFolder(text, False)
         return
-    with staged_release(text, directory=True, merge=True,
+    with staged_release(text, directory=True, merge=not manifest,
                         storage_options=storage_options) as stage:
-        yield stage.data_url
-        stage.commit(manifest=False)
+        staged = StagedFolder(stage.data_url, manifest)
+        yield staged
+        if staged.manifest is None:
+            stage.commit(manifest=False)
+            return
+        commit_with_manifest(stage, staged.manifest)
+
+
+def commit_with_manifest(stage: Stage, fields: dict) -> None:
+    """Seal ``stage``'s written data, stage its manifest (``fields``:
+    :func:`stage_written_manifest`'s) and commit: the data, then the manifest last."""
+    stage.seal()
+    stage_written_manifest(stage, fields)
+    stage.commit()
+
+
+def stage_written_manifest(stage: Stage, fields: dict) -> dict:
+    """Stage the manifest of ``stage``'s written data (``fields``: the keywords of
+    :func:`dmondrian.manifest.write_manifest` besides ``output``), hashing the staged
+    files; return it. ``stage.commit()`` publishes it last."""
+    import tempfile
+
+    from .manifest import write_manifest
+
+    # write_manifest writes a local file: build it in a temporary folder, then stage it.
+    with tempfile.TemporaryDirectory() as folder:
+        manifest = write_manifest(path=os.path.join(folder, "manifest.json"),
+                                  output=stage.data_url, published=stage.url,
+                                  **{"parameters": {}, **fields})
+    stage.stage_manifest(manifest)
+    return manifest
 
 
 def _try_lock(path: str):

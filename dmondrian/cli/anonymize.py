@@ -11,7 +11,6 @@ command runs again without ``--overwrite``.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -565,9 +564,7 @@ def _released_entities(job: Job, released, original):
 def _stage_manifest(job: Job, engine: str, outcome: Outcome, stage) -> None:
     """Stage ``OUTPUT.manifest.json`` (parameters, report, the staged files' hashes), to
     be published beside the release by ``stage.commit()``."""
-    import tempfile
-
-    from ..manifest import write_manifest
+    from ..staging import stage_written_manifest
 
     extra = {"command": "dmondrian anonymize", "input": job.src, "input_format": job.in_fmt,
              "output_format": job.out_fmt, "engine": engine, "classes": outcome.classes,
@@ -577,14 +574,10 @@ def _stage_manifest(job: Job, engine: str, outcome: Outcome, stage) -> None:
         extra["plan"] = {"path": job.args.plan or job.args.save_plan,
                          "sha256": job.plan_sha256,
                          "use": "applied" if job.args.plan else "fitted and saved"}
-    # write_manifest writes a local file: build it in a temporary folder, then stage it.
-    with tempfile.TemporaryDirectory() as folder:
-        manifest = write_manifest(
-            path=os.path.join(folder, "manifest.json"), output=job.target, published=job.dst,
-            parameters=_parameters(job), input_rows=outcome.input_rows,
-            output_rows=outcome.rows, report=outcome.report, extra=extra,
-            risks={"identifying_columns": job.identifying}, column_types=job.column_types)
-    stage.stage_manifest(manifest)
+    stage_written_manifest(stage, dict(
+        parameters=_parameters(job), input_rows=outcome.input_rows, output_rows=outcome.rows,
+        report=outcome.report, extra=extra, risks={"identifying_columns": job.identifying},
+        column_types=job.column_types))
 
 
 def _print_done(job: Job, engine: str, outcome: Outcome) -> None:

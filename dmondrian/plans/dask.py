@@ -208,7 +208,7 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
 
 
 def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_options=None,
-                         storage_options=None, random_state=None) -> int:
+                         storage_options=None, random_state=None, manifest=False) -> int:
     """Release a dask DataFrame through a fitted plan and write it as a Parquet dataset.
 
     The release is :func:`transform_dask`'s, written as its ``to_parquet``
@@ -238,6 +238,13 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
         Keywords for the fsspec filesystem of ``path``.
     random_state : None, int or numpy.random.Generator
         Seed of each file's row order (:mod:`dmondrian.row_order`; None: fresh).
+    manifest : bool, default False
+        Publish ``path.manifest.json`` with the files, as the command line does
+        (``path`` must not exist). False by default, as
+        :func:`dmondrian.distributed.anonymize_to_parquet`'s: this writer writes
+        into a folder the caller may own already, and a release's metrics need
+        a pass of their own, which it does not make
+        (:func:`dmondrian.manifest.writer_fields`).
 
     Returns
     -------
@@ -265,7 +272,7 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
     placer = _Placer(plan)
     # The files are written into a hidden staging folder beside ``path`` and moved
     # there once every check has passed (dmondrian.staging).
-    with staged_folder(path, storage_options) as staged:
+    with staged_folder(path, storage_options, manifest) as staged:
         cluster_client, owned = resolve_client(client)
         try:
             _check_partitions(ddf, cluster_client)
@@ -280,7 +287,7 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
             frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary),
                                      counted, cluster_client, threads)
             labels, dictionary = _written_columns(frame._meta, plan)
-            sink = ParquetSink.create(staged, frame._meta, labels, write_options,
+            sink = ParquetSink.create(staged.url, frame._meta, labels, write_options,
                                       storage_options, dictionary_columns=dictionary,
                                       random_state=random_state)
             check = WrittenCheck(checked) if checked else None
@@ -303,9 +310,23 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
                 except BaseException:
                     sink.remove(len(parts))
                     raise
+            staged.describe(**_manifest_fields(plan, n_rows, written, random_state,
+                                               (write_options or {}).get("write_index")))
         finally:
             release_client(owned)
     return written
+
+
+def _manifest_fields(plan, input_rows, output_rows, random_state, index_written) -> dict:
+    """What the manifest of a plan's release says (:func:`dmondrian.manifest.writer_fields`):
+    the plan's k, QIs and options, the release's seed."""
+    from ..manifest import writer_fields
+
+    parameters = {"k": plan.k, "quasi_identifiers": list(plan.qis), **plan.options,
+                  "random_state": random_state, "plan": "applied"}
+    return writer_fields("plans.transform_to_parquet", parameters, input_rows=input_rows,
+                         output_rows=output_rows, random_state=random_state,
+                         index_written=bool(index_written))
 
 
 def _prepared(plan, ddf):
@@ -507,7 +528,9 @@ def _as_release(frame, plan, source):
         return [task(sink, p, i) for i, p in enumerate(parts)]
 
     return AnonymizedFrame(frame.expr, labels, dictionary, write, index_check=partial(
-        refuse_written_index, source, plan.options["allow_unique"] or ()))
+        refuse_written_index, source, plan.options["allow_unique"] or ()),
+        manifest_fields=lambda index_written: _manifest_fields(plan, None, None, None,
+                                                               index_written))
 
 
 def _written_columns(meta: pd.DataFrame, plan) -> tuple[list, list]:
