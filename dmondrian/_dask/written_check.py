@@ -9,7 +9,7 @@ columns the sketches leave unsure, :mod:`dmondrian._dask.unique_count`); a
 column that singles out rows then raises
 :class:`~dmondrian.errors.IdentifyingColumnError`, after the files written
 are removed (:func:`finish_written`'s ``undo``), and before the command
-line publishes its temporary output (:func:`dmondrian.io.atomic_output`).
+line publishes its staged output (:mod:`dmondrian.staging`).
 See docs/design.md, section "Step 1: the domain pass".
 """
 
