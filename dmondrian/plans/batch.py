@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._dask import routing
 from .._dask.routing import route
 from .._kernel import max_threads
 from .._kernel.constants import INT_MIN, KIND_FLOAT, KIND_INT, KIND_NOMINAL, MISSING_KEY
@@ -452,7 +453,7 @@ class Placing:
     def place(self, df: pd.DataFrame, positions=None) -> Placed:
         """Where every row of a pandas table lands (:func:`place_batch`)."""
         if positions is None and self.tree.cuts.has_ties:
-            positions = np.arange(len(df), dtype=np.int64)
+            positions = routing.row_positions(0, len(df), first=0)
         return place_batch(self, df, positions, full=summed_qis(self))
 
     def sensitive_codes(self, df: pd.DataFrame):

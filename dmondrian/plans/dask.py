@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from .._compat import from_delayed_named, scheduler_workers
+from .._dask import routing
 from .._dask.cluster import cores_per_worker, lasting_client, resolve_client, run
 from .._dask.cluster import release as release_client
 from .._dask.graph import column_partitions, constant, partitions, tree_reduce
@@ -113,7 +114,7 @@ def node_dtype(n_nodes: int) -> np.dtype:
 def _count(df: pd.DataFrame, plan, offset, threads=None, keep=False):
     """A partition's summary, and (``keep``) the node of each of its rows as a Series of
     :func:`node_dtype` (None otherwise)."""
-    positions = None if offset is None else offset + np.arange(len(df), dtype=np.int64)
+    positions = None if offset is None else routing.row_positions(0, len(df), first=offset)
     # A worker's share of its host's cores: its tasks run side by side with others'.
     with thread_limit(threads):
         placed = plan.place(df, positions)
@@ -126,7 +127,7 @@ def _count(df: pd.DataFrame, plan, offset, threads=None, keep=False):
 
 
 def _publish(df: pd.DataFrame, plan, release, offset=None, threads=None) -> pd.DataFrame:
-    positions = None if offset is None else offset + np.arange(len(df), dtype=np.int64)
+    positions = None if offset is None else routing.row_positions(0, len(df), first=offset)
     with thread_limit(threads):
         placed = plan.place(df, positions)
         entity = plan.options.get("entity")
