@@ -48,7 +48,7 @@ from ._dask.shuffle import check_counted, distributed_shuffle_method, route_and_
 from ._dask.shuffle_sizes import shuffle_sizes
 from ._dask.top_phase import cut_regions
 from ._dask.watchdog import check_stall_timeout, stall_timeout
-from ._dask.write_job import anonymize_and_write, csv_release
+from ._dask.write_job import anonymize_and_write, csv_release, release_counts, written_report
 from ._dask.written_check import checked_now_or_later, refuse_written_index
 from .evaluation.manifest import option_parameters, writer_fields
 from .io.parquet_sink import check_column_names
@@ -383,10 +383,11 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, _measure=None, **op
         Keywords for the fsspec filesystem of ``path``.
     manifest : bool, default False
         Publish ``path.manifest.json`` with the files, as the command line does
-        (:func:`dmondrian.io.staging.staged_folder`: ``path`` must not exist).
-        False by default: this writer writes into a folder the caller may own
-        already, and a release's metrics need a pass of their own, which it
-        does not make (:func:`dmondrian.evaluation.manifest.writer_fields`).
+        (:func:`dmondrian.io.staging.staged_folder`: ``path`` must not exist),
+        its metrics counted by the write tasks when every QI is published as
+        labels (``generalization="range"``; else not measured:
+        :func:`dmondrian.evaluation.manifest.writer_fields`). False by default:
+        this writer writes into a folder the caller may own already.
 
     Returns
     -------
@@ -409,9 +410,11 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, _measure=None, **op
     check_column_names([*ddf.columns, *added], ddf._meta.index.name if index_asked else None)
 
     sinks = []
-    with staged_folder(path, storage_options, options.pop("manifest")) as staged:
+    manifest = options.pop("manifest")
+    with staged_folder(path, storage_options, manifest) as staged:
         def build(top):
-            top.measure = _measure  # a ReleaseCounts: the write tasks count for the report
+            # A ReleaseCounts: the write tasks count for the report (the CLI's, the manifest's).
+            top.measure = release_counts(top, manifest, _measure)
             refuse_written_index(ddf, top.options.allow_unique, index_asked)
             sinks.append(release_sink(ddf, top, staged.url, write_options, storage_options))
             return write_parquet(ddf, top, sinks[-1], distributed_shuffle_method())
@@ -424,7 +427,8 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, _measure=None, **op
         staged.describe(**writer_fields(
             "distributed.anonymize_to_parquet", option_parameters(top.options),
             input_rows=top.domain.n_rows, random_state=options["random_state"],
-            index_written=index_asked))
+            index_written=index_asked,
+            report=written_report(top, ddf, options["noise"]) if manifest else None))
     return top
 
 

@@ -22,7 +22,7 @@ from .unique_count import unique_rows
 from .watchdog import check_stall_timeout, stall_timeout
 from .written_check import finish_written
 
-__all__ = ["anonymize_and_write", "csv_release"]
+__all__ = ["anonymize_and_write", "csv_release", "release_counts", "written_report"]
 
 
 def anonymize_and_write(plan, ddf, quasi_identifiers, k, build, *, label, defer_counts=False,
@@ -71,6 +71,37 @@ def anonymize_and_write(plan, ddf, quasi_identifiers, k, build, *, label, defer_
         return top
     finally:
         release(owned)
+
+
+def release_counts(top: TopPlan, manifest: bool, measure=None):
+    """What the write tasks of a Parquet writer count for a report: ``measure`` (the
+    command line's) when given; with a ``manifest`` asked, an empty
+    :class:`~dmondrian.metrics.accumulator.ReleaseCounts` when every QI is published
+    as labels (QIs published as numbers need the originals of every class); else None."""
+    if measure is not None or not manifest or top.options.generalization != "range":
+        return measure
+    from ..metrics.accumulator import ReleaseCounts
+
+    return ReleaseCounts(list(top.options.qis), top.options.sensitive)
+
+
+def written_report(top: TopPlan, ddf, noise=None):
+    """The report of the release ``top`` wrote, from the counts its write tasks took
+    (``top.measured``), as the command line's manifest on Dask builds it; None when
+    none were taken, or when a QI's domain needs the table read again
+    (:func:`~dmondrian._dask.global_domain.ncp_domains`). ``ddf``: the input, for the
+    sensitive column's type; ``noise``: the run's option."""
+    from ..evaluation.reporting import counted_report
+    from .global_domain import ncp_domains
+
+    counts = top.measured
+    domains = None if counts is None else ncp_domains(top.domain, top.encodings)
+    if domains is None:
+        return None
+    meta = None if counts.sensitive is None else ddf._meta[counts.sensitive]
+    return counted_report(counts, counts.quasi_identifiers, domains, top.domain.n_rows,
+                          k=top.options.k, sensitive_meta=meta,
+                          identifying_columns=top.identifying, noise=noise)
 
 
 @contextlib.contextmanager

@@ -62,7 +62,7 @@ from ..privacy.noise import noise_summary
 
 __all__ = ["write_manifest", "read_manifest", "check_manifest", "manifest_path", "FORMAT",
            "WITHHELD", "withhold_seeds", "withhold_exact", "writer_fields", "NOT_MEASURED",
-           "option_parameters"]
+           "COUNTED", "option_parameters"]
 
 #: What a manifest records in place of a seed's value.
 WITHHELD = "withheld"
@@ -248,17 +248,21 @@ def _parquet_rows(output) -> int | None:
 #: What a library writer's manifest says in place of the metrics it does not measure.
 NOT_MEASURED = ("not measured by this writer: dmondrian.metrics.report on the release, or "
                 "the command line's manifest, gives them")
+#: What it says when its write tasks counted the release for the report.
+COUNTED = "counted by the write tasks, as the command line's manifest on Dask"
 
 
 def writer_fields(writer: str, parameters: Mapping, *, input_rows=None, output_rows=None,
-                  random_state=None, index_written: bool = False) -> dict:
+                  random_state=None, index_written: bool = False, report=None) -> dict:
     """The :func:`write_manifest` keywords of a release a library writer wrote.
 
     The writer's parameters, row counts, the files (hashed by
     :func:`write_manifest`) and the row order, as the command line records
-    them. Not the metrics (achieved k, l, t, loss, risk): the command line
-    measures them in a pass of its own over the release, which a writer does
-    not make; ``extra.metrics`` says so.
+    them. The metrics (achieved k, l, t, loss, risk) only when the writer
+    has its ``report`` (the counts its write tasks took, as the command
+    line's on Dask: :func:`dmondrian._dask.write_job.written_report`);
+    otherwise they need a pass of their own over the release, which a writer
+    does not make, and ``extra.metrics`` says so.
 
     Examples
     --------
@@ -270,8 +274,9 @@ def writer_fields(writer: str, parameters: Mapping, *, input_rows=None, output_r
 
     order = {**row_order_record(random_state), "index_written": bool(index_written)}
     return {"parameters": dict(parameters), "input_rows": input_rows, "output_rows": output_rows,
+            "report": report,
             "extra": {"writer": f"dmondrian.{writer}", "row_order": order,
-                      "metrics": NOT_MEASURED}}
+                      "metrics": NOT_MEASURED if report is None else COUNTED}}
 
 
 def option_parameters(opts) -> dict:
