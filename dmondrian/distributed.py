@@ -26,12 +26,10 @@ algorithm step by step, its guarantees, sizes and limits.
 from __future__ import annotations
 
 import time
-import warnings
 
 import numpy as np
-import pandas as pd
 
-from ._dask.cluster import cores_per_worker, lasting_client, release, resolve_client, run, session
+from ._dask.cluster import cores_per_worker, lasting_client, release, resolve_client, session
 from ._dask.columns import read_columns
 from ._dask.counting_write import anonymize_counting, cuts_certain
 from ._dask.domain_pass import run_domain_pass
@@ -42,22 +40,21 @@ from ._dask.exchange import anonymize_keys, check_exchange, choose_exchange, shi
 from ._dask.leaves import anonymize_output_partition, lazy_meta, output_meta
 from ._dask.options import SAMPLE_ROWS, DaskOptions, check_dask_options, default_leaf_rows
 from ._dask.parquet_release import release_sink, write_parquet
-from ._dask.plan import Recount, TopPlan, pack_output_partitions, partition_of_leaves
+from ._dask.plan import TopPlan, pack_output_partitions, partition_of_leaves
 from ._dask.planner import PlanConfig
 from ._dask.sensitive_pass import keep_diverse_cuts, leaf_histograms, sensitive_domain
 from ._dask.shipped_keys import key_dtypes, qi_encodings
 from ._dask.shuffle import check_counted, distributed_shuffle_method, route_and_shuffle
 from ._dask.shuffle_sizes import shuffle_sizes
 from ._dask.top_phase import cut_regions
-from ._dask.unique_count import unique_rows
 from ._dask.watchdog import check_stall_timeout, stall_timeout
-from ._dask.written_check import checked_now_or_later, finish_written, refuse_written_index
-from .errors import IdentifyingColumnWarning
+from ._dask.write_job import anonymize_and_write, csv_release, release_counts, written_report
+from ._dask.written_check import checked_now_or_later, refuse_written_index
+from .evaluation.manifest import option_parameters, writer_fields
 from .io.parquet_sink import check_column_names
-from .io.staging import staged_folder
+from .io.staging import commit_with_manifest, staged_folder
 from .options import ANONYMIZE, DASK, DASK_PLAN, WRITE, takes_options
 from .partition.cut_tree import flatten, leaf_nodes
-from .privacy import suppression
 from .privacy.constraints import KAnonymity, refuse_empty
 from .release.identifiers import without_identifiers
 from .release.row_order import row_order_seed, shuffle_partition, takes_shuffle
@@ -191,7 +188,7 @@ def anonymize(ddf, quasi_identifiers, k, **options):
         lazy = (anonymize_keys(source, top, method, output_meta(source._meta, top),
                                lazy_meta(source._meta, top)) if top.exchange == "keys"
                 else anonymize_counting(source, top, method))
-        return as_release(lazy, top, _release_writer(ddf, top, method))
+        return as_release(lazy, top, _release_writer(ddf, top, method), ddf)
     if shuffle_method is None and options["client"] is not None:
         shuffle_method = distributed_shuffle_method()
     return apply_plan(ddf, top, shuffle_method)
@@ -319,12 +316,8 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
 
 
 def _release_writer(ddf, top: TopPlan, shuffle_method):
-    """What the lazy release's ``to_parquet`` runs: the writers' own graph, on its plan.
-
-    Each output partition is anonymized and written by one task, as
-    :func:`anonymize_to_parquet` does, instead of dask's read of the
-    anonymized partition in a task of its own.
-    """
+    """What the lazy release's ``to_parquet`` runs: :func:`anonymize_to_parquet`'s graph
+    (one task anonymizes and writes each output partition), on its plan."""
     def write(path, write_options, storage_options):
         return write_parquet(ddf, top, release_sink(ddf, top, path, write_options,
                                                       storage_options),
@@ -356,14 +349,14 @@ def apply_plan(ddf, top: TopPlan, shuffle_method=None):
         check_counted(top)  # the lazy result cannot start again on a count's verdict
         return as_release(anonymize_keys(ddf, top, shuffle_method, output_meta(ddf._meta, top),
                                          lazy_meta(ddf._meta, top)), top,
-                          _release_writer(ddf, top, shuffle_method))
+                          _release_writer(ddf, top, shuffle_method), ddf)
     shuffled, plan_d = route_and_shuffle(ddf, top, shuffle_method)
     # The tasks get the small meta; the collection declares 32-bit label codes.
     return as_release(shuffled.map_partitions(anonymize_output_partition, plan_d,
                                               output_meta(ddf._meta, top),
                                               meta=lazy_meta(ddf._meta, top),
                                               clear_divisions=True), top,
-                      _release_writer(ddf, top, shuffle_method))
+                      _release_writer(ddf, top, shuffle_method), ddf)
 
 
 @takes_options(ANONYMIZE, DASK_PLAN, WRITE)
@@ -388,6 +381,13 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, _measure=None, **op
         keywords for :func:`pyarrow.parquet.write_table` (``compression``, ...).
     storage_options : dict, optional
         Keywords for the fsspec filesystem of ``path``.
+    manifest : bool, default False
+        Publish ``path.manifest.json`` with the files, as the command line does
+        (:func:`dmondrian.io.staging.staged_folder`: ``path`` must not exist),
+        its metrics counted by the write tasks when every QI is published as
+        labels (``generalization="range"``; else not measured:
+        :func:`dmondrian.evaluation.manifest.writer_fields`). False by default:
+        this writer writes into a folder the caller may own already.
 
     Returns
     -------
@@ -406,21 +406,29 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, _measure=None, **op
     storage_options = options.pop("storage_options")
     # Before any pass: a name Parquet cannot store would only fail at the end.
     added = [] if options["class_column"] is None else [options["class_column"]]
-    check_column_names([*ddf.columns, *added], ddf._meta.index.name
-                       if (write_options or {}).get("write_index", False) else None)
+    index_asked = bool((write_options or {}).get("write_index", False))
+    check_column_names([*ddf.columns, *added], ddf._meta.index.name if index_asked else None)
 
     sinks = []
-    with staged_folder(path, storage_options) as staged:
+    manifest = options.pop("manifest")
+    with staged_folder(path, storage_options, manifest) as staged:
         def build(top):
-            top.measure = _measure  # a ReleaseCounts: the write tasks count for the report
-            sinks.append(release_sink(ddf, top, staged, write_options, storage_options))
+            # A ReleaseCounts: the write tasks count for the report (the CLI's, the manifest's).
+            top.measure = release_counts(top, manifest, _measure)
+            refuse_written_index(ddf, top.options.allow_unique, index_asked)
+            sinks.append(release_sink(ddf, top, staged.url, write_options, storage_options))
             return write_parquet(ddf, top, sinks[-1], distributed_shuffle_method())
 
         # The identifying check runs in the write tasks (the domain pass reads the QIs).
-        top = _anonymize_and_write(ddf, quasi_identifiers, k, build,
-                                   label=f"pass: shuffle, anonymize, write {path}",
-                                   defer_counts=True, check_in_write=True,
-                                   undo=lambda files: sinks[-1].remove(files), **options)
+        top = anonymize_and_write(plan, ddf, quasi_identifiers, k, build,
+                                  label=f"pass: shuffle, anonymize, write {path}",
+                                  defer_counts=True, check_in_write=True,
+                                  undo=lambda files: sinks[-1].remove(files), **options)
+        staged.describe(**writer_fields(
+            "distributed.anonymize_to_parquet", option_parameters(top.options),
+            input_rows=top.domain.n_rows, random_state=options["random_state"],
+            index_written=index_asked,
+            report=written_report(top, ddf, options["noise"]) if manifest else None))
     return top
 
 
@@ -430,7 +438,9 @@ def anonymize_to_csv(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
 
     ``write_options`` go to dask's ``to_csv`` (``index`` defaults to False, ``single_file``
     writes one file); ``shuffle_rows`` (default True) puts every partition's rows in an order
-    seeded by ``random_state``.
+    seeded by ``random_state``. ``manifest=True`` stages the release (one file, or the
+    folder of ``path``'s files) and publishes it with ``.manifest.json`` beside it
+    (:func:`dmondrian._dask.write_job.csv_release`), without the output's row count.
     """
     kw = {"index": False, **(options.pop("write_options") or {})}
     shuffle = takes_shuffle(kw)
@@ -438,62 +448,24 @@ def anonymize_to_csv(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
     if storage_options:
         kw["storage_options"] = storage_options
 
-    def build(top):
+    def build(top, target=path):
         refuse_written_index(ddf, top.options.allow_unique, kw["index"])
         release = apply_plan(ddf, top, distributed_shuffle_method())
         if shuffle:
             release = release.map_partitions(shuffle_partition,
                                              row_order_seed(top.options.random_state),
                                              meta=release._meta)
-        return release.to_csv(path, compute=False, **kw)
+        return release.to_csv(target, compute=False, **kw)
 
-    return _anonymize_and_write(ddf, quasi_identifiers, k, build,
-                                label=f"pass: shuffle, anonymize, write {path}", **options)
-
-
-def _anonymize_and_write(ddf, quasi_identifiers, k, build, *, label, defer_counts=False,
-                         check_in_write=False, undo=None, **options) -> TopPlan:
-    """Plan, then run ``build(top)``'s graph, on one cluster; recount if the verdict asks.
-    ``check_in_write``, ``undo``: :func:`~dmondrian._dask.written_check.finish_written`."""
-    timeout = check_stall_timeout(options["stall_timeout"])
-    c, owned = resolve_client(options.pop("client"))
-    progress = options["progress"]
-    try:
-        top = plan(ddf, quasi_identifiers, k, client=c, _defer_counts=defer_counts,
-                   _check_in_write=check_in_write, **options)
-        start = time.perf_counter()
-        try:
-            with stall_timeout(timeout):
-                result = run(c, build(top), progress, label)
-        except Recount:
-            # Rare: the sample misjudged a cut the output partitions cannot
-            # undo alone. Nothing was written; count in a pass of its own.
-            undone = time.perf_counter() - start
-            with warnings.catch_warnings():  # the first plan has warned already
-                warnings.simplefilter("ignore", IdentifyingColumnWarning)
-                top = plan(ddf, quasi_identifiers, k, client=c, _check_in_write=check_in_write,
-                           **options)
-            top.timings["first attempt (undone: a count disallowed a cut)"] = undone
-            start = time.perf_counter()
-            with stall_timeout(timeout):
-                result = run(c, build(top), progress, label)
-        top.timings["route, shuffle, anonymize, write"] = time.perf_counter() - start
-        if not top.counted:
-            verdict = result.pop()
-            top.leaf_counts, top.leaf_depths = verdict.counts, verdict.depth
-            top.counted, top.undone_cuts = True, verdict.undone
-            result = pd.concat(result)
-        elif isinstance(result, list) and result and all(
-                isinstance(r, pd.DataFrame) for r in result):
-            result = pd.concat(result)  # the keys path's writes, one per input partition
-        if isinstance(result, pd.DataFrame):
-            written, n = int(result["rows"].sum()), top.domain.n_rows
-            # Only suppressed="drop" may leave rows out, at most its budget.
-            fewest = n - suppression.most_dropped(n, top.options)
-            if not fewest <= written <= n:
-                raise RuntimeError(f"dmondrian: wrote {written} rows of {n}")
-            finish_written(result, top, undo, lambda cols: unique_rows(ddf, cols, c, progress))
-        return top
-    finally:
-        release(owned)
-
+    label = f"pass: shuffle, anonymize, write {path}"
+    if not options.pop("manifest"):
+        return anonymize_and_write(plan, ddf, quasi_identifiers, k, build, label=label,
+                                   **options)
+    with csv_release(path, kw.get("single_file", False), storage_options) as (stage, target):
+        top = anonymize_and_write(plan, ddf, quasi_identifiers, k,
+                                  lambda top: build(top, target), label=label, **options)
+        commit_with_manifest(stage, writer_fields(
+            "distributed.anonymize_to_csv", option_parameters(top.options),
+            input_rows=top.domain.n_rows, random_state=options["random_state"],
+            index_written=kw["index"]))
+    return top

@@ -31,6 +31,8 @@ __all__ = [
     "JobStalledError",
     "PlanFileError",
     "WorkersRestartedError",
+    "IOFailure",
+    "OutputError",
 ]
 
 
@@ -285,3 +287,15 @@ class WorkersRestartedError(JobStalledError):
             f"memory limit, so the job was stopped. Last seen before each restart: "
             f"{listed}. Give the workers more memory (or fewer threads each), or pass a "
             "smaller leaf_rows")
+
+
+class IOFailure(DMondrianError):
+    """Base class of the errors raised while reading or writing tables (:mod:`dmondrian.io`)."""
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        super().__init__(message)
+
+
+class OutputError(IOFailure, OSError):
+    """The output cannot be written (missing or read-only directory, already exists)."""

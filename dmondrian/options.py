@@ -368,6 +368,9 @@ DASK = DASK_PLAN | _group(
 WRITE = _group(
     Option("write_options", None, "keyword arguments for the file writer"),
     Option("storage_options", None, "fsspec storage options of the output URL"),
+    Option("manifest", False, "publish OUTPUT.manifest.json with the release, as the command "
+           "line does (the output must not exist); default False: see the writer's "
+           "docstring", (False, True)),
 )
 
 

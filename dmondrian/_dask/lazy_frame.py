@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dask.dataframe as dd
 
+from ..errors import ParameterError
 from ..io.parquet_sink import release_schema, release_write_options
 
 __all__ = ["AnonymizedFrame", "NONE_LABEL", "as_release"]
@@ -56,16 +57,29 @@ class AnonymizedFrame(dd.DataFrame):
     writer : callable, optional
         ``writer(path, write_options, storage_options)``: the writers' graph
         of this release (a dask collection or a list of delayed writes).
+    row_seed : int, optional
+        The seed of each file's row order (:mod:`dmondrian.release.row_order`).
+    index_check : callable, optional
+        ``index_check(asked)``, called by ``to_parquet`` before anything is
+        written: refuses an index asked to be written
+        (:func:`~dmondrian._dask.written_check.refuse_written_index` on the
+        input the release comes from, whose index the release keeps).
+    manifest_fields : callable, optional
+        ``manifest_fields(index_written)``: what the manifest says of this
+        release (:func:`dmondrian.evaluation.manifest.writer_fields`), for
+        ``to_parquet(manifest=True)``.
     """
 
     def __init__(self, expr, label_columns=(), dictionary_columns=(), writer=None,
-                 row_seed=None):
+                 row_seed=None, index_check=None, manifest_fields=None):
         super().__init__(expr)
         # dask's __setattr__ assigns columns: these are plain attributes.
         object.__setattr__(self, "_label_columns", tuple(label_columns))
         object.__setattr__(self, "_dictionary_columns", tuple(dictionary_columns))
         object.__setattr__(self, "_writer", writer)
         object.__setattr__(self, "_row_seed", row_seed)
+        object.__setattr__(self, "_index_check", index_check)
+        object.__setattr__(self, "_manifest_fields", manifest_fields)
 
     def to_parquet(self, path, **kwargs):
         """Write the release as a Parquet dataset, as ``anonymize_to_parquet`` writes it.
@@ -84,6 +98,11 @@ class AnonymizedFrame(dd.DataFrame):
             default runs dask's writer instead. ``write_statistics`` and
             ``use_dictionary`` default to
             :func:`~dmondrian.io.parquet_sink.release_write_options`'s choice.
+            ``manifest`` (default False, as
+            :func:`~dmondrian.distributed.anonymize_to_parquet`'s, and for the
+            same reasons) publishes ``path.manifest.json`` with the files, the
+            manifest last (``path`` must not exist); it needs the writers' own
+            graph, computed here.
 
         Returns
         -------
@@ -96,9 +115,23 @@ class AnonymizedFrame(dd.DataFrame):
         staging folder beside ``path`` and moved there once every write has
         finished (:mod:`dmondrian.io.staging`); with ``compute=False`` they are
         written to ``path`` directly by the caller's computation.
+
+        Raises
+        ------
+        dmondrian.errors.IdentifyingColumnError
+            When ``write_index`` asks for an index that numbers the rows or
+            singles them out, unless ``allow_unique`` named it
+            (:mod:`dmondrian.release.identifiers`); before anything is written.
         """
+        if self._index_check is not None:
+            self._index_check(kwargs.get("write_index", False))
+        manifest = bool(kwargs.pop("manifest", False))
         if self._writer is None or any(kwargs.get(key, default) != default
                                        for key, default in DASK_ONLY.items()):
+            if manifest:
+                raise ParameterError("manifest", "a manifest is written with the writers' "
+                                     "own graph: leave out dask's options "
+                                     f"({', '.join(DASK_ONLY)}), or write it without one")
             return self._dask_to_parquet(path, **kwargs)
         import dask
 
@@ -107,6 +140,9 @@ class AnonymizedFrame(dd.DataFrame):
         compute_kwargs = kwargs.pop("compute_kwargs", None) or {}
         storage_options = kwargs.pop("storage_options", None)
         if not compute:
+            if manifest:
+                raise ParameterError("manifest", "a manifest is written over the files "
+                                     "written: compute them here (compute=True)")
             # The caller runs the writes: they go straight to ``path``.
             # A counted plan's writes are a dask DataFrame of row counts; an
             # uncounted one's, delayed writes and the verdict of the counts.
@@ -116,9 +152,11 @@ class AnonymizedFrame(dd.DataFrame):
 
         # Written into a hidden staging folder beside ``path``, moved there once
         # every write has finished (dmondrian.io.staging).
-        with staged_folder(path, storage_options) as staged:
-            graph = self._writer(staged, kwargs, storage_options)
+        with staged_folder(path, storage_options, manifest) as staged:
+            graph = self._writer(staged.url, kwargs, storage_options)
             dask.delayed(_written, pure=True)(graph).compute(**compute_kwargs)
+            if manifest and self._manifest_fields is not None:
+                staged.describe(**self._manifest_fields(kwargs.get("write_index", False)))
         return None
 
     def _dask_to_parquet(self, path, **kwargs):
@@ -145,11 +183,25 @@ def _written(parts) -> None:
     """Nothing: the task that waits for every write."""
 
 
-def as_release(frame, top, writer=None) -> AnonymizedFrame:
+def as_release(frame, top, writer=None, source=None) -> AnonymizedFrame:
     """``frame``, the lazy release of plan ``top``, as an :class:`AnonymizedFrame`
-    (``writer``: its writers' graph, see :class:`AnonymizedFrame`)."""
+    (``writer``: its writers' graph, see :class:`AnonymizedFrame`; ``source``: the
+    input, whose index an asked ``to_parquet(write_index=True)`` judges)."""
+    from functools import partial
+
+    from ..evaluation.manifest import option_parameters, writer_fields
     from ..release.row_order import row_order_seed
     from .leaves import class_columns, label_columns
+    from .written_check import refuse_written_index
+
+    check = (None if source is None
+             else partial(refuse_written_index, source, top.options.allow_unique))
+
+    def manifest_fields(index_written):
+        return writer_fields("distributed.anonymize(...).to_parquet",
+                             option_parameters(top.options), input_rows=top.domain.n_rows,
+                             random_state=top.options.random_state,
+                             index_written=index_written)
 
     return AnonymizedFrame(frame.expr, label_columns(top), class_columns(top), writer,
-                           row_order_seed(top.options.random_state))
+                           row_order_seed(top.options.random_state), check, manifest_fields)

@@ -15,17 +15,15 @@ from .graph import constant
 from .leaves import class_columns, label_columns, output_meta, write_output_partition
 from .plan import TopPlan
 from .shuffle import route_and_shuffle
-from .written_check import refuse_written_index, written_meta
+from .written_check import written_meta
 
 __all__ = ["release_sink", "write_parquet"]
 
 
 def release_sink(ddf, top: TopPlan, path, write_options, storage_options) -> ParquetSink:
     """The Parquet sink of plan ``top``'s release: its labels, and its class ids as a
-    dictionary. A unique index asked to be written is refused first, before the folder
-    is made (:func:`~dmondrian._dask.written_check.refuse_written_index`)."""
-    refuse_written_index(ddf, top.options.allow_unique,
-                         (write_options or {}).get("write_index", False))
+    dictionary. The caller has judged an index asked to be written
+    (:func:`~dmondrian._dask.written_check.refuse_written_index`)."""
     return ParquetSink.create(path, output_meta(ddf._meta, top), label_columns(top),
                               write_options, storage_options,
                               dictionary_columns=class_columns(top),

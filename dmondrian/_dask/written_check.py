@@ -9,7 +9,7 @@ columns the sketches leave unsure, :mod:`dmondrian._dask.unique_count`); a
 column that singles out rows then raises
 :class:`~dmondrian.errors.IdentifyingColumnError`, after the files written
 are removed (:func:`finish_written`'s ``undo``), and before the command
-line publishes its temporary output (:func:`dmondrian.io.files.atomic_output`).
+line publishes its staged output (:mod:`dmondrian.io.staging`).
 See docs/design.md, section "Step 1: the domain pass".
 """
 
@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..release.identifiers import (
+    INDEX,
+    IdentifyingColumn,
     candidates,
     distinct_sketch,
     estimate_identifying,
+    identifier_kind,
     merge_distinct,
     refuse_identifying,
     released_as_is,
@@ -31,6 +34,7 @@ from ..release.person_keys import warn_person_keys
 
 __all__ = ["WrittenCheck", "DISTINCT", "COUNTS", "counted", "identifying_check",
            "checked_now_or_later", "written", "write_released", "refuse_written_index",
+           "index_candidate", "numbers_rows", "row_numbers",
            "written_meta", "finish_written", "merge_counts"]
 
 #: The column of a write task's result holding its sketch.
@@ -47,39 +51,112 @@ def identifying_check(meta: pd.DataFrame, opts) -> list:
             if c not in opts.allow_unique]
 
 
+def row_numbers(name=INDEX) -> IdentifyingColumn:
+    """The finding of an index, called ``name``, that numbers the rows (:func:`numbers_rows`)
+    and was asked to be written: refused whatever the table's size, as its numbers give
+    the input's order back beside the rows each writer shuffles.
+
+    Examples
+    --------
+    >>> from dmondrian.release.identifiers import refusal_message
+    >>> print(refusal_message([row_numbers()]))  # doctest: +ELLIPSIS
+    refusing to release the index ('index'): it numbers the rows in the input's order, ...
+    """
+    return IdentifyingColumn(name, 1.0, 0, True, is_index=True, numbered=True)
+
+
+def numbers_rows(index: pd.Index) -> bool:
+    """Whether ``index`` numbers rows consecutively (a RangeIndex, or an integer index
+    counting up by one): row numbers, which give the rows' order.
+
+    Examples
+    --------
+    >>> numbers_rows(pd.RangeIndex(5)), numbers_rows(pd.Index([3, 4, 5]))
+    (True, True)
+    >>> numbers_rows(pd.Index([3, 5]))
+    False
+    """
+    if isinstance(index, pd.RangeIndex):
+        return index.step == 1
+    if not pd.api.types.is_integer_dtype(index.dtype) or len(index) == 0:
+        return False
+    return bool(index.is_monotonic_increasing and index[-1] - index[0] == len(index) - 1
+                and index.is_unique)
+
+
+def index_candidate(index: pd.Index, allow=()):
+    """The name a written ``index`` is judged under (its name, or ``"index"``), or None
+    when it is of no identifier's kind or ``allow`` names it.
+
+    An index that numbers the rows is a candidate: the writer refuses it
+    (:func:`row_numbers`).
+
+    Examples
+    --------
+    >>> index_candidate(pd.Index(["a", "b"], name="who")), index_candidate(pd.RangeIndex(3))
+    ('who', 'index')
+    >>> index_candidate(pd.Index([5, 3]), allow=["index"]) is None
+    True
+    """
+    name = INDEX if index.name is None else index.name
+    if identifier_kind(index.dtype) is None or name in allow or INDEX in allow:
+        return None
+    return name
+
+
 def refuse_written_index(ddf, allow, asked, client=None, progress: bool | None = False) -> None:
     """Raise :class:`~dmondrian.errors.IdentifyingColumnError` when a writer ``asked`` to
-    write ``ddf``'s index would publish one that singles out rows, before anything is
-    written.
+    write ``ddf``'s index would publish one that numbers the rows or singles them out,
+    before anything is written.
 
     The index is not a release column (:mod:`dmondrian.release.identifiers`): only a writer
-    asked for it (``write_index=True``) publishes it, and pays for this pass over the
-    index alone; a partition numbering its rows in order is skipped, ``allow`` (the
-    ``allow_unique`` option) may name it. Computed on ``client`` (None: the default
-    scheduler, a distributed client when one is current).
+    asked for it (``write_index=True``) publishes it. A RangeIndex (``from_pandas``'s
+    default, the row numbers dask reads beside each file) is refused at once: beside
+    rows each file shuffles, row numbers give the input's order back. Any other index
+    costs a pass over the index alone, which refuses it when every partition of two
+    rows or more numbers its rows in order, or when it singles out rows. ``allow``
+    (the ``allow_unique`` option) may name it. Computed on ``client`` (None: the
+    default scheduler, a distributed client when one is current).
     """
     if not asked:
         return
     import dask
     from dask import delayed
 
-    from ..release.identifiers import index_candidate
     from .cluster import run
     from .unique_count import unique_rows
 
     name = index_candidate(ddf._meta.index, allow)
     if name is None:
         return
+    if numbers_rows(ddf._meta.index):  # a RangeIndex: the meta is empty
+        refuse_identifying([row_numbers(name)])
     bare = ddf[[]]  # the index alone: no column is read
-    sketch = delayed(merge_distinct, pure=True)(
-        *[delayed(distinct_sketch, pure=True)(p, [name])
+    judged = delayed(_merge_index, pure=True)(
+        *[delayed(_index_part, pure=True)(p, name)
           for p in bare.to_delayed(optimize_graph=True)])
     if client is None:
-        (merged,) = dask.compute(sketch)
+        ((numbered, merged),) = dask.compute(judged)
     else:
-        (merged,) = run(client, [sketch], progress, "pass: the index asked to be written")
+        ((numbered, merged),) = run(client, [judged], progress,
+                                    "pass: the index asked to be written")
+    if numbered:
+        refuse_identifying([row_numbers(name)])
     refuse_identifying(estimate_identifying(merged, None, name).resolve(
         lambda unsure: unique_rows(bare, unsure, client, progress)))
+
+
+def _index_part(df: pd.DataFrame, name) -> tuple:
+    """One partition's part of :func:`refuse_written_index`: whether its index numbers
+    its rows (None under two rows: one row says nothing), and its sketch."""
+    return (numbers_rows(df.index) if len(df) > 1 else None), distinct_sketch(df, [name])
+
+
+def _merge_index(*parts) -> tuple:
+    """Whether every partition of two rows or more numbers its rows (and one does), and
+    the merged sketch."""
+    numbered = [n for n, _ in parts if n is not None]
+    return bool(numbered) and all(numbered), merge_distinct(*(s for _, s in parts))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from ._inputs import check_columns, refuse_unread_dates
 WRITE_OPTIONS = {"parquet": {"write_index": False}, "csv": {"single_file": True, "index": False}}
 
 
-def anonymize_on_dask(job, release_report) -> tuple[object, int]:
+def anonymize_on_dask(job, release_report, ddf=None) -> tuple[object, int]:
     """Anonymize a job's input on a Dask cluster, write its release, and measure it.
 
     Parameters
@@ -25,6 +25,9 @@ def anonymize_on_dask(job, release_report) -> tuple[object, int]:
         run on the cluster with the release read back from the output and the
         input (both lazy). Either way the manifest of a Dask release holds what
         a local one does.
+    ddf : dask.dataframe.DataFrame, optional
+        The input, opened and checked already (the command line does so before
+        staging OUTPUT); default: opened here.
 
     Returns
     -------
@@ -35,9 +38,10 @@ def anonymize_on_dask(job, release_report) -> tuple[object, int]:
     """
     from ..io import files as io
 
-    io._check_exists(job.src)
-    with _client(job.args) as client:
+    if ddf is None:
+        io._check_exists(job.src)
         ddf = _read(job)
+    with _client(job.args) as client:
         top = _write(job, ddf, client, _measure(job))
         with job.progress.stage("measuring the release for its manifest"):
             from .._dask.global_domain import ncp_domains
@@ -63,7 +67,7 @@ def _measure(job):
     return ReleaseCounts(job.qis, job.sensitive[0] if job.sensitive else None)
 
 
-def release_plan_on_dask(job, release_report):
+def release_plan_on_dask(job, release_report, ddf=None):
     """Release a job's input through its ``--plan`` on a Dask cluster, write it, measure it.
 
     The plan's Dask path (:meth:`dmondrian.plans.FittedPlan.transform_to_parquet`,
@@ -79,7 +83,7 @@ def release_plan_on_dask(job, release_report):
     job : dmondrian.cli.anonymize.Job
         The resolved command line, ``job.plan`` the loaded plan (None with
         ``--save-plan``).
-    release_report : callable
+    release_report, ddf : callable, dask.dataframe.DataFrame
         As in :func:`anonymize_on_dask`.
 
     Returns
@@ -94,11 +98,12 @@ def release_plan_on_dask(job, release_report):
     from ..release.row_order import row_order_seed, shuffle_partition
     from ._common import UsageError
 
-    if job.args.noise:
+    if job.args.noise:  # the command line says so before staging OUTPUT
         raise UsageError("--noise through a plan is drawn in memory: add --local")
-    io._check_exists(job.src)
-    with _client(job.args) as client:
+    if ddf is None:
+        io._check_exists(job.src)
         ddf = _read(job)
+    with _client(job.args) as client:
         plan = job.plan
         if plan is None:
             # As in memory: the seed orders the rows, and a suppression asked for is

@@ -11,7 +11,6 @@ command runs again without ``--overwrite``.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -305,16 +304,20 @@ def run(args: argparse.Namespace) -> int:
     plan = _apply_plan_file(args) if args.plan else None
     job = _job(args)
     job.plan = plan
-    io._check_exists(job.src)  # a missing INPUT is said before OUTPUT is staged
+    io._check_exists(job.src)
     engine = choose_engine(args, job.src)
     started = time.perf_counter()
+    # Whatever can refuse the run (INPUT, its columns, the options) is said before
+    # OUTPUT is staged or locked: a run writing OUTPUT, or OUTPUT there, hides no error.
+    table = _checked_input(job, engine)
     # Nothing appears at OUTPUT before every check has passed: the release and
     # its manifest are staged beside it, and the manifest is published last.
     with staged_release(job.dst, overwrite=args.overwrite,
                         directory=_writes_folder(job, engine)) as stage:
         job.target = stage.data_url
         with _identifying_warnings(job):
-            outcome = _anonymize_local(job) if engine == "local" else _anonymize_on_dask(job)
+            outcome = (_anonymize_local(job, table) if engine == "local"
+                       else _anonymize_on_dask(job, table))
         outcome.seconds = round(time.perf_counter() - started, 3)
         stage.seal()
         _stage_manifest(job, engine, outcome, stage)
@@ -436,7 +439,21 @@ def choose_engine(args: argparse.Namespace, src: str) -> str:
     return "distributed"
 
 
-def _anonymize_local(job: Job) -> Outcome:
+def _checked_input(job: Job, engine: str):
+    """The input, read (in memory) or opened lazily (Dask), with its columns and the
+    run's options checked against it: before OUTPUT is staged."""
+    if engine != "local":
+        from ..encoding.validation import check_options
+        from ._anonymize_dask import _read
+
+        if job.args.noise and (job.plan is not None or job.args.save_plan):
+            raise UsageError("--noise through a plan is drawn in memory: add --local")
+        ddf = _read(job)
+        if job.plan is None and not job.args.save_plan:
+            check_options(ddf.columns, job.qis, job.args.k, index_name=ddf._meta.index.name,
+                          **job.options(ANONYMIZE))
+        return ddf
+    from ..encoding.validation import check_options
     from ..io import files as io
 
     with job.progress.stage(f"reading {job.src}"):
@@ -444,6 +461,15 @@ def _anonymize_local(job: Job) -> Outcome:
     check_columns(df, job.qis, "--qi", job.src)
     check_columns(df, job.sensitive, "--sensitive", job.src)
     refuse_unread_dates(df, job.qis, job.dtypes, job.src)
+    if job.plan is None and not job.args.save_plan:
+        check_options(df.columns, job.qis, job.args.k, index_name=df.index.name,
+                      **job.options(ANONYMIZE))
+    return df
+
+
+def _anonymize_local(job: Job, df) -> Outcome:
+    from ..io import files as io
+
     class_col = _free_column(df)
     with job.progress.stage(f"anonymizing {len(df):,} rows (k={job.args.k})"):
         if job.plan is not None or job.args.save_plan:
@@ -484,11 +510,11 @@ def _release_with_plan(job: Job, df, class_col):
     return released
 
 
-def _anonymize_on_dask(job: Job) -> Outcome:
+def _anonymize_on_dask(job: Job, ddf) -> Outcome:
     if job.plan is not None or job.args.save_plan:
-        rep = release_plan_on_dask(job, release_report)
+        rep = release_plan_on_dask(job, release_report, ddf)
         return Outcome.of(rep, rep.n_records)  # a plan releases every row it reads
-    rep, input_rows = anonymize_on_dask(job, release_report)
+    rep, input_rows = anonymize_on_dask(job, release_report, ddf)
     return Outcome.of(rep, input_rows)
 
 
@@ -578,9 +604,7 @@ def _released_entities(job: Job, released, original):
 def _stage_manifest(job: Job, engine: str, outcome: Outcome, stage) -> None:
     """Stage ``OUTPUT.manifest.json`` (parameters, report, the staged files' hashes), to
     be published beside the release by ``stage.commit()``."""
-    import tempfile
-
-    from ..evaluation.manifest import write_manifest
+    from ..io.staging import stage_written_manifest
 
     extra = {"command": "dmondrian anonymize", "input": job.src, "input_format": job.in_fmt,
              "output_format": job.out_fmt, "engine": engine, "classes": outcome.classes,
@@ -590,14 +614,10 @@ def _stage_manifest(job: Job, engine: str, outcome: Outcome, stage) -> None:
         extra["plan"] = {"path": job.args.plan or job.args.save_plan,
                          "sha256": job.plan_sha256,
                          "use": "applied" if job.args.plan else "fitted and saved"}
-    # write_manifest writes a local file: build it in a temporary folder, then stage it.
-    with tempfile.TemporaryDirectory() as folder:
-        manifest = write_manifest(
-            path=os.path.join(folder, "manifest.json"), output=job.target, published=job.dst,
-            parameters=_parameters(job), input_rows=outcome.input_rows,
-            output_rows=outcome.rows, report=outcome.report, extra=extra,
-            risks={"identifying_columns": job.identifying}, column_types=job.column_types)
-    stage.stage_manifest(manifest)
+    stage_written_manifest(stage, dict(
+        parameters=_parameters(job), input_rows=outcome.input_rows, output_rows=outcome.rows,
+        report=outcome.report, extra=extra, risks={"identifying_columns": job.identifying},
+        column_types=job.column_types))
 
 
 def _print_done(job: Job, engine: str, outcome: Outcome) -> None:

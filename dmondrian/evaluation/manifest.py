@@ -49,6 +49,7 @@ import hashlib
 import json
 import os
 import platform
+import sys
 import tempfile
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
@@ -60,7 +61,8 @@ from ..errors import ParameterError
 from ..privacy.noise import noise_summary
 
 __all__ = ["write_manifest", "read_manifest", "check_manifest", "manifest_path", "FORMAT",
-           "WITHHELD", "withhold_seeds", "withhold_exact"]
+           "WITHHELD", "withhold_seeds", "withhold_exact", "writer_fields", "NOT_MEASURED",
+           "COUNTED", "option_parameters"]
 
 #: What a manifest records in place of a seed's value.
 WITHHELD = "withheld"
@@ -186,9 +188,9 @@ def _versions() -> dict:
         except PackageNotFoundError:
             out[name] = None
     if out["dmondrian"] is None:  # a source tree that is not installed
-        from .. import __version__
-
-        out["dmondrian"] = __version__
+        # The package, imported before any of its modules; read from sys.modules, as an
+        # import of the root would tie the writers that record manifests to it in a cycle.
+        out["dmondrian"] = sys.modules[__package__.partition(".")[0]].__version__
     return out
 
 
@@ -241,6 +243,58 @@ def _parquet_rows(output) -> int | None:
         with fs.open(f, "rb") as fh:
             total += pq.ParquetFile(fh).metadata.num_rows
     return total
+
+
+#: What a library writer's manifest says in place of the metrics it does not measure.
+NOT_MEASURED = ("not measured by this writer: dmondrian.metrics.report on the release, or "
+                "the command line's manifest, gives them")
+#: What it says when its write tasks counted the release for the report.
+COUNTED = "counted by the write tasks, as the command line's manifest on Dask"
+
+
+def writer_fields(writer: str, parameters: Mapping, *, input_rows=None, output_rows=None,
+                  random_state=None, index_written: bool = False, report=None) -> dict:
+    """The :func:`write_manifest` keywords of a release a library writer wrote.
+
+    The writer's parameters, row counts, the files (hashed by
+    :func:`write_manifest`) and the row order, as the command line records
+    them. The metrics (achieved k, l, t, loss, risk) only when the writer
+    has its ``report`` (the counts its write tasks took, as the command
+    line's on Dask: :func:`dmondrian._dask.write_job.written_report`);
+    otherwise they need a pass of their own over the release, which a writer
+    does not make, and ``extra.metrics`` says so.
+
+    Examples
+    --------
+    >>> f = writer_fields("anonymize_to_parquet", {"k": 5}, input_rows=10, random_state=3)
+    >>> f["extra"]["writer"], f["extra"]["row_order"]["seeded"], f["input_rows"]
+    ('dmondrian.anonymize_to_parquet', True, 10)
+    """
+    from ..release.row_order import row_order_record
+
+    order = {**row_order_record(random_state), "index_written": bool(index_written)}
+    return {"parameters": dict(parameters), "input_rows": input_rows, "output_rows": output_rows,
+            "report": report,
+            "extra": {"writer": f"dmondrian.{writer}", "row_order": order,
+                      "metrics": NOT_MEASURED if report is None else COUNTED}}
+
+
+def option_parameters(opts) -> dict:
+    """The manifest's ``parameters`` of an anonymization's checked options
+    (:class:`dmondrian.encoding.validation.Options`): k, the QIs, then each option as
+    given (hierarchies by their columns, constraints as text)."""
+    import dataclasses
+
+    out = {"k": opts.k, "quasi_identifiers": list(opts.qis)}
+    for f in dataclasses.fields(opts):
+        value = getattr(opts, f.name)
+        if f.name in ("hierarchies", "qi_kinds", "kinds"):
+            value = sorted(map(str, value)) if f.name == "hierarchies" else None
+        elif f.name == "constraints":
+            value = [str(c) for c in value]
+        if f.name != "qis" and value is not None:
+            out[f.name] = value
+    return out
 
 
 def _json_default(obj):

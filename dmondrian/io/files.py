@@ -1,10 +1,12 @@
 """Reading and writing tables for the command line: CSV or Parquet, any fsspec URL.
 
 Every path here is an fsspec URL (a plain path, ``file://``, ``memory://``,
-``s3://``, ...). Outputs are written *atomically*: the data goes to a hidden
-temporary name in the destination's directory and is renamed to the final name
-only once complete, so a run that dies mid-write (killed, out of disk) never
-leaves a truncated file under the name a user or a pipeline will read.
+``s3://``, ...). Outputs are written *atomically*
+(:func:`dmondrian.io.staging.atomic_output`, the staging every writer shares): the
+data goes to a hidden staging folder beside the destination and is moved to
+the final name only once complete, so a run that dies mid-write (killed, out of
+disk) never leaves a truncated file under the name a user or a pipeline will
+read, and the next write to it clears what the dead run left.
 
 Errors are typed (all derive from :class:`dmondrian.errors.DMondrianError`)
 and name the path, so the CLI can print them as one line.
@@ -14,17 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import posixpath
-import uuid
 from collections.abc import Callable, Iterator
 
 import fsspec
 import pandas as pd
 
-from ..errors import DMondrianError
+from ..errors import IOFailure, OutputError
 from ..options import FORMATS
 from .csv_tables import TEXT_TYPES, CsvDialect, convert_dtypes, read_csv, uncompressed_name
+from .staging import SUCCESS_MARKER, _one_line, atomic_output
 
 __all__ = [
     "FORMATS",
@@ -50,14 +51,6 @@ _SUFFIXES = {
     ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
 }
 
-class IOFailure(DMondrianError):
-    """Base class of the errors raised while reading or writing tables."""
-
-    def __init__(self, path: str, message: str):
-        self.path = path
-        super().__init__(message)
-
-
 class InputNotFoundError(IOFailure, FileNotFoundError):
     """The input path does not exist."""
 
@@ -68,10 +61,6 @@ class ReadError(IOFailure, ValueError):
 
 class UnknownFormatError(IOFailure, ValueError):
     """The format cannot be told from the path and was not given."""
-
-
-class OutputError(IOFailure, OSError):
-    """The output cannot be written (missing or read-only directory, already exists)."""
 
 
 def _fs(url: str):
@@ -285,11 +274,6 @@ def read_lines(url: str, what: str = "file") -> list[str]:
         raise ReadError(url, f"cannot read {what} {url!r}: {_one_line(exc)}") from exc
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
 # -- writing ---------------------------------------------------------------------------
 
 
@@ -304,146 +288,6 @@ def manifest_path(output_url: str) -> str:
     's3://bucket/released.manifest.json'
     """
     return output_url.rstrip("/") + ".manifest.json"
-
-
-def _is_local(fs) -> bool:
-    from fsspec.implementations.local import LocalFileSystem
-
-    return isinstance(fs, LocalFileSystem)
-
-
-def _check_output(fs, path: str, url: str, overwrite: bool) -> str:
-    parent = fs._parent(path)
-    if fs.exists(path) and not overwrite:
-        raise OutputError(url, f"output {url!r} already exists (pass --overwrite to replace it)")
-    # Object stores have no real directories; only a local path can name a
-    # read-only one, and saying so beats a PermissionError later. Missing
-    # parents are made, as dask's writers do: a daily job writes to a new
-    # dated folder.
-    if _is_local(fs):
-        ancestor = parent
-        while ancestor and not fs.exists(ancestor):
-            ancestor = fs._parent(ancestor)
-        if ancestor and not fs.isdir(ancestor):
-            raise OutputError(url, f"cannot write {url!r}: {ancestor!r} is not a directory")
-        if ancestor != parent:
-            try:
-                fs.makedirs(parent, exist_ok=True)
-            except OSError as exc:
-                raise OutputError(url, f"cannot write {url!r}: cannot create directory "
-                                       f"{parent!r}: {_one_line(exc)}") from exc
-        if not fs.isdir(parent):
-            raise OutputError(url, f"cannot write {url!r}: {parent!r} is not a directory")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise OutputError(url, f"cannot write {url!r}: directory {parent!r} is not "
-                                   "writable")
-    return parent
-
-
-#: The object a directory release on an object store gets last, once complete.
-SUCCESS_MARKER = "_SUCCESS"
-
-
-@contextlib.contextmanager
-def atomic_output(url: str, *, directory: bool = False, overwrite: bool = False
-                  ) -> Iterator[tuple]:
-    """Yield ``(fs, tmp_path)`` to write to; publish it at ``url`` when the block succeeds.
-
-    The temporary name is hidden (``.NAME.tmp-XXXX``) and beside ``url``,
-    and readers of a Parquet dataset directory skip it. If the block raises,
-    the temporary is removed and nothing appears at ``url``.
-
-    How the temporary is published depends on the filesystem:
-
-    * A local path is renamed, which is atomic.
-    * An object store (S3, GCS, Azure, ...; any other fsspec filesystem too)
-      has no directories and no rename: each object is copied to its final
-      key (one copy of an object is atomic: a file output appears whole or
-      not at all), then the temporary objects are deleted. A directory
-      output gets an empty ``_SUCCESS`` object last, once every file is in
-      place, as Hadoop and Spark jobs mark theirs: a directory release on an
-      object store is complete when ``_SUCCESS`` exists (and the manifest,
-      written after it). A copy that fails removes the objects already
-      copied; a run killed before the copies leaves only the hidden
-      temporary prefix (``.NAME.tmp-XXXX/``), which readers of the final
-      prefix never see.
-
-    Parameters
-    ----------
-    url : str
-        Final path or fsspec URL.
-    directory : bool
-        Whether the output is a directory (a Parquet dataset) rather than a file.
-    overwrite : bool
-        Replace an existing ``url``; otherwise an existing output is an error.
-
-    Examples
-    --------
-    >>> import fsspec
-    >>> with atomic_output("memory://doc/atomic.txt") as (fs, tmp):
-    ...     with fs.open(tmp, "w") as fh:
-    ...         _ = fh.write("complete")
-    >>> fsspec.open("memory://doc/atomic.txt", "r").open().read()
-    'complete'
-    """
-    fs, path = _fs(url)
-    path = path.rstrip("/")
-    parent = _check_output(fs, path, url, overwrite)
-    name = path.rsplit("/", 1)[-1]
-    tmp = f"{parent}/.{name}.tmp-{uuid.uuid4().hex[:12]}" if parent else \
-        f".{name}.tmp-{uuid.uuid4().hex[:12]}"
-    try:
-        if directory:
-            fs.makedirs(tmp, exist_ok=False)
-        yield fs, tmp
-        if fs.exists(path):  # only reachable with overwrite=True
-            fs.rm(path, recursive=True)
-        if _is_local(fs):
-            fs.mv(tmp, path, recursive=directory)
-        else:
-            _publish_objects(fs, tmp, path, directory)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            if fs.exists(tmp):
-                fs.rm(tmp, recursive=True)
-        raise
-
-
-def _publish_objects(fs, tmp: str, path: str, directory: bool) -> None:
-    """Copy the objects under ``tmp`` to ``path`` (and ``_SUCCESS`` last), then delete ``tmp``."""
-    copy_objects(fs, tmp, path, directory)
-    if directory:
-        try:
-            fs.pipe(f"{path}/{SUCCESS_MARKER}", b"")
-        except BaseException:
-            with contextlib.suppress(Exception):
-                fs.rm(path, recursive=True)
-            raise
-    fs.rm(tmp, recursive=directory)
-
-
-def copy_objects(fs, source: str, target: str, directory: bool) -> None:
-    """Copy the file ``source``, or every object under the folder ``source`` (its
-    ``_SUCCESS`` last), to ``target``: an object store has no rename. A failed copy
-    removes what it made, so ``target`` never holds part of a folder."""
-    if not directory:
-        fs.copy(source, target)
-        return
-    # Other processes (Dask workers) wrote the objects: no listing cached here is current.
-    fs.invalidate_cache(source)
-    objects = sorted(fs.find(source), key=lambda p: (p.endswith("/" + SUCCESS_MARKER), p))
-    copied = []
-    try:
-        for obj in objects:
-            dest = target + obj[len(source):]
-            fs.copy(obj, dest)
-            copied.append(dest)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            if copied:
-                fs.rm(copied)
-        raise
-    fs.invalidate_cache(target)
 
 
 def write_table(df: pd.DataFrame, url: str, format: str | None = None, *,

@@ -26,9 +26,12 @@ that is not ours (no staging folder claims it) is never removed without
 
 The library's Parquet writers (:func:`dmondrian.distributed.anonymize_to_parquet`,
 the lazy release's ``to_parquet`` when it computes, and a fitted plan's
-``transform_to_parquet``) stage their files the same way and publish them
-with ``commit(manifest=False)``: they write no manifest, and they write
-into a folder that exists already (``merge``), as they always did.
+``transform_to_parquet``) stage their files the same way
+(:func:`staged_folder`). By default they write no manifest and publish
+with ``commit(manifest=False)``, into a folder that exists already
+(``merge``), as they always did; asked for one (``manifest=True``) they
+commit as the command line does, the manifest last, and refuse an OUTPUT
+that exists.
 
 Concurrent runs for one OUTPUT: on a local filesystem each run holds an
 exclusive lock (``fcntl.flock``) on a file in its staging folder while it
@@ -49,14 +52,86 @@ import os
 import uuid
 from collections.abc import Iterator
 
-from .files import SUCCESS_MARKER, OutputError, _check_output, _is_local, _one_line, copy_objects
+from ..errors import OutputError
 
-__all__ = ["Stage", "staged_release", "staged_folder", "STAGING_TAG", "checkpoint"]
+__all__ = ["Stage", "staged_release", "staged_folder", "StagedFolder", "STAGING_TAG",
+           "checkpoint", "commit_with_manifest", "stage_written_manifest", "atomic_output",
+           "copy_objects", "SUCCESS_MARKER"]
 
 #: What a staging folder's name holds after ``.NAME``.
 STAGING_TAG = ".dmondrian-staging-"
 _LOCK, _MANIFEST, _DATA, _COMMITTING, _REPLACED = ("lock", "manifest.json", "data",
                                                    "committing", "replaced")
+
+
+# -- the filesystem's helpers ----------------------------------------------------------
+
+
+#: The object a directory release on an object store gets last, once complete.
+SUCCESS_MARKER = "_SUCCESS"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _is_local(fs) -> bool:
+    from fsspec.implementations.local import LocalFileSystem
+
+    return isinstance(fs, LocalFileSystem)
+
+
+def _check_output(fs, path: str, url: str, overwrite: bool) -> str:
+    parent = fs._parent(path)
+    if fs.exists(path) and not overwrite:
+        raise OutputError(url, f"output {url!r} already exists (pass --overwrite to replace it)")
+    # Object stores have no real directories; only a local path can name a
+    # read-only one, and saying so beats a PermissionError later. Missing
+    # parents are made, as dask's writers do: a daily job writes to a new
+    # dated folder.
+    if _is_local(fs):
+        ancestor = parent
+        while ancestor and not fs.exists(ancestor):
+            ancestor = fs._parent(ancestor)
+        if ancestor and not fs.isdir(ancestor):
+            raise OutputError(url, f"cannot write {url!r}: {ancestor!r} is not a directory")
+        if ancestor != parent:
+            try:
+                fs.makedirs(parent, exist_ok=True)
+            except OSError as exc:
+                raise OutputError(url, f"cannot write {url!r}: cannot create directory "
+                                       f"{parent!r}: {_one_line(exc)}") from exc
+        if not fs.isdir(parent):
+            raise OutputError(url, f"cannot write {url!r}: {parent!r} is not a directory")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise OutputError(url, f"cannot write {url!r}: directory {parent!r} is not "
+                                   "writable")
+    return parent
+
+
+def copy_objects(fs, source: str, target: str, directory: bool) -> None:
+    """Copy the file ``source``, or every object under the folder ``source`` (its
+    ``_SUCCESS`` last), to ``target``: an object store has no rename. A failed copy
+    removes what it made, so ``target`` never holds part of a folder."""
+    if not directory:
+        fs.copy(source, target)
+        return
+    # Other processes (Dask workers) wrote the objects: no listing cached here is current.
+    fs.invalidate_cache(source)
+    objects = sorted(fs.find(source), key=lambda p: (p.endswith("/" + SUCCESS_MARKER), p))
+    copied = []
+    try:
+        for obj in objects:
+            dest = target + obj[len(source):]
+            fs.copy(obj, dest)
+            copied.append(dest)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            if copied:
+                fs.rm(copied)
+        raise
+    fs.invalidate_cache(target)
 
 
 def checkpoint(step: str) -> None:
@@ -196,9 +271,9 @@ class Stage:
     def commit(self, manifest: bool = True) -> None:
         """Publish the staged data, then its staged manifest, then remove the staging.
 
-        ``manifest=False`` (the library's writers, which write none) publishes
-        the data alone; with ``merge``, into a folder that exists already,
-        file by file.
+        ``manifest=False`` (:func:`atomic_output`, and the library's writers
+        unless asked for one) publishes the data alone; with ``merge``, into a
+        folder that exists already, file by file.
 
         Raises
         ------
@@ -211,64 +286,64 @@ class Stage:
             raise RuntimeError("dmondrian: commit() without a staged manifest")
         checkpoint("staged")
         local = _is_local(fs)
-        if not manifest:
-            try:
-                self._publish_data(local)
-            except OSError as exc:
-                raise OutputError(self.url, f"cannot publish {self.url!r}: {_one_line(exc)}"
-                                  ) from exc
-            self.close(remove=True)
-            return
         try:
-            if self._exists(self.path) or self._exists(self.manifest):
-                if not self.overwrite:
-                    raise OutputError(self.url, f"output {self.url!r} already exists (pass "
-                                                "--overwrite to replace it)")
-                # The old manifest goes first: a release never stands beside another's.
-                if self._exists(self.manifest):
-                    fs.rm(self.manifest)
-                if self._exists(self.path):
-                    if local:  # a rename, so that a crash loses the old release whole
-                        os.replace(self.path, f"{self.root}/{_REPLACED}")
-                    else:
-                        fs.rm(self.path, recursive=True)
-            fs.pipe(f"{self.root}/{_COMMITTING}", b"")
-            if local:
-                os.replace(self.data, self.path)
+            if self.merge and self.directory and self._exists(self.path) and fs.isdir(self.path):
+                self._merge_data(local)
             else:
-                copy_objects(fs, self.data, self.path, self.directory)
-            checkpoint("moved")
-            if local:
-                os.replace(self.manifest_staged, self.manifest)
-            else:
-                fs.copy(self.manifest_staged, self.manifest)
+                self._replace(local, manifest)
+                fs.pipe(f"{self.root}/{_COMMITTING}", b"")
+                if local:
+                    if self.directory and not os.path.exists(self.data):
+                        os.makedirs(self.data)  # nothing written (an empty release)
+                    os.replace(self.data, self.path)
+                else:
+                    copy_objects(fs, self.data, self.path, self.directory)
+                checkpoint("moved")
+            if manifest:
+                if local:
+                    os.replace(self.manifest_staged, self.manifest)
+                else:
+                    fs.copy(self.manifest_staged, self.manifest)
         except OutputError:
             raise
         except OSError as exc:
             raise OutputError(self.url, f"cannot publish {self.url!r}: {_one_line(exc)}"
                               ) from exc
-        checkpoint("committed")
+        if manifest:
+            checkpoint("committed")
         self.close(remove=True)
 
-    def _publish_data(self, local: bool) -> None:
-        """Move the staged data to OUTPUT, or with ``merge`` into the folder there."""
+    def _replace(self, local: bool, manifest: bool) -> None:
+        """Make way for the staged data: an OUTPUT there (or, committing a manifest, a
+        manifest there) is an error without ``overwrite``, else removed, with the
+        manifest beside it, which would describe other data."""
         fs = self.fs
-        if self.merge and self.directory and self._exists(self.path) and fs.isdir(self.path):
-            fs.invalidate_cache(self.data)
-            for obj in sorted(fs.find(self.data)):
-                dest = self.path + obj[len(self.data):]
-                if local:
-                    fs.makedirs(fs._parent(dest), exist_ok=True)
-                    os.replace(obj, dest)
-                else:
-                    fs.copy(obj, dest)
-            fs.invalidate_cache(self.path)
-        elif local:
-            if not os.path.exists(self.data):  # nothing written (an empty release)
-                os.makedirs(self.data)
-            os.replace(self.data, self.path)
-        else:
-            copy_objects(fs, self.data, self.path, self.directory)
+        if not (self._exists(self.path) or (manifest and self._exists(self.manifest))):
+            return
+        if not self.overwrite:
+            raise OutputError(self.url, f"output {self.url!r} already exists (pass "
+                                        "--overwrite to replace it)")
+        # The old manifest goes first: a release never stands beside another's.
+        if self._exists(self.manifest):
+            fs.rm(self.manifest)
+        if self._exists(self.path):
+            if local:  # a rename, so that a crash loses the old release whole
+                os.replace(self.path, f"{self.root}/{_REPLACED}")
+            else:
+                fs.rm(self.path, recursive=True)
+
+    def _merge_data(self, local: bool) -> None:
+        """Move the staged folder's files into the folder at OUTPUT, one by one."""
+        fs = self.fs
+        fs.invalidate_cache(self.data)
+        for obj in sorted(fs.find(self.data)):
+            dest = self.path + obj[len(self.data):]
+            if local:
+                fs.makedirs(fs._parent(dest), exist_ok=True)
+                os.replace(obj, dest)
+            else:
+                fs.copy(obj, dest)
+        fs.invalidate_cache(self.path)
 
     def close(self, remove: bool) -> None:
         """Release the lock; remove the staging folder when ``remove``."""
@@ -279,6 +354,62 @@ class Stage:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+
+
+@contextlib.contextmanager
+def atomic_output(url: str, *, directory: bool = False, overwrite: bool = False
+                  ) -> Iterator[tuple]:
+    """Yield ``(fs, path)`` to write a file (or, with ``directory``, a folder) to; publish
+    it at ``url`` when the block succeeds, through a :class:`Stage` without a manifest.
+
+    ``path`` is inside the hidden staging folder beside ``url`` (readers of
+    a Parquet dataset, and globs, skip it): a rename publishes it on a local
+    path (atomic), a copy of each object on an object store (a folder's
+    ``_SUCCESS`` last, :meth:`Stage.seal`). If the block raises, the staging
+    folder is removed and nothing appears at ``url``; a run killed leaves
+    only it, which the next write to ``url`` removes. A ``url`` inside a
+    staging folder already (the command line's, which publishes it with its
+    manifest) is written as it is.
+
+    Parameters
+    ----------
+    url : str
+        Final path or fsspec URL.
+    directory : bool
+        Whether the output is a directory (a Parquet dataset) rather than a file.
+    overwrite : bool
+        Replace an existing ``url``; otherwise an existing output is an error.
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> with atomic_output("memory://doc/atomic.txt") as (fs, tmp):
+    ...     with fs.open(tmp, "w") as fh:
+    ...         _ = fh.write("complete")
+    >>> fsspec.open("memory://doc/atomic.txt", "r").open().read()
+    'complete'
+    """
+    if _staged_already(url):
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(url)
+        path = path.rstrip("/")
+        if directory:
+            fs.makedirs(path, exist_ok=True)
+        yield fs, path
+        return
+    with staged_release(url, overwrite=overwrite, directory=directory) as stage:
+        if directory:
+            stage.fs.makedirs(stage.data, exist_ok=True)
+        yield stage.fs, stage.data
+        stage.seal()
+        stage.commit(manifest=False)
+
+
+def _staged_already(url) -> bool:
+    """Whether ``url`` lies inside a staging folder (a caller's, which publishes it)."""
+    return any(part.startswith(".") and STAGING_TAG in part
+               for part in os.fspath(url).split("/"))
 
 
 @contextlib.contextmanager
@@ -328,13 +459,43 @@ def staged_release(url: str, *, overwrite: bool = False, directory: bool = False
         stage.close(remove=True)
 
 
-@contextlib.contextmanager
-def staged_folder(path, storage_options=None) -> Iterator[str]:
-    """For the library's Parquet writers: the URL to write a dataset folder to, published
-    at ``path`` (into the folder there, if any) when the block ends without error.
+class StagedFolder:
+    """What a library writer writes into (:func:`staged_folder`).
 
-    A ``path`` inside a staging folder already (the command line's, which
-    publishes it with its manifest) is written as it is: staged once, not twice.
+    Attributes
+    ----------
+    url : str
+        Where to write the dataset folder (staged, or as given).
+    manifest : dict or None
+        The keywords of :func:`dmondrian.evaluation.manifest.write_manifest` the writer
+        fills in (:meth:`describe`), when it was asked for a manifest; else None.
+    """
+
+    def __init__(self, url: str, manifest: bool):
+        self.url = url
+        self.manifest = {} if manifest else None
+
+    def describe(self, **fields) -> None:
+        """Record what the manifest says of the release (``parameters``, ``input_rows``,
+        ``extra``, ...: :func:`dmondrian.evaluation.manifest.write_manifest`'s keywords); nothing
+        without a manifest."""
+        if self.manifest is not None:
+            self.manifest.update(fields)
+
+
+@contextlib.contextmanager
+def staged_folder(path, storage_options=None, manifest: bool = False
+                  ) -> Iterator[StagedFolder]:
+    """For the library's Parquet writers: where to write a dataset folder, published at
+    ``path`` when the block ends without error.
+
+    Without ``manifest``, into the folder there, if any. With it, as the
+    command line publishes: ``path`` must not exist (a dead run's leftovers
+    are cleared, :meth:`Stage.open`), and the manifest of what the writer
+    described (:meth:`StagedFolder.describe`) is written over the staged
+    files and published last. A ``path`` inside a staging folder already (the command
+    line's, which publishes it with its manifest) is written as it is:
+    staged once, not twice.
 
     Parameters
     ----------
@@ -342,15 +503,51 @@ def staged_folder(path, storage_options=None) -> Iterator[str]:
         The dataset folder.
     storage_options : dict, optional
         Keywords for its fsspec filesystem.
+    manifest : bool
+        Publish ``path.manifest.json`` with the data.
+
+    Raises
+    ------
+    dmondrian.errors.OutputError
+        With ``manifest``, when ``path`` exists (before anything is written).
     """
     text = os.fspath(path)
-    if any(part.startswith(".") and STAGING_TAG in part for part in text.split("/")):
-        yield text
+    if _staged_already(text):
+        yield StagedFolder(text, False)
         return
-    with staged_release(text, directory=True, merge=True,
+    with staged_release(text, directory=True, merge=not manifest,
                         storage_options=storage_options) as stage:
-        yield stage.data_url
-        stage.commit(manifest=False)
+        staged = StagedFolder(stage.data_url, manifest)
+        yield staged
+        if staged.manifest is None:
+            stage.commit(manifest=False)
+            return
+        commit_with_manifest(stage, staged.manifest)
+
+
+def commit_with_manifest(stage: Stage, fields: dict) -> None:
+    """Seal ``stage``'s written data, stage its manifest (``fields``:
+    :func:`stage_written_manifest`'s) and commit: the data, then the manifest last."""
+    stage.seal()
+    stage_written_manifest(stage, fields)
+    stage.commit()
+
+
+def stage_written_manifest(stage: Stage, fields: dict) -> dict:
+    """Stage the manifest of ``stage``'s written data (``fields``: the keywords of
+    :func:`dmondrian.evaluation.manifest.write_manifest` besides ``output``), hashing the staged
+    files; return it. ``stage.commit()`` publishes it last."""
+    import tempfile
+
+    from ..evaluation.manifest import write_manifest
+
+    # write_manifest writes a local file: build it in a temporary folder, then stage it.
+    with tempfile.TemporaryDirectory() as folder:
+        manifest = write_manifest(path=os.path.join(folder, "manifest.json"),
+                                  output=stage.data_url, published=stage.url,
+                                  **{"parameters": {}, **fields})
+    stage.stage_manifest(manifest)
+    return manifest
 
 
 def _try_lock(path: str):

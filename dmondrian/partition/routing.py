@@ -23,13 +23,18 @@ _OFFSET_BITS = np.int64(32)
 _OFFSET_MASK = np.int64(0xFFFFFFFF)
 
 
-def row_positions(partition: int, n: int, rows: np.ndarray | None = None) -> np.ndarray:
-    """Input positions of rows ``0..n-1`` of a partition: ``partition * 2**32 + offset``
-    (only of row numbers ``rows``, when given).
+def row_positions(partition: int, n: int, rows: np.ndarray | None = None, *,
+                  first: int | None = None) -> np.ndarray:
+    """A row's input position: of rows ``0..n-1`` of a partition (only of row numbers
+    ``rows``, when given). The one definition, for the Dask engine and the plans.
 
-    Increasing in input order over the whole table (partitions hold fewer than
-    ``2**32`` rows), the order in which each leaf's rows reach the local
-    engine; relaxed cuts split median ties by it.
+    Without ``first`` (the Dask engine), ``partition * 2**32 + offset``: known
+    without counting the rows of the partitions before (each holds fewer than
+    ``2**32`` rows). With ``first``, the row number of the partition's first
+    row in the table (a fitted plan: its ties were fitted on row numbers, and
+    a counting pass gives ``first``), ``first + offset``. Either increases in
+    input order over the whole table: the order in which each leaf's rows
+    reach the local engine, by which relaxed cuts split median ties.
 
     Examples
     --------
@@ -37,12 +42,13 @@ def row_positions(partition: int, n: int, rows: np.ndarray | None = None) -> np.
     ([0, 1, 2], [8589934592, 8589934593])
     >>> row_positions(2, 9, np.array([1, 5])).tolist()
     [8589934593, 8589934597]
+    >>> row_positions(2, 2, first=7).tolist()
+    [7, 8]
     """
-    start = int(np.int64(partition) << _OFFSET_BITS)
+    start = int(np.int64(partition) << _OFFSET_BITS) if first is None else int(first)
     if rows is not None:
         return start + np.asarray(rows, dtype=np.int64)
     return np.arange(start, start + n, dtype=np.int64)  # one pass, no temporary
-
 
 
 def row_offsets(positions: np.ndarray) -> np.ndarray:

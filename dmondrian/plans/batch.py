@@ -39,6 +39,7 @@ from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
 from ..errors import UnsupportedDtypeError
 from ..kinds.hierarchy import MISSING_LEAF
 from ..kinds.keys import arrow_string_chunks, decode_float_keys
+from ..partition import routing
 from ..partition.routing import route
 from .people import People, people_of
 
@@ -449,7 +450,7 @@ class Placing:
     def place(self, df: pd.DataFrame, positions=None) -> Placed:
         """Where every row of a pandas table lands (:func:`place_batch`)."""
         if positions is None and self.tree.cuts.has_ties:
-            positions = np.arange(len(df), dtype=np.int64)
+            positions = routing.row_positions(0, len(df), first=0)
         return place_batch(self, df, positions, full=summed_qis(self))
 
     def sensitive_codes(self, df: pd.DataFrame):

@@ -54,6 +54,7 @@ from .._dask.graph import column_partitions, constant, partitions, tree_reduce
 from .._dask.unique_count import unique_rows
 from .._dask.written_check import DISTINCT
 from .._kernel import thread_limit
+from ..partition import routing
 from ..privacy.constraints import refuse_empty
 from ..release.identifiers import (
     distinct_sketch,
@@ -118,7 +119,7 @@ def node_dtype(n_nodes: int) -> np.dtype:
 def _count(df: pd.DataFrame, plan, offset, threads=None, keep=False):
     """A partition's summary, and (``keep``) the node of each of its rows as a Series of
     :func:`node_dtype` (None otherwise)."""
-    positions = None if offset is None else offset + np.arange(len(df), dtype=np.int64)
+    positions = None if offset is None else routing.row_positions(0, len(df), first=offset)
     # A worker's share of its host's cores: its tasks run side by side with others'.
     with thread_limit(threads):
         placed = plan.place(df, positions)
@@ -131,7 +132,7 @@ def _count(df: pd.DataFrame, plan, offset, threads=None, keep=False):
 
 
 def _publish(df: pd.DataFrame, plan, release, offset=None, threads=None) -> pd.DataFrame:
-    positions = None if offset is None else offset + np.arange(len(df), dtype=np.int64)
+    positions = None if offset is None else routing.row_positions(0, len(df), first=offset)
     with thread_limit(threads):
         placed = plan.place(df, positions)
         entity = plan.options.get("entity")
@@ -209,11 +210,11 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
     _refuse_empty(counted)
     frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary), counted,
                              cluster_client, threads)
-    return _as_release(frame, plan)
+    return _as_release(frame, plan, ddf)
 
 
 def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_options=None,
-                         storage_options=None, random_state=None) -> int:
+                         storage_options=None, random_state=None, manifest=False) -> int:
     """Release a dask DataFrame through a fitted plan and write it as a Parquet dataset.
 
     The release is :func:`transform_dask`'s, written as its ``to_parquet``
@@ -243,6 +244,13 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
         Keywords for the fsspec filesystem of ``path``.
     random_state : None, int or numpy.random.Generator
         Seed of each file's row order (:mod:`dmondrian.release.row_order`; None: fresh).
+    manifest : bool, default False
+        Publish ``path.manifest.json`` with the files, as the command line does
+        (``path`` must not exist). False by default, as
+        :func:`dmondrian.distributed.anonymize_to_parquet`'s: this writer writes
+        into a folder the caller may own already, and a release's metrics need
+        a pass of their own, which it does not make
+        (:func:`dmondrian.evaluation.manifest.writer_fields`).
 
     Returns
     -------
@@ -270,7 +278,7 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
     placer = _Placer(plan)
     # The files are written into a hidden staging folder beside ``path`` and moved
     # there once every check has passed (dmondrian.io.staging).
-    with staged_folder(path, storage_options) as staged:
+    with staged_folder(path, storage_options, manifest) as staged:
         cluster_client, owned = resolve_client(client)
         try:
             _check_partitions(ddf, cluster_client)
@@ -285,7 +293,7 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
             frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary),
                                      counted, cluster_client, threads)
             labels, dictionary = _written_columns(frame._meta, plan)
-            sink = ParquetSink.create(staged, frame._meta, labels, write_options,
+            sink = ParquetSink.create(staged.url, frame._meta, labels, write_options,
                                       storage_options, dictionary_columns=dictionary,
                                       random_state=random_state)
             check = WrittenCheck(checked) if checked else None
@@ -308,9 +316,24 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
                 except BaseException:
                     sink.remove(len(parts))
                     raise
+            staged.describe(**_manifest_fields(plan, n_rows, written, random_state,
+                                               (write_options or {}).get("write_index")))
         finally:
             release_client(owned)
     return written
+
+
+def _manifest_fields(plan, input_rows, output_rows, random_state, index_written) -> dict:
+    """What the manifest of a plan's release says
+    (:func:`dmondrian.evaluation.manifest.writer_fields`): the plan's k, QIs and
+    options, the release's seed."""
+    from ..evaluation.manifest import writer_fields
+
+    parameters = {"k": plan.k, "quasi_identifiers": list(plan.qis), **plan.options,
+                  "random_state": random_state, "plan": "applied"}
+    return writer_fields("plans.transform_to_parquet", parameters, input_rows=input_rows,
+                         output_rows=output_rows, random_state=random_state,
+                         index_written=bool(index_written))
 
 
 def _prepared(plan, ddf):
@@ -480,7 +503,7 @@ def _publish_placing_again(ddf, plan_d, classes, threads, meta):
     return ddf.map_partitions(_publish, plan_d, classes, None, threads, meta=meta)
 
 
-def _as_release(frame, plan):
+def _as_release(frame, plan, source):
     """``frame``, the plan's lazy release, as an
     :class:`~dmondrian._dask.lazy_frame.AnonymizedFrame` whose ``to_parquet`` writes
     every partition with a :class:`~dmondrian.io.parquet_sink.ParquetSink`, on the
@@ -490,11 +513,15 @@ def _as_release(frame, plan):
     min/max statistics (Arrow's statistics of a dictionary column cost more than
     the rest of its write, and a label's bounds as text prune no range query),
     dictionaries for the labels and the class ids only, each file's rows shuffled
-    (an Arrow take), no index unless asked.
+    (an Arrow take), no index unless asked, and then judged on ``source``, the input
+    (:func:`~dmondrian._dask.written_check.refuse_written_index`).
     """
+    from functools import partial
+
     from dask import delayed
 
     from .._dask.lazy_frame import AnonymizedFrame
+    from .._dask.written_check import refuse_written_index
     from ..io.parquet_sink import ParquetSink
 
     meta = frame._meta
@@ -507,7 +534,10 @@ def _as_release(frame, plan):
         task = delayed(_write_partition, pure=True)
         return [task(sink, p, i) for i, p in enumerate(parts)]
 
-    return AnonymizedFrame(frame.expr, labels, dictionary, write)
+    return AnonymizedFrame(frame.expr, labels, dictionary, write, index_check=partial(
+        refuse_written_index, source, plan.options["allow_unique"] or ()),
+        manifest_fields=lambda index_written: _manifest_fields(plan, None, None, None,
+                                                               index_written))
 
 
 def _written_columns(meta: pd.DataFrame, plan) -> tuple[list, list]:

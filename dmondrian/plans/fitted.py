@@ -222,7 +222,8 @@ class FittedPlan(Placing):
         return out
 
     def transform_to_parquet(self, ddf, path, *, client=None, progress=None,
-                             write_options=None, storage_options=None, random_state=None) -> int:
+                             write_options=None, storage_options=None, random_state=None,
+                             manifest=False) -> int:
         """Release a dask DataFrame through the plan and write it as a Parquet dataset.
 
         The files ``transform(ddf).to_parquet(path)`` writes (one a partition,
@@ -233,11 +234,12 @@ class FittedPlan(Placing):
 
         Parameters
         ----------
-        ddf, path, client, progress, write_options, storage_options, random_state
+        ddf, path, client, progress, write_options, storage_options, random_state, manifest
             As :func:`dmondrian.plans.dask.transform_to_parquet` takes them:
             a dask DataFrame with the plan's QI columns, the dataset folder
             (any fsspec URL), the cluster, the progress bars, the writer's
-            options and the seed of each file's row order.
+            options, the seed of each file's row order and whether to publish
+            ``path.manifest.json`` with the files (default False).
 
         Returns
         -------
@@ -256,7 +258,8 @@ class FittedPlan(Placing):
 
         return transform_to_parquet(self, ddf, path, client=client, progress=progress,
                                     write_options=write_options,
-                                    storage_options=storage_options, random_state=random_state)
+                                    storage_options=storage_options, random_state=random_state,
+                                    manifest=manifest)
 
     def _release_options(self, df, noise, max_contributions=1, max_classes=1):
         o = {name: self.options.get(name) for name in PLAN_OPTIONS if name != "identifiers"}

@@ -43,9 +43,11 @@ index unless asked (``write_options={"write_index": True}``); when asked, it
 judges the index like a column, under its name (``"index"`` if it has
 none), before it writes (:func:`dmondrian._dask.written_check.refuse_written_index`),
 and refuses one that singles out rows unless ``allow_unique`` names it.
-Each partition's index that numbers its rows consecutively (a RangeIndex,
-or the row positions a sorted Dask release gets back) is skipped: it tells
-no more than the rows' order.
+An index that numbers the rows (a default RangeIndex, the row numbers of
+each file dask reads, or each partition's rows numbered in order) is
+refused too, whatever the table's size: each file's rows are shuffled
+(:mod:`dmondrian.release.row_order`), and their numbers beside them would give the
+input's order back. ``allow_unique=["index"]`` writes it all the same.
 
 On the Dask engine the verdict is the local engine's, reached in two
 steps. A pass the engine makes anyway also reads the candidate columns and
@@ -106,7 +108,7 @@ __all__ = ["MIN_ROWS", "UNIQUE_SHARE", "IdentifyingColumn", "check_identifiers",
            "check_allow_unique", "identifying_columns", "refuse_identifying", "candidates",
            "DistinctSketch", "distinct_sketch", "merge_distinct", "estimate_identifying",
            "SketchVerdict", "DISTINCT_REFUSED", "HLL_MARGIN",
-           "INDEX", "index_candidate", "without_identifiers", "decide", "value_runs",
+           "INDEX", "without_identifiers", "decide", "value_runs", "identifier_kind",
            "few_in_sample", "sample_positions", "distinct_at_most", "small_int_codes",
            "REFUSED", "ALLOWED", "UNSURE"]
 
@@ -147,6 +149,10 @@ class IdentifyingColumn:
         whose distinct values alone show it singles out rows).
     is_index : bool
         Whether it is the table's index.
+    numbered : bool
+        Whether it is an index that numbers the rows
+        (:func:`dmondrian._dask.written_check.numbers_rows`): written, it would
+        give the input's order back.
     """
 
     column: object
@@ -154,14 +160,13 @@ class IdentifyingColumn:
     rows: int
     exact: bool = True
     is_index: bool = False
+    numbered: bool = False
 
     def message(self) -> str:
         """The warning's text: what singles out rows and what to do about it."""
         what = (f"the index ({self.column!r})" if self.is_index
                 else f"column {self.column!r}")
-        measured = (f"{self.share:.0%} of the {self.rows:,} rows carry a value no other row has"
-                    if self.exact else
-                    f"{_estimated(self.share, self.rows)}")
+        measured = _why(self)
         fix = ("write no index (write_index=False)" if self.is_index
                else f"remove it (identifiers=[{self.column!r}], --drop {self.column})")
         return (f"{what} singles out rows: {measured}, and it is released unchanged; {fix}, "
@@ -171,12 +176,26 @@ class IdentifyingColumn:
     def to_dict(self) -> dict:
         """Plain-Python fields, for reports and manifests."""
         return {"column": str(self.column), "share": float(self.share), "rows": int(self.rows),
-                "exact": self.exact, "index": self.is_index}
+                "exact": self.exact, "index": self.is_index, "numbered": self.numbered}
 
 
 def _estimated(share: float, rows: int) -> str:
     return (f"about {share:.0%} of its {rows:,} values are distinct (estimated), so at least "
             "half the rows carry a value no other row has")
+
+
+#: Why an index that numbers the rows is refused.
+_NUMBERED = ("it numbers the rows in the input's order, which the shuffled rows of each file "
+             "would give back")
+
+
+def _why(f: IdentifyingColumn) -> str:
+    """What makes ``f`` single out rows, in words."""
+    if f.numbered:
+        return _NUMBERED
+    if f.exact:
+        return f"{f.share:.0%} of the {f.rows:,} rows carry a value no other row has"
+    return _estimated(f.share, f.rows)
 
 
 def _names(value, name: str) -> list:
@@ -252,7 +271,7 @@ def released_as_is(columns, opts) -> list:
     return [c for c in columns if c not in changed and c != opts.class_column]
 
 
-def _kind(dtype) -> str | None:
+def identifier_kind(dtype) -> str | None:
     """``"integer"``, ``"text"``, or None for a column no identifier is made of."""
     if isinstance(dtype, pd.CategoricalDtype):
         return "text"
@@ -267,46 +286,15 @@ def _kind(dtype) -> str | None:
     return None
 
 
-def _default_index(index: pd.Index) -> bool:
-    """Whether ``index`` numbers rows consecutively (a RangeIndex, or row positions
-    such as a sorted Dask release's): it says no more than the rows' order."""
-    if isinstance(index, pd.RangeIndex):
-        return index.step == 1
-    if not pd.api.types.is_integer_dtype(index.dtype) or len(index) == 0:
-        return False
-    return bool(index.is_monotonic_increasing and index[-1] - index[0] == len(index) - 1
-                and index.is_unique)
-
-
 def candidates(dtypes, released_as_is) -> list:
     """The columns to check: released as is, and of an identifier's kind.
 
     ``dtypes`` maps columns to dtypes; ``released_as_is`` lists the columns
     released unchanged. The index is never one (see the module's docstring:
-    only a writer asked to write it judges it, :func:`index_candidate`).
+    only a writer asked to write it judges it,
+    :func:`dmondrian._dask.written_check.index_candidate`).
     """
-    return [c for c in released_as_is if _kind(dtypes[c]) is not None]
-
-
-def index_candidate(index: pd.Index, allow=()):
-    """The name a written ``index`` is judged under (its name, or ``"index"``), or None
-    when it is of no identifier's kind, numbers the rows consecutively, or ``allow``
-    names it.
-
-    A Dask table's meta index is empty, so an integer index is a candidate
-    there: each partition then skips it if it numbers its rows in order.
-
-    Examples
-    --------
-    >>> index_candidate(pd.Index(["a", "b"], name="who")), index_candidate(pd.RangeIndex(3))
-    ('who', None)
-    >>> index_candidate(pd.Index([5, 3]), allow=["index"]) is None
-    True
-    """
-    name = INDEX if index.name is None else index.name
-    if _kind(index.dtype) is None or _default_index(index) or name in allow or INDEX in allow:
-        return None
-    return name
+    return [c for c in released_as_is if identifier_kind(dtypes[c]) is not None]
 
 
 def _series(df: pd.DataFrame, column) -> tuple[pd.Series, bool]:
@@ -528,23 +516,19 @@ def refusal_message(found: list[IdentifyingColumn]) -> str:
     ... # doctest: +ELLIPSIS
     refusing to release column 'person_id' unchanged: it singles out rows (100% of the ...
     """
-    def why(f: IdentifyingColumn) -> str:
-        return (f"{f.share:.0%} of the {f.rows:,} rows carry a value no other row has"
-                if f.exact else
-                _estimated(f.share, f.rows))
-
     columns = [f for f in found if not f.is_index]
     index = [f for f in found if f.is_index]
     parts = []
     if len(columns) == 1:
         parts.append(f"column {columns[0].column!r} unchanged: it singles out rows "
-                     f"({why(columns[0])})")
+                     f"({_why(columns[0])})")
     elif columns:
         parts.append(f"columns {_listed(repr(f.column) for f in columns)} unchanged: they "
-                     "single out rows (" + "; ".join(f"{f.column!r}: {why(f)}" for f in columns)
+                     "single out rows (" + "; ".join(f"{f.column!r}: {_why(f)}" for f in columns)
                      + ")")
     if index:
-        parts.append(f"the index ({index[0].column!r}): it singles out rows ({why(index[0])})")
+        parts.append(f"the index ({index[0].column!r}): " + (
+            _NUMBERED if index[0].numbered else f"it singles out rows ({_why(index[0])})"))
     names = [f.column for f in found]
     ways = []
     if columns:
@@ -695,9 +679,7 @@ def distinct_sketch(df: pd.DataFrame, columns, distinct_values=None) -> Distinct
         if column in known and column in df.columns:
             registers[column] = _registers(pd.Series(known[column], copy=False))
             continue
-        values, is_index = _series(df, column)
-        if is_index and _default_index(df.index):  # this partition's rows, numbered in order
-            continue
+        values, _ = _series(df, column)
         try:
             registers[column] = _registers(values)
         except TypeError:  # unhashable objects (lists, dicts): not an identifier's values

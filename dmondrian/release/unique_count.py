@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .identifiers import _default_index
-
 __all__ = ["unique_counts", "unique_rows"]
 
 
@@ -29,10 +27,8 @@ def _countable(values: pd.Series) -> pd.Series:
 
 
 def _index_values(index: pd.Index) -> pd.Series:
-    """A partition's index as values, none when it numbers the partition's rows in order
-    (the sketch skips those too: :func:`dmondrian.release.identifiers.distinct_sketch`)."""
-    values = pd.Series(index, index=None, copy=False)
-    return _countable(values.iloc[:0] if _default_index(index) else values)
+    """A partition's index as values."""
+    return _countable(pd.Series(index, index=None, copy=False))
 
 
 def _partition_counts(ddf) -> int:

@@ -170,3 +170,36 @@ def test_sweep_warns_as_every_command_does(folder, capsys, monkeypatch):
     assert "record" not in err
 
 
+
+
+@pytest.mark.parametrize("engine", ["local", "distributed"])
+@pytest.mark.parametrize("bad", [
+    (["--qi", "age,nope"], "nope"),  # a column the input lacks
+    (["--qi", "age,zip", "--mode", "loose"], "mode"),  # an option out of its range
+    (["--qi", "age,zip", "--identifiers", "age"], "age"),  # an option against the columns
+])
+def test_a_run_refused_by_its_input_or_options_never_stages(folder, capsys, engine, bad):
+    # Every check that can refuse the run comes before OUTPUT is staged or locked: a
+    # live run writing the same OUTPUT, or an OUTPUT there already, does not hide the
+    # run's own error, and no folder is made for it.
+    from dmondrian.io.staging import staged_release
+
+    flags, named = bad
+    src = str(folder / "people.parquet")
+    out = folder / "new-folder" / "out.csv"
+    argv = ["anonymize", src, str(out), "--k", "5", *flags, "--no-progress",
+            *(["--local"] if engine == "local" else ["--distributed"])]
+    assert main(argv) == 2
+    line = capsys.readouterr().err.strip()
+    assert named in line and "\n" not in line, line
+    assert not (folder / "new-folder").exists()
+    busy = folder / "busy.csv"
+    with staged_release(str(busy)):  # another run is writing it
+        assert main([*argv[:2], str(busy), *argv[3:]]) == 2
+    line = capsys.readouterr().err.strip()
+    assert named in line and "another dmondrian run" not in line, line
+    busy.write_text("a release\n")
+    assert main([*argv[:2], str(busy), *argv[3:]]) == 2
+    line = capsys.readouterr().err.strip()
+    assert named in line and "already exists" not in line, line
+    busy.unlink()

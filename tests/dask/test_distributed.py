@@ -36,7 +36,8 @@ from dmondrian._dask.plan import Recount, Verdict, pack_output_partitions
 from dmondrian.partition.routing import route, row_positions
 
 #: The writers write no index by default (dmondrian.release.row_order); these tests compare the
-#: files with the lazy release row by row, by index.
+#: files with the lazy release row by row, by index, and allow it (``"index"`` in
+#: ``allow_unique``): row numbers give the input's order back.
 INDEXED = {"write_index": True}
 
 
@@ -152,7 +153,8 @@ def test_lazy_result_writes_parquet_of_many_labels_per_partition(client, tmp_pat
     # partition need the 32-bit codes it declares (dask issue 11830).
     df = mixed_table(4000, seed=5)
     out = D.anonymize(dd.from_pandas(df, npartitions=2), ["age", "zip", "income"], 5,
-                      leaf_rows=2500, client=client, class_column="cls", allow_unique=row_ids(df))
+                      leaf_rows=2500, client=client, class_column="cls",
+                      allow_unique=[*row_ids(df), "index"])  # its row numbers are written
     parts = out.to_delayed()
     assert max(len(p.compute()["income"].cat.categories) for p in parts) > 127
     out.to_parquet(tmp_path / "release", write_index=True)  # compared by index below
@@ -326,7 +328,8 @@ def test_lazy_release_writes_parquet_as_the_sink_does(client, tmp_path):
 
     df = make_census(3000, seed=2)
     out = D.anonymize(dd.from_pandas(df, npartitions=2), CENSUS_QIS, 5, leaf_rows=1000,
-                      class_column="cls", client=client, allow_unique=row_ids(df))
+                      class_column="cls", client=client,
+                      allow_unique=[*row_ids(df), "index"])  # its row numbers are written
     assert isinstance(out, dd.DataFrame)
     expected = out.compute().sort_index()
     with dask.config.set({"optimization.fuse.active": False}):
@@ -365,7 +368,7 @@ def test_parquet_release_equals_the_lazy_release(client, tmp_path):
     options = dict(leaf_rows=400, mode="relaxed", class_column="cls", client=client)
     lazy = _collect(D.anonymize(ddf, CENSUS_QIS, 5, **options, allow_unique=row_ids(ddf)))
     top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 5, **options,
-                                 write_options=INDEXED, allow_unique=row_ids(ddf))
+                                 write_options=INDEXED, allow_unique=[*row_ids(ddf), "index"])
     assert max(len(p) for p in top.output_partitions) > 1  # several leaves share one
     files = sorted((tmp_path / "out").glob("part.*.parquet"))
     assert len(files) == len(top.output_partitions)
@@ -416,7 +419,7 @@ def test_parquet_writer_counts_leaves_in_the_shuffle_pass(client, tmp_path, monk
     lazy = _collect(D.apply_plan(ddf, counted))
     calls = _log_routing(monkeypatch, tmp_path / "calls")
     top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 10, **options,
-                                 write_options=INDEXED, allow_unique=row_ids(ddf))
+                                 write_options=INDEXED, allow_unique=[*row_ids(ddf), "index"])
     assert counted.passes == 2 and top.passes == 1
     assert calls.read_text() == "x" * ddf.npartitions  # routed once, counted and shuffled
     assert top.counted and top.undone_cuts == 0
@@ -437,7 +440,8 @@ def test_lazy_result_counts_leaves_in_the_shuffle_pass(client, tmp_path, monkeyp
 
     calls = _log_routing(monkeypatch, tmp_path / "calls")
     monkeypatch.setattr(top_phase, "region_pass", no_pass)
-    out = D.anonymize(ddf, CENSUS_QIS, 10, **options, allow_unique=row_ids(ddf))
+    out = D.anonymize(ddf, CENSUS_QIS, 10, **options,
+                      allow_unique=[*row_ids(ddf), "index"])  # its row numbers are written
     got = _collect(out)
     assert calls.read_text() == "x" * ddf.npartitions  # routed once, counted and shuffled
     _same_values(got, counted)
@@ -601,7 +605,7 @@ def test_writer_falls_back_to_a_counting_pass(client, tmp_path, monkeypatch):
 
     monkeypatch.setattr(counting_write, "settle", refuse)
     top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 5, **options,
-                                 write_options=INDEXED, allow_unique=row_ids(ddf))
+                                 write_options=INDEXED, allow_unique=[*row_ids(ddf), "index"])
     assert top.passes == 2 and top.counted
     # The attempt the counts undid is timed apart from the pass that wrote.
     assert top.timings["first attempt (undone: a count disallowed a cut)"] > 0

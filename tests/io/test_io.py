@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from dmondrian.errors import ColumnError, DMondrianError, MissingColumnError
 from dmondrian.io import files as io
+from dmondrian.io.staging import STAGING_TAG
 
 
 @pytest.fixture
@@ -201,9 +202,32 @@ def test_atomic_output_failure_leaves_nothing(tmp_path, directory):
             io.atomic_output(url, directory=directory) as (fs, tmp):
         with fs.open(f"{tmp}/part.0" if directory else tmp, "wb") as fh:
             fh.write(b"partial")
-        assert os.path.basename(tmp).startswith(".out")
+        assert STAGING_TAG in tmp and os.path.basename(os.path.dirname(os.path.dirname(tmp))
+                                               ).startswith(".out")
         raise RuntimeError("boom")
     assert os.listdir(tmp_path) == []
+
+
+def test_atomic_output_stages_as_a_release_does(tmp_path):
+    # One staging for every writer (dmondrian.io.staging): a dead write's leftovers are
+    # cleared by the next write to the same output, and a live one is not overrun.
+    out = tmp_path / "out.csv"
+    dead = tmp_path / f".out.csv{STAGING_TAG}0123456789ab"
+    (dead / "data").mkdir(parents=True)
+    (dead / "data" / "out.csv").write_text("half a file")
+    (dead / "lock").write_text("")  # no process holds it: its run died
+    io.write_table(_people(4), str(out))
+    assert sorted(os.listdir(tmp_path)) == ["out.csv"]
+    with io.atomic_output(str(tmp_path / "busy.csv")) as (fs, tmp):
+        with pytest.raises(io.OutputError, match="another dmondrian run is writing"):
+            io.write_table(_people(4), str(tmp_path / "busy.csv"))
+        with fs.open(tmp, "w") as fh:
+            fh.write("mine\n")
+    assert (tmp_path / "busy.csv").read_text() == "mine\n"
+    # Replacing an output takes the stale manifest beside it away with it.
+    (tmp_path / "out.csv.manifest.json").write_text("{}")
+    io.write_table(_people(6), str(out), overwrite=True)
+    assert sorted(os.listdir(tmp_path)) == ["busy.csv", "out.csv"]
 
 
 def test_injected_failure_mid_write(tmp_path, monkeypatch):

@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 
 import dmondrian as dm
 from dmondrian import MondrianAnonymizer
-from dmondrian.errors import InfeasibleError, PlanFileError, UnsupportedDtypeError
+from dmondrian.errors import (
+    IdentifyingColumnError,
+    InfeasibleError,
+    PlanFileError,
+    UnsupportedDtypeError,
+)
 from dmondrian.plans import fit_k, fit_plan, load_plan, save_plan
 from dmondrian.plans.persist import VERSION
 from dmondrian.plans.release import published_targets
@@ -650,8 +655,14 @@ def test_dask_release_writes_parquet_as_release_writers_do(process_client, tmp_p
     assert any("DICTIONARY" in e for e in column["cls"].encodings)
     assert column["pay"].statistics.has_min_max
     assert not any("DICTIONARY" in e for e in column["pay"].encodings)
-    # Asked for, the index is written, and statistics too.
-    out.to_parquet(tmp_path / "asked", write_index=True, write_statistics=True)
+    # Asked for, the index (row numbers) is refused; allowed, it is written, and
+    # statistics too.
+    with pytest.raises(IdentifyingColumnError, match="input's order"):
+        out.to_parquet(tmp_path / "asked", write_index=True, write_statistics=True)
+    assert not (tmp_path / "asked").exists()
+    allowed = fit_plan(_table(3000, 30), QIS, 7, class_column="cls", allow_unique=["index"])
+    allowed.transform(dd.from_pandas(new, npartitions=4)).to_parquet(
+        tmp_path / "asked", write_index=True, write_statistics=True)
     meta = pq.ParquetFile(sorted((tmp_path / "asked").glob("*.parquet"))[0]).metadata
     assert "__index_level_0__" in pq.ParquetFile(
         sorted((tmp_path / "asked").glob("*.parquet"))[0]).schema_arrow.names

@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from distributed import Client, LocalCluster
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dmondrian.cli._anonymize_dask import with_plan_categories
 from dmondrian.errors import MemoryLimitError
@@ -101,3 +103,51 @@ def test_a_partition_too_large_for_a_worker_is_refused_by_name(one_wide_partitio
     assert "smaller row groups or files" in message and "more memory" in message
     assert err.value.memory_limit == 300e6 and err.value.smallest > 300e6
     assert not (tmp_path / "out").exists()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=8))
+def test_a_rows_input_position_has_one_definition(lengths):
+    # The Dask engine numbers a row by its partition and its place in it; a fitted plan by
+    # its row number over the table (its fitted ties are in those numbers). One function
+    # owns both (routing.row_positions), and they agree: the same order (the input's)
+    # and the same place of each row in its partition.
+    from dmondrian.partition.routing import row_offsets, row_positions
+
+    firsts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int)
+    engine = np.concatenate([row_positions(i, n) for i, n in enumerate(lengths)])
+    plans = np.concatenate([row_positions(i, n, first=int(f))
+                            for i, (n, f) in enumerate(zip(lengths, firsts))])
+    assert plans.tolist() == list(range(sum(lengths)))  # the table's row numbers
+    assert (np.argsort(engine, kind="stable") == np.argsort(plans, kind="stable")).all()
+    assert (np.diff(engine) > 0).all() and (np.diff(plans) > 0).all()
+    assert (row_offsets(engine) == plans - np.repeat(firsts, lengths)).all()
+    rows = np.arange(max(lengths))[::2]
+    for i, (n, f) in enumerate(zip(lengths, firsts)):
+        few = rows[rows < n]
+        assert (row_positions(i, n, few, first=int(f)) == f + few).all()
+
+
+def test_the_plans_number_rows_with_the_one_definition(monkeypatch):
+    # A plan's counting and publishing tasks and its in-memory placing take a row's
+    # position from routing.row_positions, not from a definition of their own.
+    from dmondrian.partition import routing
+    from dmondrian.plans import dask as plans_dask
+
+    asked = []
+    real = routing.row_positions
+
+    def spy(partition, n, rows=None, *, first=None):
+        asked.append((partition, n, first))
+        return real(partition, n, rows, first=first)
+
+    monkeypatch.setattr(routing, "row_positions", spy)
+    rng = np.random.default_rng(3)
+    fit = pd.DataFrame({"age": rng.integers(0, 4, 400), "b": rng.integers(0, 3, 400)})
+    plan = fit_plan(fit, ["age", "b"], 5, mode="relaxed")
+    assert plan.tree.cuts.has_ties
+    part = fit.iloc[100:160]
+    placer = plans_dask._Placer(plan)
+    plans_dask._count(part, placer, 100)
+    plan.place(part)
+    assert asked == [(0, 60, 100), (0, 60, 0)]

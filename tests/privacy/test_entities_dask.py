@@ -56,7 +56,8 @@ def test_parquet_writer_and_plan_count_people(cluster_client, tmp_path):
     ddf = dd.from_pandas(ev, npartitions=3)
     anonymize_to_parquet(ddf, tmp_path / "out", EVENT_QUASI_IDENTIFIERS, 10, entity="user_id",
                          class_column="cls", client=cluster_client, leaf_rows=2_000,
-                         progress=False, write_options={"write_index": True})
+                         progress=False, write_options={"write_index": True},
+                         allow_unique=["index"])
     # The input's row numbers, written on request only, tie each row to its user.
     out = pd.read_parquet(tmp_path / "out").sort_index()
     assert out.index.equals(ev.index)
@@ -77,7 +78,8 @@ def test_the_writer_counts_people_in_the_shuffle_pass(cluster_client, tmp_path):
         top = anonymize_to_parquet(dd.from_pandas(df, npartitions=2), tmp_path / name,
                                    ["age", "dev"], 5, entity="user", class_column="cls",
                                    client=cluster_client, leaf_rows=leaf_rows, progress=False,
-                                   write_options={"write_index": True})
+                                   write_options={"write_index": True},
+                                   allow_unique=["index"])
         out = pd.read_parquet(tmp_path / name).sort_index()
         users = df["user"].to_numpy()[out.index.to_numpy()]
         assert len(out) == len(df)

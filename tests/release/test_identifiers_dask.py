@@ -392,3 +392,61 @@ def test_a_person_key_in_small_partitions_is_warned_as_the_local_engine_does(clu
     local = warned(dmondrian.anonymize, ev, EVENT_QUASI_IDENTIFIERS, 10)
     assert local == ["user_id"]
     assert warned(D.anonymize, ddf, EVENT_QUASI_IDENTIFIERS, 10, client=cluster) == local
+
+
+def _row_numbers_refused(info):
+    text = str(info.value)
+    assert info.value.columns == ["index"] and info.value.found[0].is_index
+    assert "input's order" in text and "\n" not in text
+    assert "write_index=False" in text and "allow_unique=['index']" in text
+
+
+@pytest.mark.parametrize("how", ["range", "per file", "concatenated"])
+def test_every_writer_refuses_to_write_row_numbers(cluster, tmp_path, how):
+    # Row numbers, asked to be written beside rows each file shuffles, give the input's
+    # order back; on a table too small for any column to be judged identifying.
+    from dmondrian.plans.dask import transform_to_parquet
+
+    df = _table(600).drop(columns="person_id")
+    if how == "range":
+        ddf = dd.from_pandas(df, npartitions=3)
+    elif how == "per file":  # dask's read of files written without an index
+        dd.from_pandas(df, npartitions=3).to_parquet(tmp_path / "in", write_index=False)
+        ddf = dd.read_parquet(tmp_path / "in")
+    else:  # an int64 index numbering each part (not a RangeIndex)
+        frame = pd.concat([df.iloc[:300].reset_index(drop=True),
+                           df.iloc[300:].reset_index(drop=True)])
+        assert not isinstance(frame.index, pd.RangeIndex)
+        ddf = dd.from_pandas(frame, npartitions=2, sort=False)
+    plan = fit_plan(df, QIS, 10)
+    writers = {
+        "to_parquet": lambda dest, **kw: D.anonymize_to_parquet(
+            ddf, dest, QIS, 10, client=cluster, write_options={"write_index": True}, **kw),
+        "to_csv": lambda dest, **kw: D.anonymize_to_csv(
+            ddf, dest / "part-*.csv", QIS, 10, client=cluster, write_options={"index": True},
+            **kw),
+        "lazy": lambda dest, **kw: D.anonymize(ddf, QIS, 10, client=cluster, **kw).to_parquet(
+            dest, write_index=True),
+        "lazy, dask's writer": lambda dest, **kw: D.anonymize(
+            ddf, QIS, 10, client=cluster, **kw).to_parquet(dest, write_index=True,
+                                                          partition_on=["ward"]),
+        "plan": lambda dest, **kw: transform_to_parquet(
+            fit_plan(df, QIS, 10, **kw) if kw else plan, ddf, dest, client=cluster,
+            write_options={"write_index": True}),
+        "plan, lazy": lambda dest, **kw: D_transform(
+            fit_plan(df, QIS, 10, **kw) if kw else plan, ddf, cluster).to_parquet(
+            dest, write_index=True),
+    }
+    if how != "range":  # the same check: the two that are not the writers' own
+        writers = {name: writers[name] for name in ("to_csv", "plan, lazy")}
+    for name, write in writers.items():
+        dest = tmp_path / name
+        with pytest.raises(IdentifyingColumnError) as info:
+            write(dest)
+        _row_numbers_refused(info)
+        assert not dest.exists(), name
+        write(dest, allow_unique=["index"])  # the order judged safe: written
+        assert dest.exists(), name
+    # Not asked, no index is written, and nothing is refused.
+    D.anonymize_to_parquet(ddf, tmp_path / "plain", QIS, 10, client=cluster)
+    assert pd.read_parquet(tmp_path / "plain").index.name is None
