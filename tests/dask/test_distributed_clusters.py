@@ -1,5 +1,5 @@
 """The distributed engine on real clusters: worker processes, the dask CLI over TCP,
-data larger than the workers' memory, and a worker killed mid-run."""
+and a worker killed mid-run (data larger than the workers' memory: benchmarks/over_memory.py)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,10 @@ import threading
 import time
 from pathlib import Path
 
-import dask
 import dask.dataframe as dd
-import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
-from distributed import Client, LocalCluster
+from distributed import Client
 from distributed_helpers import CENSUS_QIS, average_ncp, make_census, row_ids
 
 from dmondrian import distributed as D
@@ -113,64 +108,6 @@ def test_cli_scheduler_and_workers_found_through_environment(cli_cluster, tmp_pa
     ncp = average_ncp(df, out.loc[df.index, "cls"].to_numpy(), CENSUS_QIS)
     ref = local.anonymize(df, CENSUS_QIS, 10, class_column="cls", allow_unique=row_ids(df))
     assert ncp <= average_ncp(df, ref["cls"].to_numpy(), CENSUS_QIS) * 1.02
-
-
-# -- larger than memory ------------------------------------------------------------------------
-
-_PAYLOAD = 4000
-
-
-def _write_wide_dataset(path: Path, n_files: int, rows_per_file: int) -> int:
-    """Census rows plus a 4 kB text column per row; returns its size in memory (bytes)."""
-    path.mkdir()
-    filler = pa.scalar("x" * (_PAYLOAD - 12))
-    in_memory = 0
-    for f in range(n_files):
-        df = make_census(rows_per_file, seed=100 + f)
-        df["person_id"] += f * rows_per_file
-        table = pa.Table.from_pandas(df, preserve_index=False)
-        # Each row's text (its id, then the filler) made by Arrow: no Python string a row.
-        ids = pc.utf8_lpad(pc.cast(table["person_id"], pa.string()), 12, "0")
-        table = table.append_column("note", pc.binary_join_element_wise(ids, filler, ""))
-        in_memory += table.nbytes
-        pq.write_table(table, path / f"part-{f:03d}.parquet")
-    return in_memory
-
-
-def test_larger_than_memory_parquet_round_trip(tmp_path):
-    # A worker process holds ~260-310 MB once dask, pandas and pyarrow are
-    # loaded and have run, and these 4 kB rows add copies and Arrow's pool:
-    # 1 GB is about the smallest workable limit (on 700 MB workers the nanny
-    # restarted workers, December 2026). p2p's default 1 GiB send buffer
-    # would alone exceed it: scale it down.
-    memory_limit, n_files, rows_per_file = 1e9, 80, 8_000
-    src, dst = tmp_path / "in", tmp_path / "out"
-    size = _write_wide_dataset(src, n_files=n_files, rows_per_file=rows_per_file)
-    # 2.6 GB: over the workers' total limit (1.3x), over twice what they can
-    # use for data (each holds ~300 MB of libraries and pauses at 90 %).
-    assert size > 1.25 * 2 * memory_limit
-    # A worker's unmanaged memory (libraries, Arrow's pool) can sit near 80 %
-    # of 1 GB, where dask pauses it by default; a paused worker that
-    # cannot spill its way back under never resumes and the run stalls. Pause
-    # at 90 %: still below the 95 % restart this test asserts never happens.
-    p2p_buffers = {"distributed.p2p.comm.buffer": "64 MiB",
-                   "distributed.p2p.storage.buffer": "32 MiB",
-                   "distributed.worker.memory.pause": 0.9}
-    with dask.config.set(p2p_buffers), LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, memory_limit=memory_limit,
-            dashboard_address=":0") as cluster:
-        with Client(cluster, set_as_default=False) as client:
-            pids = client.run(os.getpid)
-            ddf = dd.read_parquet(src)
-            top = D.anonymize_to_parquet(ddf, dst, CENSUS_QIS, 20, client=client,
-                                         class_column="cls",
-                                         allow_unique=[*row_ids(ddf), "note"])
-            # No worker was restarted for exceeding its memory limit.
-            assert client.run(os.getpid) == pids
-    counts = pq.read_table(dst, columns=["cls"]).column("cls").to_numpy()
-    assert counts.size == n_files * rows_per_file == top.leaf_counts.sum()
-    assert np.unique(counts, return_counts=True)[1].min() >= 20
-    assert top.leaf_counts.max() <= top.leaf_rows
 
 
 # -- fault tolerance ---------------------------------------------------------------------------

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import dask.dataframe as dd
 import numpy as np
@@ -18,38 +15,34 @@ from distributed import Client, LocalCluster
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dmondrian.cli import main
 from dmondrian.cli._anonymize_dask import with_plan_categories
 from dmondrian.errors import MemoryLimitError
 from dmondrian.plans import fit_plan
 from dmondrian.plans.dask import transform_dask, transform_to_parquet
 from dmondrian.synthetic import write_census_parquet
 
-ROOT = Path(__file__).resolve().parents[2]
 QIS = "age,zip,education,sex"
 
 
-def _dmondrian(*args, cwd) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    return subprocess.run([sys.executable, "-m", "dmondrian", *map(str, args), "--no-progress"],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-
-
-def test_plan_on_dask_reads_ordinal_categories_in_the_plans_order(tmp_path):
+def test_plan_on_dask_reads_ordinal_categories_in_the_plans_order(tmp_path, monkeypatch,
+                                                                 shared_local_cluster):
     """``education`` comes back from Parquet on Dask as a Categorical of unknown
     categories: the manifest's report takes the plan's order, and its figures are
-    those of the same release made in memory."""
+    those of the same release made in memory. The command line runs in this process
+    (the same code as ``dmondrian`` run as a command), on the session's worker
+    processes by address: a subprocess and a cluster of its own only add start-ups."""
     write_census_parquet(tmp_path / "census", 20_000, seed=4, rows_per_partition=5_000)
     assert not dd.read_parquet(tmp_path / "census")["education"].cat.known
-    common = ["--qi", QIS, "--drop", "person_id", "--seed", "1"]
-    proc = _dmondrian("anonymize", "census", "fit.parquet", "--k", "10", "--local",
-                      "--save-plan", "plan.json", *common, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    runs = {"local": ["--local"], "dask": ["--distributed", "--workers", "2"]}
+    monkeypatch.chdir(tmp_path)
+    common = ["--qi", QIS, "--drop", "person_id", "--seed", "1", "--no-progress"]
+    assert main(["anonymize", "census", "fit.parquet", "--k", "10", "--local",
+                 "--save-plan", "plan.json", *common]) == 0
+    runs = {"local": ["--local"],
+            "dask": ["--distributed", "--scheduler", shared_local_cluster.scheduler_address]}
     for name, flags in runs.items():
-        proc = _dmondrian("anonymize", "census", f"{name}/", "--plan", "plan.json", *flags,
-                          *common, cwd=tmp_path)
-        assert proc.returncode == 0, proc.stderr
+        assert main(["anonymize", "census", f"{name}/", "--plan", "plan.json", *flags,
+                     *common]) == 0
     ncp = {name: json.loads((tmp_path / f"{name}.manifest.json").read_text())["metrics"]["ncp"]
            for name in runs}
     assert ncp["dask"]["per_attribute"]["education"] > 0
