@@ -340,7 +340,8 @@ def _over_pairs(table, keys, frame, sensitive, entity, t_distance, extra):
     counts = groupby(pairs[[*keys, sensitive]], [*keys, sensitive]).size()
     stats = sensitive_class_stats(counts.rename(N_COLUMN).reset_index(), keys, sensitive, q,
                                   distance, extra)
-    over = [c for c in (L_DISTINCT, L_ENTROPY, T, *(extra[:1] if extra else ())) if c in stats.columns]
+    own = (extra[0],) if extra else ()
+    over = [c for c in (L_DISTINCT, L_ENTROPY, T, *own) if c in stats.columns]
     return frame.drop(columns=over).merge(stats[[*keys, *over]], on=keys, how="left")
 
 
