@@ -119,7 +119,8 @@ def refuse_empty(n_rows: int, doing: str = "anonymize") -> None:
 
 
 def check_l(l, l_kind: str = "distinct"):  # noqa: E741 - the literature's name
-    """``l`` checked for ``l_kind``: a number >= 1, a whole one unless entropy's.
+    """``l`` checked for ``l_kind``: a number >= 1, a whole one unless the variant's
+    l need not be (:attr:`LVariant.whole_l`: entropy's).
 
     Returns an ``int`` for distinct and recursive l-diversity (``2.0`` is 2).
 
