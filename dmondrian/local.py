@@ -333,12 +333,15 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     class_column : str, optional
         Add a column with each row's equivalence-class id.
     qi_kinds : dict, optional
-        ``{column: kind}`` overriding the detected kind ("numeric",
-        "datetime", "ordinal", "nominal", "hierarchy").
+        ``{column: kind}`` overriding the detected kind: a name of
+        :attr:`dmondrian.kinds.QIKind.ALL` ("numeric", "datetime", "ordinal",
+        "nominal", "hierarchy" or a registered kind).
     l : int or float, optional
         l-diversity of the ``sensitive`` column in every class.
-    l_kind : {"distinct", "entropy", "recursive"}, default "distinct"
-        Which l-diversity (recursive needs ``c``).
+    l_kind : str, default "distinct"
+        Which l-diversity: a name of :data:`dmondrian.options.L_KINDS`
+        ("distinct", "entropy", "recursive", which needs ``c``, or a registered
+        :class:`~dmondrian.privacy.constraints.LVariant`).
     c : float, optional
         The c of recursive (c, l)-diversity.
     t : float, optional

@@ -31,6 +31,7 @@ path's shuffle), :data:`WRITE` (the Dask engine's writers).
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import math
 import numbers
@@ -42,14 +43,62 @@ import numpy as np
 from .errors import ParameterError
 
 __all__ = ["ANONYMIZE", "DASK", "DASK_PLAN", "WRITE", "EXCHANGES", "FORMATS", "K", "L_KINDS",
-           "OBJECTIVES", "PLAN_KEEPS", "REFINES", "Option", "Range", "defaults",
-           "plan_fit_options", "takes_options"]
+           "L_VARIANTS", "OBJECTIVES", "PLAN_KEEPS", "REFINES", "Option", "Range",
+           "RegisteredNames", "defaults", "plan_fit_options", "takes_options"]
 
 # Every list of choices, once: the engines, verify, the I/O and the command line
 # read them from here.
 MODES = ("strict", "relaxed")
 GENERALIZATIONS = ("range", "midpoint", "mean")
-L_KINDS = ("distinct", "entropy", "recursive")
+#: Every l-diversity variant by name, filled by
+#: :func:`dmondrian.privacy.constraints.register_l_variant` (its module registers the
+#: built-in ones; a new variant registers itself the same way).
+L_VARIANTS: dict = {}
+
+
+class RegisteredNames:
+    """The names of a registry as an option's choices, read when asked, so that a
+    variant registered after this module is imported is a choice too.
+
+    Examples
+    --------
+    >>> names = RegisteredNames({"a": 1})
+    >>> "a" in names, ["a"] in names, tuple(names)
+    (True, False, ('a',))
+    """
+
+    def __init__(self, registry: dict, filled_by: str | None = None):
+        self._registry = registry
+        self._filled_by = filled_by
+
+    def _names(self) -> dict:
+        # The module that registers the built-in entries imports this one, so it is
+        # imported when the names are first read rather than here.
+        if self._filled_by is not None:
+            importlib.import_module(self._filled_by)
+            self._filled_by = None
+        return self._registry
+
+    def __iter__(self):
+        return iter(tuple(self._names()))
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __getitem__(self, i):
+        return tuple(self._names())[i]
+
+    def __contains__(self, value) -> bool:
+        try:
+            return value in self._names()
+        except TypeError:  # an unhashable value is no name
+            return False
+
+    def __repr__(self) -> str:
+        return repr(tuple(self._names()))
+
+
+L_KINDS = RegisteredNames(L_VARIANTS, "dmondrian.privacy.constraints")
 OBJECTIVES = ("balanced", "dm", "ncp")
 REFINES = ("none", "local")
 SUPPRESSED = ("mask", "drop")
@@ -259,7 +308,7 @@ ANONYMIZE = _group(
     Option("hierarchies", None, "generalization hierarchy per nominal QI: a Hierarchy, a "
            "file of 'leaf;parent;...;*' lines, or a mapping leaf -> ancestors", plan="fit"),
     Option("qi_kinds", None, "kind per QI overriding the one detected from its dtype "
-           "(numeric, datetime, ordinal, nominal, hierarchy)", plan="fit"),
+           "(a name of dmondrian.kinds.QIKind.ALL)", plan="fit"),
     Option("class_column", None, "add a column holding each row's equivalence-class id",
            plan="keep"),
     Option("l", None, "l-diversity of the sensitive column in every class (a whole number "

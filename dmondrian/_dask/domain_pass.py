@@ -318,7 +318,7 @@ def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict
                                              categories=categories[j],
                                              hierarchy=hierarchies.get(q))
         slots[j] = len(counts)
-        if spec.name == "nominal":
+        if spec.label_shape == "set":
             warn_unique_text(q, len(categories[j]), int(sketch.n))
         kernel_kinds[j] = spec.kernel_kind_of(meta[q].dtype)
         scales[j] = spec.slot_scale(counts)

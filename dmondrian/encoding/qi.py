@@ -106,5 +106,5 @@ def warn_unique_text(name, distinct: int, rows: int) -> None:
 def warn_unique_text_qis(encoded: list, rows: int) -> None:
     """:func:`warn_unique_text` for every nominal QI of ``encoded`` (EncodedQI, in memory)."""
     for qi in encoded:
-        if qi.kind == "nominal":
+        if qi.spec.label_shape == "set":
             warn_unique_text(qi.name, len(qi.categories) - 1, rows)  # less the missing slot

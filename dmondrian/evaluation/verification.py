@@ -29,16 +29,16 @@ from ..metrics._frames import N_COLUMN, groupby, meta_of
 from ..metrics.per_class import (
     L_DISTINCT,
     L_ENTROPY,
-    L_RECURSIVE,
     SIZE,
     T,
     class_statistics,
     global_distribution,
     sensitive_class_stats,
+    stat_column,
     t_distance_of,
 )
 from ..options import ANONYMIZE
-from ..privacy.constraints import check_k, check_l
+from ..privacy.constraints import check_k, check_l_options, l_variant
 from ..release.identifying_check import identifying_parts
 
 __all__ = ["VerifyResult", "verify", "class_statistics", "jsonable"]
@@ -47,8 +47,7 @@ __all__ = ["VerifyResult", "verify", "class_statistics", "jsonable"]
 # 1.9999999999999998, which must still count as 2-diverse.
 _TOL = 1e-9
 
-_PUBLIC = {SIZE: "size", L_DISTINCT: "l_distinct", L_ENTROPY: "l_entropy",
-           L_RECURSIVE: "recursive_ratio", T: "t"}
+_PUBLIC = {SIZE: "size", L_DISTINCT: "l_distinct", L_ENTROPY: "l_entropy", T: "t"}
 
 
 @dataclass
@@ -65,9 +64,11 @@ class VerifyResult:
         ``t_distance``, ``sensitive``); None for what was not.
     achieved : dict
         What the table achieves: ``k`` and, with a sensitive column,
-        ``l_distinct``, ``l_entropy`` and ``t``; for recursive (c, l)-diversity
-        also ``recursive_ratio``, the largest ``r1 / (r_l + ... + r_m)`` of a
-        class (the table holds for every ``c`` above it).
+        ``l_distinct``, ``l_entropy`` and ``t``; for an l variant with a statistic
+        of its own, its worst value under the variant's
+        :attr:`~dmondrian.privacy.constraints.LVariant.column` (recursive (c,
+        l)-diversity: ``recursive_ratio``, the largest ``r1 / (r_l + ... + r_m)``
+        of a class; the table holds for every ``c`` above it).
     n_records, n_classes : int
     n_violations : int
         Number of classes that fail at least one requirement.
@@ -169,20 +170,6 @@ def jsonable(obj):
     return obj
 
 
-def _check_l(l_value, l_kind, c):
-    ANONYMIZE["l_kind"].check_choice(l_kind)
-    if c is not None and (l_value is None or l_kind != "recursive"):
-        raise ParameterError("c", "c is only used with l and l_kind='recursive'")
-    if l_value is None:
-        return None
-    l_value = check_l(l_value, l_kind)
-    if l_kind == "recursive":
-        if c is None:
-            raise ParameterError("c", "recursive l-diversity needs c (l_kind='recursive')")
-        ANONYMIZE["c"].check(c)
-    return l_value
-
-
 def _check_t(t_value):
     t_value = ANONYMIZE["t"].check(t_value)
     return None if t_value is None else float(t_value)
@@ -208,13 +195,15 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     t : float, optional
         Every class's sensitive distribution must be within EMD ``t`` of the
         table's.
-    l_kind : {"distinct", "entropy", "recursive"}, default "distinct"
-        Distinct l-diversity (at least ``l`` distinct values), entropy
-        l-diversity (entropy at least ``log(l)``) or recursive (c, l)-diversity
-        (``r1 < c * (r_l + ... + r_m)``, the class's value counts sorted
-        descending), as the engines enforce them.
+    l_kind : str, default "distinct"
+        A name of :data:`dmondrian.options.L_KINDS`: distinct l-diversity (at least
+        ``l`` distinct values), entropy l-diversity (entropy at least ``log(l)``),
+        recursive (c, l)-diversity (``r1 < c * (r_l + ... + r_m)``, the class's
+        value counts sorted descending) or a registered variant
+        (:class:`~dmondrian.privacy.constraints.LVariant`), checked as the
+        engines enforce it.
     c : float, optional
-        The ``c`` of recursive (c, l)-diversity (required with it).
+        The ``c`` of the variants that take one (recursive), required with them.
     t_distance : {"auto", "ordered", "equal"}, default "auto"
         EMD ground distance (see :func:`dmondrian.metrics.privacy`).
     max_listed : int, default 100
@@ -255,7 +244,8 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     qis, keys = class_keys(table, quasi_identifiers)
     if k is not None:
         k = check_k(k)
-    l_value = _check_l(l, l_kind, c)
+    l_value = check_l_options(l, l_kind, c)
+    variant = l_variant(l_kind)
     t_value = _check_t(t)
     if (l_value is not None or t_value is not None) and sensitive is None:
         raise ParameterError("sensitive", "l-diversity and t-closeness need the sensitive column: "
@@ -270,21 +260,19 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     if sensitive is not None:
         check_column(table, sensitive, "sensitive")
         columns.append(sensitive)
-    recursive_l = int(l_value) if l_value is not None and l_kind == "recursive" else None
-    frame, plan = class_statistics(table[columns], keys, sensitive, t_distance, recursive_l)
+    # The variant's own per-class statistic, when it is not one every report has.
+    extra = (None if l_value is None or variant.statistic is None
+             else (stat_column(variant.column), variant.statistic, l_value))
+    frame, plan = class_statistics(table[columns], keys, sensitive, t_distance, extra)
     if entity is not None:
         frame = _with_entities(table, keys, frame, entity)
         if sensitive is not None:
-            frame = _over_pairs(table, keys, frame, sensitive, entity, t_distance, recursive_l)
+            frame = _over_pairs(table, keys, frame, sensitive, entity, t_distance, extra)
     fails = {}
     if k is not None:
         fails["k"] = frame[SIZE if entity is None else ENTITIES] < k
-    if recursive_l is not None:
-        # The engines' test, r1 < c * tail, on the ratio r1 / tail.
-        fails["l"] = frame[L_RECURSIVE] >= c
-    elif l_value is not None:
-        column = L_DISTINCT if l_kind == "distinct" else L_ENTROPY
-        fails["l"] = frame[column] < l_value * (1 - _TOL)
+    if l_value is not None:
+        fails["l"] = variant.fails(frame[stat_column(variant.column)], l_value, c)
     if t_value is not None:
         fails["t"] = frame[T] > t_value + _TOL
     bad = None
@@ -297,8 +285,9 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
             else viol.sort_values(SIZE, kind="stable").head(max_listed)]
     if plan is not None:
         aggs += [frame[L_DISTINCT].min(), frame[L_ENTROPY].min(), frame[T].max()]
-    if recursive_l is not None:
-        aggs.append(frame[L_RECURSIVE].max())
+    if extra is not None:
+        worst = frame[extra[0]]
+        aggs.append(worst.max() if variant.worst == "max" else worst.min())
     as_is = [c for c in table.columns if c not in columns]
     unique_parts, unique_finish = identifying_parts(table, as_is, allow_unique or ())
     done = compute(*aggs, *unique_parts)
@@ -310,13 +299,14 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     if plan is not None:
         achieved.update(l_distinct=int(done[5]), l_entropy=float(done[6]), t=float(done[7]),
                         t_distance=plan.distance)
-    if recursive_l is not None:
-        achieved["recursive_ratio"] = float(done[8])
+    if extra is not None:
+        achieved[variant.column] = float(done[8])
     requirements = {"k": k, "l": l_value, "l_kind": l_kind if l_value is not None else None,
-                    "c": c if recursive_l is not None else None, "t": t_value,
+                    "c": c if l_value is not None and variant.uses_c else None, "t": t_value,
                     "t_distance": plan.distance if t_value is not None else None,
                     "sensitive": sensitive}
-    listed = listed.set_index(keys).rename(columns=_PUBLIC)
+    public = _PUBLIC if extra is None else {**_PUBLIC, extra[0]: variant.column}
+    listed = listed.set_index(keys).rename(columns=public)
     return VerifyResult(int(n_bad) == 0 and not identifying, requirements, achieved,
                         int(n_records), int(n_classes),
                         int(n_bad), listed, identifying)
@@ -339,7 +329,7 @@ def _with_entities(table, keys, frame, entity):
     return frame.merge(people.reset_index(), on=keys, how="left")
 
 
-def _over_pairs(table, keys, frame, sensitive, entity, t_distance, recursive_l):
+def _over_pairs(table, keys, frame, sensitive, entity, t_distance, extra):
     """``frame`` with each class's l and t over its distinct (entity, value) pairs."""
     values = entity.to_numpy() if isinstance(entity, pd.Series) else np.asarray(entity)
     rows = table[[*keys, sensitive]].reset_index(drop=True).assign(**{ENTITIES: values})
@@ -349,8 +339,9 @@ def _over_pairs(table, keys, frame, sensitive, entity, t_distance, recursive_l):
     pairs = rows.drop_duplicates([*keys, ENTITIES, sensitive])
     counts = groupby(pairs[[*keys, sensitive]], [*keys, sensitive]).size()
     stats = sensitive_class_stats(counts.rename(N_COLUMN).reset_index(), keys, sensitive, q,
-                                  distance, recursive_l)
-    over = [c for c in (L_DISTINCT, L_ENTROPY, L_RECURSIVE, T) if c in stats.columns]
+                                  distance, extra)
+    own = (extra[0],) if extra else ()
+    over = [c for c in (L_DISTINCT, L_ENTROPY, T, *own) if c in stats.columns]
     return frame.drop(columns=over).merge(stats[[*keys, *over]], on=keys, how="left")
 
 

@@ -45,9 +45,10 @@ A class whose values are all missing publishes a null, whatever its kind
 * hierarchy: missing is a leaf ``<NA>`` under the root unless the hierarchy
   names it, so a class mixing it with other values generalizes to the root.
 
-Adding a kind: a subclass of :class:`QIKindSpec` (or of
+Adding a kind: a module with a subclass of :class:`QIKindSpec` (or of
 :class:`~dmondrian.kinds.ranges.RangeKind` for values on a line), registered
-below, with a name in :class:`QIKind`.
+below; nothing else in the package names a kind (docs/design.md, "Adding a
+QI kind / an l variant", and ``tests/test_extension.py``).
 """
 
 from __future__ import annotations

@@ -208,6 +208,13 @@ class QIKindSpec:
     #: The kernel kind code of every column of this kind (None: it depends on the
     #: dtype, see :meth:`kernel_kind_of`).
     kernel_kind: int | None = None
+    #: Whether a fitted plan's regions stay open beyond the fitted domain's edges
+    #: (values on an unbounded line: numbers, dates), so it places a value the fit
+    #: never saw; codes of a closed set are looked up instead.
+    open_edges: bool = False
+    #: Whether integer keys (``KIND_INT``) step by one value, so a plan's cut sides
+    #: can abut (``[20, 23]`` and ``[24, 33]``) rather than leave a gap.
+    whole_steps: bool = False
 
     def __repr__(self) -> str:
         return f"<QI kind {self.name!r}>"
@@ -246,6 +253,17 @@ class QIKindSpec:
     def conform_partition(self, series: pd.Series, kernel_kind: int) -> pd.Series:
         """One Dask partition's column read as its schema declares it (kernel kind
         ``kernel_kind``): the column as it is unless the kind says otherwise."""
+        return series
+
+    def as_fitted(self, series: pd.Series, qi: EncodedQI) -> pd.Series:
+        """A batch's column in the type a plan was fitted on (``qi``): the column as
+        it is unless the kind converts it.
+
+        Raises
+        ------
+        TypeError, ValueError
+            When the column's values cannot take the fitted type.
+        """
         return series
 
     def plain_int_values(self, series: pd.Series):

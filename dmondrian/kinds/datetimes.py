@@ -32,6 +32,7 @@ class DatetimeKind(RangeKind):
     summarizes = True
     temporal = True
     kernel_kind = KIND_INT
+    open_edges = True
 
     def detects(self, dtype) -> bool:
         t = arrow_type(dtype)
@@ -85,6 +86,9 @@ class DatetimeKind(RangeKind):
         return EncodedQI(series.name, self.name, KIND_INT, keys,
                          self.key_scale(lo, hi, KIND_INT), value_type=unit, tz=tz,
                          dtype=source)
+
+    def as_fitted(self, series: pd.Series, qi: EncodedQI) -> pd.Series:
+        return series if series.dtype == qi.dtype else series.astype(qi.dtype)
 
     def plain_int_values(self, series: pd.Series):
         dtype = series.dtype

@@ -45,6 +45,8 @@ class NumericKind(RangeKind):
 
     name = "numeric"
     summarizes = True
+    open_edges = True
+    whole_steps = True
 
     def detects(self, dtype) -> bool:
         t = arrow_type(dtype)
@@ -120,6 +122,13 @@ class NumericKind(RangeKind):
         return EncodedQI(name, self.name, kernel_kind, keys,
                          self.key_scale(lo, hi, kernel_kind), value_type=value_type,
                          dtype=dtype, **fields)
+
+    def as_fitted(self, series: pd.Series, qi: EncodedQI) -> pd.Series:
+        if qi.value_type == "int" and not pd.api.types.is_integer_dtype(series.dtype):
+            return series.astype("Int64")  # NaN stays missing; 1.5 raises
+        if qi.value_type == "float" and not pd.api.types.is_float_dtype(series.dtype):
+            return series.astype("float64")
+        return series
 
     def kernel_kind_of(self, dtype) -> int:
         # Bools are encoded as floats; decimals and durations by their integers.

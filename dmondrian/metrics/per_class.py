@@ -15,16 +15,24 @@ import pandas as pd
 
 from ..encoding.sensitive import check_known_order, is_ordered, sensitive_values
 from ..errors import ParameterError
+from ..privacy.constraints import recursive_ratio
 from ._frames import N_COLUMN, class_sizes, compute, groupby, is_dask, meta_of
 
 __all__ = ["T_DISTANCES", "SIZE", "L_DISTINCT", "L_ENTROPY", "L_RECURSIVE", "T",
            "t_distance_of", "SensitivePlan", "global_distribution", "distribution", "ordered_emd",
-           "equal_emd", "recursive_ratio", "sensitive_class_stats", "class_statistics"]
+           "equal_emd", "recursive_ratio", "sensitive_class_stats", "class_statistics",
+           "stat_column"]
 
 T_DISTANCES = ("auto", "ordered", "equal")
 # Per-class statistic columns, named so they cannot clash with a QI called "size" or "t".
+def stat_column(name: str) -> str:
+    """The per-class statistic column of a statistic's public name (an l variant's
+    :attr:`~dmondrian.privacy.constraints.LVariant.column`)."""
+    return f"__dmondrian_{name}__"
+
+
 SIZE, L_DISTINCT, L_ENTROPY, L_RECURSIVE, T = (
-    f"__dmondrian_{c}__" for c in ("size", "l_distinct", "l_entropy", "l_recursive", "t"))
+    stat_column(c) for c in ("size", "l_distinct", "l_entropy", "recursive_ratio", "t"))
 
 
 def t_distance_of(meta: pd.Series, t_distance: str = "auto") -> str:
@@ -138,44 +146,20 @@ def equal_emd(gid, rank, p, q: np.ndarray, n_classes: int) -> np.ndarray:
     return (diff + (1.0 - covered)) / 2.0
 
 
-def recursive_ratio(gid, n, size, n_classes: int, l: int) -> np.ndarray:  # noqa: E741
-    """Every class's ``r1 / (r_l + ... + r_m)``, its counts ``r`` sorted descending.
-
-    A class is recursive (c, l)-diverse when ``r1 < c * (r_l + ... + r_m)``
-    (Machanavajjhala et al. 2007), that is when this ratio is below ``c``;
-    a class with fewer than ``l`` distinct values has an empty tail and the
-    ratio ``inf``. Rows are (class, sensitive value) pairs with count ``n``.
-
-    Examples
-    --------
-    >>> gid, n = np.array([0, 0, 0, 1]), np.array([5.0, 3.0, 2.0, 4.0])
-    >>> recursive_ratio(gid, n, np.array([10.0, 4.0]), 2, 2).tolist()
-    [1.0, inf]
-    """
-    order = np.lexsort((-n, gid))
-    g, counts = gid[order], n[order]
-    starts = np.searchsorted(g, np.arange(n_classes))
-    position = np.arange(len(g)) - starts[g]
-    largest = np.bincount(g, weights=np.where(position == 0, counts, 0.0), minlength=n_classes)
-    head = np.bincount(g, weights=np.where(position < l - 1, counts, 0.0), minlength=n_classes)
-    tail = size - head
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(tail > 0, largest / np.where(tail > 0, tail, 1.0), np.inf)
-
-
 def sensitive_class_stats(counts: pd.DataFrame, keys, sensitive, q: pd.Series,
-                          distance: str, recursive_l: int | None = None) -> pd.DataFrame:
+                          distance: str, extra=None) -> pd.DataFrame:
     """Per-class size, distinct and entropy l, and EMD from (class, value, count) rows.
 
     ``counts`` has the ``keys`` columns, the sensitive column and the count
     column; every class's rows must be in this frame (pandas, or one Dask
-    partition after a shuffle on ``keys``). With ``recursive_l``, the column
-    :data:`L_RECURSIVE` holds each class's :func:`recursive_ratio`.
+    partition after a shuffle on ``keys``). ``extra``, ``(column, statistic, l)``,
+    adds ``column``: ``statistic(gid, n, size, n_classes, l)`` of every class (an
+    l variant's, :class:`~dmondrian.privacy.constraints.LVariant`).
     """
     if len(counts) == 0:
         empty = {SIZE: np.int64(0), L_DISTINCT: np.int64(0), L_ENTROPY: 0.0, T: 0.0}
-        if recursive_l is not None:
-            empty[L_RECURSIVE] = 0.0
+        if extra is not None:
+            empty[extra[0]] = 0.0
         return counts[keys].iloc[:0].assign(**empty)
     gid = groupby(counts, keys).ngroup().to_numpy()
     n_classes = int(gid.max()) + 1
@@ -193,13 +177,14 @@ def sensitive_class_stats(counts: pd.DataFrame, keys, sensitive, q: pd.Series,
     out[L_DISTINCT] = distinct.astype(np.int64)
     out[L_ENTROPY] = np.exp(np.maximum(entropy, 0.0))
     out[T] = np.clip(emd, 0.0, 1.0)
-    if recursive_l is not None:
-        out[L_RECURSIVE] = recursive_ratio(gid, n, size, n_classes, int(recursive_l))
+    if extra is not None:
+        column, statistic, ell = extra
+        out[column] = statistic(gid, n, size, n_classes, ell)
     return out
 
 
 def class_statistics(table, keys, sensitive=None, t_distance: str = "auto",
-                     recursive_l: int | None = None):
+                     extra=None):
     """Per-class statistics of a table.
 
     For Dask it stays lazy (one row per class, partitioned by class); the
@@ -212,8 +197,9 @@ def class_statistics(table, keys, sensitive=None, t_distance: str = "auto",
         The columns whose distinct values define the classes.
     sensitive : column name, optional
     t_distance : {"auto", "ordered", "equal"}
-    recursive_l : int, optional
-        The l of recursive (c, l)-diversity: adds :data:`L_RECURSIVE`.
+    extra : tuple, optional
+        ``(column, statistic, l)``: one more per-class column
+        (:func:`sensitive_class_stats`).
 
     Returns
     -------
@@ -240,10 +226,10 @@ def class_statistics(table, keys, sensitive=None, t_distance: str = "auto",
     g = groupby(table[[*keys, sensitive]], [*keys, sensitive])
     if is_dask(table):
         counts = g.size(split_out=True).rename(N_COLUMN).reset_index()
-        meta = sensitive_class_stats(counts._meta, keys, sensitive, q, distance, recursive_l)
+        meta = sensitive_class_stats(counts._meta, keys, sensitive, q, distance, extra)
         frame = counts.shuffle(on=keys).map_partitions(
-            sensitive_class_stats, keys, sensitive, q, distance, recursive_l, meta=meta)
+            sensitive_class_stats, keys, sensitive, q, distance, extra, meta=meta)
     else:
         counts = g.size().rename(N_COLUMN).reset_index()
-        frame = sensitive_class_stats(counts, keys, sensitive, q, distance, recursive_l)
+        frame = sensitive_class_stats(counts, keys, sensitive, q, distance, extra)
     return frame, SensitivePlan(frame, sensitive, distance, len(q))

@@ -46,10 +46,6 @@ from .people import People, people_of
 __all__ = ["BatchKeys", "BatchSummary", "Placed", "Placing", "fold_edges", "place_batch",
            "summarize_batch", "summed_qis"]
 
-#: Kinds whose regions are open at the edges of the fitted domain.
-EDGE_KINDS = ("numeric", "datetime")
-
-
 @dataclass
 class BatchKeys:
     """A batch's keys in the fitted encoding.
@@ -92,19 +88,11 @@ def _as_fitted_dtype(series: pd.Series, qi) -> pd.Series:
     """A numeric or datetime column in the type the plan was fitted on."""
     name = series.name
     try:
-        if qi.kind == "numeric" and qi.value_type == "int":
-            if not pd.api.types.is_integer_dtype(series.dtype):
-                return series.astype("Int64")  # NaN stays missing; 1.5 raises
-        elif qi.kind == "numeric" and qi.value_type == "float":
-            if not pd.api.types.is_float_dtype(series.dtype):
-                return series.astype("float64")
-        elif qi.kind == "datetime" and series.dtype != qi.dtype:
-            return series.astype(qi.dtype)
+        return qi.spec.as_fitted(series, qi)
     except (TypeError, ValueError) as exc:
         raise UnsupportedDtypeError(name, f"column {name!r} has dtype {series.dtype}, which "
                                           f"the plan (fitted on {qi.dtype}) cannot read: "
                                           f"{exc}") from None
-    return series
 
 
 def _factorized(series: pd.Series):
@@ -125,7 +113,7 @@ def _encode_column(series: pd.Series, qi, keys: np.ndarray):
         For a numeric or datetime column the fitted type cannot hold
         (non-integer values where the fit saw integers).
     """
-    if qi.kind in EDGE_KINDS:
+    if qi.spec.open_edges:
         if series.dtype == qi.dtype:
             qi.spec.global_keys_into(series, keys)
             return None
@@ -159,7 +147,7 @@ def _chunk_encoder(series: pd.Series, qi):
     (:func:`dmondrian._kernel.strings.lookup_strings`), and a Categorical's
     codes are remapped through one table made for the whole column.
     """
-    if qi.kind in EDGE_KINDS:
+    if qi.spec.open_edges:
         if series.dtype != qi.dtype:
             return None
         plain = qi.spec.plain_int_values(series)
@@ -272,7 +260,7 @@ def _inside(plan, j, v, nd):
     lo, hi, miss = tree.lo[nd, j], tree.hi[nd, j], tree.missing[nd, j]
     is_m = v == MISSING_KEY
     inside = np.where(is_m, miss, (v >= lo) & (v <= hi))
-    if plan.encodings[j].kind not in EDGE_KINDS:
+    if not plan.encodings[j].spec.open_edges:
         return inside, inside
     open_lo = lo == tree.lo[0, j]
     open_hi = hi == tree.hi[0, j]

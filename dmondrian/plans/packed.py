@@ -9,7 +9,6 @@ import numpy as np
 
 from .._kernel.constants import INT_MIN, MISSING_KEY
 from .._kernel.lift import line_order
-from .batch import EDGE_KINDS
 
 __all__ = ["MEMBER_BYTES", "lift_tables", "narrow_tree", "packed_tree"]
 
@@ -223,7 +222,7 @@ def lift_tables(plan):
         total += card
     new_id = np.empty(m, dtype=np.int64)
     new_id[order] = np.arange(m, dtype=np.int64)
-    edge = np.asarray([qi.kind in EDGE_KINDS for qi in plan.encodings], dtype=bool)
+    edge = np.asarray([qi.spec.open_edges for qi in plan.encodings], dtype=bool)
     flags = (tree.missing * 1 + ((tree.lo == tree.lo[0]) & edge) * 2
              + ((tree.hi == tree.hi[0]) & edge) * 4)[order].astype(np.uint8)
     lo, hi = tree.lo[order][:, ordered], tree.hi[order][:, ordered]

@@ -227,7 +227,7 @@ def _values(plan, summary: BatchSummary, class_of_node, nodes):
     for j, qi in enumerate(plan.encodings):
         class_of_pos, sorted_row = np.arange(m, dtype=np.int64), np.zeros(m, dtype=np.int64)
         star = False
-        if qi.kind == "nominal":
+        if qi.spec.label_shape == "set":
             qi, class_of_pos, sorted_row = _set_rows(qi, tree, j, nodes, root, summary)
         elif j in summary.new_names and root >= 0:
             star = True  # an ordinal or hierarchy value the fit never saw: the root publishes *

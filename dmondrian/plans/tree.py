@@ -434,7 +434,7 @@ def abut_cut_sides(tree: PlanTree, encodings) -> None:
     """
     cuts = tree.cuts
     ints = [j for j, qi in enumerate(encodings)
-            if qi.kind == "numeric" and qi.kernel_kind == KIND_INT]
+            if qi.spec.whole_steps and qi.kernel_kind == KIND_INT]
     if not ints or tree.n_nodes == 1:
         return
     none_lo, none_hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max

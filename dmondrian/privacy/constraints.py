@@ -31,6 +31,14 @@ model                                a class passes when
                                      Venkatasubramanian 2007)
 =================================== =========================================
 
+Each l-diversity variant (``l_kind``) is one :class:`LVariant` in
+:data:`dmondrian.options.L_VARIANTS`, registered by :func:`register_l_variant`:
+its constraint (whose ``_kernel`` maps it onto the kernel's checks), whether l
+is whole, whether it takes ``c``, and the per-class check :func:`dmondrian.verify`
+runs. The options, the engines, the plans, ``verify`` and the command line ask
+it, so a new variant is one registration (docs/design.md, "Adding a QI kind /
+an l variant").
+
 A missing sensitive value is one value of its own (the sensitive column's
 domain and codes are defined once, in :mod:`dmondrian.encoding.sensitive`).
 """
@@ -38,13 +46,14 @@ domain and codes are defined once, in :mod:`dmondrian.encoding.sensitive`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import _kernel as K
 from ..errors import InfeasibleError, ParameterError
-from ..options import ANONYMIZE
+from ..options import ANONYMIZE, L_VARIANTS
 from ..options import K as K_OPTION
 from .entities import pair_codes, pair_counts
 
@@ -55,6 +64,11 @@ __all__ = [
     "EntropyLDiversity",
     "RecursiveCLDiversity",
     "TCloseness",
+    "LVariant",
+    "register_l_variant",
+    "l_variant",
+    "check_l_options",
+    "recursive_ratio",
     "check_k",
     "check_l",
     "refuse_empty",
@@ -105,7 +119,8 @@ def refuse_empty(n_rows: int, doing: str = "anonymize") -> None:
 
 
 def check_l(l, l_kind: str = "distinct"):  # noqa: E741 - the literature's name
-    """``l`` checked for ``l_kind``: a number >= 1, a whole one unless entropy's.
+    """``l`` checked for ``l_kind``: a number >= 1, a whole one unless the variant's
+    l need not be (:attr:`LVariant.whole_l`: entropy's).
 
     Returns an ``int`` for distinct and recursive l-diversity (``2.0`` is 2).
 
@@ -118,11 +133,11 @@ def check_l(l, l_kind: str = "distinct"):  # noqa: E741 - the literature's name
     ...
     dmondrian.errors.ParameterError: distinct l-diversity needs a whole number l, got 1.5
     """
-    ANONYMIZE["l_kind"].check_choice(l_kind)
+    variant = l_variant(l_kind)
     if l is None:
         raise ParameterError("l", f"l must be {ANONYMIZE['l'].range}, got None")
     l = ANONYMIZE["l"].check(l)  # noqa: E741
-    if l_kind == "entropy":
+    if not variant.whole_l:
         return l
     if l != int(l):
         raise ParameterError("l", f"{l_kind} l-diversity needs a whole number l, got {l!r}")
@@ -340,8 +355,134 @@ class TCloseness(_SensitiveConstraint):
         return f"TCloseness(t={self.t}, sensitive={self.sensitive!r})"
 
 
-_L_KINDS = {"distinct": DistinctLDiversity, "entropy": EntropyLDiversity,
-            "recursive": RecursiveCLDiversity}
+@dataclass(frozen=True, eq=False)
+class LVariant:
+    """One l-diversity variant (a value of ``l_kind``): what every part of the package
+    asks of it.
+
+    Parameters
+    ----------
+    name : str
+        The ``l_kind`` value.
+    constraint : callable
+        ``constraint(l, c, sensitive)``: the :class:`Constraint` the engines enforce
+        (its ``_kernel`` maps it onto the kernel's checks; ``c`` is None unless
+        ``uses_c``).
+    column : str
+        The name of the per-class statistic :func:`dmondrian.verify` checks (and
+        reports the worst of in :attr:`VerifyResult.achieved`): ``"l_distinct"``,
+        ``"l_entropy"`` (every sensitive report has them) or ``statistic``'s.
+    fails : callable
+        ``fails(values, l, c)``: which classes fail, vectorized over ``column``'s
+        values (pandas or Dask Series).
+    whole_l : bool, default True
+        Whether l must be a whole number.
+    uses_c : bool, default False
+        Whether the variant takes (and needs) ``c``.
+    statistic : callable, optional
+        ``statistic(gid, n, size, n_classes, l)``: ``column`` of every class from its
+        (class, sensitive value) counts (``gid`` the class of each count ``n``,
+        ``size`` the class sizes); None for a column every sensitive report has.
+    worst : {"max", "min"}, default "max"
+        Which end of ``statistic`` is the worst class.
+    """
+
+    name: str
+    constraint: Callable
+    column: str
+    fails: Callable
+    whole_l: bool = True
+    uses_c: bool = False
+    statistic: Callable | None = None
+    worst: str = "max"
+
+    def __reduce__(self):
+        # One object per variant in every process: a shipped variant is looked up by name.
+        return l_variant, (self.name,)
+
+
+def register_l_variant(variant: LVariant) -> LVariant:
+    """Make ``variant`` a value of ``l_kind`` for the API, the plans, ``verify`` and the CLI."""
+    L_VARIANTS[variant.name] = variant
+    return variant
+
+
+def l_variant(l_kind) -> LVariant:
+    """The :class:`LVariant` named ``l_kind``.
+
+    Raises
+    ------
+    ParameterError
+        For a name no variant has (naming the choices).
+    """
+    ANONYMIZE["l_kind"].check_choice(l_kind)
+    return L_VARIANTS[l_kind]
+
+
+def check_l_options(l, l_kind, c):  # noqa: E741 - the literature's name
+    """``l`` checked for ``l_kind`` (None stays None), and ``c`` against the variant.
+
+    Raises
+    ------
+    ParameterError
+        For ``c`` without a variant that takes it, a variant that needs ``c``
+        without it, or an ``l`` the variant refuses.
+    """
+    variant = l_variant(l_kind)
+    if c is not None and (l is None or not variant.uses_c):
+        takes = " or ".join(f"l_kind={v.name!r}" for v in L_VARIANTS.values() if v.uses_c)
+        raise ParameterError("c", f"c is only used with l and {takes}")
+    if l is None:
+        return None
+    l = check_l(l, l_kind)  # noqa: E741
+    if variant.uses_c:
+        if c is None:
+            raise ParameterError("c", f"{l_kind} l-diversity needs c (l_kind={l_kind!r})")
+        ANONYMIZE["c"].check(c)
+    return l
+
+
+def recursive_ratio(gid, n, size, n_classes: int, l: int) -> np.ndarray:  # noqa: E741
+    """Every class's ``r1 / (r_l + ... + r_m)``, its counts ``r`` sorted descending.
+
+    A class is recursive (c, l)-diverse when ``r1 < c * (r_l + ... + r_m)``
+    (Machanavajjhala et al. 2007), that is when this ratio is below ``c``;
+    a class with fewer than ``l`` distinct values has an empty tail and the
+    ratio ``inf``. Rows are (class, sensitive value) pairs with count ``n``.
+
+    Examples
+    --------
+    >>> gid, n = np.array([0, 0, 0, 1]), np.array([5.0, 3.0, 2.0, 4.0])
+    >>> recursive_ratio(gid, n, np.array([10.0, 4.0]), 2, 2).tolist()
+    [1.0, inf]
+    """
+    order = np.lexsort((-n, gid))
+    g, counts = gid[order], n[order]
+    starts = np.searchsorted(g, np.arange(n_classes))
+    position = np.arange(len(g)) - starts[g]
+    largest = np.bincount(g, weights=np.where(position == 0, counts, 0.0), minlength=n_classes)
+    head = np.bincount(g, weights=np.where(position < l - 1, counts, 0.0), minlength=n_classes)
+    tail = size - head
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(tail > 0, largest / np.where(tail > 0, tail, 1.0), np.inf)
+
+
+# verify's tolerance on a bound a class must reach (a float's rounding is no failure).
+_TOL = 1e-9
+
+
+def _below_l(values, l, c):  # noqa: E741
+    return values < l * (1 - _TOL)
+
+
+register_l_variant(LVariant("distinct", lambda ell, c, s: DistinctLDiversity(ell, s), "l_distinct",
+                            _below_l))
+register_l_variant(LVariant("entropy", lambda ell, c, s: EntropyLDiversity(ell, s), "l_entropy",
+                            _below_l, whole_l=False))
+# The engines' test, r1 < c * tail, on the ratio r1 / tail.
+register_l_variant(LVariant("recursive", lambda ell, c, s: RecursiveCLDiversity(c, ell, s),
+                            "recursive_ratio", lambda values, ell, c: values >= c,
+                            uses_c=True, statistic=recursive_ratio))
 
 
 def resolve_constraints(k, *, l=None, l_kind="distinct", c=None, t=None,  # noqa: E741
@@ -356,16 +497,13 @@ def resolve_constraints(k, *, l=None, l_kind="distinct", c=None, t=None,  # noqa
         The one sensitive column the constraints are about.
     """
     out: list[Constraint] = [KAnonymity(k)]
-    if l is not None:
-        ANONYMIZE["l_kind"].check_choice(l_kind)
-        if l_kind == "recursive":
-            if c is None:
-                raise ParameterError("c", "recursive l-diversity needs c (l_kind='recursive')")
-            out.append(RecursiveCLDiversity(c, l, sensitive))
-        else:
-            out.append(_L_KINDS[l_kind](l, sensitive))
+    variant = l_variant(l_kind) if l is not None else None
+    if variant is not None and variant.uses_c and c is None:
+        raise ParameterError("c", f"{l_kind} l-diversity needs c (l_kind={l_kind!r})")
+    if variant is not None:
+        out.append(variant.constraint(l, c if variant.uses_c else None, sensitive))
     elif c is not None:
-        raise ParameterError("c", "c is only used with l and l_kind='recursive'")
+        check_l_options(None, l_kind, c)
     if t is not None:
         out.append(TCloseness(t, sensitive))
     for extra in constraints or []:
