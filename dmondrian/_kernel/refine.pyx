@@ -45,7 +45,7 @@ cdef extern from *:
     #define DM_KMEMBER_REACH 1.3
     /* Mondrian's classes are not refined where the refined k-member clustering
        costs this share less than they do before their moves and swaps, which
-       rarely gain that much: most blocks skip half of the refinement's work
+       rarely gain that much: such blocks skip half of the refinement's work
        (benchmarks/README.md, "Least loss"). */
     #define DM_KMEMBER_MARGIN 0.1
     /* Set bits, inline: without -mpopcnt __builtin_popcountll is a libgcc call. */
