@@ -12,7 +12,8 @@ every ``mode`` x ``objective`` x ``refine`` (best per k, and per refine),
 each a whole ``dmondrian.anonymize`` call, timed in CPU seconds (the
 machine is shared; best of ``--repeat``).
 ``--blocks`` also measures ``refine="local"`` at other block sizes (the
-refinement's time/loss dial, ``dmondrian.local.REFINE_BLOCK_ROWS``) with
+refinement's time/loss dial, ``dmondrian.local.REFINE_BLOCK_ROWS`` and
+``REFINE_SMALL_BLOCK_ROWS``) with
 mode="relaxed", objective="ncp". ``--dask`` runs refine="local" on the Dask
 engine (a LocalCluster of 2 worker processes, ``npartitions=6``,
 ``leaf_rows=2000``) against the local engine. ``--census 1000000,...`` times
@@ -149,10 +150,10 @@ def main(argv=None) -> int:
         print(f"  {key:28s} GCP {rows[key]['gcp']:6.2f} %  {rows[key]['seconds']:.3f} s "
               f"(CPU {rows[key]['cpu']:.3f} s)", flush=True)
     dial = {}
-    default_block = local.REFINE_BLOCK_ROWS
+    default_block = local.REFINE_BLOCK_ROWS, local.REFINE_SMALL_BLOCK_ROWS
     try:
         for block in [int(b) for b in args.blocks.split(",") if b]:
-            local.REFINE_BLOCK_ROWS = block
+            local.REFINE_BLOCK_ROWS = local.REFINE_SMALL_BLOCK_ROWS = block
             for k in KS:
                 key = f"block {block}/{k}"
                 dial[key] = measure(adult, k, 1, mode="relaxed", objective="ncp",
@@ -160,7 +161,7 @@ def main(argv=None) -> int:
                 print(f"  {key:28s} GCP {dial[key]['gcp']:6.2f} %  "
                       f"{dial[key]['seconds']:.3f} s (CPU {dial[key]['cpu']:.3f} s)", flush=True)
     finally:
-        local.REFINE_BLOCK_ROWS = default_block
+        local.REFINE_BLOCK_ROWS, local.REFINE_SMALL_BLOCK_ROWS = default_block
 
     def best(refines):
         out = {}

@@ -69,7 +69,11 @@ _PARALLEL_COLUMN_ROWS = 500_000
 # passes over a block's rows. Larger blocks lose less and cost about block_rows times
 # the rows (benchmarks/README.md, "Least loss" under "Cut objectives"); a second round
 # of blocks straddling the first's boundaries was measured and gained too little.
+# Tables of up to REFINE_SMALL_TABLE_ROWS rows, where the whole refinement takes a
+# fraction of a second, get blocks of REFINE_SMALL_BLOCK_ROWS.
 REFINE_BLOCK_ROWS = 256
+REFINE_SMALL_BLOCK_ROWS = 512
+REFINE_SMALL_TABLE_ROWS = 100_000
 REFINE_BLOCK_CLASSES = 8
 REFINE_PASSES = 4
 
@@ -260,7 +264,8 @@ def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, leaves=None,
     order, class_start, sorted_keys = K.mondrian_partition(bufs, rules, leaves)
     if refine != "none":
         # At least a few classes of k rows per block, whatever k.
-        block_rows = max(REFINE_BLOCK_ROWS, REFINE_BLOCK_CLASSES * int(rules.ip[K.P_K]))
+        block_rows = max(REFINE_SMALL_BLOCK_ROWS if n <= REFINE_SMALL_TABLE_ROWS
+                         else REFINE_BLOCK_ROWS, REFINE_BLOCK_CLASSES * int(rules.ip[K.P_K]))
         K.refine_partition(bufs, class_start, rules, block_rows, REFINE_PASSES, roots=starts)
     stats = K.class_statistics(sorted_keys, class_start, rules.kinds, rules.cards)
     class_of_row = K.rows_to_classes(order, stats[0])

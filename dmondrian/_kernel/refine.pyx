@@ -5,14 +5,15 @@ grouped into blocks of at most ``block_rows`` rows. A block's cost is the
 sum over its classes of size times normalized spans (the rows' NCP, spans
 as :func:`dmondrian._kernel.node.node_span` measures them; the struct
 and the cost helpers are in refine.pxd). Each block is
-tried twice and the cheaper kept: Mondrian's classes, with rows moved or
-swapped between a class and its ``NEIGHBOURS`` nearest classes while that
-lowers the cost (the move/swap refinement of OKA, Goldberger and Tassa);
-and the block clustered afresh by greedy k-member (Byun et al. 2007), then
-refined the same way unless it costs KMEMBER_REACH times the first. What
-cannot pay is skipped unevaluated: a swap by a bound from the spans'
-submodularity, a row whose classes did not change since it last found
-nothing. A block costs about its rows squared, a table
+clustered afresh by greedy k-member (Byun et al. 2007), its rows then moved
+or swapped between a class and its ``NEIGHBOURS`` nearest classes while that
+lowers the cost (the move/swap refinement of OKA, Goldberger and Tassa),
+unless the clustering costs KMEMBER_REACH times Mondrian's classes. Where
+the result does not beat Mondrian's classes by KMEMBER_MARGIN, those are
+refined the same way and the cheaper kept. What cannot pay is skipped
+unevaluated: Mondrian's classes' refinement where k-member's is well
+ahead, a swap by a bound from the spans' submodularity, a row whose
+classes did not change since it last found nothing. A block costs about its rows squared, a table
 ``n * block_rows``. Why and how: docs/design.md, "Refinement after the cuts".
 
 Every change keeps the constraint: a move needs the class it leaves to keep
@@ -38,10 +39,15 @@ cdef extern from *:
     """
     /* A change must lower the block's cost by this share of it. */
     #define DM_REFINE_TOL 1e-9
-    /* A k-member clustering is refined only below this many times the refined
-       Mondrian classes' cost: the moves and swaps lower it by a few percent,
+    /* A k-member clustering is refined only below this many times the cost of
+       Mondrian's classes: the moves and swaps lower it by a few percent,
        rarely by a fifth (benchmarks/README.md, "Least loss"). */
     #define DM_KMEMBER_REACH 1.3
+    /* Mondrian's classes are not refined where the refined k-member clustering
+       costs this share less than they do before their moves and swaps, which
+       rarely gain that much: such blocks skip half of the refinement's work
+       (benchmarks/README.md, "Least loss"). */
+    #define DM_KMEMBER_MARGIN 0.1
     /* Set bits, inline: without -mpopcnt __builtin_popcountll is a libgcc call. */
     static inline int dm_popcount(unsigned long long x) {
         x -= (x >> 1) & 0x5555555555555555ULL;
@@ -52,6 +58,7 @@ cdef extern from *:
     """
     const double TOL "DM_REFINE_TOL"
     const double KMEMBER_REACH "DM_KMEMBER_REACH"
+    const double KMEMBER_MARGIN "DM_KMEMBER_MARGIN"
     int popcount "dm_popcount" (unsigned long long) nogil
 
 
@@ -546,9 +553,9 @@ cdef int _refine_block(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, P
                        Py_ssize_t e, unsigned char* class_start, Block* b,
                        const Config* cf) noexcept nogil:
     """Refine the classes of positions ``[s, e)``; rewrite them there in class order."""
-    cdef Py_ssize_t m = e - s, d = cf.qi.d, q, i, j, c, r, w
+    cdef Py_ssize_t m = e - s, d = cf.qi.d, q, i, c
     cdef bint changed
-    cdef double mondrian_cost
+    cdef double mondrian_cost, kmember_cost
     cdef const Privacy* priv = cf.priv
     cdef i64 v
     b.m = m
@@ -580,27 +587,33 @@ cdef int _refine_block(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, P
     _assign(b, cf, b.keep)
     if _total(b) <= 0.0:
         return 0  # every class without span already: nothing can cost less
-    changed = _improve(b, cf) > 0
     # Mondrian's classes hold up to 2k - 1 rows, which no move or swap can split:
-    # the block is also clustered afresh into classes of k rows (greedy k-member,
-    # Byun et al. 2007), refined the same way, and the cheaper is kept.
+    # the block is clustered afresh into classes of k rows first (greedy k-member,
+    # Byun et al. 2007); Mondrian's classes are refined only where that is not
+    # well ahead of them (KMEMBER_MARGIN), and the cheaper is kept.
     mondrian_cost = _total(b)
-    for i in range(m):
-        b.keep[i] = b.cl[i]
-    if mondrian_cost <= 0.0:
-        pass  # at the floor after the moves and swaps
-    elif _kmember(b, cf) and _total(b) < KMEMBER_REACH * mondrian_cost:
+    kmember_cost = -1.0
+    if _kmember(b, cf) and _total(b) < KMEMBER_REACH * mondrian_cost:
         _improve(b, cf)
-        if _total(b) < mondrian_cost * (1.0 - TOL):
-            changed = True
-        else:
-            _assign(b, cf, b.keep)
-    else:
-        _assign(b, cf, b.keep)
+        kmember_cost = _total(b)
+        if kmember_cost < mondrian_cost * (1.0 - KMEMBER_MARGIN):
+            return _rewrite(data, scratch, rows, n, s, e, class_start, b)
+        for i in range(m):
+            b.free[i] = b.cl[i]  # free is k-member's alone: spare until the next block
+    _assign(b, cf, b.keep)
+    changed = _improve(b, cf) > 0
+    if 0.0 <= kmember_cost < _total(b) * (1.0 - TOL):
+        _assign(b, cf, b.free)
+        changed = True
     if not changed:
         return 0
-    # Rewrite the block's columns (keys, riding codes, row ids) class by class.
-    w = 0
+    return _rewrite(data, scratch, rows, n, s, e, class_start, b)
+
+
+cdef int _rewrite(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t s,
+                  Py_ssize_t e, unsigned char* class_start, const Block* b) noexcept nogil:
+    """Rewrite the block's columns (keys, riding codes, row ids) class by class; 1."""
+    cdef Py_ssize_t m = e - s, w = 0, c, j, i, r
     for c in range(b.ncl):
         for j in range(b.size[c]):
             i = b.mem[c * m + j]

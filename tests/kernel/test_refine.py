@@ -98,6 +98,58 @@ def test_refinement_never_raises_the_ncp(n, k, seed, codes, p_missing, mode):
     assert cost["local"] <= cost["none"] + 1e-9
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(200, 1500), st.integers(2, 6), st.integers(0, 2**16),
+       st.sampled_from([16, 48, 128]), st.booleans())
+def test_every_block_keeps_the_cheaper_of_k_member_and_mondrian(n, k, seed, block, entity):
+    # k-member goes first and Mondrian's classes are refined only where it is not well
+    # ahead: over many small blocks, each decided on its own, the refined partition
+    # still costs at most the unrefined one and every class holds k people.
+    import dmondrian.local as local
+
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"user": rng.integers(0, n // 2, n), "i": rng.integers(0, 40, n),
+                       "f": np.round(rng.normal(0, 3, n), 1),
+                       "c": pd.Categorical([f"c{v}" for v in rng.integers(0, 9, n)])})
+    qis = ["i", "f", "c"]
+    options = {"entity": "user"} if entity else {}
+    saved = local.REFINE_BLOCK_ROWS, local.REFINE_SMALL_BLOCK_ROWS
+    local.REFINE_BLOCK_ROWS = local.REFINE_SMALL_BLOCK_ROWS = block
+    try:
+        cost = {}
+        for refine in ("none", "local"):
+            out = dmondrian.anonymize(df, qis, k, mode="relaxed", objective="ncp",
+                                      refine=refine, class_column="cls", **options)
+            groups = out.assign(user=df["user"]).groupby("cls")["user"]
+            assert (groups.nunique() if entity else groups.size()).min() >= k
+            cost[refine] = _kernel_ncp(df, qis, out["cls"].to_numpy())
+    finally:
+        local.REFINE_BLOCK_ROWS, local.REFINE_SMALL_BLOCK_ROWS = saved
+    assert cost["local"] <= cost["none"] + 1e-9
+
+
+def test_small_tables_get_the_larger_blocks(adult):
+    # Adult (30,162 rows) is below REFINE_SMALL_TABLE_ROWS: its blocks of
+    # REFINE_SMALL_BLOCK_ROWS lose less than the large tables' REFINE_BLOCK_ROWS.
+    import dmondrian.local as local
+
+    qis = list(ADULT_QUASI_IDENTIFIERS)
+    assert len(adult) <= local.REFINE_SMALL_TABLE_ROWS
+    assert local.REFINE_SMALL_BLOCK_ROWS > local.REFINE_BLOCK_ROWS
+    gcp = {}
+    saved = local.REFINE_SMALL_BLOCK_ROWS
+    for block in (saved, local.REFINE_BLOCK_ROWS):
+        local.REFINE_SMALL_BLOCK_ROWS = block
+        try:
+            out = dmondrian.anonymize(adult, qis, 5, mode="relaxed", objective="ncp",
+                                      refine="local", class_column="cls")
+        finally:
+            local.REFINE_SMALL_BLOCK_ROWS = saved
+        assert out.groupby("cls").size().min() >= 5
+        gcp[block] = ncp(out, qis, adult).overall
+    assert gcp[saved] < gcp[local.REFINE_BLOCK_ROWS]
+
+
 def test_refinement_lowers_the_ncp_of_a_census_table():
     df = make_census(20_000, seed=3)
     qis = ["age", "zip", "sex", "education", "occupation"]
