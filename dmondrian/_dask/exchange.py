@@ -36,7 +36,7 @@ from .leaves import conform, label_columns, output_partition_frame
 from .memory import leaf_rows_for
 from .plan import TopPlan, Verdict
 from .shuffle import route_and_shuffle, target_dtype
-from .written_check import counted, written
+from .written_check import write_released
 
 __all__ = ["EXCHANGES", "COST_MODEL", "choose_exchange", "exchange_features", "keys_saving",
            "exchanged_bytes", "shipped_sizes", "published_meta",
@@ -357,6 +357,7 @@ def write_keys(ddf, top: TopPlan, sink, shuffle_method, release_meta,
 
 def _write_input_partition(df, back, top: TopPlan, sink, meta, number: int):
     frame = merge_input_partition(df, back, top, meta, number)
-    # The input partition as read, index included: what the domain pass would sketch.
-    return written(sink.write(frame, number), df, top.written_check,
-                   counts=counted(top.measure, frame))
+    # As the whole-row path's writers: the sketch of what is written (the rows a
+    # suppression drops are counted as unseen), the text the write encodes taken
+    # from its dictionaries rather than hashed again row by row.
+    return write_released(sink, frame, number, top.written_check, top.measure)
