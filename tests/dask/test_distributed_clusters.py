@@ -98,10 +98,11 @@ def test_cli_scheduler_and_workers_found_through_environment(cli_cluster, tmp_pa
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", cli_cluster)
     df = make_census(15_000, seed=12)
     ddf = dd.from_pandas(df, npartitions=5)
-    # The index is asked for: the release is matched to the input row by row below.
+    # The index is asked for, and allowed (it numbers the rows): the release is
+    # matched to the input row by row below.
     top = D.anonymize_to_parquet(ddf, tmp_path / "out", CENSUS_QIS, 10, leaf_rows=2000,
                                  class_column="cls", write_options={"write_index": True},
-                                 allow_unique=row_ids(ddf))
+                                 allow_unique=[*row_ids(ddf), "index"])
     assert top.n_leaves > 4
     out = pd.read_parquet(tmp_path / "out")
     _check_release(out, df, 10)
