@@ -65,8 +65,8 @@ class VerifyResult:
     achieved : dict
         What the table achieves: ``k`` and, with a sensitive column,
         ``l_distinct``, ``l_entropy`` and ``t``; for an l variant with a statistic
-        of its own, its worst value under the variant's
-        :attr:`~dmondrian.privacy.constraints.LVariant.column` (recursive (c,
+        of its own, its worst value under the variant's ``column`` (its
+        ``LVariant`` in ``dmondrian.privacy.constraints``; recursive (c,
         l)-diversity: ``recursive_ratio``, the largest ``r1 / (r_l + ... + r_m)``
         of a class; the table holds for every ``c`` above it).
     n_records, n_classes : int

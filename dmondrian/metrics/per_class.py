@@ -27,7 +27,7 @@ T_DISTANCES = ("auto", "ordered", "equal")
 # Per-class statistic columns, named so they cannot clash with a QI called "size" or "t".
 def stat_column(name: str) -> str:
     """The per-class statistic column of a statistic's public name (an l variant's
-    :attr:`~dmondrian.privacy.constraints.LVariant.column`)."""
+    ``column``, its ``LVariant`` in ``dmondrian.privacy.constraints``)."""
     return f"__dmondrian_{name}__"
 
 
