@@ -7,9 +7,9 @@ Dask cluster. See :func:`anonymize` and :class:`MondrianAnonymizer`.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 
 from . import errors
+from ._version import __version__
 
 # Public names and the module each lives in. They are imported on first use:
 # ``import dmondrian`` (and so every CLI call, even ``--help``) stays fast,
@@ -46,11 +46,6 @@ def __getattr__(name):
 def __dir__():
     return sorted(set(globals()) | set(_LAZY))
 
-
-try:
-    __version__ = version("dmondrian")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "anonymize",
