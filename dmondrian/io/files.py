@@ -25,24 +25,19 @@ import pandas as pd
 from ..errors import IOFailure, OutputError
 from ..options import FORMATS
 from .csv_tables import TEXT_TYPES, CsvDialect, convert_dtypes, read_csv, uncompressed_name
-from .staging import SUCCESS_MARKER, _one_line, atomic_output
+from .staging import atomic_output, one_line
 
 __all__ = [
-    "FORMATS",
-    "IOFailure",
     "InputNotFoundError",
     "ReadError",
     "UnknownFormatError",
-    "OutputError",
     "detect_format",
     "input_size",
     "read_table",
     "read_lines",
     "write_table",
     "write_json",
-    "atomic_output",
     "manifest_path",
-    "SUCCESS_MARKER",
     "storage_options",
 ]
 
@@ -226,7 +221,7 @@ def read_table(url: str, format: str | None = None, *, dtypes: dict | None = Non
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError,
             LookupError, OSError) as exc:
-        raise ReadError(url, f"cannot read {url!r} as {fmt.upper()}: {_one_line(exc)}") from exc
+        raise ReadError(url, f"cannot read {url!r} as {fmt.upper()}: {one_line(exc)}") from exc
     return convert_dtypes(df, dtypes or {}, url)
 
 
@@ -243,7 +238,7 @@ def _read_parquet(fs, path: str, url: str) -> pd.DataFrame:
         table = pq.read_table(path, filesystem=fs)
         return _nullable_ints(table, table.to_pandas())
     except pyarrow.lib.ArrowException as exc:
-        raise ReadError(url, f"cannot read {url!r} as PARQUET: {_one_line(exc)}") from exc
+        raise ReadError(url, f"cannot read {url!r} as PARQUET: {one_line(exc)}") from exc
 
 
 def _nullable_ints(table, df: pd.DataFrame) -> pd.DataFrame:
@@ -271,7 +266,7 @@ def read_lines(url: str, what: str = "file") -> list[str]:
         with fsspec.open(url, "rt", encoding="utf-8") as fh:
             return fh.read().splitlines()
     except (UnicodeDecodeError, OSError) as exc:
-        raise ReadError(url, f"cannot read {what} {url!r}: {_one_line(exc)}") from exc
+        raise ReadError(url, f"cannot read {what} {url!r}: {one_line(exc)}") from exc
 
 
 # -- writing ---------------------------------------------------------------------------
@@ -347,7 +342,7 @@ def write_table(df: pd.DataFrame, url: str, format: str | None = None, *,
     except IOFailure:
         raise
     except OSError as exc:
-        raise OutputError(url, f"cannot write {url!r}: {_one_line(exc)}") from exc
+        raise OutputError(url, f"cannot write {url!r}: {one_line(exc)}") from exc
     return fmt
 
 
@@ -384,4 +379,4 @@ def write_json(obj, url: str, *, overwrite: bool = True) -> None:
     except IOFailure:
         raise
     except OSError as exc:
-        raise OutputError(url, f"cannot write {url!r}: {_one_line(exc)}") from exc
+        raise OutputError(url, f"cannot write {url!r}: {one_line(exc)}") from exc
