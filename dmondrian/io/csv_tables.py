@@ -277,25 +277,18 @@ def _arrow_kinds(source, dialect: CsvDialect, columns: list, include: list, *,
                             convert_options=convert)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, KeyError):
         return {}
+    kinds = (("int", pa.types.is_integer), ("float", pa.types.is_floating),
+             ("bool", pa.types.is_boolean), ("date", pa.types.is_date))
     out = {}
     for field, column in zip(table.schema, table.columns, strict=True):
         t = field.type
-        missing = column.null_count > 0
         if pa.types.is_null(t) or column.null_count == len(column):
             kind = "empty"
-        elif pa.types.is_integer(t):
-            kind = "int"
-        elif pa.types.is_floating(t):
-            kind = "float"
-        elif pa.types.is_boolean(t):
-            kind = "bool"
-        elif pa.types.is_date(t):
-            kind = "date"
         elif pa.types.is_timestamp(t):
             kind = "timestamp_tz" if t.tz else "timestamp"
         else:
-            kind = "text"
-        out[field.name] = (kind, missing)
+            kind = next((name for name, test in kinds if test(t)), "text")
+        out[field.name] = (kind, column.null_count > 0)
     return out
 
 

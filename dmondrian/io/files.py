@@ -104,7 +104,7 @@ def storage_options(urls, options: dict | None) -> Iterator[None]:
                 conf[p] = before
 
 
-def detect_format(url: str, format: str | None = None, *, must_exist: bool = False) -> str:
+def detect_format(url: str, format: str | None = None) -> str:
     """The table format of ``url``: ``format`` if given, else from its extension.
 
     A path without a known extension that is an existing directory is a Parquet
@@ -116,8 +116,6 @@ def detect_format(url: str, format: str | None = None, *, must_exist: bool = Fal
         Path or fsspec URL.
     format : {"csv", "parquet"}, optional
         Explicit format; overrides the extension.
-    must_exist : bool
-        Only used for the message when the format is unknown.
 
     Returns
     -------
