@@ -83,10 +83,10 @@ def _is_local(fs) -> bool:
     return isinstance(fs, LocalFileSystem)
 
 
-def _check_output(fs, path: str, url: str, overwrite: bool) -> str:
+def _check_output(fs, path: str, url: str) -> str:
+    """The parent folder of OUTPUT, made when missing; refused when it cannot be written
+    (whether OUTPUT exists is :meth:`Stage.open`'s question)."""
     parent = fs._parent(path)
-    if fs.exists(path) and not overwrite:
-        raise OutputError(url, f"output {url!r} already exists (pass --overwrite to replace it)")
     # Object stores have no real directories; only a local path can name a
     # read-only one, and saying so beats a PermissionError later. Missing
     # parents are made, as dask's writers do: a daily job writes to a new
@@ -172,7 +172,7 @@ class Stage:
         self.path = path.rstrip("/")
         self.overwrite = overwrite
         self.directory = directory
-        self.parent = _check_output(self.fs, self.path, url, overwrite=True)
+        self.parent = _check_output(self.fs, self.path, url)
         self.name = self.path.rsplit("/", 1)[-1]
         self.manifest = self.path + ".manifest.json"
         self.root = self._join(f".{self.name}{STAGING_TAG}{uuid.uuid4().hex[:12]}")
