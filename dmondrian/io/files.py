@@ -27,19 +27,9 @@ from ..options import FORMATS
 from .csv_tables import TEXT_TYPES, CsvDialect, convert_dtypes, read_csv, uncompressed_name
 from .staging import atomic_output, one_line
 
-__all__ = [
-    "InputNotFoundError",
-    "ReadError",
-    "UnknownFormatError",
-    "detect_format",
-    "input_size",
-    "read_table",
-    "read_lines",
-    "write_table",
-    "write_json",
-    "manifest_path",
-    "storage_options",
-]
+__all__ = ["InputNotFoundError", "ReadError", "UnknownFormatError", "detect_format", "input_size",
+           "read_table", "read_lines", "write_table", "write_json", "manifest_path",
+           "storage_options"]
 
 _SUFFIXES = {
     ".csv": "csv", ".tsv": "csv", ".txt": "csv",

@@ -57,26 +57,10 @@ from ..options import ANONYMIZE, L_VARIANTS
 from ..options import K as K_OPTION
 from .entities import pair_codes, pair_counts
 
-__all__ = [
-    "Constraint",
-    "KAnonymity",
-    "DistinctLDiversity",
-    "EntropyLDiversity",
-    "RecursiveCLDiversity",
-    "TCloseness",
-    "LVariant",
-    "register_l_variant",
-    "l_variant",
-    "check_l_options",
-    "recursive_ratio",
-    "check_k",
-    "check_l",
-    "refuse_empty",
-    "resolve_constraints",
-    "kernel_privacy",
-    "KernelPrivacy",
-    "with_entity",
-]
+__all__ = ["Constraint", "KAnonymity", "DistinctLDiversity", "EntropyLDiversity",
+           "RecursiveCLDiversity", "TCloseness", "LVariant", "register_l_variant", "l_variant",
+           "check_l_options", "recursive_ratio", "check_k", "check_l", "refuse_empty",
+           "resolve_constraints", "kernel_privacy", "KernelPrivacy", "with_entity"]
 
 
 def check_k(k, n_rows: int | None = None) -> int:
