@@ -555,22 +555,14 @@ def column_types(frame, columns) -> dict:
     >>> column_types(df, ["age", "zip", "day", "ok"])
     {'age': 'int', 'zip': 'str', 'day': 'datetime'}
     """
-    out = {}
-    for col in columns:
-        dtype = frame[col].dtype
-        if isinstance(dtype, pd.CategoricalDtype):
-            out[col] = "category"
-        elif pd.api.types.is_datetime64_any_dtype(dtype):
-            out[col] = "datetime"
-        elif pd.api.types.is_bool_dtype(dtype):
-            continue
-        elif pd.api.types.is_integer_dtype(dtype):
-            out[col] = "int"
-        elif pd.api.types.is_float_dtype(dtype):
-            out[col] = "float"
-        elif pd.api.types.is_string_dtype(dtype) and not pd.api.types.is_object_dtype(dtype):
-            out[col] = "str"
-    return out
+    types = pd.api.types
+    words = (("category", lambda t: isinstance(t, pd.CategoricalDtype)),
+             ("datetime", types.is_datetime64_any_dtype), ("int", types.is_integer_dtype),
+             ("float", types.is_float_dtype),
+             ("str", lambda t: types.is_string_dtype(t) and not types.is_object_dtype(t)))
+    found = {col: next((w for w, test in words if test(frame[col].dtype)), None)
+             for col in columns}  # booleans and objects match none
+    return {col: word for col, word in found.items() if word is not None}
 
 
 def convert_dtypes(frame, dtypes: dict, url: str):
