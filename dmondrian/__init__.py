@@ -7,31 +7,24 @@ Dask cluster. See :func:`anonymize` and :class:`MondrianAnonymizer`.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 
 from . import errors
+from ._version import __version__
 
 # Public names and the module each lives in. They are imported on first use:
 # ``import dmondrian`` (and so every CLI call, even ``--help``) stays fast,
 # and the compiled kernel is only loaded when the engine is.
-_LAZY = {
-    "DistinctLDiversity": "privacy.constraints",
-    "EntropyLDiversity": "privacy.constraints",
-    "KAnonymity": "privacy.constraints",
-    "RecursiveCLDiversity": "privacy.constraints",
-    "TCloseness": "privacy.constraints",
-    "MondrianAnonymizer": "estimator",
-    "Hierarchy": "kinds.hierarchy",
-    "write_manifest": "evaluation.manifest",
-    "calculate_avg_equivalence_class_size": "metrics",
-    "Interval": "release.publish",
-    "parse_range": "release.publish",
-    "parse_set": "release.publish",
-    "Report": "evaluation.reporting",
-    "report": "evaluation.reporting",
-    "VerifyResult": "evaluation.verification",
-    "verify": "evaluation.verification",
-}
+_LAZY = {name: module for module, names in {
+    "privacy.constraints": ("DistinctLDiversity", "EntropyLDiversity", "KAnonymity",
+                            "RecursiveCLDiversity", "TCloseness"),
+    "estimator": ("MondrianAnonymizer",),
+    "kinds.hierarchy": ("Hierarchy",),
+    "evaluation.manifest": ("write_manifest",),
+    "metrics": ("calculate_avg_equivalence_class_size",),
+    "release.publish": ("Interval", "parse_range", "parse_set"),
+    "evaluation.reporting": ("Report", "report"),
+    "evaluation.verification": ("VerifyResult", "verify"),
+}.items() for name in names}
 
 
 def __getattr__(name):
@@ -47,32 +40,10 @@ def __dir__():
     return sorted(set(globals()) | set(_LAZY))
 
 
-try:
-    __version__ = version("dmondrian")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
-
-__all__ = [
-    "anonymize",
-    "calculate_avg_equivalence_class_size",
-    "errors",
-    "Hierarchy",
-    "Interval",
-    "KAnonymity",
-    "DistinctLDiversity",
-    "EntropyLDiversity",
-    "RecursiveCLDiversity",
-    "TCloseness",
-    "MondrianAnonymizer",
-    "parse_range",
-    "parse_set",
-    "report",
-    "Report",
-    "verify",
-    "VerifyResult",
-    "write_manifest",
-    "__version__",
-]
+__all__ = ["anonymize", "calculate_avg_equivalence_class_size", "errors", "Hierarchy", "Interval",
+           "KAnonymity", "DistinctLDiversity", "EntropyLDiversity", "RecursiveCLDiversity",
+           "TCloseness", "MondrianAnonymizer", "parse_range", "parse_set", "report", "Report",
+           "verify", "VerifyResult", "write_manifest", "__version__"]
 
 
 def anonymize(df, quasi_identifiers, k, **options):

@@ -274,8 +274,6 @@ def hll_estimate_count(registers, bits: int) -> float:
     >>> round(hll_estimate_count(np.zeros(2**10, dtype=np.uint8), 10))
     0
     """
-    import numpy as np
-
     try:
         from dask.dataframe.hyperloglog import estimate_count
 
@@ -306,8 +304,6 @@ def nonempty_meta(meta: pd.DataFrame) -> pd.DataFrame:
         return meta_nonempty(meta)
     except ImportError:
         pass
-    import numpy as np
-
     out = meta.reindex(pd.Index([0, 1], dtype=meta.index.dtype, name=meta.index.name))
     for col in meta.columns:
         dtype = meta[col].dtype

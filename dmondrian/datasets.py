@@ -30,57 +30,20 @@ import pandas as pd
 from .errors import DatasetError
 from .kinds.hierarchy import Hierarchy
 
-__all__ = [
-    "ADULT_COLUMNS",
-    "ADULT_QUASI_IDENTIFIERS",
-    "ADULT_SENSITIVE",
-    "ADULT_NUMERIC",
-    "ADULT_URL",
-    "ADULT_ENV_VAR",
-    "adult_dir",
-    "adult_cache_dir",
-    "load_adult",
-    "load_adult_hierarchies",
-]
+__all__ = ["ADULT_COLUMNS", "ADULT_QUASI_IDENTIFIERS", "ADULT_SENSITIVE", "ADULT_NUMERIC",
+           "ADULT_URL", "ADULT_ENV_VAR", "adult_dir", "adult_cache_dir", "load_adult",
+           "load_adult_hierarchies"]
 
 #: The 15 columns of ``adult.data``, in file order.
-ADULT_COLUMNS = [
-    "age",
-    "workclass",
-    "fnlwgt",
-    "education",
-    "education-num",
-    "marital-status",
-    "occupation",
-    "relationship",
-    "race",
-    "sex",
-    "capital-gain",
-    "capital-loss",
-    "hours-per-week",
-    "native-country",
-    "income",
-]
+ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
+                 "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
+                 "hours-per-week", "native-country", "income"]
 #: Columns read as int64; every other column holds strings.
-ADULT_NUMERIC = [
-    "age",
-    "fnlwgt",
-    "education-num",
-    "capital-gain",
-    "capital-loss",
-    "hours-per-week",
-]
+ADULT_NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss",
+                 "hours-per-week"]
 #: The quasi-identifiers of LeFevre et al. (2006) and most later papers.
-ADULT_QUASI_IDENTIFIERS = [
-    "age",
-    "workclass",
-    "education-num",
-    "marital-status",
-    "occupation",
-    "race",
-    "sex",
-    "native-country",
-]
+ADULT_QUASI_IDENTIFIERS = ["age", "workclass", "education-num", "marital-status", "occupation",
+                           "race", "sex", "native-country"]
 #: The sensitive attribute: ``<=50K`` or ``>50K``.
 ADULT_SENSITIVE = "income"
 
@@ -91,14 +54,10 @@ ADULT_ENV_VAR = "DMONDRIAN_ADULT_DIR"
 
 # Checksums of the UCI files (adult.data: 32,561 records, 3,974,305 bytes).
 _CHECKSUMS = {
-    "adult.data": {
-        "md5": "5d7c39d7b8804f071cdd1f2a7c460872",
-        "sha256": "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d",
-    },
-    "adult.names": {
-        "md5": "1a7cdb3ff7a1b709968b1c7a11def63e",
-        "sha256": "c248284c0b5de30c9e1958d6cdd168a34a654758b620e68f46aefa83fc0a576a",
-    },
+    "adult.data": {"md5": "5d7c39d7b8804f071cdd1f2a7c460872",
+                   "sha256": "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d"},
+    "adult.names": {"md5": "1a7cdb3ff7a1b709968b1c7a11def63e",
+                    "sha256": "c248284c0b5de30c9e1958d6cdd168a34a654758b620e68f46aefa83fc0a576a"},
 }
 _DATA_FILE = "adult.data"
 _MISSING_TOKEN = "?"
@@ -178,9 +137,8 @@ def adult_dir(path=None, *, download: bool = True, url: str = ADULT_URL) -> Path
     if explicit is not None:
         folder, source = explicit
         if not folder.is_dir():
-            raise DatasetError(
-                f"Adult folder {str(folder)!r} named by {source} does not exist", path=str(folder)
-            )
+            raise DatasetError(f"Adult folder {str(folder)!r} named by {source} does not exist",
+                               path=str(folder))
         return folder
     folder = adult_cache_dir()
     missing = [name for name in _CHECKSUMS if not (folder / name).is_file()]
@@ -188,8 +146,7 @@ def adult_dir(path=None, *, download: bool = True, url: str = ADULT_URL) -> Path
         raise DatasetError(
             f"the Adult data set is not in the cache {str(folder)!r} and download=False; "
             f"pass a folder holding adult.data, set ${ADULT_ENV_VAR}, or allow the download",
-            path=str(folder),
-        )
+            path=str(folder))
     for name in missing:
         _download(url.rstrip("/") + "/" + name, folder / name, _CHECKSUMS[name])
     return folder
@@ -201,10 +158,8 @@ def _download(url: str, dest: Path, checksums: dict) -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     except OSError as exc:
-        raise DatasetError(
-            f"cannot create the Adult cache folder {str(dest.parent)!r}: {exc}",
-            path=str(dest.parent),
-        ) from exc
+        raise DatasetError(f"cannot create the Adult cache folder {str(dest.parent)!r}: {exc}",
+                           path=str(dest.parent)) from exc
     tmp = Path(tmp_name)
     try:
         digests = {algo: hashlib.new(algo, usedforsecurity=False) for algo in checksums}
@@ -216,11 +171,9 @@ def _download(url: str, dest: Path, checksums: dict) -> None:
         for algo, expected in checksums.items():
             got = digests[algo].hexdigest()
             if got != expected:
-                raise DatasetError(
-                    f"{url} does not match the known {algo} checksum of {dest.name} "
-                    f"(expected {expected}, got {got}); nothing was saved",
-                    path=url,
-                )
+                raise DatasetError(f"{url} does not match the known {algo} checksum of "
+                                   f"{dest.name} (expected {expected}, got {got}); nothing "
+                                   "was saved", path=url)
         os.replace(tmp, dest)
     except DatasetError:
         raise
@@ -285,16 +238,9 @@ def load_adult(path=None, *, raw: bool = False, download: bool = True, url: str 
         raise DatasetError(f"{str(folder)!r} holds no {_DATA_FILE}", path=str(file))
     dtypes = {c: ("int64" if c in ADULT_NUMERIC else str) for c in ADULT_COLUMNS}
     try:
-        df = pd.read_csv(
-            file,
-            header=None,
-            names=ADULT_COLUMNS,
-            dtype=dtypes,
-            skipinitialspace=True,
-            # Only "?" means missing: "NA" or "None" would be real values.
-            na_values=[_MISSING_TOKEN],
-            keep_default_na=False,
-        )
+        # Only "?" means missing: "NA" or "None" would be real values.
+        df = pd.read_csv(file, header=None, names=ADULT_COLUMNS, dtype=dtypes,
+                         skipinitialspace=True, na_values=[_MISSING_TOKEN], keep_default_na=False)
     except (ValueError, pd.errors.ParserError) as exc:
         raise DatasetError(f"{str(file)!r} is not in the Adult format: {exc}", path=str(file)) \
             from exc
@@ -352,15 +298,12 @@ def load_adult_hierarchies(path=None) -> dict[str, Hierarchy]:
         raise DatasetError(
             f"no {_HIERARCHY_DIR}/{_HIERARCHY_PREFIX}*.txt in {str(folder)!r}; the hierarchies "
             f"are not part of the UCI download, point ${ADULT_ENV_VAR} or the path argument "
-            "at a folder that holds them",
-            path=str(hdir),
-        )
+            "at a folder that holds them", path=str(hdir))
     found = {}
     for file in files:
         column = file.stem[len(_HIERARCHY_PREFIX):].replace("_", "-")
         if column not in ADULT_COLUMNS:
-            raise DatasetError(
-                f"hierarchy file {str(file)!r} names no Adult column ({column!r})", path=str(file)
-            )
+            raise DatasetError(f"hierarchy file {str(file)!r} names no Adult column "
+                               f"({column!r})", path=str(file))
         found[column] = Hierarchy.from_file(file, name=column)
     return {c: found[c] for c in ADULT_COLUMNS if c in found}

@@ -174,10 +174,6 @@ class Range:
         return float(text)
 
 
-#: What a fitted plan does with an option (:attr:`Option.plan`).
-PLAN_ACTIONS = ("keep", "fit", "release", "refuse")
-
-
 @dataclass(frozen=True)
 class Option:
     """One keyword option.
@@ -262,6 +258,20 @@ class Option:
             if isinstance(value, numbers.Integral):
                 return int(value)
         return value
+
+    def require(self, value):
+        """:meth:`check`, with None refused (a value the caller must give).
+
+        Examples
+        --------
+        >>> ANONYMIZE["t"].require(None)
+        Traceback (most recent call last):
+        ...
+        dmondrian.errors.ParameterError: t must be a number in [0, 1], got None
+        """
+        if value is None:
+            raise ParameterError(self.name, f"{self.name} must be {self.range}, got None")
+        return self.check(value)
 
     def describe(self, none: str = "None") -> str:
         """What the option takes, as a message says it (``none`` names None)."""

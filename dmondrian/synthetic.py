@@ -42,19 +42,9 @@ import pyarrow as pa
 
 from .errors import DuplicateColumnError, MissingColumnError, ParameterError
 
-__all__ = [
-    "BLOCK_ROWS",
-    "CENSUS_COLUMNS",
-    "CENSUS_QUASI_IDENTIFIERS",
-    "CENSUS_SENSITIVE",
-    "DIAGNOSES",
-    "EDUCATION_LEVELS",
-    "OCCUPATIONS",
-    "REFERENCE_DATE",
-    "census_dask",
-    "make_census",
-    "write_census_parquet",
-]
+__all__ = ["BLOCK_ROWS", "CENSUS_COLUMNS", "CENSUS_QUASI_IDENTIFIERS", "CENSUS_SENSITIVE",
+           "DIAGNOSES", "EDUCATION_LEVELS", "OCCUPATIONS", "REFERENCE_DATE", "census_dask",
+           "make_census", "write_census_parquet"]
 
 #: Rows per independently seeded block of the stream. Changing it changes
 #: every generated table.
@@ -63,17 +53,8 @@ BLOCK_ROWS = 65_536
 #: Ages are counted on this day.
 REFERENCE_DATE = pd.Timestamp("2024-12-31")
 
-CENSUS_COLUMNS = [
-    "person_id",
-    "age",
-    "zip",
-    "birth_date",
-    "sex",
-    "education",
-    "occupation",
-    "income",
-    "diagnosis",
-]
+CENSUS_COLUMNS = ["person_id", "age", "zip", "birth_date", "sex", "education", "occupation",
+                  "income", "diagnosis"]
 CENSUS_QUASI_IDENTIFIERS = ["age", "zip", "birth_date", "sex", "education"]
 CENSUS_SENSITIVE = "diagnosis"
 
@@ -97,16 +78,8 @@ _YEAR_DAYS = 365 + (
     (_BIRTH_YEAR % 4 == 0) & ((_BIRTH_YEAR % 100 != 0) | (_BIRTH_YEAR % 400 == 0))
 )
 
-EDUCATION_LEVELS = [
-    "No high school",
-    "High school",
-    "Some college",
-    "Associate",
-    "Bachelors",
-    "Masters",
-    "Professional",
-    "Doctorate",
-]
+EDUCATION_LEVELS = ["No high school", "High school", "Some college", "Associate", "Bachelors",
+                    "Masters", "Professional", "Doctorate"]
 _EDUCATION_SHARE = np.array([0.10, 0.27, 0.19, 0.10, 0.21, 0.09, 0.02, 0.02])
 
 
@@ -131,23 +104,9 @@ def _education_by_age() -> np.ndarray:
     return share
 
 
-OCCUPATIONS = [
-    "Management",
-    "Professional",
-    "Healthcare",
-    "Education",
-    "Technician",
-    "Sales",
-    "Office support",
-    "Service",
-    "Construction",
-    "Production",
-    "Transport",
-    "Farming",
-    "Protective service",
-    "Student",
-    "Retired",
-]
+OCCUPATIONS = ["Management", "Professional", "Healthcare", "Education", "Technician", "Sales",
+               "Office support", "Service", "Construction", "Production", "Transport", "Farming",
+               "Protective service", "Student", "Retired"]
 _STUDENT = OCCUPATIONS.index("Student")
 _RETIRED = OCCUPATIONS.index("Retired")
 # Relative frequency of each working occupation (columns, OCCUPATIONS[:13])
@@ -184,18 +143,8 @@ _REGION_SHARE = np.array([0.10, 0.07, 0.07, 0.06, 0.09, 0.04, 0.05, 0.05, 0.04, 
 _REGION_SHARE = np.append(_REGION_SHARE, 1.0 - _REGION_SHARE.sum())
 _REGION_INCOME = np.array([0.25, 0.05, 0.1, 0.05, 0.15, 0.35, 0.0, 0.05, 0.2, 0.05, 0.0, 0.0, -0.2])
 
-DIAGNOSES = [
-    "Healthy",
-    "Hypertension",
-    "Hyperlipidemia",
-    "Diabetes",
-    "Asthma",
-    "Depression",
-    "Arthritis",
-    "Heart disease",
-    "COPD",
-    "Cancer",
-]
+DIAGNOSES = ["Healthy", "Hypertension", "Hyperlipidemia", "Diabetes", "Asthma", "Depression",
+             "Arthritis", "Heart disease", "COPD", "Cancer"]
 # Relative frequency of each diagnosis (columns) by age band (rows): 18-34,
 # 35-49, 50-64, 65+.
 _DIAGNOSIS_BY_BAND = np.array([
@@ -331,42 +280,22 @@ def _block(seed: int, block: int, lo: int = 0, hi: int = BLOCK_ROWS) -> dict[str
     occupation[status < _P_STUDENT[age]] = _STUDENT
     occupation[status >= 1.0 - _P_RETIRED[age]] = _RETIRED
 
-    log_income = (
-        _LOG_INCOME_BASE
-        + _INCOME_EDUCATION[education]
-        + _INCOME_AGE[age]
-        + _INCOME_OCCUPATION[occupation]
-        + _REGION_INCOME[region]
-        + _INCOME_FEMALE * female
-        + _INCOME_NOISE * draws.whole(rng.standard_normal)
-    )
+    log_income = (_LOG_INCOME_BASE + _INCOME_EDUCATION[education] + _INCOME_AGE[age]
+                  + _INCOME_OCCUPATION[occupation] + _REGION_INCOME[region]
+                  + _INCOME_FEMALE * female + _INCOME_NOISE * draws.whole(rng.standard_normal))
     income = np.round(np.exp(log_income))
 
     diagnosis = _DIAGNOSIS.draw(uniform(), _DIAGNOSIS_OFFSET[age])
 
-    return {
-        "age": age,
-        "zip": zip_code,
-        "birth_date": birth,
-        "sex": (~female).astype(np.int8),
-        "education": education.astype(np.int8),
-        "occupation": occupation.astype(np.int8),
-        "income": income,
-        "diagnosis": diagnosis.astype(np.int8),
-    }
+    return {"age": age, "zip": zip_code, "birth_date": birth, "sex": (~female).astype(np.int8),
+            "education": education.astype(np.int8), "occupation": occupation.astype(np.int8),
+            "income": income, "diagnosis": diagnosis.astype(np.int8)}
 
 
 # dtypes of the arrays _block returns, for empty tables.
-_CODE_DTYPES = {
-    "age": np.int64,
-    "zip": np.int64,
-    "birth_date": np.int64,
-    "sex": np.int8,
-    "education": np.int8,
-    "occupation": np.int8,
-    "income": np.float64,
-    "diagnosis": np.int8,
-}
+_CODE_DTYPES = {"age": np.int64, "zip": np.int64, "birth_date": np.int64, "sex": np.int8,
+                "education": np.int8, "occupation": np.int8, "income": np.float64,
+                "diagnosis": np.int8}
 
 _NS_PER_DAY = 86_400 * 10**9
 
@@ -381,21 +310,19 @@ def _strings(codes: np.ndarray, labels: list[str]):
     return pd.array(np.asarray(labels, dtype=object)[codes], dtype=_STRING_DTYPE)
 
 
+# The labels of the columns drawn as codes and published as strings.
+_LABELS = {"sex": SEXES, "occupation": OCCUPATIONS, "diagnosis": DIAGNOSES}
+
+
 def _column(name: str, values: np.ndarray):
-    if name in ("age", "zip"):
-        return values
+    if name in _LABELS:
+        return _strings(values, _LABELS[name])
     if name == "birth_date":
         values *= _NS_PER_DAY  # in place: the codes are a fresh array
         return values.view("datetime64[ns]")
-    if name == "sex":
-        return _strings(values, SEXES)
     if name == "education":
         return pd.Categorical.from_codes(values, EDUCATION_LEVELS, ordered=True)
-    if name == "occupation":
-        return _strings(values, OCCUPATIONS)
-    if name == "income":
-        return values
-    return _strings(values, DIAGNOSES)
+    return values  # age, zip, income
 
 
 def _check_int(name: str, value, minimum: int) -> int:
@@ -412,9 +339,8 @@ def _check_columns(columns) -> list[str]:
     columns = list(columns)
     for i, c in enumerate(columns):
         if c not in CENSUS_COLUMNS:
-            raise MissingColumnError(
-                c, f"column {c!r} is not a census column ({', '.join(CENSUS_COLUMNS)})"
-            )
+            raise MissingColumnError(c, f"column {c!r} is not a census column "
+                                        f"({', '.join(CENSUS_COLUMNS)})")
         if c in columns[:i]:
             raise DuplicateColumnError(c, f"column {c!r} is asked for twice")
     return columns
@@ -483,12 +409,8 @@ def make_census(n_rows: int, seed: int = 0, *, start: int = 0, columns=None) -> 
         for c in drawn:
             codes[c][done : done + hi - lo] = values[c]
         done += hi - lo
-    data = {}
-    for c in columns:
-        if c == "person_id":
-            data[c] = np.arange(start, stop, dtype=np.int64)
-        else:
-            data[c] = _column(c, codes.pop(c))
+    data = {c: np.arange(start, stop, dtype=np.int64) if c == "person_id"
+            else _column(c, codes.pop(c)) for c in columns}
     # copy=False: the arrays are ours, and consolidating them would copy every one.
     return pd.DataFrame(data, index=pd.RangeIndex(start, stop), columns=columns, copy=False)
 
@@ -544,26 +466,12 @@ def census_dask(n_rows: int, seed: int = 0, *, rows_per_partition: int = 1_000_0
     starts = list(range(0, n_rows, rows_per_partition)) or [0]
     lengths = [min(rows_per_partition, n_rows - s) for s in starts]
     divisions = (*starts, n_rows - 1) if n_rows else (None, None)
-    return dd.from_map(
-        _census_partition,
-        starts,
-        lengths,
-        args=(seed,),
-        meta=make_census(0, seed),
-        divisions=divisions,
-        label="make-census",
-        enforce_metadata=False,
-    )
+    return dd.from_map(_census_partition, starts, lengths, args=(seed,), meta=make_census(0, seed),
+                       divisions=divisions, label="make-census", enforce_metadata=False)
 
 
-def write_census_parquet(
-    path,
-    n_rows: int,
-    seed: int = 0,
-    *,
-    rows_per_partition: int = 1_000_000,
-    storage_options=None,
-):
+def write_census_parquet(path, n_rows: int, seed: int = 0, *, rows_per_partition: int = 1_000_000,
+                         storage_options=None):
     """Write the census-like table as a partitioned Parquet dataset, chunk by chunk.
 
     Each partition of :func:`census_dask` is generated and written by the

@@ -222,8 +222,8 @@ def test_only_the_dask_side_imports_the_dask_engine():
 def test_the_dask_side_check_sees_an_offender():
     graph = import_graph()
     assert "dmondrian.partition.cut_tree" in graph["dmondrian._dask.top_phase"]
-    assert "dmondrian._dask.unique_count" in graph["dmondrian._dask.write_job"]
-    assert _dask_engine("dmondrian._dask.unique_count") and not _dask_engine("dmondrian.plans.dask")
+    assert "dmondrian._dask.cluster" in graph["dmondrian._dask.write_job"]
+    assert _dask_engine("dmondrian._dask.cluster") and not _dask_engine("dmondrian.plans.dask")
 
 
 def test_the_root_holds_at_most_12_modules():

@@ -17,7 +17,8 @@ from contextlib import contextmanager
 from .._compat import scheduler_workers
 from .watchdog import wait_for
 
-__all__ = ["resolve_client", "session", "run", "worker_memory_per_thread", "cores_per_worker",
+__all__ = ["resolve_client", "session", "run", "on_client", "worker_memory_per_thread",
+           "cores_per_worker",
            "lasting_client", "close_patiently"]
 
 _ANNOUNCED: set = set()
@@ -156,6 +157,16 @@ def run(client, collection, progress: bool | None, label: str, keep=()):
     if bar is not None:
         bar.join(timeout=5)  # let it print its last line before anything else
     return (result, kept) if keep else result
+
+
+def on_client(client, progress: bool | None):
+    """``compute(collections, label) -> results``: :func:`run` on ``client``, watched;
+    None without a client (the caller computes on the default scheduler). For the
+    engine-neutral passes that take a ``compute``
+    (:func:`dmondrian.release.unique_count.unique_rows`)."""
+    if client is None:
+        return None
+    return lambda collections, label: run(client, collections, progress, label)
 
 
 def worker_memory_per_thread(client) -> float | None:

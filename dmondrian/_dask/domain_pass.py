@@ -32,13 +32,13 @@ from ..release.identifiers import (
     merge_distinct,
 )
 from ..release.person_keys import SAMPLE_ROWS, person_key_columns
-from .cluster import run
+from ..release.unique_count import unique_rows
+from .cluster import on_client, run
 from .exchange import exchanged_bytes
 from .global_domain import GlobalDomain, encode_keys
 from .graph import column_partitions, partitions, tree_reduce
 from .memory import check_fits, measure_workers
 from .options import LEAF_ROWS_MIN, DaskOptions, guess_row_bytes, least_row_bytes, sizing
-from .unique_count import unique_rows
 from .written_check import identifying_check
 
 __all__ = ["run_domain_pass", "DomainSketch", "domain_sketch",
@@ -453,8 +453,9 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     keyish = keyish[0] if keyish else []
     domain, root = build_domain(merged, opts.qis, opts.kinds, opts.hierarchies, ddf._meta)
     # The columns the sketch leaves unsure are counted exactly, in a pass of their own.
+    count = on_client(client, progress)
     identifying = (estimate_identifying(distinct, merged.n).resolve(
-        lambda unsure: unique_rows(ddf, unsure, client, progress)) if check_identifying else [])
+        lambda unsure: unique_rows(ddf, unsure, count)) if check_identifying else [])
     flagged = {f.column for f in identifying}
     return (domain, root, merged.positional_index,
             replace(sized, largest_partition=merged.largest), identifying,

@@ -16,9 +16,9 @@ import pandas as pd
 
 from ..errors import IdentifyingColumnWarning
 from ..privacy import suppression
-from .cluster import release, resolve_client, run
+from ..release.unique_count import unique_rows
+from .cluster import on_client, release, resolve_client, run
 from .plan import Recount, TopPlan
-from .unique_count import unique_rows
 from .watchdog import check_stall_timeout, stall_timeout
 from .written_check import finish_written
 
@@ -67,7 +67,8 @@ def anonymize_and_write(plan, ddf, quasi_identifiers, k, build, *, label, defer_
             fewest = n - suppression.most_dropped(n, top.options)
             if not fewest <= written <= n:
                 raise RuntimeError(f"dmondrian: wrote {written} rows of {n}")
-            finish_written(result, top, undo, lambda cols: unique_rows(ddf, cols, c, progress))
+            count = on_client(c, progress)
+            finish_written(result, top, undo, lambda cols: unique_rows(ddf, cols, count))
         return top
     finally:
         release(owned)

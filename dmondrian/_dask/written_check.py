@@ -5,7 +5,7 @@ tasks that write also keep a distinct-value sketch of the columns released
 as is (:func:`dmondrian.release.identifiers.distinct_sketch`), returned beside their
 row counts; the domain pass then reads only the QIs. The client merges them
 once every file is written (and counts exactly, in a pass over the input's
-columns the sketches leave unsure, :mod:`dmondrian._dask.unique_count`); a
+columns the sketches leave unsure, :mod:`dmondrian.release.unique_count`); a
 column that singles out rows then raises
 :class:`~dmondrian.errors.IdentifyingColumnError`, after the files written
 are removed (:func:`finish_written`'s ``undo``), and before the command
@@ -123,8 +123,8 @@ def refuse_written_index(ddf, allow, asked, client=None, progress: bool | None =
     import dask
     from dask import delayed
 
-    from .cluster import run
-    from .unique_count import unique_rows
+    from ..release.unique_count import unique_rows
+    from .cluster import on_client, run
 
     name = index_candidate(ddf._meta.index, allow)
     if name is None:
@@ -143,7 +143,7 @@ def refuse_written_index(ddf, allow, asked, client=None, progress: bool | None =
     if numbered:
         refuse_identifying([row_numbers(name)])
     refuse_identifying(estimate_identifying(merged, None, name).resolve(
-        lambda unsure: unique_rows(bare, unsure, client, progress)))
+        lambda unsure: unique_rows(bare, unsure, on_client(client, progress))))
 
 
 def _index_part(df: pd.DataFrame, name) -> tuple:

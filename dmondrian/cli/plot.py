@@ -140,9 +140,9 @@ def save_png(fig, url: str, *, overwrite: bool) -> None:
     overwrite : bool
         Replace an existing file.
     """
-    from ..io import files as io
+    from ..io.staging import atomic_output
 
     if not url.lower().endswith(".png"):
         raise UsageError(f"plot output {url!r} must end in .png")
-    with io.atomic_output(url, overwrite=overwrite) as (fs, tmp), fs.open(tmp, "wb") as fh:
+    with atomic_output(url, overwrite=overwrite) as (fs, tmp), fs.open(tmp, "wb") as fh:
         fig.savefig(fh, format="png", dpi=120, bbox_inches="tight")

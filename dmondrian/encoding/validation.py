@@ -13,7 +13,7 @@ from ..errors import DuplicateColumnError, MissingColumnError, ParameterError
 from ..options import ANONYMIZE, GENERALIZATIONS, MODES, defaults
 from ..privacy.constraints import resolve_constraints
 from ..privacy.entities import check_entity
-from ..privacy.noise import check_noise, check_random_state
+from ..privacy.noise import check_noise
 from ..privacy.suppression import check_suppression
 from ..release.identifiers import check_allow_unique, check_identifiers
 
@@ -133,6 +133,11 @@ class Options:
         return self.constraints[0].min_size()
 
 
+#: The options whose checked value is the value given (their choices, their range).
+_AS_GIVEN = ("mode", "objective", "refine", "generalization", "suppressed", "random_state",
+             "max_contributions", "max_classes")
+
+
 def check_options(columns, quasi_identifiers, k, *, index_name=None, **options) -> Options:
     """Check every option of an anonymization against the table's columns.
 
@@ -182,23 +187,16 @@ def check_options(columns, quasi_identifiers, k, *, index_name=None, **options) 
         qis=qis,
         constraints=constraint_list,
         sensitive=sensitive,
-        mode=ANONYMIZE["mode"].check_choice(o["mode"]),
-        objective=ANONYMIZE["objective"].check_choice(o["objective"]),
-        refine=ANONYMIZE["refine"].check_choice(o["refine"]),
-        generalization=ANONYMIZE["generalization"].check_choice(o["generalization"]),
+        **{name: ANONYMIZE[name].check(o[name]) for name in _AS_GIVEN},
         max_depth=check_max_depth(o["max_depth"]),
         hierarchies=check_mapping("hierarchies", o["hierarchies"], qis),
         qi_kinds=check_mapping("qi_kinds", o["qi_kinds"], qis),
         class_column=check_class_column(o["class_column"], columns),
         suppression=check_suppression(o["suppression"]),
-        suppressed=ANONYMIZE["suppressed"].check_choice(o["suppressed"]),
         noise=noise,
-        random_state=check_random_state(o["random_state"]),
         identifiers=check_identifiers(o["identifiers"], columns, qis, sensitive,
                                       [s.column for s in noise]),
         allow_unique=check_allow_unique(o["allow_unique"], columns, index_name),
         entity=check_entity(o["entity"], columns, qis, sensitive, [s.column for s in noise],
                             o["class_column"]),
-        max_contributions=check_max_contributions(o["max_contributions"]),
-        max_classes=check_max_contributions(o["max_classes"], "max_classes"),
     )

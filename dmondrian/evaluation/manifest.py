@@ -49,7 +49,6 @@ import hashlib
 import json
 import os
 import platform
-import sys
 import tempfile
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
@@ -57,6 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._version import __version__
 from ..errors import ParameterError
 from ..privacy.noise import noise_summary
 
@@ -181,16 +181,12 @@ def manifest_path(output) -> str:
 
 
 def _versions() -> dict:
-    out = {}
-    for name in ("dmondrian", *DEPENDENCIES):
+    out = {"dmondrian": __version__}
+    for name in DEPENDENCIES:
         try:
             out[name] = version(name)
         except PackageNotFoundError:
             out[name] = None
-    if out["dmondrian"] is None:  # a source tree that is not installed
-        # The package, imported before any of its modules; read from sys.modules, as an
-        # import of the root would tie the writers that record manifests to it in a cycle.
-        out["dmondrian"] = sys.modules[__package__.partition(".")[0]].__version__
     return out
 
 

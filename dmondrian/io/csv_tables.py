@@ -277,25 +277,18 @@ def _arrow_kinds(source, dialect: CsvDialect, columns: list, include: list, *,
                             convert_options=convert)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, KeyError):
         return {}
+    kinds = (("int", pa.types.is_integer), ("float", pa.types.is_floating),
+             ("bool", pa.types.is_boolean), ("date", pa.types.is_date))
     out = {}
     for field, column in zip(table.schema, table.columns, strict=True):
         t = field.type
-        missing = column.null_count > 0
         if pa.types.is_null(t) or column.null_count == len(column):
             kind = "empty"
-        elif pa.types.is_integer(t):
-            kind = "int"
-        elif pa.types.is_floating(t):
-            kind = "float"
-        elif pa.types.is_boolean(t):
-            kind = "bool"
-        elif pa.types.is_date(t):
-            kind = "date"
         elif pa.types.is_timestamp(t):
             kind = "timestamp_tz" if t.tz else "timestamp"
         else:
-            kind = "text"
-        out[field.name] = (kind, missing)
+            kind = next((name for name, test in kinds if test(t)), "text")
+        out[field.name] = (kind, column.null_count > 0)
     return out
 
 
@@ -562,22 +555,14 @@ def column_types(frame, columns) -> dict:
     >>> column_types(df, ["age", "zip", "day", "ok"])
     {'age': 'int', 'zip': 'str', 'day': 'datetime'}
     """
-    out = {}
-    for col in columns:
-        dtype = frame[col].dtype
-        if isinstance(dtype, pd.CategoricalDtype):
-            out[col] = "category"
-        elif pd.api.types.is_datetime64_any_dtype(dtype):
-            out[col] = "datetime"
-        elif pd.api.types.is_bool_dtype(dtype):
-            continue
-        elif pd.api.types.is_integer_dtype(dtype):
-            out[col] = "int"
-        elif pd.api.types.is_float_dtype(dtype):
-            out[col] = "float"
-        elif pd.api.types.is_string_dtype(dtype) and not pd.api.types.is_object_dtype(dtype):
-            out[col] = "str"
-    return out
+    types = pd.api.types
+    words = (("category", lambda t: isinstance(t, pd.CategoricalDtype)),
+             ("datetime", types.is_datetime64_any_dtype), ("int", types.is_integer_dtype),
+             ("float", types.is_float_dtype),
+             ("str", lambda t: types.is_string_dtype(t) and not types.is_object_dtype(t)))
+    found = {col: next((w for w, test in words if test(frame[col].dtype)), None)
+             for col in columns}  # booleans and objects match none
+    return {col: word for col, word in found.items() if word is not None}
 
 
 def convert_dtypes(frame, dtypes: dict, url: str):

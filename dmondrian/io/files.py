@@ -25,26 +25,11 @@ import pandas as pd
 from ..errors import IOFailure, OutputError
 from ..options import FORMATS
 from .csv_tables import TEXT_TYPES, CsvDialect, convert_dtypes, read_csv, uncompressed_name
-from .staging import SUCCESS_MARKER, _one_line, atomic_output
+from .staging import atomic_output, one_line
 
-__all__ = [
-    "FORMATS",
-    "IOFailure",
-    "InputNotFoundError",
-    "ReadError",
-    "UnknownFormatError",
-    "OutputError",
-    "detect_format",
-    "input_size",
-    "read_table",
-    "read_lines",
-    "write_table",
-    "write_json",
-    "atomic_output",
-    "manifest_path",
-    "SUCCESS_MARKER",
-    "storage_options",
-]
+__all__ = ["InputNotFoundError", "ReadError", "UnknownFormatError", "detect_format", "input_size",
+           "read_table", "read_lines", "write_table", "write_json", "manifest_path",
+           "storage_options"]
 
 _SUFFIXES = {
     ".csv": "csv", ".tsv": "csv", ".txt": "csv",
@@ -109,7 +94,7 @@ def storage_options(urls, options: dict | None) -> Iterator[None]:
                 conf[p] = before
 
 
-def detect_format(url: str, format: str | None = None, *, must_exist: bool = False) -> str:
+def detect_format(url: str, format: str | None = None) -> str:
     """The table format of ``url``: ``format`` if given, else from its extension.
 
     A path without a known extension that is an existing directory is a Parquet
@@ -121,8 +106,6 @@ def detect_format(url: str, format: str | None = None, *, must_exist: bool = Fal
         Path or fsspec URL.
     format : {"csv", "parquet"}, optional
         Explicit format; overrides the extension.
-    must_exist : bool
-        Only used for the message when the format is unknown.
 
     Returns
     -------
@@ -226,7 +209,7 @@ def read_table(url: str, format: str | None = None, *, dtypes: dict | None = Non
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError,
             LookupError, OSError) as exc:
-        raise ReadError(url, f"cannot read {url!r} as {fmt.upper()}: {_one_line(exc)}") from exc
+        raise ReadError(url, f"cannot read {url!r} as {fmt.upper()}: {one_line(exc)}") from exc
     return convert_dtypes(df, dtypes or {}, url)
 
 
@@ -243,7 +226,7 @@ def _read_parquet(fs, path: str, url: str) -> pd.DataFrame:
         table = pq.read_table(path, filesystem=fs)
         return _nullable_ints(table, table.to_pandas())
     except pyarrow.lib.ArrowException as exc:
-        raise ReadError(url, f"cannot read {url!r} as PARQUET: {_one_line(exc)}") from exc
+        raise ReadError(url, f"cannot read {url!r} as PARQUET: {one_line(exc)}") from exc
 
 
 def _nullable_ints(table, df: pd.DataFrame) -> pd.DataFrame:
@@ -271,7 +254,7 @@ def read_lines(url: str, what: str = "file") -> list[str]:
         with fsspec.open(url, "rt", encoding="utf-8") as fh:
             return fh.read().splitlines()
     except (UnicodeDecodeError, OSError) as exc:
-        raise ReadError(url, f"cannot read {what} {url!r}: {_one_line(exc)}") from exc
+        raise ReadError(url, f"cannot read {what} {url!r}: {one_line(exc)}") from exc
 
 
 # -- writing ---------------------------------------------------------------------------
@@ -347,7 +330,7 @@ def write_table(df: pd.DataFrame, url: str, format: str | None = None, *,
     except IOFailure:
         raise
     except OSError as exc:
-        raise OutputError(url, f"cannot write {url!r}: {_one_line(exc)}") from exc
+        raise OutputError(url, f"cannot write {url!r}: {one_line(exc)}") from exc
     return fmt
 
 
@@ -384,4 +367,4 @@ def write_json(obj, url: str, *, overwrite: bool = True) -> None:
     except IOFailure:
         raise
     except OSError as exc:
-        raise OutputError(url, f"cannot write {url!r}: {_one_line(exc)}") from exc
+        raise OutputError(url, f"cannot write {url!r}: {one_line(exc)}") from exc

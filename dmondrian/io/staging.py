@@ -37,7 +37,7 @@ Concurrent runs for one OUTPUT: on a local filesystem each run holds an
 exclusive lock (``fcntl.flock``) on a file in its staging folder while it
 lives; the kernel drops the lock of a killed process, so a staging folder
 whose lock can be taken is a dead run's, and one whose lock is held is a
-live run's, which makes the new run stop with :class:`~dmondrian.io.files.OutputError`.
+live run's, which makes the new run stop with :class:`~dmondrian.errors.OutputError`.
 An object store has no locks: a staging prefix found there is taken for a
 dead run's, and two runs writing the same OUTPUT at once are not supported
 (the later one removes the earlier one's staging, which then fails; neither
@@ -71,7 +71,8 @@ _LOCK, _MANIFEST, _DATA, _COMMITTING, _REPLACED = ("lock", "manifest.json", "dat
 SUCCESS_MARKER = "_SUCCESS"
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """The message of ``exc`` on one line, cut at 300 characters (for a typed error's)."""
     text = " ".join(str(exc).split())
     return text if len(text) <= 300 else text[:297] + "..."
 
@@ -82,10 +83,10 @@ def _is_local(fs) -> bool:
     return isinstance(fs, LocalFileSystem)
 
 
-def _check_output(fs, path: str, url: str, overwrite: bool) -> str:
+def _check_output(fs, path: str, url: str) -> str:
+    """The parent folder of OUTPUT, made when missing; refused when it cannot be written
+    (whether OUTPUT exists is :meth:`Stage.open`'s question)."""
     parent = fs._parent(path)
-    if fs.exists(path) and not overwrite:
-        raise OutputError(url, f"output {url!r} already exists (pass --overwrite to replace it)")
     # Object stores have no real directories; only a local path can name a
     # read-only one, and saying so beats a PermissionError later. Missing
     # parents are made, as dask's writers do: a daily job writes to a new
@@ -101,7 +102,7 @@ def _check_output(fs, path: str, url: str, overwrite: bool) -> str:
                 fs.makedirs(parent, exist_ok=True)
             except OSError as exc:
                 raise OutputError(url, f"cannot write {url!r}: cannot create directory "
-                                       f"{parent!r}: {_one_line(exc)}") from exc
+                                       f"{parent!r}: {one_line(exc)}") from exc
         if not fs.isdir(parent):
             raise OutputError(url, f"cannot write {url!r}: {parent!r} is not a directory")
         if not os.access(parent, os.W_OK | os.X_OK):
@@ -171,7 +172,7 @@ class Stage:
         self.path = path.rstrip("/")
         self.overwrite = overwrite
         self.directory = directory
-        self.parent = _check_output(self.fs, self.path, url, overwrite=True)
+        self.parent = _check_output(self.fs, self.path, url)
         self.name = self.path.rsplit("/", 1)[-1]
         self.manifest = self.path + ".manifest.json"
         self.root = self._join(f".{self.name}{STAGING_TAG}{uuid.uuid4().hex[:12]}")
@@ -307,7 +308,7 @@ class Stage:
         except OutputError:
             raise
         except OSError as exc:
-            raise OutputError(self.url, f"cannot publish {self.url!r}: {_one_line(exc)}"
+            raise OutputError(self.url, f"cannot publish {self.url!r}: {one_line(exc)}"
                               ) from exc
         if manifest:
             checkpoint("committed")
@@ -427,7 +428,7 @@ def staged_release(url: str, *, overwrite: bool = False, directory: bool = False
         OUTPUT: a path or fsspec URL.
     overwrite : bool
         Replace an existing release; otherwise one is an
-        :class:`~dmondrian.io.files.OutputError`, raised before anything is staged.
+        :class:`~dmondrian.errors.OutputError`, raised before anything is staged.
     directory : bool
         Whether the release is a folder (a Parquet dataset): ``data_url``
         then ends in ``/``.

@@ -66,12 +66,6 @@ class CutTree:
     right: np.ndarray
     leaf: np.ndarray
 
-    @classmethod
-    def single_leaf(cls) -> CutTree:
-        z = np.zeros(1, dtype=np.int64)
-        m = np.full(1, -1, dtype=np.int64)
-        return cls(m, z, z, z.copy(), m, np.zeros(1, dtype=np.int64), m, m, z)
-
     @property
     def has_ties(self) -> bool:
         """Whether some cut splits its ties (routing then needs the rows' positions)."""

@@ -7,6 +7,28 @@ rows equal to ``eq`` whose input position is before ``tie_before``: the first
 tied rows in input order, the local kernel's rule. Positions also fix each
 row's sampling priority and the order in which a leaf's rows reach the local
 engine. See docs/design.md, section "Routing and the cut tree".
+
+Examples
+--------
+A tree of one cut on QI 0: keys ``<= 4`` go left (leaf 0), and so do the
+rows whose key is 5 at input positions before 2, the first two tied rows.
+
+>>> tree = CutTree(qi=np.array([0, -1, -1]), t=np.array([4, 0, 0]), eq=np.array([5, 0, 0]),
+...                tie_before=np.array([2, 0, 0]), rank_off=np.array([-1, -1, -1]),
+...                ranks=np.zeros(1, dtype=np.int64), left=np.array([1, -1, -1]),
+...                right=np.array([2, -1, -1]), leaf=np.array([-1, 0, 1]))
+>>> route(np.array([[3, 9, 5, 5]]), tree, row_positions(0, 4)).tolist()
+[0, 1, 1, 1]
+>>> route(np.array([[5, 5, 3, 9]]), tree, row_positions(0, 4)).tolist()
+[0, 0, 0, 1]
+
+Without positions no tied row goes left; each leaf's output partition
+comes from the same walk:
+
+>>> leaf, partition = route_to_partitions(np.array([[3, 9, 5]]), tree, None,
+...                                       np.array([7, 8]), np.int8)
+>>> leaf.tolist(), leaf.dtype.name, partition.tolist()
+([0, 1, 1], 'int8', [7, 8, 8])
 """
 
 from __future__ import annotations
@@ -141,18 +163,7 @@ def route(keys: np.ndarray, tree: CutTree, positions: np.ndarray | None = None) 
 
     ``positions`` are the rows' :func:`row_positions`; without them no tied
     row goes left (enough for a tree without :attr:`CutTree.has_ties`, whose
-    walk skips them anyway).
-
-    Examples
-    --------
-    >>> tree = CutTree(qi=np.array([0, -1, -1]), t=np.array([4, 0, 0]), eq=np.array([5, 0, 0]),
-    ...                tie_before=np.array([2, 0, 0]), rank_off=np.array([-1, -1, -1]),
-    ...                ranks=np.zeros(1, dtype=np.int64), left=np.array([1, -1, -1]),
-    ...                right=np.array([2, -1, -1]), leaf=np.array([-1, 0, 1]))
-    >>> route(np.array([[3, 9, 5, 5]]), tree, row_positions(0, 4)).tolist()
-    [0, 1, 1, 1]
-    >>> route(np.array([[5, 5, 3, 9]]), tree, row_positions(0, 4)).tolist()
-    [0, 0, 0, 1]
+    walk skips them anyway). See the module's examples.
     """
     keys = np.ascontiguousarray(keys, dtype=np.int64)
     leaf = np.empty(keys.shape[1], dtype=np.int64)
@@ -163,7 +174,8 @@ def route(keys: np.ndarray, tree: CutTree, positions: np.ndarray | None = None) 
 def route_to_partitions(keys: np.ndarray, tree: CutTree, positions: np.ndarray | None,
                         partition_of_leaf: np.ndarray, leaf_dtype
                         ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`route`, and each row's output partition, in the same walk.
+    """:func:`route`, and each row's output partition, in the same walk (see the
+    module's examples).
 
     Parameters
     ----------
@@ -180,17 +192,6 @@ def route_to_partitions(keys: np.ndarray, tree: CutTree, positions: np.ndarray |
         ``route(keys, tree, positions)``.
     partition : int64 array (n,)
         ``partition_of_leaf[leaf]``.
-
-    Examples
-    --------
-    >>> tree = CutTree(qi=np.array([0, -1, -1]), t=np.array([4, 0, 0]), eq=np.array([5, 0, 0]),
-    ...                tie_before=np.array([0, 0, 0]), rank_off=np.array([-1, -1, -1]),
-    ...                ranks=np.zeros(1, dtype=np.int64), left=np.array([1, -1, -1]),
-    ...                right=np.array([2, -1, -1]), leaf=np.array([-1, 0, 1]))
-    >>> leaf, partition = route_to_partitions(np.array([[3, 9, 5]]), tree, None,
-    ...                                       np.array([7, 8]), np.int8)
-    >>> leaf.tolist(), leaf.dtype.name, partition.tolist()
-    ([0, 1, 1], 'int8', [7, 8, 8])
     """
     keys = np.ascontiguousarray(keys, dtype=np.int64)
     leaf = np.empty(keys.shape[1], dtype=leaf_dtype)

@@ -48,10 +48,9 @@ import numpy as np
 import pandas as pd
 
 from .._compat import from_delayed_named, scheduler_workers
-from .._dask.cluster import cores_per_worker, lasting_client, resolve_client, run
+from .._dask.cluster import cores_per_worker, lasting_client, on_client, resolve_client, run
 from .._dask.cluster import release as release_client
 from .._dask.graph import column_partitions, constant, partitions, tree_reduce
-from .._dask.unique_count import unique_rows
 from .._dask.written_check import DISTINCT
 from .._kernel import thread_limit
 from ..partition import routing
@@ -62,6 +61,7 @@ from ..release.identifiers import (
     merge_distinct,
     refuse_identifying,
 )
+from ..release.unique_count import unique_rows
 from .batch import Placing, summarize_batch
 from .release import decide, publish_rows, published_columns
 
@@ -310,8 +310,8 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
             if check is not None:
                 try:
                     check.finish(result[DISTINCT], n_rows,
-                                 lambda unsure: unique_rows(ddf, unsure, cluster_client,
-                                                            progress),
+                                 lambda unsure: unique_rows(
+                                     ddf, unsure, on_client(cluster_client, progress)),
                                  written)
                 except BaseException:
                     sink.remove(len(parts))
@@ -434,7 +434,7 @@ def _identifying(distinct, ddf, client, progress) -> list:
     if distinct is None:
         return []
     return estimate_identifying(distinct).resolve(
-        lambda unsure: unique_rows(ddf, unsure, client, progress))
+        lambda unsure: unique_rows(ddf, unsure, on_client(client, progress)))
 
 
 def _together(*results) -> tuple:

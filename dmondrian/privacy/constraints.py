@@ -57,33 +57,15 @@ from ..options import ANONYMIZE, L_VARIANTS
 from ..options import K as K_OPTION
 from .entities import pair_codes, pair_counts
 
-__all__ = [
-    "Constraint",
-    "KAnonymity",
-    "DistinctLDiversity",
-    "EntropyLDiversity",
-    "RecursiveCLDiversity",
-    "TCloseness",
-    "LVariant",
-    "register_l_variant",
-    "l_variant",
-    "check_l_options",
-    "recursive_ratio",
-    "check_k",
-    "check_l",
-    "refuse_empty",
-    "resolve_constraints",
-    "kernel_privacy",
-    "KernelPrivacy",
-    "with_entity",
-]
+__all__ = ["Constraint", "KAnonymity", "DistinctLDiversity", "EntropyLDiversity",
+           "RecursiveCLDiversity", "TCloseness", "LVariant", "register_l_variant", "l_variant",
+           "check_l_options", "recursive_ratio", "check_k", "check_l", "refuse_empty",
+           "resolve_constraints", "kernel_privacy", "KernelPrivacy", "with_entity"]
 
 
 def check_k(k, n_rows: int | None = None) -> int:
     """Validate ``k``: an integer >= 1, and at most the number of rows if given."""
-    if k is None:
-        raise ParameterError("k", f"k must be {K_OPTION.range}, got None")
-    k = K_OPTION.check(k)
+    k = K_OPTION.require(k)
     if n_rows is not None and k > n_rows:
         raise InfeasibleError(
             f"k={k} is larger than the table's {n_rows} rows: no release of this table "
@@ -134,20 +116,12 @@ def check_l(l, l_kind: str = "distinct"):  # noqa: E741 - the literature's name
     dmondrian.errors.ParameterError: distinct l-diversity needs a whole number l, got 1.5
     """
     variant = l_variant(l_kind)
-    if l is None:
-        raise ParameterError("l", f"l must be {ANONYMIZE['l'].range}, got None")
-    l = ANONYMIZE["l"].check(l)  # noqa: E741
+    l = ANONYMIZE["l"].require(l)  # noqa: E741
     if not variant.whole_l:
         return l
     if l != int(l):
         raise ParameterError("l", f"{l_kind} l-diversity needs a whole number l, got {l!r}")
     return int(l)
-
-
-def _required(name, value):
-    if value is None:
-        raise ParameterError(name, f"{name} must be {ANONYMIZE[name].range}, got None")
-    return ANONYMIZE[name].check(value)
 
 
 class Constraint:
@@ -305,7 +279,7 @@ class RecursiveCLDiversity(_SensitiveConstraint):
     """
 
     def __init__(self, c: float, l: int, sensitive=None):  # noqa: E741
-        self.c = _required("c", c)
+        self.c = ANONYMIZE["c"].require(c)
         self.l = check_l(l, "recursive")
         super().__init__(sensitive)
 
@@ -345,7 +319,7 @@ class TCloseness(_SensitiveConstraint):
     """
 
     def __init__(self, t: float, sensitive=None):
-        self.t = float(_required("t", t))
+        self.t = float(ANONYMIZE["t"].require(t))
         super().__init__(sensitive)
 
     def _kernel(self, ip, fp):

@@ -151,32 +151,30 @@ def _finite_real(value) -> bool:
 
 
 def _noised_column(column, entry) -> NoisedColumn:
+    def refuse(problem):
+        return ParameterError("noise", f"noise[{column!r}]{problem}")
+
     if not isinstance(entry, Mapping):
-        raise ParameterError("noise", f"noise[{column!r}] must be a mapping with 'epsilon' and "
-                                      f"'bounds', got {type(entry).__name__}")
+        raise refuse(f" must be a mapping with 'epsilon' and 'bounds', got "
+                     f"{type(entry).__name__}")
     unknown = set(entry) - {"epsilon", "bounds"}
     if unknown:
-        raise ParameterError("noise", f"noise[{column!r}] has unknown key "
-                                      f"{sorted(map(str, unknown))[0]!r}; it takes 'epsilon' "
-                                      "and 'bounds'")
+        raise refuse(f" has unknown key {sorted(map(str, unknown))[0]!r}; it takes 'epsilon' "
+                     "and 'bounds'")
     epsilon = entry.get("epsilon")
     if not _finite_real(epsilon) or epsilon <= 0:
-        raise ParameterError("noise", f"noise[{column!r}]: epsilon must be a finite number > 0, "
-                                      f"got {epsilon!r}")
+        raise refuse(f": epsilon must be a finite number > 0, got {epsilon!r}")
     bounds = entry.get("bounds")
     if bounds is None:
-        raise ParameterError("noise", f"noise[{column!r}]: bounds (lo, hi) are missing; the "
-                                      "noise scale is (hi - lo) / (class size * epsilon)")
+        raise refuse(": bounds (lo, hi) are missing; the noise scale is (hi - lo) / "
+                     "(class size * epsilon)")
     if isinstance(bounds, (str, bytes)) or not hasattr(bounds, "__len__") or len(bounds) != 2:
-        raise ParameterError("noise", f"noise[{column!r}]: bounds must be a pair (lo, hi), "
-                                      f"got {bounds!r}")
+        raise refuse(f": bounds must be a pair (lo, hi), got {bounds!r}")
     lo, hi = bounds
     if not (_finite_real(lo) and _finite_real(hi)):
-        raise ParameterError("noise", f"noise[{column!r}]: bounds must be finite numbers, "
-                                      f"got {bounds!r}")
+        raise refuse(f": bounds must be finite numbers, got {bounds!r}")
     if not lo < hi:
-        raise ParameterError("noise", f"noise[{column!r}]: bounds must be (lo, hi) with "
-                                      f"lo < hi, got {bounds!r}")
+        raise refuse(f": bounds must be (lo, hi) with lo < hi, got {bounds!r}")
     return NoisedColumn(column, float(epsilon), float(lo), float(hi))
 
 

@@ -222,11 +222,6 @@ class SuppressionResult:
     hidden: np.ndarray
     masked: bool
 
-    @property
-    def n_suppressed(self) -> int:
-        """Rows suppressed (masked or dropped)."""
-        return int(self.hidden.sum())
-
 
 def suppress(encoded: list[EncodedQI], part, fraction: float, suppressed: str, *, starts=None,
              privacy=None, scales=None) -> SuppressionResult:

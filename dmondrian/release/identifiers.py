@@ -66,7 +66,7 @@ each of the other ``d - u`` values takes at least two rows, so
 * in between (1,000 draws of 1,000 values are 63 % distinct, and 37 % of
   the rows unique), the rows whose value occurs once are counted exactly,
   in an extra pass over those columns only
-  (:func:`dmondrian._dask.unique_count.unique_rows`: value counts
+  (:func:`dmondrian.release.unique_count.unique_rows`: value counts
   hash-partitioned across the workers, of which the client receives one
   number per column), and the local rule applies.
 
@@ -315,7 +315,8 @@ def decide(rows: int, *, unique: int | None = None, distinct: float | None = Non
     """The one decision on a column released as is, from the counts an engine has.
 
     ``unique`` is the exact count of rows whose value no other row has (the
-    local engine's count, or the Dask engine's :mod:`dmondrian._dask.unique_count`);
+    local engine's count, or :mod:`dmondrian.release.unique_count`'s on the Dask engine's
+    cluster);
     without it, ``distinct`` is an estimate of the distinct values, right
     within ``margin`` either way, of which ``unseen`` rows left out of it may
     each add one (see the module's docstring). Returns :data:`REFUSED`,

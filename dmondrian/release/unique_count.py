@@ -40,8 +40,7 @@ def _partition_counts(ddf) -> int:
 def unique_counts(ddf, columns) -> list:
     """For each of ``columns`` of the dask DataFrame ``ddf`` (or the index's name, for
     its index), the lazy count of rows whose value no other row has (missing values
-    count as no value): dask scalars, for the caller to compute where it runs its
-    graphs (the Dask engine on its cluster: :func:`dmondrian._dask.unique_count.unique_rows`).
+    count as no value): dask scalars, computed by :func:`unique_rows`.
     """
     split = _partition_counts(ddf)
     counts = []
@@ -56,8 +55,14 @@ def unique_counts(ddf, columns) -> list:
     return counts
 
 
-def unique_rows(ddf, columns) -> dict:
-    """:func:`unique_counts`, computed on the default scheduler.
+def unique_rows(ddf, columns, compute=None) -> dict:
+    """:func:`unique_counts`, computed: ``{column: count}``.
+
+    ``compute(counts, label)`` returns the values of the lazy counts, the
+    pass named ``label``: the Dask engine's runs them on its cluster, watched
+    and with progress (:func:`dmondrian._dask.cluster.on_client`). Without
+    it (:func:`dmondrian.verify`, :func:`dmondrian.report`), the default
+    scheduler computes them.
 
     Examples
     --------
@@ -66,7 +71,11 @@ def unique_rows(ddf, columns) -> dict:
     >>> unique_rows(ddf, ["pay"])
     {'pay': 2}
     """
-    import dask
+    counts = unique_counts(ddf, columns)
+    if compute is None:
+        import dask
 
-    result = dask.compute(*unique_counts(ddf, columns))
+        result = dask.compute(*counts)
+    else:
+        result = compute(counts, "pass: rows of their own in columns a sketch cannot judge")
     return {c: int(n) for c, n in zip(columns, result, strict=True)}

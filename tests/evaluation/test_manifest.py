@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 import dmondrian
+from dmondrian import _version
 from dmondrian.errors import ParameterError
 from dmondrian.evaluation import manifest as mf
 from dmondrian.metrics import Domain
@@ -57,6 +58,7 @@ def test_manifest_beside_a_parquet_directory(release):
     packages = m["software"]["packages"]
     assert {"dmondrian", "numpy", "pandas", "dask", "pyarrow"} <= set(packages)
     assert packages["pandas"] == pd.__version__
+    assert packages["dmondrian"] == dmondrian.__version__ == _version.__version__
     assert m["format"] == mf.FORMAT and m["created"].endswith("+00:00")
     assert mf.check_manifest(path) == {"missing": [], "changed": [], "extra": []}
     assert not [p for p in out.parent.iterdir() if p.name.endswith(".tmp")]

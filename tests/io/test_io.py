@@ -16,9 +16,9 @@ from failing_write import failing_write_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dmondrian.errors import ColumnError, DMondrianError, MissingColumnError
+from dmondrian.errors import ColumnError, DMondrianError, MissingColumnError, OutputError
 from dmondrian.io import files as io
-from dmondrian.io.staging import STAGING_TAG
+from dmondrian.io.staging import STAGING_TAG, atomic_output
 
 
 @pytest.fixture
@@ -166,21 +166,21 @@ def test_directory_output_is_a_parquet_dataset(tmp_path):
     io.write_table(_people(), url)
     assert sorted(os.listdir(tmp_path / "released")) == ["part.0.parquet"]
     assert len(io.read_table(url)) == 10
-    with pytest.raises(io.OutputError, match="CSV to directory"):
+    with pytest.raises(OutputError, match="CSV to directory"):
         io.write_table(_people(), str(tmp_path / "x") + "/", "csv")
 
 
 def test_output_errors(tmp_path):
     df = _people()
     (tmp_path / "file").write_text("x")
-    with pytest.raises(io.OutputError, match="not a directory"):
+    with pytest.raises(OutputError, match="not a directory"):
         io.write_table(df, str(tmp_path / "file" / "out.csv"))
-    with pytest.raises(io.OutputError, match="not a directory"):
+    with pytest.raises(OutputError, match="not a directory"):
         io.write_table(df, str(tmp_path / "file" / "deeper" / "out.csv"))
     assert (tmp_path / "file").read_text() == "x"
     target = tmp_path / "out.csv"
     target.write_text("old")
-    with pytest.raises(io.OutputError, match="already exists"):
+    with pytest.raises(OutputError, match="already exists"):
         io.write_table(df, str(target))
     assert target.read_text() == "old"
     io.write_table(df, str(target), overwrite=True)
@@ -199,7 +199,7 @@ def test_overwrite_replaces_a_dataset_directory(tmp_path):
 def test_atomic_output_failure_leaves_nothing(tmp_path, directory):
     url = str(tmp_path / ("out" if directory else "out.bin"))
     with pytest.raises(RuntimeError, match="boom"), \
-            io.atomic_output(url, directory=directory) as (fs, tmp):
+            atomic_output(url, directory=directory) as (fs, tmp):
         with fs.open(f"{tmp}/part.0" if directory else tmp, "wb") as fh:
             fh.write(b"partial")
         assert STAGING_TAG in tmp and os.path.basename(os.path.dirname(os.path.dirname(tmp))
@@ -218,8 +218,8 @@ def test_atomic_output_stages_as_a_release_does(tmp_path):
     (dead / "lock").write_text("")  # no process holds it: its run died
     io.write_table(_people(4), str(out))
     assert sorted(os.listdir(tmp_path)) == ["out.csv"]
-    with io.atomic_output(str(tmp_path / "busy.csv")) as (fs, tmp):
-        with pytest.raises(io.OutputError, match="another dmondrian run is writing"):
+    with atomic_output(str(tmp_path / "busy.csv")) as (fs, tmp):
+        with pytest.raises(OutputError, match="another dmondrian run is writing"):
             io.write_table(_people(4), str(tmp_path / "busy.csv"))
         with fs.open(tmp, "w") as fh:
             fh.write("mine\n")
@@ -234,7 +234,7 @@ def test_injected_failure_mid_write(tmp_path, monkeypatch):
     monkeypatch.setattr(io, "write_table", failing_write_table("raise"))
     target = tmp_path / "old.csv"
     target.write_text("previous release\n")
-    with pytest.raises(io.OutputError, match="injected write failure"):
+    with pytest.raises(OutputError, match="injected write failure"):
         io.write_table(_people(), str(target), chunk_rows=2, overwrite=True)
     assert target.read_text() == "previous release\n"  # the old output is untouched
     assert os.listdir(tmp_path) == ["old.csv"]

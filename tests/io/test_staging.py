@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dmondrian.errors import OutputError
 from dmondrian.evaluation.manifest import check_manifest
 from dmondrian.io import files as io
 from dmondrian.io.staging import STAGING_TAG, staged_release
@@ -151,7 +152,7 @@ def test_a_live_run_is_not_disturbed(tmp_path):
     """A staging folder whose run still lives (its lock held) stops a second run."""
     url = str(tmp_path / "out.csv")
     with staged_release(url) as first:
-        with pytest.raises(io.OutputError, match="another dmondrian run is writing"), \
+        with pytest.raises(OutputError, match="another dmondrian run is writing"), \
                 staged_release(url):
             pass
         assert os.path.isdir(first.root)  # untouched
