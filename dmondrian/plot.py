@@ -27,6 +27,7 @@ from .metrics import (
     ncp,
     size_distribution,
 )
+from .metrics._frames import shared_parameters
 from .metrics.sizes import size_summary
 from .privacy.constraints import check_k
 from .privacy.suppression import MASK_LABEL
@@ -44,20 +45,17 @@ def _new_figure(figsize) -> Figure:
     return Figure(figsize=figsize, layout="constrained")
 
 
+@shared_parameters
 def class_size_histogram(table, quasi_identifiers, *, k=None, class_column=None, bins=None,
                          figsize=(7.0, 4.0)) -> Figure:
     """Bar chart of how many classes have each size.
 
     Parameters
     ----------
-    table : pandas or Dask DataFrame
-        A released table.
-    quasi_identifiers : list of column names
-        Its published QI columns.
+    {table}
     k : int, optional
         Draw the k threshold; the smallest class size is marked otherwise.
-    class_column : str, optional
-        Define classes by this column instead of the published QI values.
+    {class_column}
     bins : sequence of int or "exact", optional
         Size bucket edges (see :func:`dmondrian.metrics.class_size_distribution`).
         Default: one bar per size when there are at most 40 distinct sizes,
@@ -117,15 +115,13 @@ def _plot_edges(sizes: np.ndarray, wide: bool, n: int = 30) -> list[int]:
     return sorted({int(e) for e in np.round(edges)} | {lo, hi})
 
 
+@shared_parameters
 def k_sweep_table(table, quasi_identifiers, ks, **options) -> pd.DataFrame:
     """Anonymize ``table`` at each k and measure the release.
 
     Parameters
     ----------
-    table : pandas.DataFrame
-        The original table.
-    quasi_identifiers : list of column names
-    ks : iterable of int
+    {k_sweep}
     **options
         Passed to :func:`dmondrian.anonymize` (``mode``, ``hierarchies``, ...),
         except ``weights``, the QI weights of NCP. Every column is allowed to
@@ -173,6 +169,7 @@ def k_sweep_table(table, quasi_identifiers, ks, **options) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["k", "classes", "ncp", "discernibility", "c_avg"])
 
 
+@shared_parameters
 def k_sweep(table, quasi_identifiers, ks, *, figsize=(7.0, 6.0), **options) -> Figure:
     """Information loss against k: NCP and discernibility of a release at each k.
 
@@ -181,10 +178,7 @@ def k_sweep(table, quasi_identifiers, ks, *, figsize=(7.0, 6.0), **options) -> F
 
     Parameters
     ----------
-    table : pandas.DataFrame
-        The original table.
-    quasi_identifiers : list of column names
-    ks : iterable of int
+    {k_sweep}
     figsize : (float, float)
     **options
         Passed to :func:`dmondrian.anonymize`.

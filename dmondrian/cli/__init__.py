@@ -8,12 +8,13 @@ traceback.
 
 Layout: a module per command (:mod:`.anonymize`, :mod:`.report`,
 :mod:`.verify`, :mod:`.sweep`, :mod:`.plot`, :mod:`.demo`), each with its
-``add_parser(subparsers)`` and its ``run(args)``; :mod:`._common` holds what
-they share (the parser class, exit statuses, the error line, the flags made
-from the option table :mod:`dmondrian.options`), :mod:`._types` the argument
-types, :mod:`._inputs` the reading of tables and hierarchy files,
-:mod:`._progress` the progress bar and :mod:`._engines` every import of the
-engines and of Dask clusters.
+name, help, ``arguments(parser)`` and ``run(args)``, made a sub-command by
+:func:`._common.add_command`; :mod:`._common` holds what they share (the
+parser class, exit statuses, the error line, the flags made from the option
+table :mod:`dmondrian.options`), :mod:`._types` the argument types,
+:mod:`._inputs` the reading of tables and hierarchy files, :mod:`._progress`
+the progress bar and :mod:`._engines` every import of the engines and of
+Dask clusters.
 
 The heavy imports (pandas, the engines, matplotlib, dask) happen inside the
 commands so that ``dmondrian --help`` answers at once.
@@ -37,6 +38,7 @@ from ._common import (
     PROG,
     Parser,
     UsageError,
+    add_command,
     error_line,
     warnings_as_lines,
 )
@@ -80,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     subparsers.required = True
     for command in COMMANDS:
-        command.add_parser(subparsers)
+        add_command(subparsers, command)
     return parser
 
 

@@ -71,6 +71,49 @@ def warnings_as_lines():
         yield
 
 
+def add_command(subparsers, command) -> argparse.ArgumentParser:
+    """Add the sub-command that the module ``command`` describes.
+
+    A command's module (:mod:`.report`, :mod:`.verify`, ...) holds its
+    ``NAME``, the one-line ``HELP`` that ``dmondrian --help`` lists, its
+    ``DESCRIPTION`` and ``EXAMPLES``, ``arguments(parser)``, which adds its
+    flags to the parser made here, and ``run(args)``, which runs it on the
+    parsed command line (an :class:`argparse.Namespace`) and returns its exit
+    status.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The ``dmondrian`` parser's sub-commands.
+    command : module
+        The command's module.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
+    parser = subparsers.add_parser(command.NAME, help=command.HELP, formatter_class=FORMATTER,
+                                   description=command.DESCRIPTION, epilog=command.EXAMPLES)
+    command.arguments(parser)
+    parser.set_defaults(handler=command.run)
+    return parser
+
+
+def print_result(result, as_json: bool) -> None:
+    """Print a report or a verdict: its ``repr``, or its ``to_dict()`` as JSON (``--json``).
+
+    Parameters
+    ----------
+    result : Report or Verification
+        What the command measured.
+    as_json : bool
+        Whether ``--json`` was given.
+    """
+    import json
+
+    print(json.dumps(result.to_dict(), indent=2, default=str) if as_json else repr(result))
+
+
 def add_common(parser, *, qi_required: bool = True) -> None:
     """Add the flags every table-reading command takes: --qi, --format, --dtype, --debug.
 

@@ -69,10 +69,10 @@ def read(url: str | None, args, *, role: str = "input", dtypes: dict | None = No
                          dialect=dialect_of(args))
 
 
-def read_release(url: str, args, qis: list[str]):
-    """Read a release for ``report`` and ``verify``: ``--dtype`` converts its other columns,
-    never its QIs, which hold published values (``[2017-01-02, 2017-03-05]``), not the
-    original's.
+def read_release(url: str, args, qis: list[str], sensitive: list[str]):
+    """Read a release for ``report`` and ``verify``, refusing one without the QIs or the
+    sensitive column: ``--dtype`` converts its other columns, never its QIs, which hold
+    published values (``[2017-01-02, 2017-03-05]``), not the original's.
 
     Parameters
     ----------
@@ -80,15 +80,18 @@ def read_release(url: str, args, qis: list[str]):
         The release, a path or fsspec URL.
     args : argparse.Namespace
         The parsed command line.
-    qis : list of str
-        The release's quasi-identifiers.
+    qis, sensitive : list of str
+        The release's quasi-identifiers, and its sensitive column (or none).
 
     Returns
     -------
     pandas.DataFrame
     """
     dtypes = {c: t for c, t in dtypes_of(args).items() if c not in set(qis)}
-    return read(url, args, dtypes=dtypes)
+    table = read(url, args, dtypes=dtypes)
+    check_columns(table, qis, "--qi", url)
+    check_columns(table, sensitive, "--sensitive", url)
+    return table
 
 
 def read_original(url: str, args, release: str, columns: list[str]):

@@ -93,7 +93,7 @@ def pairs(values, flag: str, what: str) -> dict[str, str]:
     Returns
     -------
     dict
-        ``{column: value}``.
+        ``{column: value}``, in the order given.
 
     Examples
     --------

@@ -22,7 +22,6 @@ from . import _engines
 from ._anonymize_dask import anonymize_on_dask, release_plan_on_dask
 from ._common import (
     EXIT_OK,
-    FORMATTER,
     UsageError,
     add_common,
     add_option,
@@ -51,6 +50,8 @@ from ._types import (
 #: Inputs up to this size run on the in-memory engine unless told otherwise.
 DEFAULT_LOCAL_LIMIT = "1GB"
 
+NAME = "anonymize"
+HELP = "k-anonymize a CSV or Parquet table"
 DESCRIPTION = """\
 k-anonymize a table and write it with its release manifest
 (OUTPUT.manifest.json). Small inputs run in memory; large ones, or
@@ -70,21 +71,8 @@ examples:
 # -- the command line ------------------------------------------------------------------
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``anonymize`` sub-command.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The ``dmondrian`` parser's sub-commands.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-    """
-    p = subparsers.add_parser("anonymize", help="k-anonymize a CSV or Parquet table",
-                              formatter_class=FORMATTER, description=DESCRIPTION,
-                              epilog=EXAMPLES)
+def arguments(p: argparse.ArgumentParser) -> None:
+    """Add the flags of ``dmondrian anonymize`` to its parser ``p``."""
     _add_input_output(p)
     p.add_argument("-k", "--k", type=option_type(K),
                    help="minimum equivalence-class size (required unless --plan)")
@@ -96,8 +84,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="output format, if it differs from --format")
     _add_engine(p.add_argument_group("engine"))
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(handler=run)
-    return p
 
 
 def _add_input_output(p) -> None:
@@ -286,18 +272,7 @@ class Outcome:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``dmondrian anonymize``: read, anonymize, write atomically with a manifest.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed command line.
-
-    Returns
-    -------
-    int
-        The exit status, 0.
-    """
+    """Read, anonymize, write atomically with a manifest (exit status 0)."""
     from ..io import files as io
     from ..io.staging import staged_release
 

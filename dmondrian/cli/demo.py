@@ -7,15 +7,16 @@ import time
 
 from ..options import K
 from . import _engines
-from ._common import EXIT_FAILED, EXIT_OK, FORMATTER, add_debug, option_type
+from ._common import EXIT_FAILED, EXIT_OK, add_debug, option_type
 from ._inputs import metrics_api
 from ._types import nonnegative_int, positive_int
 
+NAME = "demo"
+HELP = "anonymize a generated census table end to end"
 DESCRIPTION = """\
 Generate a census-like table, anonymize it (on an embedded Dask
 LocalCluster when the Dask engine is installed), verify it and print
 the report."""
-
 EXAMPLES = """\
 examples:
   dmondrian demo
@@ -26,21 +27,8 @@ examples:
 DEMO_WORKERS, DEMO_PARTITIONS = 2, 4
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``demo`` sub-command.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The ``dmondrian`` parser's sub-commands.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-    """
-    p = subparsers.add_parser("demo", help="anonymize a generated census table end to end",
-                              formatter_class=FORMATTER, description=DESCRIPTION,
-                              epilog=EXAMPLES)
+def arguments(p: argparse.ArgumentParser) -> None:
+    """Add the flags of ``dmondrian demo`` to its parser ``p``."""
     p.add_argument("--rows", type=positive_int("--rows"), default=20_000)
     p.add_argument("-k", "--k", type=option_type(K), default=10)
     p.add_argument("--seed", type=nonnegative_int("--seed"), default=0)
@@ -49,23 +37,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--local", action="store_true",
                    help="use the in-memory engine even when the Dask engine is installed")
     add_debug(p)
-    p.set_defaults(handler=run)
-    return p
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``dmondrian demo``: generate, anonymize, verify and report a census-like table.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed command line.
-
-    Returns
-    -------
-    int
-        0 when the release verifies, 1 otherwise.
-    """
+    """Generate, anonymize, verify and report a census-like table: exit status 0 when the
+    release verifies, 1 otherwise."""
     from .. import synthetic
 
     report, verify = metrics_api()

@@ -6,34 +6,22 @@ import argparse
 import os
 
 from ..options import K
-from ._common import EXIT_OK, FORMATTER, UsageError, add_common, option_type
+from ._common import EXIT_OK, UsageError, add_common, option_type
 from ._inputs import check_columns, read
 from ._types import split_names
 
+NAME = "plot"
+HELP = "class-size histogram or 2-QI partition painting to PNG"
 DESCRIPTION = ("Draw a released table: the histogram of equivalence-class sizes, or the "
                "painting of its classes over two quasi-identifiers.")
-
 EXAMPLES = """\
 examples:
   dmondrian plot histogram released.csv --qi age,zip,sex -o sizes.png
   dmondrian plot painting released.csv --qi age,zip --original people.csv -o painting.png"""
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``plot`` sub-command.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The ``dmondrian`` parser's sub-commands.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-    """
-    p = subparsers.add_parser("plot", help="class-size histogram or 2-QI partition painting "
-                              "to PNG", formatter_class=FORMATTER, description=DESCRIPTION,
-                              epilog=EXAMPLES)
+def arguments(p: argparse.ArgumentParser) -> None:
+    """Add the flags of ``dmondrian plot`` to its parser ``p``."""
     p.add_argument("kind", choices=("histogram", "painting"), metavar="KIND",
                    help="histogram or painting")
     p.add_argument("table", metavar="TABLE")
@@ -43,23 +31,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--original", metavar="ORIGINAL",
                    help="painting: the original table (row-aligned), drawn under the classes")
     p.add_argument("--overwrite", action="store_true", help="replace an existing PNG")
-    p.set_defaults(handler=run)
-    return p
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``dmondrian plot``: draw the histogram or the painting to a PNG.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed command line.
-
-    Returns
-    -------
-    int
-        The exit status, 0.
-    """
+    """Draw the histogram or the painting to a PNG (exit status 0)."""
     qis = split_names(args.qi)
     _check_request(args, qis)
     drawing = plot_module()

@@ -3,35 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from ..options import ANONYMIZE, K
-from ._common import EXIT_OK, FORMATTER, add_common, add_option, option_type
+from ._common import EXIT_OK, add_common, add_option, option_type, print_result
 from ._inputs import check_columns, load_hierarchies, metrics_api, read_original, read_release
 from ._types import split_names
 
+NAME = "report"
+HELP = "information loss and re-identification risk of a released table"
+DESCRIPTION = "Print the metrics and risk of a released table."
 EXAMPLES = """\
 examples:
   dmondrian report released.csv --qi age,zip,sex --sensitive income
   dmondrian report released.parquet --qi age,zip --original people.parquet --json"""
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``report`` sub-command.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The ``dmondrian`` parser's sub-commands.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-    """
-    p = subparsers.add_parser(
-        "report", help="information loss and re-identification risk of a released table",
-        formatter_class=FORMATTER, description="Print the metrics and risk of a released table.",
-        epilog=EXAMPLES)
+def arguments(p: argparse.ArgumentParser) -> None:
+    """Add the flags of ``dmondrian report`` to its parser ``p``."""
     p.add_argument("table", metavar="TABLE")
     add_common(p)
     add_option(p, ANONYMIZE["sensitive"], metavar="COL",
@@ -44,35 +32,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_option(p, ANONYMIZE["allow_unique"], action="append", metavar="COLS",
                also="comma-separated (repeatable); others are listed as a risk")
     p.add_argument("--json", action="store_true", help="machine-readable JSON")
-    p.set_defaults(handler=run)
-    return p
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``dmondrian report``: print the metrics and risk of a released table.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed command line.
-
-    Returns
-    -------
-    int
-        The exit status, 0.
-    """
+    """Print the metrics and risk of the released table (exit status 0)."""
     qis = split_names(args.qi)
+    sensitive = [args.sensitive] if args.sensitive else []
     report, _ = metrics_api()
     hierarchies, _ = load_hierarchies(args.hierarchy)
-    table = read_release(args.table, args, qis)
-    check_columns(table, qis, "--qi", args.table)
-    check_columns(table, [args.sensitive] if args.sensitive else [], "--sensitive", args.table)
+    table = read_release(args.table, args, qis, sensitive)
     original = None
     if args.original is not None:
-        original = read_original(args.original, args, args.table,
-                                 [*qis, *([args.sensitive] if args.sensitive else [])])
+        original = read_original(args.original, args, args.table, [*qis, *sensitive])
         check_columns(original, qis, "--qi", args.original)
-    rep = report(table, qis, original=original, sensitive=args.sensitive, k=args.k,
-                 hierarchies=hierarchies or None, allow_unique=split_names(args.allow_unique))
-    print(json.dumps(rep.to_dict(), indent=2, default=str) if args.json else repr(rep))
+    print_result(report(table, qis, original=original, sensitive=args.sensitive, k=args.k,
+                        hierarchies=hierarchies or None,
+                        allow_unique=split_names(args.allow_unique)), args.json)
     return EXIT_OK

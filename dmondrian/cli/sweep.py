@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 
 from ..options import ANONYMIZE
-from ._common import EXIT_OK, FORMATTER, UsageError, add_common, add_option, table_options
+from ._common import EXIT_OK, UsageError, add_common, add_option, table_options
 from ._inputs import check_columns, load_hierarchies, read
 from ._types import k_list, split_names
 from .plot import figure_of, plot_module, save_png
 
 DEFAULT_KS = [2, 5, 10, 50, 100]
 
+NAME = "sweep"
+HELP = "information loss as k grows"
+DESCRIPTION = "Anonymize INPUT at several k and print k, classes, NCP and discernibility."
 EXAMPLES = """\
 example:
   dmondrian sweep people.csv --qi age,zip,sex --k 2,5,10,50,100 --plot sweep.png"""
@@ -21,23 +24,8 @@ FORMATTERS = {"ncp": "{:.4f}".format, "c_avg": "{:.3f}".format,
               "discernibility": "{:,}".format, "classes": "{:,}".format}
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``sweep`` sub-command.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The ``dmondrian`` parser's sub-commands.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-    """
-    p = subparsers.add_parser(
-        "sweep", help="information loss as k grows", formatter_class=FORMATTER,
-        description="Anonymize INPUT at several k and print k, classes, NCP and "
-                    "discernibility.",
-        epilog=EXAMPLES)
+def arguments(p: argparse.ArgumentParser) -> None:
+    """Add the flags of ``dmondrian sweep`` to its parser ``p``."""
     p.add_argument("input", metavar="INPUT")
     p.add_argument("-k", "--k", type=k_list, default=DEFAULT_KS, metavar="K,K,...")
     add_common(p)
@@ -46,23 +34,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--hierarchy", action="append", metavar="COL=FILE")
     p.add_argument("--plot", metavar="PNG", help="also draw the curve to this PNG")
     p.add_argument("--json", action="store_true", help="machine-readable JSON")
-    p.set_defaults(handler=run)
-    return p
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``dmondrian sweep``: print the information-loss curve over k.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed command line.
-
-    Returns
-    -------
-    int
-        The exit status, 0.
-    """
+    """Print the information-loss curve over k, and draw it with ``--plot`` (exit
+    status 0)."""
     qis = split_names(args.qi)
     if args.plot and not args.plot.lower().endswith(".png"):
         raise UsageError(f"--plot {args.plot!r} must end in .png")

@@ -4,21 +4,24 @@ released as is singles out rows (unless ``--allow-unique`` names it), 1 if not."
 from __future__ import annotations
 
 import argparse
-import json
 
 from ..options import ANONYMIZE, K
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
-    FORMATTER,
     add_common,
     add_option,
     option_type,
+    print_result,
     require_sensitive,
 )
-from ._inputs import check_columns, metrics_api, read_release
+from ._inputs import metrics_api, read_release
 from ._types import split_names
 
+NAME = "verify"
+HELP = "check that a table is k-anonymous (and l-diverse)"
+DESCRIPTION = ("Exit 0 when the table is k-anonymous (and l-diverse), 1 listing the "
+               "violations when it is not.")
 EXAMPLES = """\
 examples:
   dmondrian verify released.csv --qi age,zip,sex --k 10
@@ -27,24 +30,8 @@ examples:
       --sensitive diagnosis"""
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``verify`` sub-command.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The ``dmondrian`` parser's sub-commands.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-    """
-    p = subparsers.add_parser(
-        "verify", help="check that a table is k-anonymous (and l-diverse)",
-        formatter_class=FORMATTER,
-        description="Exit 0 when the table is k-anonymous (and l-diverse), 1 listing the "
-                    "violations when it is not.",
-        epilog=EXAMPLES)
+def arguments(p: argparse.ArgumentParser) -> None:
+    """Add the flags of ``dmondrian verify`` to its parser ``p``."""
     p.add_argument("table", metavar="TABLE")
     p.add_argument("-k", "--k", type=option_type(K), required=True)
     add_common(p)
@@ -57,31 +44,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_option(p, ANONYMIZE["allow_unique"], action="append", metavar="COLS",
                also="comma-separated (repeatable); any other fails the verification")
     p.add_argument("--json", action="store_true", help="machine-readable JSON")
-    p.set_defaults(handler=run)
-    return p
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``dmondrian verify``: print the verdict and the violations.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed command line.
-
-    Returns
-    -------
-    int
-        0 when the table holds, 1 when it has violations or a column singling out rows.
-    """
+    """Print the verdict and the violations: exit status 0 when the table holds, 1 when it
+    has violations or a column singling out rows."""
     qis = split_names(args.qi)
     sensitive = [args.sensitive] if args.sensitive else []
     require_sensitive(args, sensitive)
     _, verify = metrics_api()
-    table = read_release(args.table, args, qis)
-    check_columns(table, qis, "--qi", args.table)
-    check_columns(table, sensitive, "--sensitive", args.table)
+    table = read_release(args.table, args, qis, sensitive)
     result = verify(table, qis, k=args.k, sensitive=args.sensitive, l=args.l, t=args.t,
                     l_kind=args.l_kind, c=args.c, allow_unique=split_names(args.allow_unique))
-    print(json.dumps(result.to_dict(), indent=2, default=str) if args.json else repr(result))
+    print_result(result, args.json)
     return EXIT_OK if result.ok else EXIT_FAILED

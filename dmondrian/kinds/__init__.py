@@ -144,6 +144,7 @@ def resolve_kind(series: pd.Series, kind=None, has_hierarchy: bool = False) -> Q
     Returns
     -------
     QIKindSpec
+        The declared kind, the hierarchy kind, or the one :func:`detect_kind` finds.
 
     Raises
     ------

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from .._kernel.constants import FLOAT_MAX, INT_MIN, MISSING_KEY
 from .._kernel.routing import _int_keys_into
 from .hierarchy import Hierarchy
+from .types import arrow_type
 
 __all__ = ["QIKindSpec", "EncodedQI", "Domain", "KINDS", "kind_spec", "register", "capped_span",
            "is_dask", "is_missing", "meta_of", "MISSING_LABEL"]
@@ -215,6 +217,9 @@ class QIKindSpec:
     #: Whether integer keys (``KIND_INT``) step by one value, so a plan's cut sides
     #: can abut (``[20, 23]`` and ``[24, 33]``) rather than leave a gap.
     whole_steps: bool = False
+    #: The ``pyarrow.types`` tests of the Arrow types a column of this kind may have
+    #: (see :meth:`detects`).
+    arrow_types: tuple = ()
 
     def __repr__(self) -> str:
         return f"<QI kind {self.name!r}>"
@@ -225,10 +230,22 @@ class QIKindSpec:
 
     # -- detection and encoding -----------------------------------------------------------------
     def detects(self, dtype) -> bool:
-        """Whether a column of ``dtype`` is of this kind when no kind is declared.
+        """Whether a column of ``dtype`` is of this kind when no kind is declared: an
+        Arrow-backed dtype's type passes one of :attr:`arrow_types` (a dictionary type
+        is judged as the Categorical it reads as), any other dtype passes
+        :meth:`detects_pandas`.
 
         :func:`dmondrian.kinds.detect_kind` asks the kinds in a fixed order.
         """
+        t = arrow_type(dtype)
+        if t is None:
+            return self.detects_pandas(dtype)
+        if pa.types.is_dictionary(t):
+            return self.detects_pandas(pd.CategoricalDtype(ordered=t.ordered))
+        return any(test(t) for test in self.arrow_types)
+
+    def detects_pandas(self, dtype) -> bool:
+        """Whether a column of ``dtype``, not Arrow-backed, is of this kind (:meth:`detects`)."""
         return False
 
     def encode(self, series: pd.Series, hierarchy: Hierarchy | None = None) -> EncodedQI:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from .._kernel import keys as _keys
 from .._kernel import labels as _labels
@@ -34,12 +35,9 @@ class DatetimeKind(RangeKind):
     kernel_kind = KIND_INT
     open_edges = True
 
-    def detects(self, dtype) -> bool:
-        t = arrow_type(dtype)
-        if t is not None:
-            import pyarrow as pa
+    arrow_types = (pa.types.is_date, pa.types.is_timestamp)
 
-            return pa.types.is_date(t) or pa.types.is_timestamp(t)
+    def detects_pandas(self, dtype) -> bool:
         return is_period(dtype) or (not isinstance(dtype, pd.CategoricalDtype)
                                     and pd.api.types.is_datetime64_any_dtype(dtype))
 
@@ -72,8 +70,6 @@ class DatetimeKind(RangeKind):
         """Arrow dates as days since the epoch, timestamps as their stored UTC integers."""
         raw, missing = arrow_int64(series)
         if is_date(series.dtype):
-            import pyarrow as pa
-
             if pa.types.is_date64(t):  # milliseconds of midnights
                 raw = raw // 86_400_000
             unit, tz = "D", None
@@ -112,15 +108,12 @@ class DatetimeKind(RangeKind):
     def domain_parts(self, col) -> tuple:
         if is_date(meta_of(col).dtype):  # Dask has no meta for a date scalar
             col = col.astype("datetime64[s]")
-        return (col.min(), col.max())
+        return super().domain_parts(col)
 
     def domain(self, name, parts, meta, hierarchy=None) -> Domain:
-        lo, hi = parts
-        if pd.isna(lo):
-            return Domain(self.name, 0.0)
-        lo, hi = (pd.Timestamp(b.start_time if isinstance(b, pd.Period) else b)
-                  for b in (lo, hi))
-        return Domain(self.name, self.span(self.point(lo), self.point(hi)), lo, hi)
+        # A period's bounds are its first instant.
+        return super().domain(name, [pd.Timestamp(b.start_time if isinstance(b, pd.Period)
+                                                  else b) for b in parts], meta)
 
     # -- publishing -----------------------------------------------------------------------------
     def decode_keys(self, qi: EncodedQI, keys: np.ndarray) -> np.ndarray:
@@ -165,8 +158,6 @@ class DatetimeKind(RangeKind):
         if qi.value_type == "period":
             return values
         if qi.value_type == "D":
-            import pyarrow as pa
-
             dates = pd.array(pa.array(values, type=pa.date32(), from_pandas=True),
                              dtype=pd.ArrowDtype(pa.date32()))
             return dates.astype(qi.dtype) if isinstance(qi.dtype, pd.ArrowDtype) else \
@@ -209,8 +200,6 @@ def _as_datetime64(col: pd.Series) -> pd.Series:
         return col.dt.start_time
     t = arrow_type(col.dtype)
     if t is not None:
-        import pyarrow as pa
-
         if pa.types.is_date(t):
             return col.astype("datetime64[s]")
         tz = t.tz

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from .._compat import has_unknown_categories
 from .._kernel import keys as _keys
@@ -15,7 +16,7 @@ from .._kernel.constants import FLIP
 from ..errors import UnsupportedDtypeError
 
 __all__ = ["float_keys", "decode_float_keys", "factorize", "global_codes", "arrow_int32_chunks",
-           "arrow_string_chunks", "category_order", "category_slot_counts"]
+           "arrow_string_chunks", "CategoryKind", "category_slot_counts"]
 
 
 def float_keys(values: np.ndarray) -> np.ndarray:
@@ -168,8 +169,6 @@ def arrow_int32_chunks(codes):
     """``(values, validity bits, bit offset)`` of every non-empty chunk of an Arrow int32
     (chunked) array, read in place: ``fill_null``, ``to_numpy`` and a cast would each
     write the whole column once more. The bits are empty when no value is null."""
-    import pyarrow as pa
-
     for chunk in (codes.chunks if isinstance(codes, pa.ChunkedArray) else [codes]):
         m = len(chunk)
         if m:
@@ -193,8 +192,6 @@ def arrow_string_chunks(values):
     ...     pa.array(["ab", None, "c"]).slice(1))]
     [([2, 2, 3], b'abc')]
     """
-    import pyarrow as pa
-
     for chunk in (values.chunks if isinstance(values, pa.ChunkedArray) else [values]):
         m = len(chunk)
         if not m:
@@ -215,34 +212,26 @@ def _unknown(dtype: pd.CategoricalDtype) -> bool:
     return has_unknown_categories(dtype)
 
 
-def category_order(kind, name, values: pd.Index, seen: set, meta_dtype) -> list:
-    """Global category list of a column of a kind with categories, over a whole dataset.
+class CategoryKind:
+    """The whole-dataset pass of a kind with categories (nominal, ordinal), mixed in
+    before :class:`~dmondrian.kinds.base.QIKindSpec`: one global category list, and a
+    count slot per category, missing last."""
 
-    The schema's categories when it knows them, else the one category list
-    every partition had, else ``kind.categories_from_values`` (which may
-    refuse: an ordinal order cannot be made up).
+    def global_categories(self, name, values: pd.Index, seen: set, meta_dtype) -> list:
+        """The schema's categories when it knows them, else the one category list every
+        partition had, else ``categories_from_values`` (which may refuse: an ordinal
+        order cannot be made up). The parameters are
+        :meth:`~dmondrian.kinds.QIKindSpec.global_categories`'."""
+        if isinstance(meta_dtype, pd.CategoricalDtype) and not _unknown(meta_dtype):
+            return list(meta_dtype.categories)
+        if len(seen) == 1:
+            return list(next(iter(seen)))
+        return self.categories_from_values(name, list(values))
 
-    Parameters
-    ----------
-    kind : QIKindSpec
-    name : object
-        The column name.
-    values : pandas.Index
-        Every distinct present value.
-    seen : set of tuple
-        The category lists of the partitions that were Categoricals.
-    meta_dtype : dtype
-        The column's dtype in the table's schema.
-
-    Returns
-    -------
-    list
-    """
-    if isinstance(meta_dtype, pd.CategoricalDtype) and not _unknown(meta_dtype):
-        return list(meta_dtype.categories)
-    if len(seen) == 1:
-        return list(next(iter(seen)))
-    return kind.categories_from_values(name, list(values))
+    def global_slots(self, values: pd.Series, n_missing: int, *, categories=None,
+                     hierarchy=None) -> tuple[np.ndarray, None]:
+        """One slot per category, in the global category order, and the last for missing."""
+        return category_slot_counts(values, n_missing, categories), None
 
 
 def category_slot_counts(values: pd.Series, n_missing: int, categories: list) -> np.ndarray:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .._kernel.constants import KIND_NOMINAL
 from .._kernel.routing import _arrow_codes_into, _remap_into
@@ -11,20 +13,19 @@ from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
 from .base import MISSING_LABEL, Domain, EncodedQI, QIKindSpec
 from .coverage import SetCoverage, set_coverage
 from .keys import (
+    CategoryKind,
     arrow_int32_chunks,
     arrow_string_chunks,
-    category_order,
-    category_slot_counts,
     factorize,
     global_codes,
 )
 from .labels import parse_set
-from .types import arrow_type, dictionary_as_categorical
+from .types import dictionary_as_categorical
 
 __all__ = ["NominalKind"]
 
 
-class NominalKind(QIKindSpec):
+class NominalKind(CategoryKind, QIKindSpec):
     """Unordered values: the key is the category code (categories sorted), and the
     kernel cuts a node's codes in their frequency order.
 
@@ -39,17 +40,12 @@ class NominalKind(QIKindSpec):
     frequency_order = True
     kernel_kind = KIND_NOMINAL
 
-    def detects(self, dtype) -> bool:
+    arrow_types = (pa.types.is_boolean, pa.types.is_string, pa.types.is_large_string,
+                   pa.types.is_null, pa.types.is_binary, pa.types.is_large_binary)
+
+    def detects_pandas(self, dtype) -> bool:
         if isinstance(dtype, pd.CategoricalDtype):
             return not dtype.ordered
-        t = arrow_type(dtype)
-        if t is not None:
-            import pyarrow as pa
-
-            return (pa.types.is_boolean(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
-                    or pa.types.is_null(t)
-                    or pa.types.is_binary(t) or pa.types.is_large_binary(t)
-                    or (pa.types.is_dictionary(t) and not t.ordered))
         return (pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
                 or pd.api.types.is_object_dtype(dtype))
 
@@ -102,14 +98,6 @@ class NominalKind(QIKindSpec):
         # Missing (-1) takes the last entry of remap: the missing code.
         _remap_into(codes, remap, remap[-1], out)
 
-    def global_categories(self, name, values: pd.Index, seen: set, meta_dtype) -> list:
-        return category_order(self, name, values, seen, meta_dtype)
-
-    def global_slots(self, values: pd.Series, n_missing: int, *, categories=None,
-                     hierarchy=None) -> tuple[np.ndarray, None]:
-        """One slot per category (sorted), and the last for missing."""
-        return category_slot_counts(values, n_missing, categories), None
-
     def global_encoding(self, meta: pd.Series, scale: float, *, categories=None, slots: int = 0,
                         hierarchy=None) -> EncodedQI:
         return EncodedQI(meta.name, self.name, KIND_NOMINAL, np.zeros(0, dtype=np.int64), scale,
@@ -142,8 +130,6 @@ def _few_strings_into(name, values, index: pd.Index, missing_code, out) -> bool:
     """:func:`_arrow_keys_into` for a few text categories: each row compared to each
     (:mod:`dmondrian._kernel.strings`); False when the column or the categories do
     not qualify."""
-    import pyarrow as pa
-
     if (len(index) > MAX_VALUES or not all(isinstance(v, str) for v in index)
             or not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type))):
         return False
@@ -167,9 +153,6 @@ def _arrow_keys_into(s: pd.Series, index: pd.Index, missing_code, out) -> bool:
         isinstance(dtype, pd.ArrowDtype) and dtype.kind in "OU")
     if not arrow:
         return False
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     values = s.array.__arrow_array__()
     if _few_strings_into(s.name, values, index, missing_code, out):
         return True

@@ -7,12 +7,13 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from .._kernel import keys as _keys
 from .._kernel import labels as _labels
 from .._kernel.constants import KIND_FLOAT, KIND_INT
 from ..errors import InvalidValueError, UnsupportedDtypeError
-from .base import Domain, EncodedQI, meta_of
+from .base import EncodedQI, meta_of
 from .keys import decode_float_keys
 from .ranges import RangeKind
 from .types import (
@@ -48,13 +49,10 @@ class NumericKind(RangeKind):
     open_edges = True
     whole_steps = True
 
-    def detects(self, dtype) -> bool:
-        t = arrow_type(dtype)
-        if t is not None:
-            import pyarrow as pa
+    arrow_types = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal,
+                   pa.types.is_duration)
 
-            return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
-                    or pa.types.is_duration(t))
+    def detects_pandas(self, dtype) -> bool:
         return is_duration(dtype) or (
             not isinstance(dtype, pd.CategoricalDtype)
             and not pd.api.types.is_bool_dtype(dtype)
@@ -187,13 +185,7 @@ class NumericKind(RangeKind):
         # Dask has no meta for a Decimal scalar).
         if pd.api.types.is_bool_dtype(dtype) or is_decimal(dtype):
             col = col.astype("float64")
-        return (col.min(), col.max())
-
-    def domain(self, name, parts, meta, hierarchy=None) -> Domain:
-        lo, hi = parts
-        if pd.isna(lo):
-            return Domain(self.name, 0.0)
-        return Domain(self.name, self.span(self.point(lo), self.point(hi)), lo, hi)
+        return super().domain_parts(col)
 
     # -- publishing -----------------------------------------------------------------------------
     def decode_keys(self, qi: EncodedQI, keys: np.ndarray) -> np.ndarray:
@@ -247,8 +239,6 @@ class NumericKind(RangeKind):
             out = keys.view(f"timedelta64[{qi.unit}]").copy()
             out[empty] = np.timedelta64("NaT")
             return out
-        import pyarrow as pa
-
         values = [None if e else decimal.Decimal(k).scaleb(-qi.decimals)
                   for k, e in zip(keys.tolist(), empty.tolist(), strict=True)]
         return pd.arrays.ArrowExtensionArray(

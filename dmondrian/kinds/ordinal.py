@@ -11,14 +11,14 @@ from .._kernel.constants import KIND_ORDINAL, MISSING_KEY
 from .._kernel.routing import _remap_into
 from ..errors import InvalidValueError, UnsupportedDtypeError
 from .base import Domain, EncodedQI, is_dask, is_missing, meta_of
-from .keys import category_order, category_slot_counts, global_codes
+from .keys import CategoryKind, global_codes
 from .ranges import RangeKind
-from .types import arrow_type, dictionary_as_categorical
+from .types import dictionary_as_categorical
 
 __all__ = ["OrdinalKind"]
 
 
-class OrdinalKind(RangeKind):
+class OrdinalKind(CategoryKind, RangeKind):
     """Ordered categories: the key is the category code, so "between" is category order.
 
     Published as ``[lo, hi]`` of category names. Points of the line are codes.
@@ -28,12 +28,7 @@ class OrdinalKind(RangeKind):
     kernel_kind = KIND_ORDINAL
     exact_counts = True
 
-    def detects(self, dtype) -> bool:
-        t = arrow_type(dtype)
-        if t is not None:
-            import pyarrow as pa
-
-            return pa.types.is_dictionary(t) and t.ordered
+    def detects_pandas(self, dtype) -> bool:
         return isinstance(dtype, pd.CategoricalDtype) and bool(dtype.ordered)
 
     def encode(self, series: pd.Series, hierarchy=None) -> EncodedQI:
@@ -100,14 +95,6 @@ class OrdinalKind(RangeKind):
         else:
             remap = np.arange(len(local) + 1, dtype=np.int64)
         _remap_into(series.cat.codes.to_numpy(), remap, MISSING_KEY, out)
-
-    def global_categories(self, name, values: pd.Index, seen: set, meta_dtype) -> list:
-        return category_order(self, name, values, seen, meta_dtype)
-
-    def global_slots(self, values: pd.Series, n_missing: int, *, categories=None,
-                     hierarchy=None) -> tuple[np.ndarray, None]:
-        """One slot per category, in order, and the last for missing."""
-        return category_slot_counts(values, n_missing, categories), None
 
     def global_encoding(self, meta: pd.Series, scale: float, *, categories=None, slots: int = 0,
                         hierarchy=None) -> EncodedQI:

@@ -6,6 +6,8 @@ import dataclasses
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import ParseError
 from .base import Domain, EncodedQI, QIKindSpec
@@ -40,6 +42,18 @@ class RangeKind(QIKindSpec):
         """:meth:`point` of a published bound, measured against the original's domain."""
         return self.point(value)
 
+    # -- global domain --------------------------------------------------------------------------
+    def domain_parts(self, col) -> tuple:
+        """The least and the greatest value (lazy for Dask)."""
+        return (col.min(), col.max())
+
+    def domain(self, name, parts, meta, hierarchy=None) -> Domain:
+        """The span from the least to the greatest value; 0 when every value is missing."""
+        lo, hi = parts
+        if pd.isna(lo):
+            return Domain(self.name, 0.0)
+        return Domain(self.name, self.span(self.point(lo), self.point(hi)), lo, hi)
+
     # -- reading published values ---------------------------------------------------------------
     def parse_label(self, label) -> Interval:
         """The :class:`~dmondrian.release.publish.Interval` a published value stands for."""
@@ -67,9 +81,6 @@ class RangeKind(QIKindSpec):
         ranges: read one by one, their prices cost more than the release. The text is
         taken apart by Arrow's string kernels, as :func:`~.labels.parse_range` does it.
         """
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         s = pc.utf8_trim_whitespace(pa.array(texts, type=pa.string()))
         present = pc.not_equal(s, MISSING_LABEL).to_numpy(zero_copy_only=False)
         missing = pc.ends_with(s, OR_MISSING)

@@ -28,6 +28,8 @@ import decimal
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import InvalidValueError, UnsupportedDtypeError
 
@@ -68,8 +70,6 @@ def detection_dtype(series: pd.Series):
     values = object_values(series)
     if values is None:
         return series.dtype
-    import pyarrow as pa
-
     return pd.ArrowDtype(pa.date32() if values == "date" else pa.decimal128(38, 0))
 
 
@@ -80,8 +80,6 @@ def as_arrow(series: pd.Series) -> pd.Series:
     values = object_values(series)
     if values is None:
         return series
-    import pyarrow as pa
-
     raw = series.to_numpy()
     try:
         arr = pa.array(raw, type=pa.date32() if values == "date" else _decimal_type(raw),
@@ -104,8 +102,6 @@ def dictionary_as_categorical(series: pd.Series) -> pd.Series:
     t = arrow_type(series.dtype)
     if t is None:
         return series
-    import pyarrow as pa
-
     if not pa.types.is_dictionary(t):
         return series
     values = series.array.__arrow_array__().to_pandas()  # unifies the chunks' dictionaries
@@ -121,8 +117,6 @@ def _decimal_type(raw: np.ndarray):
     """``decimal128(38, scale)`` with the largest scale of the first present Decimals:
     pyarrow converts Decimal objects to a given type several times faster than it
     infers one (it then rescales each value, refusing any that would lose a digit)."""
-    import pyarrow as pa
-
     scale = 0
     seen = 0
     for v in raw:
@@ -138,16 +132,12 @@ def _decimal_type(raw: np.ndarray):
 def is_date(dtype) -> bool:
     """Whether ``dtype`` is an Arrow ``date32`` or ``date64``."""
     t = arrow_type(dtype)
-    import pyarrow as pa
-
     return t is not None and pa.types.is_date(t)
 
 
 def is_decimal(dtype) -> bool:
     """Whether ``dtype`` is an Arrow ``decimal128`` or ``decimal256``."""
     t = arrow_type(dtype)
-    import pyarrow as pa
-
     return t is not None and pa.types.is_decimal(t)
 
 
@@ -155,8 +145,6 @@ def is_duration(dtype) -> bool:
     """Whether ``dtype`` is a length of time: ``timedelta64`` or Arrow ``duration``."""
     t = arrow_type(dtype)
     if t is not None:
-        import pyarrow as pa
-
         return pa.types.is_duration(t)
     return isinstance(dtype, np.dtype) and dtype.kind == "m"
 
@@ -170,15 +158,11 @@ def is_float32(dtype) -> bool:
     """Whether ``dtype`` holds single-precision floats (numpy, nullable or Arrow)."""
     t = arrow_type(dtype)
     if t is not None:
-        import pyarrow as pa
-
         return pa.types.is_float32(t)
     return getattr(dtype, "numpy_dtype", dtype) == np.float32
 
 
 def _chunks(series: pd.Series):
-    import pyarrow as pa
-
     arr = series.array.__arrow_array__()
     return arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
 
@@ -186,9 +170,6 @@ def _chunks(series: pd.Series):
 def arrow_int64(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """``(values, missing)`` of an Arrow-backed temporal or integer column: its stored
     integers as int64 (0 where missing) and which rows are missing."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     values, missing = [], []
     for chunk in _chunks(series):
         t = chunk.type
@@ -279,8 +260,6 @@ def unsupported(series: pd.Series, dtype=None) -> UnsupportedDtypeError:
     hint = "convert it to numbers, dates or strings first (e.g. .astype(str) to treat it as " \
            "categories)"
     if t is not None:
-        import pyarrow as pa
-
         if pa.types.is_time(t):
             hint = ("convert it to a duration since midnight (pd.to_timedelta(col.astype(str))) "
                     "or to strings (.astype(str))")

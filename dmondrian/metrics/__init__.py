@@ -65,7 +65,8 @@ One job each; import from here, the modules' layout is not the API.
 * :mod:`~dmondrian.metrics.per_class`: every class's size, l and t (EMD),
   which :mod:`~dmondrian.metrics.achieved_privacy` (the k, l and t a table
   has), :func:`dmondrian.verify` and :func:`dmondrian.report` build on.
-* :mod:`~dmondrian.metrics._frames`: the pandas/Dask plumbing they share.
+* :mod:`~dmondrian.metrics._frames`: the pandas/Dask plumbing they share,
+  and the wording of the parameters their docstrings share.
 
 What a cost or a domain means for each kind of QI is its kind object's
 (:mod:`dmondrian.kinds`); these modules apply it to whole tables.

@@ -18,7 +18,7 @@ from ..kinds.base import is_dask, meta_of
 
 __all__ = ["N_COLUMN", "SIZE_COLUMN", "VALUE_COLUMN", "HIDDEN_COLUMN", "is_dask", "compute",
            "Deferred", "run", "check_table", "check_column", "class_keys", "groupby",
-           "class_sizes", "meta_of"]
+           "class_sizes", "meta_of", "PARAMETERS", "shared_parameters"]
 
 # Names of the columns metrics add to a table; chosen so they cannot clash with a user's QIs.
 #: Rows of a (class, value) pair.
@@ -29,6 +29,56 @@ SIZE_COLUMN = "__dmondrian_size__"
 VALUE_COLUMN = "__dmondrian_value__"
 #: Whether the release publishes a value as missing (a masked, suppressed row).
 HIDDEN_COLUMN = "__dmondrian_hidden__"
+
+
+#: The parameters the measures of a release share, worded once: a docstring line
+#: ``{name}`` stands for the entry ``name`` (see :func:`shared_parameters`).
+PARAMETERS = {
+    "table": """table : pandas or Dask DataFrame
+    A released table.
+quasi_identifiers : list of column names
+    Its published QI columns.""",
+    "released": """released : pandas or Dask DataFrame
+    The released table.
+quasi_identifiers : list of column names
+    Its published QI columns.""",
+    "class_column": """class_column : str, optional
+    Define classes by this column instead of the published QI values.""",
+    "k_sweep": """table : pandas.DataFrame
+    The original table.
+quasi_identifiers : list of column names
+ks : iterable of int""",
+}
+#: A table and how its classes are defined.
+PARAMETERS["classes"] = f"{PARAMETERS['table']}\n{PARAMETERS['class_column']}"
+
+
+def shared_parameters(func):
+    """Write out, in ``func``'s docstring, each line ``{name}`` as the entry ``name`` of
+    :data:`PARAMETERS`, at that line's indentation.
+
+    Parameters
+    ----------
+    func : callable
+        A function whose docstring names shared parameters.
+
+    Returns
+    -------
+    callable
+        ``func``, its docstring whole for ``help()``, doctest and the API pages.
+    """
+    if not func.__doc__:  # python -OO drops docstrings
+        return func
+    lines = []
+    for line in func.__doc__.split("\n"):
+        name = line.strip()[1:-1]
+        if line.strip() == f"{{{name}}}" and name in PARAMETERS:
+            indent = line[:len(line) - len(line.lstrip())]
+            lines.extend(indent + entry for entry in PARAMETERS[name].split("\n"))
+        else:
+            lines.append(line)
+    func.__doc__ = "\n".join(lines)
+    return func
 
 
 def compute(*objs):

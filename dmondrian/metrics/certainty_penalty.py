@@ -16,7 +16,16 @@ from ..kinds import detect_kind
 from ..kinds.base import is_missing
 from ..kinds.labels import not_published
 from ..privacy.suppression import MASK_LABEL
-from ._frames import HIDDEN_COLUMN, VALUE_COLUMN, class_keys, compute, groupby, is_dask, meta_of
+from ._frames import (
+    HIDDEN_COLUMN,
+    VALUE_COLUMN,
+    class_keys,
+    compute,
+    groupby,
+    is_dask,
+    meta_of,
+    shared_parameters,
+)
 from .domains import Domain, compute_domains
 
 __all__ = ["NCP", "ncp", "label_cost", "label_costs", "resolve_domains", "check_weights",
@@ -303,16 +312,14 @@ def resolve_domains(quasi_identifiers, original=None, domains=None, hierarchies=
     return compute_domains(original, quasi_identifiers, hierarchies, qi_kinds)
 
 
+@shared_parameters
 def ncp(released, quasi_identifiers, original=None, *, domains=None, hierarchies=None,
         qi_kinds=None, weights=None, class_column=None) -> NCP:
     """Normalized certainty penalty (NCP / GCP) of a release, per QI and overall.
 
     Parameters
     ----------
-    released : pandas or Dask DataFrame
-        The released table.
-    quasi_identifiers : list of column names
-        Its published QI columns.
+    {released}
     original : pandas or Dask DataFrame, optional
         The original table; its global domains normalize the penalty. Needed
         (row-aligned) for QIs published as numbers (midpoint/mean). Rows it

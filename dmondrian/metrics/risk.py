@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ParameterError
-from ._frames import class_keys
+from ._frames import class_keys, shared_parameters
 from .population import population_counts
 from .sizes import SizeSummary, size_summary
 
@@ -59,6 +59,7 @@ def prosecutor(summary: SizeSummary, threshold: float) -> dict:
     }
 
 
+@shared_parameters
 def reidentification_risk(released, quasi_identifiers, population=None, *,
                           threshold=DEFAULT_RISK_THRESHOLD, class_column=None,
                           hierarchies=None, qi_kinds=None) -> Risk:
@@ -66,10 +67,7 @@ def reidentification_risk(released, quasi_identifiers, population=None, *,
 
     Parameters
     ----------
-    released : pandas or Dask DataFrame
-        The released table.
-    quasi_identifiers : list of column names
-        Its published QI columns.
+    {released}
     population : pandas or Dask DataFrame, optional
         The population the release was sampled from, with *original* QI values.
         ``F_j`` is the number of its records a class's published values cover

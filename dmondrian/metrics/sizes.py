@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..errors import ParameterError
 from ..privacy.constraints import check_k
-from ._frames import SIZE_COLUMN, class_keys, class_sizes, compute
+from ._frames import SIZE_COLUMN, class_keys, class_sizes, compute, shared_parameters
 
 __all__ = ["size_counts", "size_counts_of", "finish_size_counts", "SizeSummary", "size_summary",
            "c_avg", "calculate_avg_equivalence_class_size", "discernibility",
@@ -33,17 +33,13 @@ def finish_size_counts(counts: pd.Series) -> pd.Series:
     return out
 
 
+@shared_parameters
 def size_counts(table, quasi_identifiers, class_column=None) -> pd.Series:
     """How many classes have each size.
 
     Parameters
     ----------
-    table : pandas or Dask DataFrame
-        A released table.
-    quasi_identifiers : list of column names
-        Its published QI columns.
-    class_column : str, optional
-        Define classes by this column instead of the published QI values.
+    {classes}
 
     Returns
     -------
@@ -97,19 +93,16 @@ def size_summary(table, quasi_identifiers, class_column=None) -> SizeSummary:
     return SizeSummary(size_counts(table, quasi_identifiers, class_column))
 
 
+@shared_parameters
 def c_avg(table, quasi_identifiers, k, class_column=None) -> float:
     """Average equivalence class size metric ``C_avg = |T| / (n_classes * k)``.
 
     Parameters
     ----------
-    table : pandas or Dask DataFrame
-        A released table.
-    quasi_identifiers : list of column names
-        Its published QI columns.
+    {table}
     k : int
         The k the table was released for.
-    class_column : str, optional
-        Define classes by this column instead of the published QI values.
+    {class_column}
 
     Returns
     -------
@@ -154,6 +147,7 @@ def calculate_avg_equivalence_class_size(df, k, quasi_id) -> float:
     return c_avg(df, quasi_id, k)
 
 
+@shared_parameters
 def discernibility(table, quasi_identifiers, class_column=None) -> int:
     """Discernibility metric: the sum of squared class sizes.
 
@@ -162,12 +156,7 @@ def discernibility(table, quasi_identifiers, class_column=None) -> int:
 
     Parameters
     ----------
-    table : pandas or Dask DataFrame
-        A released table.
-    quasi_identifiers : list of column names
-        Its published QI columns.
-    class_column : str, optional
-        Define classes by this column instead of the published QI values.
+    {classes}
 
     Returns
     -------
@@ -221,20 +210,17 @@ def size_distribution(counts: pd.Series, bins=None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["size_min", "size_max", "classes", "records"])
 
 
+@shared_parameters
 def class_size_distribution(table, quasi_identifiers, bins=None, class_column=None):
     """Number of classes and records per class-size bucket.
 
     Parameters
     ----------
-    table : pandas or Dask DataFrame
-        A released table.
-    quasi_identifiers : list of column names
-        Its published QI columns.
+    {table}
     bins : sequence of int or "exact", optional
         Bucket edges (a bucket is ``[edge, next edge)``); ``"exact"`` gives one
         row per distinct size. Default: 1, 2, 3-4, 5-9, 10-19, 20-49, ...
-    class_column : str, optional
-        Define classes by this column instead of the published QI values.
+    {class_column}
 
     Returns
     -------
