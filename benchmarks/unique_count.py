@@ -1,4 +1,4 @@
-"""What the exact unique-row pass costs a Dask run (dmondrian._dask.unique_count).
+"""What the exact unique-row pass costs a Dask run (dmondrian.release.unique_count).
 
 The Dask engine judges a column released as is by a sketch of its distinct
 values, and counts its unique rows exactly only when the sketch cannot
@@ -23,8 +23,9 @@ import pandas as pd
 from distributed import Client, LocalCluster
 
 from dmondrian import distributed as D
-from dmondrian._dask.unique_count import unique_rows
+from dmondrian._dask.cluster import on_client
 from dmondrian.errors import IdentifyingColumnError
+from dmondrian.release.unique_count import unique_rows
 
 
 def _best(fn, runs: int = 3) -> tuple[float, str]:
@@ -57,7 +58,7 @@ def main() -> None:
             ddf = dd.from_pandas(base.assign(c=values), npartitions=args.partitions).persist()
             plan, outcome = _best(lambda: D.anonymize(ddf, ["age", "zip"], 10,  # noqa: B023
                                                       client=client))
-            exact, _ = _best(lambda: unique_rows(ddf, ["c"], client))  # noqa: B023
+            exact, _ = _best(lambda: unique_rows(ddf, ["c"], on_client(client, False)))  # noqa: B023
             print(f"{name:32} plan {plan:6.2f} s ({outcome}); exact pass alone {exact:6.2f} s",
                   flush=True)
 
