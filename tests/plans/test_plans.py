@@ -537,6 +537,43 @@ def test_k_never_broken_for_any_batch(params):
     assert_valid_release(new, out, QIS, k)
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_fit_and_batch())
+def test_short_labels_from_own_rows_keep_k_and_cover_values(params):
+    # short_labels="rows": the classes published above a leaf take their own rows'
+    # bounds and codes; the classes, and every leaf's label, stay as they were.
+    seed, n_fit, n_new, k, mode, batch_rows = params
+    k = min(k, n_fit)
+    rng = np.random.default_rng(seed)
+    fit = _table(n_fit, seed)
+    new = _table(n_new, seed + 1)
+    new["age"] = rng.integers(0, 120, n_new)
+    new.loc[rng.random(n_new) < 0.1, "job"] = "new-" + str(seed % 3)
+    plan = fit_plan(fit, QIS, k, mode=mode, batch_rows=batch_rows, class_column="cls")
+    if n_new < k:
+        with pytest.raises(InfeasibleError):
+            plan.transform(new, short_labels="rows")
+        return
+    fitted, own = plan.transform(new), plan.transform(new, short_labels="rows")
+    assert_valid_release(new, own, QIS, k, class_column="cls")
+    pd.testing.assert_series_equal(own["cls"], fitted["cls"])
+    placed = plan.place(new)
+    release = dm.plans.release.decide(plan, plan.summarize(new))
+    at_leaf = plan.tree.is_leaf[release.nodes[release.class_of_node[placed.node]]]
+    pd.testing.assert_frame_equal(own[at_leaf].astype(str), fitted[at_leaf].astype(str))
+    # Above the leaves an integer label is the class's own rows' range.
+    for c, rows in new[~at_leaf].groupby(own.loc[~at_leaf, "cls"]):
+        lo, hi = rows["age"].min(), rows["age"].max()
+        label = own.loc[rows.index, "age"].astype(str).unique()
+        assert label.tolist() == [str(lo) if lo == hi else f"[{lo}, {hi}]"], c
+
+
+def test_short_labels_is_checked():
+    plan = fit_plan(_table(500, 1), QIS, 5, batch_rows=100)
+    with pytest.raises(dm.errors.ParameterError, match="short_labels"):
+        plan.transform(_table(100, 2), short_labels="own")
+
+
 def test_cli_save_plan_then_apply(tmp_path, capsys):
     from dmondrian.cli import main
     from dmondrian.plans import plan_sha256
