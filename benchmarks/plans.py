@@ -1,7 +1,8 @@
 """Fitted plans: class stability across batches, information loss, and speed.
 
 Run: python benchmarks/plans.py [--quick] [--local-rows N] [--dask-rows N]
-     [--dask-wide-columns N] [--rounds N] [--out PATH]
+     [--dask-wide-columns N] [--rounds N] [--drift-rows N] [--drift-k K]
+     [--adult-seeds S ...] [--out PATH]
 
 Tables (figures in benchmarks/README.md, "Fitted plans"):
 
@@ -22,6 +23,11 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    share of the second half's rows whose published QI combination appears
    in the first half's release; ``gcp_ratio`` the NCP (GCP) of the plan's
    release over the independent one's, averaged over the halves.
+1b. ``adult-frontier``: the same halves (split by each of ``--adult-seeds``)
+   through a plan fitted with ``batch_rows`` a half by each rule of
+   :data:`RULES` (fit options, and ``short_labels``: how a class published
+   above a leaf is labelled): shared, GCP ratio, smallest class, labels
+   containing values.
 2. A dated table: the census generator (``dmondrian.synthetic``, QIs age,
    zip, sex, education) with an event date per row, uniform over 2025 (a
    generated, stationary table: no real dated table is on this machine),
@@ -75,6 +81,14 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    ``batch_rows`` a thirtieth of the table (a day of a month), and with
    entropy l=2 too; seconds, the same tree or not, and a new day's fewest
    people per class.
+
+7. A drifting dated table (``drift``, :func:`make_drifting`): month sizes
+   +-30 %, ages and a zip hotspot shifting with the season, occupations
+   gaining and losing categories; QIs age, zip, sex, education, occupation,
+   ``--drift-k`` (20). A plan fitted on January-June by each rule of
+   :data:`RULES` (``batch_rows`` a month's rows) releases July-December:
+   smallest class, share of a month's rows whose class appears in the
+   previous month's release, GCP over anonymizing the month on its own.
 
 The JSON (``--out``) holds every row of every table.
 """
@@ -397,17 +411,21 @@ def dated(rows: list, n_rows: int) -> None:
         prev_alone = alone
 
 
-#: The rules of the frontier tables (``adult-frontier``, ``drift``): fit_plan's options.
-RULES = {"balanced (default)": {}, "ncp": {"objective": "ncp"},
-         "ncp, relaxed": {"objective": "ncp", "mode": "relaxed"}}
+#: The rules of the frontier tables (``adult-frontier``, ``drift``): fit_plan's options,
+#: and transform's (``short_labels``: how a class above a leaf is labelled).
+RULES = {"balanced (default)": ({}, {}), "ncp": ({"objective": "ncp"}, {}),
+         "ncp, relaxed": ({"objective": "ncp", "mode": "relaxed"}, {}),
+         "ncp, short labels from rows": ({"objective": "ncp"}, {"short_labels": "rows"}),
+         "ncp, short labels gain 0.13": ({"objective": "ncp"}, {"short_labels": 0.13}),
+         "ncp, short labels gain 0.2": ({"objective": "ncp"}, {"short_labels": 0.2})}
 
 
-def _adult_halves():
-    """Adult's training table, the test file's two seeded halves, each half's GCP
-    anonymized on its own (default options)."""
+def _adult_halves(seed: int = 0):
+    """Adult's training table, the test file's two halves (split by ``seed``), each
+    half's GCP anonymized on its own (default options)."""
     folder = adult_dir(download=False)
     train, test = load_adult(folder, download=False), _load_adult_test(folder)
-    order = np.random.default_rng(0).permutation(len(test))
+    order = np.random.default_rng(seed).permutation(len(test))
     half = len(test) // 2
     # Each half's own row numbers: the test file's index would single out its rows,
     # which a release refuses (dmondrian.release.identifiers).
@@ -418,22 +436,28 @@ def _adult_halves():
     return train, halves, alone
 
 
-def adult_frontier(rows: list) -> None:
-    """Table 1b (``adult-frontier``): Adult's halves through a plan fitted by each rule
-    of :data:`RULES` with ``batch_rows`` a half."""
+def adult_frontier(rows: list, seeds=(0,)) -> None:
+    """Table 1b (``adult-frontier``): Adult's halves (split by each of ``seeds``) through
+    a plan fitted by each rule of :data:`RULES` with ``batch_rows`` a half."""
     qis, k = ADULT_QUASI_IDENTIFIERS, 10
     warnings.simplefilter("ignore", dm.errors.IdentifyingColumnWarning)  # person keys
-    train, halves, alone = _adult_halves()
-    for rule, options in RULES.items():
-        plan = fit_plan(train, qis, k, batch_rows=len(halves[0]), **ADULT, **options)
-        rel = [plan.transform(h) for h in halves]
-        gcp = [_gcp(r, h, qis) for r, h in zip(rel, halves, strict=True)]
-        rows.append({"table": "adult-frontier", "rule": rule, "fit_k": plan.fit_k,
-                     "leaves": plan.n_leaves, "shared": _shared(*rel, qis),
-                     "gcp_ratio": float(np.mean(np.divide(gcp, alone))),
-                     "min_class_groupby": min(_min_class(r, qis) for r in rel),
-                     "labels_contain_values": all(_labels_contain(r, h, qis)
-                                                  for r, h in zip(rel, halves, strict=True))})
+    for seed in seeds:
+        train, halves, alone = _adult_halves(seed)
+        for rule, (options, release) in RULES.items():
+            plan = fit_plan(train, qis, k, batch_rows=len(halves[0]), **ADULT, **options)
+            rel = [plan.transform(h, **release) for h in halves]
+            rows.append({"table": "adult-frontier", "seed": seed, "rule": rule,
+                         **_frontier_row(plan, rel, halves, alone, qis)})
+
+
+def _frontier_row(plan, rel, halves, alone, qis) -> dict:
+    gcp = [_gcp(r, h, qis) for r, h in zip(rel, halves, strict=True)]
+    return {"fit_k": plan.fit_k,
+            "leaves": plan.n_leaves, "shared": _shared(*rel, qis),
+            "gcp_ratio": float(np.mean(np.divide(gcp, alone))),
+            "min_class_groupby": min(_min_class(r, qis) for r in rel),
+            "labels_contain_values": all(_labels_contain(r, h, qis)
+                                         for r, h in zip(rel, halves, strict=True))}
 
 
 #: The drifting table's seasonal categories of ``occupation``: (name, first month, last
@@ -497,14 +521,15 @@ def drifting(rows: list, n_rows: int, k: int = 20) -> None:
     """Table 7 (``drift``): plans fitted on the drifting table's first half-year by
     each rule of :data:`RULES`, releasing July-December month by month."""
     first, per_month, months, alone = _drift_months(n_rows, k)
-    for rule, options in RULES.items():
+    for rule, (options, release) in RULES.items():
         plan = fit_plan(first, DRIFT_QIS, k, batch_rows=per_month, **DRIFT_OPTIONS, **options)
         previous = None
         for m, batch, gcp_alone in zip(range(7, 13), months, alone, strict=True):
-            rel = plan.transform(batch)
+            rel = plan.transform(batch, **release)
             rows.append({"table": "drift", "rule": rule, "month": m, "rows": len(batch),
                          "fit_k": plan.fit_k, "leaves": plan.n_leaves,
                          "min_class_groupby": _min_class(rel, DRIFT_QIS),
+                         "labels_contain_values": _labels_contain(rel, batch, DRIFT_QIS),
                          "shared_with_previous": None if previous is None
                          else _shared(previous, rel, DRIFT_QIS),
                          "gcp_ratio": _gcp(rel, batch, DRIFT_QIS) / gcp_alone})
@@ -744,6 +769,9 @@ def main() -> None:
                     help="Adult: also the fit_k x trim trade-off, and halves alone at k=15-30")
     ap.add_argument("--dated-rows", type=int, default=1_200_000)
     ap.add_argument("--drift-rows", type=int, default=240_000)
+    ap.add_argument("--drift-k", type=int, default=20)
+    ap.add_argument("--adult-seeds", type=int, nargs="+", default=[0],
+                    help="adult-frontier: the seeds splitting adult.test in halves")
     ap.add_argument("--local-rows", type=int, default=10_000_000)
     ap.add_argument("--dask-rows", type=int, default=10_000_000)
     ap.add_argument("--dask-wide-columns", type=int, default=40,
@@ -763,9 +791,9 @@ def main() -> None:
         args.fit_rows = 200_000
     rows: list = []
     steps = {"adult": lambda: adult(rows, args.sweep),
-             "adult-frontier": lambda: adult_frontier(rows),
+             "adult-frontier": lambda: adult_frontier(rows, args.adult_seeds),
              "dated": lambda: dated(rows, args.dated_rows),
-             "drift": lambda: drifting(rows, args.drift_rows),
+             "drift": lambda: drifting(rows, args.drift_rows, args.drift_k),
              "local": lambda: local_speed(rows, args.local_rows, args.rounds),
              "dask": lambda: dask_speed(rows, args.dask_rows, args.rounds,
                                        args.dask_wide_columns),

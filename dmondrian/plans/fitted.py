@@ -14,11 +14,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from .._kernel.constants import KIND_NOMINAL, MISSING_KEY
+from .._kernel.constants import KIND_FLOAT, KIND_NOMINAL, MISSING_KEY
 from ..encoding.qi import warn_unique_text_qis
 from ..encoding.sensitive import encode_sensitive
 from ..encoding.validation import check_options
 from ..errors import ParameterError
+from ..kinds.keys import decode_float_keys
 from ..local import encode_table, kernel_rules, partition
 from ..options import plan_fit_options
 from ..privacy.constraints import KAnonymity, kernel_privacy, refuse_empty
@@ -34,7 +35,8 @@ from .tree import abut_cut_sides, build_tree
 
 __all__ = ["FittedPlan", "OwnBounds", "fit_plan", "fit_k", "fit_trim"]
 
-#: How :meth:`FittedPlan.transform` labels a class published above a leaf.
+#: How :meth:`FittedPlan.transform` labels a class published above a leaf: by name,
+#: or the least NCP a row its own rows' labels must save (a number in [0, 1]).
 SHORT_LABELS = ("fitted", "rows")
 
 
@@ -158,14 +160,18 @@ class FittedPlan(Placing):
             As in :func:`dmondrian.anonymize`, per release.
         max_contributions, max_classes : int, default 1
             With ``entity=`` and ``noise``, as in :func:`dmondrian.anonymize`.
-        short_labels : {"fitted", "rows"}, default "fitted"
+        short_labels : {"fitted", "rows"} or float, default "fitted"
             How a class published at an inner node (a region short of k that
             day, and the rows their leaf did not hold) is labelled: its node's
             fitted label, the same every day, or the bounds and values of its
             own rows, as :func:`dmondrian.anonymize` labels a class (narrower,
-            and they change with the day; nominal sets and ranges only: a
-            hierarchy QI keeps its node's label). Leaves always publish their
-            fitted labels. In memory only.
+            and they change with the day, so fewer rows share a class with
+            another day's; nominal sets and ranges only: a hierarchy QI keeps
+            its node's label). A number ``g`` in [0, 1] labels by its own rows
+            only a class whose own labels save more than ``g`` of NCP a row
+            (averaged over the QIs, against the node's fitted label): the
+            classes far wider than their rows, where a stable label costs
+            most. Leaves always publish their fitted labels. In memory only.
 
         Returns
         -------
@@ -191,9 +197,7 @@ class FittedPlan(Placing):
         """
         from ..kinds.base import is_dask
 
-        if short_labels not in SHORT_LABELS:
-            raise ParameterError("short_labels", f"short_labels must be one of "
-                                                 f"{SHORT_LABELS}, got {short_labels!r}")
+        gain = _short_gain(short_labels)
         if is_dask(df):
             from .dask import transform_dask
 
@@ -226,9 +230,9 @@ class FittedPlan(Placing):
         placed = self.place(df)
         release = decide(self, summarize_batch(self, placed, self.sensitive_codes(df),
                                                self.entity_values(df)),
-                         None if short_labels == "fitted" else
+                         None if gain is None else
                          lambda class_of_node, nodes: own_bounds(self, df, placed.node,
-                                                                 class_of_node, nodes))
+                                                                 class_of_node, nodes, gain))
         if entity is not None:
             df = df.drop(columns=[opts.entity])
         out = publish_rows(df, release, placed.node, self.options["class_column"])
@@ -441,12 +445,24 @@ class OwnBounds:
     codes: dict
 
 
-def own_bounds(plan, df, node, class_of_node, nodes) -> OwnBounds:
+def _short_gain(short_labels) -> float | None:
+    """:meth:`FittedPlan.transform`'s ``short_labels`` as the least gain (None: fitted)."""
+    if isinstance(short_labels, str) and short_labels in SHORT_LABELS:
+        return None if short_labels == "fitted" else -1.0
+    if (isinstance(short_labels, (int, float, np.integer, np.floating))
+            and not isinstance(short_labels, bool) and 0 <= short_labels <= 1):
+        return float(short_labels)
+    raise ParameterError("short_labels", f"short_labels must be one of {SHORT_LABELS} or a "
+                                         f"number in [0, 1], got {short_labels!r}")
+
+
+def own_bounds(plan, df, node, class_of_node, nodes, gain: float = -1.0) -> OwnBounds:
     """The bounds and codes of the rows of every class published above a leaf.
 
     ``node`` is where each row of ``df`` landed; ``class_of_node`` and ``nodes``
     the batch's classes (:func:`.release.decide`). Only those classes' rows are
-    encoded again.
+    encoded again. With ``gain`` at 0 or more, only the classes whose own labels
+    save more than ``gain`` of NCP a row (:func:`_saving`) are returned.
     """
     inner = ~plan.tree.is_leaf[nodes]
     classes = np.flatnonzero(inner)
@@ -474,7 +490,51 @@ def own_bounds(plan, df, node, class_of_node, nodes) -> OwnBounds:
         np.minimum.at(lo[:, j], at[present], keys[present])
         np.maximum.at(hi[:, j], at[present], keys[present])
         missing[at[seen & (keys == MISSING_KEY)], j] = True
-    return OwnBounds(classes, lo, hi, missing, codes)
+    own = OwnBounds(classes, lo, hi, missing, codes)
+    if gain < 0:
+        return own
+    keep = _saving(plan, nodes[classes], own) > gain
+    kept = {j: (c[np.isin(c, classes[keep])], v[np.isin(c, classes[keep])])
+            for j, (c, v) in codes.items()}
+    return OwnBounds(classes[keep], lo[keep], hi[keep], missing[keep], kept)
+
+
+def _saving(plan, nodes, own: OwnBounds) -> np.ndarray:
+    """NCP a row that each class's own labels save on its nodes' fitted labels,
+    averaged over the QIs (ranges over the fitted root's span, sets as
+    (codes - 1) / (card - 1); hierarchy QIs count 0)."""
+    tree = plan.tree
+    d = len(plan.encodings)
+    saving = np.zeros(len(nodes))
+    for j, qi in enumerate(plan.encodings):
+        if plan.kernel_kinds[j] == KIND_NOMINAL:
+            packed, card = tree.codes[j]
+            fitted = np.bincount(packed // card, minlength=tree.n_nodes)[nodes]
+            held = np.bincount(np.searchsorted(own.classes, own.codes[j][0]),
+                               minlength=len(nodes))
+            saving += (np.maximum(fitted - 1, 0) - np.maximum(held - 1, 0)) / max(card - 1, 1)
+        elif qi.spec.label_shape == "range":
+            saving += (_widths(plan, j, tree.lo[nodes, j], tree.hi[nodes, j])
+                       - _widths(plan, j, own.lo[:, j], own.hi[:, j]))
+    return saving / d
+
+
+def _widths(plan, j, lo, hi) -> np.ndarray:
+    """Ranges of QI ``j``'s keys over the fitted root's span (0 where none is present)."""
+    def value(keys):
+        keys = np.asarray(keys)
+        return (decode_float_keys(keys) if plan.kernel_kinds[j] == KIND_FLOAT
+                else keys).astype(np.float64)
+
+    root_lo, root_hi = plan.tree.lo[0, j], plan.tree.hi[0, j]
+    w = np.zeros(len(lo))
+    ok = lo != MISSING_KEY
+    if root_lo == MISSING_KEY or not ok.any():
+        return w
+    span = value([root_hi])[0] - value([root_lo])[0]
+    if span > 0:
+        w[ok] = np.clip((value(hi[ok]) - value(lo[ok])) / span, 0, 1)
+    return w
 
 
 def _without_keys(qi):

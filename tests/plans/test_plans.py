@@ -566,12 +566,22 @@ def test_short_labels_from_own_rows_keep_k_and_cover_values(params):
         lo, hi = rows["age"].min(), rows["age"].max()
         label = own.loc[rows.index, "age"].astype(str).unique()
         assert label.tolist() == [str(lo) if lo == hi else f"[{lo}, {hi}]"], c
+    # With a least gain, each class publishes either its fitted or its own labels.
+    some = plan.transform(new, short_labels=0.1)
+    assert_valid_release(new, some, QIS, k, class_column="cls")
+    for _, rows in some.groupby("cls"):
+        got = rows[QIS].astype(str)
+        assert (got.equals(fitted.loc[rows.index, QIS].astype(str))
+                or got.equals(own.loc[rows.index, QIS].astype(str)))
+    pd.testing.assert_frame_equal(plan.transform(new, short_labels=1.0).astype(str),
+                                  fitted.astype(str))
 
 
 def test_short_labels_is_checked():
     plan = fit_plan(_table(500, 1), QIS, 5, batch_rows=100)
-    with pytest.raises(dm.errors.ParameterError, match="short_labels"):
-        plan.transform(_table(100, 2), short_labels="own")
+    for wrong in ("own", 1.5, -0.1, True):
+        with pytest.raises(dm.errors.ParameterError, match="short_labels"):
+            plan.transform(_table(100, 2), short_labels=wrong)
 
 
 def test_cli_save_plan_then_apply(tmp_path, capsys):
