@@ -154,8 +154,15 @@ def _labels_contain(released, original, qis) -> bool:
     for q in qis:
         pairs = pd.DataFrame({"l": released[q].astype(str).to_numpy(),
                               "v": original[q].astype(object).to_numpy()}).drop_duplicates()
+        dtype = original[q].dtype
+        rank = ({c: i for i, c in enumerate(dtype.categories)}
+                if isinstance(dtype, pd.CategoricalDtype) and dtype.ordered else None)
         for label, value in pairs.itertuples(index=False):
-            if isinstance(value, (int, float, np.integer, np.floating)):
+            if rank is not None:  # an ordinal QI: a category, or [first, last] of them
+                ends = label[1:-1].split(", ") if label.startswith("[") else [label, label]
+                ok = len(ends) == 2 and all(e in rank for e in ends) and (
+                    rank[ends[0]] <= rank[value] <= rank[ends[1]])
+            elif isinstance(value, (int, float, np.integer, np.floating)):
                 ok = parse_range(label).contains(value)
             else:
                 ok = str(value) in parse_set(label)
