@@ -582,6 +582,10 @@ def test_short_labels_is_checked():
     for wrong in ("own", 1.5, -0.1, True):
         with pytest.raises(dm.errors.ParameterError, match="short_labels"):
             plan.transform(_table(100, 2), short_labels=wrong)
+    import dask.dataframe as dd
+
+    with pytest.raises(dm.errors.ParameterError, match="in memory"):
+        plan.transform(dd.from_pandas(_table(100, 2), npartitions=2), short_labels="rows")
 
 
 def test_cli_save_plan_then_apply(tmp_path, capsys):
