@@ -517,19 +517,23 @@ def _fit_and_batch(draw):
     return seed, n_fit, n_new, k, mode, batch_rows
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_fit_and_batch())
-def test_k_never_broken_for_any_batch(params):
+def _strayed(params):
+    """A fitted table and a new batch that strays from it (wider ages, new jobs, more
+    missing values), with k, the mode and batch_rows."""
     seed, n_fit, n_new, k, mode, batch_rows = params
-    k = min(k, n_fit)
     rng = np.random.default_rng(seed)
-    fit = _table(n_fit, seed)
-    # New batches stray from the fit: wider ages, new jobs, more missing values.
     new = _table(n_new, seed + 1)
     new["age"] = rng.integers(0, 120, n_new)
     new.loc[rng.random(n_new) < 0.1, "job"] = "new-" + str(seed % 3)
+    return _table(n_fit, seed), new, min(k, n_fit), mode, batch_rows
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_fit_and_batch())
+def test_k_never_broken_for_any_batch(params):
+    fit, new, k, mode, batch_rows = _strayed(params)
     plan = fit_plan(fit, QIS, k, mode=mode, batch_rows=batch_rows)
-    if n_new < k:
+    if len(new) < k:
         with pytest.raises(InfeasibleError):
             plan.transform(new)
         return
@@ -542,15 +546,9 @@ def test_k_never_broken_for_any_batch(params):
 def test_short_labels_from_own_rows_keep_k_and_cover_values(params):
     # short_labels="rows": the classes published above a leaf take their own rows'
     # bounds and codes; the classes, and every leaf's label, stay as they were.
-    seed, n_fit, n_new, k, mode, batch_rows = params
-    k = min(k, n_fit)
-    rng = np.random.default_rng(seed)
-    fit = _table(n_fit, seed)
-    new = _table(n_new, seed + 1)
-    new["age"] = rng.integers(0, 120, n_new)
-    new.loc[rng.random(n_new) < 0.1, "job"] = "new-" + str(seed % 3)
+    fit, new, k, mode, batch_rows = _strayed(params)
     plan = fit_plan(fit, QIS, k, mode=mode, batch_rows=batch_rows, class_column="cls")
-    if n_new < k:
+    if len(new) < k:
         with pytest.raises(InfeasibleError):
             plan.transform(new, short_labels="rows")
         return
