@@ -1,7 +1,8 @@
 """Fitted plans: class stability across batches, information loss, and speed.
 
 Run: python benchmarks/plans.py [--quick] [--local-rows N] [--dask-rows N]
-     [--dask-wide-columns N] [--rounds N] [--out PATH]
+     [--dask-wide-columns N] [--rounds N] [--drift-rows N] [--drift-k K]
+     [--adult-seeds S ...] [--out PATH]
 
 Tables (figures in benchmarks/README.md, "Fitted plans"):
 
@@ -22,6 +23,11 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    share of the second half's rows whose published QI combination appears
    in the first half's release; ``gcp_ratio`` the NCP (GCP) of the plan's
    release over the independent one's, averaged over the halves.
+1b. ``adult-frontier``: the same halves (split by each of ``--adult-seeds``)
+   through a plan fitted with ``batch_rows`` a half by each rule of
+   :data:`RULES` (fit options, and ``short_labels``: how a class published
+   above a leaf is labelled): shared, GCP ratio, smallest class, labels
+   containing values.
 2. A dated table: the census generator (``dmondrian.synthetic``, QIs age,
    zip, sex, education) with an event date per row, uniform over 2025 (a
    generated, stationary table: no real dated table is on this machine),
@@ -75,6 +81,14 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    ``batch_rows`` a thirtieth of the table (a day of a month), and with
    entropy l=2 too; seconds, the same tree or not, and a new day's fewest
    people per class.
+
+7. A drifting dated table (``drift``, :func:`make_drifting`): month sizes
+   +-30 %, ages and a zip hotspot shifting with the season, occupations
+   gaining and losing categories; QIs age, zip, sex, education, occupation,
+   ``--drift-k`` (20). A plan fitted on January-June by each rule of
+   :data:`RULES` (``batch_rows`` a month's rows) releases July-December:
+   smallest class, share of a month's rows whose class appears in the
+   previous month's release, GCP over anonymizing the month on its own.
 
 The JSON (``--out``) holds every row of every table.
 """
@@ -140,8 +154,15 @@ def _labels_contain(released, original, qis) -> bool:
     for q in qis:
         pairs = pd.DataFrame({"l": released[q].astype(str).to_numpy(),
                               "v": original[q].astype(object).to_numpy()}).drop_duplicates()
+        dtype = original[q].dtype
+        rank = ({c: i for i, c in enumerate(dtype.categories)}
+                if isinstance(dtype, pd.CategoricalDtype) and dtype.ordered else None)
         for label, value in pairs.itertuples(index=False):
-            if isinstance(value, (int, float, np.integer, np.floating)):
+            if rank is not None:  # an ordinal QI: a category, or [first, last] of them
+                ends = label[1:-1].split(", ") if label.startswith("[") else [label, label]
+                ok = len(ends) == 2 and all(e in rank for e in ends) and (
+                    rank[ends[0]] <= rank[value] <= rank[ends[1]])
+            elif isinstance(value, (int, float, np.integer, np.floating)):
                 ok = parse_range(label).contains(value)
             else:
                 ok = str(value) in parse_set(label)
@@ -397,6 +418,131 @@ def dated(rows: list, n_rows: int) -> None:
         prev_alone = alone
 
 
+#: The rules of the frontier tables (``adult-frontier``, ``drift``): fit_plan's options,
+#: and transform's (``short_labels``: how a class above a leaf is labelled).
+RULES = {"balanced (default)": ({}, {}), "ncp": ({"objective": "ncp"}, {}),
+         "ncp, relaxed": ({"objective": "ncp", "mode": "relaxed"}, {}),
+         "ncp, short labels from rows": ({"objective": "ncp"}, {"short_labels": "rows"}),
+         "ncp, short labels gain 0.13": ({"objective": "ncp"}, {"short_labels": 0.13}),
+         "ncp, short labels gain 0.2": ({"objective": "ncp"}, {"short_labels": 0.2})}
+
+
+def _adult_halves(seed: int = 0):
+    """Adult's training table, the test file's two halves (split by ``seed``), each
+    half's GCP anonymized on its own (default options)."""
+    folder = adult_dir(download=False)
+    train, test = load_adult(folder, download=False), _load_adult_test(folder)
+    order = np.random.default_rng(seed).permutation(len(test))
+    half = len(test) // 2
+    # Each half's own row numbers: the test file's index would single out its rows,
+    # which a release refuses (dmondrian.release.identifiers).
+    halves = [test.iloc[np.sort(part)].reset_index(drop=True)
+              for part in (order[:half], order[half:])]
+    qis = ADULT_QUASI_IDENTIFIERS
+    alone = [_gcp(dm.anonymize(h, qis, 10, **ADULT), h, qis) for h in halves]
+    return train, halves, alone
+
+
+def adult_frontier(rows: list, seeds=(0,)) -> None:
+    """Table 1b (``adult-frontier``): Adult's halves (split by each of ``seeds``) through
+    a plan fitted by each rule of :data:`RULES` with ``batch_rows`` a half."""
+    qis, k = ADULT_QUASI_IDENTIFIERS, 10
+    warnings.simplefilter("ignore", dm.errors.IdentifyingColumnWarning)  # person keys
+    for seed in seeds:
+        train, halves, alone = _adult_halves(seed)
+        for rule, (options, release) in RULES.items():
+            plan = fit_plan(train, qis, k, batch_rows=len(halves[0]), **ADULT, **options)
+            rel = [plan.transform(h, **release) for h in halves]
+            rows.append({"table": "adult-frontier", "seed": seed, "rule": rule,
+                         **_frontier_row(plan, rel, halves, alone, qis)})
+
+
+def _frontier_row(plan, rel, halves, alone, qis) -> dict:
+    gcp = [_gcp(r, h, qis) for r, h in zip(rel, halves, strict=True)]
+    return {"fit_k": plan.fit_k,
+            "leaves": plan.n_leaves, "shared": _shared(*rel, qis),
+            "gcp_ratio": float(np.mean(np.divide(gcp, alone))),
+            "min_class_groupby": min(_min_class(r, qis) for r in rel),
+            "labels_contain_values": all(_labels_contain(r, h, qis)
+                                         for r, h in zip(rel, halves, strict=True))}
+
+
+#: The drifting table's seasonal categories of ``occupation``: (name, first month, last
+#: month, share of that month's rows). One vanishes within the fitted half-year, one
+#: spans the boundary, one appears only after it; and two of the census's own
+#: categories vanish for a season.
+DRIFT_SEASONAL = (("Ski instructor", 1, 3, 0.04), ("Harvest", 5, 9, 0.05),
+                  ("Holiday retail", 10, 12, 0.06))
+DRIFT_VANISH = {"Student": (7, 8), "Farming": (11, 12)}
+
+
+def make_drifting(n_rows: int, seed: int = 11) -> pd.DataFrame:
+    """A dated census table whose months drift: a ``month`` column (1-12) and the census's
+    age, zip, sex, education, occupation and income.
+
+    Month sizes vary by up to +-30 % (uniform, seeded); ages shift with the season
+    (+-4 years, a sine over the year); a quarter of each month's rows live around a
+    seasonal zip that circles the range (a sine, +-30,000); occupations gain and lose
+    categories (:data:`DRIFT_SEASONAL`, :data:`DRIFT_VANISH`: rows of a vanished
+    category take the census's most common one).
+    """
+    rng = np.random.default_rng(seed)
+    weight = 1 + rng.uniform(-0.3, 0.3, 12)
+    sizes = np.floor(n_rows * weight / weight.sum()).astype(np.int64)
+    sizes[-1] += n_rows - sizes.sum()
+    df = make_census(n_rows, seed=seed,
+                     columns=["age", "zip", "sex", "education", "occupation", "income"])
+    month = np.repeat(np.arange(1, 13), sizes)
+    phase = np.sin(2 * np.pi * (month - 1) / 12)
+    df["age"] = np.clip(df["age"] + np.rint(4 * phase).astype(np.int64), 18, 95)
+    hot = rng.random(n_rows) < 0.25
+    centre = 55_000 + 30_000 * phase[hot]
+    df.loc[hot, "zip"] = np.clip(np.rint(rng.normal(centre, 2_500)), 10_000, 99_999
+                                 ).astype(np.int64)
+    occupation = df["occupation"].to_numpy(dtype=object)
+    for name, (first, last) in DRIFT_VANISH.items():
+        occupation[(occupation == name) & (month >= first) & (month <= last)] = "Retired"
+    for name, first, last, share in DRIFT_SEASONAL:  # their seasons do not overlap
+        occupation[(month >= first) & (month <= last) & (rng.random(n_rows) < share)] = name
+    df["occupation"] = pd.array(occupation, dtype="str")
+    df.insert(0, "month", month)
+    return df.reset_index(drop=True)
+
+DRIFT_QIS = ["age", "zip", "sex", "education", "occupation"]
+DRIFT_OPTIONS = {"allow_unique": ["income"]}
+
+
+def _drift_months(n_rows: int, k: int):
+    """The drifting table's fitted half-year, a month's rows for ``batch_rows``, the
+    released months (July-December) and each one's GCP anonymized on its own."""
+    df = make_drifting(n_rows)
+    first = df[df["month"] <= 6].drop(columns="month").reset_index(drop=True)
+    months = [df[df["month"] == m].drop(columns="month").reset_index(drop=True)
+              for m in range(7, 13)]
+    alone = [_gcp(dm.anonymize(b, DRIFT_QIS, k, **DRIFT_OPTIONS), b, DRIFT_QIS)
+             for b in months]
+    return first, round(len(first) / 6), months, alone
+
+
+def drifting(rows: list, n_rows: int, k: int = 20) -> None:
+    """Table 7 (``drift``): plans fitted on the drifting table's first half-year by
+    each rule of :data:`RULES`, releasing July-December month by month."""
+    first, per_month, months, alone = _drift_months(n_rows, k)
+    for rule, (options, release) in RULES.items():
+        plan = fit_plan(first, DRIFT_QIS, k, batch_rows=per_month, **DRIFT_OPTIONS, **options)
+        previous = None
+        for m, batch, gcp_alone in zip(range(7, 13), months, alone, strict=True):
+            rel = plan.transform(batch, **release)
+            rows.append({"table": "drift", "rule": rule, "month": m, "rows": len(batch),
+                         "fit_k": plan.fit_k, "leaves": plan.n_leaves,
+                         "min_class_groupby": _min_class(rel, DRIFT_QIS),
+                         "labels_contain_values": _labels_contain(rel, batch, DRIFT_QIS),
+                         "shared_with_previous": None if previous is None
+                         else _shared(previous, rel, DRIFT_QIS),
+                         "gcp_ratio": _gcp(rel, batch, DRIFT_QIS) / gcp_alone})
+            previous = rel
+
+
 CENSUS_QIS = ["age", "zip", "birth_date", "sex", "education"]
 CENSUS_OPTIONS = {"identifiers": ["person_id"], "allow_unique": ["income"]}
 
@@ -629,6 +775,10 @@ def main() -> None:
     ap.add_argument("--sweep", action="store_true",
                     help="Adult: also the fit_k x trim trade-off, and halves alone at k=15-30")
     ap.add_argument("--dated-rows", type=int, default=1_200_000)
+    ap.add_argument("--drift-rows", type=int, default=240_000)
+    ap.add_argument("--drift-k", type=int, default=20)
+    ap.add_argument("--adult-seeds", type=int, nargs="+", default=[0],
+                    help="adult-frontier: the seeds splitting adult.test in halves")
     ap.add_argument("--local-rows", type=int, default=10_000_000)
     ap.add_argument("--dask-rows", type=int, default=10_000_000)
     ap.add_argument("--dask-wide-columns", type=int, default=40,
@@ -637,16 +787,20 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1,
                     help="speed tables: measure both sides this many times, alternately")
     ap.add_argument("--skip", action="append", default=[],
-                    help="adult, dated, local, dask, dask-fit or dask-fit-events "
+                    help="adult, adult-frontier, dated, drift, local, dask, dask-fit or "
+                         "dask-fit-events "
                          "(repeatable)")
     ap.add_argument("--out", default="benchmarks/results/plans.json")
     args = ap.parse_args()
     if args.quick:
         args.dated_rows, args.local_rows, args.dask_rows = 240_000, 1_000_000, 2_000_000
+        args.drift_rows = 120_000
         args.fit_rows = 200_000
     rows: list = []
     steps = {"adult": lambda: adult(rows, args.sweep),
+             "adult-frontier": lambda: adult_frontier(rows, args.adult_seeds),
              "dated": lambda: dated(rows, args.dated_rows),
+             "drift": lambda: drifting(rows, args.drift_rows, args.drift_k),
              "local": lambda: local_speed(rows, args.local_rows, args.rounds),
              "dask": lambda: dask_speed(rows, args.dask_rows, args.rounds,
                                        args.dask_wide_columns),

@@ -9,15 +9,17 @@ node and one label per class: no partitioning.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
+from .._kernel.constants import KIND_FLOAT, KIND_NOMINAL, MISSING_KEY
 from ..encoding.qi import warn_unique_text_qis
 from ..encoding.sensitive import encode_sensitive
 from ..encoding.validation import check_options
 from ..errors import ParameterError
+from ..kinds.keys import decode_float_keys
 from ..local import encode_table, kernel_rules, partition
 from ..options import plan_fit_options
 from ..privacy.constraints import KAnonymity, kernel_privacy, refuse_empty
@@ -25,13 +27,17 @@ from ..privacy.entities import encode_entities, pair_counts
 from ..privacy.noise import check_noise_dtypes, noisy_columns
 from ..release.identifiers import refuse_identifying, released_as_is
 from ..release.person_keys import release_guard, warn_person_keys
-from .batch import Placing, summarize_batch
+from .batch import Placing, place_batch, summarize_batch
 from .packed import lift_tables
 from .release import decide, node_depths, publish_rows
 from .sizing import LIFT_COST, PLAN_OPTIONS, fit_k, fit_trim
 from .tree import abut_cut_sides, build_tree
 
-__all__ = ["FittedPlan", "fit_plan", "fit_k", "fit_trim"]
+__all__ = ["FittedPlan", "OwnBounds", "fit_plan", "fit_k", "fit_trim"]
+
+#: How :meth:`FittedPlan.transform` labels a class published above a leaf: by name,
+#: or the least NCP a row its own rows' labels must save (a number in [0, 1]).
+SHORT_LABELS = ("fitted", "rows")
 
 
 class FittedPlan(Placing):
@@ -136,7 +142,7 @@ class FittedPlan(Placing):
                                                  "column of the table")
 
     def transform(self, df, *, noise=None, random_state=None, max_contributions=1,
-                  max_classes=1):
+                  max_classes=1, short_labels="fitted"):
         """Release a table through the plan.
 
         With a plan fitted with ``entity=``, every published class holds at
@@ -154,6 +160,18 @@ class FittedPlan(Placing):
             As in :func:`dmondrian.anonymize`, per release.
         max_contributions, max_classes : int, default 1
             With ``entity=`` and ``noise``, as in :func:`dmondrian.anonymize`.
+        short_labels : {"fitted", "rows"} or float, default "fitted"
+            How a class published at an inner node (a region short of k that
+            day, and the rows their leaf did not hold) is labelled: its node's
+            fitted label, the same every day, or the bounds and values of its
+            own rows, as :func:`dmondrian.anonymize` labels a class (narrower,
+            and they change with the day, so fewer rows share a class with
+            another day's; nominal sets and ranges only: a hierarchy QI keeps
+            its node's label). A number ``g`` in [0, 1] labels by its own rows
+            only a class whose own labels save more than ``g`` of NCP a row
+            (averaged over the QIs, against the node's fitted label): the
+            classes far wider than their rows, where a stable label costs
+            most. Leaves always publish their fitted labels. In memory only.
 
         Returns
         -------
@@ -179,9 +197,14 @@ class FittedPlan(Placing):
         """
         from ..kinds.base import is_dask
 
+        gain = _short_gain(short_labels)
         if is_dask(df):
             from .dask import transform_dask
 
+            if short_labels != "fitted":
+                raise ParameterError("short_labels", "labels from a class's own rows are "
+                                                     "made in memory: release a pandas "
+                                                     "DataFrame")
             if noise:
                 raise ParameterError("noise", "noise through a plan is drawn in memory: "
                                               "release a pandas DataFrame")
@@ -206,7 +229,10 @@ class FittedPlan(Placing):
         warn_person_keys(keys)
         placed = self.place(df)
         release = decide(self, summarize_batch(self, placed, self.sensitive_codes(df),
-                                               self.entity_values(df)))
+                                               self.entity_values(df)),
+                         None if gain is None else
+                         lambda class_of_node, nodes: own_bounds(self, df, placed.node,
+                                                                 class_of_node, nodes, gain))
         if entity is not None:
             df = df.drop(columns=[opts.entity])
         out = publish_rows(df, release, placed.node, self.options["class_column"])
@@ -393,6 +419,122 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     return FittedPlan(opts.qis, opts.k, k_fit, batch_rows, len(table), kept, encodings, tree,
                       sens, [c for c in opts.constraints if not isinstance(c, KAnonymity)],
                       trim, lift_cost if trim > 1 else None)
+
+
+@dataclass
+class OwnBounds:
+    """Labels of some classes from a batch's own rows (:func:`own_bounds`).
+
+    Attributes
+    ----------
+    classes : int64 array
+        The classes labelled so, ascending.
+    lo, hi, missing : arrays (classes, QIs)
+        Their rows' smallest and largest present key and whether one is
+        missing, as :class:`.tree.PlanTree` holds a node's (only the QIs
+        published as ranges are read).
+    codes : dict of int to (int64 array, int64 array)
+        Per nominal QI, the (class, code) pairs their rows hold, values the fit
+        never saw left out (the root names those).
+    """
+
+    classes: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    missing: np.ndarray
+    codes: dict
+
+
+def _short_gain(short_labels) -> float | None:
+    """:meth:`FittedPlan.transform`'s ``short_labels`` as the least gain (None: fitted)."""
+    if isinstance(short_labels, str) and short_labels in SHORT_LABELS:
+        return None if short_labels == "fitted" else -1.0
+    if (isinstance(short_labels, (int, float, np.integer, np.floating))
+            and not isinstance(short_labels, bool) and 0 <= short_labels <= 1):
+        return float(short_labels)
+    raise ParameterError("short_labels", f"short_labels must be one of {SHORT_LABELS} or a "
+                                         f"number in [0, 1], got {short_labels!r}")
+
+
+def own_bounds(plan, df, node, class_of_node, nodes, gain: float = -1.0) -> OwnBounds:
+    """The bounds and codes of the rows of every class published above a leaf.
+
+    ``node`` is where each row of ``df`` landed; ``class_of_node`` and ``nodes``
+    the batch's classes (:func:`.release.decide`). Only those classes' rows are
+    encoded again. With ``gain`` at 0 or more, only the classes whose own labels
+    save more than ``gain`` of NCP a row (:func:`_saving`) are returned.
+    """
+    inner = ~plan.tree.is_leaf[nodes]
+    classes = np.flatnonzero(inner)
+    cls = class_of_node[node]
+    rows = np.flatnonzero(inner[cls])
+    d = len(plan.encodings)
+    placed = place_batch(plan, df.iloc[rows], full=range(d))
+    at = np.searchsorted(classes, cls[rows])
+    c = len(classes)
+    lo = np.full((c, d), MISSING_KEY, dtype=np.int64)
+    hi = np.full((c, d), np.iinfo(np.int64).min, dtype=np.int64)
+    missing = np.zeros((c, d), dtype=bool)
+    codes = {}
+    for j in range(d):
+        keys = placed.full[j]
+        seen = np.ones(len(rows), dtype=bool)
+        if j in placed.outside.unseen:  # their values go to the root's label as is
+            seen[placed.rows[placed.outside.unseen[j]]] = False
+        if plan.kernel_kinds[j] == KIND_NOMINAL:
+            pairs = np.unique(at[seen] * plan.encodings[j].card + keys[seen])
+            codes[j] = (classes[pairs // plan.encodings[j].card],
+                        pairs % plan.encodings[j].card)
+            continue
+        present = seen & (keys != MISSING_KEY)
+        np.minimum.at(lo[:, j], at[present], keys[present])
+        np.maximum.at(hi[:, j], at[present], keys[present])
+        missing[at[seen & (keys == MISSING_KEY)], j] = True
+    own = OwnBounds(classes, lo, hi, missing, codes)
+    if gain < 0:
+        return own
+    keep = _saving(plan, nodes[classes], own) > gain
+    kept = {j: (c[np.isin(c, classes[keep])], v[np.isin(c, classes[keep])])
+            for j, (c, v) in codes.items()}
+    return OwnBounds(classes[keep], lo[keep], hi[keep], missing[keep], kept)
+
+
+def _saving(plan, nodes, own: OwnBounds) -> np.ndarray:
+    """NCP a row that each class's own labels save on its nodes' fitted labels,
+    averaged over the QIs (ranges over the fitted root's span, sets as
+    (codes - 1) / (card - 1); hierarchy QIs count 0)."""
+    tree = plan.tree
+    d = len(plan.encodings)
+    saving = np.zeros(len(nodes))
+    for j, qi in enumerate(plan.encodings):
+        if plan.kernel_kinds[j] == KIND_NOMINAL:
+            packed, card = tree.codes[j]
+            fitted = np.bincount(packed // card, minlength=tree.n_nodes)[nodes]
+            held = np.bincount(np.searchsorted(own.classes, own.codes[j][0]),
+                               minlength=len(nodes))
+            saving += (np.maximum(fitted - 1, 0) - np.maximum(held - 1, 0)) / max(card - 1, 1)
+        elif qi.spec.label_shape == "range":
+            saving += (_widths(plan, j, tree.lo[nodes, j], tree.hi[nodes, j])
+                       - _widths(plan, j, own.lo[:, j], own.hi[:, j]))
+    return saving / d
+
+
+def _widths(plan, j, lo, hi) -> np.ndarray:
+    """Ranges of QI ``j``'s keys over the fitted root's span (0 where none is present)."""
+    def value(keys):
+        keys = np.asarray(keys)
+        return (decode_float_keys(keys) if plan.kernel_kinds[j] == KIND_FLOAT
+                else keys).astype(np.float64)
+
+    root_lo, root_hi = plan.tree.lo[0, j], plan.tree.hi[0, j]
+    w = np.zeros(len(lo))
+    ok = lo != MISSING_KEY
+    if root_lo == MISSING_KEY or not ok.any():
+        return w
+    span = value([root_hi])[0] - value([root_lo])[0]
+    if span > 0:
+        w[ok] = np.clip((value(hi[ok]) - value(lo[ok])) / span, 0, 1)
+    return w
 
 
 def _without_keys(qi):

@@ -177,12 +177,15 @@ def _passes(plan, people: bool = False):
                                     for c, row in zip(n, h, strict=True)], dtype=bool)
 
 
-def decide(plan, summary: BatchSummary) -> Release:
+def decide(plan, summary: BatchSummary, own=None) -> Release:
     """The classes of a batch from its summary, with their published values.
 
     With ``summary.people`` (a plan with ``entity=``) a group passes on its
     distinct entities (:func:`.people.people_targets`), else on its rows
-    (:func:`published_targets`).
+    (:func:`published_targets`). ``own``, a callable given the classes
+    (``class_of_node``, ``nodes``), may return some classes' own rows' bounds
+    and codes (:class:`.fitted.OwnBounds`), published instead of their node's
+    fitted label.
     """
     if summary.people is not None:
         target = people_targets(plan.tree.parent, summary.people, _passes(plan, True),
@@ -198,14 +201,20 @@ def decide(plan, summary: BatchSummary) -> Release:
     class_of_node[landed] = class_of_node[target[landed]]
     counts = np.bincount(class_of_node[landed], weights=summary.count[landed],
                          minlength=len(nodes)).astype(np.int64)
-    return Release(class_of_node, nodes, counts, *_values(plan, summary, class_of_node, nodes))
+    own = None if own is None else own(class_of_node, nodes)
+    return Release(class_of_node, nodes, counts,
+                   *_values(plan, summary, class_of_node, nodes, own))
 
 
-def _values(plan, summary: BatchSummary, class_of_node, nodes):
+def _values(plan, summary: BatchSummary, class_of_node, nodes, own=None):
     tree = plan.tree
     m, d = len(nodes), len(plan.encodings)
     lo, hi = tree.lo[nodes].copy(), tree.hi[nodes].copy()
     missing = tree.missing[nodes].copy()
+    if own is not None:
+        ranges = [j for j, qi in enumerate(plan.encodings) if qi.spec.label_shape == "range"]
+        at = np.ix_(own.classes, ranges)
+        lo[at], hi[at], missing[at] = own.lo[:, ranges], own.hi[:, ranges], own.missing[:, ranges]
     if summary.edges is not None:
         # The rows that reach past their node's fitted bounds widen its class's label.
         at, e_lo, e_hi, e_missing = summary.edges
@@ -228,7 +237,9 @@ def _values(plan, summary: BatchSummary, class_of_node, nodes):
         class_of_pos, sorted_row = np.arange(m, dtype=np.int64), np.zeros(m, dtype=np.int64)
         star = False
         if qi.spec.label_shape == "set":
-            qi, class_of_pos, sorted_row = _set_rows(qi, tree, j, nodes, root, summary)
+            qi, class_of_pos, sorted_row = _set_rows(qi, tree, j, nodes, root, summary,
+                                                     None if own is None else
+                                                     (own.classes, *own.codes[j]))
         elif j in summary.new_names and root >= 0:
             star = True  # an ordinal or hierarchy value the fit never saw: the root publishes *
         stats = (class_of_pos, lo, hi, missing, total, present)
@@ -240,9 +251,10 @@ def _values(plan, summary: BatchSummary, class_of_node, nodes):
     return values, encodings
 
 
-def _set_rows(qi, tree, j, nodes, root, summary):
+def _set_rows(qi, tree, j, nodes, root, summary, own=None):
     """A nominal QI's codes of every class (``class_of_pos``, ``sorted_row``), with the
-    batch's new categories appended to its encoding."""
+    batch's new categories appended to its encoding; ``own`` (classes, and their
+    (class, code) pairs) replaces those classes' fitted codes."""
     new = sorted(summary.new_names.get(j, set()), key=str) if root >= 0 else []
     packed, card = tree.codes[j]
     if new:
@@ -253,6 +265,11 @@ def _set_rows(qi, tree, j, nodes, root, summary):
     owner = class_of[packed // card]
     keep = owner >= 0
     owner, code = owner[keep], packed[keep] % card
+    if own is not None:
+        classes, own_class, own_code = own
+        fitted = ~np.isin(owner, classes)
+        owner = np.concatenate([owner[fitted], own_class])
+        code = np.concatenate([code[fitted], own_code])
     if root >= 0:
         extra = np.asarray([*summary.root_codes.get(j, ()), *range(card, card + len(new))],
                            dtype=np.int64)

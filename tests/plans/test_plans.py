@@ -517,24 +517,73 @@ def _fit_and_batch(draw):
     return seed, n_fit, n_new, k, mode, batch_rows
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_fit_and_batch())
-def test_k_never_broken_for_any_batch(params):
+def _strayed(params):
+    """A fitted table and a new batch that strays from it (wider ages, new jobs, more
+    missing values), with k, the mode and batch_rows."""
     seed, n_fit, n_new, k, mode, batch_rows = params
-    k = min(k, n_fit)
     rng = np.random.default_rng(seed)
-    fit = _table(n_fit, seed)
-    # New batches stray from the fit: wider ages, new jobs, more missing values.
     new = _table(n_new, seed + 1)
     new["age"] = rng.integers(0, 120, n_new)
     new.loc[rng.random(n_new) < 0.1, "job"] = "new-" + str(seed % 3)
+    return _table(n_fit, seed), new, min(k, n_fit), mode, batch_rows
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_fit_and_batch())
+def test_k_never_broken_for_any_batch(params):
+    fit, new, k, mode, batch_rows = _strayed(params)
     plan = fit_plan(fit, QIS, k, mode=mode, batch_rows=batch_rows)
-    if n_new < k:
+    if len(new) < k:
         with pytest.raises(InfeasibleError):
             plan.transform(new)
         return
     out = plan.transform(new)
     assert_valid_release(new, out, QIS, k)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_fit_and_batch())
+def test_short_labels_from_own_rows_keep_k_and_cover_values(params):
+    # short_labels="rows": the classes published above a leaf take their own rows'
+    # bounds and codes; the classes, and every leaf's label, stay as they were.
+    fit, new, k, mode, batch_rows = _strayed(params)
+    plan = fit_plan(fit, QIS, k, mode=mode, batch_rows=batch_rows, class_column="cls")
+    if len(new) < k:
+        with pytest.raises(InfeasibleError):
+            plan.transform(new, short_labels="rows")
+        return
+    fitted, own = plan.transform(new), plan.transform(new, short_labels="rows")
+    assert_valid_release(new, own, QIS, k, class_column="cls")
+    pd.testing.assert_series_equal(own["cls"], fitted["cls"])
+    placed = plan.place(new)
+    release = dm.plans.release.decide(plan, plan.summarize(new))
+    at_leaf = plan.tree.is_leaf[release.nodes[release.class_of_node[placed.node]]]
+    pd.testing.assert_frame_equal(own[at_leaf].astype(str), fitted[at_leaf].astype(str))
+    # Above the leaves an integer label is the class's own rows' range.
+    for c, rows in new[~at_leaf].groupby(own.loc[~at_leaf, "cls"]):
+        lo, hi = rows["age"].min(), rows["age"].max()
+        label = own.loc[rows.index, "age"].astype(str).unique()
+        assert label.tolist() == [str(lo) if lo == hi else f"[{lo}, {hi}]"], c
+    # With a least gain, each class publishes either its fitted or its own labels.
+    some = plan.transform(new, short_labels=0.1)
+    assert_valid_release(new, some, QIS, k, class_column="cls")
+    for _, rows in some.groupby("cls"):
+        got = rows[QIS].astype(str)
+        assert (got.equals(fitted.loc[rows.index, QIS].astype(str))
+                or got.equals(own.loc[rows.index, QIS].astype(str)))
+    pd.testing.assert_frame_equal(plan.transform(new, short_labels=1.0).astype(str),
+                                  fitted.astype(str))
+
+
+def test_short_labels_is_checked():
+    plan = fit_plan(_table(500, 1), QIS, 5, batch_rows=100)
+    for wrong in ("own", 1.5, -0.1, True):
+        with pytest.raises(dm.errors.ParameterError, match="short_labels"):
+            plan.transform(_table(100, 2), short_labels=wrong)
+    import dask.dataframe as dd
+
+    with pytest.raises(dm.errors.ParameterError, match="in memory"):
+        plan.transform(dd.from_pandas(_table(100, 2), npartitions=2), short_labels="rows")
 
 
 def test_cli_save_plan_then_apply(tmp_path, capsys):
