@@ -357,7 +357,7 @@ def small_int_codes(values: pd.Series) -> np.ndarray | None:
     low, high = int(a.min()), int(a.max())
     if high - low >= 4 * len(a):
         return None
-    return (a - a.dtype.type(low)).astype(np.intp)
+    return (a - a.dtype.type(low)).astype(np.intp, copy=False)
 
 
 def value_runs(values: pd.Series, codes: np.ndarray | None = None) -> np.ndarray:
@@ -377,13 +377,17 @@ def value_runs(values: pd.Series, codes: np.ndarray | None = None) -> np.ndarray
         return runs[runs > 0]
     if pd.api.types.is_integer_dtype(values.dtype) and not isinstance(values.dtype,
                                                                       pd.CategoricalDtype):
-        a = np.sort(values.dropna().to_numpy(dtype=np.int64))
-        if len(a) == 0:
-            return np.zeros(0, dtype=np.int64)
-        starts = np.flatnonzero(np.concatenate([[True], a[1:] != a[:-1]]))
-        return np.diff(np.append(starts, len(a)))
+        return _run_lengths(np.sort(values.dropna().to_numpy(dtype=np.int64)))
     counts = values.value_counts(dropna=True, sort=False).to_numpy()
     return counts[counts > 0]
+
+
+def _run_lengths(a: np.ndarray) -> np.ndarray:
+    """The lengths of the runs of equal values of the sorted array ``a``."""
+    if len(a) == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate([[True], a[1:] != a[:-1]]))
+    return np.diff(np.append(starts, len(a)))
 
 
 def distinct_at_most(values: pd.Series) -> int | None:

@@ -33,6 +33,7 @@ census generator and the event generator are in benchmarks/README.md
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,7 @@ from .identifiers import (
     REFUSED,
     IdentifyingColumn,
     _caller_level,
+    _run_lengths,
     candidates,
     decide,
     distinct_at_most,
@@ -81,14 +83,21 @@ def _qi_hash(df: pd.DataFrame, qis, qi_keys=None) -> np.ndarray:
     if qi_keys is None:
         return pd.util.hash_pandas_object(df[list(qis)], index=False).to_numpy(np.uint64)
     keys = [np.asarray(k) for k in qi_keys]
-    if all(k.dtype.kind in "iu" for k in keys):
-        # Integer keys whose ranges multiply under 2**31: each combination its own number.
-        lows = [int(k.min()) if len(k) else 0 for k in keys]
-        spans = [int(k.max()) - low + 1 if len(k) else 1 for k, low in zip(keys, lows)]
+    if all(k.dtype.kind in "iu" for k in keys) and len(df):
+        # Integer keys whose ranges multiply under 2**31: each combination its own number,
+        # sum((key_j - low_j) * step_j), built in place and shifted by the lows once. Large
+        # keys (dates) may wrap int64 on the way; the result, under 2**31, is exact modulo
+        # 2**64, hence exact.
+        lows = [int(k.min()) for k in keys]
+        spans = [int(k.max()) - low + 1 for k, low in zip(keys, lows)]
         if np.prod(np.asarray(spans, dtype=np.float64)) < 2**31:
-            code = np.zeros(len(df), dtype=np.int64)
-            for k, low, span in zip(keys, lows, spans):
-                code = code * span + (k - low)
+            code = keys[0].astype(np.int64)
+            shift = lows[0]
+            for k, low, span in zip(keys[1:], lows[1:], spans[1:]):
+                code *= span
+                code += k.astype(np.int64, copy=False)
+                shift = shift * span + low
+            code -= np.int64((shift + 2**63) % 2**64 - 2**63)
             return code
     h = np.zeros(len(df), dtype=np.uint64)
     for k in keys:
@@ -110,12 +119,89 @@ def _distinct(a: np.ndarray) -> int:
 
 
 def _share(values: np.ndarray, combos: np.ndarray, n_values: int) -> float:
-    """Share of the rows beyond each value's first that bring a new QI combination."""
-    if combos.dtype != np.uint64 and int(combos.max()) < 2**31 and len(values) < 2**31:
-        pairs = values.astype(np.int64) * (int(combos.max()) + 1) + combos
-    else:  # hashed combinations: mixed with each value code one-to-one
-        pairs = combos ^ (values.astype(np.uint64) * np.uint64(_MIX))
-    return (_distinct(pairs) - n_values) / (len(values) - n_values)
+    """Share of the rows beyond each value's first that bring a new QI combination.
+
+    ``values`` label each row's value (any integers, one label a value), ``n_values``
+    counts them. A value of one row adds one pair and one value: rows of values seen
+    once leave the share as it is over the other rows.
+    """
+    return (_distinct(_pairs(values, combos)) - n_values) / (len(values) - n_values)
+
+
+def _pairs(values: np.ndarray, combos: np.ndarray) -> np.ndarray:
+    """One integer per row for its (value, QI combination) pair."""
+    if combos.dtype != np.uint64 and len(values):
+        low, width = int(values.min()), int(combos.max()) + 1
+        if width <= 2**31 and (int(values.max()) - low + 1) * width <= 2**63:
+            # Each pair its own number.
+            pairs = values.astype(np.int64)
+            pairs -= low
+            pairs *= width
+            pairs += combos
+            return pairs
+    # Hashed combinations: mixed with each value one-to-one.
+    return combos.astype(np.uint64, copy=False) ^ (values.astype(np.uint64) * np.uint64(_MIX))
+
+
+@dataclass
+class _Counted:
+    """One column's values counted over every row, as :func:`release_guard` counts them.
+
+    ``runs`` are the rows each value covers; ``labels`` one integer per row
+    holding a value (``present`` marks them; None: every row), one label a value,
+    ``dense`` when they are codes from 0 (a bincount counts them).
+    """
+
+    runs: np.ndarray
+    labels: np.ndarray
+    present: np.ndarray | None
+    dense: bool
+
+    @classmethod
+    def of(cls, values: pd.Series, codes: np.ndarray | None) -> _Counted:
+        """Count ``values``: a bincount of ``codes``, their
+        :func:`~dmondrian.release.identifiers.small_int_codes` (or None), a sort of other
+        numpy integers (labelled by themselves), a hash table of anything else."""
+        if codes is not None:
+            runs = np.bincount(codes)
+            return cls(runs[runs > 0], codes, None, True)
+        if isinstance(values.dtype, np.dtype) and values.dtype.kind == "i":
+            labels = values.to_numpy()
+            return cls(_run_lengths(np.sort(labels)), labels, None, False)
+        labels, _ = pd.factorize(values, use_na_sentinel=True)
+        present = labels >= 0
+        if present.all():
+            present = None
+        else:
+            labels = labels[present]
+        runs = np.bincount(labels)
+        return cls(runs[runs > 0], labels, present, True)
+
+    @property
+    def distinct(self) -> int:
+        return len(self.runs)
+
+    @property
+    def repeated(self) -> int:
+        return int(np.count_nonzero(self.runs >= 2))
+
+    def shares(self, combos: np.ndarray) -> tuple[float, float]:
+        """:func:`new_tuple_share`'s ``(share, shuffled)``, ``combos`` one per row of the
+        table, ``shuffled`` nan when ``share`` rules the column out (:func:`_shares`).
+
+        The share is taken over every row holding a value, with no pass to find
+        the repeated values' rows: those of a value seen once add one pair and one
+        value each, which leaves it as it is. The shuffled share does shuffle the
+        repeated values' rows only, as a :class:`_Sample` of every row would.
+        """
+        if self.present is not None:
+            combos = combos[self.present]
+        share = _share(self.labels, combos, self.distinct)
+        if share >= NEW_TUPLE_RATIO:
+            return share, float("nan")
+        labels = self.labels if self.dense else pd.factorize(self.labels)[0]
+        rows = np.bincount(labels)[labels] >= 2
+        return _shares(labels[rows], combos[rows], self.repeated, share=share)
 
 
 class _Sample:
@@ -127,11 +213,7 @@ class _Sample:
     when the counts leave the rule undecided.
     """
 
-    def __init__(self, df: pd.DataFrame, column, codes: np.ndarray | None = None):
-        if codes is not None:  # every row, values coded already (no missing value)
-            self.keep, self.present = None, np.ones(len(codes), dtype=bool)
-            self._count(codes, np.bincount(codes))
-            return
+    def __init__(self, df: pd.DataFrame, column):
         values = df[column]
         p = min(1.0, SAMPLE_ROWS / max(len(values), 1))
         self.keep = None
@@ -162,8 +244,9 @@ class _Sample:
 
 
 def _shares(codes: np.ndarray, combos: np.ndarray, repeated: int,
-            decide_early: bool = False) -> tuple[float, float]:
-    """``(share, shuffled)`` of :func:`new_tuple_share` on a :class:`_Sample`'s rows.
+            decide_early: bool = False, share: float | None = None) -> tuple[float, float]:
+    """``(share, shuffled)`` of :func:`new_tuple_share` on a :class:`_Sample`'s rows
+    (``share`` when the caller has it).
 
     ``decide_early``: ``shuffled`` (nan) is not measured when ``share`` alone rules
     the column out: a share is at most 1, so ``share >= NEW_TUPLE_RATIO`` is never
@@ -171,7 +254,8 @@ def _shares(codes: np.ndarray, combos: np.ndarray, repeated: int,
     """
     if repeated == 0:
         return float("nan"), float("nan")
-    share = _share(codes, combos, repeated)
+    if share is None:
+        share = _share(codes, combos, repeated)
     if decide_early and share >= NEW_TUPLE_RATIO:
         return share, float("nan")
     shuffled = np.random.default_rng(0).permutation(codes)
@@ -211,10 +295,10 @@ def person_key_columns(df: pd.DataFrame, candidates, qis, allow=(), qi_keys=None
     ``candidates`` are columns released as is of an identifier's kind (see
     :func:`dmondrian.release.identifiers.candidates`), less those already flagged.
     ``qi_keys`` are the engine's encoded QI arrays, when it has them
-    (:func:`_qi_hash`); ``counts`` maps a column to its ``(distinct, repeated,
-    codes)`` over every row, when :func:`release_guard` counted them (``codes``:
-    :func:`~dmondrian.release.identifiers.small_int_codes`, or None), or to None when
-    its sample already showed enough values.
+    (:func:`_qi_hash`); ``counts`` maps a column to its values counted over every
+    row (a :class:`_Counted`), when :func:`release_guard` counted them, or to None when
+    its sample already showed enough values. A counted column is sampled and shuffled
+    only when its share, taken over every row, does not rule it out.
 
     Examples
     --------
@@ -234,17 +318,23 @@ def person_key_columns(df: pd.DataFrame, candidates, qis, allow=(), qi_keys=None
     for column in candidates:
         if column in allow or column not in df.columns:
             continue
-        values = df[column]
         known = counts.get(column)
-        if known is not None and (known[0] < MIN_VALUES or known[1] < MIN_REPEATED):
-            continue  # decided by the counts alone: no sample, no QI combinations
-        codes = None if known is None else known[2]
+        if known is not None:
+            if known.distinct < MIN_VALUES or known.repeated < MIN_REPEATED:
+                continue  # decided by the counts alone: no sample, no QI combinations
+            if combos is None:
+                combos = _qi_hash(df, qis, qi_keys)
+            share, shuffled = known.shares(combos)
+            if share < NEW_TUPLE_RATIO * shuffled:
+                found.append((column, float(share), float(shuffled), known.distinct))
+            continue
+        values = df[column]
         if column not in counts and len(values) > 2 * SAMPLE_ROWS:
             # Few distinct values show as few in any sample of rows: skip them cheaply.
             if few_in_sample(values, SAMPLE_ROWS) < MIN_VALUES:
                 continue
         try:
-            sample = _Sample(df, column, codes)
+            sample = _Sample(df, column)
         except TypeError:  # unhashable objects: not a key's values
             continue
         if sample.distinct < MIN_VALUES or sample.repeated < MIN_REPEATED:
@@ -312,7 +402,8 @@ def release_guard(df: pd.DataFrame, released_as_is, qis, allow=(), qi_keys=None,
             if distinct is not None and distinct < MIN_VALUES:
                 continue  # neither rule: under MIN_VALUES values, of which fewer are unique
             codes = small_int_codes(values)
-            runs = value_runs(values, codes)
+            counted = _Counted.of(values, codes) if n <= SAMPLE_ROWS else None
+            runs = value_runs(values, codes) if counted is None else counted.runs
         except TypeError:  # unhashable objects (lists, dicts): not an identifier's values
             continue
         unique = int(np.count_nonzero(runs == 1))
@@ -321,8 +412,7 @@ def release_guard(df: pd.DataFrame, released_as_is, qis, allow=(), qi_keys=None,
             continue
         rest.append(column)
         # Over every row, these are the person-key sample's own counts.
-        counts[column] = (len(runs), int(np.count_nonzero(runs >= 2)), codes) \
-            if n <= SAMPLE_ROWS else None
+        counts[column] = counted
     if not person_keys:
         return found, []
     return found, person_key_columns(df, rest, qis, qi_keys=qi_keys, counts=counts)

@@ -89,10 +89,29 @@ def _utf8_table(strings) -> tuple[np.ndarray, np.ndarray]:
 def _string_index(buf: np.ndarray, off: np.ndarray) -> pd.Index:
     """An Index of the strings of ``(buf, off)``, of the dtype pandas gives Python strings."""
     arr = pa.LargeStringArray.from_buffers(len(off) - 1, pa.py_buffer(off), pa.py_buffer(buf))
-    dtype = pd.Index(np.array([""], dtype=object)).dtype
+    dtype = _text_dtype()
     if isinstance(dtype, pd.StringDtype):
-        return pd.Index(pd.array(arr, dtype=dtype))
+        return pd.Index(dtype.__from_arrow__(arr))
     return pd.Index(np.asarray(arr.to_pylist(), dtype=object))
+
+
+try:  # whether pandas infers its string dtype (pandas >= 2.2), read without a warning
+    from pandas._config import using_string_dtype as _infers_strings
+except ImportError:  # pragma: no cover
+    _infers_strings = None
+_TEXT_DTYPES: dict = {}
+
+
+def _text_dtype():
+    """The dtype pandas gives an Index of Python strings. Inferring it takes longer than
+    building a column's labels: it is kept for each state of pandas' option."""
+    key = None if _infers_strings is None else bool(_infers_strings())
+    dtype = _TEXT_DTYPES.get(key)
+    if dtype is None:
+        dtype = pd.Index(np.array([""], dtype=object)).dtype
+        if key is not None:
+            _TEXT_DTYPES[key] = dtype
+    return dtype
 
 
 def group_triples(lo, hi, missing, j: int):
@@ -371,6 +390,18 @@ def _label_dtype(labels: pd.Index) -> pd.CategoricalDtype:
     return categorical_dtype(labels)
 
 
+def _position(labels: pd.Index, label: str) -> int:
+    """The first position of ``label`` among ``labels``, or -1: one scan, where a
+    lookup (``get_indexer``) first builds a hash table of every label."""
+    data = getattr(labels.array, "_pa_array", None)
+    if data is not None and (pa.types.is_string(data.type) or pa.types.is_large_string(data.type)):
+        import pyarrow.compute as pc
+
+        return int(pc.index(data, label).as_py())
+    hits = np.flatnonzero(np.asarray(labels == label, dtype=bool))
+    return int(hits[0]) if len(hits) else -1
+
+
 def missing_as_null(labels: pd.Index, inverse: np.ndarray) -> tuple[pd.Index, np.ndarray]:
     """``(labels, inverse)`` with the label of the all-missing classes, ``<NA>``, taken out:
     their ``inverse`` becomes -1, the Categorical's missing value.
@@ -381,7 +412,7 @@ def missing_as_null(labels: pd.Index, inverse: np.ndarray) -> tuple[pd.Index, np
     >>> labels.tolist(), inverse.tolist()
     (['[1, 2]', '3'], [-1, 0, 1])
     """
-    at = labels.get_indexer([MISSING_LABEL])[0] if len(labels) else -1
+    at = _position(labels, MISSING_LABEL)
     if at < 0:
         return labels, inverse
     inverse = np.asarray(inverse)

@@ -300,9 +300,46 @@ def test_the_guard_counts_once_and_decides_as_the_rules_do(n, distinct, repeat, 
     assert [f.column for f in found] == [f.column for f in identifying_columns(df, as_is)]
     flagged = {f.column for f in found}
     rest = [c for c in candidates(df.dtypes, as_is) if c not in flagged]
-    assert [k[0] for k in keys] == [k[0] for k in person_key_columns(df, rest, qis)]
+    # The same keys with the same figures: shares, shuffled shares, distinct values.
+    assert keys == person_key_columns(df, rest, qis)
     if n >= 1000:
         assert "id" in flagged  # unique per row: still refused
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(200, 3000), distinct=st.integers(1, 1500), repeat=st.integers(1, 6),
+       seed=st.integers(0, 2**16), spread=st.integers(0, 40), kind=st.sampled_from(
+           ["small", "wide", "text", "nullable", "category"]))
+def test_the_counted_shares_are_the_samples(n, distinct, repeat, seed, spread, kind):
+    # release_guard takes the share over every row, from the labels it counted with (no
+    # pass to find the repeated values' rows), and shuffles only when the share does not
+    # rule the column out: the figures are new_tuple_share's.
+    from dmondrian.release.identifiers import small_int_codes
+    from dmondrian.release.person_keys import NEW_TUPLE_RATIO, _Counted, _qi_hash, new_tuple_share
+
+    rng = np.random.default_rng(seed)
+    key = np.repeat(rng.integers(0, distinct, n // repeat + 1), repeat)[:n]
+    # QIs that follow the key, up to ``spread`` rows in a hundred drawn at random.
+    noise = rng.random(n) < spread / 100
+    df = pd.DataFrame({"age": np.where(noise, rng.integers(0, 70, n), (key * 7919) % 70),
+                       "zip": np.where(noise, rng.integers(0, 30, n), key % 30)})
+    values = {"small": pd.Series(key), "wide": pd.Series(key * 10**12 - 5),
+              "text": pd.Series(key).map("u{}".format).astype("string[pyarrow]"),
+              "nullable": pd.Series(key, dtype="Int64").mask(rng.random(n) < 0.1),
+              "category": pd.Series(key).map("u{}".format).astype("category")}[kind]
+    df["key"] = values
+    counted = _Counted.of(df["key"], small_int_codes(df["key"]))
+    expected, expected_shuffled, distinct_values, repeated = new_tuple_share(df, "key",
+                                                                             ["age", "zip"])
+    assert (counted.distinct, counted.repeated) == (distinct_values, repeated)
+    if repeated == 0:
+        return
+    share, shuffled = counted.shares(_qi_hash(df, ["age", "zip"], [df["age"], df["zip"]]))
+    assert share == expected
+    if share < NEW_TUPLE_RATIO:
+        assert shuffled == expected_shuffled
+    else:
+        assert np.isnan(shuffled)
 
 
 def test_a_warning_points_at_the_callers_line_from_any_subpackage():
