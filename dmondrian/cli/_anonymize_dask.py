@@ -119,9 +119,10 @@ def release_plan_on_dask(job, release_report, ddf=None):
             plan = fit_plan(ddf, job.qis, job.args.k, batch_rows=job.args.batch_rows,
                             client=client, progress=job.progress.enabled,
                             leaf_rows=job.args.leaf_rows, **options)
-        # The report reads the input's ordinal QIs in the plan's order, before any write.
-        original = with_plan_categories(ddf, plan)
         counts, measured = _measure(job, plan.options["generalization"]), None
+        # The report reads the input's ordinal QIs in the plan's order: their values
+        # are found by the counting pass when it counts, else now, before any write.
+        original = None if counts is not None else with_plan_categories(ddf, plan)
         if job.out_fmt == "parquet":
             # The release's own writer: the identifying check in its write tasks, the
             # manifest's counts too (the input's domains in its counting pass).
@@ -129,9 +130,10 @@ def release_plan_on_dask(job, release_report, ddf=None):
                 plan, ddf, job.target, client=client, progress=job.progress.enabled,
                 write_options=WRITE_OPTIONS["parquet"], random_state=job.args.random_state,
                 _measure=None if counts is None else (counts, InputDomains(column_kinds(
-                    original, job.qis, job.hierarchies or {}, {}))))
+                    ddf._meta, job.qis, job.hierarchies or {}, {}))))
             if counts is not None:
                 written, counts, domains = written
+                original = with_plan_categories(ddf, plan, domains.parts)
                 measured = (counts, domains.domains(original._meta, job.hierarchies), written,
                             [])
         else:
@@ -149,20 +151,23 @@ def release_plan_on_dask(job, release_report, ddf=None):
             return release_report(job, _read_back(job), original)
 
 
-def with_plan_categories(ddf, plan):
+def with_plan_categories(ddf, plan, found=None):
     """``ddf`` with each ordinal QI that Dask read as a Categorical of unknown categories
     (a Parquet dictionary column) given the plan's order: its fitted categories, then
     those the fit never saw, in sorted order.
 
     The order is the plan's, not the data's: without it the report could not
     tell what "between" means and would refuse the column. The categories the
-    fit never saw are found in one pass over those columns.
+    fit never saw are found in one pass over those columns, unless ``found`` has them.
 
     Parameters
     ----------
     ddf : dask.dataframe.DataFrame
         The input released through ``plan``.
     plan : dmondrian.plans.FittedPlan
+    found : dict, optional
+        ``{column: (values, _)}``: every ordinal QI's distinct values, as the
+        counting pass took them (:attr:`dmondrian.metrics.accumulator.InputDomains.parts`).
 
     Returns
     -------
@@ -179,7 +184,8 @@ def with_plan_categories(ddf, plan):
                and has_unknown_categories(ddf._meta[name].dtype)]
     if not unknown:
         return ddf
-    found = dask.compute(*(ddf[name].dropna().unique() for name in unknown))
+    found = ([found[name][0] for name in unknown] if found is not None
+             else dask.compute(*(ddf[name].dropna().unique() for name in unknown)))
     dtypes = {}
     for name, values in zip(unknown, found, strict=True):
         known = set(fitted[name])

@@ -170,7 +170,10 @@ class InputDomains:
         for name, spec in self.kinds.items():
             col = df[name]
             if spec.name in _BY_VALUE:
-                part.parts[name] = (pd.unique(col.dropna().to_numpy(dtype=object)),
+                # Distinct values first (Arrow text and codes stay as they are), then
+                # as objects: partitions may hold other types of the same values.
+                present = col.dropna().unique()
+                part.parts[name] = (np.asarray(present, dtype=object),
                                     bool(col.isna().any()))
             else:
                 part.parts[name] = tuple(spec.domain_parts(col))
