@@ -266,12 +266,25 @@ def _merged(frames: list, keys: list) -> pd.DataFrame:
     columns = {}
     for c in keys:
         try:
-            columns[c] = union_categoricals([f[c].array for f in frames], ignore_order=True)
+            columns[c] = _union([f[c].array for f in frames])
         except TypeError:  # categories of other types (an empty partition's, say)
             columns[c] = _categorical(pd.Series(np.concatenate(
                 [np.asarray(f[c], dtype=object) for f in frames])))
     n = np.concatenate([f[N_COLUMN].to_numpy(dtype=np.int64) for f in frames])
     return _summed(columns, n)
+
+
+def _union(arrays: list) -> pd.Categorical:
+    """``union_categoricals(arrays, ignore_order=True)``; Categoricals of the same
+    categories (a plan's labels, in every partition) are joined by their codes,
+    without hashing every label of every partition to match them up."""
+    cats = arrays[0].categories
+    if all(a.categories is cats or (len(a.categories) == len(cats) and a.categories.equals(cats))
+           for a in arrays[1:]):
+        dtype = arrays[0].dtype if not arrays[0].ordered else pd.CategoricalDtype(cats)
+        return pd.Categorical.from_codes(np.concatenate([a.codes for a in arrays]),
+                                         dtype=dtype, validate=False)
+    return union_categoricals(arrays, ignore_order=True)
 
 
 def _plain(column: pd.Series, meta: pd.Series) -> pd.Series:
