@@ -55,14 +55,15 @@ def anonymize_on_dask(job, release_report, ddf=None) -> tuple[object, int]:
         return rep, int(top.domain.n_rows)
 
 
-def _measure(job):
+def _measure(job, generalization=None):
     """What the write tasks count for the manifest's report (an empty
     :class:`~dmondrian.metrics.accumulator.ReleaseCounts`), or None when the release
     is read back instead: a CSV release (dask's writer writes it), or QIs published
-    as numbers, whose information loss needs the originals of every class."""
+    as numbers (``generalization``, default the command line's), whose information
+    loss needs the originals of every class."""
     from ..metrics.accumulator import ReleaseCounts
 
-    if job.out_fmt != "parquet" or job.args.generalization != "range":
+    if job.out_fmt != "parquet" or (generalization or job.args.generalization) != "range":
         return None
     return ReleaseCounts(job.qis, job.sensitive[0] if job.sensitive else None)
 
@@ -76,7 +77,10 @@ def release_plan_on_dask(job, release_report, ddf=None):
     its rows shuffled (:mod:`dmondrian.release.row_order`) and written. No
     shuffle between partitions. With ``--save-plan`` the plan is first fitted
     on the input (:func:`dmondrian.plans.fit_plan`) and written
-    once the release is.
+    once the release is. A Parquet release's manifest is built from what the
+    passes counted (the write tasks' classes, the counting pass's QI domains:
+    :mod:`dmondrian.metrics.accumulator`), as :func:`anonymize_on_dask`'s is;
+    a CSV release (dask's writer writes it) is read back.
 
     Parameters
     ----------
@@ -93,6 +97,8 @@ def release_plan_on_dask(job, release_report, ddf=None):
     """
     from .._dask.cluster import run
     from ..io import files as io
+    from ..metrics.accumulator import InputDomains
+    from ..metrics.domains import column_kinds
     from ..plans import fit_plan, plan_sha256, save_plan
     from ..plans.dask import transform_dask, transform_to_parquet
     from ..release.row_order import row_order_seed, shuffle_partition
@@ -113,14 +119,23 @@ def release_plan_on_dask(job, release_report, ddf=None):
             plan = fit_plan(ddf, job.qis, job.args.k, batch_rows=job.args.batch_rows,
                             client=client, progress=job.progress.enabled,
                             leaf_rows=job.args.leaf_rows, **options)
-        # The report reads the input's ordinal QIs in the plan's order, before any write.
-        original = with_plan_categories(ddf, plan)
+        counts, measured = _measure(job, plan.options["generalization"]), None
+        # The report reads the input's ordinal QIs in the plan's order: their values
+        # are found by the counting pass when it counts, else now, before any write.
+        original = None if counts is not None else with_plan_categories(ddf, plan)
         if job.out_fmt == "parquet":
-            # The release's own writer: the identifying check in its write tasks.
-            transform_to_parquet(plan, ddf, job.target, client=client,
-                                 progress=job.progress.enabled,
-                                 write_options=WRITE_OPTIONS["parquet"],
-                                 random_state=job.args.random_state)
+            # The release's own writer: the identifying check in its write tasks, the
+            # manifest's counts too (the input's domains in its counting pass).
+            written = transform_to_parquet(
+                plan, ddf, job.target, client=client, progress=job.progress.enabled,
+                write_options=WRITE_OPTIONS["parquet"], random_state=job.args.random_state,
+                _measure=None if counts is None else (counts, InputDomains(column_kinds(
+                    ddf._meta, job.qis, job.hierarchies or {}, {}))))
+            if counts is not None:
+                written, counts, domains = written
+                original = with_plan_categories(ddf, plan, domains.parts)
+                measured = (counts, domains.domains(original._meta, job.hierarchies), written,
+                            [])
         else:
             released = transform_dask(plan, ddf, client=client, progress=job.progress.enabled)
             released = released.map_partitions(shuffle_partition,
@@ -131,23 +146,28 @@ def release_plan_on_dask(job, release_report, ddf=None):
         job.plan_sha256 = (plan_sha256(job.args.plan) if job.plan is not None
                            else save_plan(plan, job.args.save_plan))
         with job.progress.stage("measuring the release for its manifest"):
+            if measured is not None:
+                return release_report(job, None, original, measured=measured)
             return release_report(job, _read_back(job), original)
 
 
-def with_plan_categories(ddf, plan):
+def with_plan_categories(ddf, plan, found=None):
     """``ddf`` with each ordinal QI that Dask read as a Categorical of unknown categories
     (a Parquet dictionary column) given the plan's order: its fitted categories, then
     those the fit never saw, in sorted order.
 
     The order is the plan's, not the data's: without it the report could not
     tell what "between" means and would refuse the column. The categories the
-    fit never saw are found in one pass over those columns.
+    fit never saw are found in one pass over those columns, unless ``found`` has them.
 
     Parameters
     ----------
     ddf : dask.dataframe.DataFrame
         The input released through ``plan``.
     plan : dmondrian.plans.FittedPlan
+    found : dict, optional
+        ``{column: (values, _)}``: every ordinal QI's distinct values, as the
+        counting pass took them (:attr:`dmondrian.metrics.accumulator.InputDomains.parts`).
 
     Returns
     -------
@@ -164,7 +184,8 @@ def with_plan_categories(ddf, plan):
                and has_unknown_categories(ddf._meta[name].dtype)]
     if not unknown:
         return ddf
-    found = dask.compute(*(ddf[name].dropna().unique() for name in unknown))
+    found = ([found[name][0] for name in unknown] if found is not None
+             else dask.compute(*(ddf[name].dropna().unique() for name in unknown)))
     dtypes = {}
     for name, values in zip(unknown, found, strict=True):
         known = set(fitted[name])

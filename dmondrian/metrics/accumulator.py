@@ -14,6 +14,9 @@ Classes are the groups of rows publishing the same QI values, as
 :func:`~dmondrian.metrics._frames.groupby` groups them (missing values form
 groups of their own). QIs published as numbers (``generalization`` midpoint
 or mean) need the originals per class and are not covered.
+
+What NCP normalizes by, the input's domain of every QI, is accumulated the
+same way (:class:`InputDomains`), by the tasks that read the input anyway.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from .per_class import L_DISTINCT, L_ENTROPY, T, distribution, sensitive_class_s
 from .sizes import SizeSummary, finish_size_counts, size_counts_of
 from .suppressed import masked_count
 
-__all__ = ["ReleaseCounts"]
+__all__ = ["InputDomains", "ReleaseCounts"]
 
 
 @dataclass
@@ -129,6 +132,97 @@ class ReleaseCounts:
         return [stats[L_DISTINCT].min(), stats[L_ENTROPY].min(), stats[T].max()], distance
 
 
+@dataclass
+class InputDomains:
+    """What the input's QI domains are made from, partition by partition, merged.
+
+    Each kind's :meth:`~dmondrian.kinds.QIKindSpec.domain_parts` of a partition
+    (smallest and largest value, a missing value seen), except for nominal and
+    ordinal QIs, whose partitions may hold other categories: their distinct
+    present values (and a missing value seen), counted or coded once merged.
+    :meth:`domains` then gives what :func:`dmondrian.metrics.compute_domains`
+    measures on the whole table.
+
+    Attributes
+    ----------
+    kinds : dict
+        ``{column: QIKindSpec}`` (:func:`dmondrian.metrics.domains.column_kinds`).
+    parts : dict
+        ``{column: tuple}`` of the partitions added.
+
+    Examples
+    --------
+    >>> from dmondrian.kinds import kind_spec
+    >>> kinds = {"age": kind_spec("numeric"), "job": kind_spec("nominal")}
+    >>> a = InputDomains(kinds).add(pd.DataFrame({"age": [20, 30], "job": ["a", None]}))
+    >>> b = InputDomains(kinds).add(pd.DataFrame({"age": [25, 60], "job": ["b", "a"]}))
+    >>> d = a.merge(b).domains(pd.DataFrame({"age": [0], "job": ["a"]}))
+    >>> d["age"].scale, d["job"].scale
+    (40.0, 2.0)
+    """
+
+    kinds: dict
+    parts: dict = field(default_factory=dict)
+
+    def add(self, df: pd.DataFrame) -> InputDomains:
+        """Take one partition of the input (a pandas DataFrame); returns ``self``."""
+        part = InputDomains(self.kinds)
+        for name, spec in self.kinds.items():
+            col = df[name]
+            if spec.name in _BY_VALUE:
+                # Distinct values first (Arrow text and codes stay as they are), then
+                # as objects: partitions may hold other types of the same values.
+                present = col.dropna().unique()
+                part.parts[name] = (np.asarray(present, dtype=object),
+                                    bool(col.isna().any()))
+            else:
+                part.parts[name] = tuple(spec.domain_parts(col))
+        merged = self.merge(part)
+        self.parts = merged.parts
+        return self
+
+    def merge(self, *others: InputDomains) -> InputDomains:
+        """A new InputDomains of ``self`` and ``others`` (the same columns)."""
+        out = InputDomains(self.kinds)
+        taken = [p.parts for p in (self, *others) if p.parts]
+        if not taken:
+            return out
+        for name, spec in self.kinds.items():
+            every = [t[name] for t in taken]
+            if spec.name in _BY_VALUE:
+                out.parts[name] = (pd.unique(np.concatenate([v for v, _ in every])),
+                                   any(m for _, m in every))
+            elif len(every[0]) == 1:  # a missing value seen (hierarchies)
+                out.parts[name] = (any(bool(p[0]) for p in every),)
+            else:  # smallest and largest present values
+                lo, hi = (pd.Series([p[i] for p in every], dtype=object).dropna()
+                          for i in (0, 1))
+                out.parts[name] = (lo.min() if len(lo) else np.nan,
+                                   hi.max() if len(hi) else np.nan)
+        return out
+
+    def domains(self, meta: pd.DataFrame, hierarchies=None) -> dict:
+        """``{column: Domain}``, as :func:`dmondrian.metrics.compute_domains` measures
+        them on the whole input; ``meta``: the input's (empty) pandas form, whose
+        ordinal QIs' categories give the order."""
+        hierarchies = hierarchies or {}
+        out = {}
+        for name, spec in self.kinds.items():
+            parts = self.parts[name]
+            if spec.name == "nominal":
+                parts = (len(parts[0]) + parts[1],)
+            elif spec.name == "ordinal":
+                codes = pd.Categorical(parts[0], dtype=meta[name].dtype).codes
+                codes = codes[codes >= 0]
+                parts = (codes.min(), codes.max()) if len(codes) else (np.nan, np.nan)
+            out[name] = spec.domain(name, parts, meta[name], hierarchies.get(name))
+        return out
+
+
+#: Kinds whose domain parts are a partition's distinct values.
+_BY_VALUE = ("nominal", "ordinal")
+
+
 def _categorical(column: pd.Series) -> pd.Categorical:
     """A key column as a Categorical (a missing value coded -1): labels as they are,
     other columns factorized (every kind of missing value one value, as a group-by
@@ -172,12 +266,25 @@ def _merged(frames: list, keys: list) -> pd.DataFrame:
     columns = {}
     for c in keys:
         try:
-            columns[c] = union_categoricals([f[c].array for f in frames], ignore_order=True)
+            columns[c] = _union([f[c].array for f in frames])
         except TypeError:  # categories of other types (an empty partition's, say)
             columns[c] = _categorical(pd.Series(np.concatenate(
                 [np.asarray(f[c], dtype=object) for f in frames])))
     n = np.concatenate([f[N_COLUMN].to_numpy(dtype=np.int64) for f in frames])
     return _summed(columns, n)
+
+
+def _union(arrays: list) -> pd.Categorical:
+    """``union_categoricals(arrays, ignore_order=True)``; Categoricals of the same
+    categories (a plan's labels, in every partition) are joined by their codes,
+    without hashing every label of every partition to match them up."""
+    cats = arrays[0].categories
+    if all(a.categories is cats or (len(a.categories) == len(cats) and a.categories.equals(cats))
+           for a in arrays[1:]):
+        dtype = arrays[0].dtype if not arrays[0].ordered else pd.CategoricalDtype(cats)
+        return pd.Categorical.from_codes(np.concatenate([a.codes for a in arrays]),
+                                         dtype=dtype, validate=False)
+    return union_categoricals(arrays, ignore_order=True)
 
 
 def _plain(column: pd.Series, meta: pd.Series) -> pd.Series:

@@ -214,7 +214,8 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
 
 
 def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_options=None,
-                         storage_options=None, random_state=None, manifest=False) -> int:
+                         storage_options=None, random_state=None, manifest=False,
+                         _measure=None) -> int:
     """Release a dask DataFrame through a fitted plan and write it as a Parquet dataset.
 
     The release is :func:`transform_dask`'s, written as its ``to_parquet``
@@ -252,6 +253,12 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
         a pass of their own, which it does not make
         (:func:`dmondrian.evaluation.manifest.writer_fields`).
 
+    _measure : tuple, optional
+        ``(ReleaseCounts, InputDomains)``, empty
+        (:mod:`dmondrian.metrics.accumulator`): the write tasks count what they
+        write, the counting pass the input's QI domains, for the command line's
+        manifest; the call then returns them, merged, after the rows.
+
     Returns
     -------
     int
@@ -270,7 +277,13 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
     """
     from dask import delayed
 
-    from .._dask.written_check import WrittenCheck, refuse_written_index, write_released
+    from .._dask.written_check import (
+        COUNTS,
+        WrittenCheck,
+        merge_counts,
+        refuse_written_index,
+        write_released,
+    )
     from ..io.parquet_sink import ParquetSink
     from ..io.staging import staged_folder
 
@@ -287,8 +300,9 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
             refuse_written_index(ddf, plan.options["allow_unique"] or (),
                                  (write_options or {}).get("write_index", False),
                                  cluster_client, progress)
+            counts, domains = _measure or (None, None)
             counted = _count_pass(plan, placer, ddf, cluster_client, threads, True,
-                                  progress, [])
+                                  progress, [], domains)
             _refuse_empty(counted)
             frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary),
                                      counted, cluster_client, threads)
@@ -301,7 +315,7 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
             task = delayed(write_released, pure=True)
             parts = partitions(frame)
             results = run(cluster_client,
-                          [task(sink_d, p, i, check) for i, p in enumerate(parts)],
+                          [task(sink_d, p, i, check, counts) for i, p in enumerate(parts)],
                           progress, f"pass: publish, write {path}")
             result = pd.concat(results, ignore_index=True)
             n_rows, written = int(counted.summary.count.sum()), int(result["rows"].sum())
@@ -320,6 +334,8 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
                                                (write_options or {}).get("write_index")))
         finally:
             release_client(owned)
+    if _measure is not None:
+        return written, merge_counts(list(result[COUNTS])), counted.domains
     return written
 
 
@@ -372,18 +388,22 @@ class _Counted:
     every counted partition's nodes, on the workers (None: not kept); ``offsets``:
     every counted partition's first row's position (None: the cuts split no ties);
     ``placer``: the future of the placing tables scattered to every worker, on a
-    cluster that outlives the call (None otherwise).
+    cluster that outlives the call (None otherwise); ``domains``: the input's
+    :class:`~dmondrian.metrics.accumulator.InputDomains`, when asked.
     """
 
     summary: object
     kept: list | None
     offsets: list | None
     placer: object = None
+    domains: object = None
 
 
-def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked) -> _Counted:
-    """Place and count every partition's rows, and sketch the ``checked`` columns' distinct
-    values; merge the summaries and the sketches in tree reductions. Raises
+def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked,
+                domains=None) -> _Counted:
+    """Place and count every partition's rows, sketch the ``checked`` columns' distinct
+    values and (given ``domains``, an empty InputDomains) take the QIs' domains; merge
+    them in tree reductions. Raises
     :class:`~dmondrian.errors.IdentifyingColumnError` (cancelling the kept nodes) when a
     checked column singles out rows."""
     from dask import delayed
@@ -410,22 +430,25 @@ def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked) -> 
     reduced = delayed(_together, pure=True)(
         tree_reduce([c[0] for c in counted], _merge),
         tree_reduce([delayed(distinct_sketch, pure=True)(p, checked) for p in parts],
-                    merge_distinct) if checked else None)
+                    merge_distinct) if checked else None,
+        tree_reduce([delayed(_domains_of, pure=True)(domains, p) for p in parts], _merge)
+        if domains is not None else None)
     label = "pass: rows per region of the plan"
     if not keep:
-        summary, distinct = run(client, reduced, progress, label)
+        summary, distinct, domains = run(client, reduced, progress, label)
         refuse_identifying(_identifying(distinct, ddf, client, progress))
-        return _Counted(summary, None, offsets)  # the cluster is closed: nothing scattered
+        # The cluster is closed: nothing scattered.
+        return _Counted(summary, None, offsets, domains=domains)
     # The nodes are computed with the summary and left on their workers.
-    (summary, distinct), kept = run(client, reduced, progress, label,
-                                    keep=[c[1] for c in counted])
+    (summary, distinct, domains), kept = run(client, reduced, progress, label,
+                                             keep=[c[1] for c in counted])
     found = _identifying(distinct, ddf, client, progress)
     if found or (int(summary.count.sum()) * node_dtype(plan.tree.n_nodes).itemsize
                  > _keep_budget(client)):
         client.cancel(kept)  # refused (nothing to publish), or too large to keep
         kept = None
     refuse_identifying(found)
-    return _Counted(summary, kept, offsets, plan_d)
+    return _Counted(summary, kept, offsets, plan_d, domains)
 
 
 def _identifying(distinct, ddf, client, progress) -> list:
@@ -435,6 +458,11 @@ def _identifying(distinct, ddf, client, progress) -> list:
         return []
     return estimate_identifying(distinct).resolve(
         lambda unsure: unique_rows(ddf, unsure, on_client(client, progress)))
+
+
+def _domains_of(template, df: pd.DataFrame):
+    """A partition's QI domains (``template``: an empty InputDomains)."""
+    return template.merge().add(df)
 
 
 def _together(*results) -> tuple:

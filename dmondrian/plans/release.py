@@ -101,7 +101,9 @@ def published_targets(parent: np.ndarray, count: np.ndarray, passes, hist=None,
     ghist = None if hist is None else hist.astype(np.int64).copy()
     dest = np.arange(m, dtype=np.int64)
     kept = np.zeros(m, dtype=bool)
-    levels = [np.flatnonzero(depth == d) for d in range(int(depth.max()) + 1)]
+    # Every level's nodes, ascending, from one stable sort (a radix sort of 16-bit depths).
+    levels = np.split(np.argsort(depth.astype(np.int16), kind="stable"),
+                      np.cumsum(np.bincount(depth))[:-1])
     for at in reversed(levels[1:]):  # children before parents
         at = at[group[at] > 0]
         ok = np.asarray(passes(group[at], None if ghist is None else ghist[at]), dtype=bool)
@@ -209,8 +211,7 @@ def decide(plan, summary: BatchSummary, own=None) -> Release:
 def _values(plan, summary: BatchSummary, class_of_node, nodes, own=None):
     tree = plan.tree
     m, d = len(nodes), len(plan.encodings)
-    lo, hi = tree.lo[nodes].copy(), tree.hi[nodes].copy()
-    missing = tree.missing[nodes].copy()
+    lo, hi, missing = tree.lo[nodes], tree.hi[nodes], tree.missing[nodes]  # copies
     if own is not None:
         ranges = [j for j, qi in enumerate(plan.encodings) if qi.spec.label_shape == "range"]
         at = np.ix_(own.classes, ranges)
@@ -222,9 +223,11 @@ def _values(plan, summary: BatchSummary, class_of_node, nodes, own=None):
         np.minimum.at(lo, cls, e_lo)
         np.maximum.at(hi, cls, e_hi)
         np.logical_or.at(missing, cls, e_missing)
-    landed = np.flatnonzero(summary.count > 0)
-    cls = class_of_node[landed]
-    if summary.total is not None:
+    if plan.options["generalization"] == "range":
+        total = present = None  # labels read only the bounds
+    elif summary.total is not None:
+        landed = np.flatnonzero(summary.count > 0)
+        cls = class_of_node[landed]
         total = np.zeros((m, d), dtype=np.float64)
         present = np.zeros((m, d), dtype=np.int64)
         np.add.at(total, cls, summary.total[landed])

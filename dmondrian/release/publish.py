@@ -390,18 +390,6 @@ def _label_dtype(labels: pd.Index) -> pd.CategoricalDtype:
     return categorical_dtype(labels)
 
 
-def _position(labels: pd.Index, label: str) -> int:
-    """The first position of ``label`` among ``labels``, or -1: one scan, where a
-    lookup (``get_indexer``) first builds a hash table of every label."""
-    data = getattr(labels.array, "_pa_array", None)
-    if data is not None and (pa.types.is_string(data.type) or pa.types.is_large_string(data.type)):
-        import pyarrow.compute as pc
-
-        return int(pc.index(data, label).as_py())
-    hits = np.flatnonzero(np.asarray(labels == label, dtype=bool))
-    return int(hits[0]) if len(hits) else -1
-
-
 def missing_as_null(labels: pd.Index, inverse: np.ndarray) -> tuple[pd.Index, np.ndarray]:
     """``(labels, inverse)`` with the label of the all-missing classes, ``<NA>``, taken out:
     their ``inverse`` becomes -1, the Categorical's missing value.
@@ -412,9 +400,12 @@ def missing_as_null(labels: pd.Index, inverse: np.ndarray) -> tuple[pd.Index, np
     >>> labels.tolist(), inverse.tolist()
     (['[1, 2]', '3'], [-1, 0, 1])
     """
-    at = _position(labels, MISSING_LABEL)
-    if at < 0:
+    # One vectorized comparison: a lookup would hash every label first.
+    hits = np.flatnonzero(np.asarray(labels == MISSING_LABEL, dtype=bool)) \
+        if len(labels) else ()
+    if not len(hits):
         return labels, inverse
+    at = int(hits[0])
     inverse = np.asarray(inverse)
     return labels.delete(at), np.where(inverse == at, -1, inverse - (inverse > at))
 

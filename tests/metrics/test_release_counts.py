@@ -160,6 +160,65 @@ def test_cli_manifest_on_dask_reads_nothing_back(process_cluster, tmp_path, monk
     assert np.isfinite(metrics["ncp"]["overall"])
 
 
+def test_plan_write_tasks_count_what_report_reads_back(process_cluster, tmp_path):
+    """A fitted plan's release on Dask: the write tasks' counts and the counting pass's
+    domains give the report of the release read back, for every QI kind (a hierarchy,
+    an ordinal, dates, floats with missing values) and values the fit never saw."""
+    from dmondrian.metrics.accumulator import InputDomains
+    from dmondrian.metrics.domains import column_kinds
+    from dmondrian.plans import fit_plan
+    from dmondrian.plans.dask import transform_to_parquet
+
+    hierarchies = {"job": JOB_HIERARCHY}
+    plan = fit_plan(mixed_table(3_000, 1), MIXED_QIS, 10, hierarchies=hierarchies,
+                    allow_unique=["payload"])
+    new = mixed_table(20_000, 2)
+    new.loc[::97, "income"] = 50.0  # beyond the fitted range
+    new.loc[::89, "color"] = "mauve"  # a value the fit never saw
+    ddf = dd.from_pandas(new, npartitions=5)
+    out = tmp_path / "release"
+    written, counts, domains = transform_to_parquet(
+        plan, ddf, out, client=process_cluster,
+        _measure=(ReleaseCounts(MIXED_QIS), InputDomains(column_kinds(ddf, MIXED_QIS,
+                                                                      hierarchies, {}))))
+    got = counted_report(counts, MIXED_QIS, domains.domains(ddf._meta, hierarchies), written,
+                         k=10)
+    with dask_on(process_cluster):
+        want = report(dd.read_parquet(out), MIXED_QIS, original=ddf, k=10,
+                      hierarchies=hierarchies, allow_unique=["payload"])
+    assert_same(got.to_dict(), want.to_dict())
+    assert written == len(new) and got.privacy.k >= 10 and got.ncp.overall > 0
+
+
+def test_cli_plan_manifest_on_dask_reads_nothing_back(process_cluster, tmp_path, monkeypatch):
+    """``--plan --distributed``: the manifest from the counts, equal to the report of the
+    release read back, which it never reads."""
+    from dmondrian.cli import _anonymize_dask, main
+    from dmondrian.plans import fit_plan, save_plan
+
+    save_plan(fit_plan(make_census(5_000, 8), CENSUS_QIS, 10, sensitive="diagnosis", l=2,
+                       allow_unique=["person_id"]),
+              tmp_path / "plan.json")
+    src = tmp_path / "in"
+    dd.from_pandas(make_census(20_000, 9), npartitions=4).to_parquet(src, write_index=False)
+
+    def refuse(job):
+        raise AssertionError("the release was read back for its manifest")
+
+    monkeypatch.setattr(_anonymize_dask, "_read_back", refuse)
+    out = tmp_path / "out"
+    assert main(["anonymize", str(src), str(out), "--output-format", "parquet",
+                 "--distributed", "--scheduler", process_cluster.scheduler.address,
+                 "--plan", str(tmp_path / "plan.json"), "--sensitive", "diagnosis",
+                 "--no-progress"]) == 0
+    metrics = json.loads((tmp_path / "out.manifest.json").read_text())["metrics"]
+    with dask_on(process_cluster):
+        want = report(dd.read_parquet(out), CENSUS_QIS, original=dd.read_parquet(src),
+                      sensitive="diagnosis", k=10, allow_unique=["person_id"])
+    assert_same(metrics, json.loads(want.to_json()))
+    assert metrics["achieved"]["l_distinct"] >= 2 and metrics["rows"] == 20_000
+
+
 def _one_by_one(labels, domain):
     from dmondrian.metrics.certainty_penalty import label_cost
 
