@@ -381,9 +381,11 @@ def missing_as_null(labels: pd.Index, inverse: np.ndarray) -> tuple[pd.Index, np
     >>> labels.tolist(), inverse.tolist()
     (['[1, 2]', '3'], [-1, 0, 1])
     """
-    at = labels.get_indexer([MISSING_LABEL])[0] if len(labels) else -1
-    if at < 0:
+    # A comparison, not get_indexer: that builds a hash table of every label first.
+    hits = np.flatnonzero(np.asarray(labels == MISSING_LABEL, dtype=bool))
+    if not len(hits):
         return labels, inverse
+    at = int(hits[0])
     inverse = np.asarray(inverse)
     return labels.delete(at), np.where(inverse == at, -1, inverse - (inverse > at))
 
