@@ -1,7 +1,7 @@
 """Which exchange is cheaper on which table's shape: a sweep, and the rule's fit.
 
 Run: python benchmarks/exchange_sweep.py [--quick] [--rows 2000000]
-         [--tables census,mixed,wide] [--sizes 50000,125000,1000000]
+         [--tables census,mixed,floats,wide] [--sizes 50000,125000,1000000]
          [--qi-sets all|full] [--jobs plain,rows,keys,auto] [--repeat 3]
          [--input DIR] [--out PATH]
      python benchmarks/exchange_sweep.py --fit RESULTS.json [RESULTS.json ...]
@@ -18,6 +18,9 @@ input file) as Parquet under ``--input``:
   strings, ``id`` the row number (allowed). Its QI sets add one kind at a
   time (``--qi-sets all``): ints (age, zip), + the date, + the continuous
   float, + the nominal (``--qi-sets full``: only the last);
+* ``floats``: bench_distributed.py's float table (``--data floats``: five QIs,
+  two continuous floats, a float of about 25 levels, an int with missing
+  values, a 1,000-value Zipf nominal; ``person_id`` allowed, ``visits``);
 * ``wide``: census rows and 60 payload columns: 20 normal floats, 20 ints
   drawn from 0..10**9 (unique per row, allowed) and 20 strings drawn from
   5,000 words of 6-22 characters; QIs age, zip, birth_date, sex.
@@ -69,7 +72,9 @@ MIXED_QI_SETS = {"int": ["age", "zip"], "date": ["age", "zip", "since"],
 WIDE_QIS = ["age", "zip", "birth_date", "sex"]
 #: Columns released as is that single out rows, per table (allowed).
 WIDE_INTS = [f"u{j:02d}" for j in range(20)]
-ALLOW = {"census": ["person_id"], "mixed": ["id"], "wide": ["person_id", *WIDE_INTS]}
+FLOAT_QIS = ["income", "lab_value", "score", "days_since_visit", "diagnosis_code"]
+ALLOW = {"census": ["person_id"], "mixed": ["id"], "floats": ["person_id"],
+         "wide": ["person_id", *WIDE_INTS]}
 JOBS = ("plain", "rows", "keys", "auto")
 
 
@@ -116,7 +121,15 @@ def wide_table(n: int, seed: int = 0) -> pd.DataFrame:
     return pd.concat([df, pd.DataFrame(extra, index=df.index)], axis=1)
 
 
-TABLES = {"census": census_table, "mixed": mixed_table, "wide": wide_table}
+def floats_table(n: int, seed: int = 0) -> pd.DataFrame:
+    """bench_distributed.py's float table (``--data floats``), rows ``0..n-1``."""
+    from bench_distributed import float_rows
+
+    return float_rows(n, seed)
+
+
+TABLES = {"census": census_table, "mixed": mixed_table, "floats": floats_table,
+          "wide": wide_table}
 
 
 def qi_sets(table: str, which: str) -> dict:
@@ -124,6 +137,8 @@ def qi_sets(table: str, which: str) -> dict:
         return {"census": CENSUS_QIS}
     if table == "wide":
         return {"wide": WIDE_QIS}
+    if table == "floats":
+        return {"floats": FLOAT_QIS}
     return MIXED_QI_SETS if which == "all" else {"nominal": MIXED_QI_SETS["nominal"]}
 
 
@@ -156,12 +171,16 @@ def cpu_seconds(client) -> float:
 def run_job(client, job: str, table: str, src: Path, dst: Path, qis: list):
     """One job; returns the plan (None for the plain job)."""
     import dask.dataframe as dd
+    from bench_distributed import wide_codes
 
     ddf = dd.read_parquet(src)
     if job == "plain":
         out = ddf if table == "wide" else ddf.shuffle(
             on=ddf.columns[-1], npartitions=ddf.npartitions, shuffle_method="p2p", force=True)
-        client.compute(out.to_parquet(dst, compute=False)).result()
+        # dask takes a Categorical's codes width from the meta (bench_distributed.wide_codes).
+        schema = {"diagnosis_code": wide_codes()["diagnosis_code"]} if table == "floats" \
+            else "infer"
+        client.compute(out.to_parquet(dst, compute=False, schema=schema)).result()
         return None
     from dmondrian.distributed import anonymize_to_parquet
 
@@ -246,7 +265,7 @@ def sweep(args, partial: Path | None = None) -> dict:
         for size in args.sizes:
             for name, qis in qi_sets(table, args.qi_sets).items():
                 # The QI-set sweep at one size (the issue's 125k), the full set at every size.
-                if name not in ("census", "wide", "nominal") and size != args.sizes[
+                if name not in ("census", "floats", "wide", "nominal") and size != args.sizes[
                         min(1, len(args.sizes) - 1)]:
                     continue
                 shapes.append((table, size, name, qis))
@@ -340,7 +359,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true",
                     help="every shape on a few thousand rows, one round, releases checked")
     ap.add_argument("--rows", type=int, default=2_000_000)
-    ap.add_argument("--tables", default="census,mixed,wide")
+    ap.add_argument("--tables", default="census,mixed,floats,wide")
     ap.add_argument("--sizes", default="50000,125000,1000000", help="rows an input file")
     ap.add_argument("--qi-sets", choices=("all", "full"), default="all")
     ap.add_argument("--jobs", default=",".join(JOBS))

@@ -571,8 +571,9 @@ class DistinctSketch:
     rows: int = 0
 
 
-def _registers(values: pd.Series) -> np.ndarray:
-    """The HyperLogLog registers of ``values`` (missing values left out).
+def _registers(values: pd.Series, distinct: bool = False) -> np.ndarray:
+    """The HyperLogLog registers of ``values`` (missing values left out; with
+    ``distinct``, values known distinct and present: a writer's dictionary).
 
     The registers are those of dask's ``compute_hll_array`` (read by its
     ``estimate_count``): the top bits of a value's 32-bit pandas hash pick
@@ -592,19 +593,23 @@ def _registers(values: pd.Series) -> np.ndarray:
         if len(words):
             add_words(words, registers, _HLL_BITS)
         return registers
-    if _repeats(values):
+    if not distinct and _repeats(values):
         # A register keeps its values' largest rank, so the distinct values alone give
         # the rows' registers: each hashed once, and pyarrow text is never made Python
         # objects for all its rows (as hashing them, or categorizing them first, does).
         # The missing value is dropped from the distinct ones: dropping it from every
         # row first copied a text column's million strings.
         values = pd.Series(values.unique(), copy=False).dropna()
-    else:
+    elif not distinct:
         values = values.dropna()
     if len(values) == 0:
         return registers
-    h = pd.util.hash_pandas_object(values, index=False, categorize=False)
-    h = h.to_numpy().astype(np.uint32)
+    if isinstance(values.dtype, pd.StringDtype):
+        # The same hash as pandas' own, which takes a slower way through Arrow's text.
+        h = pd.util.hash_array(values.to_numpy(dtype=object), categorize=False)
+    else:
+        h = pd.util.hash_pandas_object(values, index=False, categorize=False).to_numpy()
+    h = h.astype(np.uint32)
     rank = _trailing_zeros_plus_one(h)
     rank[h == 0] = 33
     np.maximum.at(registers, h >> np.uint32(32 - _HLL_BITS), rank)
@@ -682,7 +687,7 @@ def distinct_sketch(df: pd.DataFrame, columns, distinct_values=None) -> Distinct
     known = distinct_values or {}
     for column in columns:
         if column in known and column in df.columns:
-            registers[column] = _registers(pd.Series(known[column], copy=False))
+            registers[column] = _registers(pd.Series(known[column], copy=False), True)
             continue
         values, _ = _series(df, column)
         try:

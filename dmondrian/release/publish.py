@@ -400,9 +400,8 @@ def missing_as_null(labels: pd.Index, inverse: np.ndarray) -> tuple[pd.Index, np
     >>> labels.tolist(), inverse.tolist()
     (['[1, 2]', '3'], [-1, 0, 1])
     """
-    # One vectorized comparison: a lookup would hash every label first.
-    hits = np.flatnonzero(np.asarray(labels == MISSING_LABEL, dtype=bool)) \
-        if len(labels) else ()
+    # A comparison, not get_indexer: that builds a hash table of every label first.
+    hits = np.flatnonzero(np.asarray(labels == MISSING_LABEL, dtype=bool))
     if not len(hits):
         return labels, inverse
     at = int(hits[0])

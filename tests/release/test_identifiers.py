@@ -207,6 +207,9 @@ def test_cli_refuses_in_one_line_and_drop_or_allow_unique_let_it_through(tmp_pat
     pd.Series([np.nan, "x"] + [np.nan] * 3000, dtype=object),
     pd.Series(pd.Categorical(["b", None, "a", "b"] * 700, categories=["a", "b", "c"])),
     pd.Series(["a", 1, "b", 2.5, None] * 600, dtype=object),
+    # Text of every storage, hashed as Python objects.
+    pd.Series([f"é{i}日" for i in range(2500)] + ["", None], dtype="string[python]"),
+    pd.Series([f"é{i}日" for i in range(2500)] + ["", None], dtype="str"),
 ])
 @pytest.mark.parametrize("numpy_has_bitwise_count", [True, False])
 def test_dask_sketch_registers_are_dasks_own(values, numpy_has_bitwise_count, monkeypatch):
@@ -221,6 +224,18 @@ def test_dask_sketch_registers_are_dasks_own(values, numpy_has_bitwise_count, mo
     if not numpy_has_bitwise_count:
         monkeypatch.delattr(np, "bitwise_count", raising=False)
     assert np.array_equal(_registers(values), expected)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=12)), min_size=1, max_size=300))
+def test_a_writers_dictionary_gives_the_rows_registers(words):
+    """A write task sketches an encoded text column from its dictionary (its distinct
+    values, missing left out, ``distinct=True``): the registers of its every row."""
+    from dmondrian.release.identifiers import _registers
+
+    rows = pd.Series(words, dtype="str")
+    dictionary = pd.Series(rows.dropna().unique(), dtype="str")
+    assert np.array_equal(_registers(dictionary, distinct=True), _registers(rows))
 
 
 def test_a_filtered_frame_is_anonymized_and_keeps_its_index():
