@@ -164,8 +164,7 @@ class IdentifyingColumn:
 
     def message(self) -> str:
         """The warning's text: what singles out rows and what to do about it."""
-        what = (f"the index ({self.column!r})" if self.is_index
-                else f"column {self.column!r}")
+        what = f"the index ({self.column!r})" if self.is_index else f"column {self.column!r}"
         measured = _why(self)
         fix = ("write no index (write_index=False)" if self.is_index
                else f"remove it (identifiers=[{self.column!r}], --drop {self.column})")
@@ -508,10 +507,6 @@ def _caller_level() -> int:
     return level
 
 
-def _listed(names) -> str:
-    return ", ".join(map(str, names))
-
-
 def refusal_message(found: list[IdentifyingColumn]) -> str:
     """One line naming every column of ``found``, what it singles out, and the ways out.
 
@@ -528,7 +523,7 @@ def refusal_message(found: list[IdentifyingColumn]) -> str:
         parts.append(f"column {columns[0].column!r} unchanged: it singles out rows "
                      f"({_why(columns[0])})")
     elif columns:
-        parts.append(f"columns {_listed(repr(f.column) for f in columns)} unchanged: they "
+        parts.append(f"columns {', '.join(repr(f.column) for f in columns)} unchanged: they "
                      "single out rows (" + "; ".join(f"{f.column!r}: {_why(f)}" for f in columns)
                      + ")")
     if index:

@@ -51,7 +51,6 @@ def identifying_parts(table, released_as_is, allow=()) -> tuple[list, callable]:
     sketches = [delayed(distinct_sketch, pure=True)(p, checked)
                 for p in table[checked].to_delayed(optimize_graph=True)]
     (merged,) = dask.compute(delayed(merge_distinct, pure=True)(*sketches))
-    found = estimate_identifying(merged).resolve(
-        lambda unsure: unique_rows(table, unsure))
+    found = estimate_identifying(merged).resolve(lambda unsure: unique_rows(table, unsure))
     return [], lambda _: found
 

@@ -262,8 +262,7 @@ def _shares(codes: np.ndarray, combos: np.ndarray, repeated: int,
     return share, _share(shuffled, combos, repeated)
 
 
-def new_tuple_share(df: pd.DataFrame, column, qis,
-                    qi_codes=None) -> tuple[float, float, int, int]:
+def new_tuple_share(df: pd.DataFrame, column, qis, qi_codes=None) -> tuple[float, float, int, int]:
     """``(share, shuffled, distinct, repeated)`` of ``column`` on a sample of whole values.
 
     ``share`` is, over the sampled values covering two rows or more, the

@@ -191,8 +191,7 @@ def _grouped(lo, hi, missing, j: int):
     triples, packed, idx_bits, exact = _labels.pack_triples(lo, hi, missing, j)
     packed.sort()
     n = len(lo)
-    inverse, u_lo, u_hi, u_missing, ok = _labels.group_packed(n, triples, packed, idx_bits,
-                                                              exact)
+    inverse, u_lo, u_hi, u_missing, ok = _labels.group_packed(n, triples, packed, idx_bits, exact)
     if not ok:
         triples = triples[np.lexsort(triples[:, 2::-1].T)]
         # Exact words again: each triple's rank in lexsort order.
@@ -219,8 +218,7 @@ def _format_labels(qi: EncodedQI, u_lo, u_hi, u_missing) -> tuple[np.ndarray, np
         # Names, tz-aware datetimes, unusual units: the strings of the distinct
         # bounds, made in Python, and the bounds as indices into them.
         present = u_lo != K.MISSING_KEY
-        values, idx = np.unique(np.concatenate([u_lo[present], u_hi[present]]),
-                                return_inverse=True)
+        values, idx = np.unique(np.concatenate([u_lo[present], u_hi[present]]), return_inverse=True)
         u_lo, u_hi = u_lo.copy(), u_hi.copy()
         u_lo[present], u_hi[present] = np.split(idx, 2)
         table = _utf8_table(qi.spec.bound_strings(qi, values))
@@ -337,8 +335,7 @@ def _node_labels(qi: EncodedQI, j: int, stats, sorted_row) -> tuple[pd.Index, np
     lo, hi = stats[1][:, j], stats[2][:, j]
     first, inverse = _distinct_rows(lo, hi)
     h = qi.hierarchy
-    labels = np.asarray([h.labels[h.lca_node(int(lo[i]), int(hi[i]))] for i in first],
-                        dtype=object)
+    labels = np.asarray([h.labels[h.lca_node(int(lo[i]), int(hi[i]))] for i in first], dtype=object)
     return _distinct_labels(labels, inverse)
 
 
@@ -381,13 +378,6 @@ def _code_dtype(n_labels: int):
         if n_labels < bound:
             return dtype
     return np.int64
-
-
-def _label_dtype(labels: pd.Index) -> pd.CategoricalDtype:
-    # The labels are distinct and never missing by construction; pandas'
-    # public constructor would check that again by hashing every label as a
-    # Python string.
-    return categorical_dtype(labels)
 
 
 def missing_as_null(labels: pd.Index, inverse: np.ndarray) -> tuple[pd.Index, np.ndarray]:
@@ -435,7 +425,7 @@ def expand_labels(labels: pd.Index, inverse: np.ndarray, class_of_row: np.ndarra
     """
     labels, inverse = missing_as_null(labels, inverse)
     codes = np.take(np.asarray(inverse).astype(_code_dtype(len(labels))), class_of_row)
-    return pd.Categorical.from_codes(codes, dtype=_label_dtype(labels), validate=False)
+    return pd.Categorical.from_codes(codes, dtype=categorical_dtype(labels), validate=False)
 
 
 def expand_label_columns(columns: list, class_of_row: np.ndarray) -> list:
@@ -475,6 +465,6 @@ def expand_label_columns(columns: list, class_of_row: np.ndarray) -> list:
         codes = np.empty((len(group), len(class_of_row)), dtype=dtype)
         K.gather_codes(class_of_row, table, codes)
         for row, j in enumerate(group):
-            out[j] = pd.Categorical.from_codes(codes[row], dtype=_label_dtype(columns[j][0]),
+            out[j] = pd.Categorical.from_codes(codes[row], dtype=categorical_dtype(columns[j][0]),
                                                validate=False)
     return out

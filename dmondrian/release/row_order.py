@@ -134,8 +134,7 @@ def rows_digest(frame: pd.DataFrame) -> int:
     """
     n = len(frame)
     if n > _DIGEST_ROWS:
-        frame = _used_categories(frame.iloc[np.linspace(0, n - 1, _DIGEST_ROWS)
-                                            .astype(np.int64)])
+        frame = _used_categories(frame.iloc[np.linspace(0, n - 1, _DIGEST_ROWS).astype(np.int64)])
     rows = pd.util.hash_pandas_object(frame, index=False).to_numpy(np.uint64)
     digest = hashlib.blake2b(np.ascontiguousarray(rows).astype("<u8").tobytes(),
                              digest_size=8, person=b"dmondrian-rows")
