@@ -177,8 +177,7 @@ def _chunk_encoder(series: pd.Series, qi):
 
         def lookup(a, b, out):
             at = 0
-            for offsets, data, bits, bit_offset, chunk in arrow_string_chunks(
-                    text.slice(a, b - a)):
+            for offsets, data, bits, bit_offset, chunk in arrow_string_chunks(text.slice(a, b - a)):
                 lookup_strings(offsets, data, bits, bit_offset, vdata, voff, missing,
                                out[at:at + len(chunk)], _NO_COUNTS)
                 at += len(chunk)
@@ -584,5 +583,4 @@ def summed_qis(plan) -> list:
     """The QIs whose per-node sums the summary needs (numeric ones, for means)."""
     if plan.options["generalization"] != "mean":
         return []
-    return [j for j in range(len(plan.encodings))
-            if plan.kernel_kinds[j] in (KIND_INT, KIND_FLOAT)]
+    return [j for j in range(len(plan.encodings)) if plan.kernel_kinds[j] in (KIND_INT, KIND_FLOAT)]

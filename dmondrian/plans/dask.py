@@ -77,13 +77,9 @@ class _Placer(Placing):
     def __init__(self, plan):
         self.encodings, self.kernel_kinds = plan.encodings, plan.kernel_kinds
         self.options, self.sensitive, self.k = plan.options, plan.sensitive, plan.k
-        self._lift = plan.lift_tables
-        self.tree = plan.tree if self._lift is None else _Shape(
+        self.lift_tables = plan.lift_tables
+        self.tree = plan.tree if self.lift_tables is None else _Shape(
             plan.tree.n_nodes, SimpleNamespace(has_ties=plan.tree.cuts.has_ties))
-
-    @property
-    def lift_tables(self):
-        return self._lift
 
 
 @dataclass
@@ -123,8 +119,7 @@ def _count(df: pd.DataFrame, plan, offset, threads=None, keep=False):
     # A worker's share of its host's cores: its tasks run side by side with others'.
     with thread_limit(threads):
         placed = plan.place(df, positions)
-        summary = summarize_batch(plan, placed, plan.sensitive_codes(df),
-                                  plan.entity_values(df))
+        summary = summarize_batch(plan, placed, plan.sensitive_codes(df), plan.entity_values(df))
     if not keep:
         return summary, None
     return summary, pd.Series(placed.node.astype(node_dtype(plan.tree.n_nodes)),
@@ -203,11 +198,10 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
     try:
         _check_partitions(ddf, cluster_client)
         threads = cores_per_worker(cluster_client)
-        counted = _count_pass(plan, placer, ddf, cluster_client, threads, keep, progress,
-                              checked)
+        counted = _count_pass(plan, placer, ddf, cluster_client, threads, keep, progress, checked)
     finally:
         release_client(owned)
-    _refuse_empty(counted)
+    refuse_empty(counted.summary.count.sum())
     frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary), counted,
                              cluster_client, threads)
     return _as_release(frame, plan, ddf)
@@ -303,7 +297,7 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
             counts, domains = _measure or (None, None)
             counted = _count_pass(plan, placer, ddf, cluster_client, threads, True,
                                   progress, [], domains)
-            _refuse_empty(counted)
+            refuse_empty(counted.summary.count.sum())
             frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary),
                                      counted, cluster_client, threads)
             labels, dictionary = _written_columns(frame._meta, plan)
@@ -374,10 +368,6 @@ def _check_partitions(ddf, client) -> None:
     lengths = known_partition_lengths(ddf)
     if lengths:
         check_partitions_fit(measure_workers(client), lengths, least_row_bytes(ddf._meta))
-
-
-def _refuse_empty(counted) -> None:
-    refuse_empty(counted.summary.count.sum())
 
 
 @dataclass
@@ -487,7 +477,10 @@ def _publishing_pass(plan, placer, ddf, release, counted: _Counted, client, thre
         client.cancel(counted.kept)  # (never seen) parts that do not pair: place again
     if counted.offsets is not None:
         return _publish_at_offsets(ddf, plan_d, classes, counted.offsets, threads, meta)
-    return _publish_placing_again(ddf, plan_d, classes, threads, meta)
+    # Each partition placed again: without ties a row's node does not depend on its
+    # position, so any partitioning pairs; one copy of the plan and the classes in the
+    # graph, not one per task.
+    return ddf.map_partitions(_publish, plan_d, classes, None, threads, meta=meta)
 
 
 def _publish_from_kept(plan, ddf, kept, classes, meta):
@@ -524,13 +517,6 @@ def _publish_at_offsets(ddf, plan_d, classes, offsets, threads, meta):
                                for i, p in enumerate(parts)], meta, ddf.divisions)
 
 
-def _publish_placing_again(ddf, plan_d, classes, threads, meta):
-    """Each partition placed again: without ties a row's node does not depend on its
-    position, so any partitioning pairs."""
-    # One copy of the plan and the classes in the graph, not one per task.
-    return ddf.map_partitions(_publish, plan_d, classes, None, threads, meta=meta)
-
-
 def _as_release(frame, plan, source):
     """``frame``, the plan's lazy release, as an
     :class:`~dmondrian._dask.lazy_frame.AnonymizedFrame` whose ``to_parquet`` writes
@@ -559,7 +545,7 @@ def _as_release(frame, plan, source):
         sink = constant(ParquetSink.create(path, meta, labels, write_options, storage_options,
                                            dictionary_columns=dictionary), "sink")
         parts = partitions(frame)
-        task = delayed(_write_partition, pure=True)
+        task = delayed(ParquetSink.write, pure=True)
         return [task(sink, p, i) for i, p in enumerate(parts)]
 
     return AnonymizedFrame(frame.expr, labels, dictionary, write, index_check=partial(
@@ -574,8 +560,4 @@ def _written_columns(meta: pd.DataFrame, plan) -> tuple[list, list]:
     labels = [q for q in plan.qis if isinstance(meta[q].dtype, pd.CategoricalDtype)]
     class_column = plan.options["class_column"]
     return labels, [] if class_column is None else [class_column]
-
-
-def _write_partition(sink, frame: pd.DataFrame, number: int) -> int:
-    return sink.write(frame, number)
 

@@ -80,8 +80,7 @@ def _fit_leaves(df, top, k_fit, trim, edges, whole, lift_cost=None) -> list:
     from ..partition.routing import leaf_order
 
     positions = df.index.to_numpy(dtype=np.int64)
-    order, ids, starts, _ = leaf_order(df[LEAF].to_numpy(dtype=np.int64), positions,
-                                       top.n_leaves)
+    order, ids, starts, _ = leaf_order(df[LEAF].to_numpy(dtype=np.int64), positions, top.n_leaves)
     d = top.domain.d
     keys = np.empty((d, len(order)), dtype=np.int64)
     for j, (name, offset, step) in enumerate(zip(key_names(d), top.key_offsets,
@@ -257,8 +256,7 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
         raise ParameterError("mode", "a plan fitted on a dask DataFrame cuts strictly (a "
                                      "relaxed cut splits ties by input position, which the "
                                      "shuffle does not keep): use mode='strict'")
-    if batch_rows is not None and (not isinstance(batch_rows, (int, np.integer))
-                                   or batch_rows < 1):
+    if batch_rows is not None and (not isinstance(batch_rows, (int, np.integer)) or batch_rows < 1):
         raise ParameterError("batch_rows", f"batch_rows must be a positive integer, got "
                                            f"{batch_rows!r}")
     cluster_client, owned = resolve_client(client)
@@ -285,8 +283,7 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
         fit = delayed(_fit_leaves, pure=True)
         spec = constant(top, "plan")
         cost = lift_cost if trim > 1 else None
-        parts = [fit(p, spec, k_fit, trim, edges, whole, cost)
-                 for p in partitions(shuffled)]
+        parts = [fit(p, spec, k_fit, trim, edges, whole, cost) for p in partitions(shuffled)]
         pieces = run(cluster_client, parts, progress, "pass: fit every leaf")
     finally:
         release(owned)

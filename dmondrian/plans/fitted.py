@@ -10,6 +10,7 @@ node and one label per class: no partitioning.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -90,8 +91,7 @@ class FittedPlan(Placing):
         self.constraints = list(constraints)
         self.trim = int(trim)
         self.lift_cost = None if lift_cost is None else float(lift_cost)
-        self.kernel_kinds = np.asarray([qi.kernel_kind for qi in self.encodings],
-                                       dtype=np.int64)
+        self.kernel_kinds = np.asarray([qi.kernel_kind for qi in self.encodings], dtype=np.int64)
 
     @property
     def privacy(self):
@@ -102,23 +102,19 @@ class FittedPlan(Placing):
                               self.sensitive.n_codes, self.sensitive.ordered,
                               distribution=self.sensitive.distribution())
 
-    @property
+    @cached_property
     def lift_tables(self):
         """The compiled lift's arrays (:func:`.packed.lift_tables`), made once."""
-        if "_lift" not in self.__dict__:
-            self.__dict__["_lift"] = lift_tables(self)
-        return self.__dict__["_lift"]
+        return lift_tables(self)
 
     def __getstate__(self):
         # The lift's arrays are made again where the plan is used.
-        return {k: v for k, v in self.__dict__.items() if k not in ("_lift", "_depth")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("lift_tables", "depth")}
 
-    @property
+    @cached_property
     def depth(self) -> np.ndarray:
         """Every node's depth, computed once."""
-        if "_depth" not in self.__dict__:
-            self.__dict__["_depth"] = node_depths(self.tree.parent)
-        return self.__dict__["_depth"]
+        return node_depths(self.tree.parent)
 
     @property
     def n_leaves(self) -> int:
@@ -371,8 +367,7 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     options = plan_fit_options(options)
     opts = check_options(df.columns, quasi_identifiers, k, index_name=df.index.name, **options)
     refuse_empty(len(df), "fit")
-    if batch_rows is not None and (not isinstance(batch_rows, (int, np.integer))
-                                   or batch_rows < 1):
+    if batch_rows is not None and (not isinstance(batch_rows, (int, np.integer)) or batch_rows < 1):
         raise ParameterError("batch_rows", f"batch_rows must be a positive integer, got "
                                            f"{batch_rows!r}")
     table = df.drop(columns=opts.identifiers) if opts.identifiers else df
@@ -381,8 +376,7 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     k_fit = (fit_k(opts.k, len(table), batch_rows, None if entity is None
                    else entity.n_entities) if fit_k_ is None else max(opts.k, fit_k_))
     trim = fit_trim(len(table), batch_rows) if trim is None else trim
-    constraints = [KAnonymity(k_fit) if isinstance(c, KAnonymity) else c
-                   for c in opts.constraints]
+    constraints = [KAnonymity(k_fit) if isinstance(c, KAnonymity) else c for c in opts.constraints]
     for cst in constraints:
         cst.check_table(len(table))
     sens = None
@@ -415,7 +409,7 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
                 identifiers=list(opts.identifiers), allow_unique=list(opts.allow_unique),
                 class_column=opts.class_column, l_kind=options.get("l_kind") or "distinct",
                 entity=opts.entity)
-    encodings = [_without_keys(qi) for qi in encoded]
+    encodings = [replace(qi, keys=np.zeros(0, dtype=np.int64)) for qi in encoded]
     return FittedPlan(opts.qis, opts.k, k_fit, batch_rows, len(table), kept, encodings, tree,
                       sens, [c for c in opts.constraints if not isinstance(c, KAnonymity)],
                       trim, lift_cost if trim > 1 else None)
@@ -483,8 +477,7 @@ def own_bounds(plan, df, node, class_of_node, nodes, gain: float = -1.0) -> OwnB
             seen[placed.rows[placed.outside.unseen[j]]] = False
         if plan.kernel_kinds[j] == KIND_NOMINAL:
             pairs = np.unique(at[seen] * plan.encodings[j].card + keys[seen])
-            codes[j] = (classes[pairs // plan.encodings[j].card],
-                        pairs % plan.encodings[j].card)
+            codes[j] = (classes[pairs // plan.encodings[j].card], pairs % plan.encodings[j].card)
             continue
         present = seen & (keys != MISSING_KEY)
         np.minimum.at(lo[:, j], at[present], keys[present])
@@ -510,8 +503,7 @@ def _saving(plan, nodes, own: OwnBounds) -> np.ndarray:
         if plan.kernel_kinds[j] == KIND_NOMINAL:
             packed, card = tree.codes[j]
             fitted = np.bincount(packed // card, minlength=tree.n_nodes)[nodes]
-            held = np.bincount(np.searchsorted(own.classes, own.codes[j][0]),
-                               minlength=len(nodes))
+            held = np.bincount(np.searchsorted(own.classes, own.codes[j][0]), minlength=len(nodes))
             saving += (np.maximum(fitted - 1, 0) - np.maximum(held - 1, 0)) / max(card - 1, 1)
         elif qi.spec.label_shape == "range":
             saving += (_widths(plan, j, tree.lo[nodes, j], tree.hi[nodes, j])
@@ -535,7 +527,3 @@ def _widths(plan, j, lo, hi) -> np.ndarray:
     if span > 0:
         w[ok] = np.clip((value(hi[ok]) - value(lo[ok])) / span, 0, 1)
     return w
-
-
-def _without_keys(qi):
-    return replace(qi, keys=np.zeros(0, dtype=np.int64))

@@ -45,8 +45,7 @@ def packed_tree(cuts):
     """
     qi, left, right = cuts.qi, cuts.left, cuts.right
     m = qi.shape[0]
-    if (qi.max(initial=0) > 255 or cuts.ranks.shape[0] >= (1 << 23)
-            or m >= (1 << 31) - 1):
+    if qi.max(initial=0) > 255 or cuts.ranks.shape[0] >= (1 << 23) or m >= (1 << 31) - 1:
         return None
     order, height = line_order(qi, left, right, LINE_PAIRS)
     if order.size != m:

@@ -71,8 +71,7 @@ class People:
         both, uniques = pd.factorize(self.uniques.append(other.uniques))
         a = len(self.uniques)
         code = np.concatenate([both[:a][self.code], both[a:][other.code]])
-        value = (None if self.value is None
-                 else np.concatenate([self.value, other.value]))
+        value = None if self.value is None else np.concatenate([self.value, other.value])
         return _distinct(np.concatenate([self.node, other.node]), code, pd.Index(uniques),
                          value, self.n_values, self.cap)
 
@@ -124,8 +123,7 @@ def _capped(node, code, uniques, cap) -> People:
     rank = np.arange(node.size) - np.repeat(starts, np.diff(np.r_[starts, node.size]))
     keep = order[rank < cap]
     code, named = pd.factorize(code[keep])
-    return People(node[keep], code.astype(np.int64, copy=False), uniques[named], None, 1,
-                  cap)
+    return People(node[keep], code.astype(np.int64, copy=False), uniques[named], None, 1, cap)
 
 
 def _stats(node, pair, people: People):

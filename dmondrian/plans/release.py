@@ -204,8 +204,7 @@ def decide(plan, summary: BatchSummary, own=None) -> Release:
     counts = np.bincount(class_of_node[landed], weights=summary.count[landed],
                          minlength=len(nodes)).astype(np.int64)
     own = None if own is None else own(class_of_node, nodes)
-    return Release(class_of_node, nodes, counts,
-                   *_values(plan, summary, class_of_node, nodes, own))
+    return Release(class_of_node, nodes, counts, *_values(plan, summary, class_of_node, nodes, own))
 
 
 def _values(plan, summary: BatchSummary, class_of_node, nodes, own=None):
@@ -316,8 +315,7 @@ def published_columns(release: Release, node: np.ndarray, class_column=None) -> 
     node = np.ascontiguousarray(node, dtype=np.int64)
     # Nodes no row landed in have no class; their entries are never read.
     cls = np.maximum(release.class_of_node, 0)
-    labelled = [j for j, (values, _) in enumerate(release.values)
-                if isinstance(values, pd.Index)]
+    labelled = [j for j, (values, _) in enumerate(release.values) if isinstance(values, pd.Index)]
     columns = dict(zip(labelled, expand_label_columns(
         [(release.values[j][0], np.asarray(release.values[j][1])[cls]) for j in labelled],
         node), strict=True))

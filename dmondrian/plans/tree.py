@@ -403,8 +403,7 @@ class _Builder:
             card = int(cards[j])
             nodes, code = np.nonzero(m)
             codes[j] = (nodes.astype(np.int64) * card + code, card)
-        return PlanTree(cuts, self.parent[:n].copy(), count, lo, hi, missing, total, present,
-                        codes)
+        return PlanTree(cuts, self.parent[:n].copy(), count, lo, hi, missing, total, present, codes)
 
 
 def abut_cut_sides(tree: PlanTree, encodings) -> None:
