@@ -129,8 +129,7 @@ def back_columns(layout: BackLayout, top, release_meta: pd.DataFrame) -> dict:
     return out
 
 
-def encode_back(layout: BackLayout, top, encoded, part, rows_hidden, values: dict,
-                n: int) -> dict:
+def encode_back(layout: BackLayout, top, encoded, part, rows_hidden, values: dict, n: int) -> dict:
     """Every row's published values as they travel back (rows in the leaves' order).
 
     ``part`` is the partition of the output partition's rows (the suppressed

@@ -37,8 +37,7 @@ def carried(qis, columns, travel=None) -> tuple[list, list, list]:
     ([2], ['__dm_c2'], ['pay'])
     """
     qis = set(qis)
-    at = [i for i, c in enumerate(columns)
-          if c not in qis and (travel is None or c in travel)]
+    at = [i for i, c in enumerate(columns) if c not in qis and (travel is None or c in travel)]
     return at, [f"__dm_c{i}" for i in at], [columns[i] for i in at]
 
 

@@ -49,8 +49,7 @@ def _merge_counts(*parts, k: int):
     """Sum the row counts; unite the entity ids, ``k`` kept per leaf."""
     if not isinstance(parts[0], tuple):
         return sum_arrays(*parts)
-    return (sum_arrays(*(p[0] for p in parts)),
-            merge_smallest(*(p[1] for p in parts), k=k))
+    return (sum_arrays(*(p[0] for p in parts)), merge_smallest(*(p[1] for p in parts), k=k))
 
 
 def _subtrees(tree: CutTree, counts: np.ndarray):
@@ -107,8 +106,7 @@ def settle(counts: np.ndarray, top: TopPlan, oversized_ok: bool = False) -> Verd
         undone += 1
         root[first[i]:last[i] + 1] = first[i]
         depth[first[i]:last[i] + 1] = level
-    per_partition = np.bincount(partition_of, weights=counts,
-                                minlength=len(top.output_partitions))
+    per_partition = np.bincount(partition_of, weights=counts, minlength=len(top.output_partitions))
     planned = max(top.output_partition_rows, top.leaf_rows)
     if per_partition.max() > 2 * planned and not oversized_ok:
         raise Recount(f"an output partition holds {int(per_partition.max())} rows, "

@@ -139,8 +139,7 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
             # One pass for the bounds and the missing count (numpy's mask, copy,
             # min and max would make five).
             plain = spec.encode(s).keys, False
-            missing[j] = _key_bounds(plain[0][None, :], MISSING_KEY, lo[j:j + 1],
-                                     hi[j:j + 1])[0]
+            missing[j] = _key_bounds(plain[0][None, :], MISSING_KEY, lo[j:j + 1], hi[j:j + 1])[0]
         if lo[j] != MISSING_KEY:
             step[j] = _int64_step(_key_step(plain[0], lo[j], plain[1]))
     take, prio = sample_below(partition, len(df), rate, seed=1)
@@ -244,8 +243,7 @@ def _few_string_counts(values, labels: list) -> pd.Series | None:
     vdata, voff = value_table(labels)
     counts = np.zeros(len(labels), dtype=np.int64)
     for offsets, data, bits, bit_offset, _ in arrow_string_chunks(values):
-        if lookup_strings(offsets, data, bits, bit_offset, vdata, voff, -1, _NO_CODES,
-                          counts) >= 0:
+        if lookup_strings(offsets, data, bits, bit_offset, vdata, voff, -1, _NO_CODES, counts) >= 0:
             return None
     return pd.Series(counts, index=pd.Index(labels, dtype=object), name="count")
 

@@ -87,8 +87,7 @@ def _partition_triples(df, partition_number, tree, domain, sens: SensitiveDomain
     triples = triples.drop_duplicates(["leaf", "code", "entity"])
     groups = triples.groupby("bucket", sort=False).indices
     empty = triples.iloc[:0, :3]
-    return tuple(triples.iloc[groups[b], :3] if b in groups else empty
-                 for b in range(n_buckets))
+    return tuple(triples.iloc[groups[b], :3] if b in groups else empty for b in range(n_buckets))
 
 
 def _bucket_counts(*parts, paths, n_nodes, n_values):

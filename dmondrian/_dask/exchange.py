@@ -202,8 +202,7 @@ def _columns_bytes(meta: pd.DataFrame, columns) -> float:
     return total
 
 
-def published_meta(release_meta: pd.DataFrame, top: TopPlan, n_partitions: int
-                   ) -> pd.DataFrame:
+def published_meta(release_meta: pd.DataFrame, top: TopPlan, n_partitions: int) -> pd.DataFrame:
     """The empty frame of :func:`publish_output_partition`: each row's codes
     (:mod:`.back_codes`) and input partition (of ``n_partitions``), indexed by leaf.
 
@@ -337,8 +336,7 @@ def _merge_numbered(df, back, number: pd.DataFrame, top, meta):
     return merge_input_partition(df, back, top, meta, int(number["number"].iloc[0]))
 
 
-def write_keys(ddf, top: TopPlan, sink, shuffle_method, release_meta,
-               oversized_ok: bool = False):
+def write_keys(ddf, top: TopPlan, sink, shuffle_method, release_meta, oversized_ok: bool = False):
     """Write a plan's release on the keys path: input partition ``i`` anonymized, as
     ``part.<i>``, by the task that read it.
 

@@ -85,11 +85,6 @@ class GlobalDomain:
             idx = self._indexes[j] = pd.Index(self.categories[j], dtype=object)
         return idx
 
-    def kernel_cards(self) -> np.ndarray:
-        """Code cardinality the kernel is given for every QI (0: none)."""
-        return np.asarray([spec.kernel_card(int(self.slots[j]))
-                           for j, spec in enumerate(self.specs)], dtype=np.int64)
-
     def keys_into(self, j: int, series: pd.Series, out: np.ndarray) -> None:
         """Global keys of QI ``j``'s column (one partition's) into ``out``."""
         cats = self.categories[j]

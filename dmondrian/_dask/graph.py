@@ -23,8 +23,7 @@ def tree_reduce(items, merge):
 
     merge_d = delayed(merge, pure=True)
     while len(items) > 1:
-        items = [merge_d(*items[i:i + SPLIT_EVERY])
-                 for i in range(0, len(items), SPLIT_EVERY)]
+        items = [merge_d(*items[i:i + SPLIT_EVERY]) for i in range(0, len(items), SPLIT_EVERY)]
     return items[0]
 
 

@@ -247,8 +247,7 @@ def _publish_codes(frame, encoded, part, privacy, ids, starts, top) -> dict:
         values[opts.qis[j]] = qi.spec.summary_column(
             qi, pd.api.extensions.take(v, at, allow_fill=True))
     if opts.noise:
-        shown = (np.arange(n) if hidden is None or result.masked
-                 else np.flatnonzero(~hidden))
+        shown = np.arange(n) if hidden is None or result.masked else np.flatnonzero(~hidden)
         noised = pd.DataFrame(index=pd.RangeIndex(len(shown)))
         _add_noise(noised, frame, part, ids, starts, top, result)
         for column in noised.columns:
@@ -263,8 +262,7 @@ def _publish_codes(frame, encoded, part, privacy, ids, starts, top) -> dict:
     return encode_back(layout, top, encoded, published, hidden, values, n)
 
 
-def _back_frame(codes: dict, routed: pd.DataFrame, order: np.ndarray, top: TopPlan
-                ) -> pd.DataFrame:
+def _back_frame(codes: dict, routed: pd.DataFrame, order: np.ndarray, top: TopPlan) -> pd.DataFrame:
     """What an output partition sends back: its rows' codes, by input partition, then
     leaf, then input order, indexed by leaf; each row's input partition in ``PARTITION``.
 
@@ -335,8 +333,7 @@ def _class_ids(class_of_row, part, ids, starts, n) -> np.ndarray:
     """Class ids unique over the table: the leaf id, then the class's rank in its leaf."""
     first = part.stats[0][starts]
     run = np.repeat(np.arange(len(ids)), np.diff(np.append(starts, n)))
-    return ((np.asarray(ids, dtype=np.int64)[run] << np.int64(32))
-            + class_of_row - first[run])
+    return (np.asarray(ids, dtype=np.int64)[run] << np.int64(32)) + class_of_row - first[run]
 
 
 def _publish_suppressed(frame, encoded, part, privacy, ids, starts, top):

@@ -98,8 +98,7 @@ def check_object_qis(ddf, qis) -> None:
         Naming the column and the Arrow type to give it.
     """
     meta = ddf._meta
-    objects = [q for q in qis
-               if isinstance(meta[q].dtype, np.dtype) and meta[q].dtype.kind == "O"]
+    objects = [q for q in qis if isinstance(meta[q].dtype, np.dtype) and meta[q].dtype.kind == "O"]
     if not objects or ddf.npartitions == 0:
         return
     head = ddf[objects].partitions[0].compute().head(_PEEK_ROWS)

@@ -78,5 +78,4 @@ def keep_diverse_cuts(nodes, leaf_hist: dict, sens: SensitiveDomain) -> None:
     leaf passes: the local engine then starts each leaf from a valid node.
     """
     ip, fp, q = sens.privacy.ip, sens.privacy.fp, sens.privacy.q
-    undo_failing_cuts(nodes, leaf_hist, np.add,
-                      lambda h: K.hist_ok(h, int(h.sum()), ip, fp, q))
+    undo_failing_cuts(nodes, leaf_hist, np.add, lambda h: K.hist_ok(h, int(h.sum()), ip, fp, q))

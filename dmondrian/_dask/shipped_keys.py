@@ -110,8 +110,7 @@ def narrow_keys(keys: np.ndarray, dtypes: list, offsets: list, names: list,
     """
     steps = [1] * len(dtypes) if steps is None else steps
     out = []
-    for row, dtype, offset, step, name in zip(keys, dtypes, offsets, steps, names,
-                                              strict=True):
+    for row, dtype, offset, step, name in zip(keys, dtypes, offsets, steps, names, strict=True):
         if dtype.itemsize == 8:
             out.append(row)
             continue
@@ -128,8 +127,7 @@ def gather_keys(shipped: np.ndarray, order: np.ndarray, out: np.ndarray, offset:
                 step: int = 1) -> None:
     """``out[i]`` = the int64 key of row ``order[i]`` of a shipped key column
     (``shipped * step + offset`` for a narrow one, the missing key for -1)."""
-    _gather_into(shipped, order, out, shipped.dtype.itemsize < 8, np.int64(offset),
-                 np.int64(step))
+    _gather_into(shipped, order, out, shipped.dtype.itemsize < 8, np.int64(offset), np.int64(step))
 
 
 def qi_encodings(domain: GlobalDomain, meta: pd.DataFrame) -> list[EncodedQI]:

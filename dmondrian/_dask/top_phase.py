@@ -136,8 +136,7 @@ def region_pass(client, ddf, opts, domain, nodes, leaves, cfg, progress, label):
     """One pass: every current leaf's exact summary, and a sample of the fresh ones."""
     from dask import delayed
 
-    rates = np.asarray([sample_rate(nodes[j].n, cfg) if nodes[j].fresh else 0.0
-                        for j in leaves])
+    rates = np.asarray([sample_rate(nodes[j].n, cfg) if nodes[j].fresh else 0.0 for j in leaves])
     inputs = constant(PassInputs(domain, flatten(nodes, leaves), rates), "cuts")
     sketch_d = delayed(region_sketch, pure=True)
     parts = column_partitions(ddf, opts.qis)

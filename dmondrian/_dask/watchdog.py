@@ -98,11 +98,6 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:,.0f} MiB"
 
 
-def _described(address: str, info: dict) -> PausedWorker:
-    return PausedWorker(address, info.get("name"), info.get("metrics", {}).get("memory"),
-                        info.get("memory_limit"))
-
-
 class _Watch:
     """The state of one watched wait: the last progress seen and when."""
 
@@ -159,8 +154,9 @@ class _Watch:
         restarted = self.restarted(workers)
         if restarted:
             raise WorkersRestartedError("", restarted, self.timeout)
-        paused = [_described(address, info) for address, info in workers.items()
-                  if info.get("status") == "paused"]
+        paused = [PausedWorker(address, info.get("name"), info.get("metrics", {}).get("memory"),
+                               info.get("memory_limit"))
+                  for address, info in workers.items() if info.get("status") == "paused"]
         now = time.monotonic()
         if remaining != self.remaining or movable or not paused:
             self.remaining, self.since = remaining, now
