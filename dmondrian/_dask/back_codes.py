@@ -1,17 +1,15 @@
 """The keys path's way back: every row's published values as compact codes, not text.
 
-An output partition publishes the rows of its leaves; on the keys path those
-values travel back to the rows' input partitions. A label does not travel as
-text: a range or hierarchy QI sends its class's key bounds (in the narrow type
-the QI's keys came in), a nominal QI of at most 64 codes its class's set of
-codes as a bitmask, and one flags word a row marks the range QIs' missing values
-and the suppressed rows. The input partition then labels the distinct bounds
-and sets among its rows with the local engine's own labelers
-(:func:`dmondrian.release.publish.bound_labels`, :func:`dmondrian.release.publish.mask_labels`):
-the same text, formatted once per distinct label of the file, written as a
-dictionary. Numbers published as numbers, noised values and class ids travel
-as they are; a nominal QI of more codes travels as text. See docs/design.md,
-section "Moving only keys".
+An output partition publishes the rows of its leaves; on the keys path those values travel back to
+the rows' input partitions. A label does not travel as text: a range or hierarchy QI sends its
+class's key bounds (in the narrow type the QI's keys came in), a nominal QI of at most 64 codes its
+class's set of codes as a bitmask, and one flags word a row marks the range QIs' missing values and
+the suppressed rows. The input partition then labels the distinct bounds and sets among its rows
+with the local engine's own labelers (:func:`dmondrian.release.publish.bound_labels`,
+:func:`dmondrian.release.publish.mask_labels`): the same text, formatted once per distinct label of
+the file, written as a dictionary. Numbers published as numbers, noised values and class ids travel
+as they are; a nominal QI of more codes travels as text. See docs/design.md, section "Moving only
+keys".
 """
 
 from __future__ import annotations
@@ -43,11 +41,10 @@ HIDDEN = 1
 class BackLayout:
     """What travels back for each published column (from the plan alone).
 
-    ``bounds``: QI positions whose classes' key bounds travel (range and
-    hierarchy labels), ``ranged`` those of them with a missing bit (range
-    labels); ``sets``: nominal QIs whose code sets travel as masks, with the
-    mask's type; ``text``: label QIs that travel as text; ``values``: the
-    columns that travel as they are (numbers, noise, class ids).
+    ``bounds``: QI positions whose classes' key bounds travel (range and hierarchy labels),
+    ``ranged`` those of them with a missing bit (range labels); ``sets``: nominal QIs whose code
+    sets travel as masks, with the mask's type; ``text``: label QIs that travel as text; ``values``:
+    the columns that travel as they are (numbers, noise, class ids).
     """
 
     bounds: tuple

@@ -74,10 +74,9 @@ def release(owned) -> None:
 def close_patiently(obj) -> None:
     """Close a client or a cluster; a shutdown that times out only warns.
 
-    Closing comes after the job: its results are computed and its files
-    written and checked. On a loaded host an embedded LocalCluster's workers
-    can take longer to stop than dask waits, and failing the finished job
-    for it would tell the user their release is lost when it is not. The
+    Closing comes after the job: its results are computed and its files written and checked. On a
+    loaded host an embedded LocalCluster's workers can take longer to stop than dask waits, and
+    failing the finished job for it would tell the user their release is lost when it is not. The
     worker processes are daemons, so they end with this process at the latest.
     """
     try:
@@ -183,10 +182,9 @@ def worker_memory_per_thread(client) -> float | None:
 def cores_per_worker(client) -> int | None:
     """Cores each worker process may use without oversubscribing its host, None if unknown.
 
-    Workers on one host share its cores: with two workers on two cores, a
-    task that starts its own thread pool (the OpenMP kernel, one call at a
-    time per worker) should use one core, not two. The smallest share over
-    the hosts.
+    Workers on one host share its cores: with two workers on two cores, a task that starts its own
+    thread pool (the OpenMP kernel, one call at a time per worker) should use one core, not two. The
+    smallest share over the hosts.
 
     Parameters
     ----------

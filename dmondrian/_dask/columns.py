@@ -1,9 +1,8 @@
 """The names of the columns the shuffle carries besides the input's own.
 
-Routing replaces every QI by its global key (see :mod:`.shipped_keys`),
-renames the other columns so that no input name can clash with these, and
-adds the leaf id, the output partition and, unless every input partition is
-indexed by its row positions, the input index. The rows' input positions
+Routing replaces every QI by its global key (see :mod:`.shipped_keys`), renames the other columns so
+that no input name can clash with these, and adds the leaf id, the output partition and, unless
+every input partition is indexed by its row positions, the input index. The rows' input positions
 travel as the index. See docs/design.md, section "Step 3: the shuffle".
 """
 

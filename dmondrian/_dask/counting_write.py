@@ -129,11 +129,10 @@ def _subtree_people(tree: CutTree, leaf: np.ndarray, ids: np.ndarray, k: int) ->
 def cuts_certain(tree: CutTree, partition_of_leaf: np.ndarray, root: Summary, k: int) -> bool:
     """Whether no exact count can undo a cut whose leaves lie in several output partitions.
 
-    The root's sample (the domain pass's) is rows of the table, routed here
-    as the shuffle pass routes them: the sample rows below a node are a lower
-    bound of its exact rows. A cut with ``k`` sample rows on each side is
-    allowed whatever the exact counts, so :func:`settle` can only undo cuts
-    inside one output partition, and never raises for a spanning one.
+    The root's sample (the domain pass's) is rows of the table, routed here as the shuffle pass
+    routes them: the sample rows below a node are a lower bound of its exact rows. A cut with ``k``
+    sample rows on each side is allowed whatever the exact counts, so :func:`settle` can only undo
+    cuts inside one output partition, and never raises for a spanning one.
 
     Parameters
     ----------
@@ -202,13 +201,12 @@ def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
                            oversized_ok: bool = False):
     """Write an uncounted plan: the shuffle pass counts its leaves exactly on the way.
 
-    Each input partition is routed once; its leaf counts are summed (tree
-    reduction) into a verdict (:func:`settle`) that every output partition
-    waits for. The counts are complete when the shuffle's inputs are, so no
-    output partition waits longer or holds more memory; it then checks what
-    it received against the exact counts, as after a counting pass.
-    ``oversized_ok`` (the lazy release's writer, which cannot start again)
-    writes a partition holding more rows than planned all the same.
+    Each input partition is routed once; its leaf counts are summed (tree reduction) into a verdict
+    (:func:`settle`) that every output partition waits for. The counts are complete when the
+    shuffle's inputs are, so no output partition waits longer or holds more memory; it then checks
+    what it received against the exact counts, as after a counting pass. ``oversized_ok`` (the lazy
+    release's writer, which cannot start again) writes a partition holding more rows than planned
+    all the same.
 
     Returns
     -------
@@ -229,11 +227,10 @@ def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
 def anonymize_counting(ddf, top: TopPlan, shuffle_method):
     """The lazy result of an uncounted plan whose cuts are certain (:func:`cuts_certain`).
 
-    As :func:`write_parquet_counting`, each output partition anonymized on
-    the verdict of the counts taken in the shuffle pass, as a dask DataFrame
-    (:func:`~.leaves.anonymize_output_partition`). A partition holding more
-    rows than planned is anonymized all the same: the lazy result has no
-    pass to start again.
+    As :func:`write_parquet_counting`, each output partition anonymized on the verdict of the counts
+    taken in the shuffle pass, as a dask DataFrame (:func:`~.leaves.anonymize_output_partition`). A
+    partition holding more rows than planned is anonymized all the same: the lazy result has no pass
+    to start again.
 
     Returns
     -------

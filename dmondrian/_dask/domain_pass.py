@@ -1,11 +1,10 @@
 """Step 1, the domain pass: one pass over all partitions for every QI's global domain.
 
-Each partition yields a mergeable :class:`DomainSketch` (row count, key
-bounds and steps, value counts, missing counts, a uniform row sample); the client turns
-the merged sketch into the :class:`~.global_domain.GlobalDomain` (codes,
-scales) and the root region's exact :class:`~.sketch.Summary`, so the first
-cut needs no second pass. The pass also fixes the leaf size. See
-docs/design.md, section "Step 1: the domain pass".
+Each partition yields a mergeable :class:`DomainSketch` (row count, key bounds and steps, value
+counts, missing counts, a uniform row sample); the client turns the merged sketch into the
+:class:`~.global_domain.GlobalDomain` (codes, scales) and the root region's exact
+:class:`~.sketch.Summary`, so the first cut needs no second pass. The pass also fixes the leaf size.
+See docs/design.md, section "Step 1: the domain pass".
 """
 
 from __future__ import annotations
@@ -82,12 +81,10 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
                   sample_size: int, rate: float = 1.0, kernel_kinds=None) -> DomainSketch:
     """Domain sketch of one partition (``df`` holds at least the QI columns).
 
-    The sample holds the rows whose priority
-    (:func:`~dmondrian.partition.routing.row_priority`, seed 1) is below ``rate``; past
-    ``sample_size`` rows, the ``sample_size`` smallest priorities. Merged
-    sketches keep the same rule, so the merged sample is uniform: the rows
-    below ``rate`` if at most ``sample_size`` are, else the ``sample_size``
-    smallest priorities over the whole table.
+    The sample holds the rows whose priority (:func:`~dmondrian.partition.routing.row_priority`,
+    seed 1) is below ``rate``; past ``sample_size`` rows, the ``sample_size`` smallest priorities.
+    Merged sketches keep the same rule, so the merged sample is uniform: the rows below ``rate`` if
+    at most ``sample_size`` are, else the ``sample_size`` smallest priorities over the whole table.
 
     Parameters
     ----------
@@ -198,10 +195,9 @@ _PREFIX_ROWS = 4096
 def _arrow_string_counts(s: pd.Series) -> pd.Series | None:
     """Value counts of an Arrow string column of few distinct values, or None.
 
-    The values of the first rows are looked up in every row (Arrow's
-    ``index_in``, cheaper than its ``value_counts``); only the rows
-    holding other values are counted by ``value_counts``. Values first seen in
-    the prefix come first, in order of first appearance, so the result is
+    The values of the first rows are looked up in every row (Arrow's ``index_in``, cheaper than its
+    ``value_counts``); only the rows holding other values are counted by ``value_counts``. Values
+    first seen in the prefix come first, in order of first appearance, so the result is
     ``value_counts(sort=False)``'s.
     """
     dtype = s.dtype
@@ -367,11 +363,10 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
                     check_identifying: bool = True):
     """Pass 1: the global domain, the root's summary, and the leaf size.
 
-    With ``check_identifying`` False the pass reads only the QIs: the
-    identifying-column check is left to the pass that writes the release,
-    which reads every column anyway (:func:`dmondrian._dask.leaves.written`);
-    the person-key check still reads the first partitions' candidates
-    (:func:`head_partitions`).
+    With ``check_identifying`` False the pass reads only the QIs: the identifying-column check is
+    left to the pass that writes the release, which reads every column anyway
+    (:func:`dmondrian._dask.leaves.written`); the person-key check still reads the first partitions'
+    candidates (:func:`head_partitions`).
 
     Returns
     -------
@@ -432,11 +427,10 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     # Without the identifying check, an empty sketch stands in (no task).
     distinct = tree_reduce([delayed(distinct_sketch, pure=True)(p, checked) for p in parts],
                            merge_distinct) if check_identifying else delayed(DistinctSketch({}))
-    # Person keys are looked for on the first partitions, whose read the pass
-    # shares (their QIs' or the probe's): a person's rows usually sit together,
-    # and the rule samples whole values anyway (dmondrian.release.person_keys). With known
-    # lengths, as many as make the rule's sample: a first partition under MIN_ROWS
-    # rows alone would say nothing where the local engine warns.
+    # Person keys are looked for on the first partitions, whose read the pass shares (their QIs' or
+    # the probe's): a person's rows usually sit together, and the rule samples whole values anyway
+    # (dmondrian.release.person_keys). With known lengths, as many as make the rule's sample: a
+    # first partition under MIN_ROWS rows alone would say nothing where the local engine warns.
     jobs = [tree_reduce(partials, merge_domain), sized, distinct]
     if opts.entity is None and parts:
         m = head_partitions(lengths)

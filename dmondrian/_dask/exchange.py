@@ -1,16 +1,14 @@
 """Steps 3-5 moving only keys: the other columns never leave their input partition.
 
-Routing reads the QIs and the columns the leaves read (the sensitive and
-noised ones); the shuffle carries those as keys, each row indexed by the
-number of the piece of input it came from (the shuffle keeps a shard's rows
-in order). Each output partition runs the local engine on its leaves, as on
-the whole-row path, and publishes its rows' values as compact codes
-(:mod:`.back_codes`: class bounds and code sets, not text). A second shuffle
-sends them back to their input partitions, by leaf and input order; each
-input partition is read again, once, with all its columns, routed again to
-find which of its rows each code belongs to, and gets its published values in
-place: output partition ``i`` holds input partition ``i``'s rows, and no column
-but the keys and those codes crosses the network.
+Routing reads the QIs and the columns the leaves read (the sensitive and noised ones); the shuffle
+carries those as keys, each row indexed by the number of the piece of input it came from (the
+shuffle keeps a shard's rows in order). Each output partition runs the local engine on its leaves,
+as on the whole-row path, and publishes its rows' values as compact codes (:mod:`.back_codes`: class
+bounds and code sets, not text). A second shuffle sends them back to their input partitions, by leaf
+and input order; each input partition is read again, once, with all its columns, routed again to
+find which of its rows each code belongs to, and gets its published values in place: output
+partition ``i`` holds input partition ``i``'s rows, and no column but the keys and those codes
+crosses the network.
 
 Which path a plan takes is chosen by a cost model fitted to measured CPU
 seconds of both paths on tables of several shapes (:func:`choose_exchange`,
@@ -233,11 +231,10 @@ def merge_input_partition(df: pd.DataFrame, back: pd.DataFrame, top: TopPlan,
     """Input partition ``number`` with its rows' published values in place, rows in
     input order.
 
-    The partition's rows are routed again, as the shuffle pass routed them:
-    ``back`` holds, for each leaf, the published codes of this partition's
-    rows of that leaf in their input order (suppressed rows flagged).
-    ``meta`` is :func:`~.leaves.output_meta`'s frame; labels become
-    Categoricals of text (their categories' order reveals no row).
+    The partition's rows are routed again, as the shuffle pass routed them: ``back`` holds, for each
+    leaf, the published codes of this partition's rows of that leaf in their input order (suppressed
+    rows flagged). ``meta`` is :func:`~.leaves.output_meta`'s frame; labels become Categoricals of
+    text (their categories' order reveals no row).
 
     Raises
     ------
@@ -344,8 +341,7 @@ def write_keys(ddf, top: TopPlan, sink, shuffle_method, release_meta, oversized_
     -------
     list of dask.delayed.Delayed
         The row counts of every input partition, one delayed frame each
-        (:func:`~.written_check.written`); for an uncounted plan, then the
-        verdict of its counts.
+        (:func:`~.written_check.written`); for an uncounted plan, then the verdict of its counts.
     """
     back, verdict, plan_d = _published(ddf, top, release_meta, shuffle_method, oversized_ok)
     written_parts = _by_input_partition(_write_input_partition, ddf, back, plan_d,

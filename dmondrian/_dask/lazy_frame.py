@@ -1,15 +1,13 @@
 """The lazy release: a dask DataFrame whose ``to_parquet`` writes as ``anonymize_to_parquet``.
 
-What a notebook user writes is ``dmondrian.anonymize(ddf, ...).to_parquet(path)``.
-Through dask's writer that costs more than :func:`~dmondrian.distributed.anonymize_to_parquet`
-in two ways. pyarrow's defaults suit the input, not a release: min/max
-statistics for every label column (Arrow gathers the labels each 1,024-row
-batch refers to, and compares them) and a dictionary for every number (ids and
-amounts are mostly distinct: each value is hashed, the dictionary page
-overflows and the writer falls back to plain encoding), work the sink never
-does. And dask writes each anonymized partition
-in tasks of its own (``reset_index``, an ``operation``, ``toparquetdata``),
-reading it back from memory after it left the caches.
+What a notebook user writes is ``dmondrian.anonymize(ddf, ...).to_parquet(path)``. Through dask's
+writer that costs more than :func:`~dmondrian.distributed.anonymize_to_parquet` in two ways.
+pyarrow's defaults suit the input, not a release: min/max statistics for every label column (Arrow
+gathers the labels each 1,024-row batch refers to, and compares them) and a dictionary for every
+number (ids and amounts are mostly distinct: each value is hashed, the dictionary page overflows and
+the writer falls back to plain encoding), work the sink never does. And dask writes each anonymized
+partition in tasks of its own (``reset_index``, an ``operation``, ``toparquetdata``), reading it
+back from memory after it left the caches.
 
 :class:`AnonymizedFrame` is that frame, whose ``to_parquet`` runs the writers'
 own graph on the same plan (each output partition anonymized and written by
@@ -60,14 +58,12 @@ class AnonymizedFrame(dd.DataFrame):
     row_seed : int, optional
         The seed of each file's row order (:mod:`dmondrian.release.row_order`).
     index_check : callable, optional
-        ``index_check(asked)``, called by ``to_parquet`` before anything is
-        written: refuses an index asked to be written
-        (:func:`~dmondrian._dask.written_check.refuse_written_index` on the
-        input the release comes from, whose index the release keeps).
+        ``index_check(asked)``, called by ``to_parquet`` before anything is written: refuses an
+        index asked to be written (:func:`~dmondrian._dask.written_check.refuse_written_index` on
+        the input the release comes from, whose index the release keeps).
     manifest_fields : callable, optional
-        ``manifest_fields(index_written)``: what the manifest says of this
-        release (:func:`dmondrian.evaluation.manifest.writer_fields`), for
-        ``to_parquet(manifest=True)``.
+        ``manifest_fields(index_written)``: what the manifest says of this release
+        (:func:`dmondrian.evaluation.manifest.writer_fields`), for ``to_parquet(manifest=True)``.
     """
 
     def __init__(self, expr, label_columns=(), dictionary_columns=(), writer=None,

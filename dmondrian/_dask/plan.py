@@ -56,9 +56,8 @@ class TopPlan:
     output_partitions : list of list of int
         Leaf ids of every output partition (runs of consecutive ids).
     passes : int
-        Passes over the data made by the top phase (domain pass included); the
-        shuffle pass of :func:`~dmondrian.distributed.anonymize_to_parquet` may
-        do the last one's counting.
+        Passes over the data made by the top phase (domain pass included); the shuffle pass of
+        :func:`~dmondrian.distributed.anonymize_to_parquet` may do the last one's counting.
     leaf_rows : int
         The leaf size used.
     timings : dict

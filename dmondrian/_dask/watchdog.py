@@ -209,9 +209,8 @@ def wait_for(client, futures, label: str = "the job"):
         except Exception:  # noqa: BLE001 - a scheduler we cannot probe: wait unwatched
             return client.gather(futures)
         if paused:
-            # Releasing the job's results cancels every task they wait for
-            # (client.cancel trips an assertion of the scheduler when a result
-            # is also an input of another).
+            # Releasing the job's results cancels every task they wait for (client.cancel trips an
+            # assertion of the scheduler when a result is also an input of another).
             for future in flat:
                 future.release()
             raise JobStalledError(label, paused, timeout)

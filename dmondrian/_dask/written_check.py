@@ -88,8 +88,7 @@ def index_candidate(index: pd.Index, allow=()):
     """The name a written ``index`` is judged under (its name, or ``"index"``), or None
     when it is of no identifier's kind or ``allow`` names it.
 
-    An index that numbers the rows is a candidate: the writer refuses it
-    (:func:`row_numbers`).
+    An index that numbers the rows is a candidate: the writer refuses it (:func:`row_numbers`).
 
     Examples
     --------
@@ -109,14 +108,13 @@ def refuse_written_index(ddf, allow, asked, client=None, progress: bool | None =
     write ``ddf``'s index would publish one that numbers the rows or singles them out,
     before anything is written.
 
-    The index is not a release column (:mod:`dmondrian.release.identifiers`): only a writer
-    asked for it (``write_index=True``) publishes it. A RangeIndex (``from_pandas``'s
-    default, the row numbers dask reads beside each file) is refused at once: beside
-    rows each file shuffles, row numbers give the input's order back. Any other index
-    costs a pass over the index alone, which refuses it when every partition of two
-    rows or more numbers its rows in order, or when it singles out rows. ``allow``
-    (the ``allow_unique`` option) may name it. Computed on ``client`` (None: the
-    default scheduler, a distributed client when one is current).
+    The index is not a release column (:mod:`dmondrian.release.identifiers`): only a writer asked
+    for it (``write_index=True``) publishes it. A RangeIndex (``from_pandas``'s default, the row
+    numbers dask reads beside each file) is refused at once: beside rows each file shuffles, row
+    numbers give the input's order back. Any other index costs a pass over the index alone, which
+    refuses it when every partition of two rows or more numbers its rows in order, or when it
+    singles out rows. ``allow`` (the ``allow_unique`` option) may name it. Computed on ``client``
+    (None: the default scheduler, a distributed client when one is current).
     """
     if not asked:
         return
@@ -186,10 +184,9 @@ class WrittenCheck:
         :class:`~dmondrian.errors.IdentifyingColumnError` on any column singling out
         rows, else warn on the person keys and return an empty list.
 
-        ``n_rows`` is the input's rows, ``written_rows`` the release's (fewer when
-        rows were suppressed: each left out may hold one more value);
-        ``count_unique(columns)`` counts the input's rows of their own in the
-        columns the sketches leave unsure
+        ``n_rows`` is the input's rows, ``written_rows`` the release's (fewer when rows were
+        suppressed: each left out may hold one more value); ``count_unique(columns)`` counts the
+        input's rows of their own in the columns the sketches leave unsure
         (:meth:`dmondrian.release.identifiers.SketchVerdict.resolve`).
         """
         sketches = [s for s in sketches if s is not None]

@@ -1,27 +1,23 @@
 """A fitted plan applied to a dask DataFrame: two passes, no shuffle.
 
 1. Every input partition routes its rows through the plan and summarizes them
-   per node (:meth:`FittedPlan.summarize`); the summaries are merged in a tree
-   reduction (:func:`dmondrian._dask.graph.tree_reduce`), so the client
-   receives one array per node, never rows. With ``entity=`` a partition's
-   summary also holds its distinct (node, entity[, sensitive value]) triples
-   (:class:`.people.People`), merged exactly in the same reduction (the
-   entities matched by value): the client receives the table's distinct
-   triples, as many as its distinct (region, person) pairs, and decides on
-   them exactly as in memory.
+   per node (:meth:`FittedPlan.summarize`); the summaries are merged in a tree reduction
+   (:func:`dmondrian._dask.graph.tree_reduce`), so the client receives one array per node, never
+   rows. With ``entity=`` a partition's summary also holds its distinct (node, entity[, sensitive
+   value]) triples (:class:`.people.People`), merged exactly in the same reduction (the entities
+   matched by value): the client receives the table's distinct triples, as many as its distinct
+   (region, person) pairs, and decides on them exactly as in memory.
 2. The client decides the classes (:func:`.release.decide`), exactly as the
-   local engine does on the merged summary; ``map_partitions`` then writes
-   each row's class label. Rows never move: the output has the input's
-   partitions, index and order.
+   local engine does on the merged summary; ``map_partitions`` then writes each row's class label.
+   Rows never move: the output has the input's partitions, index and order.
 
-The counting pass also sketches the distinct values of the columns released
-as is (:func:`dmondrian.release.identifiers.distinct_sketch`), on the partitions it
-reads anyway: a column that singles out rows is refused
-(:class:`~dmondrian.errors.IdentifyingColumnError`) before the lazy release
-is returned, without a pass of its own. :func:`transform_to_parquet`, which
-writes the release itself, leaves the check to the tasks that write (they read
-every column anyway; :mod:`dmondrian._dask.written_check`), so its counting
-pass reads the QIs alone: a wide table costs its QIs' read and a copy.
+The counting pass also sketches the distinct values of the columns released as is
+(:func:`dmondrian.release.identifiers.distinct_sketch`), on the partitions it reads anyway: a column
+that singles out rows is refused (:class:`~dmondrian.errors.IdentifyingColumnError`) before the lazy
+release is returned, without a pass of its own. :func:`transform_to_parquet`, which writes the
+release itself, leaves the check to the tasks that write (they read every column anyway;
+:mod:`dmondrian._dask.written_check`), so its counting pass reads the QIs alone: a wide table costs
+its QIs' read and a copy.
 
 Each row is placed once: the first pass leaves every partition's nodes on its
 worker (:func:`node_dtype`, 2 or 4 bytes a row), and the second reads only
@@ -34,9 +30,8 @@ blockwise step (a filter, say) into fewer partitions, and a partition's kept
 nodes, or its first row's position that relaxed ties are split by, must pair
 with the same rows in either pass.
 
-The labels are Categoricals with the same, known categories in every
-partition, and the release equals the local engine's release of the
-computed table (the summaries add up to the whole table's).
+The labels are Categoricals with the same, known categories in every partition, and the release
+equals the local engine's release of the computed table (the summaries add up to the whole table's).
 """
 
 from __future__ import annotations
@@ -212,13 +207,12 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
                          _measure=None) -> int:
     """Release a dask DataFrame through a fitted plan and write it as a Parquet dataset.
 
-    The release is :func:`transform_dask`'s, written as its ``to_parquet``
-    writes it (``path/part.<i>.parquet``, one file per input partition, each
-    file's rows shuffled, labels as dictionaries without statistics), on one
-    cluster. The identifying-column check runs in the tasks that write, which
-    read every column anyway, so the counting pass reads only the QIs (and
-    the sensitive and entity columns): on a wide table the release costs
-    about a copy and a read of its QIs.
+    The release is :func:`transform_dask`'s, written as its ``to_parquet`` writes it
+    (``path/part.<i>.parquet``, one file per input partition, each file's rows shuffled, labels as
+    dictionaries without statistics), on one cluster. The identifying-column check runs in the tasks
+    that write, which read every column anyway, so the counting pass reads only the QIs (and the
+    sensitive and entity columns): on a wide table the release costs about a copy and a read of its
+    QIs.
 
     Parameters
     ----------
@@ -248,10 +242,9 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
         (:func:`dmondrian.evaluation.manifest.writer_fields`).
 
     _measure : tuple, optional
-        ``(ReleaseCounts, InputDomains)``, empty
-        (:mod:`dmondrian.metrics.accumulator`): the write tasks count what they
-        write, the counting pass the input's QI domains, for the command line's
-        manifest; the call then returns them, merged, after the rows.
+        ``(ReleaseCounts, InputDomains)``, empty (:mod:`dmondrian.metrics.accumulator`): the write
+        tasks count what they write, the counting pass the input's QI domains, for the command
+        line's manifest; the call then returns them, merged, after the rows.
 
     Returns
     -------
@@ -263,10 +256,9 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
     InfeasibleError
         When the table as a whole cannot be one class (fewer than k rows).
     IdentifyingColumnError
-        When a column released as is singles out rows. The write tasks judge
-        it, so the verdict comes once every file is written; nothing has
-        appeared at ``path``: the files are written into a hidden staging
-        folder beside it and moved there (into it, when the folder exists)
+        When a column released as is singles out rows. The write tasks judge it, so the verdict
+        comes once every file is written; nothing has appeared at ``path``: the files are written
+        into a hidden staging folder beside it and moved there (into it, when the folder exists)
         once every check has passed (:mod:`dmondrian.io.staging`).
     """
     from dask import delayed
@@ -477,9 +469,8 @@ def _publishing_pass(plan, placer, ddf, release, counted: _Counted, client, thre
         client.cancel(counted.kept)  # (never seen) parts that do not pair: place again
     if counted.offsets is not None:
         return _publish_at_offsets(ddf, plan_d, classes, counted.offsets, threads, meta)
-    # Each partition placed again: without ties a row's node does not depend on its
-    # position, so any partitioning pairs; one copy of the plan and the classes in the
-    # graph, not one per task.
+    # Each partition placed again: without ties a row's node does not depend on its position, so any
+    # partitioning pairs; one copy of the plan and the classes in the graph, not one per task.
     return ddf.map_partitions(_publish, plan_d, classes, None, threads, meta=meta)
 
 
@@ -523,12 +514,11 @@ def _as_release(frame, plan, source):
     every partition with a :class:`~dmondrian.io.parquet_sink.ParquetSink`, on the
     worker that publishes it.
 
-    The sink writes as every release writer does: the label columns without
-    min/max statistics (Arrow's statistics of a dictionary column cost more than
-    the rest of its write, and a label's bounds as text prune no range query),
-    dictionaries for the labels and the class ids only, each file's rows shuffled
-    (an Arrow take), no index unless asked, and then judged on ``source``, the input
-    (:func:`~dmondrian._dask.written_check.refuse_written_index`).
+    The sink writes as every release writer does: the label columns without min/max statistics
+    (Arrow's statistics of a dictionary column cost more than the rest of its write, and a label's
+    bounds as text prune no range query), dictionaries for the labels and the class ids only, each
+    file's rows shuffled (an Arrow take), no index unless asked, and then judged on ``source``, the
+    input (:func:`~dmondrian._dask.written_check.refuse_written_index`).
     """
     from functools import partial
 

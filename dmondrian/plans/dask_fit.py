@@ -1,29 +1,25 @@
 """Fit a plan on a dask DataFrame: the Dask engine's top cuts, the local engine's leaves.
 
 1. The Dask engine's top phase (:func:`dmondrian.distributed.plan`) cuts the
-   table, at the fitted class size, into leaves that fit in memory. A cut is
-   kept only if exact counts show both children pass: k rows, or k distinct
-   entities with ``entity=``, and l and t (over (entity, value) pairs with
-   an entity).
+   table, at the fitted class size, into leaves that fit in memory. A cut is kept only if exact
+   counts show both children pass: k rows, or k distinct entities with ``entity=``, and l and t
+   (over (entity, value) pairs with an entity).
 2. Its shuffle moves every leaf's rows to one task (only the columns a fit
-   reads: the QIs, the sensitive and the entity column; no pass reads any
-   other, whatever the table's width), which runs the local
-   engine on the leaf (as the Dask engine's release does: global encodings and
-   scales, the same constraints, t against the whole table's distribution)
-   and rebuilds the leaf's cut tree (:func:`.tree.build_tree`). A task
-   returns that small tree and the leaf's totals, never rows.
+   reads: the QIs, the sensitive and the entity column; no pass reads any other, whatever the
+   table's width), which runs the local engine on the leaf (as the Dask engine's release does:
+   global encodings and scales, the same constraints, t against the whole table's distribution) and
+   rebuilds the leaf's cut tree (:func:`.tree.build_tree`). A task returns that small tree and the
+   leaf's totals, never rows.
 3. The client stitches the top cuts and the leaves' trees into one
    :class:`~.tree.PlanTree`: a top node's bounds, counts and codes are its
    leaves' together (an inner node is never trimmed, :func:`.tree.build_tree`).
 
-The plan holds the global encodings, so it releases a pandas or a dask table,
-and the same table gets the same release on either engine
-(:meth:`.fitted.FittedPlan.transform`). A top cut the kernel would not make
-(its children short of people, or of l or t) is undone, and the local engine
-cuts that leaf from the same node as an in-memory fit: where the top phase's
-sampled cuts are the kernel's, the plan is the in-memory one, constraints
-and all. Strict cuts only: a relaxed cut splits ties by input position,
-which the shuffle does not keep.
+The plan holds the global encodings, so it releases a pandas or a dask table, and the same table
+gets the same release on either engine (:meth:`.fitted.FittedPlan.transform`). A top cut the kernel
+would not make (its children short of people, or of l or t) is undone, and the local engine cuts
+that leaf from the same node as an in-memory fit: where the top phase's sampled cuts are the
+kernel's, the plan is the in-memory one, constraints and all. Strict cuts only: a relaxed cut splits
+ties by input position, which the shuffle does not keep.
 """
 
 from __future__ import annotations

@@ -56,8 +56,7 @@ class FittedPlan(Placing):
         Every published class of every batch holds at least ``k`` rows
         (distinct entities, for a plan fitted with ``entity=``).
     fit_k : int
-        The class size the tree was fitted at (:func:`fit_k`; in entities with
-        ``entity=``).
+        The class size the tree was fitted at (:func:`fit_k`; in entities with ``entity=``).
     batch_rows : int or None
         The batch size the plan was fitted for.
     trim : int
@@ -141,12 +140,11 @@ class FittedPlan(Placing):
                   max_classes=1, short_labels="fitted"):
         """Release a table through the plan.
 
-        With a plan fitted with ``entity=``, every published class holds at
-        least ``k`` distinct entities of the table (a region short of them is
-        published at the nearest ancestor whose group, the union of the people
-        it holds and those its short children hand up, has them), l and t
-        count distinct (entity, value) pairs, the entity column is dropped,
-        and noise is bounded per entity as in :func:`dmondrian.anonymize`.
+        With a plan fitted with ``entity=``, every published class holds at least ``k`` distinct
+        entities of the table (a region short of them is published at the nearest ancestor whose
+        group, the union of the people it holds and those its short children hand up, has them), l
+        and t count distinct (entity, value) pairs, the entity column is dropped, and noise is
+        bounded per entity as in :func:`dmondrian.anonymize`.
 
         Parameters
         ----------
@@ -157,33 +155,29 @@ class FittedPlan(Placing):
         max_contributions, max_classes : int, default 1
             With ``entity=`` and ``noise``, as in :func:`dmondrian.anonymize`.
         short_labels : {"fitted", "rows"} or float, default "fitted"
-            How a class published at an inner node (a region short of k that
-            day, and the rows their leaf did not hold) is labelled: its node's
-            fitted label, the same every day, or the bounds and values of its
-            own rows, as :func:`dmondrian.anonymize` labels a class (narrower,
-            and they change with the day, so fewer rows share a class with
-            another day's; nominal sets and ranges only: a hierarchy QI keeps
-            its node's label). A number ``g`` in [0, 1] labels by its own rows
-            only a class whose own labels save more than ``g`` of NCP a row
-            (averaged over the QIs, against the node's fitted label): the
-            classes far wider than their rows, where a stable label costs
-            most. Leaves always publish their fitted labels. In memory only.
+            How a class published at an inner node (a region short of k that day, and the rows their
+            leaf did not hold) is labelled: its node's fitted label, the same every day, or the
+            bounds and values of its own rows, as :func:`dmondrian.anonymize` labels a class
+            (narrower, and they change with the day, so fewer rows share a class with another day's;
+            nominal sets and ranges only: a hierarchy QI keeps its node's label). A number ``g`` in
+            [0, 1] labels by its own rows only a class whose own labels save more than ``g`` of NCP
+            a row (averaged over the QIs, against the node's fitted label): the classes far wider
+            than their rows, where a stable label costs most. Leaves always publish their fitted
+            labels. In memory only.
 
         Returns
         -------
         DataFrame
-            The table with its QI columns generalized, as :func:`dmondrian.anonymize`
-            returns it; a lazy dask DataFrame for a dask input
-            (:func:`dmondrian.plans.dask.transform_dask`).
+            The table with its QI columns generalized, as :func:`dmondrian.anonymize` returns it; a
+            lazy dask DataFrame for a dask input (:func:`dmondrian.plans.dask.transform_dask`).
 
         Raises
         ------
         InfeasibleError
             When the table as a whole cannot be one class (fewer than k rows).
         IdentifyingColumnError
-            When a column released as is singles out rows and the plan's
-            ``identifiers`` and ``allow_unique`` name it not
-            (:mod:`dmondrian.release.identifiers`).
+            When a column released as is singles out rows and the plan's ``identifiers`` and
+            ``allow_unique`` name it not (:mod:`dmondrian.release.identifiers`).
 
         Warns
         -----
@@ -248,19 +242,17 @@ class FittedPlan(Placing):
                              manifest=False) -> int:
         """Release a dask DataFrame through the plan and write it as a Parquet dataset.
 
-        The files ``transform(ddf).to_parquet(path)`` writes (one a partition,
-        each file's rows shuffled, labels as dictionaries), on one cluster;
-        the columns released as is are checked in the tasks that write, so
-        the counting pass reads only the QIs (and the sensitive and entity
+        The files ``transform(ddf).to_parquet(path)`` writes (one a partition, each file's rows
+        shuffled, labels as dictionaries), on one cluster; the columns released as is are checked in
+        the tasks that write, so the counting pass reads only the QIs (and the sensitive and entity
         columns). See :func:`dmondrian.plans.dask.transform_to_parquet`.
 
         Parameters
         ----------
         ddf, path, client, progress, write_options, storage_options, random_state, manifest
-            As :func:`dmondrian.plans.dask.transform_to_parquet` takes them:
-            a dask DataFrame with the plan's QI columns, the dataset folder
-            (any fsspec URL), the cluster, the progress bars, the writer's
-            options, the seed of each file's row order and whether to publish
+            As :func:`dmondrian.plans.dask.transform_to_parquet` takes them: a dask DataFrame with
+            the plan's QI columns, the dataset folder (any fsspec URL), the cluster, the progress
+            bars, the writer's options, the seed of each file's row order and whether to publish
             ``path.manifest.json`` with the files (default False).
 
         Returns
@@ -314,16 +306,14 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     fit_k_, trim : int, optional
         Override :func:`fit_k` and :func:`fit_trim` (for measuring them).
     trim_inner, abut : bool, optional
-        For measuring the label rule: trim the inner nodes too (the rule
-        before leaves alone were trimmed, :func:`.tree.build_tree`), and
-        whether integer bounds stretch to their cuts
+        For measuring the label rule: trim the inner nodes too (the rule before leaves alone were
+        trimmed, :func:`.tree.build_tree`), and whether integer bounds stretch to their cuts
         (:func:`.tree.abut_cut_sides`; default: with ``batch_rows``).
     lift_cost : float or None, default :data:`.sizing.LIFT_COST`
-        With a trim above 1 (``batch_rows``), each leaf's nominal, integer and
-        ordinal QIs are trimmed at the threshold from 1 to ``2 * trim`` that
-        costs least, a left-out fitted row costing ``lift_cost`` QI domains
-        (:func:`.tree.nominal_trim`); None trims every leaf at ``trim`` (the
-        rule before, for measuring).
+        With a trim above 1 (``batch_rows``), each leaf's nominal, integer and ordinal QIs are
+        trimmed at the threshold from 1 to ``2 * trim`` that costs least, a left-out fitted row
+        costing ``lift_cost`` QI domains (:func:`.tree.nominal_trim`); None trims every leaf at
+        ``trim`` (the rule before, for measuring).
     **options
         ``mode``, ``objective``, ``generalization``, ``max_depth``,
         ``hierarchies``, ``qi_kinds``, ``class_column``, ``l``, ``l_kind``,
@@ -424,9 +414,8 @@ class OwnBounds:
     classes : int64 array
         The classes labelled so, ascending.
     lo, hi, missing : arrays (classes, QIs)
-        Their rows' smallest and largest present key and whether one is
-        missing, as :class:`.tree.PlanTree` holds a node's (only the QIs
-        published as ranges are read).
+        Their rows' smallest and largest present key and whether one is missing, as
+        :class:`.tree.PlanTree` holds a node's (only the QIs published as ranges are read).
     codes : dict of int to (int64 array, int64 array)
         Per nominal QI, the (class, code) pairs their rows hold, values the fit
         never saw left out (the root names those).

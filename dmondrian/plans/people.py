@@ -1,14 +1,12 @@
 """A batch's people per node of a plan, and the regions that hold k of them.
 
-With ``entity=`` a plan counts people, not rows (:mod:`dmondrian.privacy.entities`):
-a region is published only if the batch's rows in it, less the regions
-published below it, hold at least k *distinct* entities (and, with l or t,
-its histogram of distinct ``(entity, sensitive value)`` pairs passes). The
-rule of :mod:`.release` is otherwise the same: children are decided before
-their parent, and a region that fails hands its rows to its parent. What a
-failing region hands up is its set of people, not its count: the parent's
-group is the union of its own people and those of every failing child, so a
-person with rows in two short siblings counts once in the parent.
+With ``entity=`` a plan counts people, not rows (:mod:`dmondrian.privacy.entities`): a region is
+published only if the batch's rows in it, less the regions published below it, hold at least k
+*distinct* entities (and, with l or t, its histogram of distinct ``(entity, sensitive value)`` pairs
+passes). The rule of :mod:`.release` is otherwise the same: children are decided before their
+parent, and a region that fails hands its rows to its parent. What a failing region hands up is its
+set of people, not its count: the parent's group is the union of its own people and those of every
+failing child, so a person with rows in two short siblings counts once in the parent.
 
 The summary of a batch (:class:`People`) is the set of distinct ``(node,
 entity[, sensitive code])`` triples its rows make: as large as the distinct
@@ -161,9 +159,8 @@ def people_targets(parent: np.ndarray, people: People, passes, depth: np.ndarray
     depth : int64 array (nodes,)
         Every node's depth.
     count : int64 array (nodes,), optional
-        Rows landed in each node: a root that fails folds in the published
-        groups with the fewest rows first, as the row rule does (default:
-        one row per triple).
+        Rows landed in each node: a root that fails folds in the published groups with the fewest
+        rows first, as the row rule does (default: one row per triple).
 
     Returns
     -------

@@ -1,13 +1,12 @@
 """A fitted plan as a versioned JSON file a reviewer can read.
 
-The file holds the options, the QIs with their kinds and fitted domains
-(categories, hierarchy, value type), and the tree as columns of numbers: the
-cuts (``qi``, ``t``, ``eq``, ``tie_before``, ``ranks``) and every node's
-fitted bounds and counts, in the kernel's int64 keys (a float's key is its
-order-preserving bit pattern; see :mod:`dmondrian.kinds.keys`). ``labels``
-gives every node's published label per QI in plain text, which is what a
-reviewer reads: the regions, and what each reveals about the fitted rows (its
-bounds, or its set of values, and, in ``count``, how many fitted rows it held).
+The file holds the options, the QIs with their kinds and fitted domains (categories, hierarchy,
+value type), and the tree as columns of numbers: the cuts (``qi``, ``t``, ``eq``, ``tie_before``,
+``ranks``) and every node's fitted bounds and counts, in the kernel's int64 keys (a float's key is
+its order-preserving bit pattern; see :mod:`dmondrian.kinds.keys`). ``labels`` gives every node's
+published label per QI in plain text, which is what a reviewer reads: the regions, and what each
+reveals about the fitted rows (its bounds, or its set of values, and, in ``count``, how many fitted
+rows it held).
 
 ``trim`` and ``lift_cost`` record how the leaves' labels were trimmed
 (:func:`dmondrian.plans.tree.nominal_trim`); the labels themselves are in the

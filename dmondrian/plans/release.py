@@ -5,9 +5,8 @@ The rule (bottom-up, once per batch, on per-node counts only):
 * the rows that landed in a node (:mod:`.batch`) form its group; children are
   decided before their parent;
 * a group that satisfies the constraints (at least k rows; l and t when
-  asked) is published with its node's label; a group that does not is added
-  to its parent's group: its rows are published at the nearest ancestor that
-  passes;
+  asked) is published with its node's label; a group that does not is added to its parent's group:
+  its rows are published at the nearest ancestor that passes;
 * when even the root's group fails (rows that only the root holds, say, or
   rows lifted all the way up), the smallest published groups are folded into
   it, smallest first, until it passes; a batch that fails as a whole (fewer
@@ -182,12 +181,10 @@ def _passes(plan, people: bool = False):
 def decide(plan, summary: BatchSummary, own=None) -> Release:
     """The classes of a batch from its summary, with their published values.
 
-    With ``summary.people`` (a plan with ``entity=``) a group passes on its
-    distinct entities (:func:`.people.people_targets`), else on its rows
-    (:func:`published_targets`). ``own``, a callable given the classes
-    (``class_of_node``, ``nodes``), may return some classes' own rows' bounds
-    and codes (:class:`.fitted.OwnBounds`), published instead of their node's
-    fitted label.
+    With ``summary.people`` (a plan with ``entity=``) a group passes on its distinct entities
+    (:func:`.people.people_targets`), else on its rows (:func:`published_targets`). ``own``, a
+    callable given the classes (``class_of_node``, ``nodes``), may return some classes' own rows'
+    bounds and codes (:class:`.fitted.OwnBounds`), published instead of their node's fitted label.
     """
     if summary.people is not None:
         target = people_targets(plan.tree.parent, summary.people, _passes(plan, True),
@@ -297,11 +294,10 @@ def publish_rows(df: pd.DataFrame, release: Release, node: np.ndarray,
                  class_column=None) -> pd.DataFrame:
     """``df`` with its QI columns replaced by their classes' published values.
 
-    ``node`` is the node each row landed in (:func:`.batch.place_batch`). Every
-    column's label code is looked up once per node, and the rows gather them
-    by node id, all labelled columns in one pass
-    (:func:`dmondrian.release.publish.expand_label_columns`): no per-row class id is
-    made unless ``class_column`` asks for it.
+    ``node`` is the node each row landed in (:func:`.batch.place_batch`). Every column's label code
+    is looked up once per node, and the rows gather them by node id, all labelled columns in one
+    pass (:func:`dmondrian.release.publish.expand_label_columns`): no per-row class id is made
+    unless ``class_column`` asks for it.
     """
     out = df.copy(deep=False)
     for name, column in published_columns(release, node, class_column).items():

@@ -24,24 +24,20 @@ LIFT_COST = 1.5
 def fit_k(k: int, n_fit: int, batch_rows: int | None, n_entities: int | None = None) -> int:
     """The class size a plan is fitted at so a batch of ``batch_rows`` keeps its classes.
 
-    A fitted class of ``c`` rows expects ``c * batch_rows / n_fit`` rows of a
-    batch drawn like the fitted table; the fit asks for ``k + 2 * sqrt(k)``
-    expected rows (two standard deviations of a Poisson count above k), so
-    that a class rarely falls short of k in one batch and not the next (never
-    more than ``n_fit``). Fewer classes fall short with a wider margin, but
-    every class is larger: the margin buys shared classes with information
-    loss (benchmarks/README.md, "Fitted plans"). Without ``batch_rows`` the plan is fitted at
-    ``k``: the fitted table's own classes.
+    A fitted class of ``c`` rows expects ``c * batch_rows / n_fit`` rows of a batch drawn like the
+    fitted table; the fit asks for ``k + 2 * sqrt(k)`` expected rows (two standard deviations of a
+    Poisson count above k), so that a class rarely falls short of k in one batch and not the next
+    (never more than ``n_fit``). Fewer classes fall short with a wider margin, but every class is
+    larger: the margin buys shared classes with information loss (benchmarks/README.md, "Fitted
+    plans"). Without ``batch_rows`` the plan is fitted at ``k``: the fitted table's own classes.
 
-    With ``entity=`` (``n_entities`` the fitted table's distinct entities) the
-    result counts *entities*: a region of ``c`` fitted people is fitted to
-    expect ``k + 2 * sqrt(k)`` distinct people of a batch, by the same
-    formula with ``f = batch_rows / n_fit``. A batch that is one of ``1 / f``
-    slices of the fitted rows (a day of a month, say) holds, on average over
-    the slices, at least ``c * f`` of the region's people, since every person
-    has rows in at least one slice; so the rule is on the safe side, and
-    coarser than needed when people have rows in many batches. Never more
-    than ``n_entities``.
+    With ``entity=`` (``n_entities`` the fitted table's distinct entities) the result counts
+    *entities*: a region of ``c`` fitted people is fitted to expect ``k + 2 * sqrt(k)`` distinct
+    people of a batch, by the same formula with ``f = batch_rows / n_fit``. A batch that is one of
+    ``1 / f`` slices of the fitted rows (a day of a month, say) holds, on average over the slices,
+    at least ``c * f`` of the region's people, since every person has rows in at least one slice; so
+    the rule is on the safe side, and coarser than needed when people have rows in many batches.
+    Never more than ``n_entities``.
 
     Examples
     --------

@@ -6,10 +6,9 @@ email) is linkable whatever k says, so no engine releases one unless told:
 * ``identifiers=[...]``: columns removed from the release (the command
   line's ``--drop``). They take no part in the anonymization.
 * any other column released as is that singles out rows is refused: the
-  engine raises :class:`~dmondrian.errors.IdentifyingColumnError` naming
-  each such column, the share of the rows it singles out, and both ways
-  out; ``allow_unique=[...]`` (``--allow-unique``) lets through a column
-  the user has judged safe (a visit number, a row hash kept on purpose).
+  engine raises :class:`~dmondrian.errors.IdentifyingColumnError` naming each such column, the share
+  of the rows it singles out, and both ways out; ``allow_unique=[...]`` (``--allow-unique``) lets
+  through a column the user has judged safe (a visit number, a row hash kept on purpose).
 
 Which columns single out rows
 -----------------------------
@@ -23,12 +22,10 @@ takes:
 
 * integers, and text (strings, categoricals): record ids, names, emails;
 * not floats: a float column is a continuous measurement (a weight, an
-  income, a blood level), unique per row by the nature of measuring, and
-  published as one. The dtype decides, not the values: an income rounded to
-  whole dollars is no less a measurement, and is mostly unique on a
-  large table. An integer id read as float
-  (a CSV column with gaps) is therefore not recognized: cast it to
-  ``Int64``, or name it in ``identifiers``;
+  income, a blood level), unique per row by the nature of measuring, and published as one. The dtype
+  decides, not the values: an income rounded to whole dollars is no less a measurement, and is
+  mostly unique on a large table. An integer id read as float (a CSV column with gaps) is therefore
+  not recognized: cast it to ``Int64``, or name it in ``identifiers``;
 * nor datetimes, durations and booleans. A measurement that does link (an
   exact timestamp) belongs among the QIs.
 
@@ -49,46 +46,40 @@ refused too, whatever the table's size: each file's rows are shuffled
 (:mod:`dmondrian.release.row_order`), and their numbers beside them would give the
 input's order back. ``allow_unique=["index"]`` writes it all the same.
 
-On the Dask engine the verdict is the local engine's, reached in two
-steps. A pass the engine makes anyway also reads the candidate columns and
-keeps a HyperLogLog sketch of each (``dask.dataframe.hyperloglog``), which
-estimates the count ``d`` of distinct values over the ``n`` rows; the
-estimate is taken as right within :data:`HLL_MARGIN` either way. Of the
-``u`` rows holding a value of their own, each holds a distinct value and
-each of the other ``d - u`` values takes at least two rows, so
-``u + 2 (d - u) <= n`` (a missing value is no value), that is
-``2d - n <= u <= d``. Hence:
+On the Dask engine the verdict is the local engine's, reached in two steps. A pass the engine makes
+anyway also reads the candidate columns and keeps a HyperLogLog sketch of each
+(``dask.dataframe.hyperloglog``), which estimates the count ``d`` of distinct values over the ``n``
+rows; the estimate is taken as right within :data:`HLL_MARGIN` either way. Of the ``u`` rows holding
+a value of their own, each holds a distinct value and each of the other ``d - u`` values takes at
+least two rows, so ``u + 2 (d - u) <= n`` (a missing value is no value), that is ``2d - n <= u <=
+d``. Hence:
 
 * ``d >= 3/4 n`` (:data:`DISTINCT_REFUSED`, at the estimate's low end):
   ``u >= 2d - n >= n / 2``, the column is refused without more reading;
 * ``d < n / 2`` (at the estimate's high end): ``u <= d < n / 2``, it is
   not;
 * in between (1,000 draws of 1,000 values are 63 % distinct, and 37 % of
-  the rows unique), the rows whose value occurs once are counted exactly,
-  in an extra pass over those columns only
-  (:func:`dmondrian.release.unique_count.unique_rows`: value counts
-  hash-partitioned across the workers, of which the client receives one
-  number per column), and the local rule applies.
+  the rows unique), the rows whose value occurs once are counted exactly, in an extra pass over
+  those columns only (:func:`dmondrian.release.unique_count.unique_rows`: value counts
+  hash-partitioned across the workers, of which the client receives one number per column), and the
+  local rule applies.
 
 Which pass:
 
 * ``anonymize_to_parquet`` (and the command line's ``--distributed``
-  Parquet output): the pass that writes the release
-  (:mod:`dmondrian._dask.written_check`), which reads every column anyway;
-  the domain pass then reads only the QIs, so a wide table costs a copy.
-  The verdict comes once every file is written: the files are then removed
-  (and the folder, if the run created it) before the error is raised, so
-  nothing at the destination looks like a complete release.
+  Parquet output): the pass that writes the release (:mod:`dmondrian._dask.written_check`), which
+  reads every column anyway; the domain pass then reads only the QIs, so a wide table costs a copy.
+  The verdict comes once every file is written: the files are then removed (and the folder, if the
+  run created it) before the error is raised, so nothing at the destination looks like a complete
+  release.
 * the lazy ``anonymize(ddf, ...)`` and ``anonymize_to_csv``: the domain
-  pass (:mod:`dmondrian._dask.domain_pass`), which then reads the candidate
-  columns beside the QIs; the error is raised by ``anonymize`` itself,
-  before any lazy frame exists (a frame computed later would have to fail
-  half-way, after the caller may have written part of it).
+  pass (:mod:`dmondrian._dask.domain_pass`), which then reads the candidate columns beside the QIs;
+  the error is raised by ``anonymize`` itself, before any lazy frame exists (a frame computed later
+  would have to fail half-way, after the caller may have written part of it).
 * a fitted plan's transform of a dask DataFrame: its counting pass
-  (:func:`dmondrian.plans.dask.transform_dask`), before the lazy release
-  is returned; its ``transform_to_parquet`` (and the command line's
-  ``--plan`` on Dask), the pass that writes, whose files are removed as
-  ``anonymize_to_parquet``'s are. Fitting a plan releases nothing and checks
+  (:func:`dmondrian.plans.dask.transform_dask`), before the lazy release is returned; its
+  ``transform_to_parquet`` (and the command line's ``--plan`` on Dask), the pass that writes, whose
+  files are removed as ``anonymize_to_parquet``'s are. Fitting a plan releases nothing and checks
   nothing.
 """
 
@@ -570,14 +561,12 @@ def _registers(values: pd.Series, distinct: bool = False) -> np.ndarray:
     """The HyperLogLog registers of ``values`` (missing values left out; with
     ``distinct``, values known distinct and present: a writer's dictionary).
 
-    The registers are those of dask's ``compute_hll_array`` (read by its
-    ``estimate_count``): the top bits of a value's 32-bit pandas hash pick
-    the register, which keeps the largest "trailing zeros + 1" of the hash.
-    They are computed here without dask's 32-column bit matrix per row,
-    which made this check, run in the domain pass over every row of the
-    columns released as is, one of the Dask engine's largest fixed costs;
-    numbers and dates are hashed and folded by one compiled pass
-    (:mod:`dmondrian._kernel.distinct`).
+    The registers are those of dask's ``compute_hll_array`` (read by its ``estimate_count``): the
+    top bits of a value's 32-bit pandas hash pick the register, which keeps the largest "trailing
+    zeros + 1" of the hash. They are computed here without dask's 32-column bit matrix per row,
+    which made this check, run in the domain pass over every row of the columns released as is, one
+    of the Dask engine's largest fixed costs; numbers and dates are hashed and folded by one
+    compiled pass (:mod:`dmondrian._kernel.distinct`).
     """
     registers = np.zeros(1 << _HLL_BITS, dtype=np.uint8)
     numeric = isinstance(values.dtype, np.dtype) and values.dtype.kind in "biumM"
@@ -619,10 +608,9 @@ def _repeats(values: pd.Series) -> bool:
     """Whether the values of a column pandas hashes as objects repeat enough that hashing
     each distinct value once (the column's unique values first) pays.
 
-    Both ways give the same registers. Finding the unique values costs a hash
-    table over every row: it pays on a few distinct values, and costs more than
-    it saves on unique ones (ids, long texts), which the identifying check is
-    looking for.
+    Both ways give the same registers. Finding the unique values costs a hash table over every row:
+    it pays on a few distinct values, and costs more than it saves on unique ones (ids, long texts),
+    which the identifying check is looking for.
 
     Examples
     --------
@@ -651,10 +639,9 @@ def _hash_words(values: pd.Series) -> np.ndarray | None:
 def _trailing_zeros_plus_one(h: np.ndarray) -> np.ndarray:
     """Trailing zero bits + 1 of every nonzero uint32 (as uint8; 32 for zero).
 
-    ``h ^ (h - 1)`` sets the lowest set bit and every bit below it, so its
-    population count is the rank; numpy < 2 lacks ``bitwise_count``: there
-    frexp gives log2 + 1 of the lowest set bit, exactly (at most 2**31), but
-    in more passes.
+    ``h ^ (h - 1)`` sets the lowest set bit and every bit below it, so its population count is the
+    rank; numpy < 2 lacks ``bitwise_count``: there frexp gives log2 + 1 of the lowest set bit,
+    exactly (at most 2**31), but in more passes.
     """
     if hasattr(np, "bitwise_count"):
         return np.bitwise_count(h ^ (h - np.uint32(1))).astype(np.uint8)
@@ -667,10 +654,9 @@ def _trailing_zeros_plus_one(h: np.ndarray) -> np.ndarray:
 def distinct_sketch(df: pd.DataFrame, columns, distinct_values=None) -> DistinctSketch:
     """The sketch of one partition's ``columns`` (the index's name for a non-default index).
 
-    ``distinct_values`` maps columns whose distinct values are known (a
-    writer's dictionary, missing value left out) to them: a register keeps
-    its values' largest rank, so they give the rows' registers without a
-    pass over the rows.
+    ``distinct_values`` maps columns whose distinct values are known (a writer's dictionary, missing
+    value left out) to them: a register keeps its values' largest rank, so they give the rows'
+    registers without a pass over the rows.
 
     Examples
     --------

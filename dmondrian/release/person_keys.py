@@ -10,24 +10,20 @@ is flagged as a person key when, on a table of at least
 1. it has many values: at least :data:`MIN_VALUES` distinct ones, of which
    at least :data:`MIN_REPEATED` cover two rows or more;
 2. the quasi-identifiers are mostly constant within a value, far more
-   than chance makes them: of the rows beyond the first of each value, the
-   share that bring a combination of QI values the value has not shown yet
-   is below :data:`NEW_TUPLE_RATIO` times the same share with the column's
-   values shuffled across the rows (same value sizes, QIs independent of
-   the value). A person keeps their age and region from one event to the
-   next; an ordinary category (a product, a zip code released as is, a
-   store) gathers rows of many people, whose QIs differ about as much as
-   any rows' do, and a large value (a capital gain of 0) repeats QI
+   than chance makes them: of the rows beyond the first of each value, the share that bring a
+   combination of QI values the value has not shown yet is below :data:`NEW_TUPLE_RATIO` times the
+   same share with the column's values shuffled across the rows (same value sizes, QIs independent
+   of the value). A person keeps their age and region from one event to the next; an ordinary
+   category (a product, a zip code released as is, a store) gathers rows of many people, whose QIs
+   differ about as much as any rows' do, and a large value (a capital gain of 0) repeats QI
    combinations by chance alone, shuffled or not.
 
-The rule is measured on whole values: rows are kept by a hash of their
-value, about :data:`SAMPLE_ROWS` of them, so a value is either in the sample
-with all its rows or not at all; a column of few distinct values is ruled
-out first on a plain sample of rows. The Dask engine applies the rule to
-the first partition, read by its domain pass anyway (a person's rows
-usually sit together). Its false and true alarms on Adult, the
-census generator and the event generator are in benchmarks/README.md
-("Person keys").
+The rule is measured on whole values: rows are kept by a hash of their value, about
+:data:`SAMPLE_ROWS` of them, so a value is either in the sample with all its rows or not at all; a
+column of few distinct values is ruled out first on a plain sample of rows. The Dask engine applies
+the rule to the first partition, read by its domain pass anyway (a person's rows usually sit
+together). Its false and true alarms on Adult, the census generator and the event generator are in
+benchmarks/README.md ("Person keys").
 """
 
 from __future__ import annotations
@@ -207,10 +203,9 @@ class _Counted:
 class _Sample:
     """The sampled rows of one column's values covering two rows or more.
 
-    ``codes`` are their value codes, ``distinct`` estimates the column's
-    distinct values and ``repeated`` counts the values covering two rows or
-    more; :meth:`combos` groups their QI combinations, the costly part, only
-    when the counts leave the rule undecided.
+    ``codes`` are their value codes, ``distinct`` estimates the column's distinct values and
+    ``repeated`` counts the values covering two rows or more; :meth:`combos` groups their QI
+    combinations, the costly part, only when the counts leave the rule undecided.
     """
 
     def __init__(self, df: pd.DataFrame, column):
@@ -265,13 +260,12 @@ def _shares(codes: np.ndarray, combos: np.ndarray, repeated: int,
 def new_tuple_share(df: pd.DataFrame, column, qis, qi_codes=None) -> tuple[float, float, int, int]:
     """``(share, shuffled, distinct, repeated)`` of ``column`` on a sample of whole values.
 
-    ``share`` is, over the sampled values covering two rows or more, the
-    share of their rows beyond the first that bring a QI combination new to
-    the value (``nan`` when none repeats), and ``shuffled`` the same with
-    the values shuffled across those rows; ``distinct`` estimates the
-    column's distinct values, ``repeated`` counts the sampled values covering
-    two rows or more. ``qi_codes``, one code per row of ``df`` for its QI
-    combination, spares the caller of several columns grouping the QIs again.
+    ``share`` is, over the sampled values covering two rows or more, the share of their rows beyond
+    the first that bring a QI combination new to the value (``nan`` when none repeats), and
+    ``shuffled`` the same with the values shuffled across those rows; ``distinct`` estimates the
+    column's distinct values, ``repeated`` counts the sampled values covering two rows or more.
+    ``qi_codes``, one code per row of ``df`` for its QI combination, spares the caller of several
+    columns grouping the QIs again.
 
     Examples
     --------

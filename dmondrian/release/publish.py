@@ -16,15 +16,13 @@ nominal      ``Private``                       ``{Private, Self-emp-inc}``
 hierarchy    ``Private``                       the lowest common ancestor, ``gov``
 =========== ================================= ===============================
 
-A class whose values are all missing publishes a null (the Categorical's
-missing value, an empty field in a CSV, a null in Parquet), so ``isna()``
-finds it and the column keeps its other labels. A class mixing missing and
-present values publishes its range followed by `` or <NA>`` (``[46, 51] or
-<NA>``, ``23 or <NA>``); a nominal set simply contains ``<NA>``
-(``{F, <NA>}``), and a hierarchy publishes the ancestor of its values and
-the ``<NA>`` leaf. Numbers are written in Python's shortest round-trip form,
-so :func:`parse_range` gives back the exact bounds, negatives and floats
-included. Datetimes are ISO 8601 with the shortest unit that loses nothing.
+A class whose values are all missing publishes a null (the Categorical's missing value, an empty
+field in a CSV, a null in Parquet), so ``isna()`` finds it and the column keeps its other labels. A
+class mixing missing and present values publishes its range followed by `` or <NA>`` (``[46, 51] or
+<NA>``, ``23 or <NA>``); a nominal set simply contains ``<NA>`` (``{F, <NA>}``), and a hierarchy
+publishes the ancestor of its values and the ``<NA>`` leaf. Numbers are written in Python's shortest
+round-trip form, so :func:`parse_range` gives back the exact bounds, negatives and floats included.
+Datetimes are ISO 8601 with the shortest unit that loses nothing.
 
 What depends on the kind (the label's shape, how bounds are written, the
 midpoint and mean) is asked of its kind object (:mod:`dmondrian.kinds`).
@@ -32,11 +30,10 @@ Each class's label is built once (range labels in compiled code, see
 :mod:`dmondrian._kernel.labels`) and expanded to rows as a pandas Categorical,
 never formatted per row.
 
-``generalization="midpoint"`` / ``"mean"`` publish, for numeric and datetime
-QIs, the midpoint of the class range or the class mean (microaggregation with a
-guaranteed class size), in the input's type where it has one (a date for a
-date, a decimal at its scale, a duration, a period, a timestamp in its zone;
-float64 for ints and floats); other kinds keep their labels.
+``generalization="midpoint"`` / ``"mean"`` publish, for numeric and datetime QIs, the midpoint of
+the class range or the class mean (microaggregation with a guaranteed class size), in the input's
+type where it has one (a date for a date, a decimal at its scale, a duration, a period, a timestamp
+in its zone; float64 for ints and floats); other kinds keep their labels.
 """
 
 from __future__ import annotations
@@ -63,8 +60,7 @@ __all__ = ["Interval", "parse_range", "parse_set", "class_values", "bound_labels
 def _distinct_rows(*columns):
     """Distinct rows of equal-length int arrays: ``(first_of_each, inverse)``.
 
-    A lexsort and a diff, where ``np.unique(axis=0)`` would sort the rows as
-    opaque records.
+    A lexsort and a diff, where ``np.unique(axis=0)`` would sort the rows as opaque records.
     """
     order = np.lexsort(columns[::-1])
     changed = np.zeros(len(order), dtype=bool)
@@ -246,11 +242,10 @@ _MASK_CODES = 4096
 def _set_labels(qi: EncodedQI, j: int, stats, sorted_row) -> tuple[pd.Index, np.ndarray]:
     """Set labels of every class, from the codes each class's rows hold.
 
-    The distinct code sets and their members are found in compiled code and
-    their labels written into one UTF-8 buffer (:func:`dmondrian._kernel.set_labels.set_labels`),
-    with no Python string per set until the Index is made. Up to
-    ``_MASK_CODES`` codes, the labels are ordered as the sets' bitmask words
-    read as int64 sort; past it, by the first class holding each set.
+    The distinct code sets and their members are found in compiled code and their labels written
+    into one UTF-8 buffer (:func:`dmondrian._kernel.set_labels.set_labels`), with no Python string
+    per set until the Index is made. Up to ``_MASK_CODES`` codes, the labels are ordered as the
+    sets' bitmask words read as int64 sort; past it, by the first class holding each set.
     """
     class_of_pos, n_classes = stats[0], stats[1].shape[0]
     if qi.card <= _MASK_CODES:
@@ -297,12 +292,10 @@ def _csr_rows(offsets: np.ndarray, codes: np.ndarray, rows: np.ndarray
 def _sets_read_apart(names: list[str]) -> bool:
     """Whether distinct sets of these names always get distinct labels.
 
-    They do when the names are distinct and none contains ``", "``: a label
-    of several names then contains ``", "`` and a single name does not, and
-    splitting ``"{...}"`` at every ``", "`` gives back its names (a name's
-    ``","`` or ``" "`` cannot join the separator into another ``", "``).
-    Otherwise the labels are compared (the set ``{a, b}`` and the category
-    ``"{a, b}"`` read alike).
+    They do when the names are distinct and none contains ``", "``: a label of several names then
+    contains ``", "`` and a single name does not, and splitting ``"{...}"`` at every ``", "`` gives
+    back its names (a name's ``","`` or ``" "`` cannot join the separator into another ``", "``).
+    Otherwise the labels are compared (the set ``{a, b}`` and the category ``"{a, b}"`` read alike).
     """
     return len(set(names)) == len(names) and not any(", " in name for name in names)
 
@@ -434,9 +427,8 @@ def expand_label_columns(columns: list, class_of_row: np.ndarray) -> list:
     Parameters
     ----------
     columns : list of (labels, inverse)
-        Each column's distinct labels (a pandas Index) and label index of
-        every class, as :func:`class_values` returns them; every ``inverse``
-        has one entry per class.
+        Each column's distinct labels (a pandas Index) and label index of every class, as
+        :func:`class_values` returns them; every ``inverse`` has one entry per class.
     class_of_row : ndarray of int64
         Class of every row.
 
