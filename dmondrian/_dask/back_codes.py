@@ -110,8 +110,7 @@ FLAGS = "__dm_flags"
 
 
 def back_columns(layout: BackLayout, top, release_meta: pd.DataFrame) -> dict:
-    """The empty columns of what travels back, by name (values take ``release_meta``'s
-    dtypes)."""
+    """The empty columns of what travels back, by name (values take ``release_meta``'s dtypes)."""
     out = {}
     for j in layout.bounds:
         for name in (_lo(j), _hi(j)):

@@ -1,9 +1,8 @@
 """Which Dask cluster the Dask engine runs on, and how it reports progress.
 
-:func:`resolve_client` finds it: the ``client`` passed in, else the default
-client, else ``$DASK_SCHEDULER_ADDRESS``, else an embedded ``LocalCluster``
-that dmondrian starts and must close; :func:`session` owns that lifetime.
-See docs/design.md, section "Cluster".
+:func:`resolve_client` finds it: the ``client`` passed in, else the default client, else
+``$DASK_SCHEDULER_ADDRESS``, else an embedded ``LocalCluster`` that dmondrian starts and must close;
+:func:`session` owns that lifetime. See docs/design.md, section "Cluster".
 """
 
 from __future__ import annotations
@@ -159,10 +158,9 @@ def run(client, collection, progress: bool | None, label: str, keep=()):
 
 
 def on_client(client, progress: bool | None):
-    """``compute(collections, label) -> results``: :func:`run` on ``client``, watched;
-    None without a client (the caller computes on the default scheduler). For the
-    engine-neutral passes that take a ``compute``
-    (:func:`dmondrian.release.unique_count.unique_rows`)."""
+    """``compute(collections, label) -> results``: :func:`run` on ``client``, watched; None without
+    a client (the caller computes on the default scheduler). For the engine-neutral passes that take
+    a ``compute`` (:func:`dmondrian.release.unique_count.unique_rows`)."""
     if client is None:
         return None
     return lambda collections, label: run(client, collections, progress, label)

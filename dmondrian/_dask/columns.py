@@ -41,9 +41,8 @@ def carried(qis, columns, travel=None) -> tuple[list, list, list]:
 
 
 def leaf_inputs(options) -> list:
-    """The columns besides the QIs that the leaves read: the sensitive column, the
-    entity column and the noised ones (all that travels when only keys cross the
-    network)."""
+    """The columns besides the QIs that the leaves read: the sensitive column, the entity column and
+    the noised ones (all that travels when only keys cross the network)."""
     out = [c for c in (options.sensitive, options.entity) if c is not None]
     out += [nc.column for nc in options.noise if nc.column not in out]
     return out

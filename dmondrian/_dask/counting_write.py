@@ -1,14 +1,12 @@
 """Applying an uncounted plan: the shuffle pass counts the leaves on the way.
 
-When the domain pass's sample planned the whole tree, the pass that would
-only count its leaves is saved: each input partition is routed once, its
-leaf counts are summed into a :class:`~.plan.Verdict` that every output
-partition waits for, and the cuts the exact counts disallow are undone
-there. A disallowed cut no output partition can undo alone raises
-:class:`~.plan.Recount` before anything is written; the lazy result, which
-cannot start again, is only built on a plan where that cannot happen
-(:func:`cuts_certain`). See docs/design.md, section "Counting in the
-shuffle pass".
+When the domain pass's sample planned the whole tree, the pass that would only count its leaves is
+saved: each input partition is routed once, its leaf counts are summed into a
+:class:`~.plan.Verdict` that every output partition waits for, and the cuts the exact counts
+disallow are undone there. A disallowed cut no output partition can undo alone raises
+:class:`~.plan.Recount` before anything is written; the lazy result, which cannot start again, is
+only built on a plan where that cannot happen (:func:`cuts_certain`). See docs/design.md, section
+"Counting in the shuffle pass".
 """
 
 from __future__ import annotations
@@ -35,9 +33,8 @@ __all__ = ["leaf_counts", "settle", "cuts_certain", "write_parquet_counting",
 
 
 def leaf_counts(routed: pd.DataFrame, n_leaves: int, entity=None, k: int = 1):
-    """Rows of every leaf in one routed input partition; with an ``entity`` column,
-    also up to ``k`` distinct entity ids of every leaf
-    (:func:`~.entity_pass.some_per_leaf`)."""
+    """Rows of every leaf in one routed input partition; with an ``entity`` column, also up to ``k``
+    distinct entity ids of every leaf (:func:`~.entity_pass.some_per_leaf`)."""
     leaf = routed[LEAF].to_numpy(dtype=np.int64)
     counts = np.bincount(leaf, minlength=n_leaves)
     if entity is None:
@@ -73,10 +70,9 @@ def _subtrees(tree: CutTree, counts: np.ndarray):
 def settle(counts: np.ndarray, top: TopPlan, oversized_ok: bool = False) -> Verdict:
     """Check every cut of the candidate tree on exact counts.
 
-    A disallowed cut is undone, from the root down; its leaves become one.
-    That is done by the output partition holding them, so a disallowed cut
-    whose leaves lie in several partitions, or (unless ``oversized_ok``) a
-    partition holding far more rows than planned, raises
+    A disallowed cut is undone, from the root down; its leaves become one. That is done by the
+    output partition holding them, so a disallowed cut whose leaves lie in several partitions, or
+    (unless ``oversized_ok``) a partition holding far more rows than planned, raises
     :class:`~.plan.Recount` before anything is written.
     """
     tree, k = top.tree, top.options.k

@@ -158,10 +158,9 @@ _INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 def _plain_bounds(plain: tuple, j: int, lo, hi, missing) -> bool:
-    """Key bounds and missing count of a column whose keys are its own int64 values
-    (``plain``, from :meth:`~dmondrian.kinds.QIKindSpec.plain_int_values`: numpy ints,
-    datetime64), read from them without a key array; False when they hold the
-    reserved missing key (encoding refuses it)."""
+    """Key bounds and missing count of a column whose keys are its own int64 values (``plain``, from
+    :meth:`~dmondrian.kinds.QIKindSpec.plain_int_values`: numpy ints, datetime64), read from them
+    without a key array; False when they hold the reserved missing key (encoding refuses it)."""
     a, b, n_missing, reserved = _int_bounds(*plain)
     if reserved:
         return False
@@ -233,9 +232,8 @@ _NO_CODES = np.zeros(0, dtype=np.int64)
 
 
 def _few_string_counts(values, labels: list) -> pd.Series | None:
-    """:func:`_arrow_string_counts` when the prefix's few values are all the column holds:
-    each row compared to each (:mod:`dmondrian._kernel.strings`); None when another
-    value turns up."""
+    """:func:`_arrow_string_counts` when the prefix's few values are all the column holds: each row
+    compared to each (:mod:`dmondrian._kernel.strings`); None when another value turns up."""
     vdata, voff = value_table(labels)
     counts = np.zeros(len(labels), dtype=np.int64)
     for offsets, data, bits, bit_offset, _ in arrow_string_chunks(values):
@@ -378,10 +376,9 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     sizing : dmondrian._dask.options.Sizing
         With the largest partition's rows.
     identifying : list of dmondrian.release.identifiers.IdentifyingColumn
-        Columns released as is that single out rows (judged by sketches of
-        distinct values kept in this same pass, and an exact count in a
-        pass of its own for the columns the sketches leave unsure:
-        :mod:`dmondrian.release.identifiers`; empty when not ``check_identifying``).
+        Columns released as is that single out rows (judged by sketches of distinct values kept in
+        this same pass, and an exact count in a pass of its own for the columns the sketches leave
+        unsure: :mod:`dmondrian.release.identifiers`; empty when not ``check_identifying``).
     person_keys : list
         The candidates that look like a person key on the first partitions
         (:func:`dmondrian.release.person_keys.person_key_columns`), less those in

@@ -74,15 +74,12 @@ def check_exchange(value) -> str | None:
 def exchanged_bytes(meta: pd.DataFrame, row_bytes: float, options, key_bytes):
     """Bytes a row moves through the network on each path: ``(rows, keys)``.
 
-    ``row_bytes`` is the row's in-memory size (measured), ``key_bytes`` the
-    bytes of each QI's shipped key (a sequence, from
-    :func:`~.shipped_keys.key_dtypes`), or their total, spread evenly over the
-    QIs when the types are not known yet. The whole-row path ships every column
-    but the QIs, which travel as keys; the keys path ships the keys and the
-    leaves' inputs out, and the published values back as codes
-    (:mod:`.back_codes`): a label its class's two key bounds in its key's type
-    (a set, one mask about a key's size), a number, a noised value or a class
-    id 8 bytes.
+    ``row_bytes`` is the row's in-memory size (measured), ``key_bytes`` the bytes of each QI's
+    shipped key (a sequence, from :func:`~.shipped_keys.key_dtypes`), or their total, spread evenly
+    over the QIs when the types are not known yet. The whole-row path ships every column but the
+    QIs, which travel as keys; the keys path ships the keys and the leaves' inputs out, and the
+    published values back as codes (:mod:`.back_codes`): a label its class's two key bounds in its
+    key's type (a set, one mask about a key's size), a number, a noised value or a class id 8 bytes.
     """
     qis = list(options.qis)
     if np.ndim(key_bytes) == 0:
@@ -228,8 +225,7 @@ def publish_output_partition(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
 
 def merge_input_partition(df: pd.DataFrame, back: pd.DataFrame, top: TopPlan,
                           meta: pd.DataFrame, number: int) -> pd.DataFrame:
-    """Input partition ``number`` with its rows' published values in place, rows in
-    input order.
+    """Input partition ``number`` with its rows' published values in place, rows in input order.
 
     The partition's rows are routed again, as the shuffle pass routed them: ``back`` holds, for each
     leaf, the published codes of this partition's rows of that leaf in their input order (suppressed
@@ -278,9 +274,8 @@ def merge_input_partition(df: pd.DataFrame, back: pd.DataFrame, top: TopPlan,
 
 
 def _published(ddf, top: TopPlan, release_meta, shuffle_method, oversized_ok: bool):
-    """The published values of every row, back in their input partitions (a dask
-    DataFrame of ``ddf.npartitions`` partitions), the verdict (None for a counted plan)
-    and the plan constant."""
+    """The published values of every row, back in their input partitions (a dask DataFrame of
+    ``ddf.npartitions`` partitions), the verdict (None for a counted plan) and the plan constant."""
     if top.counted:
         shuffled, plan_d = route_and_shuffle(ddf, top, shuffle_method)
         verdict = None

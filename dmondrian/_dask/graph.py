@@ -54,8 +54,7 @@ def partitions(frame) -> list:
 
 
 def column_partitions(ddf, columns) -> list:
-    """One delayed frame of ``columns`` per partition (:func:`partitions`): a pass reads
-    only those.
+    """One delayed frame of ``columns`` per partition (:func:`partitions`): a pass reads only those.
 
     All the columns, in whatever order, are the partitions as they are: a projection that only
     reorders is not pushed into the read, and costs a copy of every partition.

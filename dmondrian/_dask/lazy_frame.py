@@ -9,15 +9,13 @@ the writer falls back to plain encoding), work the sink never does. And dask wri
 partition in tasks of its own (``reset_index``, an ``operation``, ``toparquetdata``), reading it
 back from memory after it left the caches.
 
-:class:`AnonymizedFrame` is that frame, whose ``to_parquet`` runs the writers'
-own graph on the same plan (each output partition anonymized and written by
-one task, :class:`~.parquet_sink.ParquetSink`) unless the caller asks for
-something only dask's writer does (``partition_on``, ``append``, a
+:class:`AnonymizedFrame` is that frame, whose ``to_parquet`` runs the writers' own graph on the same
+plan (each output partition anonymized and written by one task, :class:`~.parquet_sink.ParquetSink`)
+unless the caller asks for something only dask's writer does (``partition_on``, ``append``, a
 ``schema``, ...): then dask's, with the release's defaults
-(:func:`~.parquet_sink.release_write_options`: no statistics for labels,
-dictionaries for labels, text and the class column only) where the caller
-does not set ``write_statistics`` or ``use_dictionary``. Any other method
-returns dask's own DataFrame, as does pickling it.
+(:func:`~.parquet_sink.release_write_options`: no statistics for labels, dictionaries for labels,
+text and the class column only) where the caller does not set ``write_statistics`` or
+``use_dictionary``. Any other method returns dask's own DataFrame, as does pickling it.
 """
 
 from __future__ import annotations
@@ -85,20 +83,16 @@ class AnonymizedFrame(dd.DataFrame):
         path : str or os.PathLike
             The dataset folder (local path or fsspec URL).
         **kwargs
-            As :meth:`dask.dataframe.DataFrame.to_parquet`'s. ``compression``,
-            ``write_index``, ``storage_options``, ``compute``,
-            ``compute_kwargs``, ``shuffle_rows`` (default True: each file's
-            rows in a random order, :mod:`dmondrian.release.row_order`) and pyarrow's
-            ``write_table`` keywords are the writers'; ``write_index``
-            defaults to False. Any of :data:`DASK_ONLY` set to another value than its
-            default runs dask's writer instead. ``write_statistics`` and
-            ``use_dictionary`` default to
-            :func:`~dmondrian.io.parquet_sink.release_write_options`'s choice.
-            ``manifest`` (default False, as
-            :func:`~dmondrian.distributed.anonymize_to_parquet`'s, and for the
-            same reasons) publishes ``path.manifest.json`` with the files, the
-            manifest last (``path`` must not exist); it needs the writers' own
-            graph, computed here.
+            As :meth:`dask.dataframe.DataFrame.to_parquet`'s. ``compression``, ``write_index``,
+            ``storage_options``, ``compute``, ``compute_kwargs``, ``shuffle_rows`` (default True:
+            each file's rows in a random order, :mod:`dmondrian.release.row_order`) and pyarrow's
+            ``write_table`` keywords are the writers'; ``write_index`` defaults to False. Any of
+            :data:`DASK_ONLY` set to another value than its default runs dask's writer instead.
+            ``write_statistics`` and ``use_dictionary`` default to
+            :func:`~dmondrian.io.parquet_sink.release_write_options`'s choice. ``manifest`` (default
+            False, as :func:`~dmondrian.distributed.anonymize_to_parquet`'s, and for the same
+            reasons) publishes ``path.manifest.json`` with the files, the manifest last (``path``
+            must not exist); it needs the writers' own graph, computed here.
 
         Returns
         -------

@@ -146,10 +146,9 @@ def input_piece_rows(per_thread: float | None, partition_rows: int, row_bytes: f
                      n_qis: int) -> int:
     """Rows of the pieces an input partition is routed and shuffled in.
 
-    The partition, once read, is held while its pieces are routed one task
-    at a time; a piece costs :func:`input_row_cost` a row, within
-    :data:`PIECE_SHARE` of what the partition leaves of the budget. A
-    partition that fits is one piece (returns ``partition_rows``).
+    The partition, once read, is held while its pieces are routed one task at a time; a piece costs
+    :func:`input_row_cost` a row, within :data:`PIECE_SHARE` of what the partition leaves of the
+    budget. A partition that fits is one piece (returns ``partition_rows``).
 
     Examples
     --------

@@ -153,9 +153,8 @@ def routed_meta(ddf, top: TopPlan) -> pd.DataFrame:
 
 
 def routing_input(ddf, top: TopPlan):
-    """What the shuffle pass reads: every column ("rows"), or only the QIs and the
-    columns the leaves read ("keys": the rest stays in the input until it is
-    written)."""
+    """What the shuffle pass reads: every column ("rows"), or only the QIs and the columns the
+    leaves read ("keys": the rest stays in the input until it is written)."""
     if top.travelling is None:
         return ddf
     return ddf[read_columns(top.columns, top.options)]

@@ -1,16 +1,14 @@
 """The identifying-column check done by the pass that writes the release.
 
-The writers' last pass reads every column of every row to write it; the
-tasks that write also keep a distinct-value sketch of the columns released
-as is (:func:`dmondrian.release.identifiers.distinct_sketch`), returned beside their
-row counts; the domain pass then reads only the QIs. The client merges them
-once every file is written (and counts exactly, in a pass over the input's
-columns the sketches leave unsure, :mod:`dmondrian.release.unique_count`); a
-column that singles out rows then raises
-:class:`~dmondrian.errors.IdentifyingColumnError`, after the files written
-are removed (:func:`finish_written`'s ``undo``), and before the command
-line publishes its staged output (:mod:`dmondrian.io.staging`).
-See docs/design.md, section "Step 1: the domain pass".
+The writers' last pass reads every column of every row to write it; the tasks that write also keep a
+distinct-value sketch of the columns released as is
+(:func:`dmondrian.release.identifiers.distinct_sketch`), returned beside their row counts; the
+domain pass then reads only the QIs. The client merges them once every file is written (and counts
+exactly, in a pass over the input's columns the sketches leave unsure,
+:mod:`dmondrian.release.unique_count`); a column that singles out rows then raises
+:class:`~dmondrian.errors.IdentifyingColumnError`, after the files written are removed
+(:func:`finish_written`'s ``undo``), and before the command line publishes its staged output
+(:mod:`dmondrian.io.staging`). See docs/design.md, section "Step 1: the domain pass".
 """
 
 from __future__ import annotations
@@ -258,11 +256,10 @@ def written_meta(check: WrittenCheck | None, measure=None) -> pd.DataFrame:
 
 
 def finish_written(result: pd.DataFrame, top, undo=None, count_unique=None) -> None:
-    """Check the write tasks' sketches in ``result`` (one row per file written), and
-    keep what was found in ``top.identifying``; ``undo(files)`` removes the files
-    written when the release is refused (or a warning is raised as an error);
-    ``count_unique``: :meth:`WrittenCheck.finish`. The write tasks' counts, when they
-    took them, are merged into ``top.measured``."""
+    """Check the write tasks' sketches in ``result`` (one row per file written), and keep what was
+    found in ``top.identifying``; ``undo(files)`` removes the files written when the release is
+    refused (or a warning is raised as an error); ``count_unique``: :meth:`WrittenCheck.finish`. The
+    write tasks' counts, when they took them, are merged into ``top.measured``."""
     if COUNTS in result.columns:
         top.measured = merge_counts(list(result[COUNTS]))
     if DISTINCT not in result.columns:

@@ -131,16 +131,14 @@ def _encode_column(series: pd.Series, qi, keys: np.ndarray):
 
 
 def _chunk_encoder(series: pd.Series, qi):
-    """A function ``(a, b, out)`` writing the keys of rows ``a:b`` of a column into
-    ``out`` (and returning ``(mask, values)`` of its rows the fit never saw, or None),
-    for the columns read in pieces without a pass over the whole column; None for
-    the others (:func:`_encode_column`).
+    """A function ``(a, b, out)`` writing the keys of rows ``a:b`` of a column into ``out`` (and
+    returning ``(mask, values)`` of its rows the fit never saw, or None), for the columns read in
+    pieces without a pass over the whole column; None for the others (:func:`_encode_column`).
 
     A numeric or datetime column of the fitted dtype is copied as its keys (as
-    :meth:`~dmondrian.kinds.QIKindSpec.global_keys_into` reads it), Arrow text
-    is looked up among the plan's few categories in compiled code
-    (:func:`dmondrian._kernel.strings.lookup_strings`), and a Categorical's
-    codes are remapped through one table made for the whole column.
+    :meth:`~dmondrian.kinds.QIKindSpec.global_keys_into` reads it), Arrow text is looked up among
+    the plan's few categories in compiled code (:func:`dmondrian._kernel.strings.lookup_strings`),
+    and a Categorical's codes are remapped through one table made for the whole column.
     """
     if qi.spec.open_edges:
         if series.dtype != qi.dtype:

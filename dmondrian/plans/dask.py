@@ -19,16 +19,14 @@ release itself, leaves the check to the tasks that write (they read every column
 :mod:`dmondrian._dask.written_check`), so its counting pass reads the QIs alone: a wide table costs
 its QIs' read and a copy.
 
-Each row is placed once: the first pass leaves every partition's nodes on its
-worker (:func:`node_dtype`, 2 or 4 bytes a row), and the second reads only
-the columns it passes through and gathers the labels by node. The nodes are
-kept on a cluster that outlives the call, while they take at most
-:data:`KEEP_SHARE` of the workers' memory; otherwise the second pass reads
-the QIs and places the rows again. Both passes read the input's partitions
-as they are (:func:`~dmondrian._dask.graph.partitions`): Dask fuses a projected read under a
-blockwise step (a filter, say) into fewer partitions, and a partition's kept
-nodes, or its first row's position that relaxed ties are split by, must pair
-with the same rows in either pass.
+Each row is placed once: the first pass leaves every partition's nodes on its worker
+(:func:`node_dtype`, 2 or 4 bytes a row), and the second reads only the columns it passes through
+and gathers the labels by node. The nodes are kept on a cluster that outlives the call, while they
+take at most :data:`KEEP_SHARE` of the workers' memory; otherwise the second pass reads the QIs and
+places the rows again. Both passes read the input's partitions as they are
+(:func:`~dmondrian._dask.graph.partitions`): Dask fuses a projected read under a blockwise step (a
+filter, say) into fewer partitions, and a partition's kept nodes, or its first row's position that
+relaxed ties are split by, must pair with the same rows in either pass.
 
 The labels are Categoricals with the same, known categories in every partition, and the release
 equals the local engine's release of the computed table (the summaries add up to the whole table's).
@@ -234,12 +232,10 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
     random_state : None, int or numpy.random.Generator
         Seed of each file's row order (:mod:`dmondrian.release.row_order`; None: fresh).
     manifest : bool, default False
-        Publish ``path.manifest.json`` with the files, as the command line does
-        (``path`` must not exist). False by default, as
-        :func:`dmondrian.distributed.anonymize_to_parquet`'s: this writer writes
-        into a folder the caller may own already, and a release's metrics need
-        a pass of their own, which it does not make
-        (:func:`dmondrian.evaluation.manifest.writer_fields`).
+        Publish ``path.manifest.json`` with the files, as the command line does (``path`` must not
+        exist). False by default, as :func:`dmondrian.distributed.anonymize_to_parquet`'s: this
+        writer writes into a folder the caller may own already, and a release's metrics need a pass
+        of their own, which it does not make (:func:`dmondrian.evaluation.manifest.writer_fields`).
 
     _measure : tuple, optional
         ``(ReleaseCounts, InputDomains)``, empty (:mod:`dmondrian.metrics.accumulator`): the write
@@ -366,12 +362,11 @@ def _check_partitions(ddf, client) -> None:
 class _Counted:
     """What the counting pass leaves the publishing pass.
 
-    ``summary``: the whole table's (:class:`.batch.BatchSummary`); ``kept``: futures of
-    every counted partition's nodes, on the workers (None: not kept); ``offsets``:
-    every counted partition's first row's position (None: the cuts split no ties);
-    ``placer``: the future of the placing tables scattered to every worker, on a
-    cluster that outlives the call (None otherwise); ``domains``: the input's
-    :class:`~dmondrian.metrics.accumulator.InputDomains`, when asked.
+    ``summary``: the whole table's (:class:`.batch.BatchSummary`); ``kept``: futures of every
+    counted partition's nodes, on the workers (None: not kept); ``offsets``: every counted
+    partition's first row's position (None: the cuts split no ties); ``placer``: the future of the
+    placing tables scattered to every worker, on a cluster that outlives the call (None otherwise);
+    ``domains``: the input's :class:`~dmondrian.metrics.accumulator.InputDomains`, when asked.
     """
 
     summary: object
@@ -510,9 +505,8 @@ def _publish_at_offsets(ddf, plan_d, classes, offsets, threads, meta):
 
 def _as_release(frame, plan, source):
     """``frame``, the plan's lazy release, as an
-    :class:`~dmondrian._dask.lazy_frame.AnonymizedFrame` whose ``to_parquet`` writes
-    every partition with a :class:`~dmondrian.io.parquet_sink.ParquetSink`, on the
-    worker that publishes it.
+    :class:`~dmondrian._dask.lazy_frame.AnonymizedFrame` whose ``to_parquet`` writes every partition
+    with a :class:`~dmondrian.io.parquet_sink.ParquetSink`, on the worker that publishes it.
 
     The sink writes as every release writer does: the label columns without min/max statistics
     (Arrow's statistics of a dictionary column cost more than the rest of its write, and a label's

@@ -226,13 +226,11 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
     progress : bool, optional
         Progress bars for the passes.
     **options
-        ``mode`` ("strict" only), ``objective``, ``max_depth``, ``generalization``,
-        ``hierarchies``, ``qi_kinds``, ``class_column``, ``identifiers``,
-        ``allow_unique``, ``entity``, ``l``, ``l_kind``, ``c``, ``t``,
-        ``sensitive``, and the Dask engine's ``leaf_rows``. The top phase
-        keeps a cut only if its children pass k (in people, with ``entity``)
-        and l and t on exact counts, as the Dask engine's does; each leaf is
-        cut under the same constraints. The options
+        ``mode`` ("strict" only), ``objective``, ``max_depth``, ``generalization``, ``hierarchies``,
+        ``qi_kinds``, ``class_column``, ``identifiers``, ``allow_unique``, ``entity``, ``l``,
+        ``l_kind``, ``c``, ``t``, ``sensitive``, and the Dask engine's ``leaf_rows``. The top phase
+        keeps a cut only if its children pass k (in people, with ``entity``) and l and t on exact
+        counts, as the Dask engine's does; each leaf is cut under the same constraints. The options
         :func:`~dmondrian.plans.fit_plan` refuses are refused.
 
     Returns

@@ -1,10 +1,9 @@
 """Fit a Mondrian partition once, then release any number of new tables through it.
 
-:func:`fit_plan` runs the local engine on a table and keeps its cut tree
-(:mod:`.tree`); :meth:`FittedPlan.transform` routes a new table's rows through
-it (:mod:`.batch`) and publishes every region with at least k of them
-(:mod:`.release`). The steps per batch are one routing walk, one count per
-node and one label per class: no partitioning.
+:func:`fit_plan` runs the local engine on a table and keeps its cut tree (:mod:`.tree`);
+:meth:`FittedPlan.transform` routes a new table's rows through it (:mod:`.batch`) and publishes
+every region with at least k of them (:mod:`.release`). The steps per batch are one routing walk,
+one count per node and one label per class: no partitioning.
 """
 
 from __future__ import annotations
@@ -299,10 +298,9 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     quasi_identifiers, k
         As in :func:`dmondrian.anonymize`.
     batch_rows : int, optional
-        Rows of the tables the plan will release: the tree is fitted at
-        :func:`fit_k` so that their classes rarely fall short of k. Default:
-        the fitted table's own classes (the release of ``df`` through the plan
-        is then exactly ``dmondrian.anonymize(df, ...)``).
+        Rows of the tables the plan will release: the tree is fitted at :func:`fit_k` so that their
+        classes rarely fall short of k. Default: the fitted table's own classes (the release of
+        ``df`` through the plan is then exactly ``dmondrian.anonymize(df, ...)``).
     fit_k_, trim : int, optional
         Override :func:`fit_k` and :func:`fit_trim` (for measuring them).
     trim_inner, abut : bool, optional
@@ -315,17 +313,14 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
         costing ``lift_cost`` QI domains (:func:`.tree.nominal_trim`); None trims every leaf at
         ``trim`` (the rule before, for measuring).
     **options
-        ``mode``, ``objective``, ``generalization``, ``max_depth``,
-        ``hierarchies``, ``qi_kinds``, ``class_column``, ``l``, ``l_kind``,
-        ``c``, ``t``, ``sensitive``, ``identifiers``, ``allow_unique``,
-        ``entity`` as in :func:`dmondrian.anonymize`. ``suppression`` is
-        refused: a plan publishes a short region at its ancestor instead.
-        ``noise`` (and ``max_contributions``, ``max_classes``) is given per
-        release (:meth:`FittedPlan.transform`). With ``entity``, the plan
-        counts people: the tree is fitted to at least ``fit_k`` distinct
-        entities per class (``batch_rows`` still counts a batch's rows; see
-        :func:`fit_k`), and every batch's published classes hold at least
-        ``k`` distinct entities, on either engine.
+        ``mode``, ``objective``, ``generalization``, ``max_depth``, ``hierarchies``, ``qi_kinds``,
+        ``class_column``, ``l``, ``l_kind``, ``c``, ``t``, ``sensitive``, ``identifiers``,
+        ``allow_unique``, ``entity`` as in :func:`dmondrian.anonymize`. ``suppression`` is refused:
+        a plan publishes a short region at its ancestor instead. ``noise`` (and
+        ``max_contributions``, ``max_classes``) is given per release (:meth:`FittedPlan.transform`).
+        With ``entity``, the plan counts people: the tree is fitted to at least ``fit_k`` distinct
+        entities per class (``batch_rows`` still counts a batch's rows; see :func:`fit_k`), and
+        every batch's published classes hold at least ``k`` distinct entities, on either engine.
 
     Returns
     -------

@@ -188,10 +188,8 @@ def _narrow_bounds(lo: np.ndarray, hi: np.ndarray, flags: np.ndarray):
 
 def lift_tables(plan):
     """The arrays :func:`dmondrian._kernel.lift.place_rows` reads, in :func:`packed_tree`'s
-    order (None:
-    the records would exceed :data:`MEMBER_BYTES`, or the tree does not fit
-    :func:`packed_tree`'s records; rows are then routed and lifted apart, the
-    lift in numpy).
+    order (None: the records would exceed :data:`MEMBER_BYTES`, or the tree does not fit
+    :func:`packed_tree`'s records; rows are then routed and lifted apart, the lift in numpy).
 
     Returns
     -------

@@ -8,17 +8,14 @@ parent, and a region that fails hands its rows to its parent. What a failing reg
 set of people, not its count: the parent's group is the union of its own people and those of every
 failing child, so a person with rows in two short siblings counts once in the parent.
 
-The summary of a batch (:class:`People`) is the set of distinct ``(node,
-entity[, sensitive code])`` triples its rows make: as large as the distinct
-pairs, not the rows, and the summaries of parts of a table merge exactly
-(:meth:`People.merge`, the entities' values matched, not hashed), so a Dask
-table's counts are exact. Without l or t a node keeps at most k of its
-people (``cap``): a node holding k people passes whatever else it holds, and
-a node that fails holds fewer than k, all of them kept, so the decisions are
-those of the whole sets, from a summary of at most k people per node.
-:func:`people_targets` then works level by level on integer keys: one
-hash-based deduplication per level of the pairs that climb into it, no
-Python set per node.
+The summary of a batch (:class:`People`) is the set of distinct ``(node, entity[, sensitive code])``
+triples its rows make: as large as the distinct pairs, not the rows, and the summaries of parts of a
+table merge exactly (:meth:`People.merge`, the entities' values matched, not hashed), so a Dask
+table's counts are exact. Without l or t a node keeps at most k of its people (``cap``): a node
+holding k people passes whatever else it holds, and a node that fails holds fewer than k, all of
+them kept, so the decisions are those of the whole sets, from a summary of at most k people per
+node. :func:`people_targets` then works level by level on integer keys: one hash-based deduplication
+per level of the pairs that climb into it, no Python set per node.
 """
 
 from __future__ import annotations

@@ -16,11 +16,10 @@ A published group is then exactly the batch's rows in its node's region less
 the regions published below it, so every published class, and every region an
 observer who knows the plan can tell apart, holds at least k rows.
 
-A class's label is its node's fitted label (the fitted rows' bounds, as the
-local engine publishes a class), widened only by the rows that reach past it
-through an open edge or at the root; labels are made by
-:func:`dmondrian.release.publish.class_values`, so a fitted table routed through its
-own plan publishes exactly what :func:`dmondrian.anonymize` published.
+A class's label is its node's fitted label (the fitted rows' bounds, as the local engine publishes a
+class), widened only by the rows that reach past it through an open edge or at the root; labels are
+made by :func:`dmondrian.release.publish.class_values`, so a fitted table routed through its own
+plan publishes exactly what :func:`dmondrian.anonymize` published.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """How coarse a plan is fitted for a batch size, and which options it keeps.
 
-:func:`fit_k` and :func:`fit_trim` turn ``batch_rows`` into the fitted class
-size and the trim of every region's values; :mod:`.fitted` and
-:mod:`.dask_fit` both fit by them.
+:func:`fit_k` and :func:`fit_trim` turn ``batch_rows`` into the fitted class size and the trim of
+every region's values; :mod:`.fitted` and :mod:`.dask_fit` both fit by them.
 """
 
 from __future__ import annotations
@@ -56,13 +55,11 @@ def fit_k(k: int, n_fit: int, batch_rows: int | None, n_entities: int | None = N
 def fit_trim(n_fit: int, batch_rows: int | None) -> int:
     """How many fitted rows must hold a value for a leaf's region to keep it in its label.
 
-    A value ``c`` of the fitted rows of a leaf is expected ``c * batch_rows /
-    n_fit`` times in a batch; below once (``c < n_fit / batch_rows``) the
-    leaf leaves it out, and a batch's rare row holding it is published at the
-    nearest ancestor that holds it (inner nodes keep every fitted value,
-    :func:`dmondrian.plans.tree.build_tree`). Labels then describe the values a
-    batch's rows actually take, not the fitted table's outliers. Without
-    ``batch_rows``, 1: every fitted value.
+    A value ``c`` of the fitted rows of a leaf is expected ``c * batch_rows / n_fit`` times in a
+    batch; below once (``c < n_fit / batch_rows``) the leaf leaves it out, and a batch's rare row
+    holding it is published at the nearest ancestor that holds it (inner nodes keep every fitted
+    value, :func:`dmondrian.plans.tree.build_tree`). Labels then describe the values a batch's rows
+    actually take, not the fitted table's outliers. Without ``batch_rows``, 1: every fitted value.
 
     Examples
     --------

@@ -279,9 +279,8 @@ def identifier_kind(dtype) -> str | None:
 def candidates(dtypes, released_as_is) -> list:
     """The columns to check: released as is, and of an identifier's kind.
 
-    ``dtypes`` maps columns to dtypes; ``released_as_is`` lists the columns
-    released unchanged. The index is never one (see the module's docstring:
-    only a writer asked to write it judges it,
+    ``dtypes`` maps columns to dtypes; ``released_as_is`` lists the columns released unchanged. The
+    index is never one (see the module's docstring: only a writer asked to write it judges it,
     :func:`dmondrian._dask.written_check.index_candidate`).
     """
     return [c for c in released_as_is if identifier_kind(dtypes[c]) is not None]
@@ -304,14 +303,11 @@ def decide(rows: int, *, unique: int | None = None, distinct: float | None = Non
            margin: float = 0.0, unseen: int = 0) -> str:
     """The one decision on a column released as is, from the counts an engine has.
 
-    ``unique`` is the exact count of rows whose value no other row has (the
-    local engine's count, or :mod:`dmondrian.release.unique_count`'s on the Dask engine's
-    cluster);
-    without it, ``distinct`` is an estimate of the distinct values, right
-    within ``margin`` either way, of which ``unseen`` rows left out of it may
-    each add one (see the module's docstring). Returns :data:`REFUSED`,
-    :data:`ALLOWED`, or :data:`UNSURE` (the estimate settles nothing: count
-    ``unique``).
+    ``unique`` is the exact count of rows whose value no other row has (the local engine's count, or
+    :mod:`dmondrian.release.unique_count`'s on the Dask engine's cluster); without it, ``distinct``
+    is an estimate of the distinct values, right within ``margin`` either way, of which ``unseen``
+    rows left out of it may each add one (see the module's docstring). Returns :data:`REFUSED`,
+    :data:`ALLOWED`, or :data:`UNSURE` (the estimate settles nothing: count ``unique``).
 
     Examples
     --------
@@ -353,9 +349,8 @@ def small_int_codes(values: pd.Series) -> np.ndarray | None:
 def value_runs(values: pd.Series, codes: np.ndarray | None = None) -> np.ndarray:
     """The rows each distinct value of ``values`` covers (missing values are no value).
 
-    Integers are counted by a sort (by a ``bincount`` of ``codes``, their
-    :func:`small_int_codes`, when given), other values by a hash table;
-    raises TypeError on unhashable objects.
+    Integers are counted by a sort (by a ``bincount`` of ``codes``, their :func:`small_int_codes`,
+    when given), other values by a hash table; raises TypeError on unhashable objects.
 
     Examples
     --------
@@ -429,12 +424,11 @@ def _unique_rows(values: pd.Series, sampled: int | None = None,
                  sample_rows: int = _SAMPLE) -> int | None:
     """Rows whose value no other row has; None when a sample rules the column out.
 
-    If half the rows hold values of their own, each row sampled is one of
-    them with probability at least 1/2, and those are distinct in the sample:
-    a sample of ``sample_rows`` rows then shows ``sample_rows / 4`` distinct
-    values or more but with a probability below 1e-200. Fewer (``sampled``:
-    :func:`few_in_sample`'s count, when the caller has it), and the column is
-    not counted (a ward, a diagnosis: the common case costs a sample).
+    If half the rows hold values of their own, each row sampled is one of them with probability at
+    least 1/2, and those are distinct in the sample: a sample of ``sample_rows`` rows then shows
+    ``sample_rows / 4`` distinct values or more but with a probability below 1e-200. Fewer
+    (``sampled``: :func:`few_in_sample`'s count, when the caller has it), and the column is not
+    counted (a ward, a diagnosis: the common case costs a sample).
     """
     if sampled is None:
         sampled = few_in_sample(values, sample_rows)

@@ -24,10 +24,9 @@ publishes the ancestor of its values and the ``<NA>`` leaf. Numbers are written 
 round-trip form, so :func:`parse_range` gives back the exact bounds, negatives and floats included.
 Datetimes are ISO 8601 with the shortest unit that loses nothing.
 
-What depends on the kind (the label's shape, how bounds are written, the
-midpoint and mean) is asked of its kind object (:mod:`dmondrian.kinds`).
-Each class's label is built once (range labels in compiled code, see
-:mod:`dmondrian._kernel.labels`) and expanded to rows as a pandas Categorical,
+What depends on the kind (the label's shape, how bounds are written, the midpoint and mean) is asked
+of its kind object (:mod:`dmondrian.kinds`). Each class's label is built once (range labels in
+compiled code, see :mod:`dmondrian._kernel.labels`) and expanded to rows as a pandas Categorical,
 never formatted per row.
 
 ``generalization="midpoint"`` / ``"mean"`` publish, for numeric and datetime QIs, the midpoint of
@@ -113,12 +112,11 @@ def _text_dtype():
 def group_triples(lo, hi, missing, j: int):
     """Distinct (lo, hi, missing) triples of column ``j``, in sorted order, and each class's.
 
-    Classes with every value missing (lo = ``MISSING_KEY``) share the last
-    triple. The sort is one ``np.sort`` of the words of
-    :func:`dmondrian._kernel.labels.pack_triples` (numpy sorts plain words in
-    place, without the indirection of an argsort or a lexsort); a lexsort when
-    the words hold only a prefix of lo and its ties run long. Bounds sharing a
-    step (dates) are packed as their count of steps (:func:`_in_units`).
+    Classes with every value missing (lo = ``MISSING_KEY``) share the last triple. The sort is one
+    ``np.sort`` of the words of :func:`dmondrian._kernel.labels.pack_triples` (numpy sorts plain
+    words in place, without the indirection of an argsort or a lexsort); a lexsort when the words
+    hold only a prefix of lo and its ties run long. Bounds sharing a step (dates) are packed as
+    their count of steps (:func:`_in_units`).
 
     Parameters
     ----------
@@ -343,11 +341,10 @@ def class_values(qi: EncodedQI, j: int, generalization: str, stats, sorted_row) 
     """Published value of every class for one QI.
 
     ``j`` is the QI's row in the key matrix and ``stats`` the output of
-    :func:`dmondrian._kernel.class_statistics`. Returns ``(values, inverse)``
-    where ``values[inverse[c]]`` is class ``c``'s published value.
-    ``values`` is a pandas Index of distinct labels (strings) or, for
-    midpoint/mean, an array of one number per class with ``inverse`` the
-    identity.
+    :func:`dmondrian._kernel.class_statistics`. Returns ``(values, inverse)`` where
+    ``values[inverse[c]]`` is class ``c``'s published value. ``values`` is a pandas Index of
+    distinct labels (strings) or, for midpoint/mean, an array of one number per class with
+    ``inverse`` the identity.
     """
     spec = qi.spec
     if not spec.publishes_labels(generalization):

@@ -1,14 +1,12 @@
 """The order of the rows in a written release: shuffled within each file.
 
-The engines keep the input's row order inside a class, and a table sorted by
-time or by an id makes that order a quasi-identifier of its own: the first
-row of a class is the earliest record of it. The statistical disclosure
-control literature advises randomizing the record order of released
+The engines keep the input's row order inside a class, and a table sorted by time or by an id makes
+that order a quasi-identifier of its own: the first row of a class is the earliest record of it. The
+statistical disclosure control literature advises randomizing the record order of released
 microdata, so every writer of a release (the command line,
-:func:`dmondrian.distributed.anonymize_to_parquet` and ``_to_csv``, the lazy
-release's ``to_parquet``) passes each file's rows through
-:func:`shuffle_rows` and writes no index. The in-memory results keep
-the input's order: scikit-learn needs ``X`` aligned with ``y``.
+:func:`dmondrian.distributed.anonymize_to_parquet` and ``_to_csv``, the lazy release's
+``to_parquet``) passes each file's rows through :func:`shuffle_rows` and writes no index. The
+in-memory results keep the input's order: scikit-learn needs ``X`` aligned with ``y``.
 
 The shuffle is seeded by ``random_state``, the file's number and a digest of the file's own rows in
 their order before the shuffle (:func:`rows_digest`), so a seeded run writes the same files again;
