@@ -169,11 +169,6 @@ class IdentifyingColumn:
                 "exact": self.exact, "index": self.is_index, "numbered": self.numbered}
 
 
-def _estimated(share: float, rows: int) -> str:
-    return (f"about {share:.0%} of its {rows:,} values are distinct (estimated), so at least "
-            "half the rows carry a value no other row has")
-
-
 #: Why an index that numbers the rows is refused.
 _NUMBERED = ("it numbers the rows in the input's order, which the shuffled rows of each file "
              "would give back")
@@ -185,7 +180,8 @@ def _why(f: IdentifyingColumn) -> str:
         return _NUMBERED
     if f.exact:
         return f"{f.share:.0%} of the {f.rows:,} rows carry a value no other row has"
-    return _estimated(f.share, f.rows)
+    return (f"about {f.share:.0%} of its {f.rows:,} values are distinct (estimated), so at "
+            "least half the rows carry a value no other row has")
 
 
 def _names(value, name: str) -> list:
@@ -263,17 +259,14 @@ def released_as_is(columns, opts) -> list:
 
 def identifier_kind(dtype) -> str | None:
     """``"integer"``, ``"text"``, or None for a column no identifier is made of."""
+    types = pd.api.types
     if isinstance(dtype, pd.CategoricalDtype):
         return "text"
-    if pd.api.types.is_bool_dtype(dtype):
+    if types.is_bool_dtype(dtype) or types.is_float_dtype(dtype):
         return None
-    if pd.api.types.is_integer_dtype(dtype):
+    if types.is_integer_dtype(dtype):
         return "integer"
-    if pd.api.types.is_float_dtype(dtype):
-        return None
-    if pd.api.types.is_string_dtype(dtype) or pd.api.types.is_object_dtype(dtype):
-        return "text"
-    return None
+    return "text" if types.is_string_dtype(dtype) or types.is_object_dtype(dtype) else None
 
 
 def candidates(dtypes, released_as_is) -> list:
