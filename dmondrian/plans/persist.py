@@ -108,15 +108,9 @@ def plan_dict(plan: FittedPlan) -> dict:
     tree, cuts = plan.tree, plan.tree.cuts
     sens = plan.sensitive
     return {
-        "format": FORMAT,
-        "version": VERSION,
-        "k": plan.k,
-        "fit_k": plan.fit_k,
-        "batch_rows": plan.batch_rows,
-        "trim": plan.trim,
-        "lift_cost": plan.lift_cost,
-        "n_fit": plan.n_fit,
-        "quasi_identifiers": [_json_value(q) for q in plan.qis],
+        "format": FORMAT, "version": VERSION, "k": plan.k, "fit_k": plan.fit_k,
+        "batch_rows": plan.batch_rows, "trim": plan.trim, "lift_cost": plan.lift_cost,
+        "n_fit": plan.n_fit, "quasi_identifiers": [_json_value(q) for q in plan.qis],
         "options": {name: (list(v) if isinstance(v, (list, tuple)) else _json_value(v))
                     for name, v in plan.options.items()},
         "qis": [_qi_dict(qi) for qi in plan.encodings],
@@ -125,12 +119,9 @@ def plan_dict(plan: FittedPlan) -> dict:
             "ordered": sens.ordered, "counts": [float(c) for c in sens.counts]},
         "tree": {
             "nodes": tree.n_nodes,
-            **{name: getattr(cuts, name).tolist() for name in _CUT_FIELDS},
-            "ranks": cuts.ranks.tolist(),
-            "parent": tree.parent.tolist(),
-            "count": tree.count.tolist(),
-            "lo": tree.lo.tolist(), "hi": tree.hi.tolist(), "missing": tree.missing.tolist(),
-            "total": tree.total.tolist(), "present": tree.present.tolist(),
+            **{name: getattr(cuts, name).tolist() for name in (*_CUT_FIELDS, "ranks")},
+            **{name: getattr(tree, name).tolist()
+               for name in ("parent", "count", "lo", "hi", "missing", "total", "present")},
             "codes": {str(j): {"card": card, "node_code": packed.tolist()}
                       for j, (packed, card) in tree.codes.items()},
         },
