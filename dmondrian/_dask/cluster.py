@@ -17,8 +17,7 @@ from .._compat import scheduler_workers
 from .watchdog import wait_for
 
 __all__ = ["resolve_client", "session", "run", "on_client", "worker_memory_per_thread",
-           "cores_per_worker",
-           "lasting_client", "close_patiently"]
+           "cores_per_worker", "lasting_client", "close_patiently"]
 
 _ANNOUNCED: set = set()
 

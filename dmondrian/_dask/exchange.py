@@ -37,9 +37,8 @@ from .shuffle import route_and_shuffle, target_dtype
 from .written_check import write_released
 
 __all__ = ["EXCHANGES", "COST_MODEL", "choose_exchange", "exchange_features", "keys_saving",
-           "exchanged_bytes", "shipped_sizes", "published_meta",
-           "publish_output_partition", "merge_input_partition", "anonymize_keys",
-           "write_keys"]
+           "exchanged_bytes", "shipped_sizes", "published_meta", "publish_output_partition",
+           "merge_input_partition", "anonymize_keys", "write_keys"]
 
 #: The values of the ``exchange`` option: None and "auto" choose by cost.
 EXCHANGES = (None, *DASK_PLAN["exchange"].choices)

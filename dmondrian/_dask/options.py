@@ -30,10 +30,9 @@ from .memory import (
 from .planner import PlanConfig
 
 __all__ = ["SAMPLE_ROWS", "MAX_SAMPLE_LEVELS", "DaskOptions", "check_dask_options",
-           "check_object_qis",
-           "guess_row_bytes", "default_leaf_rows", "leaf_rows_for", "output_partition_rows",
-           "Sizing", "sizing", "expected_levels", "least_row_bytes", "LEAF_ROWS_MIN",
-           "LEAF_ROWS_MAX"]
+           "check_object_qis", "guess_row_bytes", "default_leaf_rows", "leaf_rows_for",
+           "output_partition_rows", "Sizing", "sizing", "expected_levels", "least_row_bytes",
+           "LEAF_ROWS_MIN", "LEAF_ROWS_MAX"]
 
 #: Rows sampled per leaf the client expects to make; a region expected to
 #: split into 2**L leaves is sampled with 2**L times this many rows.

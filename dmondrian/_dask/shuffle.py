@@ -21,10 +21,9 @@ from .plan import TopPlan
 from .shipped_keys import narrow_keys
 from .shuffle_sizes import piece_bounds
 
-__all__ = ["attach_leaf", "attach_piece", "piece_dtype", "piece_partitions",
-           "target_dtype", "routed_partitions",
-           "routed_meta", "routing_input", "to_output_partitions", "route_and_shuffle",
-           "check_counted", "distributed_shuffle_method"]
+__all__ = ["attach_leaf", "attach_piece", "piece_dtype", "piece_partitions", "target_dtype",
+           "routed_partitions", "routed_meta", "routing_input", "to_output_partitions",
+           "route_and_shuffle", "check_counted", "distributed_shuffle_method"]
 
 
 def attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None,

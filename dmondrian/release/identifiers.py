@@ -98,10 +98,9 @@ from ..errors import ColumnError, IdentifyingColumnError, MissingColumnError, Pa
 __all__ = ["MIN_ROWS", "UNIQUE_SHARE", "IdentifyingColumn", "check_identifiers", "released_as_is",
            "check_allow_unique", "identifying_columns", "refuse_identifying", "candidates",
            "DistinctSketch", "distinct_sketch", "merge_distinct", "estimate_identifying",
-           "SketchVerdict", "DISTINCT_REFUSED", "HLL_MARGIN",
-           "INDEX", "without_identifiers", "decide", "value_runs", "identifier_kind",
-           "few_in_sample", "sample_positions", "distinct_at_most", "small_int_codes",
-           "REFUSED", "ALLOWED", "UNSURE"]
+           "SketchVerdict", "DISTINCT_REFUSED", "HLL_MARGIN", "INDEX", "without_identifiers",
+           "decide", "value_runs", "identifier_kind", "few_in_sample", "sample_positions",
+           "distinct_at_most", "small_int_codes", "REFUSED", "ALLOWED", "UNSURE"]
 
 #: Tables with fewer rows are not checked (a small table has unique values by chance).
 MIN_ROWS = 1_000
