@@ -90,20 +90,8 @@ def back_layout(top) -> BackLayout:
                       tuple(text), tuple(values), _uint_for(1 + len(ranged)))
 
 
-def _lo(j):
-    return f"__dm_lo{j}"
-
-
-def _hi(j):
-    return f"__dm_hi{j}"
-
-
-def _set(j):
-    return f"__dm_set{j}"
-
-
-def _text(j):
-    return f"__dm_text{j}"
+# The back frame's columns of QI ``j``: its bounds, its set masks, its text labels.
+_lo, _hi, _set, _text = (f"__dm_{part}{{}}".format for part in ("lo", "hi", "set", "text"))
 
 
 FLAGS = "__dm_flags"
