@@ -268,7 +268,7 @@ def _with_domain(plan, numeric=False, nominal=False):
     from dmondrian._kernel.constants import KIND_INT, KIND_NOMINAL
 
     p = copy.deepcopy(plan)
-    p.__dict__.pop("_lift", None)
+    p.__dict__.pop("lift_tables", None)
     tree, cuts = p.tree, p.tree.cuts
     m, d = tree.lo.shape
     lo = np.tile(tree.lo[0], (m, 1))

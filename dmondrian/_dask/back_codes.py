@@ -1,17 +1,15 @@
 """The keys path's way back: every row's published values as compact codes, not text.
 
-An output partition publishes the rows of its leaves; on the keys path those
-values travel back to the rows' input partitions. A label does not travel as
-text: a range or hierarchy QI sends its class's key bounds (in the narrow type
-the QI's keys came in), a nominal QI of at most 64 codes its class's set of
-codes as a bitmask, and one flags word a row marks the range QIs' missing values
-and the suppressed rows. The input partition then labels the distinct bounds
-and sets among its rows with the local engine's own labelers
-(:func:`dmondrian.release.publish.bound_labels`, :func:`dmondrian.release.publish.mask_labels`):
-the same text, formatted once per distinct label of the file, written as a
-dictionary. Numbers published as numbers, noised values and class ids travel
-as they are; a nominal QI of more codes travels as text. See docs/design.md,
-section "Moving only keys".
+An output partition publishes the rows of its leaves; on the keys path those values travel back to
+the rows' input partitions. A label does not travel as text: a range or hierarchy QI sends its
+class's key bounds (in the narrow type the QI's keys came in), a nominal QI of at most 64 codes its
+class's set of codes as a bitmask, and one flags word a row marks the range QIs' missing values and
+the suppressed rows. The input partition then labels the distinct bounds and sets among its rows
+with the local engine's own labelers (:func:`dmondrian.release.publish.bound_labels`,
+:func:`dmondrian.release.publish.mask_labels`): the same text, formatted once per distinct label of
+the file, written as a dictionary. Numbers published as numbers, noised values and class ids travel
+as they are; a nominal QI of more codes travels as text. See docs/design.md, section "Moving only
+keys".
 """
 
 from __future__ import annotations
@@ -43,11 +41,10 @@ HIDDEN = 1
 class BackLayout:
     """What travels back for each published column (from the plan alone).
 
-    ``bounds``: QI positions whose classes' key bounds travel (range and
-    hierarchy labels), ``ranged`` those of them with a missing bit (range
-    labels); ``sets``: nominal QIs whose code sets travel as masks, with the
-    mask's type; ``text``: label QIs that travel as text; ``values``: the
-    columns that travel as they are (numbers, noise, class ids).
+    ``bounds``: QI positions whose classes' key bounds travel (range and hierarchy labels),
+    ``ranged`` those of them with a missing bit (range labels); ``sets``: nominal QIs whose code
+    sets travel as masks, with the mask's type; ``text``: label QIs that travel as text; ``values``:
+    the columns that travel as they are (numbers, noise, class ids).
     """
 
     bounds: tuple
@@ -93,28 +90,15 @@ def back_layout(top) -> BackLayout:
                       tuple(text), tuple(values), _uint_for(1 + len(ranged)))
 
 
-def _lo(j):
-    return f"__dm_lo{j}"
-
-
-def _hi(j):
-    return f"__dm_hi{j}"
-
-
-def _set(j):
-    return f"__dm_set{j}"
-
-
-def _text(j):
-    return f"__dm_text{j}"
+# The back frame's columns of QI ``j``: its bounds, its set masks, its text labels.
+_lo, _hi, _set, _text = (f"__dm_{part}{{}}".format for part in ("lo", "hi", "set", "text"))
 
 
 FLAGS = "__dm_flags"
 
 
 def back_columns(layout: BackLayout, top, release_meta: pd.DataFrame) -> dict:
-    """The empty columns of what travels back, by name (values take ``release_meta``'s
-    dtypes)."""
+    """The empty columns of what travels back, by name (values take ``release_meta``'s dtypes)."""
     out = {}
     for j in layout.bounds:
         for name in (_lo(j), _hi(j)):
@@ -129,8 +113,7 @@ def back_columns(layout: BackLayout, top, release_meta: pd.DataFrame) -> dict:
     return out
 
 
-def encode_back(layout: BackLayout, top, encoded, part, rows_hidden, values: dict,
-                n: int) -> dict:
+def encode_back(layout: BackLayout, top, encoded, part, rows_hidden, values: dict, n: int) -> dict:
     """Every row's published values as they travel back (rows in the leaves' order).
 
     ``part`` is the partition of the output partition's rows (the suppressed

@@ -1,9 +1,8 @@
 """Which Dask cluster the Dask engine runs on, and how it reports progress.
 
-:func:`resolve_client` finds it: the ``client`` passed in, else the default
-client, else ``$DASK_SCHEDULER_ADDRESS``, else an embedded ``LocalCluster``
-that dmondrian starts and must close; :func:`session` owns that lifetime.
-See docs/design.md, section "Cluster".
+:func:`resolve_client` finds it: the ``client`` passed in, else the default client, else
+``$DASK_SCHEDULER_ADDRESS``, else an embedded ``LocalCluster`` that dmondrian starts and must close;
+:func:`session` owns that lifetime. See docs/design.md, section "Cluster".
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from .._compat import scheduler_workers
 from .watchdog import wait_for
 
 __all__ = ["resolve_client", "session", "run", "on_client", "worker_memory_per_thread",
-           "cores_per_worker",
-           "lasting_client", "close_patiently"]
+           "cores_per_worker", "lasting_client", "close_patiently"]
 
 _ANNOUNCED: set = set()
 
@@ -74,10 +72,9 @@ def release(owned) -> None:
 def close_patiently(obj) -> None:
     """Close a client or a cluster; a shutdown that times out only warns.
 
-    Closing comes after the job: its results are computed and its files
-    written and checked. On a loaded host an embedded LocalCluster's workers
-    can take longer to stop than dask waits, and failing the finished job
-    for it would tell the user their release is lost when it is not. The
+    Closing comes after the job: its results are computed and its files written and checked. On a
+    loaded host an embedded LocalCluster's workers can take longer to stop than dask waits, and
+    failing the finished job for it would tell the user their release is lost when it is not. The
     worker processes are daemons, so they end with this process at the latest.
     """
     try:
@@ -160,10 +157,9 @@ def run(client, collection, progress: bool | None, label: str, keep=()):
 
 
 def on_client(client, progress: bool | None):
-    """``compute(collections, label) -> results``: :func:`run` on ``client``, watched;
-    None without a client (the caller computes on the default scheduler). For the
-    engine-neutral passes that take a ``compute``
-    (:func:`dmondrian.release.unique_count.unique_rows`)."""
+    """``compute(collections, label) -> results``: :func:`run` on ``client``, watched; None without
+    a client (the caller computes on the default scheduler). For the engine-neutral passes that take
+    a ``compute`` (:func:`dmondrian.release.unique_count.unique_rows`)."""
     if client is None:
         return None
     return lambda collections, label: run(client, collections, progress, label)
@@ -183,10 +179,9 @@ def worker_memory_per_thread(client) -> float | None:
 def cores_per_worker(client) -> int | None:
     """Cores each worker process may use without oversubscribing its host, None if unknown.
 
-    Workers on one host share its cores: with two workers on two cores, a
-    task that starts its own thread pool (the OpenMP kernel, one call at a
-    time per worker) should use one core, not two. The smallest share over
-    the hosts.
+    Workers on one host share its cores: with two workers on two cores, a task that starts its own
+    thread pool (the OpenMP kernel, one call at a time per worker) should use one core, not two. The
+    smallest share over the hosts.
 
     Parameters
     ----------

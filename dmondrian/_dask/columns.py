@@ -1,9 +1,8 @@
 """The names of the columns the shuffle carries besides the input's own.
 
-Routing replaces every QI by its global key (see :mod:`.shipped_keys`),
-renames the other columns so that no input name can clash with these, and
-adds the leaf id, the output partition and, unless every input partition is
-indexed by its row positions, the input index. The rows' input positions
+Routing replaces every QI by its global key (see :mod:`.shipped_keys`), renames the other columns so
+that no input name can clash with these, and adds the leaf id, the output partition and, unless
+every input partition is indexed by its row positions, the input index. The rows' input positions
 travel as the index. See docs/design.md, section "Step 3: the shuffle".
 """
 
@@ -37,15 +36,13 @@ def carried(qis, columns, travel=None) -> tuple[list, list, list]:
     ([2], ['__dm_c2'], ['pay'])
     """
     qis = set(qis)
-    at = [i for i, c in enumerate(columns)
-          if c not in qis and (travel is None or c in travel)]
+    at = [i for i, c in enumerate(columns) if c not in qis and (travel is None or c in travel)]
     return at, [f"__dm_c{i}" for i in at], [columns[i] for i in at]
 
 
 def leaf_inputs(options) -> list:
-    """The columns besides the QIs that the leaves read: the sensitive column, the
-    entity column and the noised ones (all that travels when only keys cross the
-    network)."""
+    """The columns besides the QIs that the leaves read: the sensitive column, the entity column and
+    the noised ones (all that travels when only keys cross the network)."""
     out = [c for c in (options.sensitive, options.entity) if c is not None]
     out += [nc.column for nc in options.noise if nc.column not in out]
     return out

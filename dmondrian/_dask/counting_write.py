@@ -1,14 +1,12 @@
 """Applying an uncounted plan: the shuffle pass counts the leaves on the way.
 
-When the domain pass's sample planned the whole tree, the pass that would
-only count its leaves is saved: each input partition is routed once, its
-leaf counts are summed into a :class:`~.plan.Verdict` that every output
-partition waits for, and the cuts the exact counts disallow are undone
-there. A disallowed cut no output partition can undo alone raises
-:class:`~.plan.Recount` before anything is written; the lazy result, which
-cannot start again, is only built on a plan where that cannot happen
-(:func:`cuts_certain`). See docs/design.md, section "Counting in the
-shuffle pass".
+When the domain pass's sample planned the whole tree, the pass that would only count its leaves is
+saved: each input partition is routed once, its leaf counts are summed into a
+:class:`~.plan.Verdict` that every output partition waits for, and the cuts the exact counts
+disallow are undone there. A disallowed cut no output partition can undo alone raises
+:class:`~.plan.Recount` before anything is written; the lazy result, which cannot start again, is
+only built on a plan where that cannot happen (:func:`cuts_certain`). See docs/design.md, section
+"Counting in the shuffle pass".
 """
 
 from __future__ import annotations
@@ -35,9 +33,8 @@ __all__ = ["leaf_counts", "settle", "cuts_certain", "write_parquet_counting",
 
 
 def leaf_counts(routed: pd.DataFrame, n_leaves: int, entity=None, k: int = 1):
-    """Rows of every leaf in one routed input partition; with an ``entity`` column,
-    also up to ``k`` distinct entity ids of every leaf
-    (:func:`~.entity_pass.some_per_leaf`)."""
+    """Rows of every leaf in one routed input partition; with an ``entity`` column, also up to ``k``
+    distinct entity ids of every leaf (:func:`~.entity_pass.some_per_leaf`)."""
     leaf = routed[LEAF].to_numpy(dtype=np.int64)
     counts = np.bincount(leaf, minlength=n_leaves)
     if entity is None:
@@ -49,8 +46,7 @@ def _merge_counts(*parts, k: int):
     """Sum the row counts; unite the entity ids, ``k`` kept per leaf."""
     if not isinstance(parts[0], tuple):
         return sum_arrays(*parts)
-    return (sum_arrays(*(p[0] for p in parts)),
-            merge_smallest(*(p[1] for p in parts), k=k))
+    return (sum_arrays(*(p[0] for p in parts)), merge_smallest(*(p[1] for p in parts), k=k))
 
 
 def _subtrees(tree: CutTree, counts: np.ndarray):
@@ -74,10 +70,9 @@ def _subtrees(tree: CutTree, counts: np.ndarray):
 def settle(counts: np.ndarray, top: TopPlan, oversized_ok: bool = False) -> Verdict:
     """Check every cut of the candidate tree on exact counts.
 
-    A disallowed cut is undone, from the root down; its leaves become one.
-    That is done by the output partition holding them, so a disallowed cut
-    whose leaves lie in several partitions, or (unless ``oversized_ok``) a
-    partition holding far more rows than planned, raises
+    A disallowed cut is undone, from the root down; its leaves become one. That is done by the
+    output partition holding them, so a disallowed cut whose leaves lie in several partitions, or
+    (unless ``oversized_ok``) a partition holding far more rows than planned, raises
     :class:`~.plan.Recount` before anything is written.
     """
     tree, k = top.tree, top.options.k
@@ -107,8 +102,7 @@ def settle(counts: np.ndarray, top: TopPlan, oversized_ok: bool = False) -> Verd
         undone += 1
         root[first[i]:last[i] + 1] = first[i]
         depth[first[i]:last[i] + 1] = level
-    per_partition = np.bincount(partition_of, weights=counts,
-                                minlength=len(top.output_partitions))
+    per_partition = np.bincount(partition_of, weights=counts, minlength=len(top.output_partitions))
     planned = max(top.output_partition_rows, top.leaf_rows)
     if per_partition.max() > 2 * planned and not oversized_ok:
         raise Recount(f"an output partition holds {int(per_partition.max())} rows, "
@@ -131,11 +125,10 @@ def _subtree_people(tree: CutTree, leaf: np.ndarray, ids: np.ndarray, k: int) ->
 def cuts_certain(tree: CutTree, partition_of_leaf: np.ndarray, root: Summary, k: int) -> bool:
     """Whether no exact count can undo a cut whose leaves lie in several output partitions.
 
-    The root's sample (the domain pass's) is rows of the table, routed here
-    as the shuffle pass routes them: the sample rows below a node are a lower
-    bound of its exact rows. A cut with ``k`` sample rows on each side is
-    allowed whatever the exact counts, so :func:`settle` can only undo cuts
-    inside one output partition, and never raises for a spanning one.
+    The root's sample (the domain pass's) is rows of the table, routed here as the shuffle pass
+    routes them: the sample rows below a node are a lower bound of its exact rows. A cut with ``k``
+    sample rows on each side is allowed whatever the exact counts, so :func:`settle` can only undo
+    cuts inside one output partition, and never raises for a spanning one.
 
     Parameters
     ----------
@@ -204,13 +197,12 @@ def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
                            oversized_ok: bool = False):
     """Write an uncounted plan: the shuffle pass counts its leaves exactly on the way.
 
-    Each input partition is routed once; its leaf counts are summed (tree
-    reduction) into a verdict (:func:`settle`) that every output partition
-    waits for. The counts are complete when the shuffle's inputs are, so no
-    output partition waits longer or holds more memory; it then checks what
-    it received against the exact counts, as after a counting pass.
-    ``oversized_ok`` (the lazy release's writer, which cannot start again)
-    writes a partition holding more rows than planned all the same.
+    Each input partition is routed once; its leaf counts are summed (tree reduction) into a verdict
+    (:func:`settle`) that every output partition waits for. The counts are complete when the
+    shuffle's inputs are, so no output partition waits longer or holds more memory; it then checks
+    what it received against the exact counts, as after a counting pass. ``oversized_ok`` (the lazy
+    release's writer, which cannot start again) writes a partition holding more rows than planned
+    all the same.
 
     Returns
     -------
@@ -231,11 +223,10 @@ def write_parquet_counting(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
 def anonymize_counting(ddf, top: TopPlan, shuffle_method):
     """The lazy result of an uncounted plan whose cuts are certain (:func:`cuts_certain`).
 
-    As :func:`write_parquet_counting`, each output partition anonymized on
-    the verdict of the counts taken in the shuffle pass, as a dask DataFrame
-    (:func:`~.leaves.anonymize_output_partition`). A partition holding more
-    rows than planned is anonymized all the same: the lazy result has no
-    pass to start again.
+    As :func:`write_parquet_counting`, each output partition anonymized on the verdict of the counts
+    taken in the shuffle pass, as a dask DataFrame (:func:`~.leaves.anonymize_output_partition`). A
+    partition holding more rows than planned is anonymized all the same: the lazy result has no pass
+    to start again.
 
     Returns
     -------

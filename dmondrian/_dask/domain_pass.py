@@ -1,11 +1,10 @@
 """Step 1, the domain pass: one pass over all partitions for every QI's global domain.
 
-Each partition yields a mergeable :class:`DomainSketch` (row count, key
-bounds and steps, value counts, missing counts, a uniform row sample); the client turns
-the merged sketch into the :class:`~.global_domain.GlobalDomain` (codes,
-scales) and the root region's exact :class:`~.sketch.Summary`, so the first
-cut needs no second pass. The pass also fixes the leaf size. See
-docs/design.md, section "Step 1: the domain pass".
+Each partition yields a mergeable :class:`DomainSketch` (row count, key bounds and steps, value
+counts, missing counts, a uniform row sample); the client turns the merged sketch into the
+:class:`~.global_domain.GlobalDomain` (codes, scales) and the root region's exact
+:class:`~.sketch.Summary`, so the first cut needs no second pass. The pass also fixes the leaf size.
+See docs/design.md, section "Step 1: the domain pass".
 """
 
 from __future__ import annotations
@@ -82,12 +81,10 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
                   sample_size: int, rate: float = 1.0, kernel_kinds=None) -> DomainSketch:
     """Domain sketch of one partition (``df`` holds at least the QI columns).
 
-    The sample holds the rows whose priority
-    (:func:`~dmondrian.partition.routing.row_priority`, seed 1) is below ``rate``; past
-    ``sample_size`` rows, the ``sample_size`` smallest priorities. Merged
-    sketches keep the same rule, so the merged sample is uniform: the rows
-    below ``rate`` if at most ``sample_size`` are, else the ``sample_size``
-    smallest priorities over the whole table.
+    The sample holds the rows whose priority (:func:`~dmondrian.partition.routing.row_priority`,
+    seed 1) is below ``rate``; past ``sample_size`` rows, the ``sample_size`` smallest priorities.
+    Merged sketches keep the same rule, so the merged sample is uniform: the rows below ``rate`` if
+    at most ``sample_size`` are, else the ``sample_size`` smallest priorities over the whole table.
 
     Parameters
     ----------
@@ -139,8 +136,7 @@ def domain_sketch(df: pd.DataFrame, partition: int, qis: list, kinds: list,
             # One pass for the bounds and the missing count (numpy's mask, copy,
             # min and max would make five).
             plain = spec.encode(s).keys, False
-            missing[j] = _key_bounds(plain[0][None, :], MISSING_KEY, lo[j:j + 1],
-                                     hi[j:j + 1])[0]
+            missing[j] = _key_bounds(plain[0][None, :], MISSING_KEY, lo[j:j + 1], hi[j:j + 1])[0]
         if lo[j] != MISSING_KEY:
             step[j] = _int64_step(_key_step(plain[0], lo[j], plain[1]))
     take, prio = sample_below(partition, len(df), rate, seed=1)
@@ -162,10 +158,9 @@ _INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 def _plain_bounds(plain: tuple, j: int, lo, hi, missing) -> bool:
-    """Key bounds and missing count of a column whose keys are its own int64 values
-    (``plain``, from :meth:`~dmondrian.kinds.QIKindSpec.plain_int_values`: numpy ints,
-    datetime64), read from them without a key array; False when they hold the
-    reserved missing key (encoding refuses it)."""
+    """Key bounds and missing count of a column whose keys are its own int64 values (``plain``, from
+    :meth:`~dmondrian.kinds.QIKindSpec.plain_int_values`: numpy ints, datetime64), read from them
+    without a key array; False when they hold the reserved missing key (encoding refuses it)."""
     a, b, n_missing, reserved = _int_bounds(*plain)
     if reserved:
         return False
@@ -199,10 +194,9 @@ _PREFIX_ROWS = 4096
 def _arrow_string_counts(s: pd.Series) -> pd.Series | None:
     """Value counts of an Arrow string column of few distinct values, or None.
 
-    The values of the first rows are looked up in every row (Arrow's
-    ``index_in``, cheaper than its ``value_counts``); only the rows
-    holding other values are counted by ``value_counts``. Values first seen in
-    the prefix come first, in order of first appearance, so the result is
+    The values of the first rows are looked up in every row (Arrow's ``index_in``, cheaper than its
+    ``value_counts``); only the rows holding other values are counted by ``value_counts``. Values
+    first seen in the prefix come first, in order of first appearance, so the result is
     ``value_counts(sort=False)``'s.
     """
     dtype = s.dtype
@@ -238,14 +232,12 @@ _NO_CODES = np.zeros(0, dtype=np.int64)
 
 
 def _few_string_counts(values, labels: list) -> pd.Series | None:
-    """:func:`_arrow_string_counts` when the prefix's few values are all the column holds:
-    each row compared to each (:mod:`dmondrian._kernel.strings`); None when another
-    value turns up."""
+    """:func:`_arrow_string_counts` when the prefix's few values are all the column holds: each row
+    compared to each (:mod:`dmondrian._kernel.strings`); None when another value turns up."""
     vdata, voff = value_table(labels)
     counts = np.zeros(len(labels), dtype=np.int64)
     for offsets, data, bits, bit_offset, _ in arrow_string_chunks(values):
-        if lookup_strings(offsets, data, bits, bit_offset, vdata, voff, -1, _NO_CODES,
-                          counts) >= 0:
+        if lookup_strings(offsets, data, bits, bit_offset, vdata, voff, -1, _NO_CODES, counts) >= 0:
             return None
     return pd.Series(counts, index=pd.Index(labels, dtype=object), name="count")
 
@@ -369,11 +361,10 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
                     check_identifying: bool = True):
     """Pass 1: the global domain, the root's summary, and the leaf size.
 
-    With ``check_identifying`` False the pass reads only the QIs: the
-    identifying-column check is left to the pass that writes the release,
-    which reads every column anyway (:func:`dmondrian._dask.leaves.written`);
-    the person-key check still reads the first partitions' candidates
-    (:func:`head_partitions`).
+    With ``check_identifying`` False the pass reads only the QIs: the identifying-column check is
+    left to the pass that writes the release, which reads every column anyway
+    (:func:`dmondrian._dask.leaves.written`); the person-key check still reads the first partitions'
+    candidates (:func:`head_partitions`).
 
     Returns
     -------
@@ -385,10 +376,9 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     sizing : dmondrian._dask.options.Sizing
         With the largest partition's rows.
     identifying : list of dmondrian.release.identifiers.IdentifyingColumn
-        Columns released as is that single out rows (judged by sketches of
-        distinct values kept in this same pass, and an exact count in a
-        pass of its own for the columns the sketches leave unsure:
-        :mod:`dmondrian.release.identifiers`; empty when not ``check_identifying``).
+        Columns released as is that single out rows (judged by sketches of distinct values kept in
+        this same pass, and an exact count in a pass of its own for the columns the sketches leave
+        unsure: :mod:`dmondrian.release.identifiers`; empty when not ``check_identifying``).
     person_keys : list
         The candidates that look like a person key on the first partitions
         (:func:`dmondrian.release.person_keys.person_key_columns`), less those in
@@ -434,11 +424,10 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     # Without the identifying check, an empty sketch stands in (no task).
     distinct = tree_reduce([delayed(distinct_sketch, pure=True)(p, checked) for p in parts],
                            merge_distinct) if check_identifying else delayed(DistinctSketch({}))
-    # Person keys are looked for on the first partitions, whose read the pass
-    # shares (their QIs' or the probe's): a person's rows usually sit together,
-    # and the rule samples whole values anyway (dmondrian.release.person_keys). With known
-    # lengths, as many as make the rule's sample: a first partition under MIN_ROWS
-    # rows alone would say nothing where the local engine warns.
+    # Person keys are looked for on the first partitions, whose read the pass shares (their QIs' or
+    # the probe's): a person's rows usually sit together, and the rule samples whole values anyway
+    # (dmondrian.release.person_keys). With known lengths, as many as make the rule's sample: a
+    # first partition under MIN_ROWS rows alone would say nothing where the local engine warns.
     jobs = [tree_reduce(partials, merge_domain), sized, distinct]
     if opts.entity is None and parts:
         m = head_partitions(lengths)

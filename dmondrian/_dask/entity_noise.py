@@ -1,28 +1,23 @@
 """Noise per person on Dask: each entity's ``max_classes`` shared out among its leaves.
 
-With ``entity=`` and ``noise=``, each entity's rows count in the noised
-means of at most ``max_classes`` classes (:mod:`dmondrian.privacy.noise`). The
-local engine picks them among all the entity's classes; on Dask the classes
-are made by leaves finished apart, in different tasks. So after the plan,
-one pass finds the leaves every entity has rows in, exactly, and shares its
-``max_classes`` among them: its leaves in a random order, the slots dealt
-round-robin, so a leaf gets ``max_classes // m`` or one more (``m`` the
-entity's leaves; a leaf dealt none keeps none of its rows). Each leaf then
-bounds its entities' contributions as the local engine does, with its share
-as their ``max_classes``: summed over the leaves, an entity counts in at
-most ``max_classes`` classes, each with at most ``max_contributions`` rows,
-and the noise scale is the local engine's. An entity with rows in one leaf
-(the usual case: leaves are large) gets all of ``max_classes`` there, as
-the local engine would give it.
+With ``entity=`` and ``noise=``, each entity's rows count in the noised means of at most
+``max_classes`` classes (:mod:`dmondrian.privacy.noise`). The local engine picks them among all the
+entity's classes; on Dask the classes are made by leaves finished apart, in different tasks. So
+after the plan, one pass finds the leaves every entity has rows in, exactly, and shares its
+``max_classes`` among them: its leaves in a random order, the slots dealt round-robin, so a leaf
+gets ``max_classes // m`` or one more (``m`` the entity's leaves; a leaf dealt none keeps none of
+its rows). Each leaf then bounds its entities' contributions as the local engine does, with its
+share as their ``max_classes``: summed over the leaves, an entity counts in at most ``max_classes``
+classes, each with at most ``max_contributions`` rows, and the noise scale is the local engine's. An
+entity with rows in one leaf (the usual case: leaves are large) gets all of ``max_classes`` there,
+as the local engine would give it.
 
-The pass: each input partition routes its rows and keeps its distinct
-``(leaf, entity)`` pairs, by bucket of people (a 64-bit hash of the value);
-one task per bucket deals the slots; the shares (only those above 0) reach
-the client and travel with the plan. Entities are identified by that hash
-here: two that share one share their slots too, so each still counts in at
-most ``max_classes`` classes. The order is drawn from ``random_state`` when
-given (its own stream), else from fresh OS entropy, and never looks at the
-noised values.
+The pass: each input partition routes its rows and keeps its distinct ``(leaf, entity)`` pairs, by
+bucket of people (a 64-bit hash of the value); one task per bucket deals the slots; the shares (only
+those above 0) reach the client and travel with the plan. Entities are identified by that hash here:
+two that share one share their slots too, so each still counts in at most ``max_classes`` classes.
+The order is drawn from ``random_state`` when given (its own stream), else from fresh OS entropy,
+and never looks at the noised values.
 """
 
 from __future__ import annotations
@@ -82,8 +77,7 @@ class ClassShares:
 def deal_shares(leaf: np.ndarray, ids: np.ndarray, max_classes: int, rng):
     """Every entity's slots dealt round-robin to its leaves in a random order.
 
-    ``(leaf, ids)`` are distinct pairs; returns the pairs dealt at least one
-    slot, and their shares.
+    ``(leaf, ids)`` are distinct pairs; returns the pairs dealt at least one slot, and their shares.
 
     Examples
     --------

@@ -1,24 +1,21 @@
 """``entity=`` with entropy l, recursive (c, l) or t on Dask: exact (entity, value) pairs.
 
-With an entity, l and t read a class's histogram of distinct
-``(entity, sensitive value)`` pairs (:mod:`dmondrian.privacy.entities`). Pair
-histograms do not add up: a person holding a value on both sides of a cut
-counts once in the parent and once in each child. So one pass counts them
-exactly for every node of the top phase's tree, not only its leaves:
+With an entity, l and t read a class's histogram of distinct ``(entity, sensitive value)`` pairs
+(:mod:`dmondrian.privacy.entities`). Pair histograms do not add up: a person holding a value on both
+sides of a cut counts once in the parent and once in each child. So one pass counts them exactly for
+every node of the top phase's tree, not only its leaves:
 
 * each input partition routes its rows to their leaves and keeps its
   distinct ``(leaf, code, entity)`` triples, split into buckets by a hash of
   the entity (every row of a person lands in one bucket);
 * one task per bucket gathers its triples from every partition and counts,
-  for every node on each leaf's path from the root, its distinct pairs per
-  value and its distinct entities, on the entity values themselves (no
-  hash decides that two people are one);
+  for every node on each leaf's path from the root, its distinct pairs per value and its distinct
+  entities, on the entity values themselves (no hash decides that two people are one);
 * buckets hold disjoint sets of people, so their counts add up exactly.
 
-The root's histogram is the whole table's, against which t-closeness is
-measured and infeasible requests are refused. A cut is kept, from the root
-down, only if both children hold ``k`` entities and pass l and t on their
-exact pair histograms; each leaf's local run enforces them below. Only the
+The root's histogram is the whole table's, against which t-closeness is measured and infeasible
+requests are refused. A cut is kept, from the root down, only if both children hold ``k`` entities
+and pass l and t on their exact pair histograms; each leaf's local run enforces them below. Only the
 counts, one row of ``n_values + 1`` integers per node, reach the client.
 """
 
@@ -87,8 +84,7 @@ def _partition_triples(df, partition_number, tree, domain, sens: SensitiveDomain
     triples = triples.drop_duplicates(["leaf", "code", "entity"])
     groups = triples.groupby("bucket", sort=False).indices
     empty = triples.iloc[:0, :3]
-    return tuple(triples.iloc[groups[b], :3] if b in groups else empty
-                 for b in range(n_buckets))
+    return tuple(triples.iloc[groups[b], :3] if b in groups else empty for b in range(n_buckets))
 
 
 def _bucket_counts(*parts, paths, n_nodes, n_values):
@@ -120,9 +116,8 @@ def _add(*parts):
 def node_pair_counts(client, ddf, opts, domain, nodes, sens: SensitiveDomain, progress):
     """Exact pair histograms and entities of every node reachable from the root.
 
-    Returns ``{node id: (histogram, entities)}``: the distinct entities
-    holding each sensitive code in the node's region, and its distinct
-    entities.
+    Returns ``{node id: (histogram, entities)}``: the distinct entities holding each sensitive code
+    in the node's region, and its distinct entities.
     """
     from dask import delayed
 
@@ -146,18 +141,16 @@ def node_pair_counts(client, ddf, opts, domain, nodes, sens: SensitiveDomain, pr
 def keep_pair_cuts(nodes, counts: dict, sens: SensitiveDomain, opts) -> SensitiveDomain:
     """Undo, from the root down, every cut whose children fall short on exact pair counts.
 
-    A child passes when it holds ``k`` distinct entities and its pair
-    histogram passes the sensitive constraints, t-closeness against the
-    whole table's pairs. Returns ``sens`` with the constraints in kernel form
-    on that distribution (what each leaf's local run enforces below), its
-    values' counts those of the pairs (as a plan fitted in memory keeps
-    them, :func:`dmondrian.plans.fit_plan`).
+    A child passes when it holds ``k`` distinct entities and its pair histogram passes the sensitive
+    constraints, t-closeness against the whole table's pairs. Returns ``sens`` with the constraints
+    in kernel form on that distribution (what each leaf's local run enforces below), its values'
+    counts those of the pairs (as a plan fitted in memory keeps them,
+    :func:`dmondrian.plans.fit_plan`).
 
     Raises
     ------
     dmondrian.errors.InfeasibleError
-        The whole table holds fewer than ``k`` entities, or its pairs fail a
-        constraint.
+        The whole table holds fewer than ``k`` entities, or its pairs fail a constraint.
     """
     whole, people = counts[0]
     check_entity_count(people, opts.k, opts.entity)

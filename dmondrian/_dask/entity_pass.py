@@ -1,26 +1,20 @@
 """``entity=`` on Dask: k distinct entities in every leaf, decided on exact ids.
 
-Every leaf's people are counted by keeping, per leaf, up to ``k`` distinct
-entity ids (64-bit hashes of the values): in a pass of their own after the
-top phase (:func:`leaf_entities`), or in the shuffle pass of an uncounted
-plan (:mod:`.counting_write`). Each routed input partition keeps, per leaf,
-``k`` distinct ids if it has that many, else all of them
-(:func:`some_per_leaf`); partial results merge by union, cut again to
-``k`` ids.
+Every leaf's people are counted by keeping, per leaf, up to ``k`` distinct entity ids (64-bit hashes
+of the values): in a pass of their own after the top phase (:func:`leaf_entities`), or in the
+shuffle pass of an uncounted plan (:mod:`.counting_write`). Each routed input partition keeps, per
+leaf, ``k`` distinct ids if it has that many, else all of them (:func:`some_per_leaf`); partial
+results merge by union, cut again to ``k`` ids.
 
-That is exact for what is asked, "does this region hold at least k
-entities": a set of ``k`` distinct ids of a region's rows proves it holds
-``k`` entities, whichever ids they are, and a set of fewer is the region's
-complete set (a union of sets has fewer than ``k`` ids only if every part
-had, so every part was complete). So a region is found to hold
-``min(k, its entities)`` entities, never more, and a region's set is the
-union of its leaves' sets. A partition therefore reads its rows from the
-start only until each leaf has ``k`` distinct ids, and the rest only for
-the leaves short of them. No estimate ever decides that a region passes:
-the planner's row samples only guide where the cuts go. Two entities whose
-values share a hash (of 64 bits, less the few that pack the leaf) count as
-one, which can only make a count smaller (a cut undone, never one allowed
-too many).
+That is exact for what is asked, "does this region hold at least k entities": a set of ``k``
+distinct ids of a region's rows proves it holds ``k`` entities, whichever ids they are, and a set of
+fewer is the region's complete set (a union of sets has fewer than ``k`` ids only if every part had,
+so every part was complete). So a region is found to hold ``min(k, its entities)`` entities, never
+more, and a region's set is the union of its leaves' sets. A partition therefore reads its rows from
+the start only until each leaf has ``k`` distinct ids, and the rest only for the leaves short of
+them. No estimate ever decides that a region passes: the planner's row samples only guide where the
+cuts go. Two entities whose values share a hash (of 64 bits, less the few that pack the leaf) count
+as one, which can only make a count smaller (a cut undone, never one allowed too many).
 
 A top-phase cut whose children do not both hold k entities is undone, from
 the root down, as the sensitive passes undo theirs; each leaf's local run
@@ -64,10 +58,9 @@ def entity_hashes(values: pd.Series) -> np.ndarray:
 def smallest_per_leaf(leaf: np.ndarray, ids: np.ndarray, k: int, n_leaves: int | None = None):
     """``(leaf, ids)`` pairs, distinct, at most the ``k`` smallest ids per leaf.
 
-    With ``n_leaves``, the leaf and the id are packed in one 64-bit key and
-    sorted once: the ids lose their low ``bits`` (``n_leaves <= 2**bits``),
-    set to 0, the same in every partition of a pass. Two ids equal but for
-    those bits count as one, which can only lower a count.
+    With ``n_leaves``, the leaf and the id are packed in one 64-bit key and sorted once: the ids
+    lose their low ``bits`` (``n_leaves <= 2**bits``), set to 0, the same in every partition of a
+    pass. Two ids equal but for those bits count as one, which can only lower a count.
 
     Examples
     --------
@@ -167,8 +160,7 @@ def leaf_entities(client, ddf, opts, domain, nodes, progress) -> dict:
 def keep_entity_cuts(nodes, leaf_ids: dict, k: int) -> None:
     """Undo, from the root down, every cut whose children do not both hold ``k`` entities.
 
-    Raises :class:`~dmondrian.errors.InfeasibleError` when the whole table
-    holds fewer than ``k``.
+    Raises :class:`~dmondrian.errors.InfeasibleError` when the whole table holds fewer than ``k``.
     """
     def union(a, b):
         return np.union1d(a, b)[:k]

@@ -1,16 +1,14 @@
 """Steps 3-5 moving only keys: the other columns never leave their input partition.
 
-Routing reads the QIs and the columns the leaves read (the sensitive and
-noised ones); the shuffle carries those as keys, each row indexed by the
-number of the piece of input it came from (the shuffle keeps a shard's rows
-in order). Each output partition runs the local engine on its leaves, as on
-the whole-row path, and publishes its rows' values as compact codes
-(:mod:`.back_codes`: class bounds and code sets, not text). A second shuffle
-sends them back to their input partitions, by leaf and input order; each
-input partition is read again, once, with all its columns, routed again to
-find which of its rows each code belongs to, and gets its published values in
-place: output partition ``i`` holds input partition ``i``'s rows, and no column
-but the keys and those codes crosses the network.
+Routing reads the QIs and the columns the leaves read (the sensitive and noised ones); the shuffle
+carries those as keys, each row indexed by the number of the piece of input it came from (the
+shuffle keeps a shard's rows in order). Each output partition runs the local engine on its leaves,
+as on the whole-row path, and publishes its rows' values as compact codes (:mod:`.back_codes`: class
+bounds and code sets, not text). A second shuffle sends them back to their input partitions, by leaf
+and input order; each input partition is read again, once, with all its columns, routed again to
+find which of its rows each code belongs to, and gets its published values in place: output
+partition ``i`` holds input partition ``i``'s rows, and no column but the keys and those codes
+crosses the network.
 
 Which path a plan takes is chosen by a cost model fitted to measured CPU
 seconds of both paths on tables of several shapes (:func:`choose_exchange`,
@@ -39,9 +37,8 @@ from .shuffle import route_and_shuffle, target_dtype
 from .written_check import write_released
 
 __all__ = ["EXCHANGES", "COST_MODEL", "choose_exchange", "exchange_features", "keys_saving",
-           "exchanged_bytes", "shipped_sizes", "published_meta",
-           "publish_output_partition", "merge_input_partition", "anonymize_keys",
-           "write_keys"]
+           "exchanged_bytes", "shipped_sizes", "published_meta", "publish_output_partition",
+           "merge_input_partition", "anonymize_keys", "write_keys"]
 
 #: The values of the ``exchange`` option: None and "auto" choose by cost.
 EXCHANGES = (None, *DASK_PLAN["exchange"].choices)
@@ -76,15 +73,12 @@ def check_exchange(value) -> str | None:
 def exchanged_bytes(meta: pd.DataFrame, row_bytes: float, options, key_bytes):
     """Bytes a row moves through the network on each path: ``(rows, keys)``.
 
-    ``row_bytes`` is the row's in-memory size (measured), ``key_bytes`` the
-    bytes of each QI's shipped key (a sequence, from
-    :func:`~.shipped_keys.key_dtypes`), or their total, spread evenly over the
-    QIs when the types are not known yet. The whole-row path ships every column
-    but the QIs, which travel as keys; the keys path ships the keys and the
-    leaves' inputs out, and the published values back as codes
-    (:mod:`.back_codes`): a label its class's two key bounds in its key's type
-    (a set, one mask about a key's size), a number, a noised value or a class
-    id 8 bytes.
+    ``row_bytes`` is the row's in-memory size (measured), ``key_bytes`` the bytes of each QI's
+    shipped key (a sequence, from :func:`~.shipped_keys.key_dtypes`), or their total, spread evenly
+    over the QIs when the types are not known yet. The whole-row path ships every column but the
+    QIs, which travel as keys; the keys path ships the keys and the leaves' inputs out, and the
+    published values back as codes (:mod:`.back_codes`): a label its class's two key bounds in its
+    key's type (a set, one mask about a key's size), a number, a noised value or a class id 8 bytes.
     """
     qis = list(options.qis)
     if np.ndim(key_bytes) == 0:
@@ -202,8 +196,7 @@ def _columns_bytes(meta: pd.DataFrame, columns) -> float:
     return total
 
 
-def published_meta(release_meta: pd.DataFrame, top: TopPlan, n_partitions: int
-                   ) -> pd.DataFrame:
+def published_meta(release_meta: pd.DataFrame, top: TopPlan, n_partitions: int) -> pd.DataFrame:
     """The empty frame of :func:`publish_output_partition`: each row's codes
     (:mod:`.back_codes`) and input partition (of ``n_partitions``), indexed by leaf.
 
@@ -231,14 +224,12 @@ def publish_output_partition(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
 
 def merge_input_partition(df: pd.DataFrame, back: pd.DataFrame, top: TopPlan,
                           meta: pd.DataFrame, number: int) -> pd.DataFrame:
-    """Input partition ``number`` with its rows' published values in place, rows in
-    input order.
+    """Input partition ``number`` with its rows' published values in place, rows in input order.
 
-    The partition's rows are routed again, as the shuffle pass routed them:
-    ``back`` holds, for each leaf, the published codes of this partition's
-    rows of that leaf in their input order (suppressed rows flagged).
-    ``meta`` is :func:`~.leaves.output_meta`'s frame; labels become
-    Categoricals of text (their categories' order reveals no row).
+    The partition's rows are routed again, as the shuffle pass routed them: ``back`` holds, for each
+    leaf, the published codes of this partition's rows of that leaf in their input order (suppressed
+    rows flagged). ``meta`` is :func:`~.leaves.output_meta`'s frame; labels become Categoricals of
+    text (their categories' order reveals no row).
 
     Raises
     ------
@@ -282,9 +273,8 @@ def merge_input_partition(df: pd.DataFrame, back: pd.DataFrame, top: TopPlan,
 
 
 def _published(ddf, top: TopPlan, release_meta, shuffle_method, oversized_ok: bool):
-    """The published values of every row, back in their input partitions (a dask
-    DataFrame of ``ddf.npartitions`` partitions), the verdict (None for a counted plan)
-    and the plan constant."""
+    """The published values of every row, back in their input partitions (a dask DataFrame of
+    ``ddf.npartitions`` partitions), the verdict (None for a counted plan) and the plan constant."""
     if top.counted:
         shuffled, plan_d = route_and_shuffle(ddf, top, shuffle_method)
         verdict = None
@@ -337,8 +327,7 @@ def _merge_numbered(df, back, number: pd.DataFrame, top, meta):
     return merge_input_partition(df, back, top, meta, int(number["number"].iloc[0]))
 
 
-def write_keys(ddf, top: TopPlan, sink, shuffle_method, release_meta,
-               oversized_ok: bool = False):
+def write_keys(ddf, top: TopPlan, sink, shuffle_method, release_meta, oversized_ok: bool = False):
     """Write a plan's release on the keys path: input partition ``i`` anonymized, as
     ``part.<i>``, by the task that read it.
 
@@ -346,8 +335,7 @@ def write_keys(ddf, top: TopPlan, sink, shuffle_method, release_meta,
     -------
     list of dask.delayed.Delayed
         The row counts of every input partition, one delayed frame each
-        (:func:`~.written_check.written`); for an uncounted plan, then the
-        verdict of its counts.
+        (:func:`~.written_check.written`); for an uncounted plan, then the verdict of its counts.
     """
     back, verdict, plan_d = _published(ddf, top, release_meta, shuffle_method, oversized_ok)
     written_parts = _by_input_partition(_write_input_partition, ddf, back, plan_d,

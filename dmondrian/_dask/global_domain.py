@@ -1,9 +1,8 @@
 """The global domain: every QI's encoding, measured once, and the keys it gives a row.
 
-The local engine encodes a table in memory, with codes that depend on the
-values present in it. The Dask engine must give a row the same key in every
-partition and every pass, so it encodes against a :class:`GlobalDomain`,
-which the domain pass (:mod:`.domain_pass`) measures over the whole table.
+The local engine encodes a table in memory, with codes that depend on the values present in it. The
+Dask engine must give a row the same key in every partition and every pass, so it encodes against a
+:class:`GlobalDomain`, which the domain pass (:mod:`.domain_pass`) measures over the whole table.
 See docs/design.md, section "Global domain and keys".
 """
 
@@ -49,13 +48,11 @@ class GlobalDomain:
     n_rows : int
         Rows in the dataset.
     key_lo, key_hi : ndarray of int64, optional
-        Smallest and largest present key of every numeric and datetime QI
-        (``MISSING_KEY`` and ``INT64_MIN`` when all are missing); None when
-        not measured.
+        Smallest and largest present key of every numeric and datetime QI (``MISSING_KEY`` and
+        ``INT64_MIN`` when all are missing); None when not measured.
     key_step : ndarray of int64, optional
-        The gcd of ``key - key_lo`` over the present keys of every numeric
-        and datetime QI (0 when it holds at most one distinct value); None
-        when not measured, which counts as 1.
+        The gcd of ``key - key_lo`` over the present keys of every numeric and datetime QI (0 when
+        it holds at most one distinct value); None when not measured, which counts as 1.
     """
 
     names: list
@@ -84,11 +81,6 @@ class GlobalDomain:
         if idx is None:
             idx = self._indexes[j] = pd.Index(self.categories[j], dtype=object)
         return idx
-
-    def kernel_cards(self) -> np.ndarray:
-        """Code cardinality the kernel is given for every QI (0: none)."""
-        return np.asarray([spec.kernel_card(int(self.slots[j]))
-                           for j, spec in enumerate(self.specs)], dtype=np.int64)
 
     def keys_into(self, j: int, series: pd.Series, out: np.ndarray) -> None:
         """Global keys of QI ``j``'s column (one partition's) into ``out``."""

@@ -23,8 +23,7 @@ def tree_reduce(items, merge):
 
     merge_d = delayed(merge, pure=True)
     while len(items) > 1:
-        items = [merge_d(*items[i:i + SPLIT_EVERY])
-                 for i in range(0, len(items), SPLIT_EVERY)]
+        items = [merge_d(*items[i:i + SPLIT_EVERY]) for i in range(0, len(items), SPLIT_EVERY)]
     return items[0]
 
 
@@ -42,12 +41,11 @@ def constant(value, what: str):
 def partitions(frame) -> list:
     """One delayed frame per partition of ``frame``, the input's partitions as they are.
 
-    The one fusion policy of every pass, of the engine and of the plans alike:
-    Dask's tuning is off, so a projected read (under a filter, say) is never
-    fused into fewer partitions. Every pass then sees the same partitions,
-    numbered alike, whatever columns it reads: a row's input position
-    (:func:`~dmondrian.partition.routing.row_positions`), the keys exchange's way
-    back to its input partition and a plan's kept nodes all pair up.
+    The one fusion policy of every pass, of the engine and of the plans alike: Dask's tuning is off,
+    so a projected read (under a filter, say) is never fused into fewer partitions. Every pass then
+    sees the same partitions, numbered alike, whatever columns it reads: a row's input position
+    (:func:`~dmondrian.partition.routing.row_positions`), the keys exchange's way back to its input
+    partition and a plan's kept nodes all pair up.
     """
     import dask
 
@@ -56,12 +54,10 @@ def partitions(frame) -> list:
 
 
 def column_partitions(ddf, columns) -> list:
-    """One delayed frame of ``columns`` per partition (:func:`partitions`): a pass reads
-    only those.
+    """One delayed frame of ``columns`` per partition (:func:`partitions`): a pass reads only those.
 
-    All the columns, in whatever order, are the partitions as they are: a
-    projection that only reorders is not pushed into the read, and costs a
-    copy of every partition.
+    All the columns, in whatever order, are the partitions as they are: a projection that only
+    reorders is not pushed into the read, and costs a copy of every partition.
     """
     columns = list(dict.fromkeys(columns))
     if len(columns) == len(ddf.columns) and set(columns) == set(ddf.columns):

@@ -1,25 +1,21 @@
 """The lazy release: a dask DataFrame whose ``to_parquet`` writes as ``anonymize_to_parquet``.
 
-What a notebook user writes is ``dmondrian.anonymize(ddf, ...).to_parquet(path)``.
-Through dask's writer that costs more than :func:`~dmondrian.distributed.anonymize_to_parquet`
-in two ways. pyarrow's defaults suit the input, not a release: min/max
-statistics for every label column (Arrow gathers the labels each 1,024-row
-batch refers to, and compares them) and a dictionary for every number (ids and
-amounts are mostly distinct: each value is hashed, the dictionary page
-overflows and the writer falls back to plain encoding), work the sink never
-does. And dask writes each anonymized partition
-in tasks of its own (``reset_index``, an ``operation``, ``toparquetdata``),
-reading it back from memory after it left the caches.
+What a notebook user writes is ``dmondrian.anonymize(ddf, ...).to_parquet(path)``. Through dask's
+writer that costs more than :func:`~dmondrian.distributed.anonymize_to_parquet` in two ways.
+pyarrow's defaults suit the input, not a release: min/max statistics for every label column (Arrow
+gathers the labels each 1,024-row batch refers to, and compares them) and a dictionary for every
+number (ids and amounts are mostly distinct: each value is hashed, the dictionary page overflows and
+the writer falls back to plain encoding), work the sink never does. And dask writes each anonymized
+partition in tasks of its own (``reset_index``, an ``operation``, ``toparquetdata``), reading it
+back from memory after it left the caches.
 
-:class:`AnonymizedFrame` is that frame, whose ``to_parquet`` runs the writers'
-own graph on the same plan (each output partition anonymized and written by
-one task, :class:`~.parquet_sink.ParquetSink`) unless the caller asks for
-something only dask's writer does (``partition_on``, ``append``, a
+:class:`AnonymizedFrame` is that frame, whose ``to_parquet`` runs the writers' own graph on the same
+plan (each output partition anonymized and written by one task, :class:`~.parquet_sink.ParquetSink`)
+unless the caller asks for something only dask's writer does (``partition_on``, ``append``, a
 ``schema``, ...): then dask's, with the release's defaults
-(:func:`~.parquet_sink.release_write_options`: no statistics for labels,
-dictionaries for labels, text and the class column only) where the caller
-does not set ``write_statistics`` or ``use_dictionary``. Any other method
-returns dask's own DataFrame, as does pickling it.
+(:func:`~.parquet_sink.release_write_options`: no statistics for labels, dictionaries for labels,
+text and the class column only) where the caller does not set ``write_statistics`` or
+``use_dictionary``. Any other method returns dask's own DataFrame, as does pickling it.
 """
 
 from __future__ import annotations
@@ -60,14 +56,12 @@ class AnonymizedFrame(dd.DataFrame):
     row_seed : int, optional
         The seed of each file's row order (:mod:`dmondrian.release.row_order`).
     index_check : callable, optional
-        ``index_check(asked)``, called by ``to_parquet`` before anything is
-        written: refuses an index asked to be written
-        (:func:`~dmondrian._dask.written_check.refuse_written_index` on the
-        input the release comes from, whose index the release keeps).
+        ``index_check(asked)``, called by ``to_parquet`` before anything is written: refuses an
+        index asked to be written (:func:`~dmondrian._dask.written_check.refuse_written_index` on
+        the input the release comes from, whose index the release keeps).
     manifest_fields : callable, optional
-        ``manifest_fields(index_written)``: what the manifest says of this
-        release (:func:`dmondrian.evaluation.manifest.writer_fields`), for
-        ``to_parquet(manifest=True)``.
+        ``manifest_fields(index_written)``: what the manifest says of this release
+        (:func:`dmondrian.evaluation.manifest.writer_fields`), for ``to_parquet(manifest=True)``.
     """
 
     def __init__(self, expr, label_columns=(), dictionary_columns=(), writer=None,
@@ -89,20 +83,16 @@ class AnonymizedFrame(dd.DataFrame):
         path : str or os.PathLike
             The dataset folder (local path or fsspec URL).
         **kwargs
-            As :meth:`dask.dataframe.DataFrame.to_parquet`'s. ``compression``,
-            ``write_index``, ``storage_options``, ``compute``,
-            ``compute_kwargs``, ``shuffle_rows`` (default True: each file's
-            rows in a random order, :mod:`dmondrian.release.row_order`) and pyarrow's
-            ``write_table`` keywords are the writers'; ``write_index``
-            defaults to False. Any of :data:`DASK_ONLY` set to another value than its
-            default runs dask's writer instead. ``write_statistics`` and
-            ``use_dictionary`` default to
-            :func:`~dmondrian.io.parquet_sink.release_write_options`'s choice.
-            ``manifest`` (default False, as
-            :func:`~dmondrian.distributed.anonymize_to_parquet`'s, and for the
-            same reasons) publishes ``path.manifest.json`` with the files, the
-            manifest last (``path`` must not exist); it needs the writers' own
-            graph, computed here.
+            As :meth:`dask.dataframe.DataFrame.to_parquet`'s. ``compression``, ``write_index``,
+            ``storage_options``, ``compute``, ``compute_kwargs``, ``shuffle_rows`` (default True:
+            each file's rows in a random order, :mod:`dmondrian.release.row_order`) and pyarrow's
+            ``write_table`` keywords are the writers'; ``write_index`` defaults to False. Any of
+            :data:`DASK_ONLY` set to another value than its default runs dask's writer instead.
+            ``write_statistics`` and ``use_dictionary`` default to
+            :func:`~dmondrian.io.parquet_sink.release_write_options`'s choice. ``manifest`` (default
+            False, as :func:`~dmondrian.distributed.anonymize_to_parquet`'s, and for the same
+            reasons) publishes ``path.manifest.json`` with the files, the manifest last (``path``
+            must not exist); it needs the writers' own graph, computed here.
 
         Returns
         -------

@@ -1,12 +1,10 @@
 """Step 4: each output partition runs the local engine on all its leaves, in one call.
 
-A partition first checks that it received exactly the rows counted for each
-of its leaves, gathers the shipped keys into the kernel's buffer by leaf then
-input position, and cuts every leaf as its own root with the global scales,
-exactly as the local engine would cut that leaf alone. Step 5 is here too:
-the output frame, labels as Categoricals of text (dask's ``to_parquet`` and
-the Parquet sink both write them as Parquet dictionaries). See
-docs/design.md, section "Step 4: leaves".
+A partition first checks that it received exactly the rows counted for each of its leaves, gathers
+the shipped keys into the kernel's buffer by leaf then input position, and cuts every leaf as its
+own root with the global scales, exactly as the local engine would cut that leaf alone. Step 5 is
+here too: the output frame, labels as Categoricals of text (dask's ``to_parquet`` and the Parquet
+sink both write them as Parquet dictionaries). See docs/design.md, section "Step 4: leaves".
 """
 
 from __future__ import annotations
@@ -45,14 +43,12 @@ __all__ = ["output_partition_frame", "anonymize_output_partition", "write_output
 # The kernel is parallel inside; concurrent calls from several threads of
 # one worker would oversubscribe its cores.
 _KERNEL_LOCK = threading.Lock()
-# One work space for the kernel's buffers per worker thread: output
-# partitions come one after another, and fresh memory would be faulted in
-# page by page each time. It stays with the thread while output partitions
-# keep coming (at most 1.25 x 2 x the largest output partition's rows x
-# (QIs + 2) x 8 bytes, counted in an output partition's memory cost), and is
-# returned, with Arrow's freed memory, once the thread has used it for none
-# for IDLE_SECONDS: dask cannot spill it, and a worker kept over its pause
-# fraction by memory nothing uses would stay paused.
+# One work space for the kernel's buffers per worker thread: output partitions come one after
+# another, and fresh memory would be faulted in page by page each time. It stays with the thread
+# while output partitions keep coming (at most 1.25 x 2 x the largest output partition's rows x (QIs
+# + 2) x 8 bytes, counted in an output partition's memory cost), and is returned, with Arrow's freed
+# memory, once the thread has used it for none for IDLE_SECONDS: dask cannot spill it, and a worker
+# kept over its pause fraction by memory nothing uses would stay paused.
 _WORKSPACES = threading.local()
 IDLE_SECONDS = 2.0
 
@@ -92,13 +88,12 @@ def output_partition_frame(df: pd.DataFrame, top: TopPlan, partition_info,
                            verdict: Verdict | None = None) -> pd.DataFrame | None:
     """One output partition's rows, anonymized, in leaf then input order.
 
-    Every column keeps its input dtype but the published ones (labels as
-    Categoricals, ``generalization`` numbers, the class column). None when
-    the partition is empty. Only the QI columns go through the engine; the
-    other columns (maybe wide) are reordered once and never copied again.
-    A plan whose shuffle carries only keys (``top.exchange == "keys"``) gets
-    the published columns alone, indexed by the rows' input positions.
-    An uncounted plan comes with the ``verdict`` of its exact counts.
+    Every column keeps its input dtype but the published ones (labels as Categoricals,
+    ``generalization`` numbers, the class column). None when the partition is empty. Only the QI
+    columns go through the engine; the other columns (maybe wide) are reordered once and never
+    copied again. A plan whose shuffle carries only keys (``top.exchange == "keys"``) gets the
+    published columns alone, indexed by the rows' input positions. An uncounted plan comes with the
+    ``verdict`` of its exact counts.
     """
     if verdict is None and not top.counted:
         raise RuntimeError("dmondrian: an uncounted plan needs its verdict")
@@ -149,18 +144,15 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
                    top: TopPlan) -> pd.DataFrame:
     """The local engine on every leaf of one output partition, in one call.
 
-    ``routed`` is the partition as the shuffle delivered it; ``order`` lists
-    its rows grouped by leaf in input order, and ``frame`` holds its other
-    columns in that order (for the sensitive one). Leaf ``ids[i]``,
-    ``depths[i]`` cuts below the root, starts at row ``starts[i]``. The
-    shipped keys are gathered straight into the kernel's buffer and the
-    kernel cuts each leaf as its own root (:func:`dmondrian.local.partition`'s
-    ``leaves``), ``depth`` cuts below the table's root: leaves never mix, and
-    each is cut exactly as a run of the local engine on it alone would cut it
-    (codes keep the global order; spans use the global scales). Returns the
-    published QI columns (labels as Categoricals) and the class column if
-    asked, and the positions of the rows published (None for all of them: only
-    ``suppressed="drop"`` leaves rows out).
+    ``routed`` is the partition as the shuffle delivered it; ``order`` lists its rows grouped by
+    leaf in input order, and ``frame`` holds its other columns in that order (for the sensitive
+    one). Leaf ``ids[i]``, ``depths[i]`` cuts below the root, starts at row ``starts[i]``. The
+    shipped keys are gathered straight into the kernel's buffer and the kernel cuts each leaf as its
+    own root (:func:`dmondrian.local.partition`'s ``leaves``), ``depth`` cuts below the table's
+    root: leaves never mix, and each is cut exactly as a run of the local engine on it alone would
+    cut it (codes keep the global order; spans use the global scales). Returns the published QI
+    columns (labels as Categoricals) and the class column if asked, and the positions of the rows
+    published (None for all of them: only ``suppressed="drop"`` leaves rows out).
     """
     opts = top.options
     privacy = leaf_privacy(frame, top)
@@ -204,8 +196,7 @@ def leaf_privacy(frame: pd.DataFrame, top: TopPlan) -> KernelPrivacy | None:
     privacy = None
     if top.sensitive is not None:
         base = top.sensitive.privacy
-        # Each leaf is checked against the whole dataset's distribution
-        # (t-closeness), not its own.
+        # Each leaf is checked against the whole dataset's distribution (t-closeness), not its own.
         privacy = KernelPrivacy(base.ip, base.fp, base.q, top.sensitive.codes(
             frame[opts.sensitive]))
     if opts.entity is not None:
@@ -247,8 +238,7 @@ def _publish_codes(frame, encoded, part, privacy, ids, starts, top) -> dict:
         values[opts.qis[j]] = qi.spec.summary_column(
             qi, pd.api.extensions.take(v, at, allow_fill=True))
     if opts.noise:
-        shown = (np.arange(n) if hidden is None or result.masked
-                 else np.flatnonzero(~hidden))
+        shown = np.arange(n) if hidden is None or result.masked else np.flatnonzero(~hidden)
         noised = pd.DataFrame(index=pd.RangeIndex(len(shown)))
         _add_noise(noised, frame, part, ids, starts, top, result)
         for column in noised.columns:
@@ -263,8 +253,7 @@ def _publish_codes(frame, encoded, part, privacy, ids, starts, top) -> dict:
     return encode_back(layout, top, encoded, published, hidden, values, n)
 
 
-def _back_frame(codes: dict, routed: pd.DataFrame, order: np.ndarray, top: TopPlan
-                ) -> pd.DataFrame:
+def _back_frame(codes: dict, routed: pd.DataFrame, order: np.ndarray, top: TopPlan) -> pd.DataFrame:
     """What an output partition sends back: its rows' codes, by input partition, then
     leaf, then input order, indexed by leaf; each row's input partition in ``PARTITION``.
 
@@ -296,10 +285,9 @@ def _take(column, at: np.ndarray):
 def _add_noise(out, frame, part, ids, starts, top, result=None) -> None:
     """The noised columns of ``out`` (:mod:`dmondrian.privacy.noise`), drawn per class.
 
-    With a seed, each leaf draws from a generator of its own (seed, leaf id),
-    whichever task and output partition it lands in. Masked rows (suppression)
-    are noised as one group per leaf: the masked class spans leaves, which
-    are finished apart.
+    With a seed, each leaf draws from a generator of its own (seed, leaf id), whichever task and
+    output partition it lands in. Masked rows (suppression) are noised as one group per leaf: the
+    masked class spans leaves, which are finished apart.
     """
     opts = top.options
     if not opts.noise:
@@ -335,8 +323,7 @@ def _class_ids(class_of_row, part, ids, starts, n) -> np.ndarray:
     """Class ids unique over the table: the leaf id, then the class's rank in its leaf."""
     first = part.stats[0][starts]
     run = np.repeat(np.arange(len(ids)), np.diff(np.append(starts, n)))
-    return ((np.asarray(ids, dtype=np.int64)[run] << np.int64(32))
-            + class_of_row - first[run])
+    return (np.asarray(ids, dtype=np.int64)[run] << np.int64(32)) + class_of_row - first[run]
 
 
 def _publish_suppressed(frame, encoded, part, privacy, ids, starts, top):
@@ -363,9 +350,8 @@ def anonymize_output_partition(df: pd.DataFrame, top: TopPlan, meta: pd.DataFram
                                verdict: Verdict | None = None) -> pd.DataFrame:
     """Run the local engine on every leaf of one output partition; labels as Categoricals.
 
-    The categories are this partition's labels, as text (:func:`text_labels`);
-    ``meta`` is :func:`output_meta`'s frame. An uncounted plan comes with the
-    ``verdict`` of its exact counts.
+    The categories are this partition's labels, as text (:func:`text_labels`); ``meta`` is
+    :func:`output_meta`'s frame. An uncounted plan comes with the ``verdict`` of its exact counts.
     """
     labels = label_columns(top)
     frame = output_partition_frame(df, top, partition_info, verdict)
@@ -393,9 +379,8 @@ def write_output_partition(df: pd.DataFrame, top: TopPlan, sink: ParquetSink,
 def conform(frame: pd.DataFrame, meta: pd.DataFrame, keep=()) -> pd.DataFrame:
     """``frame``'s columns in ``meta``'s order and dtypes, but the columns in ``keep``.
 
-    A Categorical whose categories dask does not know (a Parquet dictionary column,
-    say) keeps the partition's own: cast to the meta's placeholder category, every
-    value would become missing.
+    A Categorical whose categories dask does not know (a Parquet dictionary column, say) keeps the
+    partition's own: cast to the meta's placeholder category, every value would become missing.
     """
     frame = frame[list(meta.columns)]
     mismatched = {}
@@ -438,11 +423,10 @@ def output_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
 def lazy_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
     """:func:`output_meta` for the lazy dask DataFrame: label codes declared 32-bit.
 
-    dask's ``to_parquet`` takes every file's schema from the meta, codes
-    included: with the one unknown-category marker the codes are 8-bit, and
-    a partition of more than 127 labels fails to convert (dask issue 11830).
-    The marker, padded to 2**15 categories, declares 32-bit codes (as the
-    Parquet sink writes); the categories stay unknown to dask.
+    dask's ``to_parquet`` takes every file's schema from the meta, codes included: with the one
+    unknown-category marker the codes are 8-bit, and a partition of more than 127 labels fails to
+    convert (dask issue 11830). The marker, padded to 2**15 categories, declares 32-bit codes (as
+    the Parquet sink writes); the categories stay unknown to dask.
     """
     out = output_meta(meta, top)
     dtype = pd.CategoricalDtype(_padded_unknown_categories())
@@ -455,9 +439,8 @@ def lazy_meta(meta: pd.DataFrame, top: TopPlan) -> pd.DataFrame:
 def _padded_unknown_categories() -> pd.Index:
     """dask's unknown-category marker, then fillers: 2**15 categories (32-bit codes).
 
-    An object index: dask tokenizes the meta often, and an object array of
-    short strings hashes far faster than a "str" one (pyarrow-backed text is
-    converted value by value).
+    An object index: dask tokenizes the meta often, and an object array of short strings hashes far
+    faster than a "str" one (pyarrow-backed text is converted value by value).
     """
     values = np.array([unknown_categories(), *map(str, range(1, 2**15))], dtype=object)
     return pd.Index(values, dtype=object)

@@ -1,13 +1,11 @@
 """The memory a worker thread's tasks may use, and the sizes that fit in it.
 
-A worker's budget is its memory limit, at the fraction where dask pauses
-it, less what its process already holds when the plan is made (the
-baseline: interpreter, libraries, data it keeps; the largest over the
-workers) and what dask's p2p shuffle may buffer; each thread gets its
-share. The leaf, output partition and input piece sizes are parts of that
-share, divided by what one row costs in each kind of task. The smallest
-limit that works follows from the same rules. See docs/design.md, section
-"Sizes and limits".
+A worker's budget is its memory limit, at the fraction where dask pauses it, less what its process
+already holds when the plan is made (the baseline: interpreter, libraries, data it keeps; the
+largest over the workers) and what dask's p2p shuffle may buffer; each thread gets its share. The
+leaf, output partition and input piece sizes are parts of that share, divided by what one row costs
+in each kind of task. The smallest limit that works follows from the same rules. See docs/design.md,
+section "Sizes and limits".
 """
 
 from __future__ import annotations
@@ -61,8 +59,7 @@ def output_row_cost(row_bytes: float, n_qis: int) -> float:
 def input_row_cost(row_bytes: float, n_qis: int) -> float:
     """Bytes one row costs while an input piece is routed and cut into shards.
 
-    The routed frame and the shuffle's copy of it (two copies of a row) and
-    the QIs' int64 keys.
+    The routed frame and the shuffle's copy of it (two copies of a row) and the QIs' int64 keys.
 
     Examples
     --------
@@ -149,10 +146,9 @@ def input_piece_rows(per_thread: float | None, partition_rows: int, row_bytes: f
                      n_qis: int) -> int:
     """Rows of the pieces an input partition is routed and shuffled in.
 
-    The partition, once read, is held while its pieces are routed one task
-    at a time; a piece costs :func:`input_row_cost` a row, within
-    :data:`PIECE_SHARE` of what the partition leaves of the budget. A
-    partition that fits is one piece (returns ``partition_rows``).
+    The partition, once read, is held while its pieces are routed one task at a time; a piece costs
+    :func:`input_row_cost` a row, within :data:`PIECE_SHARE` of what the partition leaves of the
+    budget. A partition that fits is one piece (returns ``partition_rows``).
 
     Examples
     --------
@@ -173,10 +169,9 @@ def _thread_need(row_bytes: float, n_qis: int, partition_rows: int, leaf_rows: i
                  shuffled_bytes: float | None = None) -> float:
     """Bytes the smallest plan needs per thread: the largest of its tasks' needs.
 
-    ``shuffled_bytes`` is what a row carries through the shuffles when only
-    keys travel (None: the whole row travels); routing and the leaves then
-    hold that much a row, and reading an input partition to write it also
-    holds its published values and routes it again (its keys, positions,
+    ``shuffled_bytes`` is what a row carries through the shuffles when only keys travel (None: the
+    whole row travels); routing and the leaves then hold that much a row, and reading an input
+    partition to write it also holds its published values and routes it again (its keys, positions,
     leaves, order and the place of each row's codes: int64 each).
     """
     moved = float(row_bytes if shuffled_bytes is None else shuffled_bytes)
@@ -193,12 +188,11 @@ def smallest_limit(mem: WorkerMemory, row_bytes: float, n_qis: int, partition_ro
                    leaf_rows: int, shuffled_bytes: float | None = None) -> float:
     """The smallest memory limit per worker (bytes) on which a plan fits.
 
-    The same rules as the sizes: the baseline, the p2p reserve, and per
-    thread the largest of reading the largest input partition, routing its
-    smallest piece while holding it, and an output partition of one leaf of
-    ``leaf_rows`` (the smallest the plan may use), at the pause fraction.
-    ``shuffled_bytes``: a row's bytes through the shuffles when only keys
-    travel (see :func:`_thread_need`).
+    The same rules as the sizes: the baseline, the p2p reserve, and per thread the largest of
+    reading the largest input partition, routing its smallest piece while holding it, and an output
+    partition of one leaf of ``leaf_rows`` (the smallest the plan may use), at the pause fraction.
+    ``shuffled_bytes``: a row's bytes through the shuffles when only keys travel (see
+    :func:`_thread_need`).
 
     Examples
     --------
@@ -255,13 +249,11 @@ def check_partitions_fit(mem: WorkerMemory | None, lengths, row_bytes: float,
     """Raise :class:`~dmondrian.errors.MemoryLimitError` when a task that holds one whole
     input partition (a fitted plan's release: no shuffle cuts it) would be killed.
 
-    The task reads the partition (:data:`READ_COPIES` copies of its rows at
-    ``row_bytes``, a lower bound of their size) in a worker thread's share of
-    what the worker may hold before dask's nanny kills it (``terminate``,
-    ``distributed.worker.memory.terminate``, of its limit) less its baseline.
-    A partition that would only pause the worker is left to the stall watch
-    (:mod:`dmondrian._dask.watchdog`). The error names the largest partition
-    and the fix.
+    The task reads the partition (:data:`READ_COPIES` copies of its rows at ``row_bytes``, a lower
+    bound of their size) in a worker thread's share of what the worker may hold before dask's nanny
+    kills it (``terminate``, ``distributed.worker.memory.terminate``, of its limit) less its
+    baseline. A partition that would only pause the worker is left to the stall watch
+    (:mod:`dmondrian._dask.watchdog`). The error names the largest partition and the fix.
 
     Parameters
     ----------
@@ -272,8 +264,7 @@ def check_partitions_fit(mem: WorkerMemory | None, lengths, row_bytes: float,
     row_bytes : float
         The least a row takes in memory.
     terminate : float, optional
-        The fraction of the limit where a worker is killed (default: dask's
-        configuration).
+        The fraction of the limit where a worker is killed (default: dask's configuration).
 
     Examples
     --------
@@ -315,11 +306,10 @@ def _mb(n: float) -> str:
 def measure_workers(client) -> WorkerMemory | None:
     """The workers' memory now: limits, threads, and each process's memory.
 
-    Each worker first loads what the engine's tasks import (so a fresh
-    worker's baseline counts the libraries it is about to load) and returns
-    what it can to the system (young garbage, and Arrow's pool of
-    freed memory, which dask would count as the worker's own), so the
-    baseline is what it really holds. None when no worker has a memory limit.
+    Each worker first loads what the engine's tasks import (so a fresh worker's baseline counts the
+    libraries it is about to load) and returns what it can to the system (young garbage, and Arrow's
+    pool of freed memory, which dask would count as the worker's own), so the baseline is what it
+    really holds. None when no worker has a memory limit.
 
     Examples
     --------
@@ -369,12 +359,11 @@ def _memory_facts() -> dict:
 def release_freed_memory() -> None:
     """Return the memory Python and Arrow hold but no longer use to the system.
 
-    Arrow's allocator keeps freed memory for reuse; dask counts it as the
-    worker's unmanaged memory, and a worker over its pause fraction stays
-    paused while it is kept. Python's garbage is collected in its young
-    generations only: a full collection walks every object the libraries
-    hold (a worker's, or the client's process for an in-process cluster) and
-    returns next to nothing, as dask's own collections run anyway.
+    Arrow's allocator keeps freed memory for reuse; dask counts it as the worker's unmanaged memory,
+    and a worker over its pause fraction stays paused while it is kept. Python's garbage is
+    collected in its young generations only: a full collection walks every object the libraries hold
+    (a worker's, or the client's process for an in-process cluster) and returns next to nothing, as
+    dask's own collections run anyway.
     """
     import gc
     import sys

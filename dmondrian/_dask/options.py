@@ -1,10 +1,9 @@
 """The Dask engine's checked options and its sizes: leaf, output partition, sample.
 
-The options are checked once, on the client, before any pass: the shared
-checks of :func:`dmondrian.encoding.validation.check_options`, then what only this
-engine needs (each QI's kind, ``leaf_rows``). The sizes follow from the
-workers' memory and the table's size. See docs/design.md, section "Sizes and
-limits".
+The options are checked once, on the client, before any pass: the shared checks of
+:func:`dmondrian.encoding.validation.check_options`, then what only this engine needs (each QI's
+kind, ``leaf_rows``). The sizes follow from the workers' memory and the table's size. See
+docs/design.md, section "Sizes and limits".
 """
 
 from __future__ import annotations
@@ -31,10 +30,9 @@ from .memory import (
 from .planner import PlanConfig
 
 __all__ = ["SAMPLE_ROWS", "MAX_SAMPLE_LEVELS", "DaskOptions", "check_dask_options",
-           "check_object_qis",
-           "guess_row_bytes", "default_leaf_rows", "leaf_rows_for", "output_partition_rows",
-           "Sizing", "sizing", "expected_levels", "least_row_bytes", "LEAF_ROWS_MIN",
-           "LEAF_ROWS_MAX"]
+           "check_object_qis", "guess_row_bytes", "default_leaf_rows", "leaf_rows_for",
+           "output_partition_rows", "Sizing", "sizing", "expected_levels", "least_row_bytes",
+           "LEAF_ROWS_MIN", "LEAF_ROWS_MAX"]
 
 #: Rows sampled per leaf the client expects to make; a region expected to
 #: split into 2**L leaves is sampled with 2**L times this many rows.
@@ -87,10 +85,9 @@ _PEEK_ROWS = 1000
 def check_object_qis(ddf, qis) -> None:
     """Refuse a QI column of ``datetime.date`` or ``Decimal`` objects in a Dask table.
 
-    Its schema says only ``object``, so the kind detected from it would be
-    nominal (every exact date listed, the order lost) where the local engine
-    reads the same values as dates or numbers. The first partition's first
-    rows tell what the column holds; only object columns are read.
+    Its schema says only ``object``, so the kind detected from it would be nominal (every exact date
+    listed, the order lost) where the local engine reads the same values as dates or numbers. The
+    first partition's first rows tell what the column holds; only object columns are read.
 
     Raises
     ------
@@ -98,8 +95,7 @@ def check_object_qis(ddf, qis) -> None:
         Naming the column and the Arrow type to give it.
     """
     meta = ddf._meta
-    objects = [q for q in qis
-               if isinstance(meta[q].dtype, np.dtype) and meta[q].dtype.kind == "O"]
+    objects = [q for q in qis if isinstance(meta[q].dtype, np.dtype) and meta[q].dtype.kind == "O"]
     if not objects or ddf.npartitions == 0:
         return
     head = ddf[objects].partitions[0].compute().head(_PEEK_ROWS)
@@ -189,12 +185,11 @@ def output_partition_rows(leaf_rows: int, n_rows: int, n_partitions: int,
 class Sizing:
     """The leaf size and the domain pass's sample, fixed before the pass samples.
 
-    The sample is the ``sample_size`` rows of smallest priority
-    (``SAMPLE_ROWS`` per leaf the table is expected to make, for at least
-    ``2**PlanConfig.max_levels`` leaves). A partition offers only its rows
-    below ``rate``, twice the share the estimated size asks for, so the
-    sample is exact unless the table is more than twice its estimate; a
-    wrong estimate costs sample rows (then a pass), never client memory.
+    The sample is the ``sample_size`` rows of smallest priority (``SAMPLE_ROWS`` per leaf the table
+    is expected to make, for at least ``2**PlanConfig.max_levels`` leaves). A partition offers only
+    its rows below ``rate``, twice the share the estimated size asks for, so the sample is exact
+    unless the table is more than twice its estimate; a wrong estimate costs sample rows (then a
+    pass), never client memory.
     """
 
     leaf_rows: int
@@ -219,10 +214,9 @@ def sizing(probe, n_known, n_partitions, leaf_rows, per_thread, meta_row_bytes, 
            sample_rows) -> Sizing:
     """Size the domain pass's sample from the table's (estimated) size and the leaf size.
 
-    ``n_known`` is the exact row count when dask knows it, else the first
-    partition's rows times the number of partitions estimate it. A
-    ``leaf_rows`` of None becomes :func:`leaf_rows_for` the measured row size;
-    any ``leaf_rows`` is then raised to ``2 * k``.
+    ``n_known`` is the exact row count when dask knows it, else the first partition's rows times the
+    number of partitions estimate it. A ``leaf_rows`` of None becomes :func:`leaf_rows_for` the
+    measured row size; any ``leaf_rows`` is then raised to ``2 * k``.
     """
     first_rows, measured = probe if probe is not None else (0, None)
     n_est = int(n_known) if n_known is not None else int(first_rows) * int(n_partitions)

@@ -30,8 +30,7 @@ def release_sink(ddf, top: TopPlan, path, write_options, storage_options) -> Par
                               random_state=top.options.random_state)
 
 
-def write_parquet(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
-                  oversized_ok: bool = False):
+def write_parquet(ddf, top: TopPlan, sink: ParquetSink, shuffle_method, oversized_ok: bool = False):
     """The lazy graph that anonymizes every output partition and writes it with ``sink``.
 
     ``oversized_ok`` (the lazy release's writer, which cannot start again)
@@ -39,8 +38,7 @@ def write_parquet(ddf, top: TopPlan, sink: ParquetSink, shuffle_method,
     """
     ddf = without_identifiers(ddf, top.options.identifiers)
     if top.exchange == "keys":
-        return write_keys(ddf, top, sink, shuffle_method, output_meta(ddf._meta, top),
-                          oversized_ok)
+        return write_keys(ddf, top, sink, shuffle_method, output_meta(ddf._meta, top), oversized_ok)
     if not top.counted:
         return write_parquet_counting(ddf, top, sink, shuffle_method, oversized_ok)
     shuffled, plan_d = route_and_shuffle(ddf, top, shuffle_method)

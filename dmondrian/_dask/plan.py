@@ -1,10 +1,9 @@
 """The plan: what the top phase decided and measured, which every later step reads.
 
-A :class:`TopPlan` travels to the workers once, as one node of the graph;
-routing, the shuffle and each output partition read their part of it. The
-:class:`Verdict` of exact counts taken in the shuffle pass, and
-:class:`Recount`, which refuses one, are defined here too: both write paths
-and the output partitions share them. See docs/design.md, section "The plan".
+A :class:`TopPlan` travels to the workers once, as one node of the graph; routing, the shuffle and
+each output partition read their part of it. The :class:`Verdict` of exact counts taken in the
+shuffle pass, and :class:`Recount`, which refuses one, are defined here too: both write paths and
+the output partitions share them. See docs/design.md, section "The plan".
 """
 
 from __future__ import annotations
@@ -56,9 +55,8 @@ class TopPlan:
     output_partitions : list of list of int
         Leaf ids of every output partition (runs of consecutive ids).
     passes : int
-        Passes over the data made by the top phase (domain pass included); the
-        shuffle pass of :func:`~dmondrian.distributed.anonymize_to_parquet` may
-        do the last one's counting.
+        Passes over the data made by the top phase (domain pass included); the shuffle pass of
+        :func:`~dmondrian.distributed.anonymize_to_parquet` may do the last one's counting.
     leaf_rows : int
         The leaf size used.
     timings : dict

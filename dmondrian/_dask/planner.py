@@ -1,10 +1,9 @@
 """Client-side decisions of the top phase: which QI to cut a region on, and where.
 
-These functions mirror the local kernel's choices one for one, computed from
-a region's :class:`~.sketch.Summary` instead of its rows, so that on a
-complete sample they make exactly the kernel's cut; :func:`plan_subtree`
-keeps cutting a region's sample for a few levels, so one pass decides
-several. See docs/design.md, section "Planning cuts".
+These functions mirror the local kernel's choices one for one, computed from a region's
+:class:`~.sketch.Summary` instead of its rows, so that on a complete sample they make exactly the
+kernel's cut; :func:`plan_subtree` keeps cutting a region's sample for a few levels, so one pass
+decides several. See docs/design.md, section "Planning cuts".
 """
 
 from __future__ import annotations
@@ -134,11 +133,10 @@ def _axis(summary: Summary, j: int, domain: GlobalDomain):
 def _tie_threshold(summary: Summary, j: int, v: int, ranks, share: float) -> int:
     """Input position before which a row tied at ``v`` goes left, so ``share`` of them do.
 
-    The kernel sends the first tied rows of a node left, in input order: the
-    threshold is the position of the first tied sample row past ``share`` of
-    the tied rows' weight. On a complete sample that is exactly the kernel's
-    split. A quantile of the positions present rather than a fixed one: after
-    earlier cuts, a region's tied rows may lie anywhere in the input.
+    The kernel sends the first tied rows of a node left, in input order: the threshold is the
+    position of the first tied sample row past ``share`` of the tied rows' weight. On a complete
+    sample that is exactly the kernel's split. A quantile of the positions present rather than a
+    fixed one: after earlier cuts, a region's tied rows may lie anywhere in the input.
     """
     keys, pos = summary.sample_keys, summary.sample_pos
     vals = keys[j] if ranks is None else ranks[keys[j]]
@@ -237,11 +235,10 @@ def _cheapest_cut(summary: Summary, domain: GlobalDomain, min_size: int, banned,
                   spans: np.ndarray) -> Cut | None:
     """The "ncp" objective's cut (``_kernel/ncp.pyx``) on a region's sample.
 
-    Along each of the two widest QIs, boundaries between axis values that
-    leave a quarter to three quarters of the rows on the left (at most 16,
-    evenly spread) and the balanced one are scored by the children's
-    summed spans weighted by their sizes, the children measured on their
-    part of the sample; the cheapest wins. None when no boundary is allowed.
+    Along each of the two widest QIs, boundaries between axis values that leave a quarter to three
+    quarters of the rows on the left (at most 16, evenly spread) and the balanced one are scored by
+    the children's summed spans weighted by their sizes, the children measured on their part of the
+    sample; the cheapest wins. None when no boundary is allowed.
     """
     order = [int(j) for j in np.argsort(-spans, kind="mergesort")
              if spans[j] > 0.0 and int(j) not in banned][:2]
@@ -349,13 +346,11 @@ def plan_subtree(summary: Summary, domain: GlobalDomain, cfg: PlanConfig, depth:
                  banned=(), levels: int | None = None) -> PlanNode:
     """Cut a region for up to ``levels`` levels, deeper levels decided on its sample.
 
-    The root of the subtree uses ``summary`` (exact after a pass); its
-    descendants use summaries estimated from the part of the sample they
-    receive. Planning goes :func:`planned_levels` deep plus
-    ``cfg.extra_levels``, and below a node stops when it is estimated to fit in
-    ``cfg.fill * cfg.leaf_rows`` rows, when its sample gets too thin to be
-    trusted, or at ``cfg.max_depth``. Every count used here is checked
-    exactly by the next pass before a cut is kept.
+    The root of the subtree uses ``summary`` (exact after a pass); its descendants use summaries
+    estimated from the part of the sample they receive. Planning goes :func:`planned_levels` deep
+    plus ``cfg.extra_levels``, and below a node stops when it is estimated to fit in ``cfg.fill *
+    cfg.leaf_rows`` rows, when its sample gets too thin to be trusted, or at ``cfg.max_depth``.
+    Every count used here is checked exactly by the next pass before a cut is kept.
     """
     complete = summary.exact and summary.sample_keys.shape[1] == summary.n
     if levels is None:

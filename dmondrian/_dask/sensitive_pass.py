@@ -1,11 +1,9 @@
 """l-diversity and t-closeness on Dask: exact sensitive-value counts of every leaf.
 
-After the top phase, one pass measures the sensitive column's values (an
-infeasible request fails here, before the shuffle) and one counts them per
-leaf; a top-phase cut whose children break a constraint is undone, from the
-root down. Each leaf's local run enforces the constraints below, against
-the whole table's distribution. See docs/design.md, section "Sensitive
-constraints".
+After the top phase, one pass measures the sensitive column's values (an infeasible request fails
+here, before the shuffle) and one counts them per leaf; a top-phase cut whose children break a
+constraint is undone, from the root down. Each leaf's local run enforces the constraints below,
+against the whole table's distribution. See docs/design.md, section "Sensitive constraints".
 """
 
 from __future__ import annotations
@@ -29,11 +27,10 @@ __all__ = ["sensitive_domain", "leaf_histograms", "keep_diverse_cuts"]
 def sensitive_domain(client, ddf, opts: DaskOptions, progress) -> SensitiveDomain:
     """One pass: the sensitive values and counts; infeasible requests fail here.
 
-    The domain is the local engine's (:func:`dmondrian.encoding.sensitive.sensitive_values`),
-    built from a distributed value count instead of the column. With an
-    entity, the constraints read (entity, value) pairs, not rows: they are
-    checked on the pairs' counts (:mod:`.entity_pairs`), which also replace
-    the distribution here.
+    The domain is the local engine's (:func:`dmondrian.encoding.sensitive.sensitive_values`), built
+    from a distributed value count instead of the column. With an entity, the constraints read
+    (entity, value) pairs, not rows: they are checked on the pairs' counts (:mod:`.entity_pairs`),
+    which also replace the distribution here.
     """
     column = ddf[opts.sensitive]
     counts = run(client, column.value_counts(dropna=False), progress, "pass: sensitive values")
@@ -78,5 +75,4 @@ def keep_diverse_cuts(nodes, leaf_hist: dict, sens: SensitiveDomain) -> None:
     leaf passes: the local engine then starts each leaf from a valid node.
     """
     ip, fp, q = sens.privacy.ip, sens.privacy.fp, sens.privacy.q
-    undo_failing_cuts(nodes, leaf_hist, np.add,
-                      lambda h: K.hist_ok(h, int(h.sum()), ip, fp, q))
+    undo_failing_cuts(nodes, leaf_hist, np.add, lambda h: K.hist_ok(h, int(h.sum()), ip, fp, q))

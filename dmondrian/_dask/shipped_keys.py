@@ -1,11 +1,10 @@
 """The QIs as the shuffle ships them: global kernel keys, not values.
 
-Routing already encodes every QI against the global domain; the shuffle
-carries those keys, each QI in the narrowest integer type its global range
-fits (-1 for missing), counted in its step (dates at midnight: days, not
-nanoseconds), and each output partition gathers them straight into
-the kernel's buffer: nothing is encoded twice, fewer bytes cross the network,
-and the release is the same. See docs/design.md, section "Shipped keys".
+Routing already encodes every QI against the global domain; the shuffle carries those keys, each QI
+in the narrowest integer type its global range fits (-1 for missing), counted in its step (dates at
+midnight: days, not nanoseconds), and each output partition gathers them straight into the kernel's
+buffer: nothing is encoded twice, fewer bytes cross the network, and the release is the same. See
+docs/design.md, section "Shipped keys".
 """
 
 from __future__ import annotations
@@ -104,14 +103,12 @@ def narrow_keys(keys: np.ndarray, dtypes: list, offsets: list, names: list,
     Raises
     ------
     ValueError
-        For a row holding a key outside its type's range, or not a whole number of
-        steps above its offset (the input changed between the domain pass and this
-        one); the message names its QI.
+        For a row holding a key outside its type's range, or not a whole number of steps above its
+        offset (the input changed between the domain pass and this one); the message names its QI.
     """
     steps = [1] * len(dtypes) if steps is None else steps
     out = []
-    for row, dtype, offset, step, name in zip(keys, dtypes, offsets, steps, names,
-                                              strict=True):
+    for row, dtype, offset, step, name in zip(keys, dtypes, offsets, steps, names, strict=True):
         if dtype.itemsize == 8:
             out.append(row)
             continue
@@ -128,16 +125,14 @@ def gather_keys(shipped: np.ndarray, order: np.ndarray, out: np.ndarray, offset:
                 step: int = 1) -> None:
     """``out[i]`` = the int64 key of row ``order[i]`` of a shipped key column
     (``shipped * step + offset`` for a narrow one, the missing key for -1)."""
-    _gather_into(shipped, order, out, shipped.dtype.itemsize < 8, np.int64(offset),
-                 np.int64(step))
+    _gather_into(shipped, order, out, shipped.dtype.itemsize < 8, np.int64(offset), np.int64(step))
 
 
 def qi_encodings(domain: GlobalDomain, meta: pd.DataFrame) -> list[EncodedQI]:
     """Every QI's :class:`EncodedQI` without keys: what publishing needs besides them.
 
-    Numbers and dates take their value type (and time zone) from the input's
-    schema ``meta``, codes their names from the global domain; scales are the
-    global ones.
+    Numbers and dates take their value type (and time zone) from the input's schema ``meta``, codes
+    their names from the global domain; scales are the global ones.
     """
     return [spec.global_encoding(meta[name], float(domain.scales[j]),
                                  categories=domain.categories[j], slots=int(domain.slots[j]),
@@ -148,11 +143,10 @@ def qi_encodings(domain: GlobalDomain, meta: pd.DataFrame) -> list[EncodedQI]:
 def partition_encodings(encodings: list[EncodedQI], key_rows: np.ndarray) -> list[EncodedQI]:
     """The encodings of one output partition whose keys fill ``key_rows`` (d, n).
 
-    A nominal QI with more codes than the kernel keeps as a bitmask has its
-    codes renumbered, in place and in the same order, to the ones present
-    (the local engine's own encoding of the rows has as many, plus one
-    reserved for missing), so the kernel keeps its bitmask path where it
-    can (and knows when the QI is constant). The release is the same either way.
+    A nominal QI with more codes than the kernel keeps as a bitmask has its codes renumbered, in
+    place and in the same order, to the ones present (the local engine's own encoding of the rows
+    has as many, plus one reserved for missing), so the kernel keeps its bitmask path where it can
+    (and knows when the QI is constant). The release is the same either way.
     """
     out = []
     for enc, row in zip(encodings, key_rows, strict=True):

@@ -1,9 +1,8 @@
 """Step 3, the shuffle: route every row to its leaf, move it to its leaf's output partition.
 
-Each input partition is routed once: the QIs are encoded into global keys,
-the keys walk the cut tree, and the row gets its leaf and output partition.
-dask's shuffle is then told each row's target partition instead of
-searching or sorting for it. The QIs travel as their keys, not their values.
+Each input partition is routed once: the QIs are encoded into global keys, the keys walk the cut
+tree, and the row gets its leaf and output partition. dask's shuffle is then told each row's target
+partition instead of searching or sorting for it. The QIs travel as their keys, not their values.
 See docs/design.md, section "Step 3: the shuffle".
 """
 
@@ -22,22 +21,20 @@ from .plan import TopPlan
 from .shipped_keys import narrow_keys
 from .shuffle_sizes import piece_bounds
 
-__all__ = ["attach_leaf", "attach_piece", "piece_dtype", "piece_partitions",
-           "target_dtype", "routed_partitions",
-           "routed_meta", "routing_input", "to_output_partitions", "route_and_shuffle",
-           "check_counted", "distributed_shuffle_method"]
+__all__ = ["attach_leaf", "attach_piece", "piece_dtype", "piece_partitions", "target_dtype",
+           "routed_partitions", "routed_meta", "routing_input", "to_output_partitions",
+           "route_and_shuffle", "check_counted", "distributed_shuffle_method"]
 
 
 def attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None,
                 start: int = 0, piece: tuple | None = None) -> pd.DataFrame:
     """Route a partition's rows: index them by input position, add leaf and output partition.
 
-    The QI columns are replaced by their keys (:mod:`.shipped_keys`). The
-    input index, unless it is the positions 0..n-1, rides along as a column.
-    ``df`` may be a piece of its input partition, starting at row ``start``.
-    On the keys path the rows are indexed by their piece's number instead
-    (``piece``: the number and its type, :func:`piece_dtype`): a row's place
-    in its piece is where it is in its shard, which the shuffle keeps.
+    The QI columns are replaced by their keys (:mod:`.shipped_keys`). The input index, unless it is
+    the positions 0..n-1, rides along as a column. ``df`` may be a piece of its input partition,
+    starting at row ``start``. On the keys path the rows are indexed by their piece's number instead
+    (``piece``: the number and its type, :func:`piece_dtype`): a row's place in its piece is where
+    it is in its shard, which the shuffle keeps.
     """
     number = partition_info["number"] if partition_info else 0
     keys = encode_keys(df, top.domain)
@@ -117,10 +114,9 @@ def piece_partitions(top: TopPlan) -> np.ndarray | None:
 def routed_partitions(ddf, top: TopPlan, plan_d) -> list:
     """The routed input, one delayed frame per input partition or piece of one.
 
-    An input partition larger than the plan's ``input_piece_rows`` is read by
-    one task and routed in pieces, each its own task and its own input of the
-    shuffle: what a task routes and cuts into shards stays within the
-    workers' memory whatever the input's partitions
+    An input partition larger than the plan's ``input_piece_rows`` is read by one task and routed in
+    pieces, each its own task and its own input of the shuffle: what a task routes and cuts into
+    shards stays within the workers' memory whatever the input's partitions
     (:func:`~dmondrian._dask.memory.input_piece_rows`).
     """
     from dask import delayed
@@ -156,9 +152,8 @@ def routed_meta(ddf, top: TopPlan) -> pd.DataFrame:
 
 
 def routing_input(ddf, top: TopPlan):
-    """What the shuffle pass reads: every column ("rows"), or only the QIs and the
-    columns the leaves read ("keys": the rest stays in the input until it is
-    written)."""
+    """What the shuffle pass reads: every column ("rows"), or only the QIs and the columns the
+    leaves read ("keys": the rest stays in the input until it is written)."""
     if top.travelling is None:
         return ddf
     return ddf[read_columns(top.columns, top.options)]
@@ -167,10 +162,9 @@ def routing_input(ddf, top: TopPlan):
 def to_output_partitions(routed, n_partitions: int, shuffle_method, ordered: bool = False):
     """Move every routed row to the output partition its :data:`.columns.PARTITION` names.
 
-    The target is computed while routing, so the shuffle is built on it
-    directly (:func:`dmondrian._compat.shuffle_to_partitions`): no search, and
-    no ``set_index`` that would sort every output partition only for the
-    engine to reorder it again.
+    The target is computed while routing, so the shuffle is built on it directly
+    (:func:`dmondrian._compat.shuffle_to_partitions`): no search, and no ``set_index`` that would
+    sort every output partition only for the engine to reorder it again.
     """
     return shuffle_to_partitions(routed, PARTITION, n_partitions, shuffle_method, ordered)
 

@@ -1,10 +1,9 @@
 """The shuffle pass's sizes, fixed when the plan is made, on the workers' memory then.
 
-The top phase has run: the workers hold what a working worker holds (the
-engine's libraries, Arrow's and Python's memory after real tasks), so they
-are measured again, checked against the smallest plan with the row size
-measured on data, and the output partitions and input pieces sized from
-what remains. See docs/design.md, section "Sizes and limits".
+The top phase has run: the workers hold what a working worker holds (the engine's libraries, Arrow's
+and Python's memory after real tasks), so they are measured again, checked against the smallest plan
+with the row size measured on data, and the output partitions and input pieces sized from what
+remains. See docs/design.md, section "Sizes and limits".
 """
 
 from __future__ import annotations
@@ -39,10 +38,9 @@ def shuffle_sizes(client, ddf, sizing: Sizing, leaf_rows: int, n_rows: int,
                   n_qis: int, shuffled_bytes: float | None = None) -> ShuffleSizes:
     """Measure the workers and size the shuffle pass's tasks; refuse what cannot fit.
 
-    ``shuffled_bytes`` is a row's bytes through the shuffles when only keys
-    travel (None: the whole row travels, ``sizing.row_bytes``): the output
-    partitions and routed pieces hold that much a row; reading an input
-    partition holds all of it.
+    ``shuffled_bytes`` is a row's bytes through the shuffles when only keys travel (None: the whole
+    row travels, ``sizing.row_bytes``): the output partitions and routed pieces hold that much a
+    row; reading an input partition holds all of it.
 
     Raises
     ------

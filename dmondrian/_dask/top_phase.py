@@ -1,10 +1,9 @@
 """Step 2, the top phase: cut the table from summaries until every region fits a leaf.
 
-The client plans cuts on a region's summary (:mod:`.planner`), several levels
-a pass; the next pass routes every row through the candidate tree and
-returns exact counts and a fresh sample per candidate region; a cut the
-exact counts disallow is undone. Only summaries reach the client, never rows.
-See docs/design.md, section "Step 2: the top phase".
+The client plans cuts on a region's summary (:mod:`.planner`), several levels a pass; the next pass
+routes every row through the candidate tree and returns exact counts and a fresh sample per
+candidate region; a cut the exact counts disallow is undone. Only summaries reach the client, never
+rows. See docs/design.md, section "Step 2: the top phase".
 """
 
 from __future__ import annotations
@@ -34,10 +33,9 @@ def cut_regions(client, ddf, opts: DaskOptions, domain: GlobalDomain, root: Summ
                 cfg: PlanConfig, progress, defer_counts: bool, lap):
     """Cut the table until every region fits ``cfg.leaf_rows`` or no allowed cut divides it.
 
-    ``lap(label)`` records the wall time of each pass. With ``defer_counts``
-    (True, or a function of the candidate nodes that says whether), a tree the
-    domain pass's sample planned whole is returned uncounted: the shuffle pass
-    counts it (:mod:`.counting_write`).
+    ``lap(label)`` records the wall time of each pass. With ``defer_counts`` (True, or a function of
+    the candidate nodes that says whether), a tree the domain pass's sample planned whole is
+    returned uncounted: the shuffle pass counts it (:mod:`.counting_write`).
 
     Returns
     -------
@@ -136,8 +134,7 @@ def region_pass(client, ddf, opts, domain, nodes, leaves, cfg, progress, label):
     """One pass: every current leaf's exact summary, and a sample of the fresh ones."""
     from dask import delayed
 
-    rates = np.asarray([sample_rate(nodes[j].n, cfg) if nodes[j].fresh else 0.0
-                        for j in leaves])
+    rates = np.asarray([sample_rate(nodes[j].n, cfg) if nodes[j].fresh else 0.0 for j in leaves])
     inputs = constant(PassInputs(domain, flatten(nodes, leaves), rates), "cuts")
     sketch_d = delayed(region_sketch, pure=True)
     parts = column_partitions(ddf, opts.qis)

@@ -1,34 +1,27 @@
 """Stop a Dask job that waits for ever on workers paused for lack of memory.
 
-A worker whose process memory passes dask's pause threshold
-(``distributed.worker.memory.pause``, 80 % of its limit by default) starts
-no new task until its memory falls; memory dask cannot spill (a task's own
-buffers, the interpreter) may never fall, and the job then waits for ever
-with nothing in its log but "Unmanaged memory use is high". Every blocking
-wait of the Dask engine goes through :func:`dmondrian._dask.cluster.run`,
-which waits here. When, for ``stall_timeout`` seconds, no task of the job
-has finished, some worker is paused and no task of the job is assigned to a
-worker that is not paused, the job's tasks are cancelled and
-:class:`~dmondrian.errors.JobStalledError` names the paused workers, their
-memory and their limits. A job whose tasks keep finishing, however slowly,
-is never stopped; nor is one with a task on a running worker, however long
-it takes, nor one without a paused worker. ``stall_timeout`` should exceed
-the longest task a paused worker may still finish.
+A worker whose process memory passes dask's pause threshold (``distributed.worker.memory.pause``, 80
+% of its limit by default) starts no new task until its memory falls; memory dask cannot spill (a
+task's own buffers, the interpreter) may never fall, and the job then waits for ever with nothing in
+its log but "Unmanaged memory use is high". Every blocking wait of the Dask engine goes through
+:func:`dmondrian._dask.cluster.run`, which waits here. When, for ``stall_timeout`` seconds, no task
+of the job has finished, some worker is paused and no task of the job is assigned to a worker that
+is not paused, the job's tasks are cancelled and :class:`~dmondrian.errors.JobStalledError` names
+the paused workers, their memory and their limits. A job whose tasks keep finishing, however slowly,
+is never stopped; nor is one with a task on a running worker, however long it takes, nor one without
+a paused worker. ``stall_timeout`` should exceed the longest task a paused worker may still finish.
 
-The same watch stops a restart loop: dask's nanny restarts a worker whose
-process passes 95 % of its limit, and a job whose tasks fill it again each
-time would restart it for ever. The nanny logs each such restart on the
-scheduler (:data:`RESTART_TOPIC`, with the process memory it saw); after
-:data:`RESTARTS_MAX` of them during one wait (polled as above), the job's
-tasks are cancelled and :class:`~dmondrian.errors.WorkersRestartedError`
-names the workers, the memory they held and their limits. A worker lost for
-any other reason (a crash, a scale-down) is not counted: dask retries its
+The same watch stops a restart loop: dask's nanny restarts a worker whose process passes 95 % of its
+limit, and a job whose tasks fill it again each time would restart it for ever. The nanny logs each
+such restart on the scheduler (:data:`RESTART_TOPIC`, with the process memory it saw); after
+:data:`RESTARTS_MAX` of them during one wait (polled as above), the job's tasks are cancelled and
+:class:`~dmondrian.errors.WorkersRestartedError` names the workers, the memory they held and their
+limits. A worker lost for any other reason (a crash, a scale-down) is not counted: dask retries its
 tasks elsewhere.
 
-The timeout is set for a block of waits with :func:`stall_timeout` (the
-engine's entry points do it from their ``stall_timeout`` option) and read by
-:func:`wait_for`. The lazy result of :func:`dmondrian.distributed.anonymize`
-is computed by the caller, outside this watch.
+The timeout is set for a block of waits with :func:`stall_timeout` (the engine's entry points do it
+from their ``stall_timeout`` option) and read by :func:`wait_for`. The lazy result of
+:func:`dmondrian.distributed.anonymize` is computed by the caller, outside this watch.
 """
 
 from __future__ import annotations
@@ -98,11 +91,6 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:,.0f} MiB"
 
 
-def _described(address: str, info: dict) -> PausedWorker:
-    return PausedWorker(address, info.get("name"), info.get("metrics", {}).get("memory"),
-                        info.get("memory_limit"))
-
-
 class _Watch:
     """The state of one watched wait: the last progress seen and when."""
 
@@ -123,9 +111,8 @@ class _Watch:
     def restarted(self, workers: dict) -> list[PausedWorker] | None:
         """The workers restarted for memory during this wait, once there are enough to stop.
 
-        The nanny logs every such restart on the scheduler (topic
-        :data:`RESTART_TOPIC`) with the process memory it saw; the limit is
-        the one the scheduler last heard from that worker.
+        The nanny logs every such restart on the scheduler (topic :data:`RESTART_TOPIC`) with the
+        process memory it saw; the limit is the one the scheduler last heard from that worker.
         """
         self._remember(workers)
         if self.events_before is None:
@@ -159,8 +146,9 @@ class _Watch:
         restarted = self.restarted(workers)
         if restarted:
             raise WorkersRestartedError("", restarted, self.timeout)
-        paused = [_described(address, info) for address, info in workers.items()
-                  if info.get("status") == "paused"]
+        paused = [PausedWorker(address, info.get("name"), info.get("metrics", {}).get("memory"),
+                               info.get("memory_limit"))
+                  for address, info in workers.items() if info.get("status") == "paused"]
         now = time.monotonic()
         if remaining != self.remaining or movable or not paused:
             self.remaining, self.since = remaining, now
@@ -213,9 +201,8 @@ def wait_for(client, futures, label: str = "the job"):
         except Exception:  # noqa: BLE001 - a scheduler we cannot probe: wait unwatched
             return client.gather(futures)
         if paused:
-            # Releasing the job's results cancels every task they wait for
-            # (client.cancel trips an assertion of the scheduler when a result
-            # is also an input of another).
+            # Releasing the job's results cancels every task they wait for (client.cancel trips an
+            # assertion of the scheduler when a result is also an input of another).
             for future in flat:
                 future.release()
             raise JobStalledError(label, paused, timeout)

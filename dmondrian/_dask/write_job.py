@@ -110,11 +110,10 @@ def csv_release(path, single_file: bool, storage_options=None):
     """Stage the CSV release dask's ``to_csv`` writes at ``path``: yields the
     :class:`~dmondrian.io.staging.Stage` and the target to write to.
 
-    The release is the file ``path`` with ``single_file``; the folder of a
-    ``path`` whose name holds ``*`` (its files); else the folder ``path``
-    (dask names the files in it). The caller commits
-    (:func:`dmondrian.io.staging.commit_with_manifest`); an OUTPUT that exists is
-    an :class:`~dmondrian.errors.OutputError`, raised before anything is written.
+    The release is the file ``path`` with ``single_file``; the folder of a ``path`` whose name holds
+    ``*`` (its files); else the folder ``path`` (dask names the files in it). The caller commits
+    (:func:`dmondrian.io.staging.commit_with_manifest`); an OUTPUT that exists is an
+    :class:`~dmondrian.errors.OutputError`, raised before anything is written.
     """
     from ..io.staging import staged_release
 

@@ -1,16 +1,14 @@
 """The identifying-column check done by the pass that writes the release.
 
-The writers' last pass reads every column of every row to write it; the
-tasks that write also keep a distinct-value sketch of the columns released
-as is (:func:`dmondrian.release.identifiers.distinct_sketch`), returned beside their
-row counts; the domain pass then reads only the QIs. The client merges them
-once every file is written (and counts exactly, in a pass over the input's
-columns the sketches leave unsure, :mod:`dmondrian.release.unique_count`); a
-column that singles out rows then raises
-:class:`~dmondrian.errors.IdentifyingColumnError`, after the files written
-are removed (:func:`finish_written`'s ``undo``), and before the command
-line publishes its staged output (:mod:`dmondrian.io.staging`).
-See docs/design.md, section "Step 1: the domain pass".
+The writers' last pass reads every column of every row to write it; the tasks that write also keep a
+distinct-value sketch of the columns released as is
+(:func:`dmondrian.release.identifiers.distinct_sketch`), returned beside their row counts; the
+domain pass then reads only the QIs. The client merges them once every file is written (and counts
+exactly, in a pass over the input's columns the sketches leave unsure,
+:mod:`dmondrian.release.unique_count`); a column that singles out rows then raises
+:class:`~dmondrian.errors.IdentifyingColumnError`, after the files written are removed
+(:func:`finish_written`'s ``undo``), and before the command line publishes its staged output
+(:mod:`dmondrian.io.staging`). See docs/design.md, section "Step 1: the domain pass".
 """
 
 from __future__ import annotations
@@ -88,8 +86,7 @@ def index_candidate(index: pd.Index, allow=()):
     """The name a written ``index`` is judged under (its name, or ``"index"``), or None
     when it is of no identifier's kind or ``allow`` names it.
 
-    An index that numbers the rows is a candidate: the writer refuses it
-    (:func:`row_numbers`).
+    An index that numbers the rows is a candidate: the writer refuses it (:func:`row_numbers`).
 
     Examples
     --------
@@ -109,14 +106,13 @@ def refuse_written_index(ddf, allow, asked, client=None, progress: bool | None =
     write ``ddf``'s index would publish one that numbers the rows or singles them out,
     before anything is written.
 
-    The index is not a release column (:mod:`dmondrian.release.identifiers`): only a writer
-    asked for it (``write_index=True``) publishes it. A RangeIndex (``from_pandas``'s
-    default, the row numbers dask reads beside each file) is refused at once: beside
-    rows each file shuffles, row numbers give the input's order back. Any other index
-    costs a pass over the index alone, which refuses it when every partition of two
-    rows or more numbers its rows in order, or when it singles out rows. ``allow``
-    (the ``allow_unique`` option) may name it. Computed on ``client`` (None: the
-    default scheduler, a distributed client when one is current).
+    The index is not a release column (:mod:`dmondrian.release.identifiers`): only a writer asked
+    for it (``write_index=True``) publishes it. A RangeIndex (``from_pandas``'s default, the row
+    numbers dask reads beside each file) is refused at once: beside rows each file shuffles, row
+    numbers give the input's order back. Any other index costs a pass over the index alone, which
+    refuses it when every partition of two rows or more numbers its rows in order, or when it
+    singles out rows. ``allow`` (the ``allow_unique`` option) may name it. Computed on ``client``
+    (None: the default scheduler, a distributed client when one is current).
     """
     if not asked:
         return
@@ -186,10 +182,9 @@ class WrittenCheck:
         :class:`~dmondrian.errors.IdentifyingColumnError` on any column singling out
         rows, else warn on the person keys and return an empty list.
 
-        ``n_rows`` is the input's rows, ``written_rows`` the release's (fewer when
-        rows were suppressed: each left out may hold one more value);
-        ``count_unique(columns)`` counts the input's rows of their own in the
-        columns the sketches leave unsure
+        ``n_rows`` is the input's rows, ``written_rows`` the release's (fewer when rows were
+        suppressed: each left out may hold one more value); ``count_unique(columns)`` counts the
+        input's rows of their own in the columns the sketches leave unsure
         (:meth:`dmondrian.release.identifiers.SketchVerdict.resolve`).
         """
         sketches = [s for s in sketches if s is not None]
@@ -261,11 +256,10 @@ def written_meta(check: WrittenCheck | None, measure=None) -> pd.DataFrame:
 
 
 def finish_written(result: pd.DataFrame, top, undo=None, count_unique=None) -> None:
-    """Check the write tasks' sketches in ``result`` (one row per file written), and
-    keep what was found in ``top.identifying``; ``undo(files)`` removes the files
-    written when the release is refused (or a warning is raised as an error);
-    ``count_unique``: :meth:`WrittenCheck.finish`. The write tasks' counts, when they
-    took them, are merged into ``top.measured``."""
+    """Check the write tasks' sketches in ``result`` (one row per file written), and keep what was
+    found in ``top.identifying``; ``undo(files)`` removes the files written when the release is
+    refused (or a warning is raised as an error); ``count_unique``: :meth:`WrittenCheck.finish`. The
+    write tasks' counts, when they took them, are merged into ``top.measured``."""
     if COUNTS in result.columns:
         top.measured = merge_counts(list(result[COUNTS]))
     if DISTINCT not in result.columns:

@@ -1,9 +1,8 @@
 """A new batch against a fitted plan: where its rows land, and a summary per node.
 
-Keys are the fitted encoding's (:mod:`dmondrian.kinds`): numbers and dates
-are their own line, so values beyond the fitted range still compare; a
-category the fit never saw has no key and is flagged instead. Every row is
-routed down the fitted cut tree to a leaf, then lifted to the deepest node on
+Keys are the fitted encoding's (:mod:`dmondrian.kinds`): numbers and dates are their own line, so
+values beyond the fitted range still compare; a category the fit never saw has no key and is flagged
+instead. Every row is routed down the fitted cut tree to a leaf, then lifted to the deepest node on
 its path whose fitted region holds its values:
 
 * a numeric or datetime value inside a node's fitted bounds, or beyond them
@@ -12,14 +11,12 @@ its path whose fitted region holds its values:
 * a nominal value among the node's fitted codes;
 * an ordinal or hierarchy value inside the node's fitted code range.
 
-A value held by no node (a new category, or a missing one where the fit had
-none of a kind without an edge) lands at the root. The rows are encoded,
-routed and lifted a chunk at a time in one compiled pass
-(:func:`place_batch`, :mod:`dmondrian._kernel.lift`), and only the keys of
-the rows outside their node's fitted bounds are kept. The batch's summary per
-node (rows, sensitive values, and how far its rows reach past the node's
-fitted bounds) is what :mod:`.release` decides the published classes from;
-summaries of parts of a table add up (:meth:`BatchSummary.merge`).
+A value held by no node (a new category, or a missing one where the fit had none of a kind without
+an edge) lands at the root. The rows are encoded, routed and lifted a chunk at a time in one
+compiled pass (:func:`place_batch`, :mod:`dmondrian._kernel.lift`), and only the keys of the rows
+outside their node's fitted bounds are kept. The batch's summary per node (rows, sensitive values,
+and how far its rows reach past the node's fitted bounds) is what :mod:`.release` decides the
+published classes from; summaries of parts of a table add up (:meth:`BatchSummary.merge`).
 """
 
 from __future__ import annotations
@@ -50,9 +47,8 @@ __all__ = ["BatchKeys", "BatchSummary", "Placed", "Placing", "fold_edges", "plac
 class BatchKeys:
     """A batch's keys in the fitted encoding.
 
-    ``keys`` route (an unseen category holds a stand-in key); ``unseen[j]`` flags
-    the rows whose value of QI ``j`` the fit never saw, ``unseen_values[j]``
-    their values.
+    ``keys`` route (an unseen category holds a stand-in key); ``unseen[j]`` flags the rows whose
+    value of QI ``j`` the fit never saw, ``unseen_values[j]`` their values.
     """
 
     keys: np.ndarray
@@ -69,9 +65,8 @@ class Placed:
     node : int64 array (rows,)
         The node every row landed in.
     rows : int64 array
-        The rows outside their node's fitted bounds (held through an open
-        edge, or at the root without being held; every row holding a value
-        the fit never saw), ascending.
+        The rows outside their node's fitted bounds (held through an open edge, or at the root
+        without being held; every row holding a value the fit never saw), ascending.
     outside : BatchKeys
         Their keys, and which of them hold a value the fit never saw.
     full : dict
@@ -136,16 +131,14 @@ def _encode_column(series: pd.Series, qi, keys: np.ndarray):
 
 
 def _chunk_encoder(series: pd.Series, qi):
-    """A function ``(a, b, out)`` writing the keys of rows ``a:b`` of a column into
-    ``out`` (and returning ``(mask, values)`` of its rows the fit never saw, or None),
-    for the columns read in pieces without a pass over the whole column; None for
-    the others (:func:`_encode_column`).
+    """A function ``(a, b, out)`` writing the keys of rows ``a:b`` of a column into ``out`` (and
+    returning ``(mask, values)`` of its rows the fit never saw, or None), for the columns read in
+    pieces without a pass over the whole column; None for the others (:func:`_encode_column`).
 
     A numeric or datetime column of the fitted dtype is copied as its keys (as
-    :meth:`~dmondrian.kinds.QIKindSpec.global_keys_into` reads it), Arrow text
-    is looked up among the plan's few categories in compiled code
-    (:func:`dmondrian._kernel.strings.lookup_strings`), and a Categorical's
-    codes are remapped through one table made for the whole column.
+    :meth:`~dmondrian.kinds.QIKindSpec.global_keys_into` reads it), Arrow text is looked up among
+    the plan's few categories in compiled code (:func:`dmondrian._kernel.strings.lookup_strings`),
+    and a Categorical's codes are remapped through one table made for the whole column.
     """
     if qi.spec.open_edges:
         if series.dtype != qi.dtype:
@@ -177,8 +170,7 @@ def _chunk_encoder(series: pd.Series, qi):
 
         def lookup(a, b, out):
             at = 0
-            for offsets, data, bits, bit_offset, chunk in arrow_string_chunks(
-                    text.slice(a, b - a)):
+            for offsets, data, bits, bit_offset, chunk in arrow_string_chunks(text.slice(a, b - a)):
                 lookup_strings(offsets, data, bits, bit_offset, vdata, voff, missing,
                                out[at:at + len(chunk)], _NO_COUNTS)
                 at += len(chunk)
@@ -275,13 +267,12 @@ CHUNK_ROWS = 1 << 15
 def place_batch(plan, df: pd.DataFrame, positions=None, full=()) -> Placed:
     """Where every row of a table lands in the plan (see the module docstring).
 
-    Rows are encoded and placed in chunks of :data:`CHUNK_ROWS`, a chunk per
-    thread at a time (:func:`dmondrian._kernel.max_threads`): each chunk's
-    keys are written into the thread's buffer (:func:`_chunk_encoder`;
-    columns without a piecewise encoding are encoded whole first), then routed
-    and lifted at once by the compiled pass, while they are in cache
-    (:func:`dmondrian._kernel.lift.place_rows`). Only the keys of the rows
-    outside their node's fitted bounds are kept.
+    Rows are encoded and placed in chunks of :data:`CHUNK_ROWS`, a chunk per thread at a time
+    (:func:`dmondrian._kernel.max_threads`): each chunk's keys are written into the thread's buffer
+    (:func:`_chunk_encoder`; columns without a piecewise encoding are encoded whole first), then
+    routed and lifted at once by the compiled pass, while they are in cache
+    (:func:`dmondrian._kernel.lift.place_rows`). Only the keys of the rows outside their node's
+    fitted bounds are kept.
 
     Parameters
     ----------
@@ -461,15 +452,13 @@ class Placing:
 class BatchSummary:
     """What the release needs of a batch, per fitted node.
 
-    ``count`` rows landed in each node; ``hist`` their sensitive values
-    (l-diversity, t-closeness); ``edges`` how far the rows held through an
-    open edge (or at the root) reach, for the nodes they landed in only
-    (:func:`fold_edges`): a summary is as small as the count, whatever the
-    tree's width; ``root_codes[j]`` the fitted codes of nominal QI ``j`` at
-    the root that its fitted rows lack, ``new_names[j]`` the values no
-    fitted category matches; ``total`` and ``present`` the sums for mean
-    generalization; ``people`` the distinct (node, entity[, sensitive value])
-    triples of a plan with ``entity=`` (:class:`.people.People`).
+    ``count`` rows landed in each node; ``hist`` their sensitive values (l-diversity, t-closeness);
+    ``edges`` how far the rows held through an open edge (or at the root) reach, for the nodes they
+    landed in only (:func:`fold_edges`): a summary is as small as the count, whatever the tree's
+    width; ``root_codes[j]`` the fitted codes of nominal QI ``j`` at the root that its fitted rows
+    lack, ``new_names[j]`` the values no fitted category matches; ``total`` and ``present`` the sums
+    for mean generalization; ``people`` the distinct (node, entity[, sensitive value]) triples of a
+    plan with ``entity=`` (:class:`.people.People`).
     """
 
     count: np.ndarray
@@ -584,5 +573,4 @@ def summed_qis(plan) -> list:
     """The QIs whose per-node sums the summary needs (numeric ones, for means)."""
     if plan.options["generalization"] != "mean":
         return []
-    return [j for j in range(len(plan.encodings))
-            if plan.kernel_kinds[j] in (KIND_INT, KIND_FLOAT)]
+    return [j for j in range(len(plan.encodings)) if plan.kernel_kinds[j] in (KIND_INT, KIND_FLOAT)]

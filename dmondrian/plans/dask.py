@@ -1,42 +1,35 @@
 """A fitted plan applied to a dask DataFrame: two passes, no shuffle.
 
 1. Every input partition routes its rows through the plan and summarizes them
-   per node (:meth:`FittedPlan.summarize`); the summaries are merged in a tree
-   reduction (:func:`dmondrian._dask.graph.tree_reduce`), so the client
-   receives one array per node, never rows. With ``entity=`` a partition's
-   summary also holds its distinct (node, entity[, sensitive value]) triples
-   (:class:`.people.People`), merged exactly in the same reduction (the
-   entities matched by value): the client receives the table's distinct
-   triples, as many as its distinct (region, person) pairs, and decides on
-   them exactly as in memory.
+   per node (:meth:`FittedPlan.summarize`); the summaries are merged in a tree reduction
+   (:func:`dmondrian._dask.graph.tree_reduce`), so the client receives one array per node, never
+   rows. With ``entity=`` a partition's summary also holds its distinct (node, entity[, sensitive
+   value]) triples (:class:`.people.People`), merged exactly in the same reduction (the entities
+   matched by value): the client receives the table's distinct triples, as many as its distinct
+   (region, person) pairs, and decides on them exactly as in memory.
 2. The client decides the classes (:func:`.release.decide`), exactly as the
-   local engine does on the merged summary; ``map_partitions`` then writes
-   each row's class label. Rows never move: the output has the input's
-   partitions, index and order.
+   local engine does on the merged summary; ``map_partitions`` then writes each row's class label.
+   Rows never move: the output has the input's partitions, index and order.
 
-The counting pass also sketches the distinct values of the columns released
-as is (:func:`dmondrian.release.identifiers.distinct_sketch`), on the partitions it
-reads anyway: a column that singles out rows is refused
-(:class:`~dmondrian.errors.IdentifyingColumnError`) before the lazy release
-is returned, without a pass of its own. :func:`transform_to_parquet`, which
-writes the release itself, leaves the check to the tasks that write (they read
-every column anyway; :mod:`dmondrian._dask.written_check`), so its counting
-pass reads the QIs alone: a wide table costs its QIs' read and a copy.
+The counting pass also sketches the distinct values of the columns released as is
+(:func:`dmondrian.release.identifiers.distinct_sketch`), on the partitions it reads anyway: a column
+that singles out rows is refused (:class:`~dmondrian.errors.IdentifyingColumnError`) before the lazy
+release is returned, without a pass of its own. :func:`transform_to_parquet`, which writes the
+release itself, leaves the check to the tasks that write (they read every column anyway;
+:mod:`dmondrian._dask.written_check`), so its counting pass reads the QIs alone: a wide table costs
+its QIs' read and a copy.
 
-Each row is placed once: the first pass leaves every partition's nodes on its
-worker (:func:`node_dtype`, 2 or 4 bytes a row), and the second reads only
-the columns it passes through and gathers the labels by node. The nodes are
-kept on a cluster that outlives the call, while they take at most
-:data:`KEEP_SHARE` of the workers' memory; otherwise the second pass reads
-the QIs and places the rows again. Both passes read the input's partitions
-as they are (:func:`~dmondrian._dask.graph.partitions`): Dask fuses a projected read under a
-blockwise step (a filter, say) into fewer partitions, and a partition's kept
-nodes, or its first row's position that relaxed ties are split by, must pair
-with the same rows in either pass.
+Each row is placed once: the first pass leaves every partition's nodes on its worker
+(:func:`node_dtype`, 2 or 4 bytes a row), and the second reads only the columns it passes through
+and gathers the labels by node. The nodes are kept on a cluster that outlives the call, while they
+take at most :data:`KEEP_SHARE` of the workers' memory; otherwise the second pass reads the QIs and
+places the rows again. Both passes read the input's partitions as they are
+(:func:`~dmondrian._dask.graph.partitions`): Dask fuses a projected read under a blockwise step (a
+filter, say) into fewer partitions, and a partition's kept nodes, or its first row's position that
+relaxed ties are split by, must pair with the same rows in either pass.
 
-The labels are Categoricals with the same, known categories in every
-partition, and the release equals the local engine's release of the
-computed table (the summaries add up to the whole table's).
+The labels are Categoricals with the same, known categories in every partition, and the release
+equals the local engine's release of the computed table (the summaries add up to the whole table's).
 """
 
 from __future__ import annotations
@@ -77,13 +70,9 @@ class _Placer(Placing):
     def __init__(self, plan):
         self.encodings, self.kernel_kinds = plan.encodings, plan.kernel_kinds
         self.options, self.sensitive, self.k = plan.options, plan.sensitive, plan.k
-        self._lift = plan.lift_tables
-        self.tree = plan.tree if self._lift is None else _Shape(
+        self.lift_tables = plan.lift_tables
+        self.tree = plan.tree if self.lift_tables is None else _Shape(
             plan.tree.n_nodes, SimpleNamespace(has_ties=plan.tree.cuts.has_ties))
-
-    @property
-    def lift_tables(self):
-        return self._lift
 
 
 @dataclass
@@ -123,8 +112,7 @@ def _count(df: pd.DataFrame, plan, offset, threads=None, keep=False):
     # A worker's share of its host's cores: its tasks run side by side with others'.
     with thread_limit(threads):
         placed = plan.place(df, positions)
-        summary = summarize_batch(plan, placed, plan.sensitive_codes(df),
-                                  plan.entity_values(df))
+        summary = summarize_batch(plan, placed, plan.sensitive_codes(df), plan.entity_values(df))
     if not keep:
         return summary, None
     return summary, pd.Series(placed.node.astype(node_dtype(plan.tree.n_nodes)),
@@ -203,11 +191,10 @@ def transform_dask(plan, ddf, *, client=None, progress=None):
     try:
         _check_partitions(ddf, cluster_client)
         threads = cores_per_worker(cluster_client)
-        counted = _count_pass(plan, placer, ddf, cluster_client, threads, keep, progress,
-                              checked)
+        counted = _count_pass(plan, placer, ddf, cluster_client, threads, keep, progress, checked)
     finally:
         release_client(owned)
-    _refuse_empty(counted)
+    refuse_empty(counted.summary.count.sum())
     frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary), counted,
                              cluster_client, threads)
     return _as_release(frame, plan, ddf)
@@ -218,13 +205,12 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
                          _measure=None) -> int:
     """Release a dask DataFrame through a fitted plan and write it as a Parquet dataset.
 
-    The release is :func:`transform_dask`'s, written as its ``to_parquet``
-    writes it (``path/part.<i>.parquet``, one file per input partition, each
-    file's rows shuffled, labels as dictionaries without statistics), on one
-    cluster. The identifying-column check runs in the tasks that write, which
-    read every column anyway, so the counting pass reads only the QIs (and
-    the sensitive and entity columns): on a wide table the release costs
-    about a copy and a read of its QIs.
+    The release is :func:`transform_dask`'s, written as its ``to_parquet`` writes it
+    (``path/part.<i>.parquet``, one file per input partition, each file's rows shuffled, labels as
+    dictionaries without statistics), on one cluster. The identifying-column check runs in the tasks
+    that write, which read every column anyway, so the counting pass reads only the QIs (and the
+    sensitive and entity columns): on a wide table the release costs about a copy and a read of its
+    QIs.
 
     Parameters
     ----------
@@ -246,18 +232,15 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
     random_state : None, int or numpy.random.Generator
         Seed of each file's row order (:mod:`dmondrian.release.row_order`; None: fresh).
     manifest : bool, default False
-        Publish ``path.manifest.json`` with the files, as the command line does
-        (``path`` must not exist). False by default, as
-        :func:`dmondrian.distributed.anonymize_to_parquet`'s: this writer writes
-        into a folder the caller may own already, and a release's metrics need
-        a pass of their own, which it does not make
-        (:func:`dmondrian.evaluation.manifest.writer_fields`).
+        Publish ``path.manifest.json`` with the files, as the command line does (``path`` must not
+        exist). False by default, as :func:`dmondrian.distributed.anonymize_to_parquet`'s: this
+        writer writes into a folder the caller may own already, and a release's metrics need a pass
+        of their own, which it does not make (:func:`dmondrian.evaluation.manifest.writer_fields`).
 
     _measure : tuple, optional
-        ``(ReleaseCounts, InputDomains)``, empty
-        (:mod:`dmondrian.metrics.accumulator`): the write tasks count what they
-        write, the counting pass the input's QI domains, for the command line's
-        manifest; the call then returns them, merged, after the rows.
+        ``(ReleaseCounts, InputDomains)``, empty (:mod:`dmondrian.metrics.accumulator`): the write
+        tasks count what they write, the counting pass the input's QI domains, for the command
+        line's manifest; the call then returns them, merged, after the rows.
 
     Returns
     -------
@@ -269,10 +252,9 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
     InfeasibleError
         When the table as a whole cannot be one class (fewer than k rows).
     IdentifyingColumnError
-        When a column released as is singles out rows. The write tasks judge
-        it, so the verdict comes once every file is written; nothing has
-        appeared at ``path``: the files are written into a hidden staging
-        folder beside it and moved there (into it, when the folder exists)
+        When a column released as is singles out rows. The write tasks judge it, so the verdict
+        comes once every file is written; nothing has appeared at ``path``: the files are written
+        into a hidden staging folder beside it and moved there (into it, when the folder exists)
         once every check has passed (:mod:`dmondrian.io.staging`).
     """
     from dask import delayed
@@ -303,7 +285,7 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
             counts, domains = _measure or (None, None)
             counted = _count_pass(plan, placer, ddf, cluster_client, threads, True,
                                   progress, [], domains)
-            _refuse_empty(counted)
+            refuse_empty(counted.summary.count.sum())
             frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary),
                                      counted, cluster_client, threads)
             labels, dictionary = _written_columns(frame._meta, plan)
@@ -376,20 +358,15 @@ def _check_partitions(ddf, client) -> None:
         check_partitions_fit(measure_workers(client), lengths, least_row_bytes(ddf._meta))
 
 
-def _refuse_empty(counted) -> None:
-    refuse_empty(counted.summary.count.sum())
-
-
 @dataclass
 class _Counted:
     """What the counting pass leaves the publishing pass.
 
-    ``summary``: the whole table's (:class:`.batch.BatchSummary`); ``kept``: futures of
-    every counted partition's nodes, on the workers (None: not kept); ``offsets``:
-    every counted partition's first row's position (None: the cuts split no ties);
-    ``placer``: the future of the placing tables scattered to every worker, on a
-    cluster that outlives the call (None otherwise); ``domains``: the input's
-    :class:`~dmondrian.metrics.accumulator.InputDomains`, when asked.
+    ``summary``: the whole table's (:class:`.batch.BatchSummary`); ``kept``: futures of every
+    counted partition's nodes, on the workers (None: not kept); ``offsets``: every counted
+    partition's first row's position (None: the cuts split no ties); ``placer``: the future of the
+    placing tables scattered to every worker, on a cluster that outlives the call (None otherwise);
+    ``domains``: the input's :class:`~dmondrian.metrics.accumulator.InputDomains`, when asked.
     """
 
     summary: object
@@ -487,7 +464,9 @@ def _publishing_pass(plan, placer, ddf, release, counted: _Counted, client, thre
         client.cancel(counted.kept)  # (never seen) parts that do not pair: place again
     if counted.offsets is not None:
         return _publish_at_offsets(ddf, plan_d, classes, counted.offsets, threads, meta)
-    return _publish_placing_again(ddf, plan_d, classes, threads, meta)
+    # Each partition placed again: without ties a row's node does not depend on its position, so any
+    # partitioning pairs; one copy of the plan and the classes in the graph, not one per task.
+    return ddf.map_partitions(_publish, plan_d, classes, None, threads, meta=meta)
 
 
 def _publish_from_kept(plan, ddf, kept, classes, meta):
@@ -524,25 +503,16 @@ def _publish_at_offsets(ddf, plan_d, classes, offsets, threads, meta):
                                for i, p in enumerate(parts)], meta, ddf.divisions)
 
 
-def _publish_placing_again(ddf, plan_d, classes, threads, meta):
-    """Each partition placed again: without ties a row's node does not depend on its
-    position, so any partitioning pairs."""
-    # One copy of the plan and the classes in the graph, not one per task.
-    return ddf.map_partitions(_publish, plan_d, classes, None, threads, meta=meta)
-
-
 def _as_release(frame, plan, source):
     """``frame``, the plan's lazy release, as an
-    :class:`~dmondrian._dask.lazy_frame.AnonymizedFrame` whose ``to_parquet`` writes
-    every partition with a :class:`~dmondrian.io.parquet_sink.ParquetSink`, on the
-    worker that publishes it.
+    :class:`~dmondrian._dask.lazy_frame.AnonymizedFrame` whose ``to_parquet`` writes every partition
+    with a :class:`~dmondrian.io.parquet_sink.ParquetSink`, on the worker that publishes it.
 
-    The sink writes as every release writer does: the label columns without
-    min/max statistics (Arrow's statistics of a dictionary column cost more than
-    the rest of its write, and a label's bounds as text prune no range query),
-    dictionaries for the labels and the class ids only, each file's rows shuffled
-    (an Arrow take), no index unless asked, and then judged on ``source``, the input
-    (:func:`~dmondrian._dask.written_check.refuse_written_index`).
+    The sink writes as every release writer does: the label columns without min/max statistics
+    (Arrow's statistics of a dictionary column cost more than the rest of its write, and a label's
+    bounds as text prune no range query), dictionaries for the labels and the class ids only, each
+    file's rows shuffled (an Arrow take), no index unless asked, and then judged on ``source``, the
+    input (:func:`~dmondrian._dask.written_check.refuse_written_index`).
     """
     from functools import partial
 
@@ -559,7 +529,7 @@ def _as_release(frame, plan, source):
         sink = constant(ParquetSink.create(path, meta, labels, write_options, storage_options,
                                            dictionary_columns=dictionary), "sink")
         parts = partitions(frame)
-        task = delayed(_write_partition, pure=True)
+        task = delayed(ParquetSink.write, pure=True)
         return [task(sink, p, i) for i, p in enumerate(parts)]
 
     return AnonymizedFrame(frame.expr, labels, dictionary, write, index_check=partial(
@@ -574,8 +544,4 @@ def _written_columns(meta: pd.DataFrame, plan) -> tuple[list, list]:
     labels = [q for q in plan.qis if isinstance(meta[q].dtype, pd.CategoricalDtype)]
     class_column = plan.options["class_column"]
     return labels, [] if class_column is None else [class_column]
-
-
-def _write_partition(sink, frame: pd.DataFrame, number: int) -> int:
-    return sink.write(frame, number)
 

@@ -1,29 +1,25 @@
 """Fit a plan on a dask DataFrame: the Dask engine's top cuts, the local engine's leaves.
 
 1. The Dask engine's top phase (:func:`dmondrian.distributed.plan`) cuts the
-   table, at the fitted class size, into leaves that fit in memory. A cut is
-   kept only if exact counts show both children pass: k rows, or k distinct
-   entities with ``entity=``, and l and t (over (entity, value) pairs with
-   an entity).
+   table, at the fitted class size, into leaves that fit in memory. A cut is kept only if exact
+   counts show both children pass: k rows, or k distinct entities with ``entity=``, and l and t
+   (over (entity, value) pairs with an entity).
 2. Its shuffle moves every leaf's rows to one task (only the columns a fit
-   reads: the QIs, the sensitive and the entity column; no pass reads any
-   other, whatever the table's width), which runs the local
-   engine on the leaf (as the Dask engine's release does: global encodings and
-   scales, the same constraints, t against the whole table's distribution)
-   and rebuilds the leaf's cut tree (:func:`.tree.build_tree`). A task
-   returns that small tree and the leaf's totals, never rows.
+   reads: the QIs, the sensitive and the entity column; no pass reads any other, whatever the
+   table's width), which runs the local engine on the leaf (as the Dask engine's release does:
+   global encodings and scales, the same constraints, t against the whole table's distribution) and
+   rebuilds the leaf's cut tree (:func:`.tree.build_tree`). A task returns that small tree and the
+   leaf's totals, never rows.
 3. The client stitches the top cuts and the leaves' trees into one
    :class:`~.tree.PlanTree`: a top node's bounds, counts and codes are its
    leaves' together (an inner node is never trimmed, :func:`.tree.build_tree`).
 
-The plan holds the global encodings, so it releases a pandas or a dask table,
-and the same table gets the same release on either engine
-(:meth:`.fitted.FittedPlan.transform`). A top cut the kernel would not make
-(its children short of people, or of l or t) is undone, and the local engine
-cuts that leaf from the same node as an in-memory fit: where the top phase's
-sampled cuts are the kernel's, the plan is the in-memory one, constraints
-and all. Strict cuts only: a relaxed cut splits ties by input position,
-which the shuffle does not keep.
+The plan holds the global encodings, so it releases a pandas or a dask table, and the same table
+gets the same release on either engine (:meth:`.fitted.FittedPlan.transform`). A top cut the kernel
+would not make (its children short of people, or of l or t) is undone, and the local engine cuts
+that leaf from the same node as an in-memory fit: where the top phase's sampled cuts are the
+kernel's, the plan is the in-memory one, constraints and all. Strict cuts only: a relaxed cut splits
+ties by input position, which the shuffle does not keep.
 """
 
 from __future__ import annotations
@@ -80,8 +76,7 @@ def _fit_leaves(df, top, k_fit, trim, edges, whole, lift_cost=None) -> list:
     from ..partition.routing import leaf_order
 
     positions = df.index.to_numpy(dtype=np.int64)
-    order, ids, starts, _ = leaf_order(df[LEAF].to_numpy(dtype=np.int64), positions,
-                                       top.n_leaves)
+    order, ids, starts, _ = leaf_order(df[LEAF].to_numpy(dtype=np.int64), positions, top.n_leaves)
     d = top.domain.d
     keys = np.empty((d, len(order)), dtype=np.int64)
     for j, (name, offset, step) in enumerate(zip(key_names(d), top.key_offsets,
@@ -231,13 +226,11 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
     progress : bool, optional
         Progress bars for the passes.
     **options
-        ``mode`` ("strict" only), ``objective``, ``max_depth``, ``generalization``,
-        ``hierarchies``, ``qi_kinds``, ``class_column``, ``identifiers``,
-        ``allow_unique``, ``entity``, ``l``, ``l_kind``, ``c``, ``t``,
-        ``sensitive``, and the Dask engine's ``leaf_rows``. The top phase
-        keeps a cut only if its children pass k (in people, with ``entity``)
-        and l and t on exact counts, as the Dask engine's does; each leaf is
-        cut under the same constraints. The options
+        ``mode`` ("strict" only), ``objective``, ``max_depth``, ``generalization``, ``hierarchies``,
+        ``qi_kinds``, ``class_column``, ``identifiers``, ``allow_unique``, ``entity``, ``l``,
+        ``l_kind``, ``c``, ``t``, ``sensitive``, and the Dask engine's ``leaf_rows``. The top phase
+        keeps a cut only if its children pass k (in people, with ``entity``) and l and t on exact
+        counts, as the Dask engine's does; each leaf is cut under the same constraints. The options
         :func:`~dmondrian.plans.fit_plan` refuses are refused.
 
     Returns
@@ -257,8 +250,7 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
         raise ParameterError("mode", "a plan fitted on a dask DataFrame cuts strictly (a "
                                      "relaxed cut splits ties by input position, which the "
                                      "shuffle does not keep): use mode='strict'")
-    if batch_rows is not None and (not isinstance(batch_rows, (int, np.integer))
-                                   or batch_rows < 1):
+    if batch_rows is not None and (not isinstance(batch_rows, (int, np.integer)) or batch_rows < 1):
         raise ParameterError("batch_rows", f"batch_rows must be a positive integer, got "
                                            f"{batch_rows!r}")
     cluster_client, owned = resolve_client(client)
@@ -285,8 +277,7 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
         fit = delayed(_fit_leaves, pure=True)
         spec = constant(top, "plan")
         cost = lift_cost if trim > 1 else None
-        parts = [fit(p, spec, k_fit, trim, edges, whole, cost)
-                 for p in partitions(shuffled)]
+        parts = [fit(p, spec, k_fit, trim, edges, whole, cost) for p in partitions(shuffled)]
         pieces = run(cluster_client, parts, progress, "pass: fit every leaf")
     finally:
         release(owned)

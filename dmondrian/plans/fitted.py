@@ -1,15 +1,15 @@
 """Fit a Mondrian partition once, then release any number of new tables through it.
 
-:func:`fit_plan` runs the local engine on a table and keeps its cut tree
-(:mod:`.tree`); :meth:`FittedPlan.transform` routes a new table's rows through
-it (:mod:`.batch`) and publishes every region with at least k of them
-(:mod:`.release`). The steps per batch are one routing walk, one count per
-node and one label per class: no partitioning.
+:func:`fit_plan` runs the local engine on a table and keeps its cut tree (:mod:`.tree`);
+:meth:`FittedPlan.transform` routes a new table's rows through it (:mod:`.batch`) and publishes
+every region with at least k of them (:mod:`.release`). The steps per batch are one routing walk,
+one count per node and one label per class: no partitioning.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -55,8 +55,7 @@ class FittedPlan(Placing):
         Every published class of every batch holds at least ``k`` rows
         (distinct entities, for a plan fitted with ``entity=``).
     fit_k : int
-        The class size the tree was fitted at (:func:`fit_k`; in entities with
-        ``entity=``).
+        The class size the tree was fitted at (:func:`fit_k`; in entities with ``entity=``).
     batch_rows : int or None
         The batch size the plan was fitted for.
     trim : int
@@ -90,8 +89,7 @@ class FittedPlan(Placing):
         self.constraints = list(constraints)
         self.trim = int(trim)
         self.lift_cost = None if lift_cost is None else float(lift_cost)
-        self.kernel_kinds = np.asarray([qi.kernel_kind for qi in self.encodings],
-                                       dtype=np.int64)
+        self.kernel_kinds = np.asarray([qi.kernel_kind for qi in self.encodings], dtype=np.int64)
 
     @property
     def privacy(self):
@@ -102,23 +100,19 @@ class FittedPlan(Placing):
                               self.sensitive.n_codes, self.sensitive.ordered,
                               distribution=self.sensitive.distribution())
 
-    @property
+    @cached_property
     def lift_tables(self):
         """The compiled lift's arrays (:func:`.packed.lift_tables`), made once."""
-        if "_lift" not in self.__dict__:
-            self.__dict__["_lift"] = lift_tables(self)
-        return self.__dict__["_lift"]
+        return lift_tables(self)
 
     def __getstate__(self):
         # The lift's arrays are made again where the plan is used.
-        return {k: v for k, v in self.__dict__.items() if k not in ("_lift", "_depth")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("lift_tables", "depth")}
 
-    @property
+    @cached_property
     def depth(self) -> np.ndarray:
         """Every node's depth, computed once."""
-        if "_depth" not in self.__dict__:
-            self.__dict__["_depth"] = node_depths(self.tree.parent)
-        return self.__dict__["_depth"]
+        return node_depths(self.tree.parent)
 
     @property
     def n_leaves(self) -> int:
@@ -145,12 +139,11 @@ class FittedPlan(Placing):
                   max_classes=1, short_labels="fitted"):
         """Release a table through the plan.
 
-        With a plan fitted with ``entity=``, every published class holds at
-        least ``k`` distinct entities of the table (a region short of them is
-        published at the nearest ancestor whose group, the union of the people
-        it holds and those its short children hand up, has them), l and t
-        count distinct (entity, value) pairs, the entity column is dropped,
-        and noise is bounded per entity as in :func:`dmondrian.anonymize`.
+        With a plan fitted with ``entity=``, every published class holds at least ``k`` distinct
+        entities of the table (a region short of them is published at the nearest ancestor whose
+        group, the union of the people it holds and those its short children hand up, has them), l
+        and t count distinct (entity, value) pairs, the entity column is dropped, and noise is
+        bounded per entity as in :func:`dmondrian.anonymize`.
 
         Parameters
         ----------
@@ -161,33 +154,29 @@ class FittedPlan(Placing):
         max_contributions, max_classes : int, default 1
             With ``entity=`` and ``noise``, as in :func:`dmondrian.anonymize`.
         short_labels : {"fitted", "rows"} or float, default "fitted"
-            How a class published at an inner node (a region short of k that
-            day, and the rows their leaf did not hold) is labelled: its node's
-            fitted label, the same every day, or the bounds and values of its
-            own rows, as :func:`dmondrian.anonymize` labels a class (narrower,
-            and they change with the day, so fewer rows share a class with
-            another day's; nominal sets and ranges only: a hierarchy QI keeps
-            its node's label). A number ``g`` in [0, 1] labels by its own rows
-            only a class whose own labels save more than ``g`` of NCP a row
-            (averaged over the QIs, against the node's fitted label): the
-            classes far wider than their rows, where a stable label costs
-            most. Leaves always publish their fitted labels. In memory only.
+            How a class published at an inner node (a region short of k that day, and the rows their
+            leaf did not hold) is labelled: its node's fitted label, the same every day, or the
+            bounds and values of its own rows, as :func:`dmondrian.anonymize` labels a class
+            (narrower, and they change with the day, so fewer rows share a class with another day's;
+            nominal sets and ranges only: a hierarchy QI keeps its node's label). A number ``g`` in
+            [0, 1] labels by its own rows only a class whose own labels save more than ``g`` of NCP
+            a row (averaged over the QIs, against the node's fitted label): the classes far wider
+            than their rows, where a stable label costs most. Leaves always publish their fitted
+            labels. In memory only.
 
         Returns
         -------
         DataFrame
-            The table with its QI columns generalized, as :func:`dmondrian.anonymize`
-            returns it; a lazy dask DataFrame for a dask input
-            (:func:`dmondrian.plans.dask.transform_dask`).
+            The table with its QI columns generalized, as :func:`dmondrian.anonymize` returns it; a
+            lazy dask DataFrame for a dask input (:func:`dmondrian.plans.dask.transform_dask`).
 
         Raises
         ------
         InfeasibleError
             When the table as a whole cannot be one class (fewer than k rows).
         IdentifyingColumnError
-            When a column released as is singles out rows and the plan's
-            ``identifiers`` and ``allow_unique`` name it not
-            (:mod:`dmondrian.release.identifiers`).
+            When a column released as is singles out rows and the plan's ``identifiers`` and
+            ``allow_unique`` name it not (:mod:`dmondrian.release.identifiers`).
 
         Warns
         -----
@@ -252,19 +241,17 @@ class FittedPlan(Placing):
                              manifest=False) -> int:
         """Release a dask DataFrame through the plan and write it as a Parquet dataset.
 
-        The files ``transform(ddf).to_parquet(path)`` writes (one a partition,
-        each file's rows shuffled, labels as dictionaries), on one cluster;
-        the columns released as is are checked in the tasks that write, so
-        the counting pass reads only the QIs (and the sensitive and entity
+        The files ``transform(ddf).to_parquet(path)`` writes (one a partition, each file's rows
+        shuffled, labels as dictionaries), on one cluster; the columns released as is are checked in
+        the tasks that write, so the counting pass reads only the QIs (and the sensitive and entity
         columns). See :func:`dmondrian.plans.dask.transform_to_parquet`.
 
         Parameters
         ----------
         ddf, path, client, progress, write_options, storage_options, random_state, manifest
-            As :func:`dmondrian.plans.dask.transform_to_parquet` takes them:
-            a dask DataFrame with the plan's QI columns, the dataset folder
-            (any fsspec URL), the cluster, the progress bars, the writer's
-            options, the seed of each file's row order and whether to publish
+            As :func:`dmondrian.plans.dask.transform_to_parquet` takes them: a dask DataFrame with
+            the plan's QI columns, the dataset folder (any fsspec URL), the cluster, the progress
+            bars, the writer's options, the seed of each file's row order and whether to publish
             ``path.manifest.json`` with the files (default False).
 
         Returns
@@ -311,35 +298,29 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     quasi_identifiers, k
         As in :func:`dmondrian.anonymize`.
     batch_rows : int, optional
-        Rows of the tables the plan will release: the tree is fitted at
-        :func:`fit_k` so that their classes rarely fall short of k. Default:
-        the fitted table's own classes (the release of ``df`` through the plan
-        is then exactly ``dmondrian.anonymize(df, ...)``).
+        Rows of the tables the plan will release: the tree is fitted at :func:`fit_k` so that their
+        classes rarely fall short of k. Default: the fitted table's own classes (the release of
+        ``df`` through the plan is then exactly ``dmondrian.anonymize(df, ...)``).
     fit_k_, trim : int, optional
         Override :func:`fit_k` and :func:`fit_trim` (for measuring them).
     trim_inner, abut : bool, optional
-        For measuring the label rule: trim the inner nodes too (the rule
-        before leaves alone were trimmed, :func:`.tree.build_tree`), and
-        whether integer bounds stretch to their cuts
+        For measuring the label rule: trim the inner nodes too (the rule before leaves alone were
+        trimmed, :func:`.tree.build_tree`), and whether integer bounds stretch to their cuts
         (:func:`.tree.abut_cut_sides`; default: with ``batch_rows``).
     lift_cost : float or None, default :data:`.sizing.LIFT_COST`
-        With a trim above 1 (``batch_rows``), each leaf's nominal, integer and
-        ordinal QIs are trimmed at the threshold from 1 to ``2 * trim`` that
-        costs least, a left-out fitted row costing ``lift_cost`` QI domains
-        (:func:`.tree.nominal_trim`); None trims every leaf at ``trim`` (the
-        rule before, for measuring).
+        With a trim above 1 (``batch_rows``), each leaf's nominal, integer and ordinal QIs are
+        trimmed at the threshold from 1 to ``2 * trim`` that costs least, a left-out fitted row
+        costing ``lift_cost`` QI domains (:func:`.tree.nominal_trim`); None trims every leaf at
+        ``trim`` (the rule before, for measuring).
     **options
-        ``mode``, ``objective``, ``generalization``, ``max_depth``,
-        ``hierarchies``, ``qi_kinds``, ``class_column``, ``l``, ``l_kind``,
-        ``c``, ``t``, ``sensitive``, ``identifiers``, ``allow_unique``,
-        ``entity`` as in :func:`dmondrian.anonymize`. ``suppression`` is
-        refused: a plan publishes a short region at its ancestor instead.
-        ``noise`` (and ``max_contributions``, ``max_classes``) is given per
-        release (:meth:`FittedPlan.transform`). With ``entity``, the plan
-        counts people: the tree is fitted to at least ``fit_k`` distinct
-        entities per class (``batch_rows`` still counts a batch's rows; see
-        :func:`fit_k`), and every batch's published classes hold at least
-        ``k`` distinct entities, on either engine.
+        ``mode``, ``objective``, ``generalization``, ``max_depth``, ``hierarchies``, ``qi_kinds``,
+        ``class_column``, ``l``, ``l_kind``, ``c``, ``t``, ``sensitive``, ``identifiers``,
+        ``allow_unique``, ``entity`` as in :func:`dmondrian.anonymize`. ``suppression`` is refused:
+        a plan publishes a short region at its ancestor instead. ``noise`` (and
+        ``max_contributions``, ``max_classes``) is given per release (:meth:`FittedPlan.transform`).
+        With ``entity``, the plan counts people: the tree is fitted to at least ``fit_k`` distinct
+        entities per class (``batch_rows`` still counts a batch's rows; see :func:`fit_k`), and
+        every batch's published classes hold at least ``k`` distinct entities, on either engine.
 
     Returns
     -------
@@ -371,8 +352,7 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     options = plan_fit_options(options)
     opts = check_options(df.columns, quasi_identifiers, k, index_name=df.index.name, **options)
     refuse_empty(len(df), "fit")
-    if batch_rows is not None and (not isinstance(batch_rows, (int, np.integer))
-                                   or batch_rows < 1):
+    if batch_rows is not None and (not isinstance(batch_rows, (int, np.integer)) or batch_rows < 1):
         raise ParameterError("batch_rows", f"batch_rows must be a positive integer, got "
                                            f"{batch_rows!r}")
     table = df.drop(columns=opts.identifiers) if opts.identifiers else df
@@ -381,8 +361,7 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
     k_fit = (fit_k(opts.k, len(table), batch_rows, None if entity is None
                    else entity.n_entities) if fit_k_ is None else max(opts.k, fit_k_))
     trim = fit_trim(len(table), batch_rows) if trim is None else trim
-    constraints = [KAnonymity(k_fit) if isinstance(c, KAnonymity) else c
-                   for c in opts.constraints]
+    constraints = [KAnonymity(k_fit) if isinstance(c, KAnonymity) else c for c in opts.constraints]
     for cst in constraints:
         cst.check_table(len(table))
     sens = None
@@ -415,7 +394,7 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
                 identifiers=list(opts.identifiers), allow_unique=list(opts.allow_unique),
                 class_column=opts.class_column, l_kind=options.get("l_kind") or "distinct",
                 entity=opts.entity)
-    encodings = [_without_keys(qi) for qi in encoded]
+    encodings = [replace(qi, keys=np.zeros(0, dtype=np.int64)) for qi in encoded]
     return FittedPlan(opts.qis, opts.k, k_fit, batch_rows, len(table), kept, encodings, tree,
                       sens, [c for c in opts.constraints if not isinstance(c, KAnonymity)],
                       trim, lift_cost if trim > 1 else None)
@@ -430,9 +409,8 @@ class OwnBounds:
     classes : int64 array
         The classes labelled so, ascending.
     lo, hi, missing : arrays (classes, QIs)
-        Their rows' smallest and largest present key and whether one is
-        missing, as :class:`.tree.PlanTree` holds a node's (only the QIs
-        published as ranges are read).
+        Their rows' smallest and largest present key and whether one is missing, as
+        :class:`.tree.PlanTree` holds a node's (only the QIs published as ranges are read).
     codes : dict of int to (int64 array, int64 array)
         Per nominal QI, the (class, code) pairs their rows hold, values the fit
         never saw left out (the root names those).
@@ -483,8 +461,7 @@ def own_bounds(plan, df, node, class_of_node, nodes, gain: float = -1.0) -> OwnB
             seen[placed.rows[placed.outside.unseen[j]]] = False
         if plan.kernel_kinds[j] == KIND_NOMINAL:
             pairs = np.unique(at[seen] * plan.encodings[j].card + keys[seen])
-            codes[j] = (classes[pairs // plan.encodings[j].card],
-                        pairs % plan.encodings[j].card)
+            codes[j] = (classes[pairs // plan.encodings[j].card], pairs % plan.encodings[j].card)
             continue
         present = seen & (keys != MISSING_KEY)
         np.minimum.at(lo[:, j], at[present], keys[present])
@@ -510,8 +487,7 @@ def _saving(plan, nodes, own: OwnBounds) -> np.ndarray:
         if plan.kernel_kinds[j] == KIND_NOMINAL:
             packed, card = tree.codes[j]
             fitted = np.bincount(packed // card, minlength=tree.n_nodes)[nodes]
-            held = np.bincount(np.searchsorted(own.classes, own.codes[j][0]),
-                               minlength=len(nodes))
+            held = np.bincount(np.searchsorted(own.classes, own.codes[j][0]), minlength=len(nodes))
             saving += (np.maximum(fitted - 1, 0) - np.maximum(held - 1, 0)) / max(card - 1, 1)
         elif qi.spec.label_shape == "range":
             saving += (_widths(plan, j, tree.lo[nodes, j], tree.hi[nodes, j])
@@ -535,7 +511,3 @@ def _widths(plan, j, lo, hi) -> np.ndarray:
     if span > 0:
         w[ok] = np.clip((value(hi[ok]) - value(lo[ok])) / span, 0, 1)
     return w
-
-
-def _without_keys(qi):
-    return replace(qi, keys=np.zeros(0, dtype=np.int64))

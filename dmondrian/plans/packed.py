@@ -25,28 +25,24 @@ REC_HEAD = 8
 def packed_tree(cuts):
     """The cut tree as the compiled walk reads it (:func:`dmondrian._kernel.lift.place_rows`).
 
-    Nodes are renumbered a cache line at a time, siblings side by side (a
-    node's right child is the one after its left): the root, then each line
-    four sibling pairs from the top of one subtree, a pair, its nodes'
-    children and a grandchild's (:func:`dmondrian._kernel.lift.line_order`),
-    so that a row reads a line every two levels or so where breadth-first
-    order put every level on another line; the lines are filled top-down, so
-    the top levels, which every row visits, still sit together. Each node is a 16-byte
-    record: ``t``, then the left child and ``qi | (rank_off + 1) << 8`` as
-    int32 halves; a leaf is its own left child and sends every row left.
+    Nodes are renumbered a cache line at a time, siblings side by side (a node's right child is the
+    one after its left): the root, then each line four sibling pairs from the top of one subtree, a
+    pair, its nodes' children and a grandchild's (:func:`dmondrian._kernel.lift.line_order`), so
+    that a row reads a line every two levels or so where breadth-first order put every level on
+    another line; the lines are filled top-down, so the top levels, which every row visits, still
+    sit together. Each node is a 16-byte record: ``t``, then the left child and ``qi | (rank_off +
+    1) << 8`` as int32 halves; a leaf is its own left child and sends every row left.
 
     Returns
     -------
     tuple or None
-        ``(steps, eq, tie_before, ranks, height, order)``: the records as int64
-        pairs, the ties' arrays and the ranks, the levels below the root, and
-        the plan's node number of each record. None when a record cannot hold
-        the tree (more than 256 QIs, or nominal ranks past 2**23).
+        ``(steps, eq, tie_before, ranks, height, order)``: the records as int64 pairs, the ties'
+        arrays and the ranks, the levels below the root, and the plan's node number of each record.
+        None when a record cannot hold the tree (more than 256 QIs, or nominal ranks past 2**23).
     """
     qi, left, right = cuts.qi, cuts.left, cuts.right
     m = qi.shape[0]
-    if (qi.max(initial=0) > 255 or cuts.ranks.shape[0] >= (1 << 23)
-            or m >= (1 << 31) - 1):
+    if qi.max(initial=0) > 255 or cuts.ranks.shape[0] >= (1 << 23) or m >= (1 << 31) - 1:
         return None
     order, height = line_order(qi, left, right, LINE_PAIRS)
     if order.size != m:
@@ -81,23 +77,20 @@ _NO_NARROW = (np.zeros((0, 2), dtype=np.int32), np.zeros(0, dtype=np.uint8),
 def narrow_tree(steps: np.ndarray, ranks: np.ndarray, d: int) -> tuple:
     """:func:`packed_tree`'s records as 8-byte ones, when the plan's cut values fit.
 
-    A record is ``a``, then ``left << 8 | nominal << 7 | qi`` (int32 each).
-    An ordered cut's value becomes ``a = (t - base) // unit``, ``base`` the
-    smallest cut value of its QI and ``unit`` the greatest common divisor of
-    their distances from it (a day, for dates cut at midnight), so that the
-    compiled walk compares a row's key narrowed once to ``ceil((key - base) /
-    unit)``; a nominal cut's ``a`` is where its bits start in ``rbit``,
-    which says for every code whether the cut sends it right. A leaf's ``a``
-    is the largest int32, above every narrowed key.
+    A record is ``a``, then ``left << 8 | nominal << 7 | qi`` (int32 each). An ordered cut's value
+    becomes ``a = (t - base) // unit``, ``base`` the smallest cut value of its QI and ``unit`` the
+    greatest common divisor of their distances from it (a day, for dates cut at midnight), so that
+    the compiled walk compares a row's key narrowed once to ``ceil((key - base) / unit)``; a nominal
+    cut's ``a`` is where its bits start in ``rbit``, which says for every code whether the cut sends
+    it right. A leaf's ``a`` is the largest int32, above every narrowed key.
 
     Returns
     -------
     tuple
-        ``(narrow, rbit, conv)``: the records as an int32 ``(nodes, 2)`` array,
-        the bits, and ``base, unit, top`` of every QI (unit 0 for a nominal
-        one, whose codes are compared as they are); empty arrays when a record
-        cannot hold the tree (too many nodes or QIs, a cut value past 32 bits
-        of its QI's unit, nominal cuts at different values).
+        ``(narrow, rbit, conv)``: the records as an int32 ``(nodes, 2)`` array, the bits, and
+        ``base, unit, top`` of every QI (unit 0 for a nominal one, whose codes are compared as they
+        are); empty arrays when a record cannot hold the tree (too many nodes or QIs, a cut value
+        past 32 bits of its QI's unit, nominal cuts at different values).
     """
     m = steps.shape[0]
     words = steps.view(np.int32)
@@ -161,13 +154,12 @@ def _narrow_bounds(lo: np.ndarray, hi: np.ndarray, flags: np.ndarray):
     """Every ordered QI's bounds as int32 offsets: ``(base_and_unit, lo32, hi32)``, or
     None when some bound does not fit.
 
-    A bound is ``base + unit * offset``: ``base`` the QI's smallest bound,
-    ``unit`` the greatest common divisor of the bounds' distances from it (a
-    day, for dates fitted at midnight). A node holding no value of the QI
-    (bounds ``MISSING_KEY``, ``INT64_MIN``) gets the empty range
-    ``[base + unit, base]``: nothing lies inside it, and the open edges
-    decide alone, as they do for the int64 bounds, when both or neither are
-    open (a node with one open edge and no value keeps the int64 bounds).
+    A bound is ``base + unit * offset``: ``base`` the QI's smallest bound, ``unit`` the greatest
+    common divisor of the bounds' distances from it (a day, for dates fitted at midnight). A node
+    holding no value of the QI (bounds ``MISSING_KEY``, ``INT64_MIN``) gets the empty range ``[base
+    + unit, base]``: nothing lies inside it, and the open edges decide alone, as they do for the
+    int64 bounds, when both or neither are open (a node with one open edge and no value keeps the
+    int64 bounds).
     """
     m, q = lo.shape
     out = np.zeros((2, q), dtype=np.int64)
@@ -196,10 +188,8 @@ def _narrow_bounds(lo: np.ndarray, hi: np.ndarray, flags: np.ndarray):
 
 def lift_tables(plan):
     """The arrays :func:`dmondrian._kernel.lift.place_rows` reads, in :func:`packed_tree`'s
-    order (None:
-    the records would exceed :data:`MEMBER_BYTES`, or the tree does not fit
-    :func:`packed_tree`'s records; rows are then routed and lifted apart, the
-    lift in numpy).
+    order (None: the records would exceed :data:`MEMBER_BYTES`, or the tree does not fit
+    :func:`packed_tree`'s records; rows are then routed and lifted apart, the lift in numpy).
 
     Returns
     -------

@@ -1,26 +1,21 @@
 """A batch's people per node of a plan, and the regions that hold k of them.
 
-With ``entity=`` a plan counts people, not rows (:mod:`dmondrian.privacy.entities`):
-a region is published only if the batch's rows in it, less the regions
-published below it, hold at least k *distinct* entities (and, with l or t,
-its histogram of distinct ``(entity, sensitive value)`` pairs passes). The
-rule of :mod:`.release` is otherwise the same: children are decided before
-their parent, and a region that fails hands its rows to its parent. What a
-failing region hands up is its set of people, not its count: the parent's
-group is the union of its own people and those of every failing child, so a
-person with rows in two short siblings counts once in the parent.
+With ``entity=`` a plan counts people, not rows (:mod:`dmondrian.privacy.entities`): a region is
+published only if the batch's rows in it, less the regions published below it, hold at least k
+*distinct* entities (and, with l or t, its histogram of distinct ``(entity, sensitive value)`` pairs
+passes). The rule of :mod:`.release` is otherwise the same: children are decided before their
+parent, and a region that fails hands its rows to its parent. What a failing region hands up is its
+set of people, not its count: the parent's group is the union of its own people and those of every
+failing child, so a person with rows in two short siblings counts once in the parent.
 
-The summary of a batch (:class:`People`) is the set of distinct ``(node,
-entity[, sensitive code])`` triples its rows make: as large as the distinct
-pairs, not the rows, and the summaries of parts of a table merge exactly
-(:meth:`People.merge`, the entities' values matched, not hashed), so a Dask
-table's counts are exact. Without l or t a node keeps at most k of its
-people (``cap``): a node holding k people passes whatever else it holds, and
-a node that fails holds fewer than k, all of them kept, so the decisions are
-those of the whole sets, from a summary of at most k people per node.
-:func:`people_targets` then works level by level on integer keys: one
-hash-based deduplication per level of the pairs that climb into it, no
-Python set per node.
+The summary of a batch (:class:`People`) is the set of distinct ``(node, entity[, sensitive code])``
+triples its rows make: as large as the distinct pairs, not the rows, and the summaries of parts of a
+table merge exactly (:meth:`People.merge`, the entities' values matched, not hashed), so a Dask
+table's counts are exact. Without l or t a node keeps at most k of its people (``cap``): a node
+holding k people passes whatever else it holds, and a node that fails holds fewer than k, all of
+them kept, so the decisions are those of the whole sets, from a summary of at most k people per
+node. :func:`people_targets` then works level by level on integer keys: one hash-based deduplication
+per level of the pairs that climb into it, no Python set per node.
 """
 
 from __future__ import annotations
@@ -71,8 +66,7 @@ class People:
         both, uniques = pd.factorize(self.uniques.append(other.uniques))
         a = len(self.uniques)
         code = np.concatenate([both[:a][self.code], both[a:][other.code]])
-        value = (None if self.value is None
-                 else np.concatenate([self.value, other.value]))
+        value = None if self.value is None else np.concatenate([self.value, other.value])
         return _distinct(np.concatenate([self.node, other.node]), code, pd.Index(uniques),
                          value, self.n_values, self.cap)
 
@@ -124,8 +118,7 @@ def _capped(node, code, uniques, cap) -> People:
     rank = np.arange(node.size) - np.repeat(starts, np.diff(np.r_[starts, node.size]))
     keep = order[rank < cap]
     code, named = pd.factorize(code[keep])
-    return People(node[keep], code.astype(np.int64, copy=False), uniques[named], None, 1,
-                  cap)
+    return People(node[keep], code.astype(np.int64, copy=False), uniques[named], None, 1, cap)
 
 
 def _stats(node, pair, people: People):
@@ -163,9 +156,8 @@ def people_targets(parent: np.ndarray, people: People, passes, depth: np.ndarray
     depth : int64 array (nodes,)
         Every node's depth.
     count : int64 array (nodes,), optional
-        Rows landed in each node: a root that fails folds in the published
-        groups with the fewest rows first, as the row rule does (default:
-        one row per triple).
+        Rows landed in each node: a root that fails folds in the published groups with the fewest
+        rows first, as the row rule does (default: one row per triple).
 
     Returns
     -------

@@ -1,13 +1,12 @@
 """A fitted plan as a versioned JSON file a reviewer can read.
 
-The file holds the options, the QIs with their kinds and fitted domains
-(categories, hierarchy, value type), and the tree as columns of numbers: the
-cuts (``qi``, ``t``, ``eq``, ``tie_before``, ``ranks``) and every node's
-fitted bounds and counts, in the kernel's int64 keys (a float's key is its
-order-preserving bit pattern; see :mod:`dmondrian.kinds.keys`). ``labels``
-gives every node's published label per QI in plain text, which is what a
-reviewer reads: the regions, and what each reveals about the fitted rows (its
-bounds, or its set of values, and, in ``count``, how many fitted rows it held).
+The file holds the options, the QIs with their kinds and fitted domains (categories, hierarchy,
+value type), and the tree as columns of numbers: the cuts (``qi``, ``t``, ``eq``, ``tie_before``,
+``ranks``) and every node's fitted bounds and counts, in the kernel's int64 keys (a float's key is
+its order-preserving bit pattern; see :mod:`dmondrian.kinds.keys`). ``labels`` gives every node's
+published label per QI in plain text, which is what a reviewer reads: the regions, and what each
+reveals about the fitted rows (its bounds, or its set of values, and, in ``count``, how many fitted
+rows it held).
 
 ``trim`` and ``lift_cost`` record how the leaves' labels were trimmed
 (:func:`dmondrian.plans.tree.nominal_trim`); the labels themselves are in the
@@ -109,15 +108,9 @@ def plan_dict(plan: FittedPlan) -> dict:
     tree, cuts = plan.tree, plan.tree.cuts
     sens = plan.sensitive
     return {
-        "format": FORMAT,
-        "version": VERSION,
-        "k": plan.k,
-        "fit_k": plan.fit_k,
-        "batch_rows": plan.batch_rows,
-        "trim": plan.trim,
-        "lift_cost": plan.lift_cost,
-        "n_fit": plan.n_fit,
-        "quasi_identifiers": [_json_value(q) for q in plan.qis],
+        "format": FORMAT, "version": VERSION, "k": plan.k, "fit_k": plan.fit_k,
+        "batch_rows": plan.batch_rows, "trim": plan.trim, "lift_cost": plan.lift_cost,
+        "n_fit": plan.n_fit, "quasi_identifiers": [_json_value(q) for q in plan.qis],
         "options": {name: (list(v) if isinstance(v, (list, tuple)) else _json_value(v))
                     for name, v in plan.options.items()},
         "qis": [_qi_dict(qi) for qi in plan.encodings],
@@ -126,12 +119,9 @@ def plan_dict(plan: FittedPlan) -> dict:
             "ordered": sens.ordered, "counts": [float(c) for c in sens.counts]},
         "tree": {
             "nodes": tree.n_nodes,
-            **{name: getattr(cuts, name).tolist() for name in _CUT_FIELDS},
-            "ranks": cuts.ranks.tolist(),
-            "parent": tree.parent.tolist(),
-            "count": tree.count.tolist(),
-            "lo": tree.lo.tolist(), "hi": tree.hi.tolist(), "missing": tree.missing.tolist(),
-            "total": tree.total.tolist(), "present": tree.present.tolist(),
+            **{name: getattr(cuts, name).tolist() for name in (*_CUT_FIELDS, "ranks")},
+            **{name: getattr(tree, name).tolist()
+               for name in ("parent", "count", "lo", "hi", "missing", "total", "present")},
             "codes": {str(j): {"card": card, "node_code": packed.tolist()}
                       for j, (packed, card) in tree.codes.items()},
         },

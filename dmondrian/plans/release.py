@@ -5,9 +5,8 @@ The rule (bottom-up, once per batch, on per-node counts only):
 * the rows that landed in a node (:mod:`.batch`) form its group; children are
   decided before their parent;
 * a group that satisfies the constraints (at least k rows; l and t when
-  asked) is published with its node's label; a group that does not is added
-  to its parent's group: its rows are published at the nearest ancestor that
-  passes;
+  asked) is published with its node's label; a group that does not is added to its parent's group:
+  its rows are published at the nearest ancestor that passes;
 * when even the root's group fails (rows that only the root holds, say, or
   rows lifted all the way up), the smallest published groups are folded into
   it, smallest first, until it passes; a batch that fails as a whole (fewer
@@ -17,11 +16,10 @@ A published group is then exactly the batch's rows in its node's region less
 the regions published below it, so every published class, and every region an
 observer who knows the plan can tell apart, holds at least k rows.
 
-A class's label is its node's fitted label (the fitted rows' bounds, as the
-local engine publishes a class), widened only by the rows that reach past it
-through an open edge or at the root; labels are made by
-:func:`dmondrian.release.publish.class_values`, so a fitted table routed through its
-own plan publishes exactly what :func:`dmondrian.anonymize` published.
+A class's label is its node's fitted label (the fitted rows' bounds, as the local engine publishes a
+class), widened only by the rows that reach past it through an open edge or at the root; labels are
+made by :func:`dmondrian.release.publish.class_values`, so a fitted table routed through its own
+plan publishes exactly what :func:`dmondrian.anonymize` published.
 """
 
 from __future__ import annotations
@@ -182,12 +180,10 @@ def _passes(plan, people: bool = False):
 def decide(plan, summary: BatchSummary, own=None) -> Release:
     """The classes of a batch from its summary, with their published values.
 
-    With ``summary.people`` (a plan with ``entity=``) a group passes on its
-    distinct entities (:func:`.people.people_targets`), else on its rows
-    (:func:`published_targets`). ``own``, a callable given the classes
-    (``class_of_node``, ``nodes``), may return some classes' own rows' bounds
-    and codes (:class:`.fitted.OwnBounds`), published instead of their node's
-    fitted label.
+    With ``summary.people`` (a plan with ``entity=``) a group passes on its distinct entities
+    (:func:`.people.people_targets`), else on its rows (:func:`published_targets`). ``own``, a
+    callable given the classes (``class_of_node``, ``nodes``), may return some classes' own rows'
+    bounds and codes (:class:`.fitted.OwnBounds`), published instead of their node's fitted label.
     """
     if summary.people is not None:
         target = people_targets(plan.tree.parent, summary.people, _passes(plan, True),
@@ -204,8 +200,7 @@ def decide(plan, summary: BatchSummary, own=None) -> Release:
     counts = np.bincount(class_of_node[landed], weights=summary.count[landed],
                          minlength=len(nodes)).astype(np.int64)
     own = None if own is None else own(class_of_node, nodes)
-    return Release(class_of_node, nodes, counts,
-                   *_values(plan, summary, class_of_node, nodes, own))
+    return Release(class_of_node, nodes, counts, *_values(plan, summary, class_of_node, nodes, own))
 
 
 def _values(plan, summary: BatchSummary, class_of_node, nodes, own=None):
@@ -298,11 +293,10 @@ def publish_rows(df: pd.DataFrame, release: Release, node: np.ndarray,
                  class_column=None) -> pd.DataFrame:
     """``df`` with its QI columns replaced by their classes' published values.
 
-    ``node`` is the node each row landed in (:func:`.batch.place_batch`). Every
-    column's label code is looked up once per node, and the rows gather them
-    by node id, all labelled columns in one pass
-    (:func:`dmondrian.release.publish.expand_label_columns`): no per-row class id is
-    made unless ``class_column`` asks for it.
+    ``node`` is the node each row landed in (:func:`.batch.place_batch`). Every column's label code
+    is looked up once per node, and the rows gather them by node id, all labelled columns in one
+    pass (:func:`dmondrian.release.publish.expand_label_columns`): no per-row class id is made
+    unless ``class_column`` asks for it.
     """
     out = df.copy(deep=False)
     for name, column in published_columns(release, node, class_column).items():
@@ -316,8 +310,7 @@ def published_columns(release: Release, node: np.ndarray, class_column=None) -> 
     node = np.ascontiguousarray(node, dtype=np.int64)
     # Nodes no row landed in have no class; their entries are never read.
     cls = np.maximum(release.class_of_node, 0)
-    labelled = [j for j, (values, _) in enumerate(release.values)
-                if isinstance(values, pd.Index)]
+    labelled = [j for j, (values, _) in enumerate(release.values) if isinstance(values, pd.Index)]
     columns = dict(zip(labelled, expand_label_columns(
         [(release.values[j][0], np.asarray(release.values[j][1])[cls]) for j in labelled],
         node), strict=True))

@@ -1,8 +1,7 @@
 """How coarse a plan is fitted for a batch size, and which options it keeps.
 
-:func:`fit_k` and :func:`fit_trim` turn ``batch_rows`` into the fitted class
-size and the trim of every region's values; :mod:`.fitted` and
-:mod:`.dask_fit` both fit by them.
+:func:`fit_k` and :func:`fit_trim` turn ``batch_rows`` into the fitted class size and the trim of
+every region's values; :mod:`.fitted` and :mod:`.dask_fit` both fit by them.
 """
 
 from __future__ import annotations
@@ -24,24 +23,20 @@ LIFT_COST = 1.5
 def fit_k(k: int, n_fit: int, batch_rows: int | None, n_entities: int | None = None) -> int:
     """The class size a plan is fitted at so a batch of ``batch_rows`` keeps its classes.
 
-    A fitted class of ``c`` rows expects ``c * batch_rows / n_fit`` rows of a
-    batch drawn like the fitted table; the fit asks for ``k + 2 * sqrt(k)``
-    expected rows (two standard deviations of a Poisson count above k), so
-    that a class rarely falls short of k in one batch and not the next (never
-    more than ``n_fit``). Fewer classes fall short with a wider margin, but
-    every class is larger: the margin buys shared classes with information
-    loss (benchmarks/README.md, "Fitted plans"). Without ``batch_rows`` the plan is fitted at
-    ``k``: the fitted table's own classes.
+    A fitted class of ``c`` rows expects ``c * batch_rows / n_fit`` rows of a batch drawn like the
+    fitted table; the fit asks for ``k + 2 * sqrt(k)`` expected rows (two standard deviations of a
+    Poisson count above k), so that a class rarely falls short of k in one batch and not the next
+    (never more than ``n_fit``). Fewer classes fall short with a wider margin, but every class is
+    larger: the margin buys shared classes with information loss (benchmarks/README.md, "Fitted
+    plans"). Without ``batch_rows`` the plan is fitted at ``k``: the fitted table's own classes.
 
-    With ``entity=`` (``n_entities`` the fitted table's distinct entities) the
-    result counts *entities*: a region of ``c`` fitted people is fitted to
-    expect ``k + 2 * sqrt(k)`` distinct people of a batch, by the same
-    formula with ``f = batch_rows / n_fit``. A batch that is one of ``1 / f``
-    slices of the fitted rows (a day of a month, say) holds, on average over
-    the slices, at least ``c * f`` of the region's people, since every person
-    has rows in at least one slice; so the rule is on the safe side, and
-    coarser than needed when people have rows in many batches. Never more
-    than ``n_entities``.
+    With ``entity=`` (``n_entities`` the fitted table's distinct entities) the result counts
+    *entities*: a region of ``c`` fitted people is fitted to expect ``k + 2 * sqrt(k)`` distinct
+    people of a batch, by the same formula with ``f = batch_rows / n_fit``. A batch that is one of
+    ``1 / f`` slices of the fitted rows (a day of a month, say) holds, on average over the slices,
+    at least ``c * f`` of the region's people, since every person has rows in at least one slice; so
+    the rule is on the safe side, and coarser than needed when people have rows in many batches.
+    Never more than ``n_entities``.
 
     Examples
     --------
@@ -60,13 +55,11 @@ def fit_k(k: int, n_fit: int, batch_rows: int | None, n_entities: int | None = N
 def fit_trim(n_fit: int, batch_rows: int | None) -> int:
     """How many fitted rows must hold a value for a leaf's region to keep it in its label.
 
-    A value ``c`` of the fitted rows of a leaf is expected ``c * batch_rows /
-    n_fit`` times in a batch; below once (``c < n_fit / batch_rows``) the
-    leaf leaves it out, and a batch's rare row holding it is published at the
-    nearest ancestor that holds it (inner nodes keep every fitted value,
-    :func:`dmondrian.plans.tree.build_tree`). Labels then describe the values a
-    batch's rows actually take, not the fitted table's outliers. Without
-    ``batch_rows``, 1: every fitted value.
+    A value ``c`` of the fitted rows of a leaf is expected ``c * batch_rows / n_fit`` times in a
+    batch; below once (``c < n_fit / batch_rows``) the leaf leaves it out, and a batch's rare row
+    holding it is published at the nearest ancestor that holds it (inner nodes keep every fitted
+    value, :func:`dmondrian.plans.tree.build_tree`). Labels then describe the values a batch's rows
+    actually take, not the fitted table's outliers. Without ``batch_rows``, 1: every fitted value.
 
     Examples
     --------

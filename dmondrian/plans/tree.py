@@ -1,17 +1,14 @@
 """The fitted tree: the cuts of one Mondrian run, read back from its classes.
 
-The kernel returns classes, not cuts: a class is a contiguous run of the
-class-ordered key matrix, and its runs are laid out in the order of a
-depth-first, left-first walk of the cut tree (a split writes its left child
-first). Any contiguous run of such classes can be cut in two by one of the
-tree's cuts, so the tree is rebuilt top-down: a run of classes is cut at the
-class boundary nearest its middle row (the kernel cuts at medians) where one
-QI separates the two sides: every key on the left at most every key on the
-right (equal only for a relaxed cut's median ties, split by input position as
-the kernel splits them), or, for a nominal QI, disjoint code sets. Every
-fitted row then routes to its own class, and every node is a region holding
-the classes below it. Each node keeps the bounds, missing flags, sums and
-code sets of its fitted rows, from which its label is published.
+The kernel returns classes, not cuts: a class is a contiguous run of the class-ordered key matrix,
+and its runs are laid out in the order of a depth-first, left-first walk of the cut tree (a split
+writes its left child first). Any contiguous run of such classes can be cut in two by one of the
+tree's cuts, so the tree is rebuilt top-down: a run of classes is cut at the class boundary nearest
+its middle row (the kernel cuts at medians) where one QI separates the two sides: every key on the
+left at most every key on the right (equal only for a relaxed cut's median ties, split by input
+position as the kernel splits them), or, for a nominal QI, disjoint code sets. Every fitted row then
+routes to its own class, and every node is a region holding the classes below it. Each node keeps
+the bounds, missing flags, sums and code sets of its fitted rows, from which its label is published.
 """
 
 from __future__ import annotations
@@ -104,12 +101,11 @@ def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, 
     relaxed : bool
         Whether the partition was relaxed (median ties split by input position).
     trim : int, default 1
-        Values a leaf's region keeps: a nominal code, the missing value, and
-        the bounds of an ordered QI only as far as values held by at least
-        ``trim`` of its fitted rows (the ``trim``-th smallest and largest key).
-        1 keeps every fitted value (the fitted classes' own labels); the
-        root and the inner nodes, which publish only the rows their leaves
-        could not, always keep them all. See :func:`dmondrian.plans.sizing.fit_trim`.
+        Values a leaf's region keeps: a nominal code, the missing value, and the bounds of an
+        ordered QI only as far as values held by at least ``trim`` of its fitted rows (the
+        ``trim``-th smallest and largest key). 1 keeps every fitted value (the fitted classes' own
+        labels); the root and the inner nodes, which publish only the rows their leaves could not,
+        always keep them all. See :func:`dmondrian.plans.sizing.fit_trim`.
     edges : (int64 array, int64 array), optional
         The smallest and largest present key of every QI over the whole fitted
         table, for a tree of one region of it (:mod:`.dask_fit`): a bound is an
@@ -118,10 +114,9 @@ def build_tree(stats, sorted_keys: np.ndarray, class_of_row: np.ndarray, kinds, 
         Trim the inner nodes too (all but the fitted table's root), as plans
         did before leaves alone were trimmed: for measuring the two rules.
     lift_cost : float, optional
-        Trim every leaf by cost instead of by ``trim`` alone (:func:`leaf_trims`):
-        each nominal QI's, integer QI's and ordinal QI's threshold between 1
-        and ``2 * trim``, the one that costs least when a left-out fitted row
-        costs ``lift_cost``. None: every leaf and QI at ``trim``.
+        Trim every leaf by cost instead of by ``trim`` alone (:func:`leaf_trims`): each nominal
+        QI's, integer QI's and ordinal QI's threshold between 1 and ``2 * trim``, the one that costs
+        least when a left-out fitted row costs ``lift_cost``. None: every leaf and QI at ``trim``.
 
     Returns
     -------
@@ -169,15 +164,13 @@ def _trim(tree: PlanTree, span, sorted_keys, kinds, trim: int, edges=None,
           inner: bool = False, lift_cost: float | None = None) -> None:
     """Narrow every leaf to the values ``trim`` of its fitted rows hold.
 
-    Inner nodes keep every value of their fitted rows: a batch row reaches
-    one only when its leaf does not hold a value of it (or its leaf fell
-    short of k), and then stops at the nearest ancestor that held the value
-    at all instead of climbing to one that held it ``trim`` times (measured
-    in benchmarks/README.md, "Fitted plans"). Regions stay nested: a leaf's
-    kept values are among its parent's. ``inner``: trim every node but the
-    fitted table's root (the rule before). ``lift_cost``: each leaf's nominal,
-    integer and ordinal QIs trimmed at the cheapest threshold
-    (:func:`leaf_trims`) instead of ``trim``.
+    Inner nodes keep every value of their fitted rows: a batch row reaches one only when its leaf
+    does not hold a value of it (or its leaf fell short of k), and then stops at the nearest
+    ancestor that held the value at all instead of climbing to one that held it ``trim`` times
+    (measured in benchmarks/README.md, "Fitted plans"). Regions stay nested: a leaf's kept values
+    are among its parent's. ``inner``: trim every node but the fitted table's root (the rule
+    before). ``lift_cost``: each leaf's nominal, integer and ordinal QIs trimmed at the cheapest
+    threshold (:func:`leaf_trims`) instead of ``trim``.
     """
     d = tree.lo.shape[1]
     lo_edge, hi_edge = (tree.lo[0].copy(), tree.hi[0].copy()) if edges is None else edges
@@ -222,12 +215,11 @@ def _trim(tree: PlanTree, span, sorted_keys, kinds, trim: int, edges=None,
 def nominal_trim(counts: np.ndarray, card: int, trim: int, lift_cost: float) -> int:
     """The threshold a leaf keeps a nominal QI's codes at: the cheapest of 1 to ``2 * trim``.
 
-    A code held by at least the threshold of the leaf's fitted rows stays in
-    its label. Keeping ``m`` codes costs each of the leaf's ``n`` fitted rows
-    the set's NCP, ``(m - 1) / (card - 1)``; every fitted row whose code is
-    left out costs ``lift_cost`` (the loss of a batch row lifted to an
-    ancestor, in QI domains), as batch rows drawn like them will be lifted.
-    Ties go to the lowest threshold.
+    A code held by at least the threshold of the leaf's fitted rows stays in its label. Keeping
+    ``m`` codes costs each of the leaf's ``n`` fitted rows the set's NCP, ``(m - 1) / (card - 1)``;
+    every fitted row whose code is left out costs ``lift_cost`` (the loss of a batch row lifted to
+    an ancestor, in QI domains), as batch rows drawn like them will be lifted. Ties go to the lowest
+    threshold.
 
     Examples
     --------
@@ -247,11 +239,10 @@ def nominal_trim(counts: np.ndarray, card: int, trim: int, lift_cost: float) -> 
 def _cost_bounds(tree, node, j, present, n, trim, lift_cost, lo_edge, hi_edge, edge) -> None:
     """A leaf's bounds of an integer or ordinal QI, each side at its cheapest trim.
 
-    Raising the low bound to the ``t``-th smallest key saves each of the
-    leaf's ``n`` fitted rows ``(key - lowest) / range`` of NCP and costs
-    ``lift_cost`` per fitted row below it; the same for the high bound, ``t``
-    from 1 to ``2 * trim`` (at most half the rows). A bound at an open edge
-    of the fitted domain (numbers) stays there, as in :func:`_trim`.
+    Raising the low bound to the ``t``-th smallest key saves each of the leaf's ``n`` fitted rows
+    ``(key - lowest) / range`` of NCP and costs ``lift_cost`` per fitted row below it; the same for
+    the high bound, ``t`` from 1 to ``2 * trim`` (at most half the rows). A bound at an open edge of
+    the fitted domain (numbers) stays there, as in :func:`_trim`.
     """
     span = max(int(hi_edge) - int(lo_edge), 1)
     t = np.arange(1, min(2 * trim, (present.size + 1) // 2) + 1)
@@ -403,22 +394,19 @@ class _Builder:
             card = int(cards[j])
             nodes, code = np.nonzero(m)
             codes[j] = (nodes.astype(np.int64) * card + code, card)
-        return PlanTree(cuts, self.parent[:n].copy(), count, lo, hi, missing, total, present,
-                        codes)
+        return PlanTree(cuts, self.parent[:n].copy(), count, lo, hi, missing, total, present, codes)
 
 
 def abut_cut_sides(tree: PlanTree, encodings) -> None:
     """Stretch every node's bounds of an integer QI to the cuts that enclose it.
 
-    A cut ``v <= t`` of integer QI ``j`` gives the left side's region the bound
-    ``t`` (``eq`` when it splits ties) and the right side's ``t + 1``; every
-    node below takes the nearest such cut on either side, where it has one
-    (the sides no cut closes keep their fitted bounds, and the edges of the
-    fitted domain stay open). Sibling regions' labels then meet, ``[30, 34]``
-    beside ``[35, 40]``: a batch's row between two fitted ranges is published
-    at its own region, never at an ancestor. Floats and dates have no next
-    value to publish and keep their fitted bounds; so do nodes whose fitted
-    rows hold no value of the QI.
+    A cut ``v <= t`` of integer QI ``j`` gives the left side's region the bound ``t`` (``eq`` when
+    it splits ties) and the right side's ``t + 1``; every node below takes the nearest such cut on
+    either side, where it has one (the sides no cut closes keep their fitted bounds, and the edges
+    of the fitted domain stay open). Sibling regions' labels then meet, ``[30, 34]`` beside ``[35,
+    40]``: a batch's row between two fitted ranges is published at its own region, never at an
+    ancestor. Floats and dates have no next value to publish and keep their fitted bounds; so do
+    nodes whose fitted rows hold no value of the QI.
 
     Examples
     --------

@@ -6,10 +6,9 @@ email) is linkable whatever k says, so no engine releases one unless told:
 * ``identifiers=[...]``: columns removed from the release (the command
   line's ``--drop``). They take no part in the anonymization.
 * any other column released as is that singles out rows is refused: the
-  engine raises :class:`~dmondrian.errors.IdentifyingColumnError` naming
-  each such column, the share of the rows it singles out, and both ways
-  out; ``allow_unique=[...]`` (``--allow-unique``) lets through a column
-  the user has judged safe (a visit number, a row hash kept on purpose).
+  engine raises :class:`~dmondrian.errors.IdentifyingColumnError` naming each such column, the share
+  of the rows it singles out, and both ways out; ``allow_unique=[...]`` (``--allow-unique``) lets
+  through a column the user has judged safe (a visit number, a row hash kept on purpose).
 
 Which columns single out rows
 -----------------------------
@@ -23,12 +22,10 @@ takes:
 
 * integers, and text (strings, categoricals): record ids, names, emails;
 * not floats: a float column is a continuous measurement (a weight, an
-  income, a blood level), unique per row by the nature of measuring, and
-  published as one. The dtype decides, not the values: an income rounded to
-  whole dollars is no less a measurement, and is mostly unique on a
-  large table. An integer id read as float
-  (a CSV column with gaps) is therefore not recognized: cast it to
-  ``Int64``, or name it in ``identifiers``;
+  income, a blood level), unique per row by the nature of measuring, and published as one. The dtype
+  decides, not the values: an income rounded to whole dollars is no less a measurement, and is
+  mostly unique on a large table. An integer id read as float (a CSV column with gaps) is therefore
+  not recognized: cast it to ``Int64``, or name it in ``identifiers``;
 * nor datetimes, durations and booleans. A measurement that does link (an
   exact timestamp) belongs among the QIs.
 
@@ -49,46 +46,40 @@ refused too, whatever the table's size: each file's rows are shuffled
 (:mod:`dmondrian.release.row_order`), and their numbers beside them would give the
 input's order back. ``allow_unique=["index"]`` writes it all the same.
 
-On the Dask engine the verdict is the local engine's, reached in two
-steps. A pass the engine makes anyway also reads the candidate columns and
-keeps a HyperLogLog sketch of each (``dask.dataframe.hyperloglog``), which
-estimates the count ``d`` of distinct values over the ``n`` rows; the
-estimate is taken as right within :data:`HLL_MARGIN` either way. Of the
-``u`` rows holding a value of their own, each holds a distinct value and
-each of the other ``d - u`` values takes at least two rows, so
-``u + 2 (d - u) <= n`` (a missing value is no value), that is
-``2d - n <= u <= d``. Hence:
+On the Dask engine the verdict is the local engine's, reached in two steps. A pass the engine makes
+anyway also reads the candidate columns and keeps a HyperLogLog sketch of each
+(``dask.dataframe.hyperloglog``), which estimates the count ``d`` of distinct values over the ``n``
+rows; the estimate is taken as right within :data:`HLL_MARGIN` either way. Of the ``u`` rows holding
+a value of their own, each holds a distinct value and each of the other ``d - u`` values takes at
+least two rows, so ``u + 2 (d - u) <= n`` (a missing value is no value), that is ``2d - n <= u <=
+d``. Hence:
 
 * ``d >= 3/4 n`` (:data:`DISTINCT_REFUSED`, at the estimate's low end):
   ``u >= 2d - n >= n / 2``, the column is refused without more reading;
 * ``d < n / 2`` (at the estimate's high end): ``u <= d < n / 2``, it is
   not;
 * in between (1,000 draws of 1,000 values are 63 % distinct, and 37 % of
-  the rows unique), the rows whose value occurs once are counted exactly,
-  in an extra pass over those columns only
-  (:func:`dmondrian.release.unique_count.unique_rows`: value counts
-  hash-partitioned across the workers, of which the client receives one
-  number per column), and the local rule applies.
+  the rows unique), the rows whose value occurs once are counted exactly, in an extra pass over
+  those columns only (:func:`dmondrian.release.unique_count.unique_rows`: value counts
+  hash-partitioned across the workers, of which the client receives one number per column), and the
+  local rule applies.
 
 Which pass:
 
 * ``anonymize_to_parquet`` (and the command line's ``--distributed``
-  Parquet output): the pass that writes the release
-  (:mod:`dmondrian._dask.written_check`), which reads every column anyway;
-  the domain pass then reads only the QIs, so a wide table costs a copy.
-  The verdict comes once every file is written: the files are then removed
-  (and the folder, if the run created it) before the error is raised, so
-  nothing at the destination looks like a complete release.
+  Parquet output): the pass that writes the release (:mod:`dmondrian._dask.written_check`), which
+  reads every column anyway; the domain pass then reads only the QIs, so a wide table costs a copy.
+  The verdict comes once every file is written: the files are then removed (and the folder, if the
+  run created it) before the error is raised, so nothing at the destination looks like a complete
+  release.
 * the lazy ``anonymize(ddf, ...)`` and ``anonymize_to_csv``: the domain
-  pass (:mod:`dmondrian._dask.domain_pass`), which then reads the candidate
-  columns beside the QIs; the error is raised by ``anonymize`` itself,
-  before any lazy frame exists (a frame computed later would have to fail
-  half-way, after the caller may have written part of it).
+  pass (:mod:`dmondrian._dask.domain_pass`), which then reads the candidate columns beside the QIs;
+  the error is raised by ``anonymize`` itself, before any lazy frame exists (a frame computed later
+  would have to fail half-way, after the caller may have written part of it).
 * a fitted plan's transform of a dask DataFrame: its counting pass
-  (:func:`dmondrian.plans.dask.transform_dask`), before the lazy release
-  is returned; its ``transform_to_parquet`` (and the command line's
-  ``--plan`` on Dask), the pass that writes, whose files are removed as
-  ``anonymize_to_parquet``'s are. Fitting a plan releases nothing and checks
+  (:func:`dmondrian.plans.dask.transform_dask`), before the lazy release is returned; its
+  ``transform_to_parquet`` (and the command line's ``--plan`` on Dask), the pass that writes, whose
+  files are removed as ``anonymize_to_parquet``'s are. Fitting a plan releases nothing and checks
   nothing.
 """
 
@@ -107,10 +98,9 @@ from ..errors import ColumnError, IdentifyingColumnError, MissingColumnError, Pa
 __all__ = ["MIN_ROWS", "UNIQUE_SHARE", "IdentifyingColumn", "check_identifiers", "released_as_is",
            "check_allow_unique", "identifying_columns", "refuse_identifying", "candidates",
            "DistinctSketch", "distinct_sketch", "merge_distinct", "estimate_identifying",
-           "SketchVerdict", "DISTINCT_REFUSED", "HLL_MARGIN",
-           "INDEX", "without_identifiers", "decide", "value_runs", "identifier_kind",
-           "few_in_sample", "sample_positions", "distinct_at_most", "small_int_codes",
-           "REFUSED", "ALLOWED", "UNSURE"]
+           "SketchVerdict", "DISTINCT_REFUSED", "HLL_MARGIN", "INDEX", "without_identifiers",
+           "decide", "value_runs", "identifier_kind", "few_in_sample", "sample_positions",
+           "distinct_at_most", "small_int_codes", "REFUSED", "ALLOWED", "UNSURE"]
 
 #: Tables with fewer rows are not checked (a small table has unique values by chance).
 MIN_ROWS = 1_000
@@ -164,8 +154,7 @@ class IdentifyingColumn:
 
     def message(self) -> str:
         """The warning's text: what singles out rows and what to do about it."""
-        what = (f"the index ({self.column!r})" if self.is_index
-                else f"column {self.column!r}")
+        what = f"the index ({self.column!r})" if self.is_index else f"column {self.column!r}"
         measured = _why(self)
         fix = ("write no index (write_index=False)" if self.is_index
                else f"remove it (identifiers=[{self.column!r}], --drop {self.column})")
@@ -179,11 +168,6 @@ class IdentifyingColumn:
                 "exact": self.exact, "index": self.is_index, "numbered": self.numbered}
 
 
-def _estimated(share: float, rows: int) -> str:
-    return (f"about {share:.0%} of its {rows:,} values are distinct (estimated), so at least "
-            "half the rows carry a value no other row has")
-
-
 #: Why an index that numbers the rows is refused.
 _NUMBERED = ("it numbers the rows in the input's order, which the shuffled rows of each file "
              "would give back")
@@ -195,7 +179,8 @@ def _why(f: IdentifyingColumn) -> str:
         return _NUMBERED
     if f.exact:
         return f"{f.share:.0%} of the {f.rows:,} rows carry a value no other row has"
-    return _estimated(f.share, f.rows)
+    return (f"about {f.share:.0%} of its {f.rows:,} values are distinct (estimated), so at "
+            "least half the rows carry a value no other row has")
 
 
 def _names(value, name: str) -> list:
@@ -273,25 +258,21 @@ def released_as_is(columns, opts) -> list:
 
 def identifier_kind(dtype) -> str | None:
     """``"integer"``, ``"text"``, or None for a column no identifier is made of."""
+    types = pd.api.types
     if isinstance(dtype, pd.CategoricalDtype):
         return "text"
-    if pd.api.types.is_bool_dtype(dtype):
+    if types.is_bool_dtype(dtype) or types.is_float_dtype(dtype):
         return None
-    if pd.api.types.is_integer_dtype(dtype):
+    if types.is_integer_dtype(dtype):
         return "integer"
-    if pd.api.types.is_float_dtype(dtype):
-        return None
-    if pd.api.types.is_string_dtype(dtype) or pd.api.types.is_object_dtype(dtype):
-        return "text"
-    return None
+    return "text" if types.is_string_dtype(dtype) or types.is_object_dtype(dtype) else None
 
 
 def candidates(dtypes, released_as_is) -> list:
     """The columns to check: released as is, and of an identifier's kind.
 
-    ``dtypes`` maps columns to dtypes; ``released_as_is`` lists the columns
-    released unchanged. The index is never one (see the module's docstring:
-    only a writer asked to write it judges it,
+    ``dtypes`` maps columns to dtypes; ``released_as_is`` lists the columns released unchanged. The
+    index is never one (see the module's docstring: only a writer asked to write it judges it,
     :func:`dmondrian._dask.written_check.index_candidate`).
     """
     return [c for c in released_as_is if identifier_kind(dtypes[c]) is not None]
@@ -314,14 +295,11 @@ def decide(rows: int, *, unique: int | None = None, distinct: float | None = Non
            margin: float = 0.0, unseen: int = 0) -> str:
     """The one decision on a column released as is, from the counts an engine has.
 
-    ``unique`` is the exact count of rows whose value no other row has (the
-    local engine's count, or :mod:`dmondrian.release.unique_count`'s on the Dask engine's
-    cluster);
-    without it, ``distinct`` is an estimate of the distinct values, right
-    within ``margin`` either way, of which ``unseen`` rows left out of it may
-    each add one (see the module's docstring). Returns :data:`REFUSED`,
-    :data:`ALLOWED`, or :data:`UNSURE` (the estimate settles nothing: count
-    ``unique``).
+    ``unique`` is the exact count of rows whose value no other row has (the local engine's count, or
+    :mod:`dmondrian.release.unique_count`'s on the Dask engine's cluster); without it, ``distinct``
+    is an estimate of the distinct values, right within ``margin`` either way, of which ``unseen``
+    rows left out of it may each add one (see the module's docstring). Returns :data:`REFUSED`,
+    :data:`ALLOWED`, or :data:`UNSURE` (the estimate settles nothing: count ``unique``).
 
     Examples
     --------
@@ -363,9 +341,8 @@ def small_int_codes(values: pd.Series) -> np.ndarray | None:
 def value_runs(values: pd.Series, codes: np.ndarray | None = None) -> np.ndarray:
     """The rows each distinct value of ``values`` covers (missing values are no value).
 
-    Integers are counted by a sort (by a ``bincount`` of ``codes``, their
-    :func:`small_int_codes`, when given), other values by a hash table;
-    raises TypeError on unhashable objects.
+    Integers are counted by a sort (by a ``bincount`` of ``codes``, their :func:`small_int_codes`,
+    when given), other values by a hash table; raises TypeError on unhashable objects.
 
     Examples
     --------
@@ -439,12 +416,11 @@ def _unique_rows(values: pd.Series, sampled: int | None = None,
                  sample_rows: int = _SAMPLE) -> int | None:
     """Rows whose value no other row has; None when a sample rules the column out.
 
-    If half the rows hold values of their own, each row sampled is one of
-    them with probability at least 1/2, and those are distinct in the sample:
-    a sample of ``sample_rows`` rows then shows ``sample_rows / 4`` distinct
-    values or more but with a probability below 1e-200. Fewer (``sampled``:
-    :func:`few_in_sample`'s count, when the caller has it), and the column is
-    not counted (a ward, a diagnosis: the common case costs a sample).
+    If half the rows hold values of their own, each row sampled is one of them with probability at
+    least 1/2, and those are distinct in the sample: a sample of ``sample_rows`` rows then shows
+    ``sample_rows / 4`` distinct values or more but with a probability below 1e-200. Fewer
+    (``sampled``: :func:`few_in_sample`'s count, when the caller has it), and the column is not
+    counted (a ward, a diagnosis: the common case costs a sample).
     """
     if sampled is None:
         sampled = few_in_sample(values, sample_rows)
@@ -508,10 +484,6 @@ def _caller_level() -> int:
     return level
 
 
-def _listed(names) -> str:
-    return ", ".join(map(str, names))
-
-
 def refusal_message(found: list[IdentifyingColumn]) -> str:
     """One line naming every column of ``found``, what it singles out, and the ways out.
 
@@ -528,7 +500,7 @@ def refusal_message(found: list[IdentifyingColumn]) -> str:
         parts.append(f"column {columns[0].column!r} unchanged: it singles out rows "
                      f"({_why(columns[0])})")
     elif columns:
-        parts.append(f"columns {_listed(repr(f.column) for f in columns)} unchanged: they "
+        parts.append(f"columns {', '.join(repr(f.column) for f in columns)} unchanged: they "
                      "single out rows (" + "; ".join(f"{f.column!r}: {_why(f)}" for f in columns)
                      + ")")
     if index:
@@ -575,14 +547,12 @@ def _registers(values: pd.Series, distinct: bool = False) -> np.ndarray:
     """The HyperLogLog registers of ``values`` (missing values left out; with
     ``distinct``, values known distinct and present: a writer's dictionary).
 
-    The registers are those of dask's ``compute_hll_array`` (read by its
-    ``estimate_count``): the top bits of a value's 32-bit pandas hash pick
-    the register, which keeps the largest "trailing zeros + 1" of the hash.
-    They are computed here without dask's 32-column bit matrix per row,
-    which made this check, run in the domain pass over every row of the
-    columns released as is, one of the Dask engine's largest fixed costs;
-    numbers and dates are hashed and folded by one compiled pass
-    (:mod:`dmondrian._kernel.distinct`).
+    The registers are those of dask's ``compute_hll_array`` (read by its ``estimate_count``): the
+    top bits of a value's 32-bit pandas hash pick the register, which keeps the largest "trailing
+    zeros + 1" of the hash. They are computed here without dask's 32-column bit matrix per row,
+    which made this check, run in the domain pass over every row of the columns released as is, one
+    of the Dask engine's largest fixed costs; numbers and dates are hashed and folded by one
+    compiled pass (:mod:`dmondrian._kernel.distinct`).
     """
     registers = np.zeros(1 << _HLL_BITS, dtype=np.uint8)
     numeric = isinstance(values.dtype, np.dtype) and values.dtype.kind in "biumM"
@@ -624,10 +594,9 @@ def _repeats(values: pd.Series) -> bool:
     """Whether the values of a column pandas hashes as objects repeat enough that hashing
     each distinct value once (the column's unique values first) pays.
 
-    Both ways give the same registers. Finding the unique values costs a hash
-    table over every row: it pays on a few distinct values, and costs more than
-    it saves on unique ones (ids, long texts), which the identifying check is
-    looking for.
+    Both ways give the same registers. Finding the unique values costs a hash table over every row:
+    it pays on a few distinct values, and costs more than it saves on unique ones (ids, long texts),
+    which the identifying check is looking for.
 
     Examples
     --------
@@ -656,10 +625,9 @@ def _hash_words(values: pd.Series) -> np.ndarray | None:
 def _trailing_zeros_plus_one(h: np.ndarray) -> np.ndarray:
     """Trailing zero bits + 1 of every nonzero uint32 (as uint8; 32 for zero).
 
-    ``h ^ (h - 1)`` sets the lowest set bit and every bit below it, so its
-    population count is the rank; numpy < 2 lacks ``bitwise_count``: there
-    frexp gives log2 + 1 of the lowest set bit, exactly (at most 2**31), but
-    in more passes.
+    ``h ^ (h - 1)`` sets the lowest set bit and every bit below it, so its population count is the
+    rank; numpy < 2 lacks ``bitwise_count``: there frexp gives log2 + 1 of the lowest set bit,
+    exactly (at most 2**31), but in more passes.
     """
     if hasattr(np, "bitwise_count"):
         return np.bitwise_count(h ^ (h - np.uint32(1))).astype(np.uint8)
@@ -672,10 +640,9 @@ def _trailing_zeros_plus_one(h: np.ndarray) -> np.ndarray:
 def distinct_sketch(df: pd.DataFrame, columns, distinct_values=None) -> DistinctSketch:
     """The sketch of one partition's ``columns`` (the index's name for a non-default index).
 
-    ``distinct_values`` maps columns whose distinct values are known (a
-    writer's dictionary, missing value left out) to them: a register keeps
-    its values' largest rank, so they give the rows' registers without a
-    pass over the rows.
+    ``distinct_values`` maps columns whose distinct values are known (a writer's dictionary, missing
+    value left out) to them: a register keeps its values' largest rank, so they give the rows'
+    registers without a pass over the rows.
 
     Examples
     --------

@@ -1,33 +1,28 @@
 """Columns that look like a person key: a warning pointing to ``entity=``.
 
-A ``user_id`` of an event table does not single out rows (each value
-covers several), so :mod:`dmondrian.release.identifiers` does not flag it; released
-as is it still links every event of a person, and without ``entity=`` the
-classes count rows, not people. A column released as is (integers or text)
-is flagged as a person key when, on a table of at least
+A ``user_id`` of an event table does not single out rows (each value covers several), so
+:mod:`dmondrian.release.identifiers` does not flag it; released as is it still links every event of
+a person, and without ``entity=`` the classes count rows, not people. A column released as is
+(integers or text) is flagged as a person key when, on a table of at least
 :data:`~dmondrian.release.identifiers.MIN_ROWS` rows:
 
 1. it has many values: at least :data:`MIN_VALUES` distinct ones, of which
    at least :data:`MIN_REPEATED` cover two rows or more;
 2. the quasi-identifiers are mostly constant within a value, far more
-   than chance makes them: of the rows beyond the first of each value, the
-   share that bring a combination of QI values the value has not shown yet
-   is below :data:`NEW_TUPLE_RATIO` times the same share with the column's
-   values shuffled across the rows (same value sizes, QIs independent of
-   the value). A person keeps their age and region from one event to the
-   next; an ordinary category (a product, a zip code released as is, a
-   store) gathers rows of many people, whose QIs differ about as much as
-   any rows' do, and a large value (a capital gain of 0) repeats QI
+   than chance makes them: of the rows beyond the first of each value, the share that bring a
+   combination of QI values the value has not shown yet is below :data:`NEW_TUPLE_RATIO` times the
+   same share with the column's values shuffled across the rows (same value sizes, QIs independent
+   of the value). A person keeps their age and region from one event to the next; an ordinary
+   category (a product, a zip code released as is, a store) gathers rows of many people, whose QIs
+   differ about as much as any rows' do, and a large value (a capital gain of 0) repeats QI
    combinations by chance alone, shuffled or not.
 
-The rule is measured on whole values: rows are kept by a hash of their
-value, about :data:`SAMPLE_ROWS` of them, so a value is either in the sample
-with all its rows or not at all; a column of few distinct values is ruled
-out first on a plain sample of rows. The Dask engine applies the rule to
-the first partition, read by its domain pass anyway (a person's rows
-usually sit together). Its false and true alarms on Adult, the
-census generator and the event generator are in benchmarks/README.md
-("Person keys").
+The rule is measured on whole values: rows are kept by a hash of their value, about
+:data:`SAMPLE_ROWS` of them, so a value is either in the sample with all its rows or not at all; a
+column of few distinct values is ruled out first on a plain sample of rows. The Dask engine applies
+the rule to the first partition, read by its domain pass anyway (a person's rows usually sit
+together). Its false and true alarms on Adult, the census generator and the event generator are in
+benchmarks/README.md ("Person keys").
 """
 
 from __future__ import annotations
@@ -75,11 +70,10 @@ def _qi_codes(df: pd.DataFrame, qis) -> np.ndarray:
 
 
 def _qi_hash(df: pd.DataFrame, qis, qi_keys=None) -> np.ndarray:
-    """One code per row for its QI combination, from ``qi_keys`` (the engine's encoded
-    QI arrays, one per QI, when it has them) or else from the QI columns: the
-    combination's number when integer keys' ranges allow one, else a 64-bit hash
-    (uint64). Two combinations share a hash with a probability of about 2**-64,
-    which moves a share by a row or so in a table's worth of trials."""
+    """One code per row for its QI combination, from ``qi_keys`` (the engine's encoded QI arrays,
+    one per QI, when it has them) or else from the QI columns: the combination's number when integer
+    keys' ranges allow one, else a 64-bit hash (uint64). Two combinations share a hash with a
+    probability of about 2**-64, which moves a share by a row or so in a table's worth of trials."""
     if qi_keys is None:
         return pd.util.hash_pandas_object(df[list(qis)], index=False).to_numpy(np.uint64)
     keys = [np.asarray(k) for k in qi_keys]
@@ -207,10 +201,9 @@ class _Counted:
 class _Sample:
     """The sampled rows of one column's values covering two rows or more.
 
-    ``codes`` are their value codes, ``distinct`` estimates the column's
-    distinct values and ``repeated`` counts the values covering two rows or
-    more; :meth:`combos` groups their QI combinations, the costly part, only
-    when the counts leave the rule undecided.
+    ``codes`` are their value codes, ``distinct`` estimates the column's distinct values and
+    ``repeated`` counts the values covering two rows or more; :meth:`combos` groups their QI
+    combinations, the costly part, only when the counts leave the rule undecided.
     """
 
     def __init__(self, df: pd.DataFrame, column):
@@ -262,17 +255,15 @@ def _shares(codes: np.ndarray, combos: np.ndarray, repeated: int,
     return share, _share(shuffled, combos, repeated)
 
 
-def new_tuple_share(df: pd.DataFrame, column, qis,
-                    qi_codes=None) -> tuple[float, float, int, int]:
+def new_tuple_share(df: pd.DataFrame, column, qis, qi_codes=None) -> tuple[float, float, int, int]:
     """``(share, shuffled, distinct, repeated)`` of ``column`` on a sample of whole values.
 
-    ``share`` is, over the sampled values covering two rows or more, the
-    share of their rows beyond the first that bring a QI combination new to
-    the value (``nan`` when none repeats), and ``shuffled`` the same with
-    the values shuffled across those rows; ``distinct`` estimates the
-    column's distinct values, ``repeated`` counts the sampled values covering
-    two rows or more. ``qi_codes``, one code per row of ``df`` for its QI
-    combination, spares the caller of several columns grouping the QIs again.
+    ``share`` is, over the sampled values covering two rows or more, the share of their rows beyond
+    the first that bring a QI combination new to the value (``nan`` when none repeats), and
+    ``shuffled`` the same with the values shuffled across those rows; ``distinct`` estimates the
+    column's distinct values, ``repeated`` counts the sampled values covering two rows or more.
+    ``qi_codes``, one code per row of ``df`` for its QI combination, spares the caller of several
+    columns grouping the QIs again.
 
     Examples
     --------
@@ -289,16 +280,14 @@ def new_tuple_share(df: pd.DataFrame, column, qis,
 
 def person_key_columns(df: pd.DataFrame, candidates, qis, allow=(), qi_keys=None,
                        counts=None) -> list:
-    """``[(column, share, shuffled, distinct)]`` of the ``candidates`` that look like a
-    person key.
+    """``[(column, share, shuffled, distinct)]`` of the ``candidates`` that look like a person key.
 
     ``candidates`` are columns released as is of an identifier's kind (see
-    :func:`dmondrian.release.identifiers.candidates`), less those already flagged.
-    ``qi_keys`` are the engine's encoded QI arrays, when it has them
-    (:func:`_qi_hash`); ``counts`` maps a column to its values counted over every
-    row (a :class:`_Counted`), when :func:`release_guard` counted them, or to None when
-    its sample already showed enough values. A counted column is sampled and shuffled
-    only when its share, taken over every row, does not rule it out.
+    :func:`dmondrian.release.identifiers.candidates`), less those already flagged. ``qi_keys`` are
+    the engine's encoded QI arrays, when it has them (:func:`_qi_hash`); ``counts`` maps a column to
+    its values counted over every row (a :class:`_Counted`), when :func:`release_guard` counted
+    them, or to None when its sample already showed enough values. A counted column is sampled and
+    shuffled only when its share, taken over every row, does not rule it out.
 
     Examples
     --------
@@ -353,13 +342,12 @@ def release_guard(df: pd.DataFrame, released_as_is, qis, allow=(), qi_keys=None,
     """The columns released as is that single out rows, and those that look like a
     person key: both rules decided from one count of each column's values.
 
-    Each candidate column (:func:`dmondrian.release.identifiers.candidates`) is counted
-    once (:func:`dmondrian.release.identifiers.value_runs`; on a long table a sample
-    first rules out a column of few values, see
-    :func:`dmondrian.release.identifiers.few_in_sample`). Its rows of their own decide
-    :func:`dmondrian.release.identifiers.decide`; a column not refused has its distinct
-    and repeated values from the same count, which settle the person-key rule
-    for most columns before any QI combination is formed.
+    Each candidate column (:func:`dmondrian.release.identifiers.candidates`) is counted once
+    (:func:`dmondrian.release.identifiers.value_runs`; on a long table a sample first rules out a
+    column of few values, see :func:`dmondrian.release.identifiers.few_in_sample`). Its rows of
+    their own decide :func:`dmondrian.release.identifiers.decide`; a column not refused has its
+    distinct and repeated values from the same count, which settle the person-key rule for most
+    columns before any QI combination is formed.
 
     Parameters
     ----------

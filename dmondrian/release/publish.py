@@ -16,27 +16,23 @@ nominal      ``Private``                       ``{Private, Self-emp-inc}``
 hierarchy    ``Private``                       the lowest common ancestor, ``gov``
 =========== ================================= ===============================
 
-A class whose values are all missing publishes a null (the Categorical's
-missing value, an empty field in a CSV, a null in Parquet), so ``isna()``
-finds it and the column keeps its other labels. A class mixing missing and
-present values publishes its range followed by `` or <NA>`` (``[46, 51] or
-<NA>``, ``23 or <NA>``); a nominal set simply contains ``<NA>``
-(``{F, <NA>}``), and a hierarchy publishes the ancestor of its values and
-the ``<NA>`` leaf. Numbers are written in Python's shortest round-trip form,
-so :func:`parse_range` gives back the exact bounds, negatives and floats
-included. Datetimes are ISO 8601 with the shortest unit that loses nothing.
+A class whose values are all missing publishes a null (the Categorical's missing value, an empty
+field in a CSV, a null in Parquet), so ``isna()`` finds it and the column keeps its other labels. A
+class mixing missing and present values publishes its range followed by `` or <NA>`` (``[46, 51] or
+<NA>``, ``23 or <NA>``); a nominal set simply contains ``<NA>`` (``{F, <NA>}``), and a hierarchy
+publishes the ancestor of its values and the ``<NA>`` leaf. Numbers are written in Python's shortest
+round-trip form, so :func:`parse_range` gives back the exact bounds, negatives and floats included.
+Datetimes are ISO 8601 with the shortest unit that loses nothing.
 
-What depends on the kind (the label's shape, how bounds are written, the
-midpoint and mean) is asked of its kind object (:mod:`dmondrian.kinds`).
-Each class's label is built once (range labels in compiled code, see
-:mod:`dmondrian._kernel.labels`) and expanded to rows as a pandas Categorical,
+What depends on the kind (the label's shape, how bounds are written, the midpoint and mean) is asked
+of its kind object (:mod:`dmondrian.kinds`). Each class's label is built once (range labels in
+compiled code, see :mod:`dmondrian._kernel.labels`) and expanded to rows as a pandas Categorical,
 never formatted per row.
 
-``generalization="midpoint"`` / ``"mean"`` publish, for numeric and datetime
-QIs, the midpoint of the class range or the class mean (microaggregation with a
-guaranteed class size), in the input's type where it has one (a date for a
-date, a decimal at its scale, a duration, a period, a timestamp in its zone;
-float64 for ints and floats); other kinds keep their labels.
+``generalization="midpoint"`` / ``"mean"`` publish, for numeric and datetime QIs, the midpoint of
+the class range or the class mean (microaggregation with a guaranteed class size), in the input's
+type where it has one (a date for a date, a decimal at its scale, a duration, a period, a timestamp
+in its zone; float64 for ints and floats); other kinds keep their labels.
 """
 
 from __future__ import annotations
@@ -63,8 +59,7 @@ __all__ = ["Interval", "parse_range", "parse_set", "class_values", "bound_labels
 def _distinct_rows(*columns):
     """Distinct rows of equal-length int arrays: ``(first_of_each, inverse)``.
 
-    A lexsort and a diff, where ``np.unique(axis=0)`` would sort the rows as
-    opaque records.
+    A lexsort and a diff, where ``np.unique(axis=0)`` would sort the rows as opaque records.
     """
     order = np.lexsort(columns[::-1])
     changed = np.zeros(len(order), dtype=bool)
@@ -117,12 +112,11 @@ def _text_dtype():
 def group_triples(lo, hi, missing, j: int):
     """Distinct (lo, hi, missing) triples of column ``j``, in sorted order, and each class's.
 
-    Classes with every value missing (lo = ``MISSING_KEY``) share the last
-    triple. The sort is one ``np.sort`` of the words of
-    :func:`dmondrian._kernel.labels.pack_triples` (numpy sorts plain words in
-    place, without the indirection of an argsort or a lexsort); a lexsort when
-    the words hold only a prefix of lo and its ties run long. Bounds sharing a
-    step (dates) are packed as their count of steps (:func:`_in_units`).
+    Classes with every value missing (lo = ``MISSING_KEY``) share the last triple. The sort is one
+    ``np.sort`` of the words of :func:`dmondrian._kernel.labels.pack_triples` (numpy sorts plain
+    words in place, without the indirection of an argsort or a lexsort); a lexsort when the words
+    hold only a prefix of lo and its ties run long. Bounds sharing a step (dates) are packed as
+    their count of steps (:func:`_in_units`).
 
     Parameters
     ----------
@@ -191,8 +185,7 @@ def _grouped(lo, hi, missing, j: int):
     triples, packed, idx_bits, exact = _labels.pack_triples(lo, hi, missing, j)
     packed.sort()
     n = len(lo)
-    inverse, u_lo, u_hi, u_missing, ok = _labels.group_packed(n, triples, packed, idx_bits,
-                                                              exact)
+    inverse, u_lo, u_hi, u_missing, ok = _labels.group_packed(n, triples, packed, idx_bits, exact)
     if not ok:
         triples = triples[np.lexsort(triples[:, 2::-1].T)]
         # Exact words again: each triple's rank in lexsort order.
@@ -219,8 +212,7 @@ def _format_labels(qi: EncodedQI, u_lo, u_hi, u_missing) -> tuple[np.ndarray, np
         # Names, tz-aware datetimes, unusual units: the strings of the distinct
         # bounds, made in Python, and the bounds as indices into them.
         present = u_lo != K.MISSING_KEY
-        values, idx = np.unique(np.concatenate([u_lo[present], u_hi[present]]),
-                                return_inverse=True)
+        values, idx = np.unique(np.concatenate([u_lo[present], u_hi[present]]), return_inverse=True)
         u_lo, u_hi = u_lo.copy(), u_hi.copy()
         u_lo[present], u_hi[present] = np.split(idx, 2)
         table = _utf8_table(qi.spec.bound_strings(qi, values))
@@ -248,11 +240,10 @@ _MASK_CODES = 4096
 def _set_labels(qi: EncodedQI, j: int, stats, sorted_row) -> tuple[pd.Index, np.ndarray]:
     """Set labels of every class, from the codes each class's rows hold.
 
-    The distinct code sets and their members are found in compiled code and
-    their labels written into one UTF-8 buffer (:func:`dmondrian._kernel.set_labels.set_labels`),
-    with no Python string per set until the Index is made. Up to
-    ``_MASK_CODES`` codes, the labels are ordered as the sets' bitmask words
-    read as int64 sort; past it, by the first class holding each set.
+    The distinct code sets and their members are found in compiled code and their labels written
+    into one UTF-8 buffer (:func:`dmondrian._kernel.set_labels.set_labels`), with no Python string
+    per set until the Index is made. Up to ``_MASK_CODES`` codes, the labels are ordered as the
+    sets' bitmask words read as int64 sort; past it, by the first class holding each set.
     """
     class_of_pos, n_classes = stats[0], stats[1].shape[0]
     if qi.card <= _MASK_CODES:
@@ -299,12 +290,10 @@ def _csr_rows(offsets: np.ndarray, codes: np.ndarray, rows: np.ndarray
 def _sets_read_apart(names: list[str]) -> bool:
     """Whether distinct sets of these names always get distinct labels.
 
-    They do when the names are distinct and none contains ``", "``: a label
-    of several names then contains ``", "`` and a single name does not, and
-    splitting ``"{...}"`` at every ``", "`` gives back its names (a name's
-    ``","`` or ``" "`` cannot join the separator into another ``", "``).
-    Otherwise the labels are compared (the set ``{a, b}`` and the category
-    ``"{a, b}"`` read alike).
+    They do when the names are distinct and none contains ``", "``: a label of several names then
+    contains ``", "`` and a single name does not, and splitting ``"{...}"`` at every ``", "`` gives
+    back its names (a name's ``","`` or ``" "`` cannot join the separator into another ``", "``).
+    Otherwise the labels are compared (the set ``{a, b}`` and the category ``"{a, b}"`` read alike).
     """
     return len(set(names)) == len(names) and not any(", " in name for name in names)
 
@@ -337,8 +326,7 @@ def _node_labels(qi: EncodedQI, j: int, stats, sorted_row) -> tuple[pd.Index, np
     lo, hi = stats[1][:, j], stats[2][:, j]
     first, inverse = _distinct_rows(lo, hi)
     h = qi.hierarchy
-    labels = np.asarray([h.labels[h.lca_node(int(lo[i]), int(hi[i]))] for i in first],
-                        dtype=object)
+    labels = np.asarray([h.labels[h.lca_node(int(lo[i]), int(hi[i]))] for i in first], dtype=object)
     return _distinct_labels(labels, inverse)
 
 
@@ -353,11 +341,10 @@ def class_values(qi: EncodedQI, j: int, generalization: str, stats, sorted_row) 
     """Published value of every class for one QI.
 
     ``j`` is the QI's row in the key matrix and ``stats`` the output of
-    :func:`dmondrian._kernel.class_statistics`. Returns ``(values, inverse)``
-    where ``values[inverse[c]]`` is class ``c``'s published value.
-    ``values`` is a pandas Index of distinct labels (strings) or, for
-    midpoint/mean, an array of one number per class with ``inverse`` the
-    identity.
+    :func:`dmondrian._kernel.class_statistics`. Returns ``(values, inverse)`` where
+    ``values[inverse[c]]`` is class ``c``'s published value. ``values`` is a pandas Index of
+    distinct labels (strings) or, for midpoint/mean, an array of one number per class with
+    ``inverse`` the identity.
     """
     spec = qi.spec
     if not spec.publishes_labels(generalization):
@@ -381,13 +368,6 @@ def _code_dtype(n_labels: int):
         if n_labels < bound:
             return dtype
     return np.int64
-
-
-def _label_dtype(labels: pd.Index) -> pd.CategoricalDtype:
-    # The labels are distinct and never missing by construction; pandas'
-    # public constructor would check that again by hashing every label as a
-    # Python string.
-    return categorical_dtype(labels)
 
 
 def missing_as_null(labels: pd.Index, inverse: np.ndarray) -> tuple[pd.Index, np.ndarray]:
@@ -435,7 +415,7 @@ def expand_labels(labels: pd.Index, inverse: np.ndarray, class_of_row: np.ndarra
     """
     labels, inverse = missing_as_null(labels, inverse)
     codes = np.take(np.asarray(inverse).astype(_code_dtype(len(labels))), class_of_row)
-    return pd.Categorical.from_codes(codes, dtype=_label_dtype(labels), validate=False)
+    return pd.Categorical.from_codes(codes, dtype=categorical_dtype(labels), validate=False)
 
 
 def expand_label_columns(columns: list, class_of_row: np.ndarray) -> list:
@@ -444,9 +424,8 @@ def expand_label_columns(columns: list, class_of_row: np.ndarray) -> list:
     Parameters
     ----------
     columns : list of (labels, inverse)
-        Each column's distinct labels (a pandas Index) and label index of
-        every class, as :func:`class_values` returns them; every ``inverse``
-        has one entry per class.
+        Each column's distinct labels (a pandas Index) and label index of every class, as
+        :func:`class_values` returns them; every ``inverse`` has one entry per class.
     class_of_row : ndarray of int64
         Class of every row.
 
@@ -475,6 +454,6 @@ def expand_label_columns(columns: list, class_of_row: np.ndarray) -> list:
         codes = np.empty((len(group), len(class_of_row)), dtype=dtype)
         K.gather_codes(class_of_row, table, codes)
         for row, j in enumerate(group):
-            out[j] = pd.Categorical.from_codes(codes[row], dtype=_label_dtype(columns[j][0]),
+            out[j] = pd.Categorical.from_codes(codes[row], dtype=categorical_dtype(columns[j][0]),
                                                validate=False)
     return out

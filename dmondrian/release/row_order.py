@@ -1,24 +1,20 @@
 """The order of the rows in a written release: shuffled within each file.
 
-The engines keep the input's row order inside a class, and a table sorted by
-time or by an id makes that order a quasi-identifier of its own: the first
-row of a class is the earliest record of it. The statistical disclosure
-control literature advises randomizing the record order of released
+The engines keep the input's row order inside a class, and a table sorted by time or by an id makes
+that order a quasi-identifier of its own: the first row of a class is the earliest record of it. The
+statistical disclosure control literature advises randomizing the record order of released
 microdata, so every writer of a release (the command line,
-:func:`dmondrian.distributed.anonymize_to_parquet` and ``_to_csv``, the lazy
-release's ``to_parquet``) passes each file's rows through
-:func:`shuffle_rows` and writes no index. The in-memory results keep
-the input's order: scikit-learn needs ``X`` aligned with ``y``.
+:func:`dmondrian.distributed.anonymize_to_parquet` and ``_to_csv``, the lazy release's
+``to_parquet``) passes each file's rows through :func:`shuffle_rows` and writes no index. The
+in-memory results keep the input's order: scikit-learn needs ``X`` aligned with ``y``.
 
-The shuffle is seeded by ``random_state``, the file's number and a digest
-of the file's own rows in their order before the shuffle (:func:`rows_digest`),
-so a seeded run writes the same files again; without a seed each run draws
-fresh entropy. The seed alone would not do: seeds are small and guessable
-(0, 42, a date), and an attacker holding a release could try each one, undo
-its permutation and keep the seed under which a date, an id or the labels
-come back sorted, recovering the input's order. The digest depends on the
-order it hides, and a release holds each file's rows only as a shuffled
-multiset, so the permutation cannot be undone without knowing the order first.
+The shuffle is seeded by ``random_state``, the file's number and a digest of the file's own rows in
+their order before the shuffle (:func:`rows_digest`), so a seeded run writes the same files again;
+without a seed each run draws fresh entropy. The seed alone would not do: seeds are small and
+guessable (0, 42, a date), and an attacker holding a release could try each one, undo its
+permutation and keep the seed under which a date, an id or the labels come back sorted, recovering
+the input's order. The digest depends on the order it hides, and a release holds each file's rows
+only as a shuffled multiset, so the permutation cannot be undone without knowing the order first.
 """
 
 from __future__ import annotations
@@ -70,8 +66,7 @@ def row_order_seed(random_state=None) -> int:
 def takes_shuffle(write_options: dict) -> bool:
     """Take the writers' ``shuffle_rows`` option out of ``write_options``: default True.
 
-    Every writer of the Dask engine and the plans reads it here, so its
-    default is stated once.
+    Every writer of the Dask engine and the plans reads it here, so its default is stated once.
 
     Examples
     --------
@@ -85,9 +80,8 @@ def takes_shuffle(write_options: dict) -> bool:
 def shuffle_rows(frame: pd.DataFrame, seed: int, number: int = 0) -> pd.DataFrame:
     """``frame``'s rows in a random order, the same for the same ``seed`` and file ``number``.
 
-    The order is keyed by :func:`rows_digest` of ``frame`` as well: two
-    frames of the same length get different orders for one seed. The index
-    travels with its rows; the writers do not write it.
+    The order is keyed by :func:`rows_digest` of ``frame`` as well: two frames of the same length
+    get different orders for one seed. The index travels with its rows; the writers do not write it.
 
     Examples
     --------
@@ -121,10 +115,9 @@ def row_permutation(seed: int, number: int, frame: pd.DataFrame) -> np.ndarray:
 def rows_digest(frame: pd.DataFrame) -> int:
     """A 64-bit digest of ``frame``'s values in their row order, the same in every process.
 
-    Hashes every column of up to 1024 evenly spaced rows (their positions
-    fixed by the row count) with :func:`pandas.util.hash_pandas_object`,
-    which is stable across processes and platforms, then the row hashes in
-    order with BLAKE2b. The index is left out: the writers do not write it.
+    Hashes every column of up to 1024 evenly spaced rows (their positions fixed by the row count)
+    with :func:`pandas.util.hash_pandas_object`, which is stable across processes and platforms,
+    then the row hashes in order with BLAKE2b. The index is left out: the writers do not write it.
 
     Examples
     --------
@@ -134,8 +127,7 @@ def rows_digest(frame: pd.DataFrame) -> int:
     """
     n = len(frame)
     if n > _DIGEST_ROWS:
-        frame = _used_categories(frame.iloc[np.linspace(0, n - 1, _DIGEST_ROWS)
-                                            .astype(np.int64)])
+        frame = _used_categories(frame.iloc[np.linspace(0, n - 1, _DIGEST_ROWS).astype(np.int64)])
     rows = pd.util.hash_pandas_object(frame, index=False).to_numpy(np.uint64)
     digest = hashlib.blake2b(np.ascontiguousarray(rows).astype("<u8").tobytes(),
                              digest_size=8, person=b"dmondrian-rows")
@@ -148,11 +140,10 @@ def _used_categories(sample: pd.DataFrame) -> pd.DataFrame:
     """``sample`` with each Categorical column's unused categories removed: the same
     row hashes, at a cost of the sampled rows instead of every category.
 
-    pandas hashes a Categorical by hashing each of its categories and taking
-    the codes, so a row's hash is its value's, whatever the other categories;
-    a label column's categories are every label of the release (tens of
-    thousands). Object categories are left whole: pandas hashes a mix of text
-    and other objects as text, which a subset without the others would not.
+    pandas hashes a Categorical by hashing each of its categories and taking the codes, so a row's
+    hash is its value's, whatever the other categories; a label column's categories are every label
+    of the release (tens of thousands). Object categories are left whole: pandas hashes a mix of
+    text and other objects as text, which a subset without the others would not.
     """
     columns = {}
     for i, dtype in enumerate(sample.dtypes):

@@ -1,13 +1,11 @@
 """The exact count of rows whose value no other row has, for the columns a sketch leaves unsure.
 
 The Dask engine judges a column released as is by a distinct-value sketch
-(:func:`dmondrian.release.identifiers.estimate_identifying`); a column whose
-distinct values lie between half and three quarters of the rows is settled
-here, by the local engine's own count, in a pass of its own over those
-columns only. Each partition counts its values; the counts are
-hash-partitioned by value across the workers (``value_counts`` with
-``split_out``), so no task holds more than its share of a column's
-distinct values, and the client receives one number per column.
+(:func:`dmondrian.release.identifiers.estimate_identifying`); a column whose distinct values lie
+between half and three quarters of the rows is settled here, by the local engine's own count, in a
+pass of its own over those columns only. Each partition counts its values; the counts are
+hash-partitioned by value across the workers (``value_counts`` with ``split_out``), so no task holds
+more than its share of a column's distinct values, and the client receives one number per column.
 """
 
 from __future__ import annotations
@@ -58,11 +56,10 @@ def unique_counts(ddf, columns) -> list:
 def unique_rows(ddf, columns, compute=None) -> dict:
     """:func:`unique_counts`, computed: ``{column: count}``.
 
-    ``compute(counts, label)`` returns the values of the lazy counts, the
-    pass named ``label``: the Dask engine's runs them on its cluster, watched
-    and with progress (:func:`dmondrian._dask.cluster.on_client`). Without
-    it (:func:`dmondrian.verify`, :func:`dmondrian.report`), the default
-    scheduler computes them.
+    ``compute(counts, label)`` returns the values of the lazy counts, the pass named ``label``: the
+    Dask engine's runs them on its cluster, watched and with progress
+    (:func:`dmondrian._dask.cluster.on_client`). Without it (:func:`dmondrian.verify`,
+    :func:`dmondrian.report`), the default scheduler computes them.
 
     Examples
     --------

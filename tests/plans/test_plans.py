@@ -196,19 +196,19 @@ def test_compiled_placement_is_the_numpy_placement(case):
     compiled = _placement(plan, new)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(packed, "MEMBER_BYTES", 0)  # the numpy walk and lift
-        plan.__dict__.pop("_lift", None)
+        plan.__dict__.pop("lift_tables", None)
         assert plan.lift_tables is None
         _assert_same_placement(compiled, _placement(plan, new))
         mp.setattr(packed, "MEMBER_BYTES", 256 << 20)
         mp.setattr(packed, "_narrow_bounds", lambda *a: None)  # int64 bounds
-        plan.__dict__.pop("_lift", None)
+        plan.__dict__.pop("lift_tables", None)
         assert plan.lift_tables[-1].size == 0
         _assert_same_placement(compiled, _placement(plan, new))
         mp.setattr(packed, "narrow_tree", lambda *a: packed._NO_NARROW)  # the 16-byte walk
-        plan.__dict__.pop("_lift", None)
+        plan.__dict__.pop("lift_tables", None)
         assert plan.lift_tables[5].size == 0
         _assert_same_placement(compiled, _placement(plan, new))
-    plan.__dict__.pop("_lift", None)
+    plan.__dict__.pop("lift_tables", None)
 
 
 def test_narrow_walk_compares_keys_between_and_past_cut_values():
@@ -242,12 +242,12 @@ def test_narrow_walk_compares_keys_between_and_past_cut_values():
     compiled = _placement(plan, new)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(packed, "narrow_tree", lambda *a: packed._NO_NARROW)
-        plan.__dict__.pop("_lift", None)
+        plan.__dict__.pop("lift_tables", None)
         _assert_same_placement(compiled, _placement(plan, new))
         mp.setattr(packed, "MEMBER_BYTES", 0)
-        plan.__dict__.pop("_lift", None)
+        plan.__dict__.pop("lift_tables", None)
         _assert_same_placement(compiled, _placement(plan, new))
-    plan.__dict__.pop("_lift", None)
+    plan.__dict__.pop("lift_tables", None)
 
 
 def test_packed_records_put_two_levels_of_a_subtree_in_a_line():
