@@ -261,12 +261,15 @@ def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, leaves=None,
         # An empty root would flag a class start past the end of the table.
         raise ValueError("leaves must be (start, depth) rows, starts increasing from 0 "
                          "and below the row count")
-    order, class_start, sorted_keys = K.mondrian_partition(bufs, rules, leaves)
+    # The classes' depths in the cuts: refine's blocks are whole subtrees.
+    depths = None if refine == "none" else np.empty(n, dtype=np.int64)
+    order, class_start, sorted_keys = K.mondrian_partition(bufs, rules, leaves, depths=depths)
     if refine != "none":
         # At least a few classes of k rows per block, whatever k.
         block_rows = max(REFINE_SMALL_BLOCK_ROWS if n <= REFINE_SMALL_TABLE_ROWS
                          else REFINE_BLOCK_ROWS, REFINE_BLOCK_CLASSES * int(rules.ip[K.P_K]))
-        K.refine_partition(bufs, class_start, rules, block_rows, REFINE_PASSES, roots=starts)
+        K.refine_partition(bufs, class_start, rules, block_rows, REFINE_PASSES, roots=starts,
+                           depths=depths)
     stats = K.class_statistics(sorted_keys, class_start, rules.kinds, rules.cards)
     class_of_row = K.rows_to_classes(order, stats[0])
     return Partitioning(class_of_row, int(stats[1].shape[0]), stats, sorted_keys)

@@ -41,17 +41,17 @@ __all__ = [
 ]
 
 
-def mondrian_partition(bufs_keys, rules, leaves, n_threads=None):
+def mondrian_partition(bufs_keys, rules, leaves, n_threads=None, depths=None):
     """:func:`dmondrian._kernel.tree.mondrian_partition` on this thread's thread budget."""
     return _mondrian_partition(bufs_keys, rules, leaves,
-                               max_threads() if n_threads is None else n_threads)
+                               max_threads() if n_threads is None else n_threads, depths)
 
 
 def refine_partition(bufs_keys, class_start, rules, block_rows, passes, roots=None,
-                     n_threads=None):
+                     n_threads=None, depths=None):
     """:func:`dmondrian._kernel.refine.refine_partition` on this thread's thread budget."""
     return _refine_partition(bufs_keys, class_start, rules, block_rows, passes, roots,
-                             max_threads() if n_threads is None else n_threads)
+                             max_threads() if n_threads is None else n_threads, depths)
 
 
 def class_statistics(sorted_keys, class_start, kinds, cards, n_threads=None):

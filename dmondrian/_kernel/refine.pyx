@@ -1,7 +1,8 @@
 """Local refinement of a partition: clustering inside small blocks of neighbouring classes.
 
-After the cuts, consecutive classes (the tree's depth-first order) are
-grouped into blocks of at most ``block_rows`` rows. A block's cost is the
+After the cuts, the classes are grouped into blocks: the largest subtrees of
+the cuts of at most ``block_rows`` rows (given the classes' depths), else
+runs of consecutive classes of at most that many rows. A block's cost is the
 sum over its classes of size times normalized spans (the rows' NCP, spans
 as :func:`dmondrian._kernel.node.node_span` measures them; the struct
 and the cost helpers are in refine.pxd). Each block is
@@ -685,8 +686,37 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     return status
 
 
+def _subtree_starts(const i64[::1] depth, const i64[::1] starts, const unsigned char[::1] is_root,
+                    Py_ssize_t block_rows, unsigned char[::1] unit):
+    """Mark in ``unit`` the first position of each largest subtree of at most
+    ``block_rows`` rows: the children of every larger node. The tree is rebuilt
+    from its classes' depths in position order, two adjacent nodes of one
+    depth being siblings (each root starts afresh)."""
+    cdef Py_ssize_t nc = starts.shape[0], n = unit.shape[0], c, top = 0
+    cdef i64 p
+    cdef i64[::1] sd = np.empty(nc + 1, dtype=np.int64)
+    cdef i64[::1] sp = np.empty(nc + 1, dtype=np.int64)
+    cdef i64[::1] sz = np.empty(nc + 1, dtype=np.int64)
+    with nogil:
+        for c in range(nc):
+            p = starts[c]
+            if is_root[p]:
+                top = 0
+            sd[top] = depth[p]
+            sp[top] = p
+            sz[top] = (starts[c + 1] if c + 1 < nc else n) - p
+            top += 1
+            while top >= 2 and sd[top - 1] == sd[top - 2]:
+                if sz[top - 1] + sz[top - 2] > block_rows:
+                    unit[sp[top - 1]] = 1
+                    unit[sp[top - 2]] = 1
+                sz[top - 2] += sz[top - 1]
+                sd[top - 2] -= 1
+                top -= 1
+
+
 def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ssize_t passes,
-                     roots=None, int n_threads=1):
+                     roots=None, int n_threads=1, depths=None):
     """Move and swap rows between neighbouring classes while the NCP drops.
 
     Parameters
@@ -709,6 +739,11 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
         engine's leaves): no block spans one, so rows never leave their root.
     n_threads : int, default 1
         Threads refining blocks; the result does not depend on it.
+    depths : int64 array (n,), optional
+        Each class's depth in the cuts at its first position (as
+        :func:`~dmondrian._kernel.tree.mondrian_partition` fills it): a block
+        is then a whole subtree, the largest of at most ``block_rows`` rows,
+        rather than a run of consecutive classes.
 
     Returns
     -------
@@ -748,22 +783,31 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     cdef const i64[::1] sv = small
     cdef const i64[::1] tv = toff
     cdef const double[::1] tbv = tab
-    # Blocks: runs of consecutive classes of at most block_rows rows in all.
+    # Blocks: given the depths, the largest subtrees of the cuts of at most
+    # block_rows rows (whole neighbouring regions); else runs of consecutive
+    # classes of at most block_rows rows in all. Never across a root.
     starts = np.flatnonzero(class_start)
-    sizes = np.diff(np.append(starts, n))
-    bounds = []
-    s = 0
-    size = 0
-    is_root = np.zeros(n + 1, dtype=np.bool_)
+    is_root = np.zeros(n + 1, dtype=np.uint8)
+    is_root[0] = 1
     if roots is not None:
-        is_root[np.asarray(roots, dtype=np.int64)] = True
-    for c in range(starts.shape[0]):
-        if size > 0 and (size + sizes[c] > block_rows or is_root[starts[c]]):
-            bounds.append((s, starts[c]))
-            s = starts[c]
-            size = 0
-        size += sizes[c]
-    bounds.append((s, n))
+        is_root[np.asarray(roots, dtype=np.int64)] = 1
+    if depths is not None:
+        unit = is_root[:n].copy()
+        _subtree_starts(np.asarray(depths, dtype=np.int64), starts, is_root, block_rows, unit)
+        starts = np.flatnonzero(unit)
+        bounds = np.stack([starts, np.append(starts[1:], n)], axis=1)
+    else:
+        sizes = np.diff(np.append(starts, n))
+        bounds = []
+        s = 0
+        size = 0
+        for c in range(starts.shape[0]):
+            if size > 0 and (size + sizes[c] > block_rows or is_root[starts[c]]):
+                bounds.append((s, starts[c]))
+                s = starts[c]
+                size = 0
+            size += sizes[c]
+        bounds.append((s, n))
     block_arr = np.array([b for b in bounds if b[1] - b[0] <= block_rows], dtype=np.int64)
     block_arr = block_arr.reshape(-1, 2)
     cdef const i64[:, ::1] bl = block_arr
