@@ -371,3 +371,66 @@ def mondrian_partition(bufs_keys, rules, leaves, int n_threads=1, depths=None):
     if status < 0:
         raise MemoryError("not enough memory for the kernel's work space")
     return bufs_keys[0, -1], class_start, bufs_keys[0, :d]
+
+
+def subtree_blocks(depths, class_start, roots, Py_ssize_t max_rows):
+    """The largest subtrees of the cuts of at most ``max_rows`` rows.
+
+    The tree is rebuilt from its classes' depths in position order: two
+    adjacent nodes of one depth are siblings, each root starting afresh. A
+    subtree is a block when its parent holds more than ``max_rows`` rows.
+
+    Parameters
+    ----------
+    depths : int64 array (n,)
+        Each class's depth at its first position, as :func:`mondrian_partition`
+        fills it.
+    class_start : bool array (n,)
+        True at the first position of each class.
+    roots : int64 array
+        The positions where a root starts (0 among them).
+    max_rows : int
+        Most rows of a block.
+
+    Returns
+    -------
+    int64 array (m, 2)
+        The blocks' ``(start, end)`` positions in order; a single class of more
+        than ``max_rows`` rows is left out.
+
+    Examples
+    --------
+    >>> d = np.array([2, 2, 1, 0, 0, 0], dtype=np.int64)  # classes of 1, 1 and 4 rows
+    >>> cs = np.array([1, 1, 1, 0, 0, 0], dtype=bool)
+    >>> subtree_blocks(d, cs, np.array([0]), 2).tolist()
+    [[0, 2]]
+    """
+    cdef const i64[::1] depth = np.ascontiguousarray(depths, dtype=np.int64)
+    cdef const i64[::1] starts = np.flatnonzero(class_start).astype(np.int64)
+    cdef Py_ssize_t nc = starts.shape[0], n = depth.shape[0], c, top = 0
+    is_root = np.zeros(n + 1, dtype=np.uint8)
+    is_root[np.asarray(roots, dtype=np.int64)] = 1
+    is_root[0] = 1
+    unit_arr = is_root[:n].copy()
+    cdef const unsigned char[::1] root = is_root
+    cdef unsigned char[::1] unit = unit_arr
+    # The stack of nodes still waiting for their right sibling: depth, start, size.
+    cdef i64[:, ::1] st = np.empty((nc + 1, 3), dtype=np.int64)
+    with nogil:
+        for c in range(nc):
+            if root[starts[c]]:
+                top = 0
+            st[top, 0] = depth[starts[c]]
+            st[top, 1] = starts[c]
+            st[top, 2] = (starts[c + 1] if c + 1 < nc else n) - starts[c]
+            top += 1
+            while top >= 2 and st[top - 1, 0] == st[top - 2, 0]:
+                if st[top - 1, 2] + st[top - 2, 2] > max_rows:
+                    unit[st[top - 1, 1]] = 1
+                    unit[st[top - 2, 1]] = 1
+                st[top - 2, 2] += st[top - 1, 2]
+                st[top - 2, 0] -= 1
+                top -= 1
+    first = np.flatnonzero(unit_arr)
+    bounds = np.stack([first, np.append(first[1:], n)], axis=1).astype(np.int64)
+    return np.ascontiguousarray(bounds[bounds[:, 1] - bounds[:, 0] <= max_rows])

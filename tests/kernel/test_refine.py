@@ -245,7 +245,7 @@ def test_the_command_line_takes_refine(tmp_path):
 
 def _blocks_top_down(depths: np.ndarray, starts: np.ndarray, n: int, block_rows: int) -> list:
     """The largest subtrees of at most block_rows rows, by recursion over the tree rebuilt
-    from the classes' depths (the reference for _subtree_starts)."""
+    from the classes' depths (the reference for subtree_blocks)."""
     ends = np.append(starts[1:], n)
     # Rebuild (start, end, children) nodes bottom-up with the sibling rule.
     stack = []
@@ -270,14 +270,15 @@ def _blocks_top_down(depths: np.ndarray, starts: np.ndarray, n: int, block_rows:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(2, 600), st.integers(1, 6), st.integers(0, 2**16),
-       st.sampled_from(["strict", "relaxed"]), st.integers(8, 200), st.integers(0, 3))
-def test_refine_blocks_are_the_largest_subtrees_of_the_cuts(n, k, seed, mode, block, depth0):
+       st.sampled_from(["strict", "relaxed"]), st.integers(8, 200), st.integers(0, 3),
+       st.booleans())
+def test_refine_blocks_are_the_largest_subtrees_of_the_cuts(n, k, seed, mode, block, depth0,
+                                                             two_roots):
     # mondrian_partition writes each class's depth; the tree rebuilt from them is whole
-    # (one node at the root's depth), and the blocks are its largest subtrees of at most
-    # block rows, as a top-down walk finds them.
+    # (one node at each root's depth), and the blocks are its largest subtrees of at most
+    # block rows, as a top-down walk finds them, never across a root.
     from dmondrian import local
-    from dmondrian._kernel import mondrian_partition
-    from dmondrian._kernel.refine import _subtree_starts
+    from dmondrian._kernel import mondrian_partition, subtree_blocks
     from dmondrian.encoding.qi import encode_qi
 
     rng = np.random.default_rng(seed)
@@ -286,12 +287,17 @@ def test_refine_blocks_are_the_largest_subtrees_of_the_cuts(n, k, seed, mode, bl
     rules = local.kernel_rules(encoded, min(k, n), mode=mode, objective="ncp")
     bufs = dmondrian._kernel.double_buffer([qi.keys for qi in encoded], rules.buffer_rows, n)
     depths = np.full(n, -99, dtype=np.int64)
-    _, class_start, _ = mondrian_partition(bufs, rules, np.array([[0, depth0]]), depths=depths)
-    starts = np.flatnonzero(class_start)
-    assert (depths[starts] >= depth0).all()
-    expected = _blocks_top_down(depths, starts, n, block)
-    is_root = np.zeros(n + 1, dtype=np.uint8)
-    is_root[0] = 1
-    unit = is_root[:n].copy()
-    _subtree_starts(depths, starts, is_root, block, unit)
-    assert np.flatnonzero(unit).tolist() == expected
+    roots = [0, n // 2] if two_roots and n >= 2 * k else [0]
+    leaves = np.array([[r, depth0 + i] for i, r in enumerate(roots)])
+    _, class_start, _ = mondrian_partition(bufs, rules, leaves, depths=depths)
+    expected = []
+    for i, (r, end) in enumerate(zip(roots, roots[1:] + [n])):
+        starts = r + np.flatnonzero(class_start[r:end])
+        assert (depths[starts] >= depth0 + i).all()
+        expected += [r + s for s in _blocks_top_down(depths[r:end], starts - r, end - r, block)]
+    blocks = subtree_blocks(depths, class_start, roots, block)
+    bounds = list(zip(expected, expected[1:] + [n]))
+    assert blocks.tolist() == [[s, e] for s, e in bounds if e - s <= block]
+    for s, e in bounds:
+        if e - s > block:  # left out: a single class of more rows
+            assert not class_start[s + 1:e].any()
