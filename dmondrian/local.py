@@ -65,10 +65,11 @@ __all__ = ["anonymize", "encode_table", "kernel_rules", "partition", "publish", 
 # From this many rows, encoding and publishing run one QI column per thread;
 # below it, thread hand-off costs more than it saves.
 _PARALLEL_COLUMN_ROWS = 500_000
-# refine="local": the blocks of consecutive classes refined together, and the most
-# passes over a block's rows. Larger blocks lose less and cost about block_rows times
-# the rows (benchmarks/README.md, "Least loss" under "Cut objectives"); a second round
-# of blocks straddling the first's boundaries was measured and gained too little.
+# refine="local": the most rows of the blocks (subtrees of the cuts) refined together,
+# and the most passes over a block's rows. Larger blocks lose less and cost about
+# block_rows times the rows (benchmarks/README.md, "Least loss" under "Cut objectives");
+# a second round of blocks straddling the first's boundaries was measured and gained
+# less than larger blocks at the same cost.
 # Tables of up to REFINE_SMALL_TABLE_ROWS rows, where the whole refinement takes a
 # fraction of a second, get blocks of REFINE_SMALL_BLOCK_ROWS.
 REFINE_BLOCK_ROWS = 256
@@ -261,12 +262,15 @@ def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, leaves=None,
         # An empty root would flag a class start past the end of the table.
         raise ValueError("leaves must be (start, depth) rows, starts increasing from 0 "
                          "and below the row count")
-    order, class_start, sorted_keys = K.mondrian_partition(bufs, rules, leaves)
+    # The classes' depths in the cuts: refine's blocks are whole subtrees.
+    depths = None if refine == "none" else np.empty(n, dtype=np.int64)
+    order, class_start, sorted_keys = K.mondrian_partition(bufs, rules, leaves, depths=depths)
     if refine != "none":
         # At least a few classes of k rows per block, whatever k.
         block_rows = max(REFINE_SMALL_BLOCK_ROWS if n <= REFINE_SMALL_TABLE_ROWS
                          else REFINE_BLOCK_ROWS, REFINE_BLOCK_CLASSES * int(rules.ip[K.P_K]))
-        K.refine_partition(bufs, class_start, rules, block_rows, REFINE_PASSES, roots=starts)
+        K.refine_partition(bufs, class_start, rules,
+                           K.subtree_blocks(depths, class_start, starts, block_rows), REFINE_PASSES)
     stats = K.class_statistics(sorted_keys, class_start, rules.kinds, rules.cards)
     class_of_row = K.rows_to_classes(order, stats[0])
     return Partitioning(class_of_row, int(stats[1].shape[0]), stats, sorted_keys)

@@ -32,25 +32,26 @@ from .refine import refine_partition as _refine_partition
 from .rules import RIDING_SLOTS, KernelRules
 from .threads import max_threads, thread_limit
 from .tree import mondrian_partition as _mondrian_partition
+from .tree import subtree_blocks
 from .workspace import WorkSpace, double_buffer
 
 __all__ = [
     "RIDING_SLOTS", "KernelRules", "WorkSpace", "class_code_masks", "class_code_sets",
     "class_statistics", "double_buffer", "gather_codes", "hist_ok", "max_threads",
-    "mondrian_partition", "refine_partition", "rows_to_classes", "thread_limit",
+    "mondrian_partition", "refine_partition", "rows_to_classes", "subtree_blocks",
+    "thread_limit",
 ]
 
 
-def mondrian_partition(bufs_keys, rules, leaves, n_threads=None):
+def mondrian_partition(bufs_keys, rules, leaves, n_threads=None, depths=None):
     """:func:`dmondrian._kernel.tree.mondrian_partition` on this thread's thread budget."""
     return _mondrian_partition(bufs_keys, rules, leaves,
-                               max_threads() if n_threads is None else n_threads)
+                               max_threads() if n_threads is None else n_threads, depths)
 
 
-def refine_partition(bufs_keys, class_start, rules, block_rows, passes, roots=None,
-                     n_threads=None):
+def refine_partition(bufs_keys, class_start, rules, blocks, passes, n_threads=None):
     """:func:`dmondrian._kernel.refine.refine_partition` on this thread's thread budget."""
-    return _refine_partition(bufs_keys, class_start, rules, block_rows, passes, roots,
+    return _refine_partition(bufs_keys, class_start, rules, blocks, passes,
                              max_threads() if n_threads is None else n_threads)
 
 

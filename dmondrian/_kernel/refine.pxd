@@ -51,6 +51,7 @@ cdef struct Block:
     double* lb            # (m,) a lower bound of the spans of a class with each free row
     i64* fresh            # (m,) the k-member step lb was computed at
     i64* heap             # (m,) the free rows, a binary heap on (lb, row)
+    double* ecc           # (m,) how far each row lies from the block's middle (seeds)
     double* dist          # (cap, cap) the classes' distances, kept between passes
     i64* dirty            # (cap,) classes changed since their distances were computed
     i64* dlist            # (cap,) those classes, for _neighbours
@@ -252,3 +253,30 @@ cdef inline void _extend(Block* b, Py_ssize_t at, i64 v) noexcept nogil:
         b.hi_n[at] += 1
     elif v > b.hi2[at]:
         b.hi2[at] = v
+
+
+cdef inline void _eccentricity(Block* b, const Config* cf) noexcept nogil:
+    """``b.ecc``: how far each row lies from the block's middle, the squares over the
+    ordered QIs of (span to the block's top - span to its bottom) / the block's span."""
+    cdef Py_ssize_t q, i
+    cdef i64 lo, hi, v
+    cdef double whole, g
+    for i in range(b.m):
+        b.ecc[i] = 0.0
+    for q in range(b.d):
+        if cf.qi.kind[q] == KIND_NOMINAL:
+            continue
+        lo, hi = MISSING_KEY, INT_MIN
+        for i in range(b.m):
+            v = b.x[q * b.m + i]
+            if v != MISSING_KEY:
+                lo = v if v < lo else lo
+                hi = v if v > hi else hi
+        whole = _span(cf, q, 2, lo, hi, 0, 0) if lo <= hi else 0.0
+        if whole <= 0.0:
+            continue
+        for i in range(b.m):
+            v = b.x[q * b.m + i]
+            if v != MISSING_KEY:
+                g = (_span(cf, q, 2, v, hi, 0, 0) - _span(cf, q, 2, lo, v, 0, 0)) / whole
+                b.ecc[i] += g * g

@@ -1,7 +1,8 @@
 """Local refinement of a partition: clustering inside small blocks of neighbouring classes.
 
-After the cuts, consecutive classes (the tree's depth-first order) are
-grouped into blocks of at most ``block_rows`` rows. A block's cost is the
+After the cuts, the classes are grouped into blocks: the largest subtrees of
+the cuts of at most ``block_rows`` rows (tree.subtree_blocks), whole
+neighbouring regions. A block's cost is the
 sum over its classes of size times normalized spans (the rows' NCP, spans
 as :func:`dmondrian._kernel.node.node_span` measures them; the struct
 and the cost helpers are in refine.pxd). Each block is
@@ -463,17 +464,25 @@ cdef double _total(const Block* b) noexcept nogil:
 cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
     """Greedy k-member clustering of the block's rows; False if a class fails the constraint.
 
-    A class starts from the free row furthest from the previous class's first
-    row and takes the free row that widens it least until it passes; rows
-    left over join the class they widen least.
+    A class starts from the free row furthest from the block's middle
+    (_eccentricity) and takes the free row that widens it least until it
+    passes; rows left over join the class they widen least. Peeling the
+    block from its edges inward leaves the last, least chosen rows in its
+    middle, near every class, where Byun et al.'s seed (the row furthest from
+    the previous seed) leaves them scattered.
     """
-    cdef Py_ssize_t i, x, c, best_x, far
-    cdef i64 n_free = b.m, seed = 0, step
+    cdef Py_ssize_t i, x, c, best_x
+    cdef i64 n_free = b.m, seed, step
     cdef Py_ssize_t n_heap
-    cdef double g, best_g, far_g
+    cdef double g, best_g
+    _eccentricity(b, cf)
     for i in range(b.m):
         b.free[i] = 1
     b.ncl = 0
+    seed = 0
+    for i in range(b.m):
+        if b.ecc[i] > b.ecc[seed]:
+            seed = i
     while n_free >= cf.k and b.ncl < b.cap:
         c = b.ncl
         _new_class(b, cf)
@@ -481,16 +490,10 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
         b.free[seed] = 0
         n_free -= 1
         _refresh(b, cf, c)
-        far = -1
-        far_g = -1.0
         for x in range(b.m):
             if b.free[x]:
-                g = _spans_with(b, cf, c, x)
-                b.lb[x] = g
+                b.lb[x] = _spans_with(b, cf, c, x)
                 b.fresh[x] = 0
-                if g > far_g:
-                    far_g = g
-                    far = x
         step = 0
         n_heap = 0
         for x in range(b.m):
@@ -522,12 +525,10 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
             _grown(b, cf, c, best_x)
         if n_free == 0:
             break
-        if far >= 0 and b.free[far]:
-            seed = far
-        else:
-            seed = 0
-            while not b.free[seed]:
-                seed += 1
+        seed = -1
+        for x in range(b.m):
+            if b.free[x] and (seed < 0 or b.ecc[x] > b.ecc[seed]):
+                seed = x
     for x in range(b.m):
         if not b.free[x]:
             continue
@@ -635,7 +636,7 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     cdef Py_ssize_t m = e - s, d = cf.qi.d, at = 0, cap = cf.cap, n_sens = cf.n_sens
     # One zeroed arena for every array (the marks must start at zero); doubles
     # are 8 bytes as the int64 words are.
-    cdef Py_ssize_t words = (d * m + 13 * m + cap * (m + 7 + 9 * d + cf.nom + 2 * NEIGHBOURS + 2)
+    cdef Py_ssize_t words = (d * m + 14 * m + cap * (m + 7 + 9 * d + cf.nom + 2 * NEIGHBOURS + 2)
                              + cap * cap + n_sens + 50)
     cdef i64* arena = <i64*>calloc(words, sizeof(i64))
     if arena == NULL:
@@ -666,6 +667,7 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     b.lb = <double*>_take(arena, &at, m)
     b.fresh = _take(arena, &at, m)
     b.heap = _take(arena, &at, m)
+    b.ecc = <double*>_take(arena, &at, m)
     b.dist = <double*>_take(arena, &at, cap * cap)
     b.dirty = _take(arena, &at, cap)
     b.dlist = _take(arena, &at, cap)
@@ -685,8 +687,7 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     return status
 
 
-def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ssize_t passes,
-                     roots=None, int n_threads=1):
+def refine_partition(bufs_keys, class_start, rules, blocks, Py_ssize_t passes, int n_threads=1):
     """Move and swap rows between neighbouring classes while the NCP drops.
 
     Parameters
@@ -700,13 +701,12 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
         True at the first position of each class; updated in place.
     rules : dmondrian._kernel.rules.KernelRules
         The rules the partition was made with (QIs, privacy constraint).
-    block_rows : int
-        Most rows of a block of consecutive classes refined together.
+    blocks : int64 array (m, 2)
+        The ``(start, end)`` positions of the blocks refined each on its own,
+        each a run of whole classes (see
+        :func:`~dmondrian._kernel.tree.subtree_blocks`).
     passes : int
         Most passes over a block's rows.
-    roots : int64 array, optional
-        Positions where an independent root starts (the distributed
-        engine's leaves): no block spans one, so rows never leave their root.
     n_threads : int, default 1
         Threads refining blocks; the result does not depend on it.
 
@@ -719,13 +719,14 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     cdef unsigned char[::1] cs = class_start.view(np.uint8)
     cdef RuleArrays config = RuleArrays(rules)
     cdef Py_ssize_t d = config.rules.qi.d, n = bv.shape[2], rows = bv.shape[1], q, i, c
-    cdef Py_ssize_t nb = 0, s, size, nom = 0, cap, n_sens
+    cdef Py_ssize_t nom = 0, n_sens
     cdef i64 k = config.rules.priv.ip[P_K]
     cdef Config cf
     cdef int changed = 0, failed = 0
     if bv.shape[0] != 2 or cs.shape[0] != n:
         raise ValueError("bufs_keys must be the (2, rows, n) double buffer of class_start")
-    if n == 0 or block_rows < 2 or passes < 1:
+    block_arr = np.ascontiguousarray(blocks, dtype=np.int64).reshape(-1, 2)
+    if n == 0 or block_arr.shape[0] == 0 or passes < 1:
         return 0
     noff = np.full(d + 1, -1, dtype=np.int64)
     small = np.zeros(d + 1, dtype=np.int64)
@@ -748,29 +749,7 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     cdef const i64[::1] sv = small
     cdef const i64[::1] tv = toff
     cdef const double[::1] tbv = tab
-    # Blocks: runs of consecutive classes of at most block_rows rows in all.
-    starts = np.flatnonzero(class_start)
-    sizes = np.diff(np.append(starts, n))
-    bounds = []
-    s = 0
-    size = 0
-    is_root = np.zeros(n + 1, dtype=np.bool_)
-    if roots is not None:
-        is_root[np.asarray(roots, dtype=np.int64)] = True
-    for c in range(starts.shape[0]):
-        if size > 0 and (size + sizes[c] > block_rows or is_root[starts[c]]):
-            bounds.append((s, starts[c]))
-            s = starts[c]
-            size = 0
-        size += sizes[c]
-    bounds.append((s, n))
-    block_arr = np.array([b for b in bounds if b[1] - b[0] <= block_rows], dtype=np.int64)
-    block_arr = block_arr.reshape(-1, 2)
     cdef const i64[:, ::1] bl = block_arr
-    nb = bl.shape[0]
-    if nb == 0:
-        return 0
-    cap = block_rows // max(k, 1) + 1
     n_sens = max(int(config.rules.priv.ip[P_N_SENS]), 0)
     cf.qi = &config.rules.qi
     cf.priv = &config.rules.priv
@@ -782,12 +761,12 @@ def refine_partition(bufs_keys, class_start, rules, Py_ssize_t block_rows, Py_ss
     cf.k = k
     cf.general = (config.rules.priv.ip[P_ENT_ROW] >= 0 or config.rules.priv.ip[P_SENS_ROW] >= 0)
     cf.passes = passes
-    cf.cap = cap
+    cf.cap = int((block_arr[:, 1] - block_arr[:, 0]).max()) // max(k, 1) + 1
     cf.n_sens = n_sens
     cdef i64* data = &bv[0, 0, 0]
     cdef i64* scratch = &bv[1, 0, 0]
     cdef int status
-    for i in prange(nb, nogil=True, num_threads=n_threads if n_threads > 0 else 1,
+    for i in prange(bl.shape[0], nogil=True, num_threads=n_threads if n_threads > 0 else 1,
                     schedule="dynamic", chunksize=1):
         status = _refine_one(data, scratch, rows, n, bl[i, 0], bl[i, 1], &cs[0], &cf)
         # Sums, which prange reduces (a plain assignment would be lastprivate).

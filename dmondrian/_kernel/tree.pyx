@@ -114,7 +114,8 @@ cdef inline void _copy(i64* dst, const i64* src, Py_ssize_t d) noexcept nogil:
 
 
 cdef int _run_subtree(const Buffers* bufs, const Rules* rules, const i64* node, const i64* lo0,
-                      const i64* hi0, const i64* miss0, unsigned char* class_start) noexcept nogil:
+                      const i64* hi0, const i64* miss0, unsigned char* class_start,
+                      i64* depth_at) noexcept nogil:
     """Finish one subtree depth-first; -1 when memory runs out."""
     cdef Py_ssize_t d = rules.qi.d, cap = 64, top = 1, nd = d if d > 0 else 1
     cdef i64 s, e, depth, buf, n_left, mid
@@ -145,9 +146,13 @@ cdef int _run_subtree(const Buffers* bufs, const Rules* rules, const i64* node, 
         if is_class(e - s, depth, rules):
             # Most nodes near the leaves: skip the split call.
             make_class(bufs, &at, class_start, rules)
+            if depth_at != NULL:
+                depth_at[s] = depth
             continue
         n_left = split_node(bufs, &at, child, rules, class_start, w.spans, &w.rows)
         if n_left == 0:
+            if depth_at != NULL:
+                depth_at[s] = depth
             continue
         if top + 2 > cap:
             cap *= 2
@@ -182,7 +187,7 @@ cdef int _run_subtree(const Buffers* bufs, const Rules* rules, const i64* node, 
 
 
 cdef int _split_level(const Buffers* bufs, const Rules* rules, Frontier* fr,
-                      unsigned char* class_start, int n_threads) noexcept nogil:
+                      unsigned char* class_start, i64* depth_at, int n_threads) noexcept nogil:
     """Split every node of one breadth-first level in parallel; ``fr`` becomes the next.
 
     -1 when memory runs out.
@@ -206,6 +211,8 @@ cdef int _split_level(const Buffers* bufs, const Rules* rules, Frontier* fr,
         return -1
     for i in range(m):
         n_split += lefts[i] > 0
+        if lefts[i] == 0 and depth_at != NULL:
+            depth_at[fr.node[4 * i]] = fr.node[4 * i + 2]
     if not _alloc_frontier(&nxt, 2 * n_split, d):
         _free_frontier(&nxt)
         free(lefts)
@@ -250,7 +257,7 @@ cdef int _split_one(const Buffers* bufs, const Rules* rules, const Frontier* fr,
 
 
 cdef int _partition_all(const Buffers* bufs, const Rules* rules, const i64* leaves,
-                        Py_ssize_t n_leaves, unsigned char* class_start,
+                        Py_ssize_t n_leaves, unsigned char* class_start, i64* depth_at,
                         int n_threads) noexcept nogil:
     cdef Py_ssize_t d = rules.qi.d, n = bufs.n, i, j, ij
     cdef Frontier fr
@@ -275,7 +282,7 @@ cdef int _partition_all(const Buffers* bufs, const Rules* rules, const i64* leav
     if serial:
         for i in range(n_leaves):
             if _run_subtree(bufs, rules, fr.node + 4 * i, fr.lo + i * d, fr.hi + i * d,
-                            fr.miss + i * d, class_start) < 0:
+                            fr.miss + i * d, class_start, depth_at) < 0:
                 failed = 1
                 break
         _free_frontier(&fr)
@@ -283,17 +290,17 @@ cdef int _partition_all(const Buffers* bufs, const Rules* rules, const i64* leav
     # Breadth-first top levels, each level's nodes split in parallel, until
     # there are enough independent subtrees to keep every thread busy.
     while 0 < fr.m < PARALLEL_FRONTIER:
-        if _split_level(bufs, rules, &fr, class_start, n_threads) < 0:
+        if _split_level(bufs, rules, &fr, class_start, depth_at, n_threads) < 0:
             _free_frontier(&fr)
             return -1
     for i in prange(fr.m, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=1):
         failed += _run_subtree(bufs, rules, fr.node + 4 * i, fr.lo + i * d, fr.hi + i * d,
-                               fr.miss + i * d, class_start) < 0
+                               fr.miss + i * d, class_start, depth_at) < 0
     _free_frontier(&fr)
     return -1 if failed else 0
 
 
-def mondrian_partition(bufs_keys, rules, leaves, int n_threads=1):
+def mondrian_partition(bufs_keys, rules, leaves, int n_threads=1, depths=None):
     """Run Mondrian over a key matrix of ``d`` QIs and ``n`` rows.
 
     Parameters
@@ -320,6 +327,11 @@ def mondrian_partition(bufs_keys, rules, leaves, int n_threads=1):
     n_threads : int, default 1
         Threads to split independent nodes on. The result does not depend
         on it.
+    depths : int64 array (n,), optional
+        Filled at each class's first position with its depth in the tree
+        (its root's ``depth`` plus the cuts below it); other positions are
+        left as they are. :func:`~dmondrian._kernel.refine.refine_partition`
+        groups its blocks by the subtrees these describe.
 
     Returns
     -------
@@ -336,6 +348,8 @@ def mondrian_partition(bufs_keys, rules, leaves, int n_threads=1):
     cdef Py_ssize_t d = config.rules.qi.d, n = bv.shape[2]
     cdef Buffers bufs
     cdef int status
+    cdef i64[::1] dv
+    cdef i64* depth_at = NULL
     if bv.shape[0] != 2 or bv.shape[1] != rules.buffer_rows:
         raise ValueError("bufs_keys must be a (2, rules.buffer_rows, n) double buffer: "
                          "keys, riding codes, row ids")
@@ -343,12 +357,80 @@ def mondrian_partition(bufs_keys, rules, leaves, int n_threads=1):
     cdef unsigned char[::1] ls = class_start.view(np.uint8)
     if n == 0:
         return bufs_keys[0, -1], class_start, bufs_keys[0, :d]
+    if depths is not None:
+        dv = depths
+        if dv.shape[0] != n:
+            raise ValueError("depths must hold one entry per row")
+        depth_at = &dv[0]
     bufs.data = &bv[0, 0, 0]
     bufs.rows = bv.shape[1]
     bufs.n = n
     with nogil:
-        status = _partition_all(&bufs, &config.rules, &rv[0, 0], rv.shape[0], &ls[0],
+        status = _partition_all(&bufs, &config.rules, &rv[0, 0], rv.shape[0], &ls[0], depth_at,
                                 n_threads if n_threads > 0 else 1)
     if status < 0:
         raise MemoryError("not enough memory for the kernel's work space")
     return bufs_keys[0, -1], class_start, bufs_keys[0, :d]
+
+
+def subtree_blocks(depths, class_start, roots, Py_ssize_t max_rows):
+    """The largest subtrees of the cuts of at most ``max_rows`` rows.
+
+    The tree is rebuilt from its classes' depths in position order: two
+    adjacent nodes of one depth are siblings, each root starting afresh. A
+    subtree is a block when its parent holds more than ``max_rows`` rows.
+
+    Parameters
+    ----------
+    depths : int64 array (n,)
+        Each class's depth at its first position, as :func:`mondrian_partition`
+        fills it.
+    class_start : bool array (n,)
+        True at the first position of each class.
+    roots : int64 array
+        The positions where a root starts (0 among them).
+    max_rows : int
+        Most rows of a block.
+
+    Returns
+    -------
+    int64 array (m, 2)
+        The blocks' ``(start, end)`` positions in order; a single class of more
+        than ``max_rows`` rows is left out.
+
+    Examples
+    --------
+    >>> d = np.array([2, 2, 1, 0, 0, 0], dtype=np.int64)  # classes of 1, 1 and 4 rows
+    >>> cs = np.array([1, 1, 1, 0, 0, 0], dtype=bool)
+    >>> subtree_blocks(d, cs, np.array([0]), 2).tolist()
+    [[0, 2]]
+    """
+    cdef const i64[::1] depth = np.ascontiguousarray(depths, dtype=np.int64)
+    cdef const i64[::1] starts = np.flatnonzero(class_start).astype(np.int64)
+    cdef Py_ssize_t nc = starts.shape[0], n = depth.shape[0], c, top = 0
+    is_root = np.zeros(n + 1, dtype=np.uint8)
+    is_root[np.asarray(roots, dtype=np.int64)] = 1
+    is_root[0] = 1
+    unit_arr = is_root[:n].copy()
+    cdef const unsigned char[::1] root = is_root
+    cdef unsigned char[::1] unit = unit_arr
+    # The stack of nodes still waiting for their right sibling: depth, start, size.
+    cdef i64[:, ::1] st = np.empty((nc + 1, 3), dtype=np.int64)
+    with nogil:
+        for c in range(nc):
+            if root[starts[c]]:
+                top = 0
+            st[top, 0] = depth[starts[c]]
+            st[top, 1] = starts[c]
+            st[top, 2] = (starts[c + 1] if c + 1 < nc else n) - starts[c]
+            top += 1
+            while top >= 2 and st[top - 1, 0] == st[top - 2, 0]:
+                if st[top - 1, 2] + st[top - 2, 2] > max_rows:
+                    unit[st[top - 1, 1]] = 1
+                    unit[st[top - 2, 1]] = 1
+                st[top - 2, 2] += st[top - 1, 2]
+                st[top - 2, 0] -= 1
+                top -= 1
+    first = np.flatnonzero(unit_arr)
+    bounds = np.stack([first, np.append(first[1:], n)], axis=1).astype(np.int64)
+    return np.ascontiguousarray(bounds[bounds[:, 1] - bounds[:, 0] <= max_rows])

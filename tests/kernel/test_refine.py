@@ -241,3 +241,63 @@ def test_the_command_line_takes_refine(tmp_path):
     out = pd.read_csv(dst)
     # The same release, its rows shuffled in the file (dmondrian.release.row_order).
     assert sorted(out["age"].astype(str)) == sorted(expected["age"].astype(str))
+
+
+def _blocks_top_down(depths: np.ndarray, starts: np.ndarray, n: int, block_rows: int) -> list:
+    """The largest subtrees of at most block_rows rows, by recursion over the tree rebuilt
+    from the classes' depths (the reference for subtree_blocks)."""
+    ends = np.append(starts[1:], n)
+    # Rebuild (start, end, children) nodes bottom-up with the sibling rule.
+    stack = []
+    for s, e in zip(starts, ends):
+        stack.append((int(depths[s]), int(s), int(e), []))
+        while len(stack) >= 2 and stack[-1][0] == stack[-2][0]:
+            right, left = stack.pop(), stack.pop()
+            stack.append((left[0] - 1, left[1], right[2], [left, right]))
+    assert len(stack) == 1  # a whole tree, down to the root's depth
+    out = []
+
+    def walk(t):
+        if t[2] - t[1] <= block_rows or not t[3]:
+            out.append(t[1])
+        else:
+            walk(t[3][0])
+            walk(t[3][1])
+
+    walk(stack[0])
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(2, 600), st.integers(1, 6), st.integers(0, 2**16),
+       st.sampled_from(["strict", "relaxed"]), st.integers(8, 200), st.integers(0, 3),
+       st.booleans())
+def test_refine_blocks_are_the_largest_subtrees_of_the_cuts(n, k, seed, mode, block, depth0,
+                                                             two_roots):
+    # mondrian_partition writes each class's depth; the tree rebuilt from them is whole
+    # (one node at each root's depth), and the blocks are its largest subtrees of at most
+    # block rows, as a top-down walk finds them, never across a root.
+    from dmondrian import local
+    from dmondrian._kernel import mondrian_partition, subtree_blocks
+    from dmondrian.encoding.qi import encode_qi
+
+    rng = np.random.default_rng(seed)
+    cols = [pd.Series(rng.integers(0, 30, n)), pd.Series(np.round(rng.normal(0, 2, n), 1))]
+    encoded = [encode_qi(c) for c in cols]
+    rules = local.kernel_rules(encoded, min(k, n), mode=mode, objective="ncp")
+    bufs = dmondrian._kernel.double_buffer([qi.keys for qi in encoded], rules.buffer_rows, n)
+    depths = np.full(n, -99, dtype=np.int64)
+    roots = [0, n // 2] if two_roots and n >= 2 * k else [0]
+    leaves = np.array([[r, depth0 + i] for i, r in enumerate(roots)])
+    _, class_start, _ = mondrian_partition(bufs, rules, leaves, depths=depths)
+    expected = []
+    for i, (r, end) in enumerate(zip(roots, roots[1:] + [n])):
+        starts = r + np.flatnonzero(class_start[r:end])
+        assert (depths[starts] >= depth0 + i).all()
+        expected += [r + s for s in _blocks_top_down(depths[r:end], starts - r, end - r, block)]
+    blocks = subtree_blocks(depths, class_start, roots, block)
+    bounds = list(zip(expected, expected[1:] + [n]))
+    assert blocks.tolist() == [[s, e] for s, e in bounds if e - s <= block]
+    for s, e in bounds:
+        if e - s > block:  # left out: a single class of more rows
+            assert not class_start[s + 1:e].any()
