@@ -77,6 +77,9 @@ class FittedPlan(Placing):
         The plan the rows held by no region below the root are released through (:meth:`refit`).
     """
 
+    #: A class default: plans pickled before refit() existed have no overflow of their own.
+    overflow = None
+
     def __init__(self, qis, k, fit_k_, batch_rows, n_fit, options, encodings, tree,
                  sensitive=None, constraints=(), trim=1, lift_cost=None):
         self.qis = list(qis)
@@ -91,7 +94,6 @@ class FittedPlan(Placing):
         self.constraints = list(constraints)
         self.trim = int(trim)
         self.lift_cost = None if lift_cost is None else float(lift_cost)
-        self.overflow = None
         self.kernel_kinds = np.asarray([qi.kernel_kind for qi in self.encodings], dtype=np.int64)
 
     @property

@@ -115,3 +115,17 @@ def test_refit_refusals():
     refit = fit_plan(_table(2000, 13), QIS, 5, batch_rows=500).refit(_drifted(500, 14))
     with pytest.raises(ParameterError, match="overflow"):
         refit.transform(dd.from_pandas(_drifted(500, 15), npartitions=2))
+
+
+def test_a_plan_pickled_before_refit_existed_still_releases():
+    import pickle
+
+    plan = fit_plan(_table(1000, 16), QIS, 5, batch_rows=500)
+    state = plan.__getstate__()
+    state.pop("overflow", None)  # as pickled by a version without it
+    old = pickle.loads(pickle.dumps(plan))
+    old.__dict__.clear()
+    old.__dict__.update(state)
+    new = _table(300, 17)
+    pd.testing.assert_frame_equal(old.transform(new), plan.transform(new))
+    assert old.refit(_drifted(500, 18)).overflow is not None
