@@ -275,8 +275,8 @@ class FittedPlan(Placing):
 
         Notes
         -----
-        A plan with an overflow releases pandas DataFrames only, and is not written by
-        :func:`dmondrian.plans.save_plan` without it: the file holds the overflow too.
+        A plan with an overflow releases pandas DataFrames only (a dask one is refused);
+        :func:`dmondrian.plans.save_plan` writes the overflow into the plan's file.
 
         Examples
         --------
