@@ -1,6 +1,6 @@
 """Fitted plans: class stability across batches, information loss, and speed.
 
-Run: python benchmarks/plans.py [--quick] [--local-rows N] [--dask-rows N]
+Run: python benchmarks/plans.py [--quick] [--steps S,...] [--local-rows N] [--dask-rows N]
      [--dask-wide-columns N] [--rounds N] [--drift-rows N] [--drift-k K]
      [--adult-seeds S ...] [--out PATH]
 
@@ -25,9 +25,10 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    release over the independent one's, averaged over the halves.
 1b. ``adult-frontier``: the same halves (split by each of ``--adult-seeds``)
    through a plan fitted with ``batch_rows`` a half by each rule of
-   :data:`RULES` (fit options, and ``short_labels``: how a class published
-   above a leaf is labelled): shared, GCP ratio, smallest class, labels
-   containing values.
+   :data:`RULES` (fit options, ``short_labels``: how a class published
+   above a leaf is labelled, and whether the plan is refitted on each half
+   before releasing it, :meth:`FittedPlan.refit`): shared, GCP ratio,
+   smallest class, labels containing values.
 2. A dated table: the census generator (``dmondrian.synthetic``, QIs age,
    zip, sex, education) with an event date per row, uniform over 2025 (a
    generated, stationary table: no real dated table is on this machine),
@@ -86,7 +87,8 @@ Tables (figures in benchmarks/README.md, "Fitted plans"):
    +-30 %, ages and a zip hotspot shifting with the season, occupations
    gaining and losing categories; QIs age, zip, sex, education, occupation,
    ``--drift-k`` (20). A plan fitted on January-June by each rule of
-   :data:`RULES` (``batch_rows`` a month's rows) releases July-December:
+   :data:`RULES` (``batch_rows`` a month's rows; the refitting rules refit
+   on each month, then release it) releases July-December:
    smallest class, share of a month's rows whose class appears in the
    previous month's release, GCP over anonymizing the month on its own.
 
@@ -419,12 +421,27 @@ def dated(rows: list, n_rows: int) -> None:
 
 
 #: The rules of the frontier tables (``adult-frontier``, ``drift``): fit_plan's options,
-#: and transform's (``short_labels``: how a class above a leaf is labelled).
-RULES = {"balanced (default)": ({}, {}), "ncp": ({"objective": "ncp"}, {}),
-         "ncp, relaxed": ({"objective": "ncp", "mode": "relaxed"}, {}),
-         "ncp, short labels from rows": ({"objective": "ncp"}, {"short_labels": "rows"}),
-         "ncp, short labels gain 0.13": ({"objective": "ncp"}, {"short_labels": 0.13}),
-         "ncp, short labels gain 0.2": ({"objective": "ncp"}, {"short_labels": 0.2})}
+#: transform's (``short_labels``: how a class above a leaf is labelled), and whether the plan
+#: is refitted on each batch before releasing it (:meth:`FittedPlan.refit`: the rows it holds
+#: nowhere get a plan of their own).
+RULES = {"balanced (default)": ({}, {}, False), "ncp": ({"objective": "ncp"}, {}, False),
+         "ncp, relaxed": ({"objective": "ncp", "mode": "relaxed"}, {}, False),
+         "ncp, short labels from rows": ({"objective": "ncp"}, {"short_labels": "rows"}, False),
+         "ncp, short labels gain 0.13": ({"objective": "ncp"}, {"short_labels": 0.13}, False),
+         "ncp, short labels gain 0.2": ({"objective": "ncp"}, {"short_labels": 0.2}, False),
+         "ncp, refit": ({"objective": "ncp"}, {}, True),
+         "ncp, refit, short labels gain 0.13": ({"objective": "ncp"}, {"short_labels": 0.13},
+                                                True)}
+
+
+def _through(plan, batches, release: dict, refit: bool) -> list:
+    """Each batch released through the plan in turn, refitted on it first with ``refit``."""
+    out = []
+    for batch in batches:
+        if refit:
+            plan = plan.refit(batch)
+        out.append(plan.transform(batch, **release))
+    return out
 
 
 def _adult_halves(seed: int = 0):
@@ -450,9 +467,9 @@ def adult_frontier(rows: list, seeds=(0,)) -> None:
     warnings.simplefilter("ignore", dm.errors.IdentifyingColumnWarning)  # person keys
     for seed in seeds:
         train, halves, alone = _adult_halves(seed)
-        for rule, (options, release) in RULES.items():
+        for rule, (options, release, refit) in RULES.items():
             plan = fit_plan(train, qis, k, batch_rows=len(halves[0]), **ADULT, **options)
-            rel = [plan.transform(h, **release) for h in halves]
+            rel = _through(plan, halves, release, refit)
             rows.append({"table": "adult-frontier", "seed": seed, "rule": rule,
                          **_frontier_row(plan, rel, halves, alone, qis)})
 
@@ -528,11 +545,11 @@ def drifting(rows: list, n_rows: int, k: int = 20) -> None:
     """Table 7 (``drift``): plans fitted on the drifting table's first half-year by
     each rule of :data:`RULES`, releasing July-December month by month."""
     first, per_month, months, alone = _drift_months(n_rows, k)
-    for rule, (options, release) in RULES.items():
+    for rule, (options, release, refit) in RULES.items():
         plan = fit_plan(first, DRIFT_QIS, k, batch_rows=per_month, **DRIFT_OPTIONS, **options)
         previous = None
-        for m, batch, gcp_alone in zip(range(7, 13), months, alone, strict=True):
-            rel = plan.transform(batch, **release)
+        for m, batch, gcp_alone, rel in zip(range(7, 13), months, alone,
+                                            _through(plan, months, release, refit), strict=True):
             rows.append({"table": "drift", "rule": rule, "month": m, "rows": len(batch),
                          "fit_k": plan.fit_k, "leaves": plan.n_leaves,
                          "min_class_groupby": _min_class(rel, DRIFT_QIS),
@@ -786,6 +803,9 @@ def main() -> None:
     ap.add_argument("--fit-rows", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=1,
                     help="speed tables: measure both sides this many times, alternately")
+    ap.add_argument("--steps", default=None,
+                    help="comma-separated steps to run, e.g. drift,adult-frontier (default: "
+                         "every step not skipped)")
     ap.add_argument("--skip", action="append", default=[],
                     help="adult, adult-frontier, dated, drift, local, dask, dask-fit or "
                          "dask-fit-events "
@@ -806,8 +826,12 @@ def main() -> None:
                                        args.dask_wide_columns),
              "dask-fit": lambda: dask_fit(rows, args.fit_rows),
              "dask-fit-events": lambda: dask_fit_events(rows, args.fit_rows)}
+    chosen = list(steps) if args.steps is None else args.steps.split(",")
+    unknown = sorted(set(chosen) - set(steps))
+    if unknown:
+        ap.error(f"unknown steps {unknown}; the steps: {', '.join(steps)}")
     for name, step in steps.items():
-        if name not in args.skip:
+        if name in chosen and name not in args.skip:
             step()
     _print(rows)
     out = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},

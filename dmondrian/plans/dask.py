@@ -46,6 +46,7 @@ from .._dask.cluster import release as release_client
 from .._dask.graph import column_partitions, constant, partitions, tree_reduce
 from .._dask.written_check import DISTINCT
 from .._kernel import thread_limit
+from ..errors import ParameterError
 from ..partition import routing
 from ..privacy.constraints import refuse_empty
 from ..release.identifiers import (
@@ -340,6 +341,9 @@ def _prepared(plan, ddf):
     from .._dask.written_check import identifying_check
 
     plan._check_table(ddf)
+    if plan.overflow is not None:
+        raise ParameterError("plan", "a plan with an overflow (FittedPlan.refit) releases in "
+                                     "memory: release a pandas DataFrame")
     identifiers = [c for c in plan.options["identifiers"] or [] if c in ddf.columns]
     if identifiers:
         ddf = ddf.drop(columns=identifiers)

@@ -30,7 +30,7 @@ from ..release.person_keys import release_guard, warn_person_keys
 from .batch import Placing, place_batch, summarize_batch
 from .packed import lift_tables
 from .release import decide, node_depths, publish_rows
-from .sizing import LIFT_COST, PLAN_OPTIONS, fit_k, fit_trim
+from .sizing import LIFT_COST, PLAN_OPTIONS, fit_k, fit_trim, refit_overflow, transform_overflow
 from .tree import abut_cut_sides, build_tree
 
 __all__ = ["FittedPlan", "OwnBounds", "fit_plan", "fit_k", "fit_trim"]
@@ -73,7 +73,12 @@ class FittedPlan(Placing):
         The cut tree and every node's fitted bounds.
     sensitive : SensitiveValues or None
         The sensitive column's fitted domain (l-diversity, t-closeness).
+    overflow : FittedPlan or None
+        The plan the rows held by no region below the root are released through (:meth:`refit`).
     """
+
+    #: A class default: plans pickled before refit() existed have no overflow of their own.
+    overflow = None
 
     def __init__(self, qis, k, fit_k_, batch_rows, n_fit, options, encodings, tree,
                  sensitive=None, constraints=(), trim=1, lift_cost=None):
@@ -187,6 +192,10 @@ class FittedPlan(Placing):
         from ..kinds.base import is_dask
 
         gain = _short_gain(short_labels)
+        if self.overflow is not None and not is_dask(df):
+            return transform_overflow(self, df, noise=noise, random_state=random_state,
+                                      max_contributions=max_contributions,
+                                      max_classes=max_classes, short_labels=short_labels)
         if is_dask(df):
             from .dask import transform_dask
 
@@ -235,6 +244,53 @@ class FittedPlan(Placing):
             for column, values in noisy.items():
                 out[column] = pd.Series(values, index=out.index, copy=False)
         return out
+
+    def refit(self, df: pd.DataFrame) -> FittedPlan:
+        """A copy of the plan that also releases well the rows it holds nowhere.
+
+        A table that drifts brings rows no fitted region holds (a category the fit never saw, or
+        a combination of values no fitted region spans); they land at the root, and are published
+        there, with the whole fitted domain as label. The copy sends the rows of ``df`` that land
+        at the root to a plan of their own, fitted on them with the plan's options (``batch_rows``
+        their number), or refits the overflow it has the same way; every region of this plan, and
+        every label it publishes, stays. :meth:`transform` then releases the rows landing at the
+        root through the overflow (every class holding at least ``k`` of them), and the others
+        through this plan, as before; with fewer than ``k`` of either, the whole table through
+        this plan. Refit on each batch as it comes, then release it, to follow a table's drift.
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+            A batch with the plan's QI columns.
+
+        Returns
+        -------
+        FittedPlan
+            This plan when fewer than ``2 * k`` rows land at its root, else a copy.
+
+        Raises
+        ------
+        ParameterError
+            For a plan with l, t or ``entity=``: the overflow counts rows only.
+
+        Notes
+        -----
+        A plan with an overflow releases pandas DataFrames only (a dask one is refused);
+        :func:`dmondrian.plans.save_plan` writes the overflow into the plan's file.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> df = pd.DataFrame({"age": [20, 21, 22, 23, 60, 61, 62, 63],
+        ...                    "job": ["a", "a", "a", "a", "b", "b", "b", "b"]})
+        >>> plan = fit_plan(df, ["age", "job"], k=2)
+        >>> new = pd.DataFrame({"age": [*range(30, 36), *range(50, 56)], "job": ["c"] * 12})
+        >>> plan.transform(new)["age"].unique().tolist()
+        ['[20, 63]']
+        >>> plan.refit(new).transform(new)["age"].unique().tolist()
+        ['[30, 35]', '[36, 55]']
+        """
+        return refit_overflow(self, df, fit_plan)
 
     def transform_to_parquet(self, ddf, path, *, client=None, progress=None,
                              write_options=None, storage_options=None, random_state=None,

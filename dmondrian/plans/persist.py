@@ -12,6 +12,9 @@ rows it held).
 (:func:`dmondrian.plans.tree.nominal_trim`); the labels themselves are in the
 tree, so a file without ``lift_cost`` (older) reads the same.
 
+``overflow``, present only in a refitted plan's file (:meth:`FittedPlan.refit`), is the plan the
+rows held by no region are released through, in the same form.
+
 Version 2 adds ``options.entity``, the person key of a plan that counts
 people (``entity=``): a reader of version 1 would release through it
 counting rows, so it refuses the file. Version 1 files still load (no entity).
@@ -126,6 +129,8 @@ def plan_dict(plan: FittedPlan) -> dict:
                       for j, (packed, card) in tree.codes.items()},
         },
         "labels": _node_labels(plan),
+        # Only a refitted plan has the key: every other plan's file is as before.
+        **({} if plan.overflow is None else {"overflow": plan_dict(plan.overflow)}),
     }
 
 
@@ -164,9 +169,12 @@ def plan_from_dict(data: dict) -> FittedPlan:
                                       c=options.get("c"), t=options.get("t"),
                                       sensitive=options.get("sensitive"))
         constraints = cons[1:]
-    return FittedPlan(data["quasi_identifiers"], data["k"], data["fit_k"], data["batch_rows"],
+    plan = FittedPlan(data["quasi_identifiers"], data["k"], data["fit_k"], data["batch_rows"],
                       data["n_fit"], options, [_qi_from(q) for q in data["qis"]], tree, sens,
                       constraints, data.get("trim", 1), data.get("lift_cost"))
+    if data.get("overflow") is not None:
+        plan.overflow = plan_from_dict(data["overflow"])
+    return plan
 
 
 def save_plan(plan: FittedPlan, path) -> str:

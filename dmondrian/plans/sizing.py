@@ -1,16 +1,25 @@
-"""How coarse a plan is fitted for a batch size, and which options it keeps.
+"""How coarse a plan is fitted for a batch size, which options it keeps, and its overflow.
 
 :func:`fit_k` and :func:`fit_trim` turn ``batch_rows`` into the fitted class size and the trim of
-every region's values; :mod:`.fitted` and :mod:`.dask_fit` both fit by them.
+every region's values; :mod:`.fitted` and :mod:`.dask_fit` both fit by them. :func:`refit_overflow`
+gives the rows a plan holds nowhere (a table that drifts) a plan of their own, and
+:func:`transform_overflow` releases a table through both.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 
+import numpy as np
+import pandas as pd
+from pandas.api.types import union_categoricals
+
+from ..errors import InfeasibleError, ParameterError
 from ..options import PLAN_KEEPS as PLAN_OPTIONS
 
-__all__ = ["LIFT_COST", "PLAN_OPTIONS", "fit_k", "fit_trim"]
+__all__ = ["LIFT_COST", "PLAN_OPTIONS", "fit_k", "fit_trim", "refit_overflow",
+           "transform_overflow"]
 
 #: What a plan fitted with ``batch_rows`` counts a left-out fitted row as when it
 #: trims a leaf (:func:`dmondrian.plans.tree.nominal_trim`): the loss of one
@@ -69,3 +78,72 @@ def fit_trim(n_fit: int, batch_rows: int | None) -> int:
     if batch_rows is None:
         return 1
     return max(1, round(n_fit / batch_rows))
+
+
+def _held_nowhere(plan, df) -> np.ndarray:
+    """Whether each row of ``df`` lands at the plan's root: no region below it holds the row's
+    values (a category the fit never saw, or a combination no fitted region spans)."""
+    plan._check_table(df)
+    return plan.place(df).node == 0
+
+
+def _alone(plan):
+    """``plan`` without its overflow (the compiled lift's tables shared)."""
+    out = copy.copy(plan)
+    out.overflow = None
+    return out
+
+
+def refit_overflow(plan, df, fit_plan):
+    """A copy of ``plan`` whose rows held nowhere go to a plan of their own (its overflow).
+
+    See :meth:`dmondrian.plans.FittedPlan.refit`. The rows of ``df`` that land at the plan's root
+    are the overflow's batch: with at least ``2 * k`` of them, a plan without an overflow gets one
+    fitted on them by ``fit_plan`` (:func:`dmondrian.plans.fit_plan`, given by the caller: it
+    imports this module), with the plan's options and ``batch_rows`` their number, and a plan
+    with one has it refitted the same way, in turn (the overflow's own regions, and their labels,
+    stay). Every region of ``plan`` itself stays as it was.
+    """
+    if plan.sensitive is not None or plan.options.get("entity") is not None:
+        raise ParameterError("df", "a plan with l, t or entity= cannot be refitted: refit() "
+                                   "counts rows only")
+    rows = df[_held_nowhere(plan, df)].reset_index(drop=True)
+    if len(rows) < 2 * plan.k:
+        return plan
+    out = copy.copy(plan)
+    if plan.overflow is None:
+        options = {name: value for name, value in plan.options.items() if value is not None}
+        out.overflow = fit_plan(rows, plan.qis, plan.k, batch_rows=len(rows), **options)
+    else:
+        out.overflow = refit_overflow(plan.overflow, rows, fit_plan)
+    return out
+
+
+def transform_overflow(plan, df, **release) -> pd.DataFrame:
+    """Release ``df`` through ``plan`` and its overflow (:meth:`~dmondrian.plans.FittedPlan.refit`).
+
+    The rows that land at the plan's root are released through the overflow, the others through
+    the plan alone, each part by :meth:`~dmondrian.plans.FittedPlan.transform` with ``release``'s
+    options; every class of each holds at least k rows, and ``class_column``'s ids of the
+    overflow's classes follow the plan's. When either part cannot be released (fewer than k rows),
+    the whole table is released through the plan alone, as without an overflow.
+    """
+    main = _alone(plan)
+    over = _held_nowhere(plan, df)
+    try:
+        if over.all():
+            return plan.overflow.transform(df, **release)
+        if not over.any():
+            return main.transform(df, **release)
+        held = main.transform(df[~over], **release)
+        rest = plan.overflow.transform(df[over], **release)
+    except InfeasibleError:
+        return main.transform(df, **release)
+    name = plan.options["class_column"]
+    if name is not None:
+        rest[name] += int(held[name].max()) + 1
+    out = pd.concat([held, rest])
+    for name in plan.qis:  # published labels stay Categoricals, as one release has them
+        if all(isinstance(part[name].dtype, pd.CategoricalDtype) for part in (held, rest)):
+            out[name] = union_categoricals([held[name], rest[name]])
+    return out.iloc[np.argsort(np.concatenate([np.flatnonzero(~over), np.flatnonzero(over)]))]
