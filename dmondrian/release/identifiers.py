@@ -91,9 +91,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .._compat import hll_estimate_count
 from ..errors import ColumnError, IdentifyingColumnError, MissingColumnError, ParameterError
+from ..kinds.keys import number_text
 
 __all__ = ["MIN_ROWS", "UNIQUE_SHARE", "IdentifyingColumn", "check_identifiers", "released_as_is",
            "check_allow_unique", "identifying_columns", "refuse_identifying", "candidates",
@@ -386,7 +389,7 @@ def fewer_values(values: pd.Series, limit: int,
     that costs less than counting each value's rows: from a numpy integer column's range
     (``span``, its :func:`int_span`; only True, or None), a categorical's codes, or Arrow
     text numbered in compiled code while its values are fewer
-    (:func:`dmondrian._kernel.strings.number_strings`, which stops at the limit); else None.
+    (:func:`dmondrian.kinds.keys.number_text`, which stops at the limit); else None.
 
     Examples
     --------
@@ -406,26 +409,9 @@ def fewer_values(values: pd.Series, limit: int,
     data = getattr(values.array, "_pa_array", None)
     if data is None:
         return None
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if not (pa.types.is_string(data.type) or pa.types.is_large_string(data.type)):
-        return int(pc.count_distinct(data, mode="only_valid").as_py()) < limit
-    from .._kernel.strings import number_strings
-    from ..kinds.keys import arrow_string_chunks
-
-    none, distinct = np.zeros(0, np.int64), []
-    for offsets, raw, bits, bit_offset, chunk in arrow_string_chunks(data):
-        firsts = np.zeros(limit - 1, dtype=np.int64)
-        count = number_strings(offsets, raw, bits, bit_offset, firsts, none)
-        if count < 0:
-            return False
-        distinct.append((chunk, firsts[:count]))
-    if len(distinct) < 2:
-        return True
-    # Chunks may share values: their distinct ones, at most limit - 1 each, counted together.
-    seen = pa.concat_arrays([chunk.take(firsts) for chunk, firsts in distinct])
-    return int(pc.count_distinct(seen).as_py()) < limit
+    if pa.types.is_string(data.type) or pa.types.is_large_string(data.type):
+        return number_text(values, limit - 1, codes=False) is not None
+    return int(pc.count_distinct(data, mode="only_valid").as_py()) < limit
 
 
 def sample_positions(n: int, sample_rows: int = _SAMPLE) -> np.ndarray | None:

@@ -391,7 +391,7 @@ def test_the_fast_counts_decide_as_the_exact_ones_around_the_threshold(
     # Columns of about MIN_VALUES values: Arrow text numbered in compiled code (nulls, chunks,
     # values sharing their first 16 bytes), integers ruled out by their range, categoricals.
     from dmondrian._kernel.strings import number_strings
-    from dmondrian.kinds.keys import arrow_string_chunks
+    from dmondrian.kinds.keys import arrow_string_chunks, factorize
     from dmondrian.release.identifiers import (
         candidates,
         fewer_values,
@@ -422,6 +422,10 @@ def test_the_fast_counts_decide_as_the_exact_ones_around_the_threshold(
             assert count == len(uniques)
             assert out.tolist() == codes.tolist()
             assert [chunk[int(i)].as_py() for i in firsts[:count]] == list(uniques)
+    # The nominal encoding numbers the text the same way (codes across chunks included).
+    codes, categories = factorize(text)
+    expected, expected_categories = factorize(pd.Series(text.tolist(), dtype=object))
+    assert (codes.tolist(), categories) == (expected.tolist(), expected_categories)
     # Both rules, fast and exact, on a table holding these columns.
     key = rng.integers(0, n // 3, n)
     df = pd.DataFrame({"age": (key * 7919) % 70, "zip": key % 30, "text": text,
