@@ -128,17 +128,17 @@ def _share(values: np.ndarray, combos: np.ndarray, n_values: int,
 
 
 def _pairs(values: np.ndarray, combos: np.ndarray) -> tuple[np.ndarray, int | None]:
-    """One integer per row for its (value, QI combination) pair, and the width the value
-    (less the smallest) is multiplied by, None when the pairs are hashed."""
+    """One integer per row for its (value, QI combination) pair, and the bits the value (less
+    the smallest) is shifted by, None when the pairs are hashed."""
     if combos.dtype != np.uint64 and len(values):
-        low, width = int(values.min()), int(combos.max()) + 1
-        if width <= 2**31 and (int(values.max()) - low + 1) * width <= 2**63:
+        low, bits = int(values.min()), int(combos.max()).bit_length()
+        if bits <= 31 and (int(values.max()) - low + 1) << bits <= 2**63:
             # Each pair its own number, in the values' order.
             pairs = values.astype(np.int64)
             pairs -= low
-            pairs *= width
-            pairs += combos
-            return pairs, width
+            pairs <<= bits
+            pairs |= combos
+            return pairs, bits
     # Hashed combinations: mixed with each value one-to-one.
     return combos.astype(np.uint64, copy=False) ^ (values.astype(np.uint64) * np.uint64(_MIX)), None
 
@@ -172,12 +172,12 @@ class _Counted:
             return cls(runs[runs > 0], codes, None, True)
         if isinstance(values.dtype, np.dtype) and values.dtype.kind == "i":
             labels = values.to_numpy()
-            pairs, width = (None, None) if combos is None else _pairs(labels, combos)
-            if width is None:
+            pairs, bits = (None, None) if combos is None else _pairs(labels, combos)
+            if bits is None:
                 return cls(_run_lengths(np.sort(labels)), labels, None, False)
             pairs.sort()
-            # Sorted by value first: a value's run is the run of its pairs' quotient.
-            return cls(_run_lengths(pairs // width), labels, None, False,
+            # Sorted by value first: a value's run is the run of its pairs' high bits.
+            return cls(_run_lengths(pairs >> bits), labels, None, False,
                        _distinct(pairs, presorted=True))
         labels, _ = pd.factorize(values, use_na_sentinel=True)
         present = labels >= 0
