@@ -95,11 +95,10 @@ def factorize(series: pd.Series) -> tuple[np.ndarray, list]:
     except TypeError:
         order = sorted(range(len(uniques)), key=lambda i: (type(uniques[i]).__name__,
                                                            str(uniques[i])))
-    remap = np.empty(len(uniques), dtype=np.int64)
+    # One gather: a missing value's -1 reads the last entry, -1.
+    remap = np.full(len(uniques) + 1, -1, dtype=np.int64)
     remap[order] = np.arange(len(uniques))
-    codes = codes.astype(np.int64)
-    out = np.where(codes < 0, -1, remap[np.maximum(codes, 0)] if len(uniques) else -1)
-    return out, [uniques[i] for i in order]
+    return remap[codes], [uniques[i] for i in order]
 
 
 #: Most distinct values :func:`number_text` numbers for :func:`factorize`.
