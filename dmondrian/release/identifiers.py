@@ -95,8 +95,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._compat import hll_estimate_count
+from .._kernel.strings import number_strings
 from ..errors import ColumnError, IdentifyingColumnError, MissingColumnError, ParameterError
-from ..kinds.keys import number_text
+from ..kinds.keys import arrow_string_chunks, number_text
 
 __all__ = ["MIN_ROWS", "UNIQUE_SHARE", "IdentifyingColumn", "check_identifiers", "released_as_is",
            "check_allow_unique", "identifying_columns", "refuse_identifying", "candidates",
@@ -383,6 +384,9 @@ def _run_lengths(a: np.ndarray) -> np.ndarray:
     return np.diff(np.append(starts, len(a)))
 
 
+_NO_CODES = np.zeros(0, dtype=np.int64)
+
+
 def fewer_values(values: pd.Series, limit: int,
                  span: tuple[int, int] | None = None) -> bool | None:
     """Whether ``values`` hold fewer than ``limit`` distinct values (missing left out), when
@@ -410,7 +414,12 @@ def fewer_values(values: pd.Series, limit: int,
     if data is None:
         return None
     if pa.types.is_string(data.type) or pa.types.is_large_string(data.type):
-        return number_text(values, limit - 1, codes=False) is not None
+        chunks = list(arrow_string_chunks(data))
+        if len(chunks) > 1:  # chunks may share values: number_text merges them
+            return number_text(values, limit - 1, codes=False) is not None
+        # One chunk: its count says it, with no values to read back.
+        return not chunks or number_strings(*chunks[0][:4], np.zeros(limit - 1, dtype=np.int64),
+                                             _NO_CODES) >= 0
     return int(pc.count_distinct(data, mode="only_valid").as_py()) < limit
 
 
