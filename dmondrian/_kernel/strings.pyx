@@ -203,7 +203,6 @@ def lookup_strings(const offset_t[::1] offsets, const uint8_t[::1] data,
     return first_unknown
 
 
-
 cdef inline uint64_t _head(const uint8_t* p, i64 length, const uint8_t* end,
                            uint64_t* second, const uint64_t* masks) noexcept nogil:
     """The first 8 bytes of ``p[:length]`` as a word, and the next 8 in ``second``, the bytes
