@@ -109,8 +109,9 @@ def number_text(values: pd.Series, limit: int, codes: bool = True) -> tuple | No
     """``(codes, distinct values)`` of Arrow text holding at most ``limit`` distinct values,
     numbered in the order they first occur as :func:`pandas.factorize` numbers them (-1 for a
     null; no codes, an empty array, unless ``codes``), in compiled code
-    (:func:`dmondrian._kernel.strings.number_strings`: Arrow's hash of every row costs a few
-    times more); None for any other column, or more values.
+    (:func:`dmondrian._kernel.strings.number_strings`, a small table that stops at the limit,
+    where pandas' Arrow factorize hashes every row into one that grows); None for any other
+    column, or more values.
 
     Examples
     --------

@@ -293,7 +293,7 @@ def test_every_in_memory_path_decides_as_anonymize_does():
        seed=st.integers(0, 2**16), missing=st.floats(0, 0.3), text=st.booleans())
 def test_the_guard_counts_once_and_decides_as_the_rules_do(n, distinct, repeat, seed, missing,
                                                            text):
-    # release_guard's shortcuts (one count per column, bincounts, Arrow's distinct count,
+    # release_guard's shortcuts (one count per column, bincounts, text's compiled count,
     # the early exit, QI keys for combinations) change no verdict of either rule.
     from dmondrian.release.identifiers import candidates, identifying_columns
     from dmondrian.release.person_keys import person_key_columns, release_guard
