@@ -11,7 +11,8 @@ checks of the columns released as is: ``person_keys.release_guard``, or on
 an older build the two checks it replaced), plus the first call after the
 import. The steps are timed by wrapping the functions ``dmondrian.local``
 calls (``encode_table``, ``release_guard``, ``partition``, ``publish``); the
-prologue is the rest of the call. Run it under each build side by side
+prologue is the rest of the call; ``guards_over_partition`` is the ratio of
+those two steps (issue 40's target: at most 0.2). Run it under each build side by side
 (``PYTHONPATH=<worktree>``), alternating, on the same machine.
 
 ``--qis literature`` (the default) takes
@@ -134,6 +135,8 @@ def main(argv=None):
            "partition": _median_ms(lambda: local.partition(encoded, rules), 2 * args.repeat),
            "guards": _median_ms(_guards(df, released_as_is(df.columns, opts), encoded, qis),
                                 2 * args.repeat)}
+    steps = out["whole_call_steps_cpu_ms"]
+    out["guards_over_partition"] = round(steps["guards"] / steps["partition"], 3)
     print(json.dumps(out))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

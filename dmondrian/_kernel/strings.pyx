@@ -1,11 +1,15 @@
-"""Compiled lookups of an Arrow string column's rows among a few known values.
+"""Compiled lookups of an Arrow string column's rows among a few known values, and the
+numbering of a column's distinct values while they are few.
 
 A QI of text (sex, marital status, a region) has few distinct values. Arrow's
 ``index_in`` hashes every row's bytes against the value set; with a handful
 of values, comparing a row's length and then its bytes to each of them in
 turn costs a fraction of that, in one sequential pass that releases the GIL.
 Callers take this path for at most :data:`MAX_VALUES` values and keep
-Arrow's for more.
+Arrow's for more. The release guards ask of a text column released as is only
+whether it has fewer than a hundred distinct values: :func:`number_strings`
+answers that with a table of a few hundred slots that stays in the cache, and
+stops at the first value beyond the limit.
 
 A chunk is read in place from its buffers: ``offsets`` (int32 for
 ``string``, int64 for ``large_string``), the value bytes and the validity
@@ -20,7 +24,7 @@ from libc.string cimport memcmp, memcpy
 from dmondrian._kernel._bits cimport valid_bit
 from dmondrian._kernel._common cimport i64
 
-__all__ = ["MAX_VALUES", "value_table", "lookup_strings"]
+__all__ = ["MAX_VALUES", "value_table", "lookup_strings", "number_strings"]
 
 #: Most known values a lookup scans row by row.
 MAX_VALUES = 16
@@ -197,3 +201,103 @@ def lookup_strings(const offset_t[::1] offsets, const uint8_t[::1] data,
                 if dst != NULL:
                     dst[i] = code
     return first_unknown
+
+
+cdef inline uint64_t _head(const uint8_t* p, i64 length, const uint8_t* end,
+                           uint64_t* second, const uint64_t* masks) noexcept nogil:
+    """The first 8 bytes of ``p[:length]`` as a word, and the next 8 in ``second``, the bytes
+    beyond ``length`` zero; with the length they are the value itself up to 16 bytes. Both
+    words are always read: a branch on the length would follow the values' order."""
+    cdef i64 first = length if length < WORD else WORD
+    cdef i64 rest = length - first
+    second[0] = _word(p + WORD, rest if rest < WORD else WORD, end, masks)
+    return _word(p, first, end, masks)
+
+
+def number_strings(const offset_t[::1] offsets, const uint8_t[::1] data,
+                   const uint8_t[::1] bits, i64 bit_offset, i64[::1] firsts, i64[::1] out):
+    """Number a chunk's distinct values in the order they first occur, while there are at most
+    ``len(firsts)`` of them.
+
+    Parameters
+    ----------
+    offsets, data, bits, bit_offset
+        The chunk, as :func:`lookup_strings` takes it.
+    firsts : int64 array (limit,)
+        Filled with the row where each value first occurs, in code order.
+    out : int64 array (n,) or (0,)
+        Unless empty, filled with each row's code (-1 for a null).
+
+    Returns
+    -------
+    int
+        The distinct values (nulls are none), or -1 as soon as there are more
+        than ``limit``: ``firsts`` and ``out`` then hold the rows up to there.
+    """
+    cdef Py_ssize_t n = offsets.shape[0] - 1, i
+    cdef i64 limit = firsts.shape[0], size = 16
+    if out.shape[0] and out.shape[0] < n:
+        raise ValueError("out holds fewer values than the chunk")
+    if n <= 0:
+        return 0
+    cdef int shift = 60
+    while size < 2 * limit:
+        size <<= 1
+        shift -= 1
+    # A slot holds a code + 1 (0: empty); each code its value's first 16 bytes and length,
+    # which settle a comparison but for longer values.
+    cdef i64[::1] slots_ = np.zeros(size, dtype=np.int64)
+    cdef uint64_t[:, ::1] heads_ = np.zeros((max(limit, 1), 3), dtype=np.uint64)
+    cdef i64* slots = &slots_[0]
+    cdef uint64_t* heads = &heads_[0, 0]
+    cdef i64* fst = &firsts[0] if limit else NULL
+    cdef i64* dst = &out[0] if out.shape[0] else NULL
+    cdef const offset_t* off = &offsets[0]
+    cdef const uint8_t* src = &data[0]
+    cdef const uint8_t* end = src + data.shape[0]
+    cdef const uint8_t* b = &bits[0] if bits.shape[0] else NULL
+    cdef uint64_t masks[WORD + 1]
+    cdef uint8_t ones[WORD]
+    cdef uint64_t w0, w1, h, slot, mask = <uint64_t>(size - 1)
+    cdef uint64_t* known
+    cdef i64 count = 0, code, c, start, length, j
+    for j in range(WORD + 1):
+        for i in range(WORD):
+            ones[i] = 0xFF if i < j else 0
+        memcpy(&masks[j], ones, WORD)
+    with nogil:
+        for i in range(n):
+            code = -1
+            if valid_bit(b, bit_offset + i):
+                start = off[i]
+                length = off[i + 1] - start
+                w0 = _head(src + start, length, end, &w1, masks)
+                # Multiply-shift: the top bits of a sum of odd multiples pick the slot.
+                h = ((w0 ^ (<uint64_t>length << 56)) * <uint64_t>0x9E3779B97F4A7C15ULL
+                     + w1 * <uint64_t>0xBF58476D1CE4E5B9ULL)
+                slot = h >> shift
+                while True:
+                    c = slots[slot] - 1
+                    if c < 0:
+                        if count < limit:
+                            slots[slot] = count + 1
+                            known = heads + 3 * count
+                            known[0], known[1], known[2] = w0, w1, <uint64_t>length
+                            fst[count] = i
+                            code = count
+                            count += 1
+                        break
+                    known = heads + 3 * c
+                    if (known[0] == w0) & (known[1] == w1) & (known[2] == <uint64_t>length):
+                        if length <= 2 * WORD or memcmp(src + off[fst[c]] + 2 * WORD,
+                                                         src + start + 2 * WORD,
+                                                         length - 2 * WORD) == 0:
+                            code = c
+                            break
+                    slot = (slot + 1) & mask
+                if code < 0:
+                    count = -1
+                    break
+            if dst != NULL:
+                dst[i] = code
+    return count

@@ -12,11 +12,12 @@ import pyarrow as pa
 
 from .._compat import has_unknown_categories
 from .._kernel import keys as _keys
+from .._kernel import strings as _strings
 from .._kernel.constants import FLIP
 from ..errors import UnsupportedDtypeError
 
 __all__ = ["float_keys", "decode_float_keys", "factorize", "global_codes", "arrow_int32_chunks",
-           "arrow_string_chunks", "CategoryKind", "category_slot_counts"]
+           "arrow_string_chunks", "CategoryKind", "category_slot_counts", "number_text"]
 
 
 def float_keys(values: np.ndarray) -> np.ndarray:
@@ -83,8 +84,9 @@ def factorize(series: pd.Series) -> tuple[np.ndarray, list]:
     """
     if isinstance(series.dtype, pd.CategoricalDtype):
         return series.cat.codes.to_numpy().astype(np.int64), list(series.cat.categories)
+    numbered = number_text(series, FEW_TEXT_VALUES)
     try:
-        codes, uniques = pd.factorize(series, use_na_sentinel=True)
+        codes, uniques = numbered or pd.factorize(series, use_na_sentinel=True)
     except TypeError as exc:
         raise unhashable_error(series) from exc
     uniques = list(uniques)
@@ -93,11 +95,49 @@ def factorize(series: pd.Series) -> tuple[np.ndarray, list]:
     except TypeError:
         order = sorted(range(len(uniques)), key=lambda i: (type(uniques[i]).__name__,
                                                            str(uniques[i])))
-    remap = np.empty(len(uniques), dtype=np.int64)
+    # One gather: a missing value's -1 reads the last entry, -1.
+    remap = np.full(len(uniques) + 1, -1, dtype=np.int64)
     remap[order] = np.arange(len(uniques))
-    codes = codes.astype(np.int64)
-    out = np.where(codes < 0, -1, remap[np.maximum(codes, 0)] if len(uniques) else -1)
-    return out, [uniques[i] for i in order]
+    return remap[codes], [uniques[i] for i in order]
+
+
+#: Most distinct values :func:`number_text` numbers for :func:`factorize`.
+FEW_TEXT_VALUES = 1024
+
+
+def number_text(values: pd.Series, limit: int, codes: bool = True) -> tuple | None:
+    """``(codes, distinct values)`` of Arrow text holding at most ``limit`` distinct values,
+    numbered in the order they first occur as :func:`pandas.factorize` numbers them (-1 for a
+    null; no codes, an empty array, unless ``codes``), in compiled code
+    (:func:`dmondrian._kernel.strings.number_strings`, a small table that stops at the limit,
+    where pandas' Arrow factorize hashes every row into one that grows); None for any other
+    column, or more values.
+
+    Examples
+    --------
+    >>> codes, values = number_text(pd.Series(["b", None, "a", "b"], dtype="string[pyarrow]"), 4)
+    >>> codes.tolist(), values
+    ([0, -1, 1, 0], ['b', 'a'])
+    """
+    data = getattr(values.array, "_pa_array", None)
+    if data is None or not (pa.types.is_string(data.type) or pa.types.is_large_string(data.type)):
+        return None
+    out = np.empty(len(values) if codes else 0, dtype=np.int64)
+    known: dict = {}
+    at = 0
+    for offsets, raw, bits, bit_offset, chunk in arrow_string_chunks(data):
+        firsts = np.zeros(limit, dtype=np.int64)
+        rows = out[at:at + len(chunk)] if codes else out
+        count = _strings.number_strings(offsets, raw, bits, bit_offset, firsts, rows)
+        if count < 0:
+            return None
+        # A later chunk numbers its values afresh: the values seen before keep their codes.
+        remap = np.array([known.setdefault(v, len(known))
+                          for v in chunk.take(firsts[:count]).to_pylist()] + [-1], dtype=np.int64)
+        if codes and at:
+            rows[:] = remap[rows]
+        at += len(chunk)
+    return (out, list(known)) if len(known) <= limit else None
 
 
 def unhashable_error(series: pd.Series) -> UnsupportedDtypeError:

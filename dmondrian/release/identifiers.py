@@ -91,16 +91,20 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .._compat import hll_estimate_count
+from .._kernel.strings import number_strings
 from ..errors import ColumnError, IdentifyingColumnError, MissingColumnError, ParameterError
+from ..kinds.keys import arrow_string_chunks, number_text
 
 __all__ = ["MIN_ROWS", "UNIQUE_SHARE", "IdentifyingColumn", "check_identifiers", "released_as_is",
            "check_allow_unique", "identifying_columns", "refuse_identifying", "candidates",
            "DistinctSketch", "distinct_sketch", "merge_distinct", "estimate_identifying",
            "SketchVerdict", "DISTINCT_REFUSED", "HLL_MARGIN", "INDEX", "without_identifiers",
            "decide", "value_runs", "identifier_kind", "few_in_sample", "sample_positions",
-           "distinct_at_most", "small_int_codes", "REFUSED", "ALLOWED", "UNSURE"]
+           "fewer_values", "small_int_codes", "int_span", "REFUSED", "ALLOWED", "UNSURE"]
 
 #: Tables with fewer rows are not checked (a small table has unique values by chance).
 MIN_ROWS = 1_000
@@ -258,6 +262,10 @@ def released_as_is(columns, opts) -> list:
 
 def identifier_kind(dtype) -> str | None:
     """``"integer"``, ``"text"``, or None for a column no identifier is made of."""
+    if isinstance(dtype, np.dtype):  # numpy's own: its kind says it, without pandas' tests
+        return "integer" if dtype.kind in "iu" else "text" if dtype.kind in "OSU" else None
+    if isinstance(dtype, pd.StringDtype):
+        return "text"
     types = pd.api.types
     if isinstance(dtype, pd.CategoricalDtype):
         return "text"
@@ -275,6 +283,7 @@ def candidates(dtypes, released_as_is) -> list:
     index is never one (see the module's docstring: only a writer asked to write it judges it,
     :func:`dmondrian._dask.written_check.index_candidate`).
     """
+    dtypes = dict(dtypes.items())  # a Series' lookups cost more than the test
     return [c for c in released_as_is if identifier_kind(dtypes[c]) is not None]
 
 
@@ -319,23 +328,31 @@ def decide(rows: int, *, unique: int | None = None, distinct: float | None = Non
     return ALLOWED
 
 
-def small_int_codes(values: pd.Series) -> np.ndarray | None:
+def int_span(values: pd.Series) -> tuple[int, int] | None:
+    """``(smallest, largest)`` of a non-empty numpy integer column, else None."""
+    if not (isinstance(values.dtype, np.dtype) and values.dtype.kind in "iu") or not len(values):
+        return None
+    a = values.to_numpy()
+    return int(a.min()), int(a.max())
+
+
+def small_int_codes(values: pd.Series, span: tuple[int, int] | None = None,
+                    per_row: int = 4) -> np.ndarray | None:
     """Each row's value less the column's smallest, for a numpy integer column whose
-    values span fewer than four times its rows (a count, an amount, a small code); else
-    None. Such codes count the values by a ``bincount``, cheaper than a sort or a hash.
+    values span fewer than ``per_row`` times its rows (a count, an amount, a small code);
+    else None. Such codes count the values by a ``bincount``, cheaper than a sort or a
+    hash. ``span`` is the column's :func:`int_span`, when the caller has it.
 
     Examples
     --------
     >>> small_int_codes(pd.Series([7, 5, 9])).tolist(), small_int_codes(pd.Series([0, 10**9]))
     ([2, 0, 4], None)
     """
-    if not (isinstance(values.dtype, np.dtype) and values.dtype.kind in "iu") or not len(values):
+    span = int_span(values) if span is None else span
+    if span is None or span[1] - span[0] >= per_row * len(values):
         return None
     a = values.to_numpy()
-    low, high = int(a.min()), int(a.max())
-    if high - low >= 4 * len(a):
-        return None
-    return (a - a.dtype.type(low)).astype(np.intp, copy=False)
+    return (a - a.dtype.type(span[0])).astype(np.intp, copy=False)
 
 
 def value_runs(values: pd.Series, codes: np.ndarray | None = None) -> np.ndarray:
@@ -367,28 +384,43 @@ def _run_lengths(a: np.ndarray) -> np.ndarray:
     return np.diff(np.append(starts, len(a)))
 
 
-def distinct_at_most(values: pd.Series) -> int | None:
-    """The exact count of distinct values (missing left out) when a column stores them so
-    that it costs less than counting each value's rows: Arrow text (Arrow's own
-    count), a categorical (its codes); else None.
+_NO_CODES = np.zeros(0, dtype=np.int64)
+
+
+def fewer_values(values: pd.Series, limit: int,
+                 span: tuple[int, int] | None = None) -> bool | None:
+    """Whether ``values`` hold fewer than ``limit`` distinct values (missing left out), when
+    that costs less than counting each value's rows: from a numpy integer column's range
+    (``span``, its :func:`int_span`; only True, or None), a categorical's codes, or Arrow
+    text numbered in compiled code while its values are fewer
+    (:func:`dmondrian.kinds.keys.number_text`, which stops at the limit); else None.
 
     Examples
     --------
-    >>> distinct_at_most(pd.Series(["a", "b", "a", None], dtype="category"))
-    2
-    >>> distinct_at_most(pd.Series([1, 2])) is None
+    >>> fewer_values(pd.Series(["a", "b", "a", None], dtype="category"), 3)
     True
+    >>> fewer_values(pd.Series(["a", "b", "c"], dtype="string[pyarrow]"), 3)
+    False
+    >>> fewer_values(pd.Series([1, 2]), 3, (1, 2)), fewer_values(pd.Series([1, 9]), 3, (1, 9))
+    (True, None)
     """
+    if span is not None:
+        return True if span[1] - span[0] + 1 < limit else None
     if isinstance(values.dtype, pd.CategoricalDtype):
         codes = values.cat.codes.to_numpy()
         return int(np.count_nonzero(np.bincount(codes[codes >= 0],
-                                                minlength=len(values.cat.categories))))
+                                                minlength=len(values.cat.categories)))) < limit
     data = getattr(values.array, "_pa_array", None)
     if data is None:
         return None
-    import pyarrow.compute as pc
-
-    return int(pc.count_distinct(data, mode="only_valid").as_py())
+    if pa.types.is_string(data.type) or pa.types.is_large_string(data.type):
+        chunks = list(arrow_string_chunks(data))
+        if len(chunks) > 1:  # chunks may share values: number_text merges them
+            return number_text(values, limit - 1, codes=False) is not None
+        # One chunk: its count says it, with no values to read back.
+        return not chunks or number_strings(*chunks[0][:4], np.zeros(limit - 1, dtype=np.int64),
+                                             _NO_CODES) >= 0
+    return int(pc.count_distinct(data, mode="only_valid").as_py()) < limit
 
 
 def sample_positions(n: int, sample_rows: int = _SAMPLE) -> np.ndarray | None:

@@ -43,8 +43,9 @@ from .identifiers import (
     _run_lengths,
     candidates,
     decide,
-    distinct_at_most,
     few_in_sample,
+    fewer_values,
+    int_span,
     sample_positions,
     small_int_codes,
     value_runs,
@@ -103,38 +104,43 @@ def _qi_hash(df: pd.DataFrame, qis, qi_keys=None) -> np.ndarray:
 _MIX = 0x9E3779B97F4A7C15
 
 
-def _distinct(a: np.ndarray) -> int:
-    """Distinct values of the 1-d array ``a`` (a sort: numpy's hash-based unique is
-    slower on tens of thousands of 64-bit words)."""
+def _distinct(a: np.ndarray, presorted: bool = False) -> int:
+    """Distinct values of the 1-d array ``a`` (a sort, unless ``presorted``: numpy's
+    hash-based unique is slower on tens of thousands of 64-bit words)."""
     if len(a) == 0:
         return 0
-    a = np.sort(a)
+    a = a if presorted else np.sort(a)
     return 1 + int(np.count_nonzero(a[1:] != a[:-1]))
 
 
-def _share(values: np.ndarray, combos: np.ndarray, n_values: int) -> float:
+def _share(values: np.ndarray, combos: np.ndarray, n_values: int,
+           distinct_pairs: int | None = None) -> float:
     """Share of the rows beyond each value's first that bring a new QI combination.
 
     ``values`` label each row's value (any integers, one label a value), ``n_values``
-    counts them. A value of one row adds one pair and one value: rows of values seen
+    counts them, ``distinct_pairs`` their (value, combination) pairs when the caller
+    counted them. A value of one row adds one pair and one value: rows of values seen
     once leave the share as it is over the other rows.
     """
-    return (_distinct(_pairs(values, combos)) - n_values) / (len(values) - n_values)
+    if distinct_pairs is None:
+        distinct_pairs = _distinct(_pairs(values, combos)[0])
+    return (distinct_pairs - n_values) / (len(values) - n_values)
 
 
-def _pairs(values: np.ndarray, combos: np.ndarray) -> np.ndarray:
-    """One integer per row for its (value, QI combination) pair."""
+def _pairs(values: np.ndarray, combos: np.ndarray) -> tuple[np.ndarray, int | None]:
+    """One integer per row for its (value, QI combination) pair, and the bits the value (less
+    the smallest) is shifted by, None when the pairs are hashed."""
     if combos.dtype != np.uint64 and len(values):
-        low, width = int(values.min()), int(combos.max()) + 1
-        if width <= 2**31 and (int(values.max()) - low + 1) * width <= 2**63:
-            # Each pair its own number.
+        low, bits = int(values.min()), int(combos.max()).bit_length()
+        if bits <= 31 and (int(values.max()) - low + 1) << bits <= 2**63:
+            # Each pair its own number, in the values' order.
             pairs = values.astype(np.int64)
             pairs -= low
-            pairs *= width
-            pairs += combos
-            return pairs
+            pairs <<= bits
+            pairs |= combos
+            return pairs, bits
     # Hashed combinations: mixed with each value one-to-one.
-    return combos.astype(np.uint64, copy=False) ^ (values.astype(np.uint64) * np.uint64(_MIX))
+    return combos.astype(np.uint64, copy=False) ^ (values.astype(np.uint64) * np.uint64(_MIX)), None
 
 
 @dataclass
@@ -143,25 +149,36 @@ class _Counted:
 
     ``runs`` are the rows each value covers; ``labels`` one integer per row
     holding a value (``present`` marks them; None: every row), one label a value,
-    ``dense`` when they are codes from 0 (a bincount counts them).
+    ``dense`` when they are codes from 0 (a bincount counts them); ``pairs`` the
+    distinct (value, QI combination) pairs, when the count sorted them.
     """
 
     runs: np.ndarray
     labels: np.ndarray
     present: np.ndarray | None
     dense: bool
+    pairs: int | None = None
 
     @classmethod
-    def of(cls, values: pd.Series, codes: np.ndarray | None) -> _Counted:
+    def of(cls, values: pd.Series, codes: np.ndarray | None,
+           combos: np.ndarray | None = None) -> _Counted:
         """Count ``values``: a bincount of ``codes``, their
         :func:`~dmondrian.release.identifiers.small_int_codes` (or None), a sort of other
-        numpy integers (labelled by themselves), a hash table of anything else."""
+        numpy integers (labelled by themselves; with ``combos``, one per row, the sort of
+        their pairs with the QI combinations, which counts both), a hash table of anything
+        else."""
         if codes is not None:
             runs = np.bincount(codes)
             return cls(runs[runs > 0], codes, None, True)
         if isinstance(values.dtype, np.dtype) and values.dtype.kind == "i":
             labels = values.to_numpy()
-            return cls(_run_lengths(np.sort(labels)), labels, None, False)
+            pairs, bits = (None, None) if combos is None else _pairs(labels, combos)
+            if bits is None:
+                return cls(_run_lengths(np.sort(labels)), labels, None, False)
+            pairs.sort()
+            # Sorted by value first: a value's run is the run of its pairs' high bits.
+            return cls(_run_lengths(pairs >> bits), labels, None, False,
+                       _distinct(pairs, presorted=True))
         labels, _ = pd.factorize(values, use_na_sentinel=True)
         present = labels >= 0
         if present.all():
@@ -190,7 +207,7 @@ class _Counted:
         """
         if self.present is not None:
             combos = combos[self.present]
-        share = _share(self.labels, combos, self.distinct)
+        share = _share(self.labels, combos, self.distinct, self.pairs)
         if share >= NEW_TUPLE_RATIO:
             return share, float("nan")
         labels = self.labels if self.dense else pd.factorize(self.labels)[0]
@@ -279,7 +296,7 @@ def new_tuple_share(df: pd.DataFrame, column, qis, qi_codes=None) -> tuple[float
 
 
 def person_key_columns(df: pd.DataFrame, candidates, qis, allow=(), qi_keys=None,
-                       counts=None) -> list:
+                       counts=None, combos=None) -> list:
     """``[(column, share, shuffled, distinct)]`` of the ``candidates`` that look like a person key.
 
     ``candidates`` are columns released as is of an identifier's kind (see
@@ -287,7 +304,8 @@ def person_key_columns(df: pd.DataFrame, candidates, qis, allow=(), qi_keys=None
     the engine's encoded QI arrays, when it has them (:func:`_qi_hash`); ``counts`` maps a column to
     its values counted over every row (a :class:`_Counted`), when :func:`release_guard` counted
     them, or to None when its sample already showed enough values. A counted column is sampled and
-    shuffled only when its share, taken over every row, does not rule it out.
+    shuffled only when its share, taken over every row, does not rule it out. ``combos`` are the QI
+    combinations of :func:`_qi_hash`, when the caller has them.
 
     Examples
     --------
@@ -303,7 +321,6 @@ def person_key_columns(df: pd.DataFrame, candidates, qis, allow=(), qi_keys=None
         return []
     counts = counts or {}
     found = []
-    combos = None
     for column in candidates:
         if column in allow or column not in df.columns:
             continue
@@ -372,7 +389,7 @@ def release_guard(df: pd.DataFrame, released_as_is, qis, allow=(), qi_keys=None,
     n = len(df)
     if n < MIN_ROWS:
         return [], []
-    found, counts, rest = [], {}, []
+    found, counts, rest, combos = [], {}, [], None
     sample_rows = SAMPLE_ROWS if n > 2 * SAMPLE_ROWS else _SAMPLE
     positions = sample_positions(n, sample_rows)  # drawn once for every column
     for column in candidates(df.dtypes, released_as_is):
@@ -386,11 +403,21 @@ def release_guard(df: pd.DataFrame, released_as_is, qis, allow=(), qi_keys=None,
             if sampled is not None and sampled < sample_rows / 4:
                 rest.append(column)  # not identifying; the person-key rule samples it
                 continue
-            distinct = distinct_at_most(values)
-            if distinct is not None and distinct < MIN_VALUES:
+            span = int_span(values)
+            if fewer_values(values, MIN_VALUES, span):
                 continue  # neither rule: under MIN_VALUES values, of which fewer are unique
-            codes = small_int_codes(values)
-            counted = _Counted.of(values, codes) if n <= SAMPLE_ROWS else None
+            counted = None
+            if n > SAMPLE_ROWS:
+                codes = small_int_codes(values, span)
+            else:
+                # Integers spanning more than the rows are sorted with the QI combinations:
+                # one sort counts the values and their pairs, both of which the share of a
+                # column of many values needs; a bincount counts the others.
+                fuse = person_keys and qis and span is not None and span[1] - span[0] >= n
+                codes = None if fuse else small_int_codes(values, span)
+                if fuse and combos is None:
+                    combos = _qi_hash(df, qis, qi_keys)
+                counted = _Counted.of(values, codes, combos if fuse else None)
             runs = value_runs(values, codes) if counted is None else counted.runs
         except TypeError:  # unhashable objects (lists, dicts): not an identifier's values
             continue
@@ -403,7 +430,8 @@ def release_guard(df: pd.DataFrame, released_as_is, qis, allow=(), qi_keys=None,
         counts[column] = counted
     if not person_keys:
         return found, []
-    return found, person_key_columns(df, rest, qis, qi_keys=qi_keys, counts=counts)
+    return found, person_key_columns(df, rest, qis, qi_keys=qi_keys, counts=counts,
+                                     combos=combos)
 
 
 def warn_person_keys(found: list) -> None:

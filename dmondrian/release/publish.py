@@ -40,6 +40,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import _kernel as K
 from .._compat import categorical_dtype
@@ -380,11 +381,15 @@ def missing_as_null(labels: pd.Index, inverse: np.ndarray) -> tuple[pd.Index, np
     >>> labels.tolist(), inverse.tolist()
     (['[1, 2]', '3'], [-1, 0, 1])
     """
-    # A comparison, not get_indexer: that builds a hash table of every label first.
-    hits = np.flatnonzero(np.asarray(labels == MISSING_LABEL, dtype=bool))
-    if not len(hits):
+    data = getattr(labels.array, "_pa_array", None)
+    if data is not None and (pa.types.is_large_string(data.type) or pa.types.is_string(data.type)):
+        # Arrow text: Arrow's own search, without pandas' comparison around it.
+        at = pc.index(data, MISSING_LABEL).as_py()
+    else:  # A comparison, not get_indexer: that builds a hash table of every label first.
+        hits = np.flatnonzero(np.asarray(labels == MISSING_LABEL, dtype=bool))
+        at = int(hits[0]) if len(hits) else -1
+    if at < 0:
         return labels, inverse
-    at = int(hits[0])
     inverse = np.asarray(inverse)
     return labels.delete(at), np.where(inverse == at, -1, inverse - (inverse > at))
 

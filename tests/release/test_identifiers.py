@@ -293,7 +293,7 @@ def test_every_in_memory_path_decides_as_anonymize_does():
        seed=st.integers(0, 2**16), missing=st.floats(0, 0.3), text=st.booleans())
 def test_the_guard_counts_once_and_decides_as_the_rules_do(n, distinct, repeat, seed, missing,
                                                            text):
-    # release_guard's shortcuts (one count per column, bincounts, Arrow's distinct count,
+    # release_guard's shortcuts (one count per column, bincounts, text's compiled count,
     # the early exit, QI keys for combinations) change no verdict of either rule.
     from dmondrian.release.identifiers import candidates, identifying_columns
     from dmondrian.release.person_keys import person_key_columns, release_guard
@@ -366,3 +366,73 @@ def test_a_warning_points_at_the_callers_line_from_any_subpackage():
     with pytest.warns(TextQuasiIdentifierWarning) as record:
         dmondrian.anonymize(df, ["j", "a"], 5)
     assert record[0].filename == __file__
+
+
+def _text_column(values: np.ndarray, prefix: str, chunks: int, large: bool):
+    """``values`` as Arrow text after ``prefix``, in ``chunks`` chunks: pandas' string dtype
+    (``large_string``) or an ``ArrowDtype`` of ``string`` (32-bit offsets)."""
+    import pyarrow as pa
+
+    text = [None if v < 0 else f"{prefix}{v}" for v in values.tolist()]
+    kind = pa.large_string() if large else pa.string()
+    bounds = np.linspace(0, len(text), chunks + 1).astype(int)
+    array = pa.chunked_array([pa.array(text[a:b], type=kind) for a, b in zip(bounds, bounds[1:])],
+                             type=kind)
+    return pd.Series(pd.arrays.ArrowStringArray(array) if large
+                     else pd.arrays.ArrowExtensionArray(array))
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1000, 2500), distinct=st.integers(85, 115), seed=st.integers(0, 2**16),
+       missing=st.floats(0, 0.2), chunks=st.integers(1, 3), large=st.booleans(),
+       prefix=st.sampled_from(["", "u", "a value longer than sixteen bytes "]))
+def test_the_fast_counts_decide_as_the_exact_ones_around_the_threshold(
+        n, distinct, seed, missing, chunks, large, prefix):
+    # Columns of about MIN_VALUES values: Arrow text numbered in compiled code (nulls, chunks,
+    # values sharing their first 16 bytes), integers ruled out by their range, categoricals.
+    from dmondrian._kernel.strings import number_strings
+    from dmondrian.kinds.keys import arrow_string_chunks, factorize
+    from dmondrian.release.identifiers import (
+        candidates,
+        fewer_values,
+        identifying_columns,
+        int_span,
+    )
+    from dmondrian.release.person_keys import MIN_VALUES, person_key_columns, release_guard
+
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, distinct, n)
+    values[rng.random(n) < missing] = -1
+    text = _text_column(values, prefix, chunks, large)
+    present = values[values >= 0]
+    exact = len(np.unique(present))
+    assert fewer_values(text, MIN_VALUES) == (exact < MIN_VALUES)
+    assert fewer_values(text.astype("category"), MIN_VALUES) == (exact < MIN_VALUES)
+    ints = pd.Series(values + 7)
+    assert fewer_values(ints, MIN_VALUES, int_span(ints)) in (
+        (True,) if values.max() - values.min() + 1 < MIN_VALUES else (None,))
+    # The numbering is pandas' first-seen codes, as long as the values are few enough.
+    for offsets, data, bits, bit_offset, chunk in arrow_string_chunks(text.array._pa_array):
+        firsts, out = np.zeros(MIN_VALUES, np.int64), np.zeros(len(chunk), np.int64)
+        count = number_strings(offsets, data, bits, bit_offset, firsts, out)
+        codes, uniques = pd.factorize(pd.Series(chunk.to_pylist(), dtype=object))
+        if len(uniques) > MIN_VALUES:
+            assert count == -1
+        else:
+            assert count == len(uniques)
+            assert out.tolist() == codes.tolist()
+            assert [chunk[int(i)].as_py() for i in firsts[:count]] == list(uniques)
+    # The nominal encoding numbers the text the same way (codes across chunks included).
+    codes, categories = factorize(text)
+    expected, expected_categories = factorize(pd.Series(text.tolist(), dtype=object))
+    assert (codes.tolist(), categories) == (expected.tolist(), expected_categories)
+    # Both rules, fast and exact, on a table holding these columns.
+    key = rng.integers(0, n // 3, n)
+    df = pd.DataFrame({"age": (key * 7919) % 70, "zip": key % 30, "text": text,
+                       "ints": ints, "key": key * 1000})
+    as_is = ["text", "ints", "key"]
+    found, keys = release_guard(df, as_is, ["age", "zip"], (),
+                                [df["age"].to_numpy(), df["zip"].to_numpy()])
+    assert [f.column for f in found] == [f.column for f in identifying_columns(df, as_is)]
+    rest = [c for c in candidates(df.dtypes, as_is) if c not in {f.column for f in found}]
+    assert keys == person_key_columns(df, rest, ["age", "zip"])
