@@ -533,6 +533,18 @@ class QIKindSpec:
         """The :class:`Domain` of a column from its computed :meth:`domain_parts`."""
         raise NotImplementedError
 
+    def partition_parts(self, col: pd.Series) -> tuple:
+        """What :meth:`merge_parts` merges of one in-memory partition (default: its
+        computed :meth:`domain_parts`)."""
+        return tuple(self.domain_parts(col))
+
+    def merge_parts(self, parts: list, meta: pd.Series | None = None) -> tuple:
+        """Partitions' :meth:`partition_parts` merged into those of their union, or, given
+        ``meta`` (the input's empty pandas form), into its :meth:`domain_parts`. Default:
+        the smallest and the largest present value."""
+        lo, hi = (pd.Series([p[i] for p in parts], dtype=object).dropna() for i in (0, 1))
+        return (lo.min() if len(lo) else np.nan, hi.max() if len(hi) else np.nan)
+
     # -- publishing -----------------------------------------------------------------------------
     def publishes_labels(self, generalization: str) -> bool:
         """Whether this kind publishes labels (strings) under ``generalization``;

@@ -82,6 +82,9 @@ class HierarchyKind(QIKindSpec):
     def domain_parts(self, col) -> tuple:
         return (col.isna().any(),)
 
+    def merge_parts(self, parts: list, meta=None) -> tuple:
+        return (any(bool(p[0]) for p in parts),)
+
     def domain(self, name, parts, meta, hierarchy=None) -> Domain:
         h = Hierarchy.coerce(hierarchy, name=name)
         if bool(parts[0]):

@@ -233,6 +233,23 @@ class CategoryKind:
         """One slot per category, in the global category order, and the last for missing."""
         return category_slot_counts(values, n_missing, categories), None
 
+    def partition_parts(self, col: pd.Series) -> tuple:
+        """A partition's distinct present values and whether a value is missing: partitions
+        may hold other categories. The values are taken first (Arrow text and codes as they
+        are), then as objects: partitions may hold other types of the same values."""
+        return np.asarray(col.dropna().unique(), dtype=object), bool(col.isna().any())
+
+    def merge_parts(self, parts: list, meta: pd.Series | None = None) -> tuple:
+        """Partitions' distinct values and missing flags merged; given ``meta``, the
+        :meth:`~dmondrian.kinds.QIKindSpec.domain_parts` of a column of them (ordered kinds:
+        coded in ``meta``'s category order)."""
+        values = pd.unique(np.concatenate([v for v, _ in parts]))
+        missing = any(m for _, m in parts)
+        if meta is None:
+            return values, missing
+        column = pd.Series([*values, None] if missing else values, dtype=object)
+        return tuple(self.domain_parts(column.astype(meta.dtype) if self.ordered else column))
+
 
 def category_slot_counts(values: pd.Series, n_missing: int, categories: list) -> np.ndarray:
     """Count of every slot of a kind with categories: one per category (global code
