@@ -4,10 +4,9 @@ Where the files come from, in this order:
 
 1. the ``path`` argument;
 2. the folder named by the environment variable ``DMONDRIAN_ADULT_DIR``;
-3. the user cache, ``$XDG_CACHE_HOME/dmondrian/adult`` (``~/.cache/dmondrian/adult``),
-   filled once from the UCI repository. Every downloaded file is checked
-   against its known checksums and only then moved into place, so the cache
-   never holds a partial or corrupted file.
+3. the user cache, ``$XDG_CACHE_HOME/dmondrian/adult`` (``~/.cache/dmondrian/adult``), filled once
+   from the UCI repository. Every downloaded file is checked against its known checksums and only
+   then moved into place, so the cache never holds a partial or corrupted file.
 
 Folders given explicitly (1 and 2) are only read, never written to.
 
@@ -99,13 +98,11 @@ def adult_dir(path=None, *, download: bool = True, url: str = ADULT_URL) -> Path
     Parameters
     ----------
     path : str or os.PathLike, optional
-        A folder holding ``adult.data``. When omitted, ``$DMONDRIAN_ADULT_DIR``
-        is used, and when that is unset too, the user cache
-        (:func:`adult_cache_dir`).
+        A folder holding ``adult.data``. When omitted, ``$DMONDRIAN_ADULT_DIR`` is used, and when
+        that is unset too, the user cache (:func:`adult_cache_dir`).
     download : bool, default True
-        Whether a cache missing ``adult.data`` or ``adult.names`` may be filled
-        from ``url``. Folders named by ``path`` or the environment are never
-        written to.
+        Whether a cache missing ``adult.data`` or ``adult.names`` may be filled from ``url``.
+        Folders named by ``path`` or the environment are never written to.
     url : str, default :data:`ADULT_URL`
         Base URL of the files (anything :mod:`urllib.request` opens, e.g. a
         ``file://`` URL of a local mirror).
@@ -118,9 +115,8 @@ def adult_dir(path=None, *, download: bool = True, url: str = ADULT_URL) -> Path
     Raises
     ------
     DatasetError
-        The named folder does not exist, or the cache is empty and
-        ``download`` is False, or the download failed or did not match the
-        known checksums.
+        The named folder does not exist, or the cache is empty and ``download`` is False, or the
+        download failed or did not match the known checksums.
 
     Examples
     --------
@@ -193,10 +189,9 @@ def load_adult(path=None, *, raw: bool = False, download: bool = True, url: str 
         The folder holding ``adult.data``; see :func:`adult_dir` for the
         default (``$DMONDRIAN_ADULT_DIR``, then a downloaded cache).
     raw : bool, default False
-        False gives the setup of the k-anonymity literature (LeFevre et al.
-        2006): every record with a ``?`` is dropped, leaving 30,162 rows out of
-        32,561, and the index is renumbered from 0. True keeps every record and
-        reads ``?`` as a missing value (NaN).
+        False gives the setup of the k-anonymity literature (LeFevre et al. 2006): every record with
+        a ``?`` is dropped, leaving 30,162 rows out of 32,561, and the index is renumbered from 0.
+        True keeps every record and reads ``?`` as a missing value (NaN).
     download : bool, default True
         Whether an empty cache may be filled from UCI (see :func:`adult_dir`).
     url : str, default :data:`ADULT_URL`
@@ -264,9 +259,8 @@ def load_adult_hierarchies(path=None) -> dict[str, Hierarchy]:
     Parameters
     ----------
     path : str or os.PathLike, optional
-        The Adult folder (the one holding ``hierarchies/``); defaults as in
-        :func:`adult_dir`, without downloading (UCI does not publish
-        hierarchies).
+        The Adult folder (the one holding ``hierarchies/``); defaults as in :func:`adult_dir`,
+        without downloading (UCI does not publish hierarchies).
 
     Returns
     -------

@@ -1,9 +1,8 @@
 """A scikit-learn compatible transformer around :func:`dmondrian.anonymize`.
 
-scikit-learn is not a dependency: the class follows its conventions
-(parameters stored verbatim in ``__init__``, validated in ``fit``,
-``get_params``/``set_params``, fitted attributes ending in ``_``) so that it
-works in a ``Pipeline`` and with ``clone`` when scikit-learn is installed.
+scikit-learn is not a dependency: the class follows its conventions (parameters stored verbatim in
+``__init__``, validated in ``fit``, ``get_params``/``set_params``, fitted attributes ending in
+``_``) so that it works in a ``Pipeline`` and with ``clone`` when scikit-learn is installed.
 """
 
 from __future__ import annotations
@@ -154,13 +153,12 @@ identifiers, allow_unique
         Parameters
         ----------
         transform : {"default", "pandas", "polars"}, default=None
-            ``"default"`` and ``"pandas"``: a pandas DataFrame (the release's labels
-            are text, so a DataFrame is this transformer's default output), with the
-            input's index and :meth:`get_feature_names_out`'s columns;
-            ``"polars"``: a polars DataFrame (polars must be installed); None:
-            unchanged. Without a call, scikit-learn's global
-            ``set_config(transform_output=...)`` applies when scikit-learn is
-            imported. A dask DataFrame's lazy release is returned as is.
+            ``"default"`` and ``"pandas"``: a pandas DataFrame (the release's labels are text, so a
+            DataFrame is this transformer's default output), with the input's index and
+            :meth:`get_feature_names_out`'s columns; ``"polars"``: a polars DataFrame (polars must
+            be installed); None: unchanged. Without a call, scikit-learn's global
+            ``set_config(transform_output=...)`` applies when scikit-learn is imported. A dask
+            DataFrame's lazy release is returned as is.
 
         Returns
         -------

@@ -1,9 +1,8 @@
 """Pictures of a release: class sizes, the cost of k, and the Mondrian painting.
 
-Every function builds and returns a :class:`matplotlib.figure.Figure`
-directly: pyplot is never imported, so no global figure state is created or
-leaked, and the figures render with the Agg backend (``fig.savefig("x.png")``,
-or shown inline by Jupyter).
+Every function builds and returns a :class:`matplotlib.figure.Figure` directly: pyplot is never
+imported, so no global figure state is created or leaked, and the figures render with the Agg
+backend (``fig.savefig("x.png")``, or shown inline by Jupyter).
 """
 
 from __future__ import annotations
@@ -225,11 +224,10 @@ def k_sweep(table, quasi_identifiers, ks, *, figsize=(7.0, 6.0), **options) -> F
 
 
 def _axis(original: pd.Series, labels: list):
-    """Where an axis puts things: the original values, and the ``lo``, ``hi`` and
-    ``missing`` of each of its published ``labels`` (NaN bounds: nothing to draw),
-    plus the half-width of one value (0.5 for integers and categories, whose
-    published range ``[20, 29]`` covers the cells 19.5 to 29.5, so neighbouring
-    classes touch)."""
+    """Where an axis puts things: the original values, and the ``lo``, ``hi`` and ``missing`` of
+    each of its published ``labels`` (NaN bounds: nothing to draw), plus the half-width of one value
+    (0.5 for integers and categories, whose published range ``[20, 29]`` covers the cells 19.5 to
+    29.5, so neighbouring classes touch)."""
     kind = detect_kind(original)
     if not kind.ordered:
         raise UnsupportedDtypeError(original.name, f"partition_painting draws numeric, datetime "
@@ -280,12 +278,11 @@ def partition_painting(original, anonymized, quasi_identifiers, *, palette="dist
                        max_points=30_000, seed=0, title=None, figsize=(8.0, 7.0)) -> Figure:
     """The Mondrian "painting": every class's box in a plane of two QIs.
 
-    Each distinct pair of published values of ``qi_x`` and ``qi_y`` is drawn
-    as the rectangle it covers, filled with its own colour, over a scatter of
-    the original points. With more than two QIs, classes differing only in
-    other QIs share a rectangle; with ``mode="relaxed"`` rectangles may
-    overlap. Classes mixing missing and present values are hatched; classes
-    with only missing values have no box.
+    Each distinct pair of published values of ``qi_x`` and ``qi_y`` is drawn as the rectangle it
+    covers, filled with its own colour, over a scatter of the original points. With more than two
+    QIs, classes differing only in other QIs share a rectangle; with ``mode="relaxed"`` rectangles
+    may overlap. Classes mixing missing and present values are hatched; classes with only missing
+    values have no box.
 
     Parameters
     ----------
@@ -296,8 +293,7 @@ def partition_painting(original, anonymized, quasi_identifiers, *, palette="dist
     quasi_identifiers : [qi_x, qi_y]
         Two numeric, datetime or ordinal QIs.
     palette : {"distinct", "mondrian"}
-        One distinct colour per box, or Piet Mondrian's red, blue, yellow
-        and white.
+        One distinct colour per box, or Piet Mondrian's red, blue, yellow and white.
     max_points : int
         Scatter at most this many original points (a seeded sample).
     seed : int
@@ -389,8 +385,7 @@ def partition_painting(original, anonymized, quasi_identifiers, *, palette="dist
 
 
 def _boxes(pairs, qx, qy, labels_x, bounds_x, labels_y, bounds_y) -> pd.DataFrame:
-    """One box per distinct pair of published values; none where an axis has only
-    missing values."""
+    """One box per distinct pair of published values; none where an axis has only missing values."""
     ix = pd.Index(labels_x, dtype=object).get_indexer(pairs[qx])
     iy = pd.Index(labels_y, dtype=object).get_indexer(pairs[qy])
     (x0, x1, mx), (y0, y1, my) = bounds_x, bounds_y

@@ -1,20 +1,17 @@
 """The ``dmondrian`` command line: anonymize, report, verify, sweep, plot, demo.
 
-Every failure is one line on stderr, ``dmondrian: error: ...``, and a non-zero
-exit status: 2 for a usage or input error (bad flag, missing file, unknown
-column, k larger than the table, ...), 1 for a table that fails ``verify`` or
-an unexpected internal error. ``--debug`` (anywhere on the line) adds the
-traceback.
+Every failure is one line on stderr, ``dmondrian: error: ...``, and a non-zero exit status: 2 for a
+usage or input error (bad flag, missing file, unknown column, k larger than the table, ...), 1 for a
+table that fails ``verify`` or an unexpected internal error. ``--debug`` (anywhere on the line) adds
+the traceback.
 
-Layout: a module per command (:mod:`.anonymize`, :mod:`.report`,
-:mod:`.verify`, :mod:`.sweep`, :mod:`.plot`, :mod:`.demo`), each with its
-name, help, ``arguments(parser)`` and ``run(args)``, made a sub-command by
-:func:`._common.add_command`; :mod:`._common` holds what they share (the
-parser class, exit statuses, the error line, the flags made from the option
-table :mod:`dmondrian.options`), :mod:`._types` the argument types,
-:mod:`._inputs` the reading of tables and hierarchy files, :mod:`._progress`
-the progress bar and :mod:`._engines` every import of the engines and of
-Dask clusters.
+Layout: a module per command (:mod:`.anonymize`, :mod:`.report`, :mod:`.verify`, :mod:`.sweep`,
+:mod:`.plot`, :mod:`.demo`), each with its name, help, ``arguments(parser)`` and ``run(args)``, made
+a sub-command by :func:`._common.add_command`; :mod:`._common` holds what they share (the parser
+class, exit statuses, the error line, the flags made from the option table
+:mod:`dmondrian.options`), :mod:`._types` the argument types, :mod:`._inputs` the reading of tables
+and hierarchy files, :mod:`._progress` the progress bar and :mod:`._engines` every import of the
+engines and of Dask clusters.
 
 The heavy imports (pandas, the engines, matplotlib, dask) happen inside the
 commands so that ``dmondrian --help`` answers at once.

@@ -20,11 +20,10 @@ def anonymize_on_dask(job, release_report, ddf=None) -> tuple[object, int]:
     job : dmondrian.cli.anonymize.Job
         The resolved command line.
     release_report : callable
-        ``(job, released, original, measured=None) -> Report``: given the counts
-        the write tasks took (``measured``), without reading anything again; else
-        run on the cluster with the release read back from the output and the
-        input (both lazy). Either way the manifest of a Dask release holds what
-        a local one does.
+        ``(job, released, original, measured=None) -> Report``: given the counts the write tasks
+        took (``measured``), without reading anything again; else run on the cluster with the
+        release read back from the output and the input (both lazy). Either way the manifest of a
+        Dask release holds what a local one does.
     ddf : dask.dataframe.DataFrame, optional
         The input, opened and checked already (the command line does so before
         staging OUTPUT); default: opened here.
@@ -71,22 +70,20 @@ def _measure(job, generalization=None):
 def release_plan_on_dask(job, release_report, ddf=None):
     """Release a job's input through its ``--plan`` on a Dask cluster, write it, measure it.
 
-    The plan's Dask path (:meth:`dmondrian.plans.FittedPlan.transform_to_parquet`,
-    or :func:`~dmondrian.plans.dask.transform_dask` for CSV): one pass counts
-    the rows of every region, then every partition is published in place,
-    its rows shuffled (:mod:`dmondrian.release.row_order`) and written. No
-    shuffle between partitions. With ``--save-plan`` the plan is first fitted
-    on the input (:func:`dmondrian.plans.fit_plan`) and written
-    once the release is. A Parquet release's manifest is built from what the
-    passes counted (the write tasks' classes, the counting pass's QI domains:
-    :mod:`dmondrian.metrics.accumulator`), as :func:`anonymize_on_dask`'s is;
-    a CSV release (dask's writer writes it) is read back.
+    The plan's Dask path (:meth:`dmondrian.plans.FittedPlan.transform_to_parquet`, or
+    :func:`~dmondrian.plans.dask.transform_dask` for CSV): one pass counts the rows of every region,
+    then every partition is published in place, its rows shuffled
+    (:mod:`dmondrian.release.row_order`) and written. No shuffle between partitions. With
+    ``--save-plan`` the plan is first fitted on the input (:func:`dmondrian.plans.fit_plan`) and
+    written once the release is. A Parquet release's manifest is built from what the passes counted
+    (the write tasks' classes, the counting pass's QI domains:
+    :mod:`dmondrian.metrics.accumulator`), as :func:`anonymize_on_dask`'s is; a CSV release (dask's
+    writer writes it) is read back.
 
     Parameters
     ----------
     job : dmondrian.cli.anonymize.Job
-        The resolved command line, ``job.plan`` the loaded plan (None with
-        ``--save-plan``).
+        The resolved command line, ``job.plan`` the loaded plan (None with ``--save-plan``).
     release_report, ddf : callable, dask.dataframe.DataFrame
         As in :func:`anonymize_on_dask`.
 

@@ -1,11 +1,10 @@
 """``dmondrian anonymize``: read, anonymize, write atomically with a manifest.
 
-Small inputs run on the in-memory engine here; large ones, or ``--distributed``,
-on the Dask engine (:mod:`._anonymize_dask`). Either way the release and its
-manifest are staged in a hidden folder beside OUTPUT and published only once
-every check has passed, the manifest last (:mod:`dmondrian.io.staging`): a
-killed run leaves nothing at OUTPUT that passes for a release, and the same
-command runs again without ``--overwrite``.
+Small inputs run on the in-memory engine here; large ones, or ``--distributed``, on the Dask engine
+(:mod:`._anonymize_dask`). Either way the release and its manifest are staged in a hidden folder
+beside OUTPUT and published only once every check has passed, the manifest last
+(:mod:`dmondrian.io.staging`): a killed run leaves nothing at OUTPUT that passes for a release, and
+the same command runs again without ``--overwrite``.
 """
 
 from __future__ import annotations

@@ -78,9 +78,8 @@ def _generate(args):
 def _anonymize(df, qis, k, local: bool):
     """The one place the demo chooses its engine.
 
-    The Dask engine on an embedded LocalCluster, with regions of at most a
-    quarter of the table, when it is installed and not refused with
-    ``--local``; the in-memory engine otherwise.
+    The Dask engine on an embedded LocalCluster, with regions of at most a quarter of the table,
+    when it is installed and not refused with ``--local``; the in-memory engine otherwise.
     """
     # The generated table's record id is a direct identifier: it is not released.
     if local or not _engines.has_dask_engine():

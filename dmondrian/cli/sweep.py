@@ -37,8 +37,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the information-loss curve over k, and draw it with ``--plot`` (exit
-    status 0)."""
+    """Print the information-loss curve over k, and draw it with ``--plot`` (exit status 0)."""
     qis = split_names(args.qi)
     if args.plot and not args.plot.lower().endswith(".png"):
         raise UsageError(f"--plot {args.plot!r} must end in .png")

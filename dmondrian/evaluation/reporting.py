@@ -1,9 +1,8 @@
 """One call that measures a release: :func:`report` and its :class:`Report`.
 
-The report gathers the metrics of :mod:`dmondrian.metrics` (see there for
-every definition) and reads a Dask table in as few passes as it can: class
-sizes, label counts, the original's domains and the sensitive statistics are
-computed together in one ``dask.compute``.
+The report gathers the metrics of :mod:`dmondrian.metrics` (see there for every definition) and
+reads a Dask table in as few passes as it can: class sizes, label counts, the original's domains and
+the sensitive statistics are computed together in one ``dask.compute``.
 
 (The module is not called ``report.py``: ``dmondrian.report`` is the function,
 and a submodule of the same name would shadow it.)
@@ -71,11 +70,10 @@ class Report:
         Information loss (None without ``original`` or ``domains``); rows
         suppressed count as full loss on every QI.
     ncp_released : NCP or None
-        Information loss over the released rows alone, normalized by the
-        domains they span (:func:`dmondrian.metrics.certainty_penalty.released_domains`),
-        when rows were left out (``suppressed="drop"``; None otherwise): what a
-        manifest records, since ``ncp``, counting the rows left out and
-        normalized by the original's ranges, gives their number and the
+        Information loss over the released rows alone, normalized by the domains they span
+        (:func:`dmondrian.metrics.certainty_penalty.released_domains`), when rows were left out
+        (``suppressed="drop"``; None otherwise): what a manifest records, since ``ncp``, counting
+        the rows left out and normalized by the original's ranges, gives their number and the
         extremes they held away (:func:`dmondrian.evaluation.manifest.withhold_exact`).
     risk : Risk
     suppressed : Suppressed
@@ -261,8 +259,7 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
     Returns
     -------
     Report
-        With a readable ``repr``, ``_repr_html_`` for notebooks, ``to_dict()``
-        and ``to_json()``.
+        With a readable ``repr``, ``_repr_html_`` for notebooks, ``to_dict()`` and ``to_json()``.
 
     Examples
     --------
@@ -334,11 +331,10 @@ def counted_report(counts: ReleaseCounts, quasi_identifiers, domains, input_rows
                    bins=None) -> Report:
     """The :func:`report` of a release from its merged class counts, without reading it.
 
-    What :func:`report` gives for ``report(release, quasi_identifiers,
-    original=..., sensitive=counts.sensitive, ...)`` (within float rounding),
-    from the counts the tasks that wrote the release accumulated partition by
-    partition (:class:`~dmondrian.metrics.accumulator.ReleaseCounts`). Every
-    QI must be published as labels.
+    What :func:`report` gives for ``report(release, quasi_identifiers, original=...,
+    sensitive=counts.sensitive, ...)`` (within float rounding), from the counts the tasks that wrote
+    the release accumulated partition by partition
+    (:class:`~dmondrian.metrics.accumulator.ReleaseCounts`). Every QI must be published as labels.
 
     Parameters
     ----------

@@ -1,16 +1,14 @@
 """Check that a released table keeps its privacy promise, class by class.
 
-:func:`verify` reads only the published columns (the QIs and, for l and t,
-the sensitive column): an equivalence class is a group of rows with the same
-published QI values, exactly what an attacker sees, so engine bookkeeping such
-as a class-id column plays no part. Definitions of k, l (distinct, entropy
-and recursive (c, l)) and t (EMD) are those of :mod:`dmondrian.metrics` and
-of the engines' constraints (:mod:`dmondrian.privacy.constraints`).
+:func:`verify` reads only the published columns (the QIs and, for l and t, the sensitive column): an
+equivalence class is a group of rows with the same published QI values, exactly what an attacker
+sees, so engine bookkeeping such as a class-id column plays no part. Definitions of k, l (distinct,
+entropy and recursive (c, l)) and t (EMD) are those of :mod:`dmondrian.metrics` and of the engines'
+constraints (:mod:`dmondrian.privacy.constraints`).
 
-The per-class statistics (:mod:`dmondrian.metrics.per_class`) are computed
-with group-by aggregations; on a Dask table they stay distributed (one row per
-class, shuffled by class) and only the violating classes, at most
-``max_listed`` of them, reach the client.
+The per-class statistics (:mod:`dmondrian.metrics.per_class`) are computed with group-by
+aggregations; on a Dask table they stay distributed (one row per class, shuffled by class) and only
+the violating classes, at most ``max_listed`` of them, reach the client.
 """
 
 from __future__ import annotations
@@ -63,12 +61,11 @@ class VerifyResult:
         What was checked (``k``, ``l``, ``l_kind``, ``c``, ``t``,
         ``t_distance``, ``sensitive``); None for what was not.
     achieved : dict
-        What the table achieves: ``k`` and, with a sensitive column,
-        ``l_distinct``, ``l_entropy`` and ``t``; for an l variant with a statistic
-        of its own, its worst value under the variant's ``column`` (its
-        ``LVariant`` in ``dmondrian.privacy.constraints``; recursive (c,
-        l)-diversity: ``recursive_ratio``, the largest ``r1 / (r_l + ... + r_m)``
-        of a class; the table holds for every ``c`` above it).
+        What the table achieves: ``k`` and, with a sensitive column, ``l_distinct``, ``l_entropy``
+        and ``t``; for an l variant with a statistic of its own, its worst value under the variant's
+        ``column`` (its ``LVariant`` in ``dmondrian.privacy.constraints``; recursive (c,
+        l)-diversity: ``recursive_ratio``, the largest ``r1 / (r_l + ... + r_m)`` of a class; the
+        table holds for every ``c`` above it).
     n_records, n_classes : int
     n_violations : int
         Number of classes that fail at least one requirement.
@@ -77,9 +74,8 @@ class VerifyResult:
         by their published QI values, with their ``size`` (and ``l_distinct``,
         ``l_entropy``, ``t``) and ``failed``, the requirements they break.
     identifying_columns : list of dmondrian.release.identifiers.IdentifyingColumn
-        Columns released as is that single out rows (less those in
-        ``allow_unique``): a risk k does not cover, which fails the
-        verification as the engines refuse to release it.
+        Columns released as is that single out rows (less those in ``allow_unique``): a risk k does
+        not cover, which fails the verification as the engines refuse to release it.
     """
 
     ok: bool
@@ -193,15 +189,13 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     l : number, optional
         Every class must be l-diverse in ``sensitive``.
     t : float, optional
-        Every class's sensitive distribution must be within EMD ``t`` of the
-        table's.
+        Every class's sensitive distribution must be within EMD ``t`` of the table's.
     l_kind : str, default "distinct"
-        A name of :data:`dmondrian.options.L_KINDS`: distinct l-diversity (at least
-        ``l`` distinct values), entropy l-diversity (entropy at least ``log(l)``),
-        recursive (c, l)-diversity (``r1 < c * (r_l + ... + r_m)``, the class's
-        value counts sorted descending) or a registered variant
-        (:class:`~dmondrian.privacy.constraints.LVariant`), checked as the
-        engines enforce it.
+        A name of :data:`dmondrian.options.L_KINDS`: distinct l-diversity (at least ``l`` distinct
+        values), entropy l-diversity (entropy at least ``log(l)``), recursive (c, l)-diversity (``r1
+        < c * (r_l + ... + r_m)``, the class's value counts sorted descending) or a registered
+        variant (:class:`~dmondrian.privacy.constraints.LVariant`), checked as the engines enforce
+        it.
     c : float, optional
         The ``c`` of the variants that take one (recursive), required with them.
     t_distance : {"auto", "ordered", "equal"}, default "auto"
@@ -209,20 +203,17 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     max_listed : int, default 100
         Most violating classes listed in the result (all are counted).
     allow_unique : list, optional
-        Columns judged safe although they single out rows. Every other
-        column but the QIs and the sensitive one is checked and, if it
-        singles out rows, listed as a risk (:mod:`dmondrian.release.identifiers`)
-        that makes the verification fail, as the engines refuse to release
-        it.
+        Columns judged safe although they single out rows. Every other column but the QIs and the
+        sensitive one is checked and, if it singles out rows, listed as a risk
+        (:mod:`dmondrian.release.identifiers`) that makes the verification fail, as the engines
+        refuse to release it.
     entity : array-like, optional
-        The person key of each released row, in the table's row order (the
-        release of ``entity=`` no longer holds it): ``k`` then counts the
-        distinct entities of each class, and ``achieved`` gives them as
-        ``k_entities``; entropy and recursive ``l`` and ``t`` are checked
-        over people as the engines define them (:mod:`dmondrian.privacy.entities`):
-        a class's histogram counts its distinct (entity, value) pairs, and
-        ``t`` compares it with the whole table's distinct pairs. Pandas
-        tables only.
+        The person key of each released row, in the table's row order (the release of ``entity=`` no
+        longer holds it): ``k`` then counts the distinct entities of each class, and ``achieved``
+        gives them as ``k_entities``; entropy and recursive ``l`` and ``t`` are checked over people
+        as the engines define them (:mod:`dmondrian.privacy.entities`): a class's histogram counts
+        its distinct (entity, value) pairs, and ``t`` compares it with the whole table's distinct
+        pairs. Pandas tables only.
 
     Returns
     -------

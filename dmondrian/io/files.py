@@ -1,12 +1,11 @@
 """Reading and writing tables for the command line: CSV or Parquet, any fsspec URL.
 
-Every path here is an fsspec URL (a plain path, ``file://``, ``memory://``,
-``s3://``, ...). Outputs are written *atomically*
-(:func:`dmondrian.io.staging.atomic_output`, the staging every writer shares): the
-data goes to a hidden staging folder beside the destination and is moved to
-the final name only once complete, so a run that dies mid-write (killed, out of
-disk) never leaves a truncated file under the name a user or a pipeline will
-read, and the next write to it clears what the dead run left.
+Every path here is an fsspec URL (a plain path, ``file://``, ``memory://``, ``s3://``, ...). Outputs
+are written *atomically* (:func:`dmondrian.io.staging.atomic_output`, the staging every writer
+shares): the data goes to a hidden staging folder beside the destination and is moved to the final
+name only once complete, so a run that dies mid-write (killed, out of disk) never leaves a truncated
+file under the name a user or a pipeline will read, and the next write to it clears what the dead
+run left.
 
 Errors are typed (all derive from :class:`dmondrian.errors.DMondrianError`)
 and name the path, so the CLI can print them as one line.
@@ -57,10 +56,9 @@ def _fs(url: str):
 def storage_options(urls, options: dict | None) -> Iterator[None]:
     """Within the block, fsspec opens the filesystems of ``urls`` with ``options``.
 
-    The options (an endpoint, credentials, a profile, ...) become fsspec's
-    defaults for the protocols of ``urls`` (``fsspec.config.conf``), so every
-    reader and writer here and in dask gets them, and the filesystems sent
-    to Dask workers carry them. Local paths take none.
+    The options (an endpoint, credentials, a profile, ...) become fsspec's defaults for the
+    protocols of ``urls`` (``fsspec.config.conf``), so every reader and writer here and in dask gets
+    them, and the filesystems sent to Dask workers carry them. Local paths take none.
 
     Parameters
     ----------
@@ -157,11 +155,10 @@ def read_table(url: str, format: str | None = None, *, dtypes: dict | None = Non
                dialect: CsvDialect | None = None) -> pd.DataFrame:
     """Read a CSV file, a Parquet file or a directory of Parquet files.
 
-    CSV goes through :func:`dmondrian.io.csv_tables.read_csv`, the reader the
-    Dask path shares (pandas' types: text columns become pandas' string
-    dtype, numbers int64/float64, ``""`` is missing; the separator sniffed);
-    Parquet through pyarrow, which keeps the stored types (categoricals,
-    datetimes, nullable integers).
+    CSV goes through :func:`dmondrian.io.csv_tables.read_csv`, the reader the Dask path shares
+    (pandas' types: text columns become pandas' string dtype, numbers int64/float64, ``""`` is
+    missing; the separator sniffed); Parquet through pyarrow, which keeps the stored types
+    (categoricals, datetimes, nullable integers).
 
     Parameters
     ----------
@@ -170,9 +167,8 @@ def read_table(url: str, format: str | None = None, *, dtypes: dict | None = Non
     format : {"csv", "parquet"}, optional
         Overrides the extension.
     dtypes : dict, optional
-        ``{column: type}`` applied after reading
-        (:func:`dmondrian.io.csv_tables.convert_dtypes`): ``"str"``, ``"int"``,
-        ``"float"``, ``"category"``, ``"datetime"`` or any pandas dtype name.
+        ``{column: type}`` applied after reading (:func:`dmondrian.io.csv_tables.convert_dtypes`):
+        ``"str"``, ``"int"``, ``"float"``, ``"category"``, ``"datetime"`` or any pandas dtype name.
         Use it to keep ZIP codes as strings or to parse dates in a CSV.
     dialect : dmondrian.io.csv_tables.CsvDialect, optional
         A CSV file's separator, decimal mark and encoding (default: the
@@ -278,10 +274,9 @@ def write_table(df: pd.DataFrame, url: str, format: str | None = None, *,
                 progress: Callable[[int, int], None] | None = None) -> str:
     """Write ``df`` to ``url`` as CSV or Parquet, atomically.
 
-    A URL ending in ``/`` (or an existing directory, with ``overwrite``) gets a
-    Parquet dataset directory holding ``part.0.parquet``; otherwise one file.
-    Rows are written in chunks so that ``progress(rows_done, rows_total)`` can
-    report.
+    A URL ending in ``/`` (or an existing directory, with ``overwrite``) gets a Parquet dataset
+    directory holding ``part.0.parquet``; otherwise one file. Rows are written in chunks so that
+    ``progress(rows_done, rows_total)`` can report.
 
     Parameters
     ----------

@@ -22,13 +22,12 @@ hierarchy   nominal + a hierarchy given    depth-first leaf code        the lowe
 Arrow-backed columns and object columns of dates and decimals are read by
 :mod:`dmondrian.kinds.types`.
 
-Each kind is an object of a :class:`QIKindSpec` subclass (one module each)
-and owns: detecting a column's kind from its dtype, encoding it to kernel
-keys, its global scale (every scale and span follows one rule,
-:func:`capped_span`), its global domain for NCP, publishing (range labels'
-format, midpoint and mean), reading a published value back, its NCP cost,
-which original values a published value covers, and how the painting draws
-it. The kernel keeps integer kind codes (``EncodedQI.kernel_kind``).
+Each kind is an object of a :class:`QIKindSpec` subclass (one module each) and owns: detecting a
+column's kind from its dtype, encoding it to kernel keys, its global scale (every scale and span
+follows one rule, :func:`capped_span`), its global domain for NCP, publishing (range labels' format,
+midpoint and mean), reading a published value back, its NCP cost, which original values a published
+value covers, and how the painting draws it. The kernel keeps integer kind codes
+(``EncodedQI.kernel_kind``).
 
 Missing values
 --------------

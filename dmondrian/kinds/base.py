@@ -1,10 +1,9 @@
 """The kind interface (:class:`QIKindSpec`), the span rule, and what every kind hands around.
 
-A kind object answers every question whose answer depends on the kind of a
-quasi-identifier; the modules that encode, publish, measure and plot ask it
-instead of testing which kind they hold. :data:`KINDS` maps each kind's name
-(the strings of :class:`dmondrian.encoding.qi.QIKind`, which options, manifests and
-the Dask engine's domain carry) to its object.
+A kind object answers every question whose answer depends on the kind of a quasi-identifier; the
+modules that encode, publish, measure and plot ask it instead of testing which kind they hold.
+:data:`KINDS` maps each kind's name (the strings of :class:`dmondrian.encoding.qi.QIKind`, which
+options, manifests and the Dask engine's domain carry) to its object.
 """
 
 from __future__ import annotations
@@ -64,12 +63,10 @@ def kind_spec(kind) -> QIKindSpec:
 def capped_span(lo, hi):
     """Distance from ``lo`` to ``hi`` on a kind's line: ``float(hi) - float(lo)``.
 
-    The one rule behind every scale and every span: the kernel's node span,
-    each QI's global scale (local and Dask engines) and the NCP of published
-    values. A float range too wide for a float (``-1e308`` to ``1e308``)
-    would be ``inf``; it is capped at the largest float instead, as the
-    kernel caps it, so a scale stays finite and a span/scale ratio stays a
-    number.
+    The one rule behind every scale and every span: the kernel's node span, each QI's global scale
+    (local and Dask engines) and the NCP of published values. A float range too wide for a float
+    (``-1e308`` to ``1e308``) would be ``inf``; it is capped at the largest float instead, as the
+    kernel caps it, so a scale stays finite and a span/scale ratio stays a number.
 
     Parameters
     ----------
@@ -180,11 +177,10 @@ class QIKindSpec:
     """What one kind of quasi-identifier means, in every part of the package.
 
     Subclasses: :class:`~dmondrian.kinds.numeric.NumericKind`,
-    :class:`~dmondrian.kinds.datetimes.DatetimeKind`,
-    :class:`~dmondrian.kinds.ordinal.OrdinalKind`,
+    :class:`~dmondrian.kinds.datetimes.DatetimeKind`, :class:`~dmondrian.kinds.ordinal.OrdinalKind`,
     :class:`~dmondrian.kinds.nominal.NominalKind`,
-    :class:`~dmondrian.kinds.hierarchical.HierarchyKind`. One object of each
-    is registered in :data:`KINDS`; they hold no state.
+    :class:`~dmondrian.kinds.hierarchical.HierarchyKind`. One object of each is registered in
+    :data:`KINDS`; they hold no state.
     """
 
     #: The kind's name, as options and manifests write it.
@@ -230,10 +226,9 @@ class QIKindSpec:
 
     # -- detection and encoding -----------------------------------------------------------------
     def detects(self, dtype) -> bool:
-        """Whether a column of ``dtype`` is of this kind when no kind is declared: an
-        Arrow-backed dtype's type passes one of :attr:`arrow_types` (a dictionary type
-        is judged as the Categorical it reads as), any other dtype passes
-        :meth:`detects_pandas`.
+        """Whether a column of ``dtype`` is of this kind when no kind is declared: an Arrow-backed
+        dtype's type passes one of :attr:`arrow_types` (a dictionary type is judged as the
+        Categorical it reads as), any other dtype passes :meth:`detects_pandas`.
 
         :func:`dmondrian.kinds.detect_kind` asks the kinds in a fixed order.
         """
@@ -284,9 +279,8 @@ class QIKindSpec:
         return series
 
     def plain_int_values(self, series: pd.Series):
-        """``(values, nat_missing)`` when a column's keys are its own int64 values
-        (numpy ints, datetime64 with NaT missing), so they need no encoding pass;
-        None for any other column."""
+        """``(values, nat_missing)`` when a column's keys are its own int64 values (numpy ints,
+        datetime64 with NaT missing), so they need no encoding pass; None for any other column."""
         return None
 
     # -- scale ----------------------------------------------------------------------------------
@@ -363,12 +357,10 @@ class QIKindSpec:
         Returns
         -------
         float
-            0 for a constant QI or a region of missing values only, 1 for a
-            region mixing missing and present values (it publishes
-            ``"[lo, hi] or <NA>"``), else the width over the scale, never
-            below the smallest positive float when the region holds two
-            values: the rule of the kernel's ``ordered_span``
-            (``_kernel/node.pxd``), edges and all.
+            0 for a constant QI or a region of missing values only, 1 for a region mixing missing
+            and present values (it publishes ``"[lo, hi] or <NA>"``), else the width over the scale,
+            never below the smallest positive float when the region holds two values: the rule of
+            the kernel's ``ordered_span`` (``_kernel/node.pxd``), edges and all.
         """
         if scale <= 0.0 or lo == MISSING_KEY:
             return 0.0
@@ -446,8 +438,7 @@ class QIKindSpec:
             For a value the global domain does not hold.
         """
         plain = self.plain_int_values(series)
-        # A column holding the reserved missing key is encoded below, which
-        # raises its typed error.
+        # A column holding the reserved missing key is encoded below, which raises its typed error.
         if plain is not None and not _int_keys_into(plain[0], plain[1], out):
             return
         out[:] = self.encode(series, hierarchy).keys

@@ -1,9 +1,8 @@
 """Which original values a published value covers, tested many labels x many values at once.
 
-Ordered kinds (numeric, datetime, ordinal, hierarchy) place every original
-value at a point of a line and every label at an interval of it; nominal
-sets test membership. Both answer a (labels x values) matrix, which the
-population count (:mod:`dmondrian.metrics.population`) and the painting
+Ordered kinds (numeric, datetime, ordinal, hierarchy) place every original value at a point of a
+line and every label at an interval of it; nominal sets test membership. Both answer a (labels x
+values) matrix, which the population count (:mod:`dmondrian.metrics.population`) and the painting
 (:mod:`dmondrian.plot`) read.
 """
 

@@ -20,13 +20,12 @@ __all__ = ["DatetimeKind"]
 class DatetimeKind(RangeKind):
     """Datetimes: the key is the time since the epoch (UTC) in the column's unit.
 
-    Published as ISO 8601 ranges with the shortest unit that loses nothing
-    (tz-aware columns in their zone), or as the class midpoint or mean.
-    Dates (Arrow ``date32``/``date64``, ``datetime.date`` objects) are keyed by
-    days and publish dates, ``[1977-02-11, 1977-04-21]``; their midpoint and
-    mean are dates. Periods are keyed by their ordinal and publish periods,
-    ``[2020-01, 2020-05]``. Points of the line (NCP, population matching) are
-    nanoseconds (a period's: its start).
+    Published as ISO 8601 ranges with the shortest unit that loses nothing (tz-aware columns in
+    their zone), or as the class midpoint or mean. Dates (Arrow ``date32``/``date64``,
+    ``datetime.date`` objects) are keyed by days and publish dates, ``[1977-02-11, 1977-04-21]``;
+    their midpoint and mean are dates. Periods are keyed by their ordinal and publish periods,
+    ``[2020-01, 2020-05]``. Points of the line (NCP, population matching) are nanoseconds (a
+    period's: its start).
     """
 
     name = "datetime"

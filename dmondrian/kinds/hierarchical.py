@@ -19,10 +19,9 @@ class HierarchyKind(QIKindSpec):
     """Leaves of a tree: the key is the leaf's depth-first code, so every subtree is
     a code range and a class publishes the lowest common ancestor of its values.
 
-    Missing is a leaf ``<NA>`` under the root unless the tree names it, so a
-    class mixing it with other values generalizes to the root. The scale is
-    the number of leaves - 1. Never detected: a column is this kind when a
-    hierarchy is given for it.
+    Missing is a leaf ``<NA>`` under the root unless the tree names it, so a class mixing it with
+    other values generalizes to the root. The scale is the number of leaves - 1. Never detected: a
+    column is this kind when a hierarchy is given for it.
     """
 
     name = "hierarchy"

@@ -1,15 +1,13 @@
 """Generalization hierarchies (taxonomy trees) for nominal quasi-identifiers.
 
-A hierarchy maps every leaf value of a column to a chain of ancestors that
-ends at a single root, e.g. ``Self-emp-inc -> Self-employ -> *``. The common
-file format (ARX, Basic Mondrian, the Adult hierarchies) has one line per
-leaf, ``leaf;parent;...;root``.
+A hierarchy maps every leaf value of a column to a chain of ancestors that ends at a single root,
+e.g. ``Self-emp-inc -> Self-employ -> *``. The common file format (ARX, Basic Mondrian, the Adult
+hierarchies) has one line per leaf, ``leaf;parent;...;root``.
 
-Internally the leaves are numbered in depth-first order, so that every subtree
-covers a contiguous range of leaf codes. That turns "cut along the tree" into
-"cut at a child boundary" in code order, and the lowest common ancestor (LCA)
-of any set of leaves into the LCA of its smallest and largest code, which the
-compiled kernel computes from two integers.
+Internally the leaves are numbered in depth-first order, so that every subtree covers a contiguous
+range of leaf codes. That turns "cut along the tree" into "cut at a child boundary" in code order,
+and the lowest common ancestor (LCA) of any set of leaves into the LCA of its smallest and largest
+code, which the compiled kernel computes from two integers.
 """
 
 from __future__ import annotations

@@ -103,10 +103,9 @@ def factorize(series: pd.Series) -> tuple[np.ndarray, list]:
 def unhashable_error(series: pd.Series) -> UnsupportedDtypeError:
     """The typed error for a column of values that cannot be compared for equality.
 
-    JSON read from Parquet or a database gives columns of dicts or lists:
-    they have no category to generalize to, so the column is refused by name
-    with its first offending value's type, instead of pandas' bare
-    ``TypeError: unhashable type``.
+    JSON read from Parquet or a database gives columns of dicts or lists: they have no category to
+    generalize to, so the column is refused by name with its first offending value's type, instead
+    of pandas' bare ``TypeError: unhashable type``.
 
     Examples
     --------
@@ -180,10 +179,9 @@ def arrow_int32_chunks(codes):
 
 
 def arrow_string_chunks(values):
-    """``(offsets, value bytes, validity bits, bit offset, chunk)`` of every non-empty chunk
-    of an Arrow ``string`` or ``large_string`` (chunked) array, read in place, as
-    :mod:`dmondrian._kernel.strings` takes them. The bits are empty when no value
-    is null.
+    """``(offsets, value bytes, validity bits, bit offset, chunk)`` of every non-empty chunk of an
+    Arrow ``string`` or ``large_string`` (chunked) array, read in place, as
+    :mod:`dmondrian._kernel.strings` takes them. The bits are empty when no value is null.
 
     Examples
     --------
@@ -218,10 +216,9 @@ class CategoryKind:
     count slot per category, missing last."""
 
     def global_categories(self, name, values: pd.Index, seen: set, meta_dtype) -> list:
-        """The schema's categories when it knows them, else the one category list every
-        partition had, else ``categories_from_values`` (which may refuse: an ordinal
-        order cannot be made up). The parameters are
-        :meth:`~dmondrian.kinds.QIKindSpec.global_categories`'."""
+        """The schema's categories when it knows them, else the one category list every partition
+        had, else ``categories_from_values`` (which may refuse: an ordinal order cannot be made up).
+        The parameters are :meth:`~dmondrian.kinds.QIKindSpec.global_categories`'."""
         if isinstance(meta_dtype, pd.CategoricalDtype) and not _unknown(meta_dtype):
             return list(meta_dtype.categories)
         if len(seen) == 1:

@@ -87,8 +87,7 @@ def parse_range(label, kind="numeric") -> Interval:
     Returns
     -------
     Interval
-        ``(lo, hi, missing)``; ``lo`` and ``hi`` are None when the class holds
-        only missing values.
+        ``(lo, hi, missing)``; ``lo`` and ``hi`` are None when the class holds only missing values.
 
     Examples
     --------

@@ -29,9 +29,8 @@ class NominalKind(CategoryKind, QIKindSpec):
     """Unordered values: the key is the category code (categories sorted), and the
     kernel cuts a node's codes in their frequency order.
 
-    A class publishes the set of its values, ``{Private, Self-emp-inc}``;
-    missing is one more value, ``<NA>``, in the set. The scale is the number
-    of distinct values (missing included) - 1.
+    A class publishes the set of its values, ``{Private, Self-emp-inc}``; missing is one more value,
+    ``<NA>``, in the set. The scale is the number of distinct values (missing included) - 1.
     """
 
     name = "nominal"
@@ -128,8 +127,7 @@ _NO_COUNTS = np.zeros(0, dtype=np.int64)
 
 def _few_strings_into(name, values, index: pd.Index, missing_code, out) -> bool:
     """:func:`_arrow_keys_into` for a few text categories: each row compared to each
-    (:mod:`dmondrian._kernel.strings`); False when the column or the categories do
-    not qualify."""
+    (:mod:`dmondrian._kernel.strings`); False when the column or the categories do not qualify."""
     if (len(index) > MAX_VALUES or not all(isinstance(v, str) for v in index)
             or not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type))):
         return False

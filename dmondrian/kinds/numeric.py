@@ -35,13 +35,12 @@ _INT = re.compile(r"[+-]?\d+\Z")
 class NumericKind(RangeKind):
     """Numbers: an integer is its own key, a float its IEEE bits made order-preserving.
 
-    Published as ``[lo, hi]`` in Python's shortest round-trip form (float32
-    columns in float32's), or as the class midpoint or mean. Decimals (Arrow
-    ``decimal128``/``decimal256``, ``Decimal`` objects) are keyed by their
-    exact scaled integer and published at their scale, ``[1895.69, 2628.32]``;
-    their midpoint and mean keep the scale. Durations (``timedelta64``, Arrow
-    ``duration``) are keyed by their length in their unit and published as
-    pandas writes a Timedelta, ``[0 days 02:00:00, 3 days 00:00:00]``.
+    Published as ``[lo, hi]`` in Python's shortest round-trip form (float32 columns in float32's),
+    or as the class midpoint or mean. Decimals (Arrow ``decimal128``/``decimal256``, ``Decimal``
+    objects) are keyed by their exact scaled integer and published at their scale, ``[1895.69,
+    2628.32]``; their midpoint and mean keep the scale. Durations (``timedelta64``, Arrow
+    ``duration``) are keyed by their length in their unit and published as pandas writes a
+    Timedelta, ``[0 days 02:00:00, 3 days 00:00:00]``.
     """
 
     name = "numeric"

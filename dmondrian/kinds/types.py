@@ -1,11 +1,10 @@
 """Warehouse types: Arrow-backed columns, dates, decimals, durations and periods.
 
-Parquet written by Spark, BigQuery, Snowflake or pyarrow holds a DATE as
-``date32`` and a NUMERIC as ``decimal128``; pandas reads them as Python
-``date`` and ``Decimal`` objects (or, with ``dtype_backend="pyarrow"``, as
-Arrow-backed columns) and Dask as ``date32[day][pyarrow]``. This module says
-what such a column is, so every path (both engines, the metrics, ``verify``,
-the CLI) gives it the same kind, and reads its values as int64 keys:
+Parquet written by Spark, BigQuery, Snowflake or pyarrow holds a DATE as ``date32`` and a NUMERIC as
+``decimal128``; pandas reads them as Python ``date`` and ``Decimal`` objects (or, with
+``dtype_backend="pyarrow"``, as Arrow-backed columns) and Dask as ``date32[day][pyarrow]``. This
+module says what such a column is, so every path (both engines, the metrics, ``verify``, the CLI)
+gives it the same kind, and reads its values as int64 keys:
 
 =============================== ========= ===================================
 column                           kind      key
@@ -34,9 +33,8 @@ import pyarrow.compute as pc
 from ..errors import InvalidValueError, UnsupportedDtypeError
 
 __all__ = ["arrow_type", "object_values", "detection_dtype", "as_arrow", "arrow_int64",
-           "dictionary_as_categorical",
-           "is_date", "is_decimal", "is_duration", "is_period", "is_float32", "decimal_keys",
-           "decimal_strings", "unsupported"]
+           "dictionary_as_categorical", "is_date", "is_decimal", "is_duration", "is_period",
+           "is_float32", "decimal_keys", "decimal_strings", "unsupported"]
 
 
 def arrow_type(dtype):
@@ -74,9 +72,8 @@ def detection_dtype(series: pd.Series):
 
 
 def as_arrow(series: pd.Series) -> pd.Series:
-    """An object column of dates or decimals as the Arrow-backed column it stands for
-    (``date32``, ``decimal128`` of the values' precision and largest scale); any
-    other column as it is."""
+    """An object column of dates or decimals as the Arrow-backed column it stands for (``date32``,
+    ``decimal128`` of the values' precision and largest scale); any other column as it is."""
     values = object_values(series)
     if values is None:
         return series

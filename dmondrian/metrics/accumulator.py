@@ -1,14 +1,12 @@
 """A release's class counts, accumulated partition by partition and merged.
 
-Every figure of a report that reads the release alone (class sizes, l and
-t, the published labels NCP prices, masked rows) follows from one table:
-the rows of every (class, sensitive value) pair. A write task that holds a
-partition of the release adds it here (:meth:`ReleaseCounts.add`); the
-partials merge by class key (:meth:`ReleaseCounts.merge`), since a class's
-rows may sit in several partitions; :func:`dmondrian.evaluation.reporting.counted_report`
-then builds the :class:`~dmondrian.evaluation.reporting.Report` with the same functions
-:func:`dmondrian.evaluation.reporting.report` finishes with. The release is never read
-back.
+Every figure of a report that reads the release alone (class sizes, l and t, the published labels
+NCP prices, masked rows) follows from one table: the rows of every (class, sensitive value) pair. A
+write task that holds a partition of the release adds it here (:meth:`ReleaseCounts.add`); the
+partials merge by class key (:meth:`ReleaseCounts.merge`), since a class's rows may sit in several
+partitions; :func:`dmondrian.evaluation.reporting.counted_report` then builds the
+:class:`~dmondrian.evaluation.reporting.Report` with the same functions
+:func:`dmondrian.evaluation.reporting.report` finishes with. The release is never read back.
 
 Classes are the groups of rows publishing the same QI values, as
 :func:`~dmondrian.metrics._frames.groupby` groups them (missing values form
@@ -136,12 +134,11 @@ class ReleaseCounts:
 class InputDomains:
     """What the input's QI domains are made from, partition by partition, merged.
 
-    Each kind's :meth:`~dmondrian.kinds.QIKindSpec.partition_parts` of a partition
-    (smallest and largest value, a missing value seen; distinct values for kinds with
-    categories, whose partitions may hold other categories), merged by its
-    :meth:`~dmondrian.kinds.QIKindSpec.merge_parts`.
-    :meth:`domains` then gives what :func:`dmondrian.metrics.compute_domains`
-    measures on the whole table.
+    Each kind's :meth:`~dmondrian.kinds.QIKindSpec.partition_parts` of a partition (smallest and
+    largest value, a missing value seen; distinct values for kinds with categories, whose partitions
+    may hold other categories), merged by its :meth:`~dmondrian.kinds.QIKindSpec.merge_parts`.
+    :meth:`domains` then gives what :func:`dmondrian.metrics.compute_domains` measures on the whole
+    table.
 
     Attributes
     ----------

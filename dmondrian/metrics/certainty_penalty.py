@@ -253,13 +253,11 @@ def _label_domain(labels, domain: Domain, column) -> Domain:
 def released_domains(plans, done, qis, domains) -> dict:
     """The domains of :func:`ncp_plan`'s QIs as the released rows alone span them.
 
-    What a release leaves out (``suppressed="drop"``) may hold a QI's extremes:
-    an NCP normalized by the original's domains lets whoever prices the
-    release's labels solve for that range. Normalized by these, it depends on
-    the released rows only. Numeric, datetime and ordinal QIs span their labels'
-    outer bounds (the released originals' for QIs published as numbers);
-    nominal ones count the values their labels name; hierarchies keep their
-    tree.
+    What a release leaves out (``suppressed="drop"``) may hold a QI's extremes: an NCP normalized by
+    the original's domains lets whoever prices the release's labels solve for that range. Normalized
+    by these, it depends on the released rows only. Numeric, datetime and ordinal QIs span their
+    labels' outer bounds (the released originals' for QIs published as numbers); nominal ones count
+    the values their labels name; hierarchies keep their tree.
 
     Parameters
     ----------
@@ -321,10 +319,9 @@ def ncp(released, quasi_identifiers, original=None, *, domains=None, hierarchies
     ----------
     {released}
     original : pandas or Dask DataFrame, optional
-        The original table; its global domains normalize the penalty. Needed
-        (row-aligned) for QIs published as numbers (midpoint/mean). Rows it
-        has beyond the release's count as suppressed (dropped) rows, at full
-        loss on every QI, as masked rows (``"*"``) are.
+        The original table; its global domains normalize the penalty. Needed (row-aligned) for QIs
+        published as numbers (midpoint/mean). Rows it has beyond the release's count as suppressed
+        (dropped) rows, at full loss on every QI, as masked rows (``"*"``) are.
     domains : dict, optional
         Precomputed :func:`compute_domains`, instead of ``original``.
     hierarchies, qi_kinds : dict, optional

@@ -69,10 +69,9 @@ def reidentification_risk(released, quasi_identifiers, population=None, *,
     ----------
     {released}
     population : pandas or Dask DataFrame, optional
-        The population the release was sampled from, with *original* QI values.
-        ``F_j`` is the number of its records a class's published values cover
-        (the release's own records must be among them). Without it, the
-        release is taken to be the whole population (``F_j = f_j``).
+        The population the release was sampled from, with *original* QI values. ``F_j`` is the
+        number of its records a class's published values cover (the release's own records must be
+        among them). Without it, the release is taken to be the whole population (``F_j = f_j``).
     threshold : float, default 0.2
         A record is at risk when its risk exceeds this.
     class_column : str, optional

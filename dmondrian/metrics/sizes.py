@@ -225,8 +225,7 @@ def class_size_distribution(table, quasi_identifiers, bins=None, class_column=No
     Returns
     -------
     pandas.DataFrame
-        Columns ``size_min``, ``size_max`` (inclusive), ``classes`` and
-        ``records``.
+        Columns ``size_min``, ``size_max`` (inclusive), ``classes`` and ``records``.
 
     Examples
     --------

@@ -1,10 +1,9 @@
 """How many rows a release suppressed: masked rows it publishes, rows it left out.
 
-A masked row (:mod:`dmondrian.privacy.suppression`) publishes every QI hidden: the
-label ``"*"``, or a missing value for QIs published as numbers, with at least
-one ``"*"`` (a release whose QIs are all numbers cannot tell a masked row
-from a row of missing values, and counts none). Dropped rows are the rows of
-the original table the release lacks.
+A masked row (:mod:`dmondrian.privacy.suppression`) publishes every QI hidden: the label ``"*"``, or
+a missing value for QIs published as numbers, with at least one ``"*"`` (a release whose QIs are all
+numbers cannot tell a masked row from a row of missing values, and counts none). Dropped rows are
+the rows of the original table the release lacks.
 """
 
 from __future__ import annotations
