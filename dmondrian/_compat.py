@@ -20,8 +20,7 @@ _TARGET, _INDEX = "__dmondrian_compat_target", "__dmondrian_compat_index"
 _ORDER = "__dmondrian_compat_order"
 
 
-def shuffle_to_partitions(frame, column: str, npartitions: int, method=None,
-                          ordered: bool = False):
+def shuffle_to_partitions(frame, column: str, npartitions: int, method=None, ordered: bool = False):
     """Move every row of a dask DataFrame to the output partition its ``column`` names.
 
     The private path builds dask's ``Shuffle`` expression on ``column`` as the target partition
@@ -70,8 +69,7 @@ def _private_shuffle(frame, column: str, npartitions: int, method):
 def _shuffle_by_set_index(frame, column: str, npartitions: int, method, ordered=False):
     meta = frame._meta
     staged = frame.map_partitions(_stage, column, ordered, meta=_stage(meta, column, ordered))
-    moved = staged.set_index(_TARGET, divisions=list(range(npartitions + 1)),
-                             shuffle_method=method)
+    moved = staged.set_index(_TARGET, divisions=list(range(npartitions + 1)), shuffle_method=method)
     return moved.map_partitions(_restore, meta, column, ordered, meta=meta)
 
 
@@ -91,8 +89,7 @@ def _restore(df: pd.DataFrame, meta: pd.DataFrame, column: str,
         df = df.iloc[np.lexsort((df.pop(_ORDER).to_numpy(), df[_INDEX].to_numpy()))]
     out = df.drop(columns=[_INDEX])
     out[column] = df.index.to_numpy().astype(meta[column].dtype, copy=False)
-    out.index = pd.Index(df[_INDEX].to_numpy(), name=meta.index.name,
-                         dtype=meta.index.dtype)
+    out.index = pd.Index(df[_INDEX].to_numpy(), name=meta.index.name, dtype=meta.index.dtype)
     return out[list(meta.columns)]
 
 

@@ -38,8 +38,7 @@ ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "ma
                  "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
                  "hours-per-week", "native-country", "income"]
 #: Columns read as int64; every other column holds strings.
-ADULT_NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss",
-                 "hours-per-week"]
+ADULT_NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
 #: The quasi-identifiers of LeFevre et al. (2006) and most later papers.
 ADULT_QUASI_IDENTIFIERS = ["age", "workclass", "education-num", "marital-status", "occupation",
                            "race", "sex", "native-country"]

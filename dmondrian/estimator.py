@@ -266,8 +266,7 @@ identifiers, allow_unique
 
             return self._wrap(anonymize(X, self.quasi_id_, self.k,
                                         **{name: getattr(self, name) for name in ANONYMIZE}))
-        return self._wrap(self.plan_.transform(X, noise=self.noise,
-                                               random_state=self.random_state,
+        return self._wrap(self.plan_.transform(X, noise=self.noise, random_state=self.random_state,
                                                max_contributions=self.max_contributions,
                                                max_classes=self.max_classes))
 
@@ -304,8 +303,7 @@ identifiers, allow_unique
     def get_feature_names_out(self, input_features=None):
         """Output columns: the input's but the identifiers, then ``class_column`` when one
         is added."""
-        dropped = {str(c) for c in check_identifiers(self.identifiers, self.feature_names_in_,
-                                                     [])}
+        dropped = {str(c) for c in check_identifiers(self.identifiers, self.feature_names_in_, [])}
         if self.entity is not None:
             dropped.add(str(self.entity))
         names = np.asarray([c for c in self.feature_names_in_ if c not in dropped], dtype=object)

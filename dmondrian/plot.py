@@ -18,14 +18,7 @@ from matplotlib.ticker import NullLocator, StrMethodFormatter
 
 from .errors import ParameterError, UnsupportedDtypeError
 from .kinds import detect_kind
-from .metrics import (
-    check_column,
-    check_table,
-    compute_domains,
-    is_dask,
-    ncp,
-    size_distribution,
-)
+from .metrics import check_column, check_table, compute_domains, is_dask, ncp, size_distribution
 from .metrics._frames import shared_parameters
 from .metrics.sizes import size_summary
 from .privacy.constraints import check_k
@@ -163,8 +156,7 @@ def k_sweep_table(table, quasi_identifiers, ks, **options) -> pd.DataFrame:
         released = anonymize(table, quasi_identifiers, k, **options)
         summary = size_summary(released, quasi_identifiers)
         loss = ncp(released, quasi_identifiers, table, domains=domains, weights=weights)
-        rows.append((k, summary.n_classes, loss.overall, summary.discernibility,
-                     summary.c_avg(k)))
+        rows.append((k, summary.n_classes, loss.overall, summary.discernibility, summary.c_avg(k)))
     return pd.DataFrame(rows, columns=["k", "classes", "ncp", "discernibility", "c_avg"])
 
 
@@ -354,10 +346,8 @@ def partition_painting(original, anonymized, quasi_identifiers, *, palette="dist
         colours = distinct_colours(len(boxes), seed)
         edge, width, alpha = _INK, 0.9, 0.78
     # Draw large boxes first, so the small ones stay visible where they overlap.
-    order = np.argsort(-(boxes["x1"] - boxes["x0"]) * (boxes["y1"] - boxes["y0"]),
-                       kind="stable")
-    bx0, bx1, by0, by1, missing = (boxes[c].to_numpy() for c in ("x0", "x1", "y0", "y1",
-                                                                 "missing"))
+    order = np.argsort(-(boxes["x1"] - boxes["x0"]) * (boxes["y1"] - boxes["y0"]), kind="stable")
+    bx0, bx1, by0, by1, missing = (boxes[c].to_numpy() for c in ("x0", "x1", "y0", "y1", "missing"))
     for i in order:
         x0, x1 = _pad(bx0[i], bx1[i], span_x)
         y0, y1 = _pad(by0[i], by1[i], span_y)

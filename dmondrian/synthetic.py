@@ -73,9 +73,7 @@ _AGE_SHARE = _ADULT * _AGE_POSITION**0.2 * (1 - _AGE_POSITION) ** 1.2
 # that year has passed by 31 December, so the age on REFERENCE_DATE is exact.
 _BIRTH_YEAR = REFERENCE_DATE.year - _AGE
 _YEAR_START = (_BIRTH_YEAR - 1970).astype("datetime64[Y]").astype("datetime64[D]").astype(np.int64)
-_YEAR_DAYS = 365 + (
-    (_BIRTH_YEAR % 4 == 0) & ((_BIRTH_YEAR % 100 != 0) | (_BIRTH_YEAR % 400 == 0))
-)
+_YEAR_DAYS = 365 + ((_BIRTH_YEAR % 4 == 0) & ((_BIRTH_YEAR % 100 != 0) | (_BIRTH_YEAR % 400 == 0)))
 
 EDUCATION_LEVELS = ["No high school", "High school", "Some college", "Associate", "Bachelors",
                     "Masters", "Professional", "Doctorate"]
@@ -127,9 +125,8 @@ _P_RETIRED = np.clip((_AGE - 58) / 14, 0.0, 0.92)
 # Log-income model: base, then additive effects.
 _LOG_INCOME_BASE = np.log(22_000.0)
 _INCOME_EDUCATION = np.array([-0.45, -0.2, 0.0, 0.1, 0.35, 0.5, 0.8, 0.7])
-_INCOME_OCCUPATION = np.array(
-    [0.35, 0.25, 0.05, -0.05, 0.1, 0.0, -0.1, -0.35, 0.0, -0.1, -0.1, -0.3, 0.05, -1.3, -0.3]
-)
+_INCOME_OCCUPATION = np.array([0.35, 0.25, 0.05, -0.05, 0.1, 0.0, -0.1, -0.35, 0.0, -0.1, -0.1,
+                               -0.3, 0.05, -1.3, -0.3])
 # Experience raises income quickly early in a career and then levels off.
 _INCOME_AGE = 1.2 * (1.0 - np.exp(-np.maximum(_AGE - _MIN_AGE, 0) / 12.0))
 _INCOME_FEMALE = -0.15
@@ -145,12 +142,10 @@ _REGION_INCOME = np.array([0.25, 0.05, 0.1, 0.05, 0.15, 0.35, 0.0, 0.05, 0.2, 0.
 DIAGNOSES = ["Healthy", "Hypertension", "Hyperlipidemia", "Diabetes", "Asthma", "Depression",
              "Arthritis", "Heart disease", "COPD", "Cancer"]
 # Relative frequency of each diagnosis (columns) by age band (rows): 18-34, 35-49, 50-64, 65+.
-_DIAGNOSIS_BY_BAND = np.array([
-    [60.0, 4.0, 3.0, 2.0, 10.0, 14.0, 2.0, 1.0, 1.0, 1.0],
-    [45.0, 14.0, 10.0, 6.0, 7.0, 11.0, 3.0, 2.0, 1.0, 1.0],
-    [28.0, 24.0, 16.0, 11.0, 5.0, 7.0, 9.0, 5.0, 3.0, 4.0],
-    [15.0, 30.0, 15.0, 13.0, 4.0, 4.0, 13.0, 10.0, 6.0, 6.0],
-])
+_DIAGNOSIS_BY_BAND = np.array([[60.0, 4.0, 3.0, 2.0, 10.0, 14.0, 2.0, 1.0, 1.0, 1.0],
+                               [45.0, 14.0, 10.0, 6.0, 7.0, 11.0, 3.0, 2.0, 1.0, 1.0],
+                               [28.0, 24.0, 16.0, 11.0, 5.0, 7.0, 9.0, 5.0, 3.0, 4.0],
+                               [15.0, 30.0, 15.0, 13.0, 4.0, 4.0, 13.0, 10.0, 6.0, 6.0]])
 _DIAGNOSIS_BAND = np.searchsorted(np.array([35, 50, 65]), _AGE, side="right")
 
 

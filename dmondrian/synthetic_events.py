@@ -56,14 +56,11 @@ def _block(seed: int, block: int, events_per_user: float) -> pd.DataFrame:
     device = np.where(rng.random(n) < 0.7, usual[user], rng.choice(len(DEVICES), n))
     event = np.where(rng.random(n) < 0.5, leaning[user], rng.choice(len(EVENT_TYPES), n))
     amount = rng.lognormal(2.0 + 1.5 * (event == EVENT_TYPES.index("purchase")), 0.8, n)
-    return pd.DataFrame({
-        "user_id": block * BLOCK_USERS + user,
-        "age": age[user],
-        "region": np.asarray(REGIONS, dtype=object)[region[user]],
-        "device": np.asarray(DEVICES, dtype=object)[device],
-        "event_type": np.asarray(EVENT_TYPES, dtype=object)[event],
-        "amount": np.round(amount, 2),
-    })
+    return pd.DataFrame({"user_id": block * BLOCK_USERS + user, "age": age[user],
+                         "region": np.asarray(REGIONS, dtype=object)[region[user]],
+                         "device": np.asarray(DEVICES, dtype=object)[device],
+                         "event_type": np.asarray(EVENT_TYPES, dtype=object)[event],
+                         "amount": np.round(amount, 2)})
 
 
 def make_events(n_users: int, seed: int = 0, *, start_user: int = 0,

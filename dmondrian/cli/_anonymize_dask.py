@@ -113,9 +113,8 @@ def release_plan_on_dask(job, release_report, ddf=None):
             # refused by the fit (dmondrian.options.plan_fit_options), not dropped.
             options = {n: v for n, v in job.options(ANONYMIZE).items()
                        if ANONYMIZE[n].plan != "release"}
-            plan = fit_plan(ddf, job.qis, job.args.k, batch_rows=job.args.batch_rows,
-                            client=client, progress=job.progress.enabled,
-                            leaf_rows=job.args.leaf_rows, **options)
+            plan = fit_plan(ddf, job.qis, job.args.k, batch_rows=job.args.batch_rows, client=client,
+                            progress=job.progress.enabled, leaf_rows=job.args.leaf_rows, **options)
         counts, measured = _measure(job, plan.options["generalization"]), None
         # The report reads the input's ordinal QIs in the plan's order: their values
         # are found by the counting pass when it counts, else now, before any write.
@@ -131,8 +130,7 @@ def release_plan_on_dask(job, release_report, ddf=None):
             if counts is not None:
                 written, counts, domains = written
                 original = with_plan_categories(ddf, plan, domains.parts)
-                measured = (counts, domains.domains(original._meta, job.hierarchies), written,
-                            [])
+                measured = (counts, domains.domains(original._meta, job.hierarchies), written, [])
         else:
             released = transform_dask(plan, ddf, client=client, progress=job.progress.enabled)
             released = released.map_partitions(shuffle_partition,
@@ -207,8 +205,7 @@ def _read(job):
     else:
         text = [c for c, t in job.dtypes.items() if str(t).lower() in TEXT_TYPES]
         ddf = read_csv_dask(job.src, job.dialect, text)
-    check_columns(ddf, [*job.qis, *job.sensitive, *job.dtypes], "--qi/--sensitive/--dtype",
-                  job.src)
+    check_columns(ddf, [*job.qis, *job.sensitive, *job.dtypes], "--qi/--sensitive/--dtype", job.src)
     refuse_unread_dates(ddf, job.qis, job.dtypes, job.src)
     return convert_dtypes(ddf, job.dtypes, job.src)
 

@@ -266,9 +266,8 @@ def add_option(parser, option: Option, *, also: str = "", flag: str | None = Non
     flag = flag or f"--{option.name.replace('_', '-')}"
     if option.range is not None:
         kwargs.setdefault("type", option_type(option, flag))
-    return parser.add_argument(flag, dest=option.name,
-                               default=option.default, choices=option.choices, help=text,
-                               **kwargs)
+    return parser.add_argument(flag, dest=option.name, default=option.default,
+                               choices=option.choices, help=text, **kwargs)
 
 
 def table_options(args: argparse.Namespace, *groups: dict[str, Option]) -> dict:

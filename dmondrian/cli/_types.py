@@ -58,8 +58,7 @@ def byte_size(text: str) -> int:
     try:
         return int(parse_bytes(text))
     except (ValueError, TypeError):
-        raise argparse.ArgumentTypeError(
-            f"not a size: {text!r} (use e.g. 512MB or 2GB)") from None
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (use e.g. 512MB or 2GB)") from None
 
 
 def split_names(values) -> list[str]:

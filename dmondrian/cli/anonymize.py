@@ -39,12 +39,7 @@ from ._inputs import (
     refuse_unread_dates,
 )
 from ._progress import Progress
-from ._types import (
-    byte_size,
-    noise_column,
-    positive_int,
-    split_names,
-)
+from ._types import byte_size, noise_column, positive_int, split_names
 
 #: Inputs up to this size run on the in-memory engine unless told otherwise.
 DEFAULT_LOCAL_LIMIT = "1GB"
@@ -96,11 +91,9 @@ def _add_input_output(p) -> None:
 
 def _add_anonymization(p) -> None:
     add_option(p, ANONYMIZE["sensitive"], metavar="COL", also="the manifest's report too")
-    add_option(p, ANONYMIZE["l"], metavar="L",
-               also="needs --sensitive")
+    add_option(p, ANONYMIZE["l"], metavar="L", also="needs --sensitive")
     add_option(p, ANONYMIZE["l_kind"])
-    add_option(p, ANONYMIZE["c"], metavar="C",
-               also="with --l-kind recursive")
+    add_option(p, ANONYMIZE["c"], metavar="C", also="with --l-kind recursive")
     add_option(p, ANONYMIZE["t"], metavar="T", also="needs --sensitive")
     add_option(p, ANONYMIZE["mode"])
     add_option(p, ANONYMIZE["objective"])
@@ -110,8 +103,7 @@ def _add_anonymization(p) -> None:
                    help="generalization hierarchy for a nominal QI, lines 'leaf;parent;...;*' "
                         "(repeatable)")
     add_option(p, ANONYMIZE["max_depth"], metavar="N")
-    add_option(p, ANONYMIZE["suppression"], metavar="F",
-               also="e.g. 0.02")
+    add_option(p, ANONYMIZE["suppression"], metavar="F", also="e.g. 0.02")
     add_option(p, ANONYMIZE["suppressed"])
     add_option(p, ANONYMIZE["noise"], type=noise_column, action="append",
                metavar="COL:EPS:LO:HI", also="repeatable, e.g. income:1.0:0:200000")
@@ -186,10 +178,8 @@ def _add_engine(group) -> None:
                        help="start a local Dask cluster with N workers")
     group.add_argument("--memory-limit", type=byte_size, metavar="SIZE",
                        help="memory limit per local worker, e.g. 2GB")
-    add_option(group, DASK_PLAN["leaf_rows"], metavar="N",
-               also="Dask engine only")
-    add_option(group, DASK_PLAN["stall_timeout"],
-               metavar="SECONDS", also="Dask engine only")
+    add_option(group, DASK_PLAN["leaf_rows"], metavar="N", also="Dask engine only")
+    add_option(group, DASK_PLAN["stall_timeout"], metavar="SECONDS", also="Dask engine only")
     add_option(group, DASK_PLAN["exchange"], also="Dask engine only")
 
 
@@ -449,8 +439,7 @@ def _anonymize_local(job: Job, df) -> Outcome:
         if job.plan is not None or job.args.save_plan:
             released = _release_with_plan(job, df, class_col)
         else:
-            released = _engines.local_anonymize()(df, job.qis, job.args.k,
-                                                  class_column=class_col,
+            released = _engines.local_anonymize()(df, job.qis, job.args.k, class_column=class_col,
                                                   **job.options(ANONYMIZE))
     released = released.drop(columns=[class_col])
     # The file's rows in a random order (dmondrian.release.row_order); the frame kept
@@ -506,20 +495,17 @@ def _free_column(df, base: str = "__dmondrian_class") -> str:
 def _parameters(job: Job) -> dict:
     """The manifest's parameters: what was asked, as the option table names it."""
     args = job.args
-    return {
-        "k": args.k, "quasi_identifiers": job.qis,
-        "sensitive": job.sensitive[0] if job.sensitive else None,
-        "l": args.l, "l_kind": args.l_kind, "c": args.c, "t": args.t, "mode": args.mode,
-        "objective": args.objective, "refine": args.refine,
-        "generalization": args.generalization,
-        "max_depth": args.max_depth, "hierarchies": job.hierarchy_files, "dtypes": job.dtypes,
-        "suppression": args.suppression, "suppressed": args.suppressed,
-        "noise": dict(args.noise) if args.noise else None, "seed": args.random_state,
-        "identifiers": split_names(args.identifiers),
-        "allow_unique": split_names(args.allow_unique),
-        "entity": args.entity, "max_contributions": args.max_contributions,
-        "max_classes": args.max_classes,
-    }
+    return {"k": args.k, "quasi_identifiers": job.qis,
+            "sensitive": job.sensitive[0] if job.sensitive else None, "l": args.l,
+            "l_kind": args.l_kind, "c": args.c, "t": args.t, "mode": args.mode,
+            "objective": args.objective, "refine": args.refine,
+            "generalization": args.generalization, "max_depth": args.max_depth,
+            "hierarchies": job.hierarchy_files, "dtypes": job.dtypes,
+            "suppression": args.suppression, "suppressed": args.suppressed,
+            "noise": dict(args.noise) if args.noise else None, "seed": args.random_state,
+            "identifiers": split_names(args.identifiers),
+            "allow_unique": split_names(args.allow_unique), "entity": args.entity,
+            "max_contributions": args.max_contributions, "max_classes": args.max_classes}
 
 
 def release_report(job: Job, released, original, measured=None):
@@ -585,8 +571,7 @@ def _stage_manifest(job: Job, engine: str, outcome: Outcome, stage) -> None:
              "min_class_size": outcome.min_class_size, "seconds": outcome.seconds,
              "row_order": row_order_record(job.args.random_state)}
     if job.plan_sha256 is not None:
-        extra["plan"] = {"path": job.args.plan or job.args.save_plan,
-                         "sha256": job.plan_sha256,
+        extra["plan"] = {"path": job.args.plan or job.args.save_plan, "sha256": job.plan_sha256,
                          "use": "applied" if job.args.plan else "fitted and saved"}
     stage_written_manifest(stage, dict(
         parameters=_parameters(job), input_rows=outcome.input_rows, output_rows=outcome.rows,

@@ -56,8 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if not result.ok:
         return EXIT_FAILED
     print(f"verified: every class has at least {args.k} rows\n")
-    print(repr(report(released, qis, original=df, sensitive=synthetic.CENSUS_SENSITIVE,
-                      k=args.k)))
+    print(repr(report(released, qis, original=df, sensitive=synthetic.CENSUS_SENSITIVE, k=args.k)))
     if args.output:
         _write(released, args)
     return EXIT_OK

@@ -154,8 +154,7 @@ def withhold_exact(manifest: dict) -> dict:
 #: Identifies the manifest layout; bumped if fields change meaning.
 FORMAT = "dmondrian-manifest/1"
 MANIFEST_SUFFIX = ".manifest.json"
-DEPENDENCIES = ("numpy", "pandas", "pyarrow", "dask", "distributed", "fsspec",
-                "matplotlib")
+DEPENDENCIES = ("numpy", "pandas", "pyarrow", "dask", "distributed", "fsspec", "matplotlib")
 _CHUNK = 1 << 20
 
 
@@ -295,9 +294,8 @@ def _json_default(obj):
 def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, output_rows=None,
                    report=None, released=None, quasi_identifiers=None, original=None,
                    sensitive=None, k=None, extra: Mapping | None = None,
-                   suppressed: Mapping | None = None, noise=None,
-                   risks: Mapping | None = None, column_types: Mapping | None = None,
-                   published=None) -> dict:
+                   suppressed: Mapping | None = None, noise=None, risks: Mapping | None = None,
+                   column_types: Mapping | None = None, published=None) -> dict:
     """Write the manifest of a release (atomically) and return it as a dict.
 
     Parameters
@@ -495,10 +493,7 @@ def check_manifest(path, output=None) -> dict:
         stored = manifest["output"]["path"]
         output = stored if "://" in stored else str(Path(path).resolve().parent / stored)
     expected = {f["path"]: f["sha256"] for f in manifest["output"]["files"]}
-    actual = {f["path"]: f["sha256"] for f in hash_output(output,
-                                                          exclude=[Path(path).resolve()])}
-    return {
-        "missing": sorted(set(expected) - set(actual)),
-        "changed": sorted(p for p in expected if p in actual and actual[p] != expected[p]),
-        "extra": sorted(set(actual) - set(expected)),
-    }
+    actual = {f["path"]: f["sha256"] for f in hash_output(output, exclude=[Path(path).resolve()])}
+    return {"missing": sorted(set(expected) - set(actual)),
+            "changed": sorted(p for p in expected if p in actual and actual[p] != expected[p]),
+            "extra": sorted(set(actual) - set(expected))}

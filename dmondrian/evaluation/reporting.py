@@ -288,8 +288,7 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
     else:
         plan, sizes = None, class_sizes(released, keys)
         parts.append(Deferred([], list))
-    parts.append(Deferred([size_counts_of(sizes)],
-                          lambda d: SizeSummary(finish_size_counts(d[0]))))
+    parts.append(Deferred([size_counts_of(sizes)], lambda d: SizeSummary(finish_size_counts(d[0]))))
     noised = check_noise(noise, released.columns, qis, sensitive)
     as_is = [c for c in released.columns
              if c not in qis and c not in keys and c != sensitive
@@ -319,16 +318,14 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
         f, big_f, n_pop = population_counts(released, qis, population, hierarchies, qi_kinds)
         risk_fields = journalist(f, big_f, n_pop, threshold, risk_fields)
     privacy = _privacy(summary, sensitive, l_stats, None if plan is None else plan.distance)
-    return _finished(
-        summary, qis, k, privacy, bins, ncp, ncp_released, Risk(threshold, **risk_fields),
-        suppressed, noise_summary(noised), results[-1],
-        None if entity is None else fewest_entities(released, keys, entity))
+    return _finished(summary, qis, k, privacy, bins, ncp, ncp_released,
+                     Risk(threshold, **risk_fields), suppressed, noise_summary(noised), results[-1],
+                     None if entity is None else fewest_entities(released, keys, entity))
 
 
-def counted_report(counts: ReleaseCounts, quasi_identifiers, domains, input_rows: int, *,
-                   k=None, sensitive_meta=None, identifying_columns=(), noise=None,
-                   weights=None, risk_threshold=DEFAULT_RISK_THRESHOLD, t_distance="auto",
-                   bins=None) -> Report:
+def counted_report(counts: ReleaseCounts, quasi_identifiers, domains, input_rows: int, *, k=None,
+                   sensitive_meta=None, identifying_columns=(), noise=None, weights=None,
+                   risk_threshold=DEFAULT_RISK_THRESHOLD, t_distance="auto", bins=None) -> Report:
     """The :func:`report` of a release from its merged class counts, without reading it.
 
     What :func:`report` gives for ``report(release, quasi_identifiers, original=...,
@@ -392,11 +389,10 @@ def _finished(summary: SizeSummary, qis, k, privacy, bins, ncp, ncp_released, ri
     """The :class:`Report` of measured parts: what both :func:`report` and
     :func:`counted_report` end with."""
     counts = summary.counts
-    return Report(
-        n_records=summary.n_records, n_classes=summary.n_classes, quasi_identifiers=qis, k=k,
-        privacy=privacy, c_avg=summary.c_avg(k if k is not None else max(summary.min_size, 1)),
-        discernibility=summary.discernibility, size_counts=counts,
-        class_sizes=size_distribution(counts, bins), ncp=ncp, risk=risk, suppressed=suppressed,
-        noise=noise, identifying_columns=identifying, k_entities=k_entities,
-        ncp_released=ncp_released,
-    )
+    return Report(n_records=summary.n_records, n_classes=summary.n_classes, quasi_identifiers=qis,
+                  k=k, privacy=privacy,
+                  c_avg=summary.c_avg(k if k is not None else max(summary.min_size, 1)),
+                  discernibility=summary.discernibility, size_counts=counts,
+                  class_sizes=size_distribution(counts, bins), ncp=ncp, risk=risk,
+                  suppressed=suppressed, noise=noise, identifying_columns=identifying,
+                  k_entities=k_entities, ncp_released=ncp_released)

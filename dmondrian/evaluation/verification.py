@@ -298,9 +298,8 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
                     "sensitive": sensitive}
     public = _PUBLIC if extra is None else {**_PUBLIC, extra[0]: variant.column}
     listed = listed.set_index(keys).rename(columns=public)
-    return VerifyResult(int(n_bad) == 0 and not identifying, requirements, achieved,
-                        int(n_records), int(n_classes),
-                        int(n_bad), listed, identifying)
+    return VerifyResult(int(n_bad) == 0 and not identifying, requirements, achieved, int(n_records),
+                        int(n_classes), int(n_bad), listed, identifying)
 
 
 #: The column of distinct entities per class, with ``entity=``.

@@ -261,8 +261,7 @@ def _arrow_kinds(source, dialect: CsvDialect, columns: list, include: list, *,
     import pyarrow.csv as pc
 
     read = pc.ReadOptions(encoding=dialect.encoding,
-                          column_names=None if header else [str(c) for c in columns],
-                          skip_rows=0)
+                          column_names=None if header else [str(c) for c in columns], skip_rows=0)
     convert = pc.ConvertOptions(decimal_point=dialect.decimal,
                                 include_columns=[str(c) for c in include])
     try:
@@ -300,8 +299,7 @@ def _arrow_type(dtype, found) -> str | None:
     return None
 
 
-def read_csv_dask(url: str, dialect: CsvDialect | None = None, text_columns=(),
-                  **dask_options):
+def read_csv_dask(url: str, dialect: CsvDialect | None = None, text_columns=(), **dask_options):
     """Read a CSV file lazily with dask, its column types those :func:`read_csv` gives.
 
     dask guesses each column's type from the file's first block. The type of every column it guesses
@@ -496,8 +494,7 @@ def _as_types(part: pd.DataFrame, words: dict) -> pd.DataFrame:
     for col in words:
         words = out[col].str.strip().str.lower().map(_BOOL_WORDS).astype(object)
         # NaN for missing, as pandas reads them (not the string dtype's NA).
-        out[col] = pd.Series(np.where(words.isna(), np.nan, words), index=out.index,
-                             dtype=object)
+        out[col] = pd.Series(np.where(words.isna(), np.nan, words), index=out.index, dtype=object)
     return out
 
 

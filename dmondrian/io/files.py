@@ -30,10 +30,8 @@ __all__ = ["InputNotFoundError", "ReadError", "UnknownFormatError", "detect_form
            "read_table", "read_lines", "write_table", "write_json", "manifest_path",
            "storage_options"]
 
-_SUFFIXES = {
-    ".csv": "csv", ".tsv": "csv", ".txt": "csv",
-    ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
-}
+_SUFFIXES = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet",
+             ".parq": "parquet"}
 
 class InputNotFoundError(IOFailure, FileNotFoundError):
     """The input path does not exist."""

@@ -114,8 +114,7 @@ class ParquetSink:
         created = not fs.exists(root)
         fs.makedirs(root, exist_ok=True)
         schema = release_schema(meta, label_columns, write_index)
-        for key, value in release_write_options(schema, label_columns,
-                                                dictionary_columns).items():
+        for key, value in release_write_options(schema, label_columns, dictionary_columns).items():
             options.setdefault(key, value)
         return cls(fs, root, schema, write_index, options,
                    row_order_seed(random_state) if shuffle else None, created)
@@ -195,8 +194,7 @@ class ParquetSink:
             path = f"{self.root}/part.{number}.parquet"
             if self.fs.exists(path):
                 self.fs.rm(path)
-        if self.created and self.fs.exists(self.root) and not self.fs.ls(self.root,
-                                                                         detail=False):
+        if self.created and self.fs.exists(self.root) and not self.fs.ls(self.root, detail=False):
             self.fs.rmdir(self.root)
 
 

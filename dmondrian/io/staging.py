@@ -298,8 +298,7 @@ class Stage:
         except OutputError:
             raise
         except OSError as exc:
-            raise OutputError(self.url, f"cannot publish {self.url!r}: {one_line(exc)}"
-                              ) from exc
+            raise OutputError(self.url, f"cannot publish {self.url!r}: {one_line(exc)}") from exc
         if manifest:
             checkpoint("committed")
         self.close(remove=True)
@@ -348,8 +347,7 @@ class Stage:
 
 
 @contextlib.contextmanager
-def atomic_output(url: str, *, directory: bool = False, overwrite: bool = False
-                  ) -> Iterator[tuple]:
+def atomic_output(url: str, *, directory: bool = False, overwrite: bool = False) -> Iterator[tuple]:
     """Yield ``(fs, path)`` to write a file (or, with ``directory``, a folder) to; publish
     it at ``url`` when the block succeeds, through a :class:`Stage` without a manifest.
 
@@ -397,8 +395,7 @@ def atomic_output(url: str, *, directory: bool = False, overwrite: bool = False
 
 def _staged_already(url) -> bool:
     """Whether ``url`` lies inside a staging folder (a caller's, which publishes it)."""
-    return any(part.startswith(".") and STAGING_TAG in part
-               for part in os.fspath(url).split("/"))
+    return any(part.startswith(".") and STAGING_TAG in part for part in os.fspath(url).split("/"))
 
 
 @contextlib.contextmanager
@@ -472,8 +469,7 @@ class StagedFolder:
 
 
 @contextlib.contextmanager
-def staged_folder(path, storage_options=None, manifest: bool = False
-                  ) -> Iterator[StagedFolder]:
+def staged_folder(path, storage_options=None, manifest: bool = False) -> Iterator[StagedFolder]:
     """For the library's Parquet writers: where to write a dataset folder, published at
     ``path`` when the block ends without error.
 
@@ -529,9 +525,8 @@ def stage_written_manifest(stage: Stage, fields: dict) -> dict:
 
     # write_manifest writes a local file: build it in a temporary folder, then stage it.
     with tempfile.TemporaryDirectory() as folder:
-        manifest = write_manifest(path=os.path.join(folder, "manifest.json"),
-                                  output=stage.data_url, published=stage.url,
-                                  **{"parameters": {}, **fields})
+        manifest = write_manifest(path=os.path.join(folder, "manifest.json"), output=stage.data_url,
+                                  published=stage.url, **{"parameters": {}, **fields})
     stage.stage_manifest(manifest)
     return manifest
 
@@ -560,5 +555,4 @@ def _listing(fs, path: str) -> dict:
     if not fs.isdir(path):
         return {path.rsplit("/", 1)[-1]: int(fs.size(path))}
     base = path.rstrip("/")
-    return {p[len(base) + 1:]: int(info["size"])
-            for p, info in fs.find(path, detail=True).items()}
+    return {p[len(base) + 1:]: int(info["size"]) for p, info in fs.find(path, detail=True).items()}

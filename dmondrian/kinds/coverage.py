@@ -85,8 +85,7 @@ def interval_coverage(kind: QIKindSpec, context, labels: list,
 
 def set_coverage(labels: list) -> SetCoverage:
     """The :class:`SetCoverage` of published sets (a missing label stands for ``<NA>``)."""
-    sets = [parse_set(str(v)) if not is_missing(v) else frozenset([MISSING_LABEL])
-            for v in labels]
+    sets = [parse_set(str(v)) if not is_missing(v) else frozenset([MISSING_LABEL]) for v in labels]
     vocab = {v: i for i, v in enumerate(sorted(set().union(*sets)))} if sets else {}
     member = np.zeros((len(labels), max(len(vocab), 1)), dtype=bool)
     for i, members in enumerate(sets):

@@ -78,9 +78,8 @@ class DatetimeKind(RangeKind):
         if reserved:
             raise InvalidValueError(series.name, f"column {series.name!r} holds the largest "
                                     "time, which is reserved for missing values")
-        return EncodedQI(series.name, self.name, KIND_INT, keys,
-                         self.key_scale(lo, hi, KIND_INT), value_type=unit, tz=tz,
-                         dtype=source)
+        return EncodedQI(series.name, self.name, KIND_INT, keys, self.key_scale(lo, hi, KIND_INT),
+                         value_type=unit, tz=tz, dtype=source)
 
     def as_fitted(self, series: pd.Series, qi: EncodedQI) -> pd.Series:
         return series if series.dtype == qi.dtype else series.astype(qi.dtype)

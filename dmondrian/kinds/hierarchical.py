@@ -41,8 +41,7 @@ class HierarchyKind(QIKindSpec):
         if missing.any():
             keys[missing] = hierarchy.leaf_codes([MISSING_LEAF])[0]
         return EncodedQI(series.name, self.name, KIND_HIERARCHY, keys,
-                         self.count_scale(len(hierarchy)), hierarchy=hierarchy,
-                         dtype=series.dtype)
+                         self.count_scale(len(hierarchy)), hierarchy=hierarchy, dtype=series.dtype)
 
     def key_width(self, lo: int, hi: int, kernel_kind: int, hierarchy=None) -> float:
         """Leaves under the region's lowest common ancestor - 1."""

@@ -146,9 +146,8 @@ class Hierarchy:
                 raise HierarchyError(name, f"hierarchy for column {name!r}: empty field in {raw!r}")
             leaf, chain = fields[0], fields[1:]
             if leaf in paths and paths[leaf] != chain:
-                raise HierarchyError(
-                    name, f"hierarchy for column {name!r} lists leaf {leaf!r} twice"
-                )
+                raise HierarchyError(name,
+                                     f"hierarchy for column {name!r} lists leaf {leaf!r} twice")
             paths[leaf] = chain
         return cls(paths, name=name)
 

@@ -12,13 +12,7 @@ from .._kernel.routing import _arrow_codes_into, _remap_into
 from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
 from .base import MISSING_LABEL, Domain, EncodedQI, QIKindSpec
 from .coverage import SetCoverage, set_coverage
-from .keys import (
-    CategoryKind,
-    arrow_int32_chunks,
-    arrow_string_chunks,
-    factorize,
-    global_codes,
-)
+from .keys import CategoryKind, arrow_int32_chunks, arrow_string_chunks, factorize, global_codes
 from .labels import parse_set
 from .types import dictionary_as_categorical
 
@@ -100,8 +94,7 @@ class NominalKind(CategoryKind, QIKindSpec):
     def global_encoding(self, meta: pd.Series, scale: float, *, categories=None, slots: int = 0,
                         hierarchy=None) -> EncodedQI:
         return EncodedQI(meta.name, self.name, KIND_NOMINAL, np.zeros(0, dtype=np.int64), scale,
-                         card=int(slots), categories=[*categories, MISSING_LABEL],
-                         dtype=meta.dtype)
+                         card=int(slots), categories=[*categories, MISSING_LABEL], dtype=meta.dtype)
 
     def domain_parts(self, col) -> tuple:
         return (col.nunique(dropna=False),)
@@ -117,8 +110,7 @@ class NominalKind(CategoryKind, QIKindSpec):
         """NCP of a published set: (its values - 1) over the domain's scale."""
         return (len(parse_set(text)) - 1) / domain.scale if domain.scale > 0 else 0.0
 
-    def coverage(self, labels: list, meta: pd.Series, hierarchy=None,
-                 column=None) -> SetCoverage:
+    def coverage(self, labels: list, meta: pd.Series, hierarchy=None, column=None) -> SetCoverage:
         return set_coverage(labels)
 
 

@@ -91,9 +91,8 @@ class NumericKind(RangeKind):
                 missing = series.isna().to_numpy()
                 raw = series.to_numpy(dtype=np.uint64 if unsigned else np.int64, na_value=0)
             if unsigned and raw.size and raw.max() > np.iinfo(np.int64).max:
-                raise InvalidValueError(
-                    name, f"column {name!r} holds unsigned integers above 2**63 - 1"
-                )
+                raise InvalidValueError(name,
+                                        f"column {name!r} holds unsigned integers above 2**63 - 1")
             return self._int_encoded(name, raw, missing, "int", dtype)
         values = series.to_numpy(dtype=np.float64, na_value=np.nan)
         keys, lo, hi, first_inf = _keys.float_keys(np.ascontiguousarray(values))
@@ -114,11 +113,9 @@ class NumericKind(RangeKind):
             )
         return self._encoded(name, keys, lo, hi, KIND_INT, value_type, dtype, **fields)
 
-    def _encoded(self, name, keys, lo, hi, kernel_kind, value_type, dtype,
-                 **fields) -> EncodedQI:
-        return EncodedQI(name, self.name, kernel_kind, keys,
-                         self.key_scale(lo, hi, kernel_kind), value_type=value_type,
-                         dtype=dtype, **fields)
+    def _encoded(self, name, keys, lo, hi, kernel_kind, value_type, dtype, **fields) -> EncodedQI:
+        return EncodedQI(name, self.name, kernel_kind, keys, self.key_scale(lo, hi, kernel_kind),
+                         value_type=value_type, dtype=dtype, **fields)
 
     def as_fitted(self, series: pd.Series, qi: EncodedQI) -> pd.Series:
         if qi.value_type == "int" and not pd.api.types.is_integer_dtype(series.dtype):
@@ -129,8 +126,7 @@ class NumericKind(RangeKind):
 
     def kernel_kind_of(self, dtype) -> int:
         # Bools are encoded as floats; decimals and durations by their integers.
-        whole = (pd.api.types.is_integer_dtype(dtype) or is_decimal(dtype)
-                 or is_duration(dtype))
+        whole = (pd.api.types.is_integer_dtype(dtype) or is_decimal(dtype) or is_duration(dtype))
         return KIND_INT if whole else KIND_FLOAT
 
     def conform_partition(self, series: pd.Series, kernel_kind: int) -> pd.Series:

@@ -40,8 +40,7 @@ class OrdinalKind(CategoryKind, RangeKind):
                       f"not {series.dtype}"
             )
         keys, lo, hi = _keys.sentinel_keys(series.cat.codes.to_numpy().astype(np.int64), -1)
-        return EncodedQI(name, self.name, KIND_ORDINAL, keys,
-                         self.key_scale(lo, hi, KIND_ORDINAL),
+        return EncodedQI(name, self.name, KIND_ORDINAL, keys, self.key_scale(lo, hi, KIND_ORDINAL),
                          categories=list(series.cat.categories), dtype=series.dtype)
 
     # -- points: category codes -----------------------------------------------------------------

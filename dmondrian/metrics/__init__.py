@@ -89,11 +89,11 @@ from .risk import Risk, reidentification_risk
 from .risk import journalist as journalist
 from .sizes import SizeSummary as SizeSummary
 from .sizes import (
-    c_avg,
-    calculate_avg_equivalence_class_size,
-    class_size_distribution,
-    discernibility,
-    size_counts,
+                    c_avg,
+                    calculate_avg_equivalence_class_size,
+                    class_size_distribution,
+                    discernibility,
+                    size_counts,
 )
 from .sizes import size_distribution as size_distribution
 

@@ -134,8 +134,7 @@ def _value_cost_plan(released, original, q, keys):
     if not is_dask(released) and not released.index.equals(original.index):
         raise ParameterError("original", "original must be row-aligned with the released table "
                                          "(same index) to measure midpoint/mean columns")
-    frame = released[keys].assign(**{VALUE_COLUMN: original[q],
-                                     HIDDEN_COLUMN: released[q].isna()})
+    frame = released[keys].assign(**{VALUE_COLUMN: original[q], HIDDEN_COLUMN: released[q].isna()})
     agg = groupby(frame, keys).agg(**{name: (VALUE_COLUMN, name)
                                       for name in ("min", "max", "count", "size")},
                                    hidden=(HIDDEN_COLUMN, "sum"))

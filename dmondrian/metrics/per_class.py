@@ -178,8 +178,7 @@ def sensitive_class_stats(counts: pd.DataFrame, keys, sensitive, q: pd.Series,
     return out
 
 
-def class_statistics(table, keys, sensitive=None, t_distance: str = "auto",
-                     extra=None):
+def class_statistics(table, keys, sensitive=None, t_distance: str = "auto", extra=None):
     """Per-class statistics of a table.
 
     For Dask it stays lazy (one row per class, partitioned by class); the

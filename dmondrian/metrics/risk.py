@@ -51,12 +51,10 @@ def prosecutor(summary: SizeSummary, threshold: float) -> dict:
     n = summary.n_records
     sizes = summary.counts.index.to_numpy(dtype=np.float64)
     at_risk = (sizes * summary.counts.to_numpy())[1.0 / sizes > threshold].sum() if n else 0
-    return {
-        "prosecutor_max": 1.0 / summary.min_size if n else 0.0,
-        "prosecutor_avg": summary.n_classes / n if n else 0.0,
-        "prosecutor_at_risk": float(at_risk) / n if n else 0.0,
-        "marketer": summary.n_classes / n if n else 0.0,
-    }
+    return {"prosecutor_max": 1.0 / summary.min_size if n else 0.0,
+            "prosecutor_avg": summary.n_classes / n if n else 0.0,
+            "prosecutor_at_risk": float(at_risk) / n if n else 0.0,
+            "marketer": summary.n_classes / n if n else 0.0}
 
 
 @shared_parameters

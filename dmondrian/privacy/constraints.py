@@ -530,8 +530,7 @@ def kernel_privacy(constraints, sensitive_codes=None, n_values: int = 0,
     ip[K.P_SENS_ROW] = ip[K.P_ENT_ROW] = ip[K.P_PAIR_ROW] = -1
     for cst in constraints:
         cst._kernel(ip, fp)
-    if sensitive_codes is None or not any(isinstance(c, _SensitiveConstraint)
-                                          for c in constraints):
+    if sensitive_codes is None or not any(isinstance(c, _SensitiveConstraint) for c in constraints):
         privacy = KernelPrivacy(ip, fp, np.zeros(1))
         return privacy if entity is None else with_entity(privacy, entity)
     ip[K.P_N_SENS] = n_values
@@ -552,8 +551,6 @@ def with_entity(privacy: KernelPrivacy, entity) -> KernelPrivacy:
     ip[K.P_N_SEEN] = entity.n_entities
     pairs = None
     if privacy.sensitive_codes is not None:
-        pairs, n_pairs = pair_codes(entity.codes, privacy.sensitive_codes,
-                                    int(ip[K.P_N_SENS]))
+        pairs, n_pairs = pair_codes(entity.codes, privacy.sensitive_codes, int(ip[K.P_N_SENS]))
         ip[K.P_N_SEEN] = max(entity.n_entities, n_pairs)
-    return KernelPrivacy(ip, privacy.fp, privacy.q, privacy.sensitive_codes, entity.codes,
-                         pairs)
+    return KernelPrivacy(ip, privacy.fp, privacy.q, privacy.sensitive_codes, entity.codes, pairs)

@@ -142,8 +142,7 @@ def pair_codes(entity_codes: np.ndarray, sensitive_codes: np.ndarray,
     return codes.astype(np.int64, copy=False), len(uniques)
 
 
-def pair_counts(entity_codes: np.ndarray, sensitive_codes: np.ndarray,
-                n_values: int) -> np.ndarray:
+def pair_counts(entity_codes: np.ndarray, sensitive_codes: np.ndarray, n_values: int) -> np.ndarray:
     """Number of distinct entities holding each sensitive value (the pairs' histogram).
 
     Examples
