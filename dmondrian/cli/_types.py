@@ -69,10 +69,7 @@ def split_names(values) -> list[str]:
     >>> split_names(["age, zip", "sex"])
     ['age', 'zip', 'sex']
     """
-    names = []
-    for value in values or []:
-        names.extend(n.strip() for n in value.split(",") if n.strip())
-    return names
+    return [n.strip() for value in values or [] for n in value.split(",") if n.strip()]
 
 
 def pairs(values, flag: str, what: str) -> dict[str, str]:

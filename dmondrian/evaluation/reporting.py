@@ -109,23 +109,18 @@ class Report:
     def to_dict(self) -> dict:
         """Plain-Python nested dict (JSON-serializable; numbers as int/float)."""
         p = self.privacy
-        out = {
-            "rows": self.n_records,
-            "classes": self.n_classes,
-            "quasi_identifiers": [str(q) for q in self.quasi_identifiers],
-            "k": self.k,
-            "achieved": {"k": p.k, "sensitive": None if p.sensitive is None else str(p.sensitive),
-                         "l_distinct": p.l_distinct, "l_entropy": p.l_entropy, "t": p.t,
-                         "t_distance": p.t_distance, "k_entities": self.k_entities},
-            "c_avg": self.c_avg,
-            "discernibility": self.discernibility,
-            "class_sizes": self.class_sizes.to_dict(orient="records"),
-            "ncp": _ncp_dict(self.ncp),
-            "risk": {**vars(self.risk), "identifying_columns":
-                     [f.to_dict() for f in self.identifying_columns]},
-            "suppressed": None if self.suppressed is None else self.suppressed.to_dict(),
-            "noise": self.noise,
-        }
+        achieved = {"k": p.k, "sensitive": None if p.sensitive is None else str(p.sensitive),
+                    "l_distinct": p.l_distinct, "l_entropy": p.l_entropy, "t": p.t,
+                    "t_distance": p.t_distance, "k_entities": self.k_entities}
+        risk = {**vars(self.risk),
+                "identifying_columns": [f.to_dict() for f in self.identifying_columns]}
+        out = {"rows": self.n_records, "classes": self.n_classes,
+               "quasi_identifiers": [str(q) for q in self.quasi_identifiers], "k": self.k,
+               "achieved": achieved, "c_avg": self.c_avg, "discernibility": self.discernibility,
+               "class_sizes": self.class_sizes.to_dict(orient="records"),
+               "ncp": _ncp_dict(self.ncp), "risk": risk,
+               "suppressed": None if self.suppressed is None else self.suppressed.to_dict(),
+               "noise": self.noise}
         if self.ncp_released is not None:
             out["ncp_released"] = _ncp_dict(self.ncp_released)
         return jsonable(out)

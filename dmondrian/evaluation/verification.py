@@ -93,17 +93,12 @@ class VerifyResult:
     def to_dict(self) -> dict:
         """Plain-Python summary (JSON-serializable), violations as a list of records."""
         listed = self.violations.reset_index()
-        return {
-            "ok": self.ok,
-            "requirements": jsonable(self.requirements),
-            "achieved": jsonable(self.achieved),
-            "n_records": self.n_records,
-            "n_classes": self.n_classes,
-            "n_violations": self.n_violations,
-            "violations": jsonable(listed.astype(object).where(listed.notna(), None)
-                                 .to_dict(orient="records")),
-            "risks": {"identifying_columns": [f.to_dict() for f in self.identifying_columns]},
-        }
+        return {"ok": self.ok, "requirements": jsonable(self.requirements),
+                "achieved": jsonable(self.achieved), "n_records": self.n_records,
+                "n_classes": self.n_classes, "n_violations": self.n_violations,
+                "violations": jsonable(listed.astype(object).where(listed.notna(), None)
+                                     .to_dict(orient="records")),
+                "risks": {"identifying_columns": [f.to_dict() for f in self.identifying_columns]}}
 
     def to_json(self, **kwargs) -> str:
         """:meth:`to_dict` as JSON text."""
@@ -164,11 +159,6 @@ def jsonable(obj):
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
-
-
-def _check_t(t_value):
-    t_value = ANONYMIZE["t"].check(t_value)
-    return None if t_value is None else float(t_value)
 
 
 def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *,  # noqa: E741
@@ -237,7 +227,8 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
         k = check_k(k)
     l_value = check_l_options(l, l_kind, c)
     variant = l_variant(l_kind)
-    t_value = _check_t(t)
+    t_value = ANONYMIZE["t"].check(t)
+    t_value = None if t_value is None else float(t_value)
     if (l_value is not None or t_value is not None) and sensitive is None:
         raise ParameterError("sensitive", "l-diversity and t-closeness need the sensitive column: "
                                           "pass sensitive=")

@@ -212,7 +212,8 @@ def _read_parquet(fs, path: str, url: str) -> pd.DataFrame:
     import pyarrow.parquet as pq
 
     if fs.isdir(path):
-        files = [f for f in fs.find(path) if not _hidden(f[len(path):])]
+        files = [f for f in fs.find(path)
+                 if not any(p.startswith((".", "_")) for p in f[len(path):].split("/") if p)]
         if not any(f.endswith((".parquet", ".pq", ".parq")) or "." not in f.rsplit("/", 1)[-1]
                    for f in files):
             raise ReadError(url, f"directory {url!r} holds no Parquet files")
@@ -235,10 +236,6 @@ def _nullable_ints(table, df: pd.DataFrame) -> pd.DataFrame:
             nullable = str(field.type).replace("uint", "UInt").replace("int", "Int")
             df[field.name] = pd.array(table.column(field.name), dtype=nullable)
     return df
-
-
-def _hidden(rel: str) -> bool:
-    return any(part.startswith((".", "_")) for part in rel.split("/") if part)
 
 
 def read_lines(url: str, what: str = "file") -> list[str]:

@@ -166,13 +166,11 @@ class Stage:
         self.parent = _check_output(self.fs, self.path, url)
         self.name = self.path.rsplit("/", 1)[-1]
         self.manifest = self.path + ".manifest.json"
-        self.root = self._join(f".{self.name}{STAGING_TAG}{uuid.uuid4().hex[:12]}")
+        self.root = f".{self.name}{STAGING_TAG}{uuid.uuid4().hex[:12]}"
+        self.root = f"{self.parent}/{self.root}" if self.parent else self.root
         self.data = f"{self.root}/{_DATA}/{self.name}"
         self.data_url = self.fs.unstrip_protocol(self.data) + ("/" if directory else "")
         self._lock = None
-
-    def _join(self, name: str) -> str:
-        return f"{self.parent}/{name}" if self.parent else name
 
     # -- opening: our staging folder, and what dead runs left ------------------------------
 

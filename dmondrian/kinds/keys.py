@@ -205,9 +205,6 @@ def arrow_string_chunks(values):
         yield offsets, data, bits, chunk.offset, chunk
 
 
-def _unknown(dtype: pd.CategoricalDtype) -> bool:
-    """Whether a Dask meta's categories are unknown (Dask's placeholder category)."""
-    return has_unknown_categories(dtype)
 
 
 class CategoryKind:
@@ -219,7 +216,7 @@ class CategoryKind:
         """The schema's categories when it knows them, else the one category list every partition
         had, else ``categories_from_values`` (which may refuse: an ordinal order cannot be made up).
         The parameters are :meth:`~dmondrian.kinds.QIKindSpec.global_categories`'."""
-        if isinstance(meta_dtype, pd.CategoricalDtype) and not _unknown(meta_dtype):
+        if isinstance(meta_dtype, pd.CategoricalDtype) and not has_unknown_categories(meta_dtype):
             return list(meta_dtype.categories)
         if len(seen) == 1:
             return list(next(iter(seen)))

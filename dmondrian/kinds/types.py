@@ -242,11 +242,8 @@ def decimal_strings(keys: np.ndarray, scale: int) -> list[str]:
     """
     if scale <= 0:
         return [str(int(k) * 10 ** -scale) for k in keys]
-    out = []
-    for k in keys.tolist():
-        digits = str(abs(k)).rjust(scale + 1, "0")
-        out.append(("-" if k < 0 else "") + digits[:-scale] + "." + digits[-scale:])
-    return out
+    digits = [(k < 0, str(abs(k)).rjust(scale + 1, "0")) for k in keys.tolist()]
+    return [("-" if neg else "") + d[:-scale] + "." + d[-scale:] for neg, d in digits]
 
 
 def unsupported(series: pd.Series, dtype=None) -> UnsupportedDtypeError:

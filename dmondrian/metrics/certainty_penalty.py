@@ -198,13 +198,9 @@ def ncp_plan(released, qis, keys, original) -> dict:
     dict
         ``{qi: (how, part)}``; :func:`ncp_finish` takes the computed parts.
     """
-    plans = {}
-    for q in qis:
-        if _publishes_numbers(meta_of(released[q])):
-            plans[q] = ("values", _value_cost_plan(released, original, q, keys))
-        else:
-            plans[q] = ("labels", released[q].value_counts(dropna=False))
-    return plans
+    return {q: ("values", _value_cost_plan(released, original, q, keys))
+            if _publishes_numbers(meta_of(released[q]))
+            else ("labels", released[q].value_counts(dropna=False)) for q in qis}
 
 
 def ncp_finish(plans, done, qis, domains, weights, n_records, n_dropped: int = 0) -> NCP:

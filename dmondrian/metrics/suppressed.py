@@ -62,7 +62,8 @@ def masked_count(released, quasi_identifiers):
     hidden = star = None
     for q in quasi_identifiers:
         col = released[q]
-        is_star = (col == MASK_LABEL) if _maybe_labels(col) else None
+        kind = getattr(getattr(col, "dtype", None), "kind", "O")
+        is_star = (col == MASK_LABEL) if kind not in "iufcbmM" else None
         h = col.isna() if is_star is None else (is_star | col.isna())
         hidden = h if hidden is None else hidden & h
         if is_star is not None:
@@ -70,12 +71,6 @@ def masked_count(released, quasi_identifiers):
     if star is None:
         return hidden.sum() * 0
     return (hidden & star).sum()
-
-
-def _maybe_labels(col) -> bool:
-    dtype = getattr(col, "dtype", None)
-    kind = getattr(dtype, "kind", "O")
-    return kind not in "iufcbmM"
 
 
 def suppressed_deferred(released, quasi_identifiers, n_released, original=None) -> Deferred:
