@@ -86,9 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _normalize_argv(argv: list[str]) -> list[str]:
     """Accept the seed's command line, which had no sub-command: ``--input X --output Y ...``."""
     first = next((a for a in argv if a != "--debug"), "")
-    if first.split("=", 1)[0] in SEED_FLAGS:
-        return ["anonymize", *argv]
-    return argv
+    return ["anonymize", *argv] if first.split("=", 1)[0] in SEED_FLAGS else argv
 
 
 def _take_extras(args, extras: list[str]) -> None:

@@ -97,11 +97,8 @@ def figure_of(obj):
     -------
     matplotlib.figure.Figure
     """
-    if isinstance(obj, tuple):
-        obj = obj[0]
-    if hasattr(obj, "savefig"):
-        return obj
-    return obj.get_figure()
+    obj = obj[0] if isinstance(obj, tuple) else obj
+    return obj if hasattr(obj, "savefig") else obj.get_figure()
 
 
 def save_png(fig, url: str, *, overwrite: bool) -> None:
@@ -117,7 +114,5 @@ def save_png(fig, url: str, *, overwrite: bool) -> None:
     """
     from ..io.staging import atomic_output
 
-    if not url.lower().endswith(".png"):
-        raise UsageError(f"plot output {url!r} must end in .png")
     with atomic_output(url, overwrite=overwrite) as (fs, tmp), fs.open(tmp, "wb") as fh:
         fig.savefig(fh, format="png", dpi=120, bbox_inches="tight")

@@ -46,8 +46,7 @@ class UnknownFormatError(IOFailure, ValueError):
 
 
 def _fs(url: str):
-    fs, path = fsspec.core.url_to_fs(url)
-    return fs, path
+    return fsspec.core.url_to_fs(url)
 
 
 @contextlib.contextmanager
@@ -70,13 +69,8 @@ def storage_options(urls, options: dict | None) -> Iterator[None]:
         return
     from fsspec.config import conf
 
-    protocols = set()
-    for url in urls:
-        if url is None:
-            continue
-        protocol = fsspec.core.split_protocol(str(url))[0]
-        if protocol not in (None, "file", "local"):
-            protocols.add(protocol)
+    protocols = {fsspec.core.split_protocol(str(url))[0] for url in urls if url is not None}
+    protocols -= {None, "file", "local"}
     saved = {p: conf.get(p) for p in protocols}
     try:
         for p in protocols:

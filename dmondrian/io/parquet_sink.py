@@ -277,10 +277,8 @@ def _dictionary_pays(f: pa.Field, wanted) -> bool:
     Numbers and dates of the input (ids, amounts, timestamps) are mostly distinct: the writer would
     hash every value, overflow the dictionary page and fall back to plain encoding anyway.
     """
-    if f.name in wanted or pa.types.is_dictionary(f.type):
-        return True
-    return not (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
-                or pa.types.is_temporal(f.type))
+    return f.name in wanted or pa.types.is_dictionary(f.type) or not (
+        pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_temporal(f.type))
 
 
 def _dictionary_encoded(table: pa.Table, columns) -> pa.Table:

@@ -41,9 +41,8 @@ def t_distance_of(meta: pd.Series, t_distance: str = "auto") -> str:
     if t_distance not in T_DISTANCES:
         raise ParameterError("t_distance", f"t_distance must be one of {T_DISTANCES}, "
                                            f"got {t_distance!r}")
-    if t_distance != "auto":
-        return t_distance
-    return "ordered" if is_ordered(meta.dtype) else "equal"
+    return t_distance if t_distance != "auto" else (
+        "ordered" if is_ordered(meta.dtype) else "equal")
 
 
 @dataclass

@@ -107,9 +107,6 @@ def journalist(f: np.ndarray, big_f: np.ndarray, n_pop: int, threshold: float,
     if (big_f < f).any():
         raise ParameterError("population", "the population covers fewer records than a released "
                                            "class holds: it must contain the released records")
-    out = dict(prosecutor)
-    out["journalist_max"] = float(1.0 / big_f.min()) if n else 0.0
-    out["journalist_at_risk"] = float(f[1.0 / big_f > threshold].sum() / n) if n else 0.0
-    out["marketer"] = float((f / big_f).sum() / n) if n else 0.0
-    out["population_rows"] = int(n_pop)
-    return out
+    return {**prosecutor, "journalist_max": float(1.0 / big_f.min()) if n else 0.0,
+            "journalist_at_risk": float(f[1.0 / big_f > threshold].sum() / n) if n else 0.0,
+            "marketer": float((f / big_f).sum() / n) if n else 0.0, "population_rows": int(n_pop)}

@@ -101,10 +101,9 @@ def encode_entities(values, k: int | None = None, name=None) -> EntityCodes:
     if missing:
         raise InvalidValueError(name, f"entity column {name!r} has {missing} missing value(s): "
                                       "whose rows they are is unknown; fill or drop them")
-    n = len(uniques)
     if k is not None:
-        check_entity_count(n, k, name)
-    return EntityCodes(codes.astype(np.int64, copy=False), n)
+        check_entity_count(len(uniques), k, name)
+    return EntityCodes(codes.astype(np.int64, copy=False), len(uniques))
 
 
 def check_entity_count(n_entities: int, k: int, name=None) -> None:
@@ -151,8 +150,7 @@ def pair_counts(entity_codes: np.ndarray, sensitive_codes: np.ndarray, n_values:
     [0, 1, 2]
     """
     key = entity_codes.astype(np.int64) * max(int(n_values), 1) + sensitive_codes
-    unique = pd.unique(key)
-    return np.bincount(unique % max(int(n_values), 1), minlength=n_values).astype(np.int64)
+    return np.bincount(pd.unique(key) % max(int(n_values), 1), minlength=n_values).astype(np.int64)
 
 
 def distinct_per_class(class_of_row: np.ndarray, entity_codes: np.ndarray,

@@ -328,9 +328,8 @@ def laplace_sampler(random_state=None):
     >>> np.array_equal(draw(np.zeros(3), 1.0), laplace_sampler(7)(np.zeros(3), 1.0))
     True
     """
-    if random_state is None:
-        return _opendp_sampler()
-    return _seeded_sampler(np.random.default_rng(random_state))
+    return _opendp_sampler() if random_state is None else _seeded_sampler(
+        np.random.default_rng(random_state))
 
 
 # -- the noise ------------------------------------------------------------------------------------
@@ -514,8 +513,7 @@ def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
     sizes = np.bincount(class_of_row, weights=kept, minlength=n_classes).astype(np.float64)
     out = {}
     if random_state is None:
-        draw = laplace_sampler(None)
-        leaves = [(0, n_classes, draw)]
+        leaves = [(0, n_classes, laplace_sampler(None))]
     elif leaf_classes is None:
         rng = np.random.default_rng(random_state)
         leaves = [(0, n_classes, _seeded_sampler(rng))]

@@ -61,8 +61,7 @@ def check_suppression(suppression) -> float:
     ...
     dmondrian.errors.ParameterError: suppression must be a fraction of the rows in [0, 1), got 1.0
     """
-    suppression = ANONYMIZE["suppression"].check(suppression)
-    return float(suppression)
+    return float(ANONYMIZE["suppression"].check(suppression))
 
 
 def budget(n_rows: int, fraction: float, k: int) -> int:
@@ -133,8 +132,7 @@ def _spans(qi: EncodedQI, j: int, scale: float, part) -> np.ndarray:
                           for x, y in pairs])
         return width[inverse.reshape(-1)] / scale
     empty = present[:, j] == 0
-    a = np.where(empty, 0, a)
-    b = np.where(empty, 0, b)
+    a, b = np.where(empty, 0, a), np.where(empty, 0, b)
     width = spec.span(spec.key_value(a, qi.kernel_kind), spec.key_value(b, qi.kernel_kind))
     width = np.where(empty, 0.0, width / scale)
     # A class mixing missing and present values publishes "[lo, hi] or <NA>": full loss.
