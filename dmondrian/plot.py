@@ -336,8 +336,8 @@ def partition_painting(original, anonymized, quasi_identifiers, *, palette="dist
 
     fig = _new_figure(figsize)
     ax = fig.add_subplot()
-    span_x = _span(xs, boxes, 0)
-    span_y = _span(ys, boxes, 2)
+    x_lo, x_hi, span_x = _extent(xs, boxes, "x")
+    y_lo, y_hi, span_y = _extent(ys, boxes, "y")
     rng = np.random.default_rng(seed)
     if palette == "mondrian":
         colours = [MONDRIAN[i] for i in rng.integers(0, len(MONDRIAN), len(boxes))]
@@ -364,7 +364,8 @@ def partition_painting(original, anonymized, quasi_identifiers, *, palette="dist
     size = float(np.clip(4000 / max(len(idx), 1), 1.5, 18))
     ax.scatter(xs[idx], ys[idx], s=size, c=_INK, alpha=0.55 if len(idx) > 2000 else 0.8,
                linewidths=0, zorder=2)
-    _limits(ax, xs, ys, boxes, span_x, span_y)
+    ax.set_xlim(x_lo - 0.02 * span_x, x_hi + 0.02 * span_x)
+    ax.set_ylim(y_lo - 0.02 * span_y, y_hi + 0.02 * span_y)
     _ticks(ax, original[qx], original[qy])
     ax.set_xlabel(str(qx))
     ax.set_ylabel(str(qy))
@@ -384,31 +385,20 @@ def _boxes(pairs, qx, qy, labels_x, bounds_x, labels_y, bounds_y) -> pd.DataFram
     return boxes[boxes["x0"].notna() & boxes["y0"].notna()].reset_index(drop=True)
 
 
-def _span(values, boxes, col) -> float:
+def _extent(values, boxes, axis: str) -> tuple:
+    """The smallest and largest of ``values`` and of the boxes' edges on ``axis`` ("x" or "y"),
+    and the span between them (1 when they meet)."""
     lo = np.nanmin(values) if np.isfinite(values).any() else 0.0
     hi = np.nanmax(values) if np.isfinite(values).any() else 1.0
     if len(boxes):
-        lo = min(lo, boxes.iloc[:, col].min())
-        hi = max(hi, boxes.iloc[:, col + 1].max())
-    return float(hi - lo) if hi > lo else 1.0
+        lo, hi = min(lo, boxes[axis + "0"].min()), max(hi, boxes[axis + "1"].max())
+    return lo, hi, float(hi - lo) if hi > lo else 1.0
 
 
 def _pad(lo, hi, span):
     """Give single-value classes a visible width (0.6% of the axis)."""
     half = 0.003 * span
     return (lo - half, hi + half) if hi - lo < 2 * half else (lo, hi)
-
-
-def _limits(ax, xs, ys, boxes, span_x, span_y):
-    def bounds(values, lo_col, hi_col, span):
-        lo = np.nanmin(values) if np.isfinite(values).any() else 0.0
-        hi = np.nanmax(values) if np.isfinite(values).any() else 1.0
-        if len(boxes):
-            lo, hi = min(lo, boxes[lo_col].min()), max(hi, boxes[hi_col].max())
-        return lo - 0.02 * span, hi + 0.02 * span
-
-    ax.set_xlim(*bounds(xs, "x0", "x1", span_x))
-    ax.set_ylim(*bounds(ys, "y0", "y1", span_y))
 
 
 def _ticks(ax, col_x: pd.Series, col_y: pd.Series):
