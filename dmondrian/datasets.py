@@ -138,10 +138,9 @@ def adult_dir(path=None, *, download: bool = True, url: str = ADULT_URL) -> Path
     folder = adult_cache_dir()
     missing = [name for name in _CHECKSUMS if not (folder / name).is_file()]
     if missing and not download:
-        raise DatasetError(
-            f"the Adult data set is not in the cache {str(folder)!r} and download=False; "
-            f"pass a folder holding adult.data, set ${ADULT_ENV_VAR}, or allow the download",
-            path=str(folder))
+        raise DatasetError(f"the Adult data set is not in the cache {str(folder)!r} and "
+                           "download=False; pass a folder holding adult.data, set "
+                           f"${ADULT_ENV_VAR}, or allow the download", path=str(folder))
     for name in missing:
         _download(url.rstrip("/") + "/" + name, folder / name, _CHECKSUMS[name])
     return folder
@@ -166,9 +165,8 @@ def _download(url: str, dest: Path, checksums: dict) -> None:
         for algo, expected in checksums.items():
             got = digests[algo].hexdigest()
             if got != expected:
-                raise DatasetError(f"{url} does not match the known {algo} checksum of "
-                                   f"{dest.name} (expected {expected}, got {got}); nothing "
-                                   "was saved", path=url)
+                raise DatasetError(f"{url} does not match the known {algo} checksum of {dest.name} "
+                                   f"(expected {expected}, got {got}); nothing was saved", path=url)
         os.replace(tmp, dest)
     except DatasetError:
         raise
@@ -288,10 +286,9 @@ def load_adult_hierarchies(path=None) -> dict[str, Hierarchy]:
     hdir = folder / _HIERARCHY_DIR
     files = sorted(hdir.glob(f"{_HIERARCHY_PREFIX}*.txt")) if hdir.is_dir() else []
     if not files:
-        raise DatasetError(
-            f"no {_HIERARCHY_DIR}/{_HIERARCHY_PREFIX}*.txt in {str(folder)!r}; the hierarchies "
-            f"are not part of the UCI download, point ${ADULT_ENV_VAR} or the path argument "
-            "at a folder that holds them", path=str(hdir))
+        raise DatasetError(f"no {_HIERARCHY_DIR}/{_HIERARCHY_PREFIX}*.txt in {str(folder)!r}; the "
+                           f"hierarchies are not part of the UCI download, point ${ADULT_ENV_VAR} "
+                           "or the path argument at a folder that holds them", path=str(hdir))
     found = {}
     for file in files:
         column = file.stem[len(_HIERARCHY_PREFIX):].replace("_", "-")

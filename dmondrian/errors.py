@@ -259,12 +259,11 @@ class WorkersRestartedError(JobStalledError):
     def __init__(self, job: str, workers, timeout: float):
         self.job, self.workers, self.timeout = job, list(workers), timeout
         listed = "; ".join(w.describe() for w in self.workers)
-        DMondrianError.__init__(
-            self,
-            f"{job}: workers were restarted {len(self.workers)} times for exceeding their "
-            f"memory limit, so the job was stopped. Last seen before each restart: "
-            f"{listed}. Give the workers more memory (or fewer threads each), or pass a "
-            "smaller leaf_rows")
+        DMondrianError.__init__(self, f"{job}: workers were restarted {len(self.workers)} times "
+                                      "for exceeding their memory limit, so the job was stopped. "
+                                      f"Last seen before each restart: {listed}. Give the workers "
+                                      "more memory (or fewer threads each), or pass a smaller "
+                                      "leaf_rows")
 
 
 class IOFailure(DMondrianError):

@@ -276,10 +276,9 @@ identifiers, allow_unique
             raise NotFittedError("this MondrianAnonymizer is not fitted yet: call fit first")
         if self.plan_ is None:
             name, why = self.unplanned_
-            raise ParameterError(name, f"this estimator has no plan to save: {why}, and "
-                                       "fitted plans take no suppression or "
-                                       "constraints objects (on a dask table: strict "
-                                       "cuts only)")
+            raise ParameterError(name, f"this estimator has no plan to save: {why}, and fitted "
+                                       "plans take no suppression or constraints objects (on a "
+                                       "dask table: strict cuts only)")
         from .plans import save_plan
 
         return save_plan(self.plan_, path)

@@ -471,8 +471,7 @@ def takes_options(*groups: dict[str, Option]) -> Callable:
         def wrapper(*args, **kwargs):
             for name in kwargs:
                 if name not in allowed and name not in names:
-                    raise TypeError(f"{fn.__name__}() got an unexpected keyword argument "
-                                    f"{name!r}")
+                    raise TypeError(f"{fn.__name__}() got an unexpected keyword argument {name!r}")
             for name in allowed:
                 kwargs.setdefault(name, table[name].default)
             return fn(*args, **kwargs)

@@ -222,9 +222,8 @@ def _axis(original: pd.Series, labels: list):
     29.5, so neighbouring classes touch)."""
     kind = detect_kind(original)
     if not kind.ordered:
-        raise UnsupportedDtypeError(original.name, f"partition_painting draws numeric, datetime "
-                                                   f"or ordinal QIs; {original.name!r} is "
-                                                   f"{kind.name}")
+        raise UnsupportedDtypeError(original.name, "partition_painting draws numeric, datetime or "
+                                                   f"ordinal QIs; {original.name!r} is {kind.name}")
     # Suppressed rows ("*", every value hidden) have no box to draw.
     masked = [i for i, label in enumerate(labels) if label == MASK_LABEL]
     cover = kind.coverage([label for label in labels if label != MASK_LABEL], original,

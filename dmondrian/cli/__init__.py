@@ -72,8 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
     parser = Parser(prog=PROG, formatter_class=FORMATTER, epilog=EXAMPLES,
-                    description="k-anonymize tables with the Mondrian multidimensional "
-                                "algorithm.")
+                    description="k-anonymize tables with the Mondrian multidimensional algorithm.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)

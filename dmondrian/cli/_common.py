@@ -123,17 +123,15 @@ def add_common(parser, *, qi_required: bool = True) -> None:
     parser.add_argument("--qi", "--qi-names", dest="qi", action="append", metavar="COLS",
                         required=qi_required,
                         help="quasi-identifier columns, comma-separated (repeatable)")
-    parser.add_argument("--format", choices=FORMATS,
-                        help="table format when the extension does not tell (input and "
-                             "output)")
+    parser.add_argument("--format", choices=FORMATS, help="table format when the extension does "
+                                                          "not tell (input and output)")
     parser.add_argument("--dtype", action="append", metavar="COL=TYPE",
                         help="convert a column after reading: str, int, float, category or "
                              "datetime (e.g. --dtype zip=str,birth_date=datetime)")
     add_csv_dialect(parser)
     parser.add_argument("--storage-options", type=json_object, metavar="JSON",
-                        help="fsspec options for the URLs' filesystems, e.g. "
-                             "'{\"endpoint_url\": \"http://localhost:9000\"}' or "
-                             "'{\"profile\": \"etl\"}'")
+                        help="fsspec options for the URLs' filesystems, e.g. '{\"endpoint_url\": "
+                             "\"http://localhost:9000\"}' or '{\"profile\": \"etl\"}'")
     add_debug(parser)
 
 

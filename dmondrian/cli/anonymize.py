@@ -118,9 +118,8 @@ def _add_anonymization(p) -> None:
 
 
 def _add_plan(group) -> None:
-    group.add_argument("--save-plan", metavar="FILE",
-                       help="also write the fitted partition as a JSON plan (on Dask: strict "
-                            "cuts only)")
+    group.add_argument("--save-plan", metavar="FILE", help="also write the fitted partition as a "
+                                                           "JSON plan (on Dask: strict cuts only)")
     group.add_argument("--plan", metavar="FILE",
                        help="release INPUT through a saved plan: QIs, k and options come from "
                             "it (a flag that contradicts it is an error)")
@@ -169,9 +168,8 @@ def _add_engine(group) -> None:
                        help="use the Dask engine whatever the input size")
     group.add_argument("--local", action="store_true",
                        help="use the in-memory engine whatever the input size")
-    group.add_argument("--local-limit", type=byte_size, default=DEFAULT_LOCAL_LIMIT,
-                       metavar="SIZE", help=f"inputs larger than this use Dask "
-                                            f"(default {DEFAULT_LOCAL_LIMIT})")
+    group.add_argument("--local-limit", type=byte_size, default=DEFAULT_LOCAL_LIMIT, metavar="SIZE",
+                       help=f"inputs larger than this use Dask (default {DEFAULT_LOCAL_LIMIT})")
     group.add_argument("--scheduler", metavar="ADDRESS",
                        help="Dask scheduler to connect to, e.g. tcp://host:8786")
     group.add_argument("--workers", type=positive_int("--workers"), metavar="N",
@@ -583,6 +581,5 @@ def _print_done(job: Job, engine: str, outcome: Outcome) -> None:
     from ..io import files as io
 
     print(f"wrote {job.dst} ({outcome.rows:,} rows, {outcome.classes:,} classes, smallest "
-          f"{outcome.min_class_size:,}, k={job.args.k}, {engine} engine, "
-          f"{outcome.seconds:.1f}s)")
+          f"{outcome.min_class_size:,}, k={job.args.k}, {engine} engine, {outcome.seconds:.1f}s)")
     print(f"manifest {io.manifest_path(job.dst)}")

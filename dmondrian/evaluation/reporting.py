@@ -191,9 +191,8 @@ class Report:
         rows = "".join(f"<tr><th {cell}>{html.escape(k)}</th><td {cell}>{html.escape(v)}</td></tr>"
                        for k, v in self._lines())
         sizes = self.class_sizes[self.class_sizes["classes"] > 0]
-        return ("<div><h4 style=\"margin:4px 0\">dmondrian report</h4>"
-                f"<table>{rows}</table><p style=\"margin:4px 0\">class sizes</p>"
-                f"{sizes.to_html(index=False)}</div>")
+        return (f"<div><h4 style=\"margin:4px 0\">dmondrian report</h4><table>{rows}</table><p "
+                f"style=\"margin:4px 0\">class sizes</p>{sizes.to_html(index=False)}</div>")
 
 
 def _ncp_dict(ncp: NCP | None) -> dict | None:

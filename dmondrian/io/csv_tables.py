@@ -588,8 +588,7 @@ def convert_dtypes(frame, dtypes: dict, url: str):
     """
     for col in dtypes:
         if col not in frame.columns:
-            raise MissingColumnError(col, f"--dtype names column {col!r}, which is not in "
-                                          f"{url!r}")
+            raise MissingColumnError(col, f"--dtype names column {col!r}, which is not in {url!r}")
     if not dtypes:
         return frame
     if isinstance(frame, pd.DataFrame):

@@ -123,9 +123,8 @@ def detect_format(url: str, format: str | None = None) -> str:
         fs, path = _fs(url)
         if fs.isdir(path):
             return "parquet"
-    raise UnknownFormatError(
-        url, f"cannot tell the format of {url!r} from its name: use a .csv or .parquet "
-             "extension or pass --format csv|parquet")
+    raise UnknownFormatError(url, f"cannot tell the format of {url!r} from its name: use a .csv or "
+                                  ".parquet extension or pass --format csv|parquet")
 
 
 def input_size(url: str) -> int:

@@ -97,8 +97,7 @@ def _check_output(fs, path: str, url: str) -> str:
         if not fs.isdir(parent):
             raise OutputError(url, f"cannot write {url!r}: {parent!r} is not a directory")
         if not os.access(parent, os.W_OK | os.X_OK):
-            raise OutputError(url, f"cannot write {url!r}: directory {parent!r} is not "
-                                   "writable")
+            raise OutputError(url, f"cannot write {url!r}: directory {parent!r} is not writable")
     return parent
 
 

@@ -55,11 +55,9 @@ class Hierarchy:
             raise HierarchyError(name, f"hierarchy for column {name!r} is empty")
         roots = {tuple(chain)[-1] if len(chain) else leaf for leaf, chain in paths.items()}
         if len(roots) != 1:
-            raise HierarchyError(
-                name,
-                f"hierarchy for column {name!r} has several roots {sorted(map(str, roots))}; "
-                "every line must end at the same root",
-            )
+            raise HierarchyError(name, f"hierarchy for column {name!r} has several roots "
+                                       f"{sorted(map(str, roots))}; every line must end at the "
+                                       "same root")
         (root,) = roots
         children: dict[str, list[str]] = {root: []}
         parent_of: dict[str, str] = {}
@@ -72,11 +70,8 @@ class Hierarchy:
                     children.setdefault(parent, []).append(child)
                     children.setdefault(child, [])
                 elif known != parent:
-                    raise HierarchyError(
-                        name,
-                        f"hierarchy for column {name!r} gives {child!r} two parents "
-                        f"({known!r} and {parent!r})",
-                    )
+                    raise HierarchyError(name, f"hierarchy for column {name!r} gives {child!r} two "
+                                               f"parents ({known!r} and {parent!r})")
         self._build(root, children)
 
     def _build(self, root: str, children: dict[str, list[str]]) -> None:
@@ -158,10 +153,8 @@ class Hierarchy:
             with open(path, encoding="utf-8") as fh:
                 return cls.from_lines(fh, name=name, sep=sep)
         except OSError as exc:
-            raise HierarchyError(
-                name, f"cannot read hierarchy file {os.fspath(path)!r} for column {name!r}: "
-                f"{exc.strerror or exc}"
-            ) from None
+            raise HierarchyError(name, f"cannot read hierarchy file {os.fspath(path)!r} for column "
+                                       f"{name!r}: {exc.strerror or exc}") from None
 
     @classmethod
     def coerce(cls, source, name=None) -> Hierarchy:
@@ -181,11 +174,9 @@ class Hierarchy:
             return cls(paths, name=name)
         if isinstance(source, Iterable):
             return cls.from_lines(source, name=name)
-        raise HierarchyError(
-            name,
-            f"hierarchy for column {name!r} must be a Hierarchy, a file path, lines or a "
-            f"mapping leaf -> ancestors, not {type(source).__name__}",
-        )
+        raise HierarchyError(name, f"hierarchy for column {name!r} must be a Hierarchy, a file "
+                                   "path, lines or a mapping leaf -> ancestors, not "
+                                   f"{type(source).__name__}")
 
     # -- queries --------------------------------------------------------------
     def with_missing_leaf(self) -> Hierarchy:
@@ -249,7 +240,5 @@ class Hierarchy:
         return len(self.leaves)
 
     def __repr__(self) -> str:
-        return (
-            f"Hierarchy(name={self.name!r}, root={self.root!r}, leaves={len(self.leaves)}, "
-            f"depth={int(self.depth.max())})"
-        )
+        return (f"Hierarchy(name={self.name!r}, root={self.root!r}, leaves={len(self.leaves)}, "
+                f"depth={int(self.depth.max())})")

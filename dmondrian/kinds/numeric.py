@@ -98,10 +98,8 @@ class NumericKind(RangeKind):
         keys, lo, hi, first_inf = _keys.float_keys(np.ascontiguousarray(values))
         if first_inf >= 0:
             bad = series.index[first_inf]
-            raise InvalidValueError(
-                name, f"column {name!r} holds an infinite value (first at index {bad!r}); "
-                "Mondrian needs finite bounds"
-            )
+            raise InvalidValueError(name, f"column {name!r} holds an infinite value (first at "
+                                          f"index {bad!r}); Mondrian needs finite bounds")
         return self._encoded(name, keys, lo, hi, KIND_FLOAT, "float", dtype)
 
     def _int_encoded(self, name, raw, missing, value_type, dtype, **fields) -> EncodedQI:

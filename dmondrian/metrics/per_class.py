@@ -75,9 +75,8 @@ def distribution(counts: pd.Series, dtype, distance: str, sensitive=None) -> pd.
     try:
         domain = sensitive_values(counts, dtype, distance == "ordered", name=sensitive)
     except TypeError:
-        raise ParameterError("t_distance", f"sensitive column {sensitive!r} mixes "
-                                           "values that cannot be ordered; use "
-                                           "t_distance='equal'") from None
+        raise ParameterError("t_distance", f"sensitive column {sensitive!r} mixes values that "
+                                           "cannot be ordered; use t_distance='equal'") from None
     index = domain.values
     if isinstance(index, pd.CategoricalIndex) or isinstance(index.dtype, pd.CategoricalDtype):
         index = pd.Index(np.asarray(index, dtype=object), dtype=object)

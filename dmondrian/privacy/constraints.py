@@ -62,10 +62,8 @@ def check_k(k, n_rows: int | None = None) -> int:
     """Validate ``k``: an integer >= 1, and at most the number of rows if given."""
     k = K_OPTION.require(k)
     if n_rows is not None and k > n_rows:
-        raise InfeasibleError(
-            f"k={k} is larger than the table's {n_rows} rows: no release of this table "
-            "can be k-anonymous"
-        )
+        raise InfeasibleError(f"k={k} is larger than the table's {n_rows} rows: no release of this "
+                              "table can be k-anonymous")
     return k
 
 
@@ -244,10 +242,9 @@ class EntropyLDiversity(_SensitiveConstraint):
     def check_distribution(self, counts):
         if self._fails(counts):
             p = counts[counts > 0] / counts.sum()
-            raise InfeasibleError(
-                f"entropy l-diversity with l={self.l} is impossible: the whole table's "
-                f"sensitive column {self.sensitive!r} has entropy exp(H) = "
-                f"{math.exp(-(p * np.log(p)).sum()):.3g} < l")
+            raise InfeasibleError(f"entropy l-diversity with l={self.l} is impossible: the whole "
+                                  f"table's sensitive column {self.sensitive!r} has entropy exp(H) "
+                                  f"= {math.exp(-(p * np.log(p)).sum()):.3g} < l")
 
     def _kernel(self, ip, fp):
         fp[K.P_LOG_L] = max(fp[K.P_LOG_L], math.log(self.l))

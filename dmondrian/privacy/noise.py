@@ -143,8 +143,7 @@ def _noised_column(column, entry) -> NoisedColumn:
         return ParameterError("noise", f"noise[{column!r}]{problem}")
 
     if not isinstance(entry, Mapping):
-        raise refuse(f" must be a mapping with 'epsilon' and 'bounds', got "
-                     f"{type(entry).__name__}")
+        raise refuse(f" must be a mapping with 'epsilon' and 'bounds', got {type(entry).__name__}")
     unknown = set(entry) - {"epsilon", "bounds"}
     if unknown:
         raise refuse(f" has unknown key {sorted(map(str, unknown))[0]!r}; it takes 'epsilon' "
