@@ -166,8 +166,7 @@ def manifest_path(output) -> str:
     >>> manifest_path("/data/release.parquet/")
     '/data/release.parquet.manifest.json'
     """
-    text = os.fspath(output)
-    return text.rstrip("/\\") + MANIFEST_SUFFIX
+    return os.fspath(output).rstrip("/\\") + MANIFEST_SUFFIX
 
 
 def _versions() -> dict:
@@ -386,10 +385,8 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         "suppressed": (metrics.get("suppressed") if metrics is not None
                        else None if suppressed is None else dict(suppressed)),
         "metrics": metrics,
-        "output": ({"path": _relative(output, target.parent), "files": files}
-                   if published is None else
-                   {"path": _relative(published, Path(manifest_path(published)).parent),
-                    "files": files}),
+        "output": {"path": _relative(output, target.parent) if published is None else
+                   _relative(published, Path(manifest_path(published)).parent), "files": files},
     }
     manifest["noise"] = noise_summary(noise) if noise is not None else (
         metrics["noise"] if metrics is not None else {})

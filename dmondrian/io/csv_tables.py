@@ -337,8 +337,7 @@ def read_csv_dask(url: str, dialect: CsvDialect | None = None, text_columns=(), 
         return guessed
     types = _whole_file_types(url, dialect, list(guessed.columns), checked, dates,
                               options.get("blocksize", "default"))
-    refined = {c: types.pop(c) for c in dates}
-    refined = {c: t for c, t in refined.items() if t is not None}
+    refined = {c: t for c in dates if (t := types.pop(c)) is not None}
     options["dtype"].update(dict.fromkeys(dates, "str"))
     text = [c for c in checked if types[c] is None]
     if text:
@@ -383,10 +382,8 @@ def _whole_file_types(url: str, dialect: CsvDialect, columns: list, checked: lis
     from fsspec.utils import infer_compression
 
     compression = infer_compression(url)
-    if blocksize == "default":
-        blocksize = AUTO_BLOCKSIZE
-    if compression:
-        blocksize = None  # a compressed file is one block, as dask reads it
+    # A compressed file is one block, as dask reads it.
+    blocksize = None if compression else AUTO_BLOCKSIZE if blocksize == "default" else blocksize
     # The line end in the file's encoding, without the mark a BOM encoding
     # puts first (as dask splits the file).
     newline = "\n".encode(dialect.encoding)[len("".encode(dialect.encoding)):]
@@ -437,7 +434,6 @@ def _pandas_block_kinds(block: bytes, first: bool, dialect: CsvDialect, columns:
     out = {}
     for col in part.columns:
         values = part[col]
-        missing = bool(values.isna().any())
         dtype = values.dtype
         if values.notna().sum() == 0:
             kind = "empty"
@@ -453,7 +449,7 @@ def _pandas_block_kinds(block: bytes, first: bool, dialect: CsvDialect, columns:
             kind = "bool"  # booleans with missing values: object dtype
         else:
             kind = "text"
-        out[col] = (kind, missing)
+        out[col] = (kind, bool(values.isna().any()))
     return out
 
 
