@@ -125,7 +125,6 @@ def noise_column(text: str) -> tuple[str, dict]:
             raise ValueError
         epsilon, lo, hi = (float(p) for p in parts[1:])
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--noise needs COLUMN:EPSILON:LO:HI, e.g. income:1.0:0:200000, got {text!r}"
-        ) from None
+        raise argparse.ArgumentTypeError("--noise needs COLUMN:EPSILON:LO:HI, e.g. "
+                                         f"income:1.0:0:200000, got {text!r}") from None
     return parts[0], {"epsilon": epsilon, "bounds": (lo, hi)}

@@ -166,11 +166,9 @@ def resolve_kind(series: pd.Series, kind=None, has_hierarchy: bool = False) -> Q
     if isinstance(kind, QIKindSpec):
         kind = kind.name
     if kind not in QIKind.ALL:
-        raise UnsupportedDtypeError(
-            name, f"unknown kind {kind!r} for column {name!r}; use one of {QIKind.ALL}"
-        )
+        raise UnsupportedDtypeError(name, f"unknown kind {kind!r} for column {name!r}; use one of "
+                                          f"{QIKind.ALL}")
     if kind == QIKind.HIERARCHY:
-        raise UnsupportedDtypeError(
-            name, f"column {name!r} is declared kind 'hierarchy' but no hierarchy was given"
-        )
+        raise UnsupportedDtypeError(name, f"column {name!r} is declared kind 'hierarchy' but no "
+                                          "hierarchy was given")
     return KINDS[kind]

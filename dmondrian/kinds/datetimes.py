@@ -53,9 +53,8 @@ class DatetimeKind(RangeKind):
             return EncodedQI(name, self.name, KIND_INT, keys, self.key_scale(lo, hi, KIND_INT),
                              value_type="period", dtype=dtype)
         if not pd.api.types.is_datetime64_any_dtype(dtype):
-            raise UnsupportedDtypeError(
-                name, f"column {name!r} has dtype {dtype}, which is not a datetime64 dtype"
-            )
+            raise UnsupportedDtypeError(name, f"column {name!r} has dtype {dtype}, which is not a "
+                                              "datetime64 dtype")
         tz = getattr(dtype, "tz", None)
         values = series.to_numpy() if tz is None else series.dt.tz_convert("UTC").dt.tz_localize(
             None).to_numpy()

@@ -204,10 +204,8 @@ class Hierarchy:
         try:
             return np.fromiter((self._leaf_code[v] for v in values), dtype=np.int64)
         except KeyError as exc:
-            raise HierarchyError(
-                self.name,
-                f"hierarchy for column {self.name!r} does not cover value {exc.args[0]!r}",
-            ) from None
+            raise HierarchyError(self.name, f"hierarchy for column {self.name!r} does not cover "
+                                            f"value {exc.args[0]!r}") from None
 
     def lca_node(self, lo_code: int, hi_code: int) -> int:
         """Index of the lowest node whose leaves include codes ``lo_code..hi_code``."""

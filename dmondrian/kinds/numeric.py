@@ -75,9 +75,8 @@ class NumericKind(RangeKind):
                 unit = np.datetime_data(dtype)[0]
             return self._int_encoded(name, raw, missing, "duration", dtype, unit=unit)
         if not pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_complex_dtype(dtype):
-            raise UnsupportedDtypeError(
-                name, f"column {name!r} has dtype {dtype}, which cannot be treated as numeric"
-            )
+            raise UnsupportedDtypeError(name, f"column {name!r} has dtype {dtype}, which cannot be "
+                                              "treated as numeric")
         if pd.api.types.is_bool_dtype(dtype):
             series = pd.Series(series.to_numpy(dtype=np.float64, na_value=np.nan),
                                index=series.index, name=name)
@@ -106,9 +105,8 @@ class NumericKind(RangeKind):
         keys, lo, hi, reserved = _keys.int_keys(
             np.ascontiguousarray(raw, dtype=np.int64), np.ascontiguousarray(missing))
         if reserved:
-            raise InvalidValueError(
-                name, f"column {name!r} holds 2**63 - 1, which is reserved for missing values"
-            )
+            raise InvalidValueError(name, f"column {name!r} holds 2**63 - 1, which is reserved for "
+                                          "missing values")
         return self._encoded(name, keys, lo, hi, KIND_INT, value_type, dtype, **fields)
 
     def _encoded(self, name, keys, lo, hi, kernel_kind, value_type, dtype, **fields) -> EncodedQI:
