@@ -75,12 +75,7 @@ class Hierarchy:
         self._build(root, children)
 
     def _build(self, root: str, children: dict[str, list[str]]) -> None:
-        labels: list[str] = []
-        parent: list[int] = []
-        depth: list[int] = []
-        leaves: list[str] = []
-        lo: list[int] = []
-        hi: list[int] = []
+        labels, leaves, parent, depth, lo, hi = [], [], [], [], [], []
         # Iterative DFS: leaves are numbered in visiting order so every subtree
         # is a contiguous code range [lo, hi].
         stack = [(root, -1, 0, False)]

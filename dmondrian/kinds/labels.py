@@ -14,7 +14,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from ..errors import InvalidValueError, ParameterError, ParseError
-from .base import KINDS, MISSING_LABEL, kind_spec
+from .base import KINDS, MISSING_LABEL, is_missing, kind_spec
 
 __all__ = ["Interval", "parse_range", "parse_set", "not_published", "OR_MISSING"]
 
@@ -31,7 +31,7 @@ class Interval(NamedTuple):
 
     def contains(self, value) -> bool:
         """Whether an original value is covered by this published value."""
-        if value is None or (not isinstance(value, str) and pd.isna(value)):
+        if is_missing(value):
             return self.missing
         if self.lo is None:
             return False
@@ -65,13 +65,6 @@ def _bound(text: str, kind, label: str):
                          f"{kind.name}") from None
 
 
-def _range_kind(kind):
-    try:
-        return kind_spec(kind)
-    except (KeyError, TypeError):
-        raise ParameterError("kind", f"kind must be one of {tuple(KINDS)}, got {kind!r}") from None
-
-
 def parse_range(label, kind="numeric") -> Interval:
     """Parse a published range back into its bounds.
 
@@ -100,8 +93,11 @@ def parse_range(label, kind="numeric") -> Interval:
     >>> parse_range("[2020-01-01, 2020-03-05]", kind="datetime").hi
     Timestamp('2020-03-05 00:00:00')
     """
-    kind = _range_kind(kind)
-    if _is_null(label):  # a class of missing values only publishes a null
+    try:
+        kind = kind_spec(kind)
+    except (KeyError, TypeError):
+        raise ParameterError("kind", f"kind must be one of {tuple(KINDS)}, got {kind!r}") from None
+    if is_missing(label):  # a class of missing values only publishes a null
         return Interval(None, None, True)
     if not isinstance(label, str):
         raise ParseError(f"published value {label!r} is not a string")
@@ -141,7 +137,7 @@ def parse_set(label) -> frozenset:
     >>> parse_set(None)
     frozenset({'<NA>'})
     """
-    if _is_null(label):  # a class of missing values only publishes a null
+    if is_missing(label):  # a class of missing values only publishes a null
         return frozenset([MISSING_LABEL])
     if not isinstance(label, str):
         raise ParseError(f"published value {label!r} is not a string")
@@ -149,12 +145,6 @@ def parse_set(label) -> frozenset:
     if text.startswith("{") and text.endswith("}"):
         return frozenset(text[1:-1].split(", "))
     return frozenset([text])
-
-
-def _is_null(label) -> bool:
-    """Whether ``label`` is a null (None, NaN, NA), what a class of missing values publishes."""
-    return label is None or (not isinstance(label, str) and bool(pd.isna(label))
-                             if pd.api.types.is_scalar(label) else False)
 
 
 def not_published(column, text: str, kind, exc: Exception) -> InvalidValueError:

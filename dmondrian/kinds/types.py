@@ -97,9 +97,7 @@ def dictionary_as_categorical(series: pd.Series) -> pd.Series:
     """An Arrow ``dictionary`` column as the pandas Categorical it stands for (ordered
     when the dictionary is); any other column as it is."""
     t = arrow_type(series.dtype)
-    if t is None:
-        return series
-    if not pa.types.is_dictionary(t):
+    if t is None or not pa.types.is_dictionary(t):
         return series
     values = series.array.__arrow_array__().to_pandas()  # unifies the chunks' dictionaries
     return pd.Series(values.array if isinstance(values, pd.Series) else values,
@@ -141,9 +139,8 @@ def is_decimal(dtype) -> bool:
 def is_duration(dtype) -> bool:
     """Whether ``dtype`` is a length of time: ``timedelta64`` or Arrow ``duration``."""
     t = arrow_type(dtype)
-    if t is not None:
-        return pa.types.is_duration(t)
-    return isinstance(dtype, np.dtype) and dtype.kind == "m"
+    return pa.types.is_duration(t) if t is not None else (
+        isinstance(dtype, np.dtype) and dtype.kind == "m")
 
 
 def is_period(dtype) -> bool:
@@ -154,9 +151,8 @@ def is_period(dtype) -> bool:
 def is_float32(dtype) -> bool:
     """Whether ``dtype`` holds single-precision floats (numpy, nullable or Arrow)."""
     t = arrow_type(dtype)
-    if t is not None:
-        return pa.types.is_float32(t)
-    return getattr(dtype, "numpy_dtype", dtype) == np.float32
+    return pa.types.is_float32(t) if t is not None else (
+        getattr(dtype, "numpy_dtype", dtype) == np.float32)
 
 
 def _chunks(series: pd.Series):
