@@ -12,7 +12,7 @@ from ._inputs import check_columns, refuse_unread_dates
 WRITE_OPTIONS = {"parquet": {"write_index": False}, "csv": {"single_file": True, "index": False}}
 
 
-def anonymize_on_dask(job, release_report, ddf=None) -> tuple[object, int]:
+def anonymize_on_dask(job, release_report, ddf) -> tuple[object, int]:
     """Anonymize a job's input on a Dask cluster, write its release, and measure it.
 
     Parameters
@@ -24,9 +24,8 @@ def anonymize_on_dask(job, release_report, ddf=None) -> tuple[object, int]:
         took (``measured``), without reading anything again; else run on the cluster with the
         release read back from the output and the input (both lazy). Either way the manifest of a
         Dask release holds what a local one does.
-    ddf : dask.dataframe.DataFrame, optional
-        The input, opened and checked already (the command line does so before
-        staging OUTPUT); default: opened here.
+    ddf : dask.dataframe.DataFrame
+        The input, opened and checked already (the command line does so before staging OUTPUT).
 
     Returns
     -------
@@ -35,11 +34,6 @@ def anonymize_on_dask(job, release_report, ddf=None) -> tuple[object, int]:
     input_rows : int
         Rows read.
     """
-    from ..io import files as io
-
-    if ddf is None:
-        io._check_exists(job.src)
-        ddf = _read(job)
     with _client(job.args) as client:
         top = _write(job, ddf, client, _measure(job))
         with job.progress.stage("measuring the release for its manifest"):
@@ -67,7 +61,7 @@ def _measure(job, generalization=None):
     return ReleaseCounts(job.qis, job.sensitive[0] if job.sensitive else None)
 
 
-def release_plan_on_dask(job, release_report, ddf=None):
+def release_plan_on_dask(job, release_report, ddf):
     """Release a job's input through its ``--plan`` on a Dask cluster, write it, measure it.
 
     The plan's Dask path (:meth:`dmondrian.plans.FittedPlan.transform_to_parquet`, or
@@ -93,19 +87,12 @@ def release_plan_on_dask(job, release_report, ddf=None):
         The written release's report.
     """
     from .._dask.cluster import run
-    from ..io import files as io
     from ..metrics.accumulator import InputDomains
     from ..metrics.domains import column_kinds
     from ..plans import fit_plan, plan_sha256, save_plan
     from ..plans.dask import transform_dask, transform_to_parquet
     from ..release.row_order import row_order_seed, shuffle_partition
-    from ._common import UsageError
 
-    if job.args.noise:  # the command line says so before staging OUTPUT
-        raise UsageError("--noise through a plan is drawn in memory: add --local")
-    if ddf is None:
-        io._check_exists(job.src)
-        ddf = _read(job)
     with _client(job.args) as client:
         plan = job.plan
         if plan is None:

@@ -404,29 +404,27 @@ def choose_engine(args: argparse.Namespace, src: str) -> str:
 def _checked_input(job: Job, engine: str):
     """The input, read (in memory) or opened lazily (Dask), with its columns and the
     run's options checked against it: before OUTPUT is staged."""
+    from ..encoding.validation import check_options
+    from ..io import files as io
+
     if engine != "local":
-        from ..encoding.validation import check_options
         from ._anonymize_dask import _read
 
         if job.args.noise and (job.plan is not None or job.args.save_plan):
             raise UsageError("--noise through a plan is drawn in memory: add --local")
-        ddf = _read(job)
-        if job.plan is None and not job.args.save_plan:
-            check_options(ddf.columns, job.qis, job.args.k, index_name=ddf._meta.index.name,
-                          **job.options(ANONYMIZE))
-        return ddf
-    from ..encoding.validation import check_options
-    from ..io import files as io
-
-    with job.progress.stage(f"reading {job.src}"):
-        df = io.read_table(job.src, job.in_fmt, dtypes=job.dtypes, dialect=job.dialect)
-    check_columns(df, job.qis, "--qi", job.src)
-    check_columns(df, job.sensitive, "--sensitive", job.src)
-    refuse_unread_dates(df, job.qis, job.dtypes, job.src)
+        table = _read(job)
+        index_name = table._meta.index.name
+    else:
+        with job.progress.stage(f"reading {job.src}"):
+            table = io.read_table(job.src, job.in_fmt, dtypes=job.dtypes, dialect=job.dialect)
+        check_columns(table, job.qis, "--qi", job.src)
+        check_columns(table, job.sensitive, "--sensitive", job.src)
+        refuse_unread_dates(table, job.qis, job.dtypes, job.src)
+        index_name = table.index.name
     if job.plan is None and not job.args.save_plan:
-        check_options(df.columns, job.qis, job.args.k, index_name=df.index.name,
+        check_options(table.columns, job.qis, job.args.k, index_name=index_name,
                       **job.options(ANONYMIZE))
-    return df
+    return table
 
 
 def _anonymize_local(job: Job, df) -> Outcome:
