@@ -130,9 +130,7 @@ def detect_format(url: str, format: str | None = None) -> str:
 def input_size(url: str) -> int:
     """Total size in bytes of a file or of every file under a directory."""
     fs, path = _fs(url)
-    if fs.isdir(path):
-        return int(sum(fs.du(path, total=False).values()))
-    return int(fs.size(path))
+    return int(sum(fs.du(path, total=False).values())) if fs.isdir(path) else int(fs.size(path))
 
 
 def _check_exists(url: str, what: str = "input"):

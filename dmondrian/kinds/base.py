@@ -378,9 +378,7 @@ class QIKindSpec:
         span ``lo..hi``: ``keys <= t1`` (strictly below the median) and ``keys <= t2``
         (up to it). Hierarchies cut between subtrees, so theirs bound the subtree
         under the region's common ancestor that holds the median."""
-        if med == MISSING_KEY:
-            return MISSING_KEY - 1, MISSING_KEY - 1
-        return med - 1, med
+        return (MISSING_KEY - 1, MISSING_KEY - 1) if med == MISSING_KEY else (med - 1, med)
 
     def count_scale(self, n: int) -> float:
         """Global scale of a QI of ``n`` distinct values (or leaves): the span of

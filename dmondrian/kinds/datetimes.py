@@ -177,9 +177,7 @@ class DatetimeKind(RangeKind):
             stamps = pd.to_datetime(pd.Index(texts, dtype=object), format="ISO8601", utc=True)
         except (TypeError, ValueError, OverflowError):
             return None
-        if stamps.isna().any():
-            return None
-        return stamps.as_unit("ns").asi8.astype(np.float64)
+        return None if stamps.isna().any() else stamps.as_unit("ns").asi8.astype(np.float64)
 
     def read_bound(self, text: str):
         """A Timestamp (a period's: its start)."""

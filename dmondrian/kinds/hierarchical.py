@@ -91,9 +91,7 @@ class HierarchyKind(QIKindSpec):
 
     def parse_label(self, label) -> str:
         """The name of the tree node a published value is (a null: the missing leaf)."""
-        if is_missing(label):
-            return MISSING_LEAF
-        return str(label)
+        return MISSING_LEAF if is_missing(label) else str(label)
 
     def label_cost(self, text: str, domain: Domain, column=None) -> float:
         """NCP of a published node: (leaves under it - 1) over the domain's scale."""

@@ -161,12 +161,8 @@ class Hierarchy:
         if isinstance(source, (str, os.PathLike)):
             return cls.from_file(source, name=name)
         if isinstance(source, Mapping):
-            paths = {}
-            for leaf, chain in source.items():
-                if isinstance(chain, str):
-                    chain = [c.strip() for c in chain.split(";")]
-                paths[str(leaf)] = [str(c) for c in chain]
-            return cls(paths, name=name)
+            return cls({str(leaf): [c.strip() for c in chain.split(";")] if isinstance(chain, str)
+                        else [str(c) for c in chain] for leaf, chain in source.items()}, name=name)
         if isinstance(source, Iterable):
             return cls.from_lines(source, name=name)
         raise HierarchyError(name, f"hierarchy for column {name!r} must be a Hierarchy, a file "

@@ -54,9 +54,7 @@ class NominalKind(CategoryKind, QIKindSpec):
     def region_span(self, lo: int, hi: int, n_missing: float, hist, scale: float,
                     kernel_kind: int, hierarchy=None) -> float:
         """(Distinct values in the region - 1) over the scale, as the kernel counts them."""
-        if scale <= 0.0:
-            return 0.0
-        return (int(np.count_nonzero(hist)) - 1) / scale
+        return 0.0 if scale <= 0.0 else (int(np.count_nonzero(hist)) - 1) / scale
 
     def slot_scale(self, counts: np.ndarray) -> float:
         """Distinct values (missing included) - 1, as :meth:`encode` counts them."""

@@ -135,10 +135,9 @@ def _value_cost_plan(released, original, q, keys):
         raise ParameterError("original", "original must be row-aligned with the released table "
                                          "(same index) to measure midpoint/mean columns")
     frame = released[keys].assign(**{VALUE_COLUMN: original[q], HIDDEN_COLUMN: released[q].isna()})
-    agg = groupby(frame, keys).agg(**{name: (VALUE_COLUMN, name)
-                                      for name in ("min", "max", "count", "size")},
-                                   hidden=(HIDDEN_COLUMN, "sum"))
-    return agg
+    return groupby(frame, keys).agg(**{name: (VALUE_COLUMN, name)
+                                       for name in ("min", "max", "count", "size")},
+                                    hidden=(HIDDEN_COLUMN, "sum"))
 
 
 def _value_costs(stats: pd.DataFrame, domain: Domain) -> float:

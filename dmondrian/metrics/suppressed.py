@@ -68,9 +68,7 @@ def masked_count(released, quasi_identifiers):
         hidden = h if hidden is None else hidden & h
         if is_star is not None:
             star = is_star if star is None else star | is_star
-    if star is None:
-        return hidden.sum() * 0
-    return (hidden & star).sum()
+    return hidden.sum() * 0 if star is None else (hidden & star).sum()
 
 
 def suppressed_deferred(released, quasi_identifiers, n_released, original=None) -> Deferred:
