@@ -82,12 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _normalize_argv(argv: list[str]) -> list[str]:
-    """Accept the seed's command line, which had no sub-command: ``--input X --output Y ...``."""
-    first = next((a for a in argv if a != "--debug"), "")
-    return ["anonymize", *argv] if first.split("=", 1)[0] in SEED_FLAGS else argv
-
-
 def _take_extras(args, extras: list[str]) -> None:
     """Give positionals that argparse left over to anonymize's INPUT/OUTPUT.
 
@@ -110,7 +104,10 @@ def _take_extras(args, extras: list[str]) -> None:
 
 
 def _run(argv: list[str]) -> int:
-    args, extras = build_parser().parse_known_args(_normalize_argv(argv))
+    # Accept the seed's command line, which had no sub-command: --input X --output Y ...
+    if next((a for a in argv if a != "--debug"), "").split("=", 1)[0] in SEED_FLAGS:
+        argv = ["anonymize", *argv]
+    args, extras = build_parser().parse_known_args(argv)
     _take_extras(args, extras)
     from ..io.files import storage_options
 

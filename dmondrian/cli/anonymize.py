@@ -430,7 +430,10 @@ def _checked_input(job: Job, engine: str):
 def _anonymize_local(job: Job, df) -> Outcome:
     from ..io import files as io
 
-    class_col = _free_column(df)
+    # A column name the table does not use, for the engine's class ids.
+    class_col = "__dmondrian_class"
+    while class_col in df.columns:
+        class_col += "_"
     with job.progress.stage(f"anonymizing {len(df):,} rows (k={job.args.k})"):
         if job.plan is not None or job.args.save_plan:
             released = _release_with_plan(job, df, class_col)
@@ -475,14 +478,6 @@ def _anonymize_on_dask(job: Job, ddf) -> Outcome:
         return Outcome.of(rep, rep.n_records)  # a plan releases every row it reads
     rep, input_rows = anonymize_on_dask(job, release_report, ddf)
     return Outcome.of(rep, input_rows)
-
-
-def _free_column(df, base: str = "__dmondrian_class") -> str:
-    """A column name the table does not use, for the engine's class ids."""
-    name = base
-    while name in df.columns:
-        name += "_"
-    return name
 
 
 # -- the manifest and the last words -----------------------------------------------------

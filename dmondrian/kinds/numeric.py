@@ -196,7 +196,9 @@ class NumericKind(RangeKind):
             return decimal_strings(values, qi.decimals)
         if qi.value_type == "duration":
             return [str(t) for t in pd.to_timedelta(values, unit=qi.unit)]
-        return [_float32_text(x) for x in self.decode_keys(qi, values).astype(np.float32)]
+        # A float32 in the fewest digits that read back to it as a float32, written as repr
+        # writes a float (2.0, 1e-05).
+        return [repr(float(str(x))) for x in self.decode_keys(qi, values).astype(np.float32)]
 
     def summary(self, qi: EncodedQI, how: str, lo, hi, total, present):
         """Midpoint or mean of every class (missing for all-missing classes): float64,
@@ -275,8 +277,3 @@ class NumericKind(RangeKind):
         whole = pd.api.types.is_integer_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
         return 1.0 if whole else 0.0
 
-
-def _float32_text(x) -> str:
-    """A float32 in the fewest digits that read back to it as a float32, written as
-    :func:`repr` writes a float (``2.0``, ``1e-05``)."""
-    return repr(float(str(np.float32(x))))
