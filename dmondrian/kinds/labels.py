@@ -35,26 +35,17 @@ class Interval(NamedTuple):
             return self.missing
         if self.lo is None:
             return False
-        lo, hi, value = _comparable(self.lo, value), _comparable(self.hi, value), _point(value)
+        lo, hi = self.lo, self.hi
+        if isinstance(value, decimal.Decimal):
+            # A float bound as the exact decimal it was written as (1895.69 the float is not
+            # 1895.69 the decimal).
+            lo, hi = (decimal.Decimal(repr(b)) if isinstance(b, float) else b for b in (lo, hi))
+        # A date or a period as the Timestamp published bounds are read as (a period's start).
+        if isinstance(value, pd.Period):
+            value = value.start_time
+        elif isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+            value = pd.Timestamp(value)
         return lo <= value <= hi
-
-
-def _point(value):
-    """A date or a period as the Timestamp published bounds are read as (a period's
-    start); any other value as it is."""
-    if isinstance(value, pd.Period):
-        return value.start_time
-    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
-        return pd.Timestamp(value)
-    return value
-
-
-def _comparable(bound, value):
-    """A float bound as the exact decimal it was written as, when compared with a
-    Decimal (``1895.69`` the float is not ``1895.69`` the decimal)."""
-    if isinstance(value, decimal.Decimal) and isinstance(bound, float):
-        return decimal.Decimal(repr(bound))
-    return bound
 
 
 def _bound(text: str, kind, label: str):
