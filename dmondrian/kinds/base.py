@@ -171,7 +171,7 @@ def meta_of(col) -> pd.Series:
 def is_missing(label) -> bool:
     """Whether a published (or original) value is missing: None, NaN, NaT, pd.NA (what a class
     of missing values only publishes); a list or an array is not."""
-    return label is None or (pd.api.types.is_scalar(label) and not isinstance(label, str)
+    return label is None or (not isinstance(label, str) and pd.api.types.is_scalar(label)
                              and bool(pd.isna(label)))
 
 
