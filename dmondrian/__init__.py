@@ -49,9 +49,8 @@ __all__ = ["anonymize", "calculate_avg_equivalence_class_size", "errors", "Hiera
 def anonymize(df, quasi_identifiers, k, **options):
     """k-anonymize a table with Mondrian.
 
-    Dispatches on the table's type: a pandas DataFrame goes to
-    :func:`dmondrian.local.anonymize` (in memory), a dask DataFrame to
-    :func:`dmondrian.distributed.anonymize` (lazy result; extra options
+    Dispatches on the table's type: a pandas DataFrame goes to :func:`dmondrian.local.anonymize` (in
+    memory), a dask DataFrame to :func:`dmondrian.distributed.anonymize` (lazy result; extra options
     ``leaf_rows``, ``client``, ``progress``). See them for the parameters.
 
     Parameters
@@ -63,15 +62,13 @@ def anonymize(df, quasi_identifiers, k, **options):
     k : int
         Every released equivalence class holds at least ``k`` rows.
     **options
-        The options of the engine the table goes to: ``mode``, ``objective``,
-        ``generalization``, ``l``, ``t``, ``sensitive``, ``suppression``,
-        ``noise``, ``identifiers``, ...
+        The options of the engine the table goes to: ``mode``, ``objective``, ``generalization``,
+        ``l``, ``t``, ``sensitive``, ``suppression``, ``noise``, ``identifiers``, ...
 
     Returns
     -------
     pandas.DataFrame or dask.dataframe.DataFrame
-        The release, of the same type as ``df``; the columns that are not QIs
-        are unchanged.
+        The release, of the same type as ``df``; the columns that are not QIs are unchanged.
 
     See Also
     --------

@@ -1,8 +1,7 @@
 """Private APIs of dask and pandas, each behind a function with a public fallback.
 
-A private API saves work the public ones would repeat, and may change in any
-release. Each function here tries it and, when it is missing or refuses the
-call, takes a public path to the same result.
+A private API saves work the public ones would repeat, and may change in any release. Each function
+here tries it and, when it is missing or refuses the call, takes a public path to the same result.
 
 See docs/design.md, section "Third-party private APIs".
 """
@@ -21,15 +20,13 @@ _TARGET, _INDEX = "__dmondrian_compat_target", "__dmondrian_compat_index"
 _ORDER = "__dmondrian_compat_order"
 
 
-def shuffle_to_partitions(frame, column: str, npartitions: int, method=None,
-                          ordered: bool = False):
+def shuffle_to_partitions(frame, column: str, npartitions: int, method=None, ordered: bool = False):
     """Move every row of a dask DataFrame to the output partition its ``column`` names.
 
-    The private path builds dask's ``Shuffle`` expression on ``column`` as the
-    target partition numbers themselves, which is what ``set_index`` lowers to
-    once it has searched its divisions. The public fallback is that
-    ``set_index`` (on integer divisions ``0..npartitions``), the index kept
-    as a column and restored.
+    The private path builds dask's ``Shuffle`` expression on ``column`` as the target partition
+    numbers themselves, which is what ``set_index`` lowers to once it has searched its divisions.
+    The public fallback is that ``set_index`` (on integer divisions ``0..npartitions``), the index
+    kept as a column and restored.
 
     Parameters
     ----------
@@ -44,18 +41,16 @@ def shuffle_to_partitions(frame, column: str, npartitions: int, method=None,
         dask's shuffle method ("p2p", "tasks", "disk"); None lets dask choose.
 
     ordered : bool, default False
-        Whether the rows of each input partition must keep their order in
-        every output partition (dask's shuffles do; the fallback's sort
-        would not, and restores it).
+        Whether the rows of each input partition must keep their order in every output partition
+        (dask's shuffles do; the fallback's sort would not, and restores it).
 
     Returns
     -------
     dask.dataframe.DataFrame
-        ``npartitions`` partitions, partition ``i`` holding the rows whose
-        ``column`` is ``i``, with their index and columns; rows within a
-        partition are in an unspecified order, but with ``ordered`` sorted
-        stably by their index, the rows of an input partition in their order
-        for each index value.
+        ``npartitions`` partitions, partition ``i`` holding the rows whose ``column`` is ``i``, with
+        their index and columns; rows within a partition are in an unspecified order, but with
+        ``ordered`` sorted stably by their index, the rows of an input partition in their order for
+        each index value.
     """
     try:
         return _private_shuffle(frame, column, npartitions, method)
@@ -74,8 +69,7 @@ def _private_shuffle(frame, column: str, npartitions: int, method):
 def _shuffle_by_set_index(frame, column: str, npartitions: int, method, ordered=False):
     meta = frame._meta
     staged = frame.map_partitions(_stage, column, ordered, meta=_stage(meta, column, ordered))
-    moved = staged.set_index(_TARGET, divisions=list(range(npartitions + 1)),
-                             shuffle_method=method)
+    moved = staged.set_index(_TARGET, divisions=list(range(npartitions + 1)), shuffle_method=method)
     return moved.map_partitions(_restore, meta, column, ordered, meta=meta)
 
 
@@ -95,18 +89,16 @@ def _restore(df: pd.DataFrame, meta: pd.DataFrame, column: str,
         df = df.iloc[np.lexsort((df.pop(_ORDER).to_numpy(), df[_INDEX].to_numpy()))]
     out = df.drop(columns=[_INDEX])
     out[column] = df.index.to_numpy().astype(meta[column].dtype, copy=False)
-    out.index = pd.Index(df[_INDEX].to_numpy(), name=meta.index.name,
-                         dtype=meta.index.dtype)
+    out.index = pd.Index(df[_INDEX].to_numpy(), name=meta.index.name, dtype=meta.index.dtype)
     return out[list(meta.columns)]
 
 
 def known_partition_lengths(ddf) -> tuple | None:
     """Rows of every partition when dask knows them without reading the data, else None.
 
-    Parquet footers and in-memory frames give them through dask's private
-    ``Lengths`` expression (what dask itself uses for ``len``). dask has no
-    public way to ask without computing: the fallback is None, on which the
-    caller reads the first partition (``to_delayed``) and estimates.
+    Parquet footers and in-memory frames give them through dask's private ``Lengths`` expression
+    (what dask itself uses for ``len``). dask has no public way to ask without computing: the
+    fallback is None, on which the caller reads the first partition (``to_delayed``) and estimates.
 
     Parameters
     ----------
@@ -133,14 +125,12 @@ def from_delayed_named(parts, meta: pd.DataFrame, divisions=None):
     """``dask.dataframe.from_delayed(parts, meta, divisions, verify_meta=False)``, named
     by the partitions' task keys instead of a token of its meta.
 
-    ``from_delayed`` names the frame by a token of every operand, and dask
-    tokenizes a Categorical dtype by its categories: a release's label
-    columns hold every label of the release (tens of thousands, Arrow text
-    that dask's tokenizer walks value by value). The private path builds
-    dask's ``FromDelayed`` expression with its token given: a token of the
-    task keys, which fix what the frame computes when the tasks are pure or
-    read uuid-named constants and futures. The public fallback is
-    ``from_delayed`` itself.
+    ``from_delayed`` names the frame by a token of every operand, and dask tokenizes a Categorical
+    dtype by its categories: a release's label columns hold every label of the release (tens of
+    thousands, Arrow text that dask's tokenizer walks value by value). The private path builds
+    dask's ``FromDelayed`` expression with its token given: a token of the task keys, which fix what
+    the frame computes when the tasks are pure or read uuid-named constants and futures. The public
+    fallback is ``from_delayed`` itself.
 
     Parameters
     ----------
@@ -205,9 +195,8 @@ def categorical_dtype(labels: pd.Index) -> pd.CategoricalDtype:
 def scheduler_workers(client) -> dict:
     """Every worker the scheduler knows, ``{address: info}``, however many there are.
 
-    ``Client.scheduler_info()`` lists only the first few workers unless
-    asked ``n_workers=-1``; distributed releases before that argument list
-    them all and refuse it.
+    ``Client.scheduler_info()`` lists only the first few workers unless asked ``n_workers=-1``;
+    distributed releases before that argument list them all and refuse it.
 
     Parameters
     ----------
@@ -226,15 +215,12 @@ def scheduler_workers(client) -> dict:
 def job_progress_probe():
     """The function a scheduler runs to tell how far a job is, and whether it can move.
 
-    ``probe(keys, dask_scheduler=...)`` returns the number of the job's
-    tasks (those of ``keys`` and everything they wait for) not finished yet,
-    and whether one of them is assigned to a worker that is not paused
-    (which will run it: the job is not stalled, however long the task). It
-    reads the scheduler's ``TaskState`` and ``WorkerState`` internals (no
-    public API tells which unfinished task waits on a paused worker): a
-    caller whose probe fails must treat the job as unprobed. Built in a
-    closure so that it travels by value: the scheduler needs no dmondrian
-    installed.
+    ``probe(keys, dask_scheduler=...)`` returns the number of the job's tasks (those of ``keys`` and
+    everything they wait for) not finished yet, and whether one of them is assigned to a worker that
+    is not paused (which will run it: the job is not stalled, however long the task). It reads the
+    scheduler's ``TaskState`` and ``WorkerState`` internals (no public API tells which unfinished
+    task waits on a paused worker): a caller whose probe fails must treat the job as unprobed. Built
+    in a closure so that it travels by value: the scheduler needs no dmondrian installed.
 
     Returns
     -------

@@ -4,10 +4,9 @@ Where the files come from, in this order:
 
 1. the ``path`` argument;
 2. the folder named by the environment variable ``DMONDRIAN_ADULT_DIR``;
-3. the user cache, ``$XDG_CACHE_HOME/dmondrian/adult`` (``~/.cache/dmondrian/adult``),
-   filled once from the UCI repository. Every downloaded file is checked
-   against its known checksums and only then moved into place, so the cache
-   never holds a partial or corrupted file.
+3. the user cache, ``$XDG_CACHE_HOME/dmondrian/adult`` (``~/.cache/dmondrian/adult``), filled once
+   from the UCI repository. Every downloaded file is checked against its known checksums and only
+   then moved into place, so the cache never holds a partial or corrupted file.
 
 Folders given explicitly (1 and 2) are only read, never written to.
 
@@ -39,8 +38,7 @@ ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "ma
                  "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
                  "hours-per-week", "native-country", "income"]
 #: Columns read as int64; every other column holds strings.
-ADULT_NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss",
-                 "hours-per-week"]
+ADULT_NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
 #: The quasi-identifiers of LeFevre et al. (2006) and most later papers.
 ADULT_QUASI_IDENTIFIERS = ["age", "workclass", "education-num", "marital-status", "occupation",
                            "race", "sex", "native-country"]
@@ -99,13 +97,11 @@ def adult_dir(path=None, *, download: bool = True, url: str = ADULT_URL) -> Path
     Parameters
     ----------
     path : str or os.PathLike, optional
-        A folder holding ``adult.data``. When omitted, ``$DMONDRIAN_ADULT_DIR``
-        is used, and when that is unset too, the user cache
-        (:func:`adult_cache_dir`).
+        A folder holding ``adult.data``. When omitted, ``$DMONDRIAN_ADULT_DIR`` is used, and when
+        that is unset too, the user cache (:func:`adult_cache_dir`).
     download : bool, default True
-        Whether a cache missing ``adult.data`` or ``adult.names`` may be filled
-        from ``url``. Folders named by ``path`` or the environment are never
-        written to.
+        Whether a cache missing ``adult.data`` or ``adult.names`` may be filled from ``url``.
+        Folders named by ``path`` or the environment are never written to.
     url : str, default :data:`ADULT_URL`
         Base URL of the files (anything :mod:`urllib.request` opens, e.g. a
         ``file://`` URL of a local mirror).
@@ -118,9 +114,8 @@ def adult_dir(path=None, *, download: bool = True, url: str = ADULT_URL) -> Path
     Raises
     ------
     DatasetError
-        The named folder does not exist, or the cache is empty and
-        ``download`` is False, or the download failed or did not match the
-        known checksums.
+        The named folder does not exist, or the cache is empty and ``download`` is False, or the
+        download failed or did not match the known checksums.
 
     Examples
     --------
@@ -143,10 +138,9 @@ def adult_dir(path=None, *, download: bool = True, url: str = ADULT_URL) -> Path
     folder = adult_cache_dir()
     missing = [name for name in _CHECKSUMS if not (folder / name).is_file()]
     if missing and not download:
-        raise DatasetError(
-            f"the Adult data set is not in the cache {str(folder)!r} and download=False; "
-            f"pass a folder holding adult.data, set ${ADULT_ENV_VAR}, or allow the download",
-            path=str(folder))
+        raise DatasetError(f"the Adult data set is not in the cache {str(folder)!r} and "
+                           "download=False; pass a folder holding adult.data, set "
+                           f"${ADULT_ENV_VAR}, or allow the download", path=str(folder))
     for name in missing:
         _download(url.rstrip("/") + "/" + name, folder / name, _CHECKSUMS[name])
     return folder
@@ -171,9 +165,8 @@ def _download(url: str, dest: Path, checksums: dict) -> None:
         for algo, expected in checksums.items():
             got = digests[algo].hexdigest()
             if got != expected:
-                raise DatasetError(f"{url} does not match the known {algo} checksum of "
-                                   f"{dest.name} (expected {expected}, got {got}); nothing "
-                                   "was saved", path=url)
+                raise DatasetError(f"{url} does not match the known {algo} checksum of {dest.name} "
+                                   f"(expected {expected}, got {got}); nothing was saved", path=url)
         os.replace(tmp, dest)
     except DatasetError:
         raise
@@ -193,10 +186,9 @@ def load_adult(path=None, *, raw: bool = False, download: bool = True, url: str 
         The folder holding ``adult.data``; see :func:`adult_dir` for the
         default (``$DMONDRIAN_ADULT_DIR``, then a downloaded cache).
     raw : bool, default False
-        False gives the setup of the k-anonymity literature (LeFevre et al.
-        2006): every record with a ``?`` is dropped, leaving 30,162 rows out of
-        32,561, and the index is renumbered from 0. True keeps every record and
-        reads ``?`` as a missing value (NaN).
+        False gives the setup of the k-anonymity literature (LeFevre et al. 2006): every record with
+        a ``?`` is dropped, leaving 30,162 rows out of 32,561, and the index is renumbered from 0.
+        True keeps every record and reads ``?`` as a missing value (NaN).
     download : bool, default True
         Whether an empty cache may be filled from UCI (see :func:`adult_dir`).
     url : str, default :data:`ADULT_URL`
@@ -264,9 +256,8 @@ def load_adult_hierarchies(path=None) -> dict[str, Hierarchy]:
     Parameters
     ----------
     path : str or os.PathLike, optional
-        The Adult folder (the one holding ``hierarchies/``); defaults as in
-        :func:`adult_dir`, without downloading (UCI does not publish
-        hierarchies).
+        The Adult folder (the one holding ``hierarchies/``); defaults as in :func:`adult_dir`,
+        without downloading (UCI does not publish hierarchies).
 
     Returns
     -------
@@ -295,10 +286,9 @@ def load_adult_hierarchies(path=None) -> dict[str, Hierarchy]:
     hdir = folder / _HIERARCHY_DIR
     files = sorted(hdir.glob(f"{_HIERARCHY_PREFIX}*.txt")) if hdir.is_dir() else []
     if not files:
-        raise DatasetError(
-            f"no {_HIERARCHY_DIR}/{_HIERARCHY_PREFIX}*.txt in {str(folder)!r}; the hierarchies "
-            f"are not part of the UCI download, point ${ADULT_ENV_VAR} or the path argument "
-            "at a folder that holds them", path=str(hdir))
+        raise DatasetError(f"no {_HIERARCHY_DIR}/{_HIERARCHY_PREFIX}*.txt in {str(folder)!r}; the "
+                           f"hierarchies are not part of the UCI download, point ${ADULT_ENV_VAR} "
+                           "or the path argument at a folder that holds them", path=str(hdir))
     found = {}
     for file in files:
         column = file.stem[len(_HIERARCHY_PREFIX):].replace("_", "-")

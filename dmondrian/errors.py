@@ -1,39 +1,20 @@
 """Typed errors raised by dmondrian.
 
-Every error derives from :class:`DMondrianError`, so ``except DMondrianError``
-catches anything the library raises on purpose. Each subclass also derives from
-the built-in exception a Python user would expect (``ValueError``,
-``TypeError``, ``KeyError`` is deliberately avoided because its ``str`` quotes
-the message), and errors about one column carry that column's name in
-``.column`` so that programs can react without parsing the message.
+Every error derives from :class:`DMondrianError`, so ``except DMondrianError`` catches anything the
+library raises on purpose. Each subclass also derives from the built-in exception a Python user
+would expect (``ValueError``, ``TypeError``, ``KeyError`` is deliberately avoided because its
+``str`` quotes the message), and errors about one column carry that column's name in ``.column`` so
+that programs can react without parsing the message.
 """
 
 from __future__ import annotations
 
-__all__ = [
-    "DMondrianError",
-    "ParameterError",
-    "ColumnError",
-    "MissingColumnError",
-    "DuplicateColumnError",
-    "UnsupportedDtypeError",
-    "InvalidValueError",
-    "HierarchyError",
-    "InfeasibleError",
-    "MemoryLimitError",
-    "ParseError",
-    "NotFittedError",
-    "DatasetError",
-    "MissingDependencyError",
-    "IdentifyingColumnError",
-    "IdentifyingColumnWarning",
-    "TextQuasiIdentifierWarning",
-    "JobStalledError",
-    "PlanFileError",
-    "WorkersRestartedError",
-    "IOFailure",
-    "OutputError",
-]
+__all__ = ["DMondrianError", "ParameterError", "ColumnError", "MissingColumnError",
+           "DuplicateColumnError", "UnsupportedDtypeError", "InvalidValueError", "HierarchyError",
+           "InfeasibleError", "MemoryLimitError", "ParseError", "NotFittedError", "DatasetError",
+           "MissingDependencyError", "IdentifyingColumnError", "IdentifyingColumnWarning",
+           "TextQuasiIdentifierWarning", "JobStalledError", "PlanFileError",
+           "WorkersRestartedError", "IOFailure", "OutputError"]
 
 
 class DMondrianError(Exception):
@@ -165,10 +146,9 @@ class MissingDependencyError(DMondrianError, ImportError):
 class IdentifyingColumnError(ColumnError):
     """Columns that would be released as is single out rows (a record id, an email).
 
-    Raised before anything is released (see :mod:`dmondrian.release.identifiers`).
-    Either remove the columns (``identifiers=[...]``, the command line's
-    ``--drop``) or, judged safe, allow them (``allow_unique=[...]``,
-    ``--allow-unique``).
+    Raised before anything is released (see :mod:`dmondrian.release.identifiers`). Either remove the
+    columns (``identifiers=[...]``, the command line's ``--drop``) or, judged safe, allow them
+    (``allow_unique=[...]``, ``--allow-unique``).
 
     Parameters
     ----------
@@ -213,8 +193,7 @@ class TextQuasiIdentifierWarning(UserWarning):
 class IdentifyingColumnWarning(UserWarning):
     """A column released as is looks like a person key (:mod:`dmondrian.release.person_keys`).
 
-    A column that singles out rows is refused instead
-    (:class:`IdentifyingColumnError`).
+    A column that singles out rows is refused instead (:class:`IdentifyingColumnError`).
 
     Attributes
     ----------
@@ -261,11 +240,10 @@ class PlanFileError(DMondrianError, ValueError):
 class WorkersRestartedError(JobStalledError):
     """A Dask job whose workers kept being restarted for exceeding their memory limit.
 
-    dask's nanny restarts a worker past 95 % of its limit; a job whose tasks
-    fill a worker again each time would restart it for ever. Raised once
-    :data:`dmondrian._dask.watchdog.RESTARTS_MAX` workers were restarted so
-    during one watched wait (see :mod:`dmondrian._dask.watchdog`); the job's
-    tasks are cancelled.
+    dask's nanny restarts a worker past 95 % of its limit; a job whose tasks fill a worker again
+    each time would restart it for ever. Raised once :data:`dmondrian._dask.watchdog.RESTARTS_MAX`
+    workers were restarted so during one watched wait (see :mod:`dmondrian._dask.watchdog`); the
+    job's tasks are cancelled.
 
     Parameters
     ----------
@@ -281,12 +259,11 @@ class WorkersRestartedError(JobStalledError):
     def __init__(self, job: str, workers, timeout: float):
         self.job, self.workers, self.timeout = job, list(workers), timeout
         listed = "; ".join(w.describe() for w in self.workers)
-        DMondrianError.__init__(
-            self,
-            f"{job}: workers were restarted {len(self.workers)} times for exceeding their "
-            f"memory limit, so the job was stopped. Last seen before each restart: "
-            f"{listed}. Give the workers more memory (or fewer threads each), or pass a "
-            "smaller leaf_rows")
+        DMondrianError.__init__(self, f"{job}: workers were restarted {len(self.workers)} times "
+                                      "for exceeding their memory limit, so the job was stopped. "
+                                      f"Last seen before each restart: {listed}. Give the workers "
+                                      "more memory (or fewer threads each), or pass a smaller "
+                                      "leaf_rows")
 
 
 class IOFailure(DMondrianError):

@@ -1,9 +1,8 @@
 """A scikit-learn compatible transformer around :func:`dmondrian.anonymize`.
 
-scikit-learn is not a dependency: the class follows its conventions
-(parameters stored verbatim in ``__init__``, validated in ``fit``,
-``get_params``/``set_params``, fitted attributes ending in ``_``) so that it
-works in a ``Pipeline`` and with ``clone`` when scikit-learn is installed.
+scikit-learn is not a dependency: the class follows its conventions (parameters stored verbatim in
+``__init__``, validated in ``fit``, ``get_params``/``set_params``, fitted attributes ending in
+``_``) so that it works in a ``Pipeline`` and with ``clone`` when scikit-learn is installed.
 """
 
 from __future__ import annotations
@@ -154,13 +153,12 @@ identifiers, allow_unique
         Parameters
         ----------
         transform : {"default", "pandas", "polars"}, default=None
-            ``"default"`` and ``"pandas"``: a pandas DataFrame (the release's labels
-            are text, so a DataFrame is this transformer's default output), with the
-            input's index and :meth:`get_feature_names_out`'s columns;
-            ``"polars"``: a polars DataFrame (polars must be installed); None:
-            unchanged. Without a call, scikit-learn's global
-            ``set_config(transform_output=...)`` applies when scikit-learn is
-            imported. A dask DataFrame's lazy release is returned as is.
+            ``"default"`` and ``"pandas"``: a pandas DataFrame (the release's labels are text, so a
+            DataFrame is this transformer's default output), with the input's index and
+            :meth:`get_feature_names_out`'s columns; ``"polars"``: a polars DataFrame (polars must
+            be installed); None: unchanged. Without a call, scikit-learn's global
+            ``set_config(transform_output=...)`` applies when scikit-learn is imported. A dask
+            DataFrame's lazy release is returned as is.
 
         Returns
         -------
@@ -268,8 +266,7 @@ identifiers, allow_unique
 
             return self._wrap(anonymize(X, self.quasi_id_, self.k,
                                         **{name: getattr(self, name) for name in ANONYMIZE}))
-        return self._wrap(self.plan_.transform(X, noise=self.noise,
-                                               random_state=self.random_state,
+        return self._wrap(self.plan_.transform(X, noise=self.noise, random_state=self.random_state,
                                                max_contributions=self.max_contributions,
                                                max_classes=self.max_classes))
 
@@ -279,10 +276,9 @@ identifiers, allow_unique
             raise NotFittedError("this MondrianAnonymizer is not fitted yet: call fit first")
         if self.plan_ is None:
             name, why = self.unplanned_
-            raise ParameterError(name, f"this estimator has no plan to save: {why}, and "
-                                       "fitted plans take no suppression or "
-                                       "constraints objects (on a dask table: strict "
-                                       "cuts only)")
+            raise ParameterError(name, f"this estimator has no plan to save: {why}, and fitted "
+                                       "plans take no suppression or constraints objects (on a "
+                                       "dask table: strict cuts only)")
         from .plans import save_plan
 
         return save_plan(self.plan_, path)
@@ -306,8 +302,7 @@ identifiers, allow_unique
     def get_feature_names_out(self, input_features=None):
         """Output columns: the input's but the identifiers, then ``class_column`` when one
         is added."""
-        dropped = {str(c) for c in check_identifiers(self.identifiers, self.feature_names_in_,
-                                                     [])}
+        dropped = {str(c) for c in check_identifiers(self.identifiers, self.feature_names_in_, [])}
         if self.entity is not None:
             dropped.add(str(self.entity))
         names = np.asarray([c for c in self.feature_names_in_ if c not in dropped], dtype=object)

@@ -1,23 +1,20 @@
 """The options of an anonymization, declared once for every entry point.
 
 The local engine (:func:`dmondrian.local.anonymize`), the Dask engine
-(:mod:`dmondrian.distributed`), :class:`~dmondrian.MondrianAnonymizer` and the
-command line all take the same options. Each is one :class:`Option` here: its
-name, default, allowed choices or check, and a one-line description. The
-entry points read them from this table, so a name, a default or a choice is
-written once:
+(:mod:`dmondrian.distributed`), :class:`~dmondrian.MondrianAnonymizer` and the command line all take
+the same options. Each is one :class:`Option` here: its name, default, allowed choices or check, and
+a one-line description. The entry points read them from this table, so a name, a default or a choice
+is written once:
 
-* :func:`takes_options` gives a function the options of some groups as
-  keyword-only arguments. Its signature (what ``help()``, IDEs and
-  scikit-learn's ``get_params`` see) lists them with their defaults; a call
-  gets every option filled in, and an unknown keyword is refused as Python
-  refuses one.
+* :func:`takes_options` gives a function the options of some groups as keyword-only arguments. Its
+  signature (what ``help()``, IDEs and scikit-learn's ``get_params`` see) lists them with their
+  defaults; a call gets every option filled in, and an unknown keyword is refused as Python refuses
+  one.
 * :func:`dmondrian.encoding.validation.check_options` validates them against a table.
-* :meth:`Option.check` checks a value against the option's :class:`Range`
-  or choices, the one check the engines, the estimator, :func:`dmondrian.verify`
-  and the command line's flag types (:mod:`dmondrian.cli._types`) run, so a
-  value is refused with the same :class:`~dmondrian.errors.ParameterError`
-  by each of them.
+* :meth:`Option.check` checks a value against the option's :class:`Range` or choices, the one check
+  the engines, the estimator, :func:`dmondrian.verify` and the command line's flag types
+  (:mod:`dmondrian.cli._types`) run, so a value is refused with the same
+  :class:`~dmondrian.errors.ParameterError` by each of them.
 * :attr:`Option.plan` says what a fitted plan does with the option, and
   :func:`plan_fit_options` applies it (see :mod:`dmondrian.plans`).
 * The command line builds its flags' choices, defaults, types and help from
@@ -122,8 +119,7 @@ class Range:
     closed : {"both", "left", "right", "neither"}, default "both"
         Which bounds are allowed values themselves.
     what : str, optional
-        What the message calls a value ("a number of seconds"); default "an
-        integer" or "a number".
+        What the message calls a value ("a number of seconds"); default "an integer" or "a number".
 
     Examples
     --------
@@ -192,18 +188,15 @@ class Option:
         The numbers allowed, when the option is a number. None is allowed too
         when it is the default or ``none_ok``.
     none_ok : bool, default False
-        None is allowed although the default is another value (on the command
-        line: ``none``).
+        None is allowed although the default is another value (on the command line: ``none``).
     accepts : tuple of type, default ()
         Types allowed besides the range's numbers, taken as they are.
     plan_why : str, optional
-        Why a plan refuses it, when the reason is not that it is given per
-        release.
+        Why a plan refuses it, when the reason is not that it is given per release.
     plan : {"keep", "fit", "release", "refuse"}, optional
-        What a fitted plan (:mod:`dmondrian.plans`) does with it: keeps it (and
-        writes it into its file), uses it in the fit only (its encodings hold
-        it), takes it per release instead (``transform``), or refuses it. None
-        for the options that are not an anonymization's.
+        What a fitted plan (:mod:`dmondrian.plans`) does with it: keeps it (and writes it into its
+        file), uses it in the fit only (its encodings hold it), takes it per release instead
+        (``transform``), or refuses it. None for the options that are not an anonymization's.
     """
 
     name: str
@@ -366,10 +359,9 @@ PLAN_KEEPS = tuple(name for name, o in ANONYMIZE.items() if o.plan == "keep")
 def plan_fit_options(options: dict) -> dict:
     """The options a plan is fitted with, of an anonymization's ``options``.
 
-    The one statement of which options a fitted plan refuses: those whose
-    :attr:`Option.plan` is ``"refuse"`` (a plan suppresses nothing and takes
-    the named models only) or ``"release"`` (given to each release instead),
-    when they ask for anything (:meth:`Option.given`). The others are
+    The one statement of which options a fitted plan refuses: those whose :attr:`Option.plan` is
+    ``"refuse"`` (a plan suppresses nothing and takes the named models only) or ``"release"`` (given
+    to each release instead), when they ask for anything (:meth:`Option.given`). The others are
     returned, those not given left out.
 
     Raises
@@ -479,8 +471,7 @@ def takes_options(*groups: dict[str, Option]) -> Callable:
         def wrapper(*args, **kwargs):
             for name in kwargs:
                 if name not in allowed and name not in names:
-                    raise TypeError(f"{fn.__name__}() got an unexpected keyword argument "
-                                    f"{name!r}")
+                    raise TypeError(f"{fn.__name__}() got an unexpected keyword argument {name!r}")
             for name in allowed:
                 kwargs.setdefault(name, table[name].default)
             return fn(*args, **kwargs)

@@ -1,9 +1,8 @@
 """Pictures of a release: class sizes, the cost of k, and the Mondrian painting.
 
-Every function builds and returns a :class:`matplotlib.figure.Figure`
-directly: pyplot is never imported, so no global figure state is created or
-leaked, and the figures render with the Agg backend (``fig.savefig("x.png")``,
-or shown inline by Jupyter).
+Every function builds and returns a :class:`matplotlib.figure.Figure` directly: pyplot is never
+imported, so no global figure state is created or leaked, and the figures render with the Agg
+backend (``fig.savefig("x.png")``, or shown inline by Jupyter).
 """
 
 from __future__ import annotations
@@ -19,14 +18,7 @@ from matplotlib.ticker import NullLocator, StrMethodFormatter
 
 from .errors import ParameterError, UnsupportedDtypeError
 from .kinds import detect_kind
-from .metrics import (
-    check_column,
-    check_table,
-    compute_domains,
-    is_dask,
-    ncp,
-    size_distribution,
-)
+from .metrics import check_column, check_table, compute_domains, is_dask, ncp, size_distribution
 from .metrics._frames import shared_parameters
 from .metrics.sizes import size_summary
 from .privacy.constraints import check_k
@@ -164,8 +156,7 @@ def k_sweep_table(table, quasi_identifiers, ks, **options) -> pd.DataFrame:
         released = anonymize(table, quasi_identifiers, k, **options)
         summary = size_summary(released, quasi_identifiers)
         loss = ncp(released, quasi_identifiers, table, domains=domains, weights=weights)
-        rows.append((k, summary.n_classes, loss.overall, summary.discernibility,
-                     summary.c_avg(k)))
+        rows.append((k, summary.n_classes, loss.overall, summary.discernibility, summary.c_avg(k)))
     return pd.DataFrame(rows, columns=["k", "classes", "ncp", "discernibility", "c_avg"])
 
 
@@ -225,16 +216,14 @@ def k_sweep(table, quasi_identifiers, ks, *, figsize=(7.0, 6.0), **options) -> F
 
 
 def _axis(original: pd.Series, labels: list):
-    """Where an axis puts things: the original values, and the ``lo``, ``hi`` and
-    ``missing`` of each of its published ``labels`` (NaN bounds: nothing to draw),
-    plus the half-width of one value (0.5 for integers and categories, whose
-    published range ``[20, 29]`` covers the cells 19.5 to 29.5, so neighbouring
-    classes touch)."""
+    """Where an axis puts things: the original values, and the ``lo``, ``hi`` and ``missing`` of
+    each of its published ``labels`` (NaN bounds: nothing to draw), plus the half-width of one value
+    (0.5 for integers and categories, whose published range ``[20, 29]`` covers the cells 19.5 to
+    29.5, so neighbouring classes touch)."""
     kind = detect_kind(original)
     if not kind.ordered:
-        raise UnsupportedDtypeError(original.name, f"partition_painting draws numeric, datetime "
-                                                   f"or ordinal QIs; {original.name!r} is "
-                                                   f"{kind.name}")
+        raise UnsupportedDtypeError(original.name, "partition_painting draws numeric, datetime or "
+                                                   f"ordinal QIs; {original.name!r} is {kind.name}")
     # Suppressed rows ("*", every value hidden) have no box to draw.
     masked = [i for i, label in enumerate(labels) if label == MASK_LABEL]
     cover = kind.coverage([label for label in labels if label != MASK_LABEL], original,
@@ -280,12 +269,11 @@ def partition_painting(original, anonymized, quasi_identifiers, *, palette="dist
                        max_points=30_000, seed=0, title=None, figsize=(8.0, 7.0)) -> Figure:
     """The Mondrian "painting": every class's box in a plane of two QIs.
 
-    Each distinct pair of published values of ``qi_x`` and ``qi_y`` is drawn
-    as the rectangle it covers, filled with its own colour, over a scatter of
-    the original points. With more than two QIs, classes differing only in
-    other QIs share a rectangle; with ``mode="relaxed"`` rectangles may
-    overlap. Classes mixing missing and present values are hatched; classes
-    with only missing values have no box.
+    Each distinct pair of published values of ``qi_x`` and ``qi_y`` is drawn as the rectangle it
+    covers, filled with its own colour, over a scatter of the original points. With more than two
+    QIs, classes differing only in other QIs share a rectangle; with ``mode="relaxed"`` rectangles
+    may overlap. Classes mixing missing and present values are hatched; classes with only missing
+    values have no box.
 
     Parameters
     ----------
@@ -296,8 +284,7 @@ def partition_painting(original, anonymized, quasi_identifiers, *, palette="dist
     quasi_identifiers : [qi_x, qi_y]
         Two numeric, datetime or ordinal QIs.
     palette : {"distinct", "mondrian"}
-        One distinct colour per box, or Piet Mondrian's red, blue, yellow
-        and white.
+        One distinct colour per box, or Piet Mondrian's red, blue, yellow and white.
     max_points : int
         Scatter at most this many original points (a seeded sample).
     seed : int
@@ -348,8 +335,8 @@ def partition_painting(original, anonymized, quasi_identifiers, *, palette="dist
 
     fig = _new_figure(figsize)
     ax = fig.add_subplot()
-    span_x = _span(xs, boxes, 0)
-    span_y = _span(ys, boxes, 2)
+    x_lo, x_hi, span_x = _extent(xs, boxes, "x")
+    y_lo, y_hi, span_y = _extent(ys, boxes, "y")
     rng = np.random.default_rng(seed)
     if palette == "mondrian":
         colours = [MONDRIAN[i] for i in rng.integers(0, len(MONDRIAN), len(boxes))]
@@ -358,10 +345,8 @@ def partition_painting(original, anonymized, quasi_identifiers, *, palette="dist
         colours = distinct_colours(len(boxes), seed)
         edge, width, alpha = _INK, 0.9, 0.78
     # Draw large boxes first, so the small ones stay visible where they overlap.
-    order = np.argsort(-(boxes["x1"] - boxes["x0"]) * (boxes["y1"] - boxes["y0"]),
-                       kind="stable")
-    bx0, bx1, by0, by1, missing = (boxes[c].to_numpy() for c in ("x0", "x1", "y0", "y1",
-                                                                 "missing"))
+    order = np.argsort(-(boxes["x1"] - boxes["x0"]) * (boxes["y1"] - boxes["y0"]), kind="stable")
+    bx0, bx1, by0, by1, missing = (boxes[c].to_numpy() for c in ("x0", "x1", "y0", "y1", "missing"))
     for i in order:
         x0, x1 = _pad(bx0[i], bx1[i], span_x)
         y0, y1 = _pad(by0[i], by1[i], span_y)
@@ -378,7 +363,8 @@ def partition_painting(original, anonymized, quasi_identifiers, *, palette="dist
     size = float(np.clip(4000 / max(len(idx), 1), 1.5, 18))
     ax.scatter(xs[idx], ys[idx], s=size, c=_INK, alpha=0.55 if len(idx) > 2000 else 0.8,
                linewidths=0, zorder=2)
-    _limits(ax, xs, ys, boxes, span_x, span_y)
+    ax.set_xlim(x_lo - 0.02 * span_x, x_hi + 0.02 * span_x)
+    ax.set_ylim(y_lo - 0.02 * span_y, y_hi + 0.02 * span_y)
     _ticks(ax, original[qx], original[qy])
     ax.set_xlabel(str(qx))
     ax.set_ylabel(str(qy))
@@ -389,8 +375,7 @@ def partition_painting(original, anonymized, quasi_identifiers, *, palette="dist
 
 
 def _boxes(pairs, qx, qy, labels_x, bounds_x, labels_y, bounds_y) -> pd.DataFrame:
-    """One box per distinct pair of published values; none where an axis has only
-    missing values."""
+    """One box per distinct pair of published values; none where an axis has only missing values."""
     ix = pd.Index(labels_x, dtype=object).get_indexer(pairs[qx])
     iy = pd.Index(labels_y, dtype=object).get_indexer(pairs[qy])
     (x0, x1, mx), (y0, y1, my) = bounds_x, bounds_y
@@ -399,31 +384,20 @@ def _boxes(pairs, qx, qy, labels_x, bounds_x, labels_y, bounds_y) -> pd.DataFram
     return boxes[boxes["x0"].notna() & boxes["y0"].notna()].reset_index(drop=True)
 
 
-def _span(values, boxes, col) -> float:
+def _extent(values, boxes, axis: str) -> tuple:
+    """The smallest and largest of ``values`` and of the boxes' edges on ``axis`` ("x" or "y"),
+    and the span between them (1 when they meet)."""
     lo = np.nanmin(values) if np.isfinite(values).any() else 0.0
     hi = np.nanmax(values) if np.isfinite(values).any() else 1.0
     if len(boxes):
-        lo = min(lo, boxes.iloc[:, col].min())
-        hi = max(hi, boxes.iloc[:, col + 1].max())
-    return float(hi - lo) if hi > lo else 1.0
+        lo, hi = min(lo, boxes[axis + "0"].min()), max(hi, boxes[axis + "1"].max())
+    return lo, hi, float(hi - lo) if hi > lo else 1.0
 
 
 def _pad(lo, hi, span):
     """Give single-value classes a visible width (0.6% of the axis)."""
     half = 0.003 * span
     return (lo - half, hi + half) if hi - lo < 2 * half else (lo, hi)
-
-
-def _limits(ax, xs, ys, boxes, span_x, span_y):
-    def bounds(values, lo_col, hi_col, span):
-        lo = np.nanmin(values) if np.isfinite(values).any() else 0.0
-        hi = np.nanmax(values) if np.isfinite(values).any() else 1.0
-        if len(boxes):
-            lo, hi = min(lo, boxes[lo_col].min()), max(hi, boxes[hi_col].max())
-        return lo - 0.02 * span, hi + 0.02 * span
-
-    ax.set_xlim(*bounds(xs, "x0", "x1", span_x))
-    ax.set_ylim(*bounds(ys, "y0", "y1", span_y))
 
 
 def _ticks(ax, col_x: pd.Series, col_y: pd.Series):

@@ -1,12 +1,11 @@
 """A census-like synthetic table, of any size, generated in independent chunks.
 
-The table is an infinite stream of rows fixed by a seed: row ``i`` is always
-the same person, whichever chunk it is generated in. The stream is cut into
-blocks of :data:`BLOCK_ROWS` rows, and block ``b`` draws from its own random
-generator seeded by ``SeedSequence(seed, spawn_key=(b,))``. Any slice of rows
-is therefore the concatenation of slices of a few blocks, which is what lets a
-Dask partition (or a benchmark chunk) be generated on its own worker and still
-be exactly the rows a single call would give.
+The table is an infinite stream of rows fixed by a seed: row ``i`` is always the same person,
+whichever chunk it is generated in. The stream is cut into blocks of :data:`BLOCK_ROWS` rows, and
+block ``b`` draws from its own random generator seeded by ``SeedSequence(seed, spawn_key=(b,))``.
+Any slice of rows is therefore the concatenation of slices of a few blocks, which is what lets a
+Dask partition (or a benchmark chunk) be generated on its own worker and still be exactly the rows a
+single call would give.
 
 The people are plausible rather than real; the columns are correlated the way
 a census extract is, so anonymization has realistic structure to work with:
@@ -74,9 +73,7 @@ _AGE_SHARE = _ADULT * _AGE_POSITION**0.2 * (1 - _AGE_POSITION) ** 1.2
 # that year has passed by 31 December, so the age on REFERENCE_DATE is exact.
 _BIRTH_YEAR = REFERENCE_DATE.year - _AGE
 _YEAR_START = (_BIRTH_YEAR - 1970).astype("datetime64[Y]").astype("datetime64[D]").astype(np.int64)
-_YEAR_DAYS = 365 + (
-    (_BIRTH_YEAR % 4 == 0) & ((_BIRTH_YEAR % 100 != 0) | (_BIRTH_YEAR % 400 == 0))
-)
+_YEAR_DAYS = 365 + ((_BIRTH_YEAR % 4 == 0) & ((_BIRTH_YEAR % 100 != 0) | (_BIRTH_YEAR % 400 == 0)))
 
 EDUCATION_LEVELS = ["No high school", "High school", "Some college", "Associate", "Bachelors",
                     "Masters", "Professional", "Doctorate"]
@@ -128,9 +125,8 @@ _P_RETIRED = np.clip((_AGE - 58) / 14, 0.0, 0.92)
 # Log-income model: base, then additive effects.
 _LOG_INCOME_BASE = np.log(22_000.0)
 _INCOME_EDUCATION = np.array([-0.45, -0.2, 0.0, 0.1, 0.35, 0.5, 0.8, 0.7])
-_INCOME_OCCUPATION = np.array(
-    [0.35, 0.25, 0.05, -0.05, 0.1, 0.0, -0.1, -0.35, 0.0, -0.1, -0.1, -0.3, 0.05, -1.3, -0.3]
-)
+_INCOME_OCCUPATION = np.array([0.35, 0.25, 0.05, -0.05, 0.1, 0.0, -0.1, -0.35, 0.0, -0.1, -0.1,
+                               -0.3, 0.05, -1.3, -0.3])
 # Experience raises income quickly early in a career and then levels off.
 _INCOME_AGE = 1.2 * (1.0 - np.exp(-np.maximum(_AGE - _MIN_AGE, 0) / 12.0))
 _INCOME_FEMALE = -0.15
@@ -145,25 +141,21 @@ _REGION_INCOME = np.array([0.25, 0.05, 0.1, 0.05, 0.15, 0.35, 0.0, 0.05, 0.2, 0.
 
 DIAGNOSES = ["Healthy", "Hypertension", "Hyperlipidemia", "Diabetes", "Asthma", "Depression",
              "Arthritis", "Heart disease", "COPD", "Cancer"]
-# Relative frequency of each diagnosis (columns) by age band (rows): 18-34,
-# 35-49, 50-64, 65+.
-_DIAGNOSIS_BY_BAND = np.array([
-    [60.0, 4.0, 3.0, 2.0, 10.0, 14.0, 2.0, 1.0, 1.0, 1.0],
-    [45.0, 14.0, 10.0, 6.0, 7.0, 11.0, 3.0, 2.0, 1.0, 1.0],
-    [28.0, 24.0, 16.0, 11.0, 5.0, 7.0, 9.0, 5.0, 3.0, 4.0],
-    [15.0, 30.0, 15.0, 13.0, 4.0, 4.0, 13.0, 10.0, 6.0, 6.0],
-])
+# Relative frequency of each diagnosis (columns) by age band (rows): 18-34, 35-49, 50-64, 65+.
+_DIAGNOSIS_BY_BAND = np.array([[60.0, 4.0, 3.0, 2.0, 10.0, 14.0, 2.0, 1.0, 1.0, 1.0],
+                               [45.0, 14.0, 10.0, 6.0, 7.0, 11.0, 3.0, 2.0, 1.0, 1.0],
+                               [28.0, 24.0, 16.0, 11.0, 5.0, 7.0, 9.0, 5.0, 3.0, 4.0],
+                               [15.0, 30.0, 15.0, 13.0, 4.0, 4.0, 13.0, 10.0, 6.0, 6.0]])
 _DIAGNOSIS_BAND = np.searchsorted(np.array([35, 50, 65]), _AGE, side="right")
 
 
 class _Categorical:
     """Draws categories with Walker's alias method, one distribution per group.
 
-    A row of group ``g`` with uniform ``u`` looks at column ``i = floor(u * K)``
-    of its group's table and keeps ``i`` when the fractional part of ``u * K``
-    is below ``prob[i]``, else takes ``alias[i]``: exact probabilities (up to
-    float32 rounding) for a few vectorized operations, where a
-    ``searchsorted`` would binary-search every row.
+    A row of group ``g`` with uniform ``u`` looks at column ``i = floor(u * K)`` of its group's
+    table and keeps ``i`` when the fractional part of ``u * K`` is below ``prob[i]``, else takes
+    ``alias[i]``: exact probabilities (up to float32 rounding) for a few vectorized operations,
+    where a ``searchsorted`` would binary-search every row.
 
     Parameters
     ----------
@@ -210,11 +202,10 @@ _DIAGNOSIS_OFFSET = _DIAGNOSIS.k * _DIAGNOSIS_BAND
 class _Draws:
     """Rows ``lo:hi`` of each draw of one block, the stream consumed as for all its rows.
 
-    A uniform (float32) takes one 32-bit half of a 64-bit output per row, the
-    bit generator keeping the other half for the next: its rows are found by
-    advancing the generator, and only they are drawn. The other draws take a
-    varying number of outputs per row (rejection sampling), so they are drawn
-    for the whole block and sliced (cheap next to the arithmetic on them).
+    A uniform (float32) takes one 32-bit half of a 64-bit output per row, the bit generator keeping
+    the other half for the next: its rows are found by advancing the generator, and only they are
+    drawn. The other draws take a varying number of outputs per row (rejection sampling), so they
+    are drawn for the whole block and sliced (cheap next to the arithmetic on them).
     """
 
     def __init__(self, seed: int, block: int, lo: int, hi: int):
@@ -356,9 +347,8 @@ def make_census(n_rows: int, seed: int = 0, *, start: int = 0, columns=None) -> 
     seed : int, default 0
         Seed of the stream (a non-negative integer).
     start : int, default 0
-        Row number of the first row. Consecutive calls concatenate exactly:
-        ``make_census(a, s)`` followed by ``make_census(b, s, start=a)`` is
-        ``make_census(a + b, s)``.
+        Row number of the first row. Consecutive calls concatenate exactly: ``make_census(a, s)``
+        followed by ``make_census(b, s, start=a)`` is ``make_census(a + b, s)``.
     columns : list of str, optional
         Only these of :data:`CENSUS_COLUMNS`, in this order (their values do
         not depend on which columns are asked for).
@@ -366,10 +356,9 @@ def make_census(n_rows: int, seed: int = 0, *, start: int = 0, columns=None) -> 
     Returns
     -------
     pandas.DataFrame
-        Indexed by row number (``start`` onwards). Columns: ``person_id``,
-        ``age``, ``zip`` (int64), ``birth_date`` (datetime64[ns]), ``sex``,
-        ``occupation``, ``diagnosis`` (strings), ``education`` (ordered
-        Categorical) and ``income`` (float64). See the module docstring for
+        Indexed by row number (``start`` onwards). Columns: ``person_id``, ``age``, ``zip`` (int64),
+        ``birth_date`` (datetime64[ns]), ``sex``, ``occupation``, ``diagnosis`` (strings),
+        ``education`` (ordered Categorical) and ``income`` (float64). See the module docstring for
         how they are drawn.
 
     Raises
@@ -377,8 +366,7 @@ def make_census(n_rows: int, seed: int = 0, *, start: int = 0, columns=None) -> 
     ParameterError
         ``n_rows``, ``seed`` or ``start`` is not a non-negative integer.
     MissingColumnError, DuplicateColumnError
-        ``columns`` names something that is not a census column, or a column
-        twice.
+        ``columns`` names something that is not a census column, or a column twice.
 
     Examples
     --------
@@ -423,12 +411,11 @@ def _census_partition(start: int, n_rows: int, seed: int, columns=None) -> pd.Da
 def census_dask(n_rows: int, seed: int = 0, *, rows_per_partition: int = 1_000_000):
     """The census-like table as a lazy Dask DataFrame, one partition per chunk of rows.
 
-    Every partition is generated where it is computed (nothing but its row
-    range travels from the client) and holds the same rows as
-    :func:`make_census`. String columns follow Dask's
-    ``dataframe.convert-string`` setting (Arrow strings with ``pd.NA`` by
-    default); with it off, the dtypes are those of :func:`make_census` too.
-    A column selection is pushed down into the generator.
+    Every partition is generated where it is computed (nothing but its row range travels from the
+    client) and holds the same rows as :func:`make_census`. String columns follow Dask's
+    ``dataframe.convert-string`` setting (Arrow strings with ``pd.NA`` by default); with it off, the
+    dtypes are those of :func:`make_census` too. A column selection is pushed down into the
+    generator.
 
     Parameters
     ----------
@@ -474,9 +461,8 @@ def write_census_parquet(path, n_rows: int, seed: int = 0, *, rows_per_partition
                          storage_options=None):
     """Write the census-like table as a partitioned Parquet dataset, chunk by chunk.
 
-    Each partition of :func:`census_dask` is generated and written by the
-    scheduler in use (a ``distributed.Client`` if one is active), so the whole
-    table never exists in one place.
+    Each partition of :func:`census_dask` is generated and written by the scheduler in use (a
+    ``distributed.Client`` if one is active), so the whole table never exists in one place.
 
     Parameters
     ----------

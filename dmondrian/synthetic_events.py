@@ -1,12 +1,11 @@
 """A synthetic event table: many rows per person, keyed by ``user_id``.
 
-The tables :mod:`dmondrian.privacy.entities` is for: each user has a fixed age and
-region and a few to a few dozen events, each on a device (mostly the user's
-own, sometimes another), with an amount and an event type. As with
-:mod:`dmondrian.synthetic`, the users are a stream fixed by a seed: users
-are generated in blocks of :data:`BLOCK_USERS`, block ``b`` from
-``SeedSequence(seed, spawn_key=(b,))``, so any range of users (a Dask
-partition) is generated on its own and is exactly the rows one call gives.
+The tables :mod:`dmondrian.privacy.entities` is for: each user has a fixed age and region and a few
+to a few dozen events, each on a device (mostly the user's own, sometimes another), with an amount
+and an event type. As with :mod:`dmondrian.synthetic`, the users are a stream fixed by a seed: users
+are generated in blocks of :data:`BLOCK_USERS`, block ``b`` from ``SeedSequence(seed,
+spawn_key=(b,))``, so any range of users (a Dask partition) is generated on its own and is exactly
+the rows one call gives.
 
 ============== ================================================================
 column         model
@@ -57,14 +56,11 @@ def _block(seed: int, block: int, events_per_user: float) -> pd.DataFrame:
     device = np.where(rng.random(n) < 0.7, usual[user], rng.choice(len(DEVICES), n))
     event = np.where(rng.random(n) < 0.5, leaning[user], rng.choice(len(EVENT_TYPES), n))
     amount = rng.lognormal(2.0 + 1.5 * (event == EVENT_TYPES.index("purchase")), 0.8, n)
-    return pd.DataFrame({
-        "user_id": block * BLOCK_USERS + user,
-        "age": age[user],
-        "region": np.asarray(REGIONS, dtype=object)[region[user]],
-        "device": np.asarray(DEVICES, dtype=object)[device],
-        "event_type": np.asarray(EVENT_TYPES, dtype=object)[event],
-        "amount": np.round(amount, 2),
-    })
+    return pd.DataFrame({"user_id": block * BLOCK_USERS + user, "age": age[user],
+                         "region": np.asarray(REGIONS, dtype=object)[region[user]],
+                         "device": np.asarray(DEVICES, dtype=object)[device],
+                         "event_type": np.asarray(EVENT_TYPES, dtype=object)[event],
+                         "amount": np.round(amount, 2)})
 
 
 def make_events(n_users: int, seed: int = 0, *, start_user: int = 0,
@@ -84,9 +80,8 @@ def make_events(n_users: int, seed: int = 0, *, start_user: int = 0,
     Returns
     -------
     pandas.DataFrame
-        Columns ``user_id``, ``age`` (int64), ``region``, ``device``,
-        ``event_type`` (strings) and ``amount`` (float64), the events of a
-        user together, on a RangeIndex.
+        Columns ``user_id``, ``age`` (int64), ``region``, ``device``, ``event_type`` (strings) and
+        ``amount`` (float64), the events of a user together, on a RangeIndex.
 
     Examples
     --------

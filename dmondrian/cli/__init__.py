@@ -1,20 +1,17 @@
 """The ``dmondrian`` command line: anonymize, report, verify, sweep, plot, demo.
 
-Every failure is one line on stderr, ``dmondrian: error: ...``, and a non-zero
-exit status: 2 for a usage or input error (bad flag, missing file, unknown
-column, k larger than the table, ...), 1 for a table that fails ``verify`` or
-an unexpected internal error. ``--debug`` (anywhere on the line) adds the
-traceback.
+Every failure is one line on stderr, ``dmondrian: error: ...``, and a non-zero exit status: 2 for a
+usage or input error (bad flag, missing file, unknown column, k larger than the table, ...), 1 for a
+table that fails ``verify`` or an unexpected internal error. ``--debug`` (anywhere on the line) adds
+the traceback.
 
-Layout: a module per command (:mod:`.anonymize`, :mod:`.report`,
-:mod:`.verify`, :mod:`.sweep`, :mod:`.plot`, :mod:`.demo`), each with its
-name, help, ``arguments(parser)`` and ``run(args)``, made a sub-command by
-:func:`._common.add_command`; :mod:`._common` holds what they share (the
-parser class, exit statuses, the error line, the flags made from the option
-table :mod:`dmondrian.options`), :mod:`._types` the argument types,
-:mod:`._inputs` the reading of tables and hierarchy files, :mod:`._progress`
-the progress bar and :mod:`._engines` every import of the engines and of
-Dask clusters.
+Layout: a module per command (:mod:`.anonymize`, :mod:`.report`, :mod:`.verify`, :mod:`.sweep`,
+:mod:`.plot`, :mod:`.demo`), each with its name, help, ``arguments(parser)`` and ``run(args)``, made
+a sub-command by :func:`._common.add_command`; :mod:`._common` holds what they share (the parser
+class, exit statuses, the error line, the flags made from the option table
+:mod:`dmondrian.options`), :mod:`._types` the argument types, :mod:`._inputs` the reading of tables
+and hierarchy files, :mod:`._progress` the progress bar and :mod:`._engines` every import of the
+engines and of Dask clusters.
 
 The heavy imports (pandas, the engines, matplotlib, dask) happen inside the
 commands so that ``dmondrian --help`` answers at once.
@@ -75,8 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
     parser = Parser(prog=PROG, formatter_class=FORMATTER, epilog=EXAMPLES,
-                    description="k-anonymize tables with the Mondrian multidimensional "
-                                "algorithm.")
+                    description="k-anonymize tables with the Mondrian multidimensional algorithm.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
@@ -84,14 +80,6 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         add_command(subparsers, command)
     return parser
-
-
-def _normalize_argv(argv: list[str]) -> list[str]:
-    """Accept the seed's command line, which had no sub-command: ``--input X --output Y ...``."""
-    first = next((a for a in argv if a != "--debug"), "")
-    if first.split("=", 1)[0] in SEED_FLAGS:
-        return ["anonymize", *argv]
-    return argv
 
 
 def _take_extras(args, extras: list[str]) -> None:
@@ -116,7 +104,10 @@ def _take_extras(args, extras: list[str]) -> None:
 
 
 def _run(argv: list[str]) -> int:
-    args, extras = build_parser().parse_known_args(_normalize_argv(argv))
+    # Accept the seed's command line, which had no sub-command: --input X --output Y ...
+    if next((a for a in argv if a != "--debug"), "").split("=", 1)[0] in SEED_FLAGS:
+        argv = ["anonymize", *argv]
+    args, extras = build_parser().parse_known_args(argv)
     _take_extras(args, extras)
     from ..io.files import storage_options
 

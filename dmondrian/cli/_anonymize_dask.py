@@ -12,7 +12,7 @@ from ._inputs import check_columns, refuse_unread_dates
 WRITE_OPTIONS = {"parquet": {"write_index": False}, "csv": {"single_file": True, "index": False}}
 
 
-def anonymize_on_dask(job, release_report, ddf=None) -> tuple[object, int]:
+def anonymize_on_dask(job, release_report, ddf) -> tuple[object, int]:
     """Anonymize a job's input on a Dask cluster, write its release, and measure it.
 
     Parameters
@@ -20,14 +20,12 @@ def anonymize_on_dask(job, release_report, ddf=None) -> tuple[object, int]:
     job : dmondrian.cli.anonymize.Job
         The resolved command line.
     release_report : callable
-        ``(job, released, original, measured=None) -> Report``: given the counts
-        the write tasks took (``measured``), without reading anything again; else
-        run on the cluster with the release read back from the output and the
-        input (both lazy). Either way the manifest of a Dask release holds what
-        a local one does.
-    ddf : dask.dataframe.DataFrame, optional
-        The input, opened and checked already (the command line does so before
-        staging OUTPUT); default: opened here.
+        ``(job, released, original, measured=None) -> Report``: given the counts the write tasks
+        took (``measured``), without reading anything again; else run on the cluster with the
+        release read back from the output and the input (both lazy). Either way the manifest of a
+        Dask release holds what a local one does.
+    ddf : dask.dataframe.DataFrame
+        The input, opened and checked already (the command line does so before staging OUTPUT).
 
     Returns
     -------
@@ -36,11 +34,6 @@ def anonymize_on_dask(job, release_report, ddf=None) -> tuple[object, int]:
     input_rows : int
         Rows read.
     """
-    from ..io import files as io
-
-    if ddf is None:
-        io._check_exists(job.src)
-        ddf = _read(job)
     with _client(job.args) as client:
         top = _write(job, ddf, client, _measure(job))
         with job.progress.stage("measuring the release for its manifest"):
@@ -68,25 +61,23 @@ def _measure(job, generalization=None):
     return ReleaseCounts(job.qis, job.sensitive[0] if job.sensitive else None)
 
 
-def release_plan_on_dask(job, release_report, ddf=None):
+def release_plan_on_dask(job, release_report, ddf):
     """Release a job's input through its ``--plan`` on a Dask cluster, write it, measure it.
 
-    The plan's Dask path (:meth:`dmondrian.plans.FittedPlan.transform_to_parquet`,
-    or :func:`~dmondrian.plans.dask.transform_dask` for CSV): one pass counts
-    the rows of every region, then every partition is published in place,
-    its rows shuffled (:mod:`dmondrian.release.row_order`) and written. No
-    shuffle between partitions. With ``--save-plan`` the plan is first fitted
-    on the input (:func:`dmondrian.plans.fit_plan`) and written
-    once the release is. A Parquet release's manifest is built from what the
-    passes counted (the write tasks' classes, the counting pass's QI domains:
-    :mod:`dmondrian.metrics.accumulator`), as :func:`anonymize_on_dask`'s is;
-    a CSV release (dask's writer writes it) is read back.
+    The plan's Dask path (:meth:`dmondrian.plans.FittedPlan.transform_to_parquet`, or
+    :func:`~dmondrian.plans.dask.transform_dask` for CSV): one pass counts the rows of every region,
+    then every partition is published in place, its rows shuffled
+    (:mod:`dmondrian.release.row_order`) and written. No shuffle between partitions. With
+    ``--save-plan`` the plan is first fitted on the input (:func:`dmondrian.plans.fit_plan`) and
+    written once the release is. A Parquet release's manifest is built from what the passes counted
+    (the write tasks' classes, the counting pass's QI domains:
+    :mod:`dmondrian.metrics.accumulator`), as :func:`anonymize_on_dask`'s is; a CSV release (dask's
+    writer writes it) is read back.
 
     Parameters
     ----------
     job : dmondrian.cli.anonymize.Job
-        The resolved command line, ``job.plan`` the loaded plan (None with
-        ``--save-plan``).
+        The resolved command line, ``job.plan`` the loaded plan (None with ``--save-plan``).
     release_report, ddf : callable, dask.dataframe.DataFrame
         As in :func:`anonymize_on_dask`.
 
@@ -96,19 +87,12 @@ def release_plan_on_dask(job, release_report, ddf=None):
         The written release's report.
     """
     from .._dask.cluster import run
-    from ..io import files as io
     from ..metrics.accumulator import InputDomains
     from ..metrics.domains import column_kinds
     from ..plans import fit_plan, plan_sha256, save_plan
     from ..plans.dask import transform_dask, transform_to_parquet
     from ..release.row_order import row_order_seed, shuffle_partition
-    from ._common import UsageError
 
-    if job.args.noise:  # the command line says so before staging OUTPUT
-        raise UsageError("--noise through a plan is drawn in memory: add --local")
-    if ddf is None:
-        io._check_exists(job.src)
-        ddf = _read(job)
     with _client(job.args) as client:
         plan = job.plan
         if plan is None:
@@ -116,9 +100,8 @@ def release_plan_on_dask(job, release_report, ddf=None):
             # refused by the fit (dmondrian.options.plan_fit_options), not dropped.
             options = {n: v for n, v in job.options(ANONYMIZE).items()
                        if ANONYMIZE[n].plan != "release"}
-            plan = fit_plan(ddf, job.qis, job.args.k, batch_rows=job.args.batch_rows,
-                            client=client, progress=job.progress.enabled,
-                            leaf_rows=job.args.leaf_rows, **options)
+            plan = fit_plan(ddf, job.qis, job.args.k, batch_rows=job.args.batch_rows, client=client,
+                            progress=job.progress.enabled, leaf_rows=job.args.leaf_rows, **options)
         counts, measured = _measure(job, plan.options["generalization"]), None
         # The report reads the input's ordinal QIs in the plan's order: their values
         # are found by the counting pass when it counts, else now, before any write.
@@ -134,8 +117,7 @@ def release_plan_on_dask(job, release_report, ddf=None):
             if counts is not None:
                 written, counts, domains = written
                 original = with_plan_categories(ddf, plan, domains.parts)
-                measured = (counts, domains.domains(original._meta, job.hierarchies), written,
-                            [])
+                measured = (counts, domains.domains(original._meta, job.hierarchies), written, [])
         else:
             released = transform_dask(plan, ddf, client=client, progress=job.progress.enabled)
             released = released.map_partitions(shuffle_partition,
@@ -210,8 +192,7 @@ def _read(job):
     else:
         text = [c for c, t in job.dtypes.items() if str(t).lower() in TEXT_TYPES]
         ddf = read_csv_dask(job.src, job.dialect, text)
-    check_columns(ddf, [*job.qis, *job.sensitive, *job.dtypes], "--qi/--sensitive/--dtype",
-                  job.src)
+    check_columns(ddf, [*job.qis, *job.sensitive, *job.dtypes], "--qi/--sensitive/--dtype", job.src)
     refuse_unread_dates(ddf, job.qis, job.dtypes, job.src)
     return convert_dtypes(ddf, job.dtypes, job.src)
 

@@ -1,9 +1,8 @@
 """What every command shares: the parser, exit statuses, the error line, shared flags.
 
-The flags of the options the command line shares with the library are made
-from the option table (:mod:`dmondrian.options`) by :func:`add_option`, and
-read back under the table's names by :func:`table_options`, so a name, a
-choice or a default is written once.
+The flags of the options the command line shares with the library are made from the option table
+(:mod:`dmondrian.options`) by :func:`add_option`, and read back under the table's names by
+:func:`table_options`, so a name, a choice or a default is written once.
 """
 
 from __future__ import annotations
@@ -59,9 +58,8 @@ def _line(kind: str, message) -> None:
 def warnings_as_lines():
     """Print every warning shown inside the block as :func:`warning_line` does.
 
-    Python would print the warning's category, the file and line that raised
-    it and that line's source: noise to a user of the command line, who gets
-    the same one-line form from every command.
+    Python would print the warning's category, the file and line that raised it and that line's
+    source: noise to a user of the command line, who gets the same one-line form from every command.
     """
     def show(message, category, filename, lineno, file=None, line=None):
         warning_line(message)
@@ -74,12 +72,10 @@ def warnings_as_lines():
 def add_command(subparsers, command) -> argparse.ArgumentParser:
     """Add the sub-command that the module ``command`` describes.
 
-    A command's module (:mod:`.report`, :mod:`.verify`, ...) holds its
-    ``NAME``, the one-line ``HELP`` that ``dmondrian --help`` lists, its
-    ``DESCRIPTION`` and ``EXAMPLES``, ``arguments(parser)``, which adds its
-    flags to the parser made here, and ``run(args)``, which runs it on the
-    parsed command line (an :class:`argparse.Namespace`) and returns its exit
-    status.
+    A command's module (:mod:`.report`, :mod:`.verify`, ...) holds its ``NAME``, the one-line
+    ``HELP`` that ``dmondrian --help`` lists, its ``DESCRIPTION`` and ``EXAMPLES``,
+    ``arguments(parser)``, which adds its flags to the parser made here, and ``run(args)``, which
+    runs it on the parsed command line (an :class:`argparse.Namespace`) and returns its exit status.
 
     Parameters
     ----------
@@ -127,17 +123,15 @@ def add_common(parser, *, qi_required: bool = True) -> None:
     parser.add_argument("--qi", "--qi-names", dest="qi", action="append", metavar="COLS",
                         required=qi_required,
                         help="quasi-identifier columns, comma-separated (repeatable)")
-    parser.add_argument("--format", choices=FORMATS,
-                        help="table format when the extension does not tell (input and "
-                             "output)")
+    parser.add_argument("--format", choices=FORMATS, help="table format when the extension does "
+                                                          "not tell (input and output)")
     parser.add_argument("--dtype", action="append", metavar="COL=TYPE",
                         help="convert a column after reading: str, int, float, category or "
                              "datetime (e.g. --dtype zip=str,birth_date=datetime)")
     add_csv_dialect(parser)
     parser.add_argument("--storage-options", type=json_object, metavar="JSON",
-                        help="fsspec options for the URLs' filesystems, e.g. "
-                             "'{\"endpoint_url\": \"http://localhost:9000\"}' or "
-                             "'{\"profile\": \"etl\"}'")
+                        help="fsspec options for the URLs' filesystems, e.g. '{\"endpoint_url\": "
+                             "\"http://localhost:9000\"}' or '{\"profile\": \"etl\"}'")
     add_debug(parser)
 
 
@@ -186,8 +180,7 @@ def add_debug(parser) -> None:
     parser : argparse.ArgumentParser
         A sub-command's parser.
     """
-    # SUPPRESS: a sub-command's default must not override a --debug given
-    # before the command's name.
+    # SUPPRESS: a sub-command's default must not override a --debug given before the command's name.
     parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the traceback of an error")
 
@@ -195,18 +188,16 @@ def add_debug(parser) -> None:
 def option_type(option: Option, flag: str | None = None):
     """An argparse type: a value of a library option, checked by the option itself.
 
-    The text is read as the option's :class:`~dmondrian.options.Range` says
-    (an int when it spells one, else a float for a real option) and checked
-    by :meth:`~dmondrian.options.Option.check`, the check every entry point
-    runs, so the command line takes exactly what the library takes.
+    The text is read as the option's :class:`~dmondrian.options.Range` says (an int when it spells
+    one, else a float for a real option) and checked by :meth:`~dmondrian.options.Option.check`, the
+    check every entry point runs, so the command line takes exactly what the library takes.
 
     Parameters
     ----------
     option : dmondrian.options.Option
         An option with a range, e.g. ``ANONYMIZE["t"]``.
     flag : str, optional
-        The flag, as the message names it (default: the option's name with
-        dashes).
+        The flag, as the message names it (default: the option's name with dashes).
 
     Returns
     -------
@@ -243,9 +234,8 @@ def add_option(parser, option: Option, *, also: str = "", flag: str | None = Non
                **kwargs) -> argparse.Action:
     """Add the flag of a library option, its name, default, choices and help from the table.
 
-    The flag is the option's name with dashes (``max_depth`` -> ``--max-depth``)
-    and its value lands under the option's name, so :func:`table_options`
-    finds it.
+    The flag is the option's name with dashes (``max_depth`` -> ``--max-depth``) and its value lands
+    under the option's name, so :func:`table_options` finds it.
 
     Parameters
     ----------
@@ -274,9 +264,8 @@ def add_option(parser, option: Option, *, also: str = "", flag: str | None = Non
     flag = flag or f"--{option.name.replace('_', '-')}"
     if option.range is not None:
         kwargs.setdefault("type", option_type(option, flag))
-    return parser.add_argument(flag, dest=option.name,
-                               default=option.default, choices=option.choices, help=text,
-                               **kwargs)
+    return parser.add_argument(flag, dest=option.name, default=option.default,
+                               choices=option.choices, help=text, **kwargs)
 
 
 def table_options(args: argparse.Namespace, *groups: dict[str, Option]) -> dict:

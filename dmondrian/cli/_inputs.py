@@ -98,9 +98,8 @@ def read_original(url: str, args, release: str, columns: list[str]):
     """Read the original of a release with the types its manifest records
     (``column_types``, :mod:`dmondrian.evaluation.manifest`), overridden by ``--dtype``.
 
-    The loss ``report`` computes then compares the release with the table it
-    was made from, as the manifest's report did: a date read as a date, not
-    as text.
+    The loss ``report`` computes then compares the release with the table it was made from, as the
+    manifest's report did: a date read as a date, not as text.
 
     Parameters
     ----------
@@ -167,9 +166,8 @@ def refuse_unread_dates(df, qis: list[str], dtypes: dict, url: str) -> None:
     one (or is written in a layout the reader does not infer), so it was read as text
     and each class would publish the set of its exact dates.
 
-    ``--dtype COL=datetime`` reads it as dates (naming a value that is not one),
-    ``--dtype COL=str`` keeps it as text on purpose; a column either names is not
-    looked at.
+    ``--dtype COL=datetime`` reads it as dates (naming a value that is not one), ``--dtype COL=str``
+    keeps it as text on purpose; a column either names is not looked at.
 
     Parameters
     ----------

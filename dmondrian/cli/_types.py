@@ -58,8 +58,7 @@ def byte_size(text: str) -> int:
     try:
         return int(parse_bytes(text))
     except (ValueError, TypeError):
-        raise argparse.ArgumentTypeError(
-            f"not a size: {text!r} (use e.g. 512MB or 2GB)") from None
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (use e.g. 512MB or 2GB)") from None
 
 
 def split_names(values) -> list[str]:
@@ -70,10 +69,7 @@ def split_names(values) -> list[str]:
     >>> split_names(["age, zip", "sex"])
     ['age', 'zip', 'sex']
     """
-    names = []
-    for value in values or []:
-        names.extend(n.strip() for n in value.split(",") if n.strip())
-    return names
+    return [n.strip() for value in values or [] for n in value.split(",") if n.strip()]
 
 
 def pairs(values, flag: str, what: str) -> dict[str, str]:
@@ -129,7 +125,6 @@ def noise_column(text: str) -> tuple[str, dict]:
             raise ValueError
         epsilon, lo, hi = (float(p) for p in parts[1:])
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--noise needs COLUMN:EPSILON:LO:HI, e.g. income:1.0:0:200000, got {text!r}"
-        ) from None
+        raise argparse.ArgumentTypeError("--noise needs COLUMN:EPSILON:LO:HI, e.g. "
+                                         f"income:1.0:0:200000, got {text!r}") from None
     return parts[0], {"epsilon": epsilon, "bounds": (lo, hi)}

@@ -1,11 +1,10 @@
 """``dmondrian anonymize``: read, anonymize, write atomically with a manifest.
 
-Small inputs run on the in-memory engine here; large ones, or ``--distributed``,
-on the Dask engine (:mod:`._anonymize_dask`). Either way the release and its
-manifest are staged in a hidden folder beside OUTPUT and published only once
-every check has passed, the manifest last (:mod:`dmondrian.io.staging`): a
-killed run leaves nothing at OUTPUT that passes for a release, and the same
-command runs again without ``--overwrite``.
+Small inputs run on the in-memory engine here; large ones, or ``--distributed``, on the Dask engine
+(:mod:`._anonymize_dask`). Either way the release and its manifest are staged in a hidden folder
+beside OUTPUT and published only once every check has passed, the manifest last
+(:mod:`dmondrian.io.staging`): a killed run leaves nothing at OUTPUT that passes for a release, and
+the same command runs again without ``--overwrite``.
 """
 
 from __future__ import annotations
@@ -40,12 +39,7 @@ from ._inputs import (
     refuse_unread_dates,
 )
 from ._progress import Progress
-from ._types import (
-    byte_size,
-    noise_column,
-    positive_int,
-    split_names,
-)
+from ._types import byte_size, noise_column, positive_int, split_names
 
 #: Inputs up to this size run on the in-memory engine unless told otherwise.
 DEFAULT_LOCAL_LIMIT = "1GB"
@@ -97,11 +91,9 @@ def _add_input_output(p) -> None:
 
 def _add_anonymization(p) -> None:
     add_option(p, ANONYMIZE["sensitive"], metavar="COL", also="the manifest's report too")
-    add_option(p, ANONYMIZE["l"], metavar="L",
-               also="needs --sensitive")
+    add_option(p, ANONYMIZE["l"], metavar="L", also="needs --sensitive")
     add_option(p, ANONYMIZE["l_kind"])
-    add_option(p, ANONYMIZE["c"], metavar="C",
-               also="with --l-kind recursive")
+    add_option(p, ANONYMIZE["c"], metavar="C", also="with --l-kind recursive")
     add_option(p, ANONYMIZE["t"], metavar="T", also="needs --sensitive")
     add_option(p, ANONYMIZE["mode"])
     add_option(p, ANONYMIZE["objective"])
@@ -111,8 +103,7 @@ def _add_anonymization(p) -> None:
                    help="generalization hierarchy for a nominal QI, lines 'leaf;parent;...;*' "
                         "(repeatable)")
     add_option(p, ANONYMIZE["max_depth"], metavar="N")
-    add_option(p, ANONYMIZE["suppression"], metavar="F",
-               also="e.g. 0.02")
+    add_option(p, ANONYMIZE["suppression"], metavar="F", also="e.g. 0.02")
     add_option(p, ANONYMIZE["suppressed"])
     add_option(p, ANONYMIZE["noise"], type=noise_column, action="append",
                metavar="COL:EPS:LO:HI", also="repeatable, e.g. income:1.0:0:200000")
@@ -127,9 +118,8 @@ def _add_anonymization(p) -> None:
 
 
 def _add_plan(group) -> None:
-    group.add_argument("--save-plan", metavar="FILE",
-                       help="also write the fitted partition as a JSON plan (on Dask: strict "
-                            "cuts only)")
+    group.add_argument("--save-plan", metavar="FILE", help="also write the fitted partition as a "
+                                                           "JSON plan (on Dask: strict cuts only)")
     group.add_argument("--plan", metavar="FILE",
                        help="release INPUT through a saved plan: QIs, k and options come from "
                             "it (a flag that contradicts it is an error)")
@@ -178,19 +168,16 @@ def _add_engine(group) -> None:
                        help="use the Dask engine whatever the input size")
     group.add_argument("--local", action="store_true",
                        help="use the in-memory engine whatever the input size")
-    group.add_argument("--local-limit", type=byte_size, default=DEFAULT_LOCAL_LIMIT,
-                       metavar="SIZE", help=f"inputs larger than this use Dask "
-                                            f"(default {DEFAULT_LOCAL_LIMIT})")
+    group.add_argument("--local-limit", type=byte_size, default=DEFAULT_LOCAL_LIMIT, metavar="SIZE",
+                       help=f"inputs larger than this use Dask (default {DEFAULT_LOCAL_LIMIT})")
     group.add_argument("--scheduler", metavar="ADDRESS",
                        help="Dask scheduler to connect to, e.g. tcp://host:8786")
     group.add_argument("--workers", type=positive_int("--workers"), metavar="N",
                        help="start a local Dask cluster with N workers")
     group.add_argument("--memory-limit", type=byte_size, metavar="SIZE",
                        help="memory limit per local worker, e.g. 2GB")
-    add_option(group, DASK_PLAN["leaf_rows"], metavar="N",
-               also="Dask engine only")
-    add_option(group, DASK_PLAN["stall_timeout"],
-               metavar="SECONDS", also="Dask engine only")
+    add_option(group, DASK_PLAN["leaf_rows"], metavar="N", also="Dask engine only")
+    add_option(group, DASK_PLAN["stall_timeout"], metavar="SECONDS", also="Dask engine only")
     add_option(group, DASK_PLAN["exchange"], also="Dask engine only")
 
 
@@ -417,41 +404,41 @@ def choose_engine(args: argparse.Namespace, src: str) -> str:
 def _checked_input(job: Job, engine: str):
     """The input, read (in memory) or opened lazily (Dask), with its columns and the
     run's options checked against it: before OUTPUT is staged."""
+    from ..encoding.validation import check_options
+    from ..io import files as io
+
     if engine != "local":
-        from ..encoding.validation import check_options
         from ._anonymize_dask import _read
 
         if job.args.noise and (job.plan is not None or job.args.save_plan):
             raise UsageError("--noise through a plan is drawn in memory: add --local")
-        ddf = _read(job)
-        if job.plan is None and not job.args.save_plan:
-            check_options(ddf.columns, job.qis, job.args.k, index_name=ddf._meta.index.name,
-                          **job.options(ANONYMIZE))
-        return ddf
-    from ..encoding.validation import check_options
-    from ..io import files as io
-
-    with job.progress.stage(f"reading {job.src}"):
-        df = io.read_table(job.src, job.in_fmt, dtypes=job.dtypes, dialect=job.dialect)
-    check_columns(df, job.qis, "--qi", job.src)
-    check_columns(df, job.sensitive, "--sensitive", job.src)
-    refuse_unread_dates(df, job.qis, job.dtypes, job.src)
+        table = _read(job)
+        index_name = table._meta.index.name
+    else:
+        with job.progress.stage(f"reading {job.src}"):
+            table = io.read_table(job.src, job.in_fmt, dtypes=job.dtypes, dialect=job.dialect)
+        check_columns(table, job.qis, "--qi", job.src)
+        check_columns(table, job.sensitive, "--sensitive", job.src)
+        refuse_unread_dates(table, job.qis, job.dtypes, job.src)
+        index_name = table.index.name
     if job.plan is None and not job.args.save_plan:
-        check_options(df.columns, job.qis, job.args.k, index_name=df.index.name,
+        check_options(table.columns, job.qis, job.args.k, index_name=index_name,
                       **job.options(ANONYMIZE))
-    return df
+    return table
 
 
 def _anonymize_local(job: Job, df) -> Outcome:
     from ..io import files as io
 
-    class_col = _free_column(df)
+    # A column name the table does not use, for the engine's class ids.
+    class_col = "__dmondrian_class"
+    while class_col in df.columns:
+        class_col += "_"
     with job.progress.stage(f"anonymizing {len(df):,} rows (k={job.args.k})"):
         if job.plan is not None or job.args.save_plan:
             released = _release_with_plan(job, df, class_col)
         else:
-            released = _engines.local_anonymize()(df, job.qis, job.args.k,
-                                                  class_column=class_col,
+            released = _engines.local_anonymize()(df, job.qis, job.args.k, class_column=class_col,
                                                   **job.options(ANONYMIZE))
     released = released.drop(columns=[class_col])
     # The file's rows in a random order (dmondrian.release.row_order); the frame kept
@@ -493,34 +480,23 @@ def _anonymize_on_dask(job: Job, ddf) -> Outcome:
     return Outcome.of(rep, input_rows)
 
 
-def _free_column(df, base: str = "__dmondrian_class") -> str:
-    """A column name the table does not use, for the engine's class ids."""
-    name = base
-    while name in df.columns:
-        name += "_"
-    return name
-
-
 # -- the manifest and the last words -----------------------------------------------------
 
 
 def _parameters(job: Job) -> dict:
     """The manifest's parameters: what was asked, as the option table names it."""
     args = job.args
-    return {
-        "k": args.k, "quasi_identifiers": job.qis,
-        "sensitive": job.sensitive[0] if job.sensitive else None,
-        "l": args.l, "l_kind": args.l_kind, "c": args.c, "t": args.t, "mode": args.mode,
-        "objective": args.objective, "refine": args.refine,
-        "generalization": args.generalization,
-        "max_depth": args.max_depth, "hierarchies": job.hierarchy_files, "dtypes": job.dtypes,
-        "suppression": args.suppression, "suppressed": args.suppressed,
-        "noise": dict(args.noise) if args.noise else None, "seed": args.random_state,
-        "identifiers": split_names(args.identifiers),
-        "allow_unique": split_names(args.allow_unique),
-        "entity": args.entity, "max_contributions": args.max_contributions,
-        "max_classes": args.max_classes,
-    }
+    return {"k": args.k, "quasi_identifiers": job.qis,
+            "sensitive": job.sensitive[0] if job.sensitive else None, "l": args.l,
+            "l_kind": args.l_kind, "c": args.c, "t": args.t, "mode": args.mode,
+            "objective": args.objective, "refine": args.refine,
+            "generalization": args.generalization, "max_depth": args.max_depth,
+            "hierarchies": job.hierarchy_files, "dtypes": job.dtypes,
+            "suppression": args.suppression, "suppressed": args.suppressed,
+            "noise": dict(args.noise) if args.noise else None, "seed": args.random_state,
+            "identifiers": split_names(args.identifiers),
+            "allow_unique": split_names(args.allow_unique), "entity": args.entity,
+            "max_contributions": args.max_contributions, "max_classes": args.max_classes}
 
 
 def release_report(job: Job, released, original, measured=None):
@@ -586,8 +562,7 @@ def _stage_manifest(job: Job, engine: str, outcome: Outcome, stage) -> None:
              "min_class_size": outcome.min_class_size, "seconds": outcome.seconds,
              "row_order": row_order_record(job.args.random_state)}
     if job.plan_sha256 is not None:
-        extra["plan"] = {"path": job.args.plan or job.args.save_plan,
-                         "sha256": job.plan_sha256,
+        extra["plan"] = {"path": job.args.plan or job.args.save_plan, "sha256": job.plan_sha256,
                          "use": "applied" if job.args.plan else "fitted and saved"}
     stage_written_manifest(stage, dict(
         parameters=_parameters(job), input_rows=outcome.input_rows, output_rows=outcome.rows,
@@ -599,6 +574,5 @@ def _print_done(job: Job, engine: str, outcome: Outcome) -> None:
     from ..io import files as io
 
     print(f"wrote {job.dst} ({outcome.rows:,} rows, {outcome.classes:,} classes, smallest "
-          f"{outcome.min_class_size:,}, k={job.args.k}, {engine} engine, "
-          f"{outcome.seconds:.1f}s)")
+          f"{outcome.min_class_size:,}, k={job.args.k}, {engine} engine, {outcome.seconds:.1f}s)")
     print(f"manifest {io.manifest_path(job.dst)}")

@@ -56,8 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if not result.ok:
         return EXIT_FAILED
     print(f"verified: every class has at least {args.k} rows\n")
-    print(repr(report(released, qis, original=df, sensitive=synthetic.CENSUS_SENSITIVE,
-                      k=args.k)))
+    print(repr(report(released, qis, original=df, sensitive=synthetic.CENSUS_SENSITIVE, k=args.k)))
     if args.output:
         _write(released, args)
     return EXIT_OK
@@ -78,9 +77,8 @@ def _generate(args):
 def _anonymize(df, qis, k, local: bool):
     """The one place the demo chooses its engine.
 
-    The Dask engine on an embedded LocalCluster, with regions of at most a
-    quarter of the table, when it is installed and not refused with
-    ``--local``; the in-memory engine otherwise.
+    The Dask engine on an embedded LocalCluster, with regions of at most a quarter of the table,
+    when it is installed and not refused with ``--local``; the in-memory engine otherwise.
     """
     # The generated table's record id is a direct identifier: it is not released.
     if local or not _engines.has_dask_engine():

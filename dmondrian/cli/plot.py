@@ -36,22 +36,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Draw the histogram or the painting to a PNG (exit status 0)."""
     qis = split_names(args.qi)
-    _check_request(args, qis)
-    drawing = plot_module()
-    table = read(args.table, args)
-    check_columns(table, qis, "--qi", args.table)
-    if args.kind == "histogram":
-        fig = figure_of(drawing.class_size_histogram(table, qis, k=args.k))
-    else:
-        original = _read_original(args, qis, rows=len(table))
-        fig = figure_of(drawing.partition_painting(original, table, qis))
-    save_png(fig, args.output, overwrite=args.overwrite)
-    print(f"plot {args.output}")
-    return EXIT_OK
-
-
-def _check_request(args, qis) -> None:
-    """Refuse a painting it cannot draw and a non-PNG output, before reading anything."""
+    # Refuse a painting it cannot draw and a non-PNG output, before reading anything.
     if args.kind == "painting" and len(qis) != 2:
         raise UsageError(f"the painting shows two quasi-identifiers: --qi must name 2 "
                          f"columns, got {len(qis)}")
@@ -60,15 +45,21 @@ def _check_request(args, qis) -> None:
                          "--original ORIGINAL (row-aligned with TABLE)")
     if not args.output.lower().endswith(".png"):
         raise UsageError(f"plot output {args.output!r} must end in .png")
-
-
-def _read_original(args, qis, *, rows: int):
-    original = read(args.original, args, role="original")
-    check_columns(original, qis, "--qi", args.original)
-    if len(original) != rows:
-        raise UsageError(f"--original has {len(original):,} rows and TABLE {rows:,}: "
-                         "the painting needs the release row-aligned with its original")
-    return original
+    drawing = plot_module()
+    table = read(args.table, args)
+    check_columns(table, qis, "--qi", args.table)
+    if args.kind == "histogram":
+        fig = figure_of(drawing.class_size_histogram(table, qis, k=args.k))
+    else:
+        original = read(args.original, args, role="original")
+        check_columns(original, qis, "--qi", args.original)
+        if len(original) != len(table):
+            raise UsageError(f"--original has {len(original):,} rows and TABLE {len(table):,}: "
+                             "the painting needs the release row-aligned with its original")
+        fig = figure_of(drawing.partition_painting(original, table, qis))
+    save_png(fig, args.output, overwrite=args.overwrite)
+    print(f"plot {args.output}")
+    return EXIT_OK
 
 
 def plot_module():
@@ -97,11 +88,8 @@ def figure_of(obj):
     -------
     matplotlib.figure.Figure
     """
-    if isinstance(obj, tuple):
-        obj = obj[0]
-    if hasattr(obj, "savefig"):
-        return obj
-    return obj.get_figure()
+    obj = obj[0] if isinstance(obj, tuple) else obj
+    return obj if hasattr(obj, "savefig") else obj.get_figure()
 
 
 def save_png(fig, url: str, *, overwrite: bool) -> None:
@@ -117,7 +105,5 @@ def save_png(fig, url: str, *, overwrite: bool) -> None:
     """
     from ..io.staging import atomic_output
 
-    if not url.lower().endswith(".png"):
-        raise UsageError(f"plot output {url!r} must end in .png")
     with atomic_output(url, overwrite=overwrite) as (fs, tmp), fs.open(tmp, "wb") as fh:
         fig.savefig(fh, format="png", dpi=120, bbox_inches="tight")

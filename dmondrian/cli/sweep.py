@@ -37,8 +37,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the information-loss curve over k, and draw it with ``--plot`` (exit
-    status 0)."""
+    """Print the information-loss curve over k, and draw it with ``--plot`` (exit status 0)."""
     qis = split_names(args.qi)
     if args.plot and not args.plot.lower().endswith(".png"):
         raise UsageError(f"--plot {args.plot!r} must end in .png")
@@ -46,7 +45,11 @@ def run(args: argparse.Namespace) -> int:
     df = read(args.input, args)
     check_columns(df, qis, "--qi", args.input)
     hierarchies, _ = load_hierarchies(args.hierarchy)
-    ks = _ks(args.k, rows=len(df))
+    ks = sorted(set(args.k))  # each at most the table's rows
+    if ks[-1] > len(df):
+        from ..errors import InfeasibleError
+
+        raise InfeasibleError(f"--k {ks[-1]} is larger than the table's {len(df):,} rows")
     options = {**table_options(args, ANONYMIZE), "hierarchies": hierarchies or None}
     table = plot.k_sweep_table(df, qis, ks, **options)
     if args.json:
@@ -57,13 +60,3 @@ def run(args: argparse.Namespace) -> int:
         save_png(figure_of(plot.k_sweep(df, qis, ks, **options)), args.plot, overwrite=True)
         print(f"plot {args.plot}")
     return EXIT_OK
-
-
-def _ks(ks: list[int], *, rows: int) -> list[int]:
-    """The k's in increasing order, each at most the table's rows."""
-    ks = sorted(set(ks))
-    if ks[-1] > rows:
-        from ..errors import InfeasibleError
-
-        raise InfeasibleError(f"--k {ks[-1]} is larger than the table's {rows:,} rows")
-    return ks

@@ -37,8 +37,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     add_common(p)
     add_option(p, ANONYMIZE["l"], also="needs --sensitive")
     add_option(p, ANONYMIZE["l_kind"])
-    add_option(p, ANONYMIZE["c"], metavar="C",
-               also="with --l-kind recursive")
+    add_option(p, ANONYMIZE["c"], metavar="C", also="with --l-kind recursive")
     add_option(p, ANONYMIZE["t"], also="needs --sensitive")
     add_option(p, ANONYMIZE["sensitive"], metavar="COL")
     add_option(p, ANONYMIZE["allow_unique"], action="append", metavar="COLS",

@@ -3,10 +3,9 @@
 :func:`write_manifest` is called once the output is written (a file, or a
 directory of Parquet part files, local or any fsspec URL). The manifest holds
 
-* ``parameters``: what the caller ran (k, quasi-identifiers, mode,
-  constraints, ...), as given, except a seed: its value is never written
-  (``"seed": "withheld"``), since the manifest travels with the release and
-  whoever holds the seed can redo the writers' row shuffle (recovering the
+* ``parameters``: what the caller ran (k, quasi-identifiers, mode, constraints, ...), as given,
+  except a seed: its value is never written (``"seed": "withheld"``), since the manifest travels
+  with the release and whoever holds the seed can redo the writers' row shuffle (recovering the
   input's row order) and, with seeded noise, subtract the noise;
 * ``software``: dmondrian, Python and dependency versions;
 * ``rows``: input and output row counts;
@@ -14,28 +13,24 @@ directory of Parquet part files, local or any fsspec URL). The manifest holds
   rows it suppressed (masked and dropped) and their share, and ``metrics``:
   the full :class:`dmondrian.evaluation.reporting.Report` (NCP, discernibility, risk, ...);
 * ``output``: every output file with its size and SHA-256;
-* ``column_types``: the types the QIs and the sensitive column were read
-  with (``"datetime"``, ``"int"``, ...; :func:`dmondrian.io.csv_tables.column_types`),
-  so that ``dmondrian report --original`` reads the original as the release
-  was made from it;
+* ``column_types``: the types the QIs and the sensitive column were read with (``"datetime"``,
+  ``"int"``, ...; :func:`dmondrian.io.csv_tables.column_types`), so that ``dmondrian report
+  --original`` reads the original as the release was made from it;
 * ``noise``: each noised column's epsilon and bounds (:mod:`dmondrian.privacy.noise`),
   and ``risks``: ``identifying_columns``, the columns released as is that
   single out rows (:mod:`dmondrian.release.identifiers`).
 
-Nothing exact beyond what the release itself shows (:func:`withhold_exact`):
-the manifest travels with the release, so a figure that its rows do not
-give away is not written. The fewest people in a class (``k_entities``, with
-``entity=``) is recorded as the bound the run guarantees, ``{"at_least":
-k}``; the input's row count, and the dropped rows with the suppressed total
-and share, are withheld when rows were dropped (else the input's rows are the
-release's, and the suppressed rows are the masked ones, all visible in it).
-Nor does a figure computed over them stay: the NCP counting the dropped rows
-at full loss, ``(T + d) / (n + d)``, gives ``d`` to whoever prices the
-release's own labels (``T``), and normalized by the original's ranges it
-gives a dropped row's extreme (an age no released label reaches) to whoever
-solves for the range. The manifest's NCP is then the one over the released
-rows, normalized by the domains those rows span (``"rows": "released",
-"domains": "released"``).
+Nothing exact beyond what the release itself shows (:func:`withhold_exact`): the manifest travels
+with the release, so a figure that its rows do not give away is not written. The fewest people in a
+class (``k_entities``, with ``entity=``) is recorded as the bound the run guarantees, ``{"at_least":
+k}``; the input's row count, and the dropped rows with the suppressed total and share, are withheld
+when rows were dropped (else the input's rows are the release's, and the suppressed rows are the
+masked ones, all visible in it). Nor does a figure computed over them stay: the NCP counting the
+dropped rows at full loss, ``(T + d) / (n + d)``, gives ``d`` to whoever prices the release's own
+labels (``T``), and normalized by the original's ranges it gives a dropped row's extreme (an age no
+released label reaches) to whoever solves for the range. The manifest's NCP is then the one over the
+released rows, normalized by the domains those rows span (``"rows": "released", "domains":
+"released"``).
 
 It is written atomically: a temporary file in the same directory, flushed
 and fsynced, then ``os.replace``, so a reader never sees half a manifest.
@@ -72,11 +67,10 @@ _SEED_NAMES = frozenset({"seed", "random_state"})
 def withhold_seeds(parameters: Mapping) -> dict:
     """``parameters`` with the value of every seed replaced by :data:`WITHHELD`.
 
-    A manifest is written beside the release and travels with it. The seed of
-    a run fixes the shuffle of every written file's rows and, when noise is
-    seeded, every noise draw: whoever holds it can undo the shuffle (the input's
-    row order can single out a record) and subtract the noise. So a manifest
-    says that a seed was given, never which. A seed left out (None) stays None.
+    A manifest is written beside the release and travels with it. The seed of a run fixes the
+    shuffle of every written file's rows and, when noise is seeded, every noise draw: whoever holds
+    it can undo the shuffle (the input's row order can single out a record) and subtract the noise.
+    So a manifest says that a seed was given, never which. A seed left out (None) stays None.
 
     Examples
     --------
@@ -89,18 +83,15 @@ def withhold_seeds(parameters: Mapping) -> dict:
 def withhold_exact(manifest: dict) -> dict:
     """``manifest`` without the exact figures its release does not show.
 
-    * ``k_entities`` (the fewest distinct people of a class) becomes
-      ``{"at_least": k}``, the requested k the run guarantees (``{"below":
-      k}`` if it did not hold; :data:`WITHHELD` without a k): the people are
-      not in the release, so their exact count per class is not either.
-    * When rows were dropped (``rows.output`` below ``rows.input``, or a
-      report counting dropped rows), the input's row count, the dropped
-      rows, and the suppressed total and share are :data:`WITHHELD`: the
-      release shows its own rows and its masked ones, not those left out.
-      The NCP, which counts them at full loss and is normalized by ranges
-      they may stretch, becomes the report's NCP over the released rows and
-      the domains they span (``ncp_released``, marked ``"rows": "released",
-      "domains": "released"``), or :data:`WITHHELD` when the report has none.
+    * ``k_entities`` (the fewest distinct people of a class) becomes ``{"at_least": k}``, the
+      requested k the run guarantees (``{"below": k}`` if it did not hold; :data:`WITHHELD` without
+      a k): the people are not in the release, so their exact count per class is not either.
+    * When rows were dropped (``rows.output`` below ``rows.input``, or a report counting dropped
+      rows), the input's row count, the dropped rows, and the suppressed total and share are
+      :data:`WITHHELD`: the release shows its own rows and its masked ones, not those left out. The
+      NCP, which counts them at full loss and is normalized by ranges they may stretch, becomes the
+      report's NCP over the released rows and the domains they span (``ncp_released``, marked
+      ``"rows": "released", "domains": "released"``), or :data:`WITHHELD` when the report has none.
 
     Examples
     --------
@@ -163,8 +154,7 @@ def withhold_exact(manifest: dict) -> dict:
 #: Identifies the manifest layout; bumped if fields change meaning.
 FORMAT = "dmondrian-manifest/1"
 MANIFEST_SUFFIX = ".manifest.json"
-DEPENDENCIES = ("numpy", "pandas", "pyarrow", "dask", "distributed", "fsspec",
-                "matplotlib")
+DEPENDENCIES = ("numpy", "pandas", "pyarrow", "dask", "distributed", "fsspec", "matplotlib")
 _CHUNK = 1 << 20
 
 
@@ -176,8 +166,7 @@ def manifest_path(output) -> str:
     >>> manifest_path("/data/release.parquet/")
     '/data/release.parquet.manifest.json'
     """
-    text = os.fspath(output)
-    return text.rstrip("/\\") + MANIFEST_SUFFIX
+    return os.fspath(output).rstrip("/\\") + MANIFEST_SUFFIX
 
 
 def _versions() -> dict:
@@ -252,13 +241,11 @@ def writer_fields(writer: str, parameters: Mapping, *, input_rows=None, output_r
                   random_state=None, index_written: bool = False, report=None) -> dict:
     """The :func:`write_manifest` keywords of a release a library writer wrote.
 
-    The writer's parameters, row counts, the files (hashed by
-    :func:`write_manifest`) and the row order, as the command line records
-    them. The metrics (achieved k, l, t, loss, risk) only when the writer
-    has its ``report`` (the counts its write tasks took, as the command
-    line's on Dask: :func:`dmondrian._dask.write_job.written_report`);
-    otherwise they need a pass of their own over the release, which a writer
-    does not make, and ``extra.metrics`` says so.
+    The writer's parameters, row counts, the files (hashed by :func:`write_manifest`) and the row
+    order, as the command line records them. The metrics (achieved k, l, t, loss, risk) only when
+    the writer has its ``report`` (the counts its write tasks took, as the command line's on Dask:
+    :func:`dmondrian._dask.write_job.written_report`); otherwise they need a pass of their own over
+    the release, which a writer does not make, and ``extra.metrics`` says so.
 
     Examples
     --------
@@ -306,9 +293,8 @@ def _json_default(obj):
 def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, output_rows=None,
                    report=None, released=None, quasi_identifiers=None, original=None,
                    sensitive=None, k=None, extra: Mapping | None = None,
-                   suppressed: Mapping | None = None, noise=None,
-                   risks: Mapping | None = None, column_types: Mapping | None = None,
-                   published=None) -> dict:
+                   suppressed: Mapping | None = None, noise=None, risks: Mapping | None = None,
+                   column_types: Mapping | None = None, published=None) -> dict:
     """Write the manifest of a release (atomically) and return it as a dict.
 
     Parameters
@@ -326,14 +312,12 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
     input_rows : int, optional
         Rows of the input table.
     output_rows : int, optional
-        Rows of the release; taken from the report, or read from Parquet
-        footers, when not given.
+        Rows of the release; taken from the report, or read from Parquet footers, when not given.
     report : dmondrian.evaluation.reporting.Report, optional
         The release's report; computed from ``released`` when omitted.
     released : pandas or Dask DataFrame, optional
-        The release (e.g. ``dask.dataframe.read_parquet(output)``), to build
-        the report from, with ``quasi_identifiers``, ``original``,
-        ``sensitive`` and ``k``.
+        The release (e.g. ``dask.dataframe.read_parquet(output)``), to build the report from, with
+        ``quasi_identifiers``, ``original``, ``sensitive`` and ``k``.
     extra : mapping, optional
         More fields to store under ``"extra"``.
     suppressed : mapping, optional
@@ -346,12 +330,10 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         about; default: the report's.
     column_types : mapping, optional
         ``{column: type}`` the input's columns were read with
-        (:func:`dmondrian.io.csv_tables.column_types`), recorded as
-        ``column_types``.
+        (:func:`dmondrian.io.csv_tables.column_types`), recorded as ``column_types``.
     published : str or os.PathLike, optional
-        Where ``output`` will be published when it is still staged
-        (:mod:`dmondrian.io.staging`): the manifest then names that place,
-        relative to the folder the manifest is published in.
+        Where ``output`` will be published when it is still staged (:mod:`dmondrian.io.staging`):
+        the manifest then names that place, relative to the folder the manifest is published in.
 
     Returns
     -------
@@ -403,10 +385,8 @@ def write_manifest(path=None, *, output, parameters: Mapping, input_rows=None, o
         "suppressed": (metrics.get("suppressed") if metrics is not None
                        else None if suppressed is None else dict(suppressed)),
         "metrics": metrics,
-        "output": ({"path": _relative(output, target.parent), "files": files}
-                   if published is None else
-                   {"path": _relative(published, Path(manifest_path(published)).parent),
-                    "files": files}),
+        "output": {"path": _relative(output, target.parent) if published is None else
+                   _relative(published, Path(manifest_path(published)).parent), "files": files},
     }
     manifest["noise"] = noise_summary(noise) if noise is not None else (
         metrics["noise"] if metrics is not None else {})
@@ -483,8 +463,7 @@ def check_manifest(path, output=None) -> dict:
     path : str or os.PathLike
         The manifest.
     output : str or os.PathLike, optional
-        The release; by default the manifest's ``output.path`` (relative to
-        the manifest's folder).
+        The release; by default the manifest's ``output.path`` (relative to the manifest's folder).
 
     Returns
     -------
@@ -511,10 +490,7 @@ def check_manifest(path, output=None) -> dict:
         stored = manifest["output"]["path"]
         output = stored if "://" in stored else str(Path(path).resolve().parent / stored)
     expected = {f["path"]: f["sha256"] for f in manifest["output"]["files"]}
-    actual = {f["path"]: f["sha256"] for f in hash_output(output,
-                                                          exclude=[Path(path).resolve()])}
-    return {
-        "missing": sorted(set(expected) - set(actual)),
-        "changed": sorted(p for p in expected if p in actual and actual[p] != expected[p]),
-        "extra": sorted(set(actual) - set(expected)),
-    }
+    actual = {f["path"]: f["sha256"] for f in hash_output(output, exclude=[Path(path).resolve()])}
+    return {"missing": sorted(set(expected) - set(actual)),
+            "changed": sorted(p for p in expected if p in actual and actual[p] != expected[p]),
+            "extra": sorted(set(actual) - set(expected))}

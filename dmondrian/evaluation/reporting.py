@@ -1,9 +1,8 @@
 """One call that measures a release: :func:`report` and its :class:`Report`.
 
-The report gathers the metrics of :mod:`dmondrian.metrics` (see there for
-every definition) and reads a Dask table in as few passes as it can: class
-sizes, label counts, the original's domains and the sensitive statistics are
-computed together in one ``dask.compute``.
+The report gathers the metrics of :mod:`dmondrian.metrics` (see there for every definition) and
+reads a Dask table in as few passes as it can: class sizes, label counts, the original's domains and
+the sensitive statistics are computed together in one ``dask.compute``.
 
 (The module is not called ``report.py``: ``dmondrian.report`` is the function,
 and a submodule of the same name would shadow it.)
@@ -71,11 +70,10 @@ class Report:
         Information loss (None without ``original`` or ``domains``); rows
         suppressed count as full loss on every QI.
     ncp_released : NCP or None
-        Information loss over the released rows alone, normalized by the
-        domains they span (:func:`dmondrian.metrics.certainty_penalty.released_domains`),
-        when rows were left out (``suppressed="drop"``; None otherwise): what a
-        manifest records, since ``ncp``, counting the rows left out and
-        normalized by the original's ranges, gives their number and the
+        Information loss over the released rows alone, normalized by the domains they span
+        (:func:`dmondrian.metrics.certainty_penalty.released_domains`), when rows were left out
+        (``suppressed="drop"``; None otherwise): what a manifest records, since ``ncp``, counting
+        the rows left out and normalized by the original's ranges, gives their number and the
         extremes they held away (:func:`dmondrian.evaluation.manifest.withhold_exact`).
     risk : Risk
     suppressed : Suppressed
@@ -111,23 +109,18 @@ class Report:
     def to_dict(self) -> dict:
         """Plain-Python nested dict (JSON-serializable; numbers as int/float)."""
         p = self.privacy
-        out = {
-            "rows": self.n_records,
-            "classes": self.n_classes,
-            "quasi_identifiers": [str(q) for q in self.quasi_identifiers],
-            "k": self.k,
-            "achieved": {"k": p.k, "sensitive": None if p.sensitive is None else str(p.sensitive),
-                         "l_distinct": p.l_distinct, "l_entropy": p.l_entropy, "t": p.t,
-                         "t_distance": p.t_distance, "k_entities": self.k_entities},
-            "c_avg": self.c_avg,
-            "discernibility": self.discernibility,
-            "class_sizes": self.class_sizes.to_dict(orient="records"),
-            "ncp": _ncp_dict(self.ncp),
-            "risk": {**vars(self.risk), "identifying_columns":
-                     [f.to_dict() for f in self.identifying_columns]},
-            "suppressed": None if self.suppressed is None else self.suppressed.to_dict(),
-            "noise": self.noise,
-        }
+        achieved = {"k": p.k, "sensitive": None if p.sensitive is None else str(p.sensitive),
+                    "l_distinct": p.l_distinct, "l_entropy": p.l_entropy, "t": p.t,
+                    "t_distance": p.t_distance, "k_entities": self.k_entities}
+        risk = {**vars(self.risk),
+                "identifying_columns": [f.to_dict() for f in self.identifying_columns]}
+        out = {"rows": self.n_records, "classes": self.n_classes,
+               "quasi_identifiers": [str(q) for q in self.quasi_identifiers], "k": self.k,
+               "achieved": achieved, "c_avg": self.c_avg, "discernibility": self.discernibility,
+               "class_sizes": self.class_sizes.to_dict(orient="records"),
+               "ncp": _ncp_dict(self.ncp), "risk": risk,
+               "suppressed": None if self.suppressed is None else self.suppressed.to_dict(),
+               "noise": self.noise}
         if self.ncp_released is not None:
             out["ncp_released"] = _ncp_dict(self.ncp_released)
         return jsonable(out)
@@ -198,9 +191,8 @@ class Report:
         rows = "".join(f"<tr><th {cell}>{html.escape(k)}</th><td {cell}>{html.escape(v)}</td></tr>"
                        for k, v in self._lines())
         sizes = self.class_sizes[self.class_sizes["classes"] > 0]
-        return ("<div><h4 style=\"margin:4px 0\">dmondrian report</h4>"
-                f"<table>{rows}</table><p style=\"margin:4px 0\">class sizes</p>"
-                f"{sizes.to_html(index=False)}</div>")
+        return (f"<div><h4 style=\"margin:4px 0\">dmondrian report</h4><table>{rows}</table><p "
+                f"style=\"margin:4px 0\">class sizes</p>{sizes.to_html(index=False)}</div>")
 
 
 def _ncp_dict(ncp: NCP | None) -> dict | None:
@@ -261,8 +253,7 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
     Returns
     -------
     Report
-        With a readable ``repr``, ``_repr_html_`` for notebooks, ``to_dict()``
-        and ``to_json()``.
+        With a readable ``repr``, ``_repr_html_`` for notebooks, ``to_dict()`` and ``to_json()``.
 
     Examples
     --------
@@ -291,8 +282,7 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
     else:
         plan, sizes = None, class_sizes(released, keys)
         parts.append(Deferred([], list))
-    parts.append(Deferred([size_counts_of(sizes)],
-                          lambda d: SizeSummary(finish_size_counts(d[0]))))
+    parts.append(Deferred([size_counts_of(sizes)], lambda d: SizeSummary(finish_size_counts(d[0]))))
     noised = check_noise(noise, released.columns, qis, sensitive)
     as_is = [c for c in released.columns
              if c not in qis and c not in keys and c != sensitive
@@ -322,23 +312,20 @@ def report(released, quasi_identifiers, original=None, sensitive=None, k=None, *
         f, big_f, n_pop = population_counts(released, qis, population, hierarchies, qi_kinds)
         risk_fields = journalist(f, big_f, n_pop, threshold, risk_fields)
     privacy = _privacy(summary, sensitive, l_stats, None if plan is None else plan.distance)
-    return _finished(
-        summary, qis, k, privacy, bins, ncp, ncp_released, Risk(threshold, **risk_fields),
-        suppressed, noise_summary(noised), results[-1],
-        None if entity is None else fewest_entities(released, keys, entity))
+    return _finished(summary, qis, k, privacy, bins, ncp, ncp_released,
+                     Risk(threshold, **risk_fields), suppressed, noise_summary(noised), results[-1],
+                     None if entity is None else fewest_entities(released, keys, entity))
 
 
-def counted_report(counts: ReleaseCounts, quasi_identifiers, domains, input_rows: int, *,
-                   k=None, sensitive_meta=None, identifying_columns=(), noise=None,
-                   weights=None, risk_threshold=DEFAULT_RISK_THRESHOLD, t_distance="auto",
-                   bins=None) -> Report:
+def counted_report(counts: ReleaseCounts, quasi_identifiers, domains, input_rows: int, *, k=None,
+                   sensitive_meta=None, identifying_columns=(), noise=None, weights=None,
+                   risk_threshold=DEFAULT_RISK_THRESHOLD, t_distance="auto", bins=None) -> Report:
     """The :func:`report` of a release from its merged class counts, without reading it.
 
-    What :func:`report` gives for ``report(release, quasi_identifiers,
-    original=..., sensitive=counts.sensitive, ...)`` (within float rounding),
-    from the counts the tasks that wrote the release accumulated partition by
-    partition (:class:`~dmondrian.metrics.accumulator.ReleaseCounts`). Every
-    QI must be published as labels.
+    What :func:`report` gives for ``report(release, quasi_identifiers, original=...,
+    sensitive=counts.sensitive, ...)`` (within float rounding), from the counts the tasks that wrote
+    the release accumulated partition by partition
+    (:class:`~dmondrian.metrics.accumulator.ReleaseCounts`). Every QI must be published as labels.
 
     Parameters
     ----------
@@ -396,11 +383,10 @@ def _finished(summary: SizeSummary, qis, k, privacy, bins, ncp, ncp_released, ri
     """The :class:`Report` of measured parts: what both :func:`report` and
     :func:`counted_report` end with."""
     counts = summary.counts
-    return Report(
-        n_records=summary.n_records, n_classes=summary.n_classes, quasi_identifiers=qis, k=k,
-        privacy=privacy, c_avg=summary.c_avg(k if k is not None else max(summary.min_size, 1)),
-        discernibility=summary.discernibility, size_counts=counts,
-        class_sizes=size_distribution(counts, bins), ncp=ncp, risk=risk, suppressed=suppressed,
-        noise=noise, identifying_columns=identifying, k_entities=k_entities,
-        ncp_released=ncp_released,
-    )
+    return Report(n_records=summary.n_records, n_classes=summary.n_classes, quasi_identifiers=qis,
+                  k=k, privacy=privacy,
+                  c_avg=summary.c_avg(k if k is not None else max(summary.min_size, 1)),
+                  discernibility=summary.discernibility, size_counts=counts,
+                  class_sizes=size_distribution(counts, bins), ncp=ncp, risk=risk,
+                  suppressed=suppressed, noise=noise, identifying_columns=identifying,
+                  k_entities=k_entities, ncp_released=ncp_released)

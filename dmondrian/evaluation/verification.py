@@ -1,16 +1,14 @@
 """Check that a released table keeps its privacy promise, class by class.
 
-:func:`verify` reads only the published columns (the QIs and, for l and t,
-the sensitive column): an equivalence class is a group of rows with the same
-published QI values, exactly what an attacker sees, so engine bookkeeping such
-as a class-id column plays no part. Definitions of k, l (distinct, entropy
-and recursive (c, l)) and t (EMD) are those of :mod:`dmondrian.metrics` and
-of the engines' constraints (:mod:`dmondrian.privacy.constraints`).
+:func:`verify` reads only the published columns (the QIs and, for l and t, the sensitive column): an
+equivalence class is a group of rows with the same published QI values, exactly what an attacker
+sees, so engine bookkeeping such as a class-id column plays no part. Definitions of k, l (distinct,
+entropy and recursive (c, l)) and t (EMD) are those of :mod:`dmondrian.metrics` and of the engines'
+constraints (:mod:`dmondrian.privacy.constraints`).
 
-The per-class statistics (:mod:`dmondrian.metrics.per_class`) are computed
-with group-by aggregations; on a Dask table they stay distributed (one row per
-class, shuffled by class) and only the violating classes, at most
-``max_listed`` of them, reach the client.
+The per-class statistics (:mod:`dmondrian.metrics.per_class`) are computed with group-by
+aggregations; on a Dask table they stay distributed (one row per class, shuffled by class) and only
+the violating classes, at most ``max_listed`` of them, reach the client.
 """
 
 from __future__ import annotations
@@ -63,12 +61,11 @@ class VerifyResult:
         What was checked (``k``, ``l``, ``l_kind``, ``c``, ``t``,
         ``t_distance``, ``sensitive``); None for what was not.
     achieved : dict
-        What the table achieves: ``k`` and, with a sensitive column,
-        ``l_distinct``, ``l_entropy`` and ``t``; for an l variant with a statistic
-        of its own, its worst value under the variant's ``column`` (its
-        ``LVariant`` in ``dmondrian.privacy.constraints``; recursive (c,
-        l)-diversity: ``recursive_ratio``, the largest ``r1 / (r_l + ... + r_m)``
-        of a class; the table holds for every ``c`` above it).
+        What the table achieves: ``k`` and, with a sensitive column, ``l_distinct``, ``l_entropy``
+        and ``t``; for an l variant with a statistic of its own, its worst value under the variant's
+        ``column`` (its ``LVariant`` in ``dmondrian.privacy.constraints``; recursive (c,
+        l)-diversity: ``recursive_ratio``, the largest ``r1 / (r_l + ... + r_m)`` of a class; the
+        table holds for every ``c`` above it).
     n_records, n_classes : int
     n_violations : int
         Number of classes that fail at least one requirement.
@@ -77,9 +74,8 @@ class VerifyResult:
         by their published QI values, with their ``size`` (and ``l_distinct``,
         ``l_entropy``, ``t``) and ``failed``, the requirements they break.
     identifying_columns : list of dmondrian.release.identifiers.IdentifyingColumn
-        Columns released as is that single out rows (less those in
-        ``allow_unique``): a risk k does not cover, which fails the
-        verification as the engines refuse to release it.
+        Columns released as is that single out rows (less those in ``allow_unique``): a risk k does
+        not cover, which fails the verification as the engines refuse to release it.
     """
 
     ok: bool
@@ -97,17 +93,12 @@ class VerifyResult:
     def to_dict(self) -> dict:
         """Plain-Python summary (JSON-serializable), violations as a list of records."""
         listed = self.violations.reset_index()
-        return {
-            "ok": self.ok,
-            "requirements": jsonable(self.requirements),
-            "achieved": jsonable(self.achieved),
-            "n_records": self.n_records,
-            "n_classes": self.n_classes,
-            "n_violations": self.n_violations,
-            "violations": jsonable(listed.astype(object).where(listed.notna(), None)
-                                 .to_dict(orient="records")),
-            "risks": {"identifying_columns": [f.to_dict() for f in self.identifying_columns]},
-        }
+        return {"ok": self.ok, "requirements": jsonable(self.requirements),
+                "achieved": jsonable(self.achieved), "n_records": self.n_records,
+                "n_classes": self.n_classes, "n_violations": self.n_violations,
+                "violations": jsonable(listed.astype(object).where(listed.notna(), None)
+                                     .to_dict(orient="records")),
+                "risks": {"identifying_columns": [f.to_dict() for f in self.identifying_columns]}}
 
     def to_json(self, **kwargs) -> str:
         """:meth:`to_dict` as JSON text."""
@@ -170,11 +161,6 @@ def jsonable(obj):
     return obj
 
 
-def _check_t(t_value):
-    t_value = ANONYMIZE["t"].check(t_value)
-    return None if t_value is None else float(t_value)
-
-
 def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *,  # noqa: E741
            l_kind="distinct", c=None, t_distance="auto", max_listed=100,
            allow_unique=None, entity=None) -> VerifyResult:
@@ -193,15 +179,13 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     l : number, optional
         Every class must be l-diverse in ``sensitive``.
     t : float, optional
-        Every class's sensitive distribution must be within EMD ``t`` of the
-        table's.
+        Every class's sensitive distribution must be within EMD ``t`` of the table's.
     l_kind : str, default "distinct"
-        A name of :data:`dmondrian.options.L_KINDS`: distinct l-diversity (at least
-        ``l`` distinct values), entropy l-diversity (entropy at least ``log(l)``),
-        recursive (c, l)-diversity (``r1 < c * (r_l + ... + r_m)``, the class's
-        value counts sorted descending) or a registered variant
-        (:class:`~dmondrian.privacy.constraints.LVariant`), checked as the
-        engines enforce it.
+        A name of :data:`dmondrian.options.L_KINDS`: distinct l-diversity (at least ``l`` distinct
+        values), entropy l-diversity (entropy at least ``log(l)``), recursive (c, l)-diversity (``r1
+        < c * (r_l + ... + r_m)``, the class's value counts sorted descending) or a registered
+        variant (:class:`~dmondrian.privacy.constraints.LVariant`), checked as the engines enforce
+        it.
     c : float, optional
         The ``c`` of the variants that take one (recursive), required with them.
     t_distance : {"auto", "ordered", "equal"}, default "auto"
@@ -209,20 +193,17 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
     max_listed : int, default 100
         Most violating classes listed in the result (all are counted).
     allow_unique : list, optional
-        Columns judged safe although they single out rows. Every other
-        column but the QIs and the sensitive one is checked and, if it
-        singles out rows, listed as a risk (:mod:`dmondrian.release.identifiers`)
-        that makes the verification fail, as the engines refuse to release
-        it.
+        Columns judged safe although they single out rows. Every other column but the QIs and the
+        sensitive one is checked and, if it singles out rows, listed as a risk
+        (:mod:`dmondrian.release.identifiers`) that makes the verification fail, as the engines
+        refuse to release it.
     entity : array-like, optional
-        The person key of each released row, in the table's row order (the
-        release of ``entity=`` no longer holds it): ``k`` then counts the
-        distinct entities of each class, and ``achieved`` gives them as
-        ``k_entities``; entropy and recursive ``l`` and ``t`` are checked
-        over people as the engines define them (:mod:`dmondrian.privacy.entities`):
-        a class's histogram counts its distinct (entity, value) pairs, and
-        ``t`` compares it with the whole table's distinct pairs. Pandas
-        tables only.
+        The person key of each released row, in the table's row order (the release of ``entity=`` no
+        longer holds it): ``k`` then counts the distinct entities of each class, and ``achieved``
+        gives them as ``k_entities``; entropy and recursive ``l`` and ``t`` are checked over people
+        as the engines define them (:mod:`dmondrian.privacy.entities`): a class's histogram counts
+        its distinct (entity, value) pairs, and ``t`` compares it with the whole table's distinct
+        pairs. Pandas tables only.
 
     Returns
     -------
@@ -246,7 +227,8 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
         k = check_k(k)
     l_value = check_l_options(l, l_kind, c)
     variant = l_variant(l_kind)
-    t_value = _check_t(t)
+    t_value = ANONYMIZE["t"].check(t)
+    t_value = None if t_value is None else float(t_value)
     if (l_value is not None or t_value is not None) and sensitive is None:
         raise ParameterError("sensitive", "l-diversity and t-closeness need the sensitive column: "
                                           "pass sensitive=")
@@ -307,9 +289,8 @@ def verify(table, quasi_identifiers, k=None, sensitive=None, l=None, t=None, *, 
                     "sensitive": sensitive}
     public = _PUBLIC if extra is None else {**_PUBLIC, extra[0]: variant.column}
     listed = listed.set_index(keys).rename(columns=public)
-    return VerifyResult(int(n_bad) == 0 and not identifying, requirements, achieved,
-                        int(n_records), int(n_classes),
-                        int(n_bad), listed, identifying)
+    return VerifyResult(int(n_bad) == 0 and not identifying, requirements, achieved, int(n_records),
+                        int(n_classes), int(n_bad), listed, identifying)
 
 
 #: The column of distinct entities per class, with ``entity=``.

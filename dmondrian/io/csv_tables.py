@@ -1,28 +1,23 @@
 """Reading CSV tables, in memory or on Dask, with one dialect and one type rule.
 
-The command line reads CSV in memory (pandas) for the local engine and lazily
-(dask) for the Dask engine; both go through this module, so a file reads the
-same way whichever engine runs:
+The command line reads CSV in memory (pandas) for the local engine and lazily (dask) for the Dask
+engine; both go through this module, so a file reads the same way whichever engine runs:
 
 * :class:`CsvDialect` is how the file is written: the separator (sniffed
   from the first lines when not given; a tab for ``.tsv``), the decimal mark
   (``","`` in many European exports) and the encoding.
-* The column types are pandas' inference over the *whole* file. dask infers
-  them from the first block only: a column empty in the first rows and
-  holding text later (a common shape of real exports) would be typed as a
-  number there and fail further on. :func:`read_csv_dask` finds the types of
-  the columns dask would have typed as numbers or booleans in one pass over
-  the file, each block typing itself in parallel, then reads the file with
-  them; a column that turns out to hold text is read as text, and the reader
-  says so.
-* Two types pandas does not give are taken from pyarrow's CSV inference, on
-  both engines and for ``report``/``verify`` alike: a text column whose every
-  value pyarrow reads as an ISO date or timestamp (``1983-03-19``,
-  ``2017-07-03T18:23:30Z``) is read as datetime64, and a column pandas reads
-  as floats because of gaps but whose values are all integers is read as
-  nullable ``Int64`` (published ``[46, 51]``, not ``[46.0, 51.0]``). A
-  column mixing dates with other text stays text; ``--dtype COL=str`` keeps
-  a column of dates as text.
+* The column types are pandas' inference over the *whole* file. dask infers them from the first
+  block only: a column empty in the first rows and holding text later (a common shape of real
+  exports) would be typed as a number there and fail further on. :func:`read_csv_dask` finds the
+  types of the columns dask would have typed as numbers or booleans in one pass over the file, each
+  block typing itself in parallel, then reads the file with them; a column that turns out to hold
+  text is read as text, and the reader says so.
+* Two types pandas does not give are taken from pyarrow's CSV inference, on both engines and for
+  ``report``/``verify`` alike: a text column whose every value pyarrow reads as an ISO date or
+  timestamp (``1983-03-19``, ``2017-07-03T18:23:30Z``) is read as datetime64, and a column pandas
+  reads as floats because of gaps but whose values are all integers is read as nullable ``Int64``
+  (published ``[46, 51]``, not ``[46.0, 51.0]``). A column mixing dates with other text stays text;
+  ``--dtype COL=str`` keeps a column of dates as text.
 * :func:`convert_dtypes` applies the ``--dtype COLUMN=TYPE`` conversions to a
   pandas or a dask DataFrame, the one converter of both paths.
 """
@@ -201,9 +196,8 @@ def _date_kind(col: pd.Series) -> str:
     timestamp without a zone, ``"timestamp_tz"`` when every one has a zone, ``"empty"``
     when none is present, else ``"text"``.
 
-    pyarrow's cast reads them, with the parser its CSV reader infers
-    timestamps with; the first values are tried first, so a column of words
-    costs a cast of a few values.
+    pyarrow's cast reads them, with the parser its CSV reader infers timestamps with; the first
+    values are tried first, so a column of words costs a cast of a few values.
 
     Examples
     --------
@@ -267,8 +261,7 @@ def _arrow_kinds(source, dialect: CsvDialect, columns: list, include: list, *,
     import pyarrow.csv as pc
 
     read = pc.ReadOptions(encoding=dialect.encoding,
-                          column_names=None if header else [str(c) for c in columns],
-                          skip_rows=0)
+                          column_names=None if header else [str(c) for c in columns], skip_rows=0)
     convert = pc.ConvertOptions(decimal_point=dialect.decimal,
                                 include_columns=[str(c) for c in include])
     try:
@@ -306,20 +299,16 @@ def _arrow_type(dtype, found) -> str | None:
     return None
 
 
-def read_csv_dask(url: str, dialect: CsvDialect | None = None, text_columns=(),
-                  **dask_options):
+def read_csv_dask(url: str, dialect: CsvDialect | None = None, text_columns=(), **dask_options):
     """Read a CSV file lazily with dask, its column types those :func:`read_csv` gives.
 
-    dask guesses each column's type from the file's first block. The type
-    of every column it guesses as a number or a boolean is found again over
-    the whole file, block by block, before the real read: each block is
-    parsed by pandas (those columns only) and says what it found, a small
-    merge decides one type per column, and the file is then read with those
-    types, as dask reads any file: integers (``int64``, ``float64`` with
-    missing values), floats, booleans, or text. A column read as text
-    although its first rows held numbers is named in a
-    :class:`CsvTypeWarning`. The pass runs now, on the current dask
-    scheduler.
+    dask guesses each column's type from the file's first block. The type of every column it guesses
+    as a number or a boolean is found again over the whole file, block by block, before the real
+    read: each block is parsed by pandas (those columns only) and says what it found, a small merge
+    decides one type per column, and the file is then read with those types, as dask reads any file:
+    integers (``int64``, ``float64`` with missing values), floats, booleans, or text. A column read
+    as text although its first rows held numbers is named in a :class:`CsvTypeWarning`. The pass
+    runs now, on the current dask scheduler.
 
     Parameters
     ----------
@@ -348,8 +337,7 @@ def read_csv_dask(url: str, dialect: CsvDialect | None = None, text_columns=(),
         return guessed
     types = _whole_file_types(url, dialect, list(guessed.columns), checked, dates,
                               options.get("blocksize", "default"))
-    refined = {c: types.pop(c) for c in dates}
-    refined = {c: t for c, t in refined.items() if t is not None}
+    refined = {c: t for c in dates if (t := types.pop(c)) is not None}
     options["dtype"].update(dict.fromkeys(dates, "str"))
     text = [c for c in checked if types[c] is None]
     if text:
@@ -394,10 +382,8 @@ def _whole_file_types(url: str, dialect: CsvDialect, columns: list, checked: lis
     from fsspec.utils import infer_compression
 
     compression = infer_compression(url)
-    if blocksize == "default":
-        blocksize = AUTO_BLOCKSIZE
-    if compression:
-        blocksize = None  # a compressed file is one block, as dask reads it
+    # A compressed file is one block, as dask reads it.
+    blocksize = None if compression else AUTO_BLOCKSIZE if blocksize == "default" else blocksize
     # The line end in the file's encoding, without the mark a BOM encoding
     # puts first (as dask splits the file).
     newline = "\n".encode(dialect.encoding)[len("".encode(dialect.encoding)):]
@@ -415,9 +401,8 @@ def _whole_file_types(url: str, dialect: CsvDialect, columns: list, checked: lis
 
 def _block_kinds(block: bytes, first: bool, dialect: CsvDialect, columns: list,
                  usecols: list, dates: list = ()) -> dict:
-    """``{column: (kind, has_missing)}`` of one block, as pandas types it alone, the
-    floats with gaps as pyarrow reads them, and the ``dates`` columns as
-    :func:`_date_kind` reads their text.
+    """``{column: (kind, has_missing)}`` of one block, as pandas types it alone, the floats with
+    gaps as pyarrow reads them, and the ``dates`` columns as :func:`_date_kind` reads their text.
 
     Kinds: ``"empty"`` (no value), ``"int"``, ``"uint"``, ``"float"``,
     ``"bool"``, ``"text"``, ``"timestamp"`` and ``"timestamp_tz"``.
@@ -449,7 +434,6 @@ def _pandas_block_kinds(block: bytes, first: bool, dialect: CsvDialect, columns:
     out = {}
     for col in part.columns:
         values = part[col]
-        missing = bool(values.isna().any())
         dtype = values.dtype
         if values.notna().sum() == 0:
             kind = "empty"
@@ -465,7 +449,7 @@ def _pandas_block_kinds(block: bytes, first: bool, dialect: CsvDialect, columns:
             kind = "bool"  # booleans with missing values: object dtype
         else:
             kind = "text"
-        out[col] = (kind, missing)
+        out[col] = (kind, bool(values.isna().any()))
     return out
 
 
@@ -506,8 +490,7 @@ def _as_types(part: pd.DataFrame, words: dict) -> pd.DataFrame:
     for col in words:
         words = out[col].str.strip().str.lower().map(_BOOL_WORDS).astype(object)
         # NaN for missing, as pandas reads them (not the string dtype's NA).
-        out[col] = pd.Series(np.where(words.isna(), np.nan, words), index=out.index,
-                             dtype=object)
+        out[col] = pd.Series(np.where(words.isna(), np.nan, words), index=out.index, dtype=object)
     return out
 
 
@@ -532,11 +515,10 @@ def _refined(part: pd.DataFrame, types: dict) -> pd.DataFrame:
 def column_types(frame, columns) -> dict:
     """``{column: type}`` of ``columns`` in the words of :func:`convert_dtypes`.
 
-    What a release's manifest records of the types its input was read
-    with, so that ``dmondrian report --original`` reads the original the
-    same way: ``"datetime"``, ``"int"``, ``"float"``, ``"str"`` or
-    ``"category"``; a column of another type (booleans, objects) is left
-    out, as every reader gives it the same type.
+    What a release's manifest records of the types its input was read with, so that ``dmondrian
+    report --original`` reads the original the same way: ``"datetime"``, ``"int"``, ``"float"``,
+    ``"str"`` or ``"category"``; a column of another type (booleans, objects) is left out, as every
+    reader gives it the same type.
 
     Parameters
     ----------
@@ -602,8 +584,7 @@ def convert_dtypes(frame, dtypes: dict, url: str):
     """
     for col in dtypes:
         if col not in frame.columns:
-            raise MissingColumnError(col, f"--dtype names column {col!r}, which is not in "
-                                          f"{url!r}")
+            raise MissingColumnError(col, f"--dtype names column {col!r}, which is not in {url!r}")
     if not dtypes:
         return frame
     if isinstance(frame, pd.DataFrame):

@@ -1,12 +1,11 @@
 """Reading and writing tables for the command line: CSV or Parquet, any fsspec URL.
 
-Every path here is an fsspec URL (a plain path, ``file://``, ``memory://``,
-``s3://``, ...). Outputs are written *atomically*
-(:func:`dmondrian.io.staging.atomic_output`, the staging every writer shares): the
-data goes to a hidden staging folder beside the destination and is moved to
-the final name only once complete, so a run that dies mid-write (killed, out of
-disk) never leaves a truncated file under the name a user or a pipeline will
-read, and the next write to it clears what the dead run left.
+Every path here is an fsspec URL (a plain path, ``file://``, ``memory://``, ``s3://``, ...). Outputs
+are written *atomically* (:func:`dmondrian.io.staging.atomic_output`, the staging every writer
+shares): the data goes to a hidden staging folder beside the destination and is moved to the final
+name only once complete, so a run that dies mid-write (killed, out of disk) never leaves a truncated
+file under the name a user or a pipeline will read, and the next write to it clears what the dead
+run left.
 
 Errors are typed (all derive from :class:`dmondrian.errors.DMondrianError`)
 and name the path, so the CLI can print them as one line.
@@ -31,10 +30,8 @@ __all__ = ["InputNotFoundError", "ReadError", "UnknownFormatError", "detect_form
            "read_table", "read_lines", "write_table", "write_json", "manifest_path",
            "storage_options"]
 
-_SUFFIXES = {
-    ".csv": "csv", ".tsv": "csv", ".txt": "csv",
-    ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
-}
+_SUFFIXES = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet",
+             ".parq": "parquet"}
 
 class InputNotFoundError(IOFailure, FileNotFoundError):
     """The input path does not exist."""
@@ -49,18 +46,16 @@ class UnknownFormatError(IOFailure, ValueError):
 
 
 def _fs(url: str):
-    fs, path = fsspec.core.url_to_fs(url)
-    return fs, path
+    return fsspec.core.url_to_fs(url)
 
 
 @contextlib.contextmanager
 def storage_options(urls, options: dict | None) -> Iterator[None]:
     """Within the block, fsspec opens the filesystems of ``urls`` with ``options``.
 
-    The options (an endpoint, credentials, a profile, ...) become fsspec's
-    defaults for the protocols of ``urls`` (``fsspec.config.conf``), so every
-    reader and writer here and in dask gets them, and the filesystems sent
-    to Dask workers carry them. Local paths take none.
+    The options (an endpoint, credentials, a profile, ...) become fsspec's defaults for the
+    protocols of ``urls`` (``fsspec.config.conf``), so every reader and writer here and in dask gets
+    them, and the filesystems sent to Dask workers carry them. Local paths take none.
 
     Parameters
     ----------
@@ -74,13 +69,8 @@ def storage_options(urls, options: dict | None) -> Iterator[None]:
         return
     from fsspec.config import conf
 
-    protocols = set()
-    for url in urls:
-        if url is None:
-            continue
-        protocol = fsspec.core.split_protocol(str(url))[0]
-        if protocol not in (None, "file", "local"):
-            protocols.add(protocol)
+    protocols = {fsspec.core.split_protocol(str(url))[0] for url in urls if url is not None}
+    protocols -= {None, "file", "local"}
     saved = {p: conf.get(p) for p in protocols}
     try:
         for p in protocols:
@@ -133,17 +123,14 @@ def detect_format(url: str, format: str | None = None) -> str:
         fs, path = _fs(url)
         if fs.isdir(path):
             return "parquet"
-    raise UnknownFormatError(
-        url, f"cannot tell the format of {url!r} from its name: use a .csv or .parquet "
-             "extension or pass --format csv|parquet")
+    raise UnknownFormatError(url, f"cannot tell the format of {url!r} from its name: use a .csv or "
+                                  ".parquet extension or pass --format csv|parquet")
 
 
 def input_size(url: str) -> int:
     """Total size in bytes of a file or of every file under a directory."""
     fs, path = _fs(url)
-    if fs.isdir(path):
-        return int(sum(fs.du(path, total=False).values()))
-    return int(fs.size(path))
+    return int(sum(fs.du(path, total=False).values())) if fs.isdir(path) else int(fs.size(path))
 
 
 def _check_exists(url: str, what: str = "input"):
@@ -157,11 +144,10 @@ def read_table(url: str, format: str | None = None, *, dtypes: dict | None = Non
                dialect: CsvDialect | None = None) -> pd.DataFrame:
     """Read a CSV file, a Parquet file or a directory of Parquet files.
 
-    CSV goes through :func:`dmondrian.io.csv_tables.read_csv`, the reader the
-    Dask path shares (pandas' types: text columns become pandas' string
-    dtype, numbers int64/float64, ``""`` is missing; the separator sniffed);
-    Parquet through pyarrow, which keeps the stored types (categoricals,
-    datetimes, nullable integers).
+    CSV goes through :func:`dmondrian.io.csv_tables.read_csv`, the reader the Dask path shares
+    (pandas' types: text columns become pandas' string dtype, numbers int64/float64, ``""`` is
+    missing; the separator sniffed); Parquet through pyarrow, which keeps the stored types
+    (categoricals, datetimes, nullable integers).
 
     Parameters
     ----------
@@ -170,9 +156,8 @@ def read_table(url: str, format: str | None = None, *, dtypes: dict | None = Non
     format : {"csv", "parquet"}, optional
         Overrides the extension.
     dtypes : dict, optional
-        ``{column: type}`` applied after reading
-        (:func:`dmondrian.io.csv_tables.convert_dtypes`): ``"str"``, ``"int"``,
-        ``"float"``, ``"category"``, ``"datetime"`` or any pandas dtype name.
+        ``{column: type}`` applied after reading (:func:`dmondrian.io.csv_tables.convert_dtypes`):
+        ``"str"``, ``"int"``, ``"float"``, ``"category"``, ``"datetime"`` or any pandas dtype name.
         Use it to keep ZIP codes as strings or to parse dates in a CSV.
     dialect : dmondrian.io.csv_tables.CsvDialect, optional
         A CSV file's separator, decimal mark and encoding (default: the
@@ -218,7 +203,8 @@ def _read_parquet(fs, path: str, url: str) -> pd.DataFrame:
     import pyarrow.parquet as pq
 
     if fs.isdir(path):
-        files = [f for f in fs.find(path) if not _hidden(f[len(path):])]
+        files = [f for f in fs.find(path)
+                 if not any(p.startswith((".", "_")) for p in f[len(path):].split("/") if p)]
         if not any(f.endswith((".parquet", ".pq", ".parq")) or "." not in f.rsplit("/", 1)[-1]
                    for f in files):
             raise ReadError(url, f"directory {url!r} holds no Parquet files")
@@ -241,10 +227,6 @@ def _nullable_ints(table, df: pd.DataFrame) -> pd.DataFrame:
             nullable = str(field.type).replace("uint", "UInt").replace("int", "Int")
             df[field.name] = pd.array(table.column(field.name), dtype=nullable)
     return df
-
-
-def _hidden(rel: str) -> bool:
-    return any(part.startswith((".", "_")) for part in rel.split("/") if part)
 
 
 def read_lines(url: str, what: str = "file") -> list[str]:
@@ -278,10 +260,9 @@ def write_table(df: pd.DataFrame, url: str, format: str | None = None, *,
                 progress: Callable[[int, int], None] | None = None) -> str:
     """Write ``df`` to ``url`` as CSV or Parquet, atomically.
 
-    A URL ending in ``/`` (or an existing directory, with ``overwrite``) gets a
-    Parquet dataset directory holding ``part.0.parquet``; otherwise one file.
-    Rows are written in chunks so that ``progress(rows_done, rows_total)`` can
-    report.
+    A URL ending in ``/`` (or an existing directory, with ``overwrite``) gets a Parquet dataset
+    directory holding ``part.0.parquet``; otherwise one file. Rows are written in chunks so that
+    ``progress(rows_done, rows_total)`` can report.
 
     Parameters
     ----------

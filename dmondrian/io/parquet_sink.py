@@ -1,9 +1,8 @@
 """Write a release to a Parquet dataset, one file per output partition.
 
-Each QI is published as a pandas Categorical, which Parquet stores as it is
-(a dictionary page, then the codes): the labels are never turned into one
-string per row. Every file has the same schema; label columns have no
-statistics; the input's numbers and dates are not dictionary-encoded. See
+Each QI is published as a pandas Categorical, which Parquet stores as it is (a dictionary page, then
+the codes): the labels are never turned into one string per row. Every file has the same schema;
+label columns have no statistics; the input's numbers and dates are not dictionary-encoded. See
 docs/design.md, section "Parquet output".
 """
 
@@ -75,10 +74,9 @@ class ParquetSink:
         label_columns : list
             Columns published as labels (Categoricals of strings).
         write_options : dict, optional
-            ``write_index`` (default False: the input's row numbers would
-            link rows back to it), ``shuffle_rows`` (default True: each
-            file's rows in a random order, :mod:`dmondrian.release.row_order`) and
-            keywords for :func:`pyarrow.parquet.write_table`
+            ``write_index`` (default False: the input's row numbers would link rows back to it),
+            ``shuffle_rows`` (default True: each file's rows in a random order,
+            :mod:`dmondrian.release.row_order`) and keywords for :func:`pyarrow.parquet.write_table`
             (``compression``, ``row_group_size``, ``write_statistics``, ...).
         storage_options : dict, optional
             Keywords for the fsspec filesystem.
@@ -116,8 +114,7 @@ class ParquetSink:
         created = not fs.exists(root)
         fs.makedirs(root, exist_ok=True)
         schema = release_schema(meta, label_columns, write_index)
-        for key, value in release_write_options(schema, label_columns,
-                                                dictionary_columns).items():
+        for key, value in release_write_options(schema, label_columns, dictionary_columns).items():
             options.setdefault(key, value)
         return cls(fs, root, schema, write_index, options,
                    row_order_seed(random_state) if shuffle else None, created)
@@ -125,10 +122,9 @@ class ParquetSink:
     def write(self, frame: pd.DataFrame, number: int, distinct: dict | None = None) -> int:
         """Write one output partition as ``part.<number>.parquet``; return its row count.
 
-        ``distinct``, a dict, receives the distinct values (missing value left
-        out, as a pandas Series) of each text column the write encodes
-        (:meth:`_text_to_encode`): the identifying check's sketch takes them
-        instead of finding them again.
+        ``distinct``, a dict, receives the distinct values (missing value left out, as a pandas
+        Series) of each text column the write encodes (:meth:`_text_to_encode`): the identifying
+        check's sketch takes them instead of finding them again.
         """
         # One thread: a task has its worker thread's core, and pyarrow would start a
         # pool of threads per call (dask's own writer asks for one too).
@@ -157,15 +153,13 @@ class ParquetSink:
         dictionary-encodes anyway whose :data:`ENCODE_SAMPLE` sampled rows hold
         distinct values in at most :data:`ENCODE_SHARE` of them.
 
-        Arrow's take of a text column copies every string, and the writer then
-        hashes every one of them into its dictionary; encoded first, the take
-        moves 32-bit indices and the writer writes the
-        dictionary as it is. That pays while the sample repeats values, a few
-        hundred values a million rows or a long tail of a hundred thousand
-        whose head repeats; a column of a thousand values spread evenly (600
-        of them in the sample) costs the same either way, and one of distinct
-        values costs more encoded (a dictionary as large as the column), so it is
-        taken as text.
+        Arrow's take of a text column copies every string, and the writer then hashes every one of
+        them into its dictionary; encoded first, the take moves 32-bit indices and the writer writes
+        the dictionary as it is. That pays while the sample repeats values, a few hundred values a
+        million rows or a long tail of a hundred thousand whose head repeats; a column of a thousand
+        values spread evenly (600 of them in the sample) costs the same either way, and one of
+        distinct values costs more encoded (a dictionary as large as the column), so it is taken as
+        text.
         """
         wanted = self.options.get("use_dictionary", True)
         if wanted is False or "store_schema" in self.options:
@@ -200,17 +194,15 @@ class ParquetSink:
             path = f"{self.root}/part.{number}.parquet"
             if self.fs.exists(path):
                 self.fs.rm(path)
-        if self.created and self.fs.exists(self.root) and not self.fs.ls(self.root,
-                                                                         detail=False):
+        if self.created and self.fs.exists(self.root) and not self.fs.ls(self.root, detail=False):
             self.fs.rmdir(self.root)
 
 
 def release_schema(meta: pd.DataFrame, label_columns, write_index: bool = True) -> pa.Schema:
     """The Arrow schema of a release shaped like ``meta``: labels ``dictionary<int32, string>``.
 
-    Other Categorical columns get 32-bit codes too: pandas picks 8, 16 or 32
-    bits by the number of categories, which would give the files of one
-    dataset different types.
+    Other Categorical columns get 32-bit codes too: pandas picks 8, 16 or 32 bits by the number of
+    categories, which would give the files of one dataset different types.
     """
     labels = {str(c) for c in label_columns}
     # A non-empty stand-in: an empty object column has no Arrow type. The labels are
@@ -234,12 +226,11 @@ def release_schema(meta: pd.DataFrame, label_columns, write_index: bool = True) 
 def release_write_options(schema: pa.Schema, label_columns, dictionary_columns=()) -> dict:
     """:func:`pyarrow.parquet.write_table`'s options for a release of ``schema``.
 
-    No min/max statistics for labels: Arrow computes them on a dictionary
-    column by gathering the labels each batch refers to, which costs as much
-    as the rest of the write, and the lexicographic bounds of labels such as
-    ``[25, 30]`` cannot prune a range query. Dictionary encoding for labels,
-    text, Categoricals and ``dictionary_columns``, not for the input's
-    numbers and dates (:func:`_dictionary_pays`).
+    No min/max statistics for labels: Arrow computes them on a dictionary column by gathering the
+    labels each batch refers to, which costs as much as the rest of the write, and the lexicographic
+    bounds of labels such as ``[25, 30]`` cannot prune a range query. Dictionary encoding for
+    labels, text, Categoricals and ``dictionary_columns``, not for the input's numbers and dates
+    (:func:`_dictionary_pays`).
 
     Examples
     --------
@@ -262,8 +253,7 @@ def check_column_names(columns, index_name=None) -> None:
     Raises
     ------
     dmondrian.errors.ColumnError
-        For the first column (or the index) named by anything else (an int,
-        a tuple, ...).
+        For the first column (or the index) named by anything else (an int, a tuple, ...).
 
     Examples
     --------
@@ -284,14 +274,11 @@ def check_column_names(columns, index_name=None) -> None:
 def _dictionary_pays(f: pa.Field, wanted) -> bool:
     """Whether a column is worth dictionary-encoding: labels, text, and ``wanted``.
 
-    Numbers and dates of the input (ids, amounts, timestamps) are mostly
-    distinct: the writer would hash every value, overflow the dictionary page
-    and fall back to plain encoding anyway.
+    Numbers and dates of the input (ids, amounts, timestamps) are mostly distinct: the writer would
+    hash every value, overflow the dictionary page and fall back to plain encoding anyway.
     """
-    if f.name in wanted or pa.types.is_dictionary(f.type):
-        return True
-    return not (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
-                or pa.types.is_temporal(f.type))
+    return f.name in wanted or pa.types.is_dictionary(f.type) or not (
+        pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_temporal(f.type))
 
 
 def _dictionary_encoded(table: pa.Table, columns) -> pa.Table:
@@ -320,10 +307,9 @@ def _write_as(table: pa.Table, schema: pa.Schema, fh, options: dict) -> None:
     """Write ``table``, whose text columns may be dictionary-encoded, as a file of
     ``schema`` (the same columns as text): it reads back as ``schema``.
 
-    The writer stores the Arrow schema it is given (``ARROW:schema``, which
-    readers restore the column types from) and the pandas metadata; both are
-    written here from ``schema`` instead, so that an encoded column is read
-    back as the text it was, not as a Categorical.
+    The writer stores the Arrow schema it is given (``ARROW:schema``, which readers restore the
+    column types from) and the pandas metadata; both are written here from ``schema`` instead, so
+    that an encoded column is read back as the text it was, not as a Categorical.
     """
     import base64
 

@@ -1,47 +1,39 @@
 """The commit step of a release: stage the data and its manifest, publish them last.
 
-A release is *committed* when its manifest (``OUTPUT.manifest.json``) stands
-beside it. Until every check has passed, nothing is written at OUTPUT: the
-data and the manifest are written into a hidden staging folder beside it,
-``.NAME.dmondrian-staging-XXXX/`` (readers of a Parquet dataset skip names
+A release is *committed* when its manifest (``OUTPUT.manifest.json``) stands beside it. Until every
+check has passed, nothing is written at OUTPUT: the data and the manifest are written into a hidden
+staging folder beside it, ``.NAME.dmondrian-staging-XXXX/`` (readers of a Parquet dataset skip names
 starting with a dot, and so do globs). :meth:`Stage.commit` then
 
-1. moves the data into place: a rename on a local path (atomic, for a file
-   or a folder), a copy of every object on an object store (no rename
-   there; ``_SUCCESS`` is staged with a folder's parts and copied last, as
-   Hadoop and Spark mark theirs);
+1. moves the data into place: a rename on a local path (atomic, for a file or a folder), a copy of
+   every object on an object store (no rename there; ``_SUCCESS`` is staged with a folder's parts
+   and copied last, as Hadoop and Spark mark theirs);
 2. writes the manifest last, in one step (a rename beside it, or a copy of
    one object), which marks the commit;
 3. removes the staging folder.
 
-A run killed at any moment (SIGKILL to its whole process group) leaves its
-staging folder, and at worst, between steps 1 and 2, OUTPUT without its
-manifest. The next run for the same OUTPUT removes what a dead run left
-(:func:`staged_release`): its staging folder, and OUTPUT itself when it has
-no manifest and is the dead run's own, which the staged manifest tells: its
-files are those the staged manifest lists, at their sizes. Data at OUTPUT
-that is not ours (no staging folder claims it) is never removed without
-``overwrite``. So the same command runs again as it was, without
+A run killed at any moment (SIGKILL to its whole process group) leaves its staging folder, and at
+worst, between steps 1 and 2, OUTPUT without its manifest. The next run for the same OUTPUT removes
+what a dead run left (:func:`staged_release`): its staging folder, and OUTPUT itself when it has no
+manifest and is the dead run's own, which the staged manifest tells: its files are those the staged
+manifest lists, at their sizes. Data at OUTPUT that is not ours (no staging folder claims it) is
+never removed without ``overwrite``. So the same command runs again as it was, without
 ``--overwrite``.
 
-The library's Parquet writers (:func:`dmondrian.distributed.anonymize_to_parquet`,
-the lazy release's ``to_parquet`` when it computes, and a fitted plan's
-``transform_to_parquet``) stage their files the same way
-(:func:`staged_folder`). By default they write no manifest and publish
-with ``commit(manifest=False)``, into a folder that exists already
-(``merge``), as they always did; asked for one (``manifest=True``) they
-commit as the command line does, the manifest last, and refuse an OUTPUT
-that exists.
+The library's Parquet writers (:func:`dmondrian.distributed.anonymize_to_parquet`, the lazy
+release's ``to_parquet`` when it computes, and a fitted plan's ``transform_to_parquet``) stage their
+files the same way (:func:`staged_folder`). By default they write no manifest and publish with
+``commit(manifest=False)``, into a folder that exists already (``merge``), as they always did; asked
+for one (``manifest=True``) they commit as the command line does, the manifest last, and refuse an
+OUTPUT that exists.
 
-Concurrent runs for one OUTPUT: on a local filesystem each run holds an
-exclusive lock (``fcntl.flock``) on a file in its staging folder while it
-lives; the kernel drops the lock of a killed process, so a staging folder
-whose lock can be taken is a dead run's, and one whose lock is held is a
-live run's, which makes the new run stop with :class:`~dmondrian.errors.OutputError`.
-An object store has no locks: a staging prefix found there is taken for a
-dead run's, and two runs writing the same OUTPUT at once are not supported
-(the later one removes the earlier one's staging, which then fails; neither
-publishes over a committed release without ``overwrite``).
+Concurrent runs for one OUTPUT: on a local filesystem each run holds an exclusive lock
+(``fcntl.flock``) on a file in its staging folder while it lives; the kernel drops the lock of a
+killed process, so a staging folder whose lock can be taken is a dead run's, and one whose lock is
+held is a live run's, which makes the new run stop with :class:`~dmondrian.errors.OutputError`. An
+object store has no locks: a staging prefix found there is taken for a dead run's, and two runs
+writing the same OUTPUT at once are not supported (the later one removes the earlier one's staging,
+which then fails; neither publishes over a committed release without ``overwrite``).
 """
 
 from __future__ import annotations
@@ -87,10 +79,9 @@ def _check_output(fs, path: str, url: str) -> str:
     """The parent folder of OUTPUT, made when missing; refused when it cannot be written
     (whether OUTPUT exists is :meth:`Stage.open`'s question)."""
     parent = fs._parent(path)
-    # Object stores have no real directories; only a local path can name a
-    # read-only one, and saying so beats a PermissionError later. Missing
-    # parents are made, as dask's writers do: a daily job writes to a new
-    # dated folder.
+    # Object stores have no real directories; only a local path can name a read-only one, and saying
+    # so beats a PermissionError later. Missing parents are made, as dask's writers do: a daily job
+    # writes to a new dated folder.
     if _is_local(fs):
         ancestor = parent
         while ancestor and not fs.exists(ancestor):
@@ -106,8 +97,7 @@ def _check_output(fs, path: str, url: str) -> str:
         if not fs.isdir(parent):
             raise OutputError(url, f"cannot write {url!r}: {parent!r} is not a directory")
         if not os.access(parent, os.W_OK | os.X_OK):
-            raise OutputError(url, f"cannot write {url!r}: directory {parent!r} is not "
-                                   "writable")
+            raise OutputError(url, f"cannot write {url!r}: directory {parent!r} is not writable")
     return parent
 
 
@@ -175,13 +165,11 @@ class Stage:
         self.parent = _check_output(self.fs, self.path, url)
         self.name = self.path.rsplit("/", 1)[-1]
         self.manifest = self.path + ".manifest.json"
-        self.root = self._join(f".{self.name}{STAGING_TAG}{uuid.uuid4().hex[:12]}")
+        self.root = f".{self.name}{STAGING_TAG}{uuid.uuid4().hex[:12]}"
+        self.root = f"{self.parent}/{self.root}" if self.parent else self.root
         self.data = f"{self.root}/{_DATA}/{self.name}"
         self.data_url = self.fs.unstrip_protocol(self.data) + ("/" if directory else "")
         self._lock = None
-
-    def _join(self, name: str) -> str:
-        return f"{self.parent}/{name}" if self.parent else name
 
     # -- opening: our staging folder, and what dead runs left ------------------------------
 
@@ -272,9 +260,8 @@ class Stage:
     def commit(self, manifest: bool = True) -> None:
         """Publish the staged data, then its staged manifest, then remove the staging.
 
-        ``manifest=False`` (:func:`atomic_output`, and the library's writers
-        unless asked for one) publishes the data alone; with ``merge``, into a
-        folder that exists already, file by file.
+        ``manifest=False`` (:func:`atomic_output`, and the library's writers unless asked for one)
+        publishes the data alone; with ``merge``, into a folder that exists already, file by file.
 
         Raises
         ------
@@ -308,8 +295,7 @@ class Stage:
         except OutputError:
             raise
         except OSError as exc:
-            raise OutputError(self.url, f"cannot publish {self.url!r}: {one_line(exc)}"
-                              ) from exc
+            raise OutputError(self.url, f"cannot publish {self.url!r}: {one_line(exc)}") from exc
         if manifest:
             checkpoint("committed")
         self.close(remove=True)
@@ -358,19 +344,16 @@ class Stage:
 
 
 @contextlib.contextmanager
-def atomic_output(url: str, *, directory: bool = False, overwrite: bool = False
-                  ) -> Iterator[tuple]:
+def atomic_output(url: str, *, directory: bool = False, overwrite: bool = False) -> Iterator[tuple]:
     """Yield ``(fs, path)`` to write a file (or, with ``directory``, a folder) to; publish
     it at ``url`` when the block succeeds, through a :class:`Stage` without a manifest.
 
-    ``path`` is inside the hidden staging folder beside ``url`` (readers of
-    a Parquet dataset, and globs, skip it): a rename publishes it on a local
-    path (atomic), a copy of each object on an object store (a folder's
-    ``_SUCCESS`` last, :meth:`Stage.seal`). If the block raises, the staging
-    folder is removed and nothing appears at ``url``; a run killed leaves
-    only it, which the next write to ``url`` removes. A ``url`` inside a
-    staging folder already (the command line's, which publishes it with its
-    manifest) is written as it is.
+    ``path`` is inside the hidden staging folder beside ``url`` (readers of a Parquet dataset, and
+    globs, skip it): a rename publishes it on a local path (atomic), a copy of each object on an
+    object store (a folder's ``_SUCCESS`` last, :meth:`Stage.seal`). If the block raises, the
+    staging folder is removed and nothing appears at ``url``; a run killed leaves only it, which the
+    next write to ``url`` removes. A ``url`` inside a staging folder already (the command line's,
+    which publishes it with its manifest) is written as it is.
 
     Parameters
     ----------
@@ -409,8 +392,7 @@ def atomic_output(url: str, *, directory: bool = False, overwrite: bool = False
 
 def _staged_already(url) -> bool:
     """Whether ``url`` lies inside a staging folder (a caller's, which publishes it)."""
-    return any(part.startswith(".") and STAGING_TAG in part
-               for part in os.fspath(url).split("/"))
+    return any(part.startswith(".") and STAGING_TAG in part for part in os.fspath(url).split("/"))
 
 
 @contextlib.contextmanager
@@ -430,8 +412,7 @@ def staged_release(url: str, *, overwrite: bool = False, directory: bool = False
         Replace an existing release; otherwise one is an
         :class:`~dmondrian.errors.OutputError`, raised before anything is staged.
     directory : bool
-        Whether the release is a folder (a Parquet dataset): ``data_url``
-        then ends in ``/``.
+        Whether the release is a folder (a Parquet dataset): ``data_url`` then ends in ``/``.
     merge : bool
         A folder at ``url`` is written into (the library's writers), not
         refused; see :meth:`Stage.commit`.
@@ -485,18 +466,15 @@ class StagedFolder:
 
 
 @contextlib.contextmanager
-def staged_folder(path, storage_options=None, manifest: bool = False
-                  ) -> Iterator[StagedFolder]:
+def staged_folder(path, storage_options=None, manifest: bool = False) -> Iterator[StagedFolder]:
     """For the library's Parquet writers: where to write a dataset folder, published at
     ``path`` when the block ends without error.
 
-    Without ``manifest``, into the folder there, if any. With it, as the
-    command line publishes: ``path`` must not exist (a dead run's leftovers
-    are cleared, :meth:`Stage.open`), and the manifest of what the writer
-    described (:meth:`StagedFolder.describe`) is written over the staged
-    files and published last. A ``path`` inside a staging folder already (the command
-    line's, which publishes it with its manifest) is written as it is:
-    staged once, not twice.
+    Without ``manifest``, into the folder there, if any. With it, as the command line publishes:
+    ``path`` must not exist (a dead run's leftovers are cleared, :meth:`Stage.open`), and the
+    manifest of what the writer described (:meth:`StagedFolder.describe`) is written over the staged
+    files and published last. A ``path`` inside a staging folder already (the command line's, which
+    publishes it with its manifest) is written as it is: staged once, not twice.
 
     Parameters
     ----------
@@ -544,9 +522,8 @@ def stage_written_manifest(stage: Stage, fields: dict) -> dict:
 
     # write_manifest writes a local file: build it in a temporary folder, then stage it.
     with tempfile.TemporaryDirectory() as folder:
-        manifest = write_manifest(path=os.path.join(folder, "manifest.json"),
-                                  output=stage.data_url, published=stage.url,
-                                  **{"parameters": {}, **fields})
+        manifest = write_manifest(path=os.path.join(folder, "manifest.json"), output=stage.data_url,
+                                  published=stage.url, **{"parameters": {}, **fields})
     stage.stage_manifest(manifest)
     return manifest
 
@@ -575,5 +552,4 @@ def _listing(fs, path: str) -> dict:
     if not fs.isdir(path):
         return {path.rsplit("/", 1)[-1]: int(fs.size(path))}
     base = path.rstrip("/")
-    return {p[len(base) + 1:]: int(info["size"])
-            for p, info in fs.find(path, detail=True).items()}
+    return {p[len(base) + 1:]: int(info["size"]) for p, info in fs.find(path, detail=True).items()}

@@ -22,13 +22,12 @@ hierarchy   nominal + a hierarchy given    depth-first leaf code        the lowe
 Arrow-backed columns and object columns of dates and decimals are read by
 :mod:`dmondrian.kinds.types`.
 
-Each kind is an object of a :class:`QIKindSpec` subclass (one module each)
-and owns: detecting a column's kind from its dtype, encoding it to kernel
-keys, its global scale (every scale and span follows one rule,
-:func:`capped_span`), its global domain for NCP, publishing (range labels'
-format, midpoint and mean), reading a published value back, its NCP cost,
-which original values a published value covers, and how the painting draws
-it. The kernel keeps integer kind codes (``EncodedQI.kernel_kind``).
+Each kind is an object of a :class:`QIKindSpec` subclass (one module each) and owns: detecting a
+column's kind from its dtype, encoding it to kernel keys, its global scale (every scale and span
+follows one rule, :func:`capped_span`), its global domain for NCP, publishing (range labels' format,
+midpoint and mean), reading a published value back, its NCP cost, which original values a published
+value covers, and how the painting draws it. The kernel keeps integer kind codes
+(``EncodedQI.kernel_kind``).
 
 Missing values
 --------------
@@ -167,11 +166,9 @@ def resolve_kind(series: pd.Series, kind=None, has_hierarchy: bool = False) -> Q
     if isinstance(kind, QIKindSpec):
         kind = kind.name
     if kind not in QIKind.ALL:
-        raise UnsupportedDtypeError(
-            name, f"unknown kind {kind!r} for column {name!r}; use one of {QIKind.ALL}"
-        )
+        raise UnsupportedDtypeError(name, f"unknown kind {kind!r} for column {name!r}; use one of "
+                                          f"{QIKind.ALL}")
     if kind == QIKind.HIERARCHY:
-        raise UnsupportedDtypeError(
-            name, f"column {name!r} is declared kind 'hierarchy' but no hierarchy was given"
-        )
+        raise UnsupportedDtypeError(name, f"column {name!r} is declared kind 'hierarchy' but no "
+                                          "hierarchy was given")
     return KINDS[kind]

@@ -1,10 +1,9 @@
 """The kind interface (:class:`QIKindSpec`), the span rule, and what every kind hands around.
 
-A kind object answers every question whose answer depends on the kind of a
-quasi-identifier; the modules that encode, publish, measure and plot ask it
-instead of testing which kind they hold. :data:`KINDS` maps each kind's name
-(the strings of :class:`dmondrian.encoding.qi.QIKind`, which options, manifests and
-the Dask engine's domain carry) to its object.
+A kind object answers every question whose answer depends on the kind of a quasi-identifier; the
+modules that encode, publish, measure and plot ask it instead of testing which kind they hold.
+:data:`KINDS` maps each kind's name (the strings of :class:`dmondrian.encoding.qi.QIKind`, which
+options, manifests and the Dask engine's domain carry) to its object.
 """
 
 from __future__ import annotations
@@ -64,12 +63,10 @@ def kind_spec(kind) -> QIKindSpec:
 def capped_span(lo, hi):
     """Distance from ``lo`` to ``hi`` on a kind's line: ``float(hi) - float(lo)``.
 
-    The one rule behind every scale and every span: the kernel's node span,
-    each QI's global scale (local and Dask engines) and the NCP of published
-    values. A float range too wide for a float (``-1e308`` to ``1e308``)
-    would be ``inf``; it is capped at the largest float instead, as the
-    kernel caps it, so a scale stays finite and a span/scale ratio stays a
-    number.
+    The one rule behind every scale and every span: the kernel's node span, each QI's global scale
+    (local and Dask engines) and the NCP of published values. A float range too wide for a float
+    (``-1e308`` to ``1e308``) would be ``inf``; it is capped at the largest float instead, as the
+    kernel caps it, so a scale stays finite and a span/scale ratio stays a number.
 
     Parameters
     ----------
@@ -172,19 +169,20 @@ def meta_of(col) -> pd.Series:
 
 
 def is_missing(label) -> bool:
-    """Whether a published (or original) value is missing: None, NaN, NaT, pd.NA."""
-    return label is None or (not isinstance(label, str) and pd.isna(label))
+    """Whether a published (or original) value is missing: None, NaN, NaT, pd.NA (what a class
+    of missing values only publishes); a list or an array is not."""
+    return label is None or (not isinstance(label, str) and pd.api.types.is_scalar(label)
+                             and bool(pd.isna(label)))
 
 
 class QIKindSpec:
     """What one kind of quasi-identifier means, in every part of the package.
 
     Subclasses: :class:`~dmondrian.kinds.numeric.NumericKind`,
-    :class:`~dmondrian.kinds.datetimes.DatetimeKind`,
-    :class:`~dmondrian.kinds.ordinal.OrdinalKind`,
+    :class:`~dmondrian.kinds.datetimes.DatetimeKind`, :class:`~dmondrian.kinds.ordinal.OrdinalKind`,
     :class:`~dmondrian.kinds.nominal.NominalKind`,
-    :class:`~dmondrian.kinds.hierarchical.HierarchyKind`. One object of each
-    is registered in :data:`KINDS`; they hold no state.
+    :class:`~dmondrian.kinds.hierarchical.HierarchyKind`. One object of each is registered in
+    :data:`KINDS`; they hold no state.
     """
 
     #: The kind's name, as options and manifests write it.
@@ -230,10 +228,9 @@ class QIKindSpec:
 
     # -- detection and encoding -----------------------------------------------------------------
     def detects(self, dtype) -> bool:
-        """Whether a column of ``dtype`` is of this kind when no kind is declared: an
-        Arrow-backed dtype's type passes one of :attr:`arrow_types` (a dictionary type
-        is judged as the Categorical it reads as), any other dtype passes
-        :meth:`detects_pandas`.
+        """Whether a column of ``dtype`` is of this kind when no kind is declared: an Arrow-backed
+        dtype's type passes one of :attr:`arrow_types` (a dictionary type is judged as the
+        Categorical it reads as), any other dtype passes :meth:`detects_pandas`.
 
         :func:`dmondrian.kinds.detect_kind` asks the kinds in a fixed order.
         """
@@ -284,9 +281,8 @@ class QIKindSpec:
         return series
 
     def plain_int_values(self, series: pd.Series):
-        """``(values, nat_missing)`` when a column's keys are its own int64 values
-        (numpy ints, datetime64 with NaT missing), so they need no encoding pass;
-        None for any other column."""
+        """``(values, nat_missing)`` when a column's keys are its own int64 values (numpy ints,
+        datetime64 with NaT missing), so they need no encoding pass; None for any other column."""
         return None
 
     # -- scale ----------------------------------------------------------------------------------
@@ -363,12 +359,10 @@ class QIKindSpec:
         Returns
         -------
         float
-            0 for a constant QI or a region of missing values only, 1 for a
-            region mixing missing and present values (it publishes
-            ``"[lo, hi] or <NA>"``), else the width over the scale, never
-            below the smallest positive float when the region holds two
-            values: the rule of the kernel's ``ordered_span``
-            (``_kernel/node.pxd``), edges and all.
+            0 for a constant QI or a region of missing values only, 1 for a region mixing missing
+            and present values (it publishes ``"[lo, hi] or <NA>"``), else the width over the scale,
+            never below the smallest positive float when the region holds two values: the rule of
+            the kernel's ``ordered_span`` (``_kernel/node.pxd``), edges and all.
         """
         if scale <= 0.0 or lo == MISSING_KEY:
             return 0.0
@@ -384,9 +378,7 @@ class QIKindSpec:
         span ``lo..hi``: ``keys <= t1`` (strictly below the median) and ``keys <= t2``
         (up to it). Hierarchies cut between subtrees, so theirs bound the subtree
         under the region's common ancestor that holds the median."""
-        if med == MISSING_KEY:
-            return MISSING_KEY - 1, MISSING_KEY - 1
-        return med - 1, med
+        return (MISSING_KEY - 1, MISSING_KEY - 1) if med == MISSING_KEY else (med - 1, med)
 
     def count_scale(self, n: int) -> float:
         """Global scale of a QI of ``n`` distinct values (or leaves): the span of
@@ -446,8 +438,7 @@ class QIKindSpec:
             For a value the global domain does not hold.
         """
         plain = self.plain_int_values(series)
-        # A column holding the reserved missing key is encoded below, which
-        # raises its typed error.
+        # A column holding the reserved missing key is encoded below, which raises its typed error.
         if plain is not None and not _int_keys_into(plain[0], plain[1], out):
             return
         out[:] = self.encode(series, hierarchy).keys
@@ -532,6 +523,18 @@ class QIKindSpec:
     def domain(self, name, parts, meta: pd.Series, hierarchy=None) -> Domain:
         """The :class:`Domain` of a column from its computed :meth:`domain_parts`."""
         raise NotImplementedError
+
+    def partition_parts(self, col: pd.Series) -> tuple:
+        """What :meth:`merge_parts` merges of one in-memory partition (default: its
+        computed :meth:`domain_parts`)."""
+        return tuple(self.domain_parts(col))
+
+    def merge_parts(self, parts: list, meta: pd.Series | None = None) -> tuple:
+        """Partitions' :meth:`partition_parts` merged into those of their union, or, given
+        ``meta`` (the input's empty pandas form), into its :meth:`domain_parts`. Default:
+        the smallest and the largest present value."""
+        lo, hi = (pd.Series([p[i] for p in parts], dtype=object).dropna() for i in (0, 1))
+        return (lo.min() if len(lo) else np.nan, hi.max() if len(hi) else np.nan)
 
     # -- publishing -----------------------------------------------------------------------------
     def publishes_labels(self, generalization: str) -> bool:

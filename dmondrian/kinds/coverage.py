@@ -1,9 +1,8 @@
 """Which original values a published value covers, tested many labels x many values at once.
 
-Ordered kinds (numeric, datetime, ordinal, hierarchy) place every original
-value at a point of a line and every label at an interval of it; nominal
-sets test membership. Both answer a (labels x values) matrix, which the
-population count (:mod:`dmondrian.metrics.population`) and the painting
+Ordered kinds (numeric, datetime, ordinal, hierarchy) place every original value at a point of a
+line and every label at an interval of it; nominal sets test membership. Both answer a (labels x
+values) matrix, which the population count (:mod:`dmondrian.metrics.population`) and the painting
 (:mod:`dmondrian.plot`) read.
 """
 
@@ -86,8 +85,7 @@ def interval_coverage(kind: QIKindSpec, context, labels: list,
 
 def set_coverage(labels: list) -> SetCoverage:
     """The :class:`SetCoverage` of published sets (a missing label stands for ``<NA>``)."""
-    sets = [parse_set(str(v)) if not is_missing(v) else frozenset([MISSING_LABEL])
-            for v in labels]
+    sets = [parse_set(str(v)) if not is_missing(v) else frozenset([MISSING_LABEL]) for v in labels]
     vocab = {v: i for i, v in enumerate(sorted(set().union(*sets)))} if sets else {}
     member = np.zeros((len(labels), max(len(vocab), 1)), dtype=bool)
     for i, members in enumerate(sets):

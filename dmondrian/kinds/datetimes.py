@@ -20,13 +20,12 @@ __all__ = ["DatetimeKind"]
 class DatetimeKind(RangeKind):
     """Datetimes: the key is the time since the epoch (UTC) in the column's unit.
 
-    Published as ISO 8601 ranges with the shortest unit that loses nothing
-    (tz-aware columns in their zone), or as the class midpoint or mean.
-    Dates (Arrow ``date32``/``date64``, ``datetime.date`` objects) are keyed by
-    days and publish dates, ``[1977-02-11, 1977-04-21]``; their midpoint and
-    mean are dates. Periods are keyed by their ordinal and publish periods,
-    ``[2020-01, 2020-05]``. Points of the line (NCP, population matching) are
-    nanoseconds (a period's: its start).
+    Published as ISO 8601 ranges with the shortest unit that loses nothing (tz-aware columns in
+    their zone), or as the class midpoint or mean. Dates (Arrow ``date32``/``date64``,
+    ``datetime.date`` objects) are keyed by days and publish dates, ``[1977-02-11, 1977-04-21]``;
+    their midpoint and mean are dates. Periods are keyed by their ordinal and publish periods,
+    ``[2020-01, 2020-05]``. Points of the line (NCP, population matching) are nanoseconds (a
+    period's: its start).
     """
 
     name = "datetime"
@@ -54,9 +53,8 @@ class DatetimeKind(RangeKind):
             return EncodedQI(name, self.name, KIND_INT, keys, self.key_scale(lo, hi, KIND_INT),
                              value_type="period", dtype=dtype)
         if not pd.api.types.is_datetime64_any_dtype(dtype):
-            raise UnsupportedDtypeError(
-                name, f"column {name!r} has dtype {dtype}, which is not a datetime64 dtype"
-            )
+            raise UnsupportedDtypeError(name, f"column {name!r} has dtype {dtype}, which is not a "
+                                              "datetime64 dtype")
         tz = getattr(dtype, "tz", None)
         values = series.to_numpy() if tz is None else series.dt.tz_convert("UTC").dt.tz_localize(
             None).to_numpy()
@@ -79,9 +77,8 @@ class DatetimeKind(RangeKind):
         if reserved:
             raise InvalidValueError(series.name, f"column {series.name!r} holds the largest "
                                     "time, which is reserved for missing values")
-        return EncodedQI(series.name, self.name, KIND_INT, keys,
-                         self.key_scale(lo, hi, KIND_INT), value_type=unit, tz=tz,
-                         dtype=source)
+        return EncodedQI(series.name, self.name, KIND_INT, keys, self.key_scale(lo, hi, KIND_INT),
+                         value_type=unit, tz=tz, dtype=source)
 
     def as_fitted(self, series: pd.Series, qi: EncodedQI) -> pd.Series:
         return series if series.dtype == qi.dtype else series.astype(qi.dtype)
@@ -180,9 +177,7 @@ class DatetimeKind(RangeKind):
             stamps = pd.to_datetime(pd.Index(texts, dtype=object), format="ISO8601", utc=True)
         except (TypeError, ValueError, OverflowError):
             return None
-        if stamps.isna().any():
-            return None
-        return stamps.as_unit("ns").asi8.astype(np.float64)
+        return None if stamps.isna().any() else stamps.as_unit("ns").asi8.astype(np.float64)
 
     def read_bound(self, text: str):
         """A Timestamp (a period's: its start)."""

@@ -19,10 +19,9 @@ class HierarchyKind(QIKindSpec):
     """Leaves of a tree: the key is the leaf's depth-first code, so every subtree is
     a code range and a class publishes the lowest common ancestor of its values.
 
-    Missing is a leaf ``<NA>`` under the root unless the tree names it, so a
-    class mixing it with other values generalizes to the root. The scale is
-    the number of leaves - 1. Never detected: a column is this kind when a
-    hierarchy is given for it.
+    Missing is a leaf ``<NA>`` under the root unless the tree names it, so a class mixing it with
+    other values generalizes to the root. The scale is the number of leaves - 1. Never detected: a
+    column is this kind when a hierarchy is given for it.
     """
 
     name = "hierarchy"
@@ -42,8 +41,7 @@ class HierarchyKind(QIKindSpec):
         if missing.any():
             keys[missing] = hierarchy.leaf_codes([MISSING_LEAF])[0]
         return EncodedQI(series.name, self.name, KIND_HIERARCHY, keys,
-                         self.count_scale(len(hierarchy)), hierarchy=hierarchy,
-                         dtype=series.dtype)
+                         self.count_scale(len(hierarchy)), hierarchy=hierarchy, dtype=series.dtype)
 
     def key_width(self, lo: int, hi: int, kernel_kind: int, hierarchy=None) -> float:
         """Leaves under the region's lowest common ancestor - 1."""
@@ -82,6 +80,9 @@ class HierarchyKind(QIKindSpec):
     def domain_parts(self, col) -> tuple:
         return (col.isna().any(),)
 
+    def merge_parts(self, parts: list, meta=None) -> tuple:
+        return (any(bool(p[0]) for p in parts),)
+
     def domain(self, name, parts, meta, hierarchy=None) -> Domain:
         h = Hierarchy.coerce(hierarchy, name=name)
         if bool(parts[0]):
@@ -90,9 +91,7 @@ class HierarchyKind(QIKindSpec):
 
     def parse_label(self, label) -> str:
         """The name of the tree node a published value is (a null: the missing leaf)."""
-        if is_missing(label):
-            return MISSING_LEAF
-        return str(label)
+        return MISSING_LEAF if is_missing(label) else str(label)
 
     def label_cost(self, text: str, domain: Domain, column=None) -> float:
         """NCP of a published node: (leaves under it - 1) over the domain's scale."""

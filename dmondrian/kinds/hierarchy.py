@@ -1,15 +1,13 @@
 """Generalization hierarchies (taxonomy trees) for nominal quasi-identifiers.
 
-A hierarchy maps every leaf value of a column to a chain of ancestors that
-ends at a single root, e.g. ``Self-emp-inc -> Self-employ -> *``. The common
-file format (ARX, Basic Mondrian, the Adult hierarchies) has one line per
-leaf, ``leaf;parent;...;root``.
+A hierarchy maps every leaf value of a column to a chain of ancestors that ends at a single root,
+e.g. ``Self-emp-inc -> Self-employ -> *``. The common file format (ARX, Basic Mondrian, the Adult
+hierarchies) has one line per leaf, ``leaf;parent;...;root``.
 
-Internally the leaves are numbered in depth-first order, so that every subtree
-covers a contiguous range of leaf codes. That turns "cut along the tree" into
-"cut at a child boundary" in code order, and the lowest common ancestor (LCA)
-of any set of leaves into the LCA of its smallest and largest code, which the
-compiled kernel computes from two integers.
+Internally the leaves are numbered in depth-first order, so that every subtree covers a contiguous
+range of leaf codes. That turns "cut along the tree" into "cut at a child boundary" in code order,
+and the lowest common ancestor (LCA) of any set of leaves into the LCA of its smallest and largest
+code, which the compiled kernel computes from two integers.
 """
 
 from __future__ import annotations
@@ -57,11 +55,9 @@ class Hierarchy:
             raise HierarchyError(name, f"hierarchy for column {name!r} is empty")
         roots = {tuple(chain)[-1] if len(chain) else leaf for leaf, chain in paths.items()}
         if len(roots) != 1:
-            raise HierarchyError(
-                name,
-                f"hierarchy for column {name!r} has several roots {sorted(map(str, roots))}; "
-                "every line must end at the same root",
-            )
+            raise HierarchyError(name, f"hierarchy for column {name!r} has several roots "
+                                       f"{sorted(map(str, roots))}; every line must end at the "
+                                       "same root")
         (root,) = roots
         children: dict[str, list[str]] = {root: []}
         parent_of: dict[str, str] = {}
@@ -74,20 +70,12 @@ class Hierarchy:
                     children.setdefault(parent, []).append(child)
                     children.setdefault(child, [])
                 elif known != parent:
-                    raise HierarchyError(
-                        name,
-                        f"hierarchy for column {name!r} gives {child!r} two parents "
-                        f"({known!r} and {parent!r})",
-                    )
+                    raise HierarchyError(name, f"hierarchy for column {name!r} gives {child!r} two "
+                                               f"parents ({known!r} and {parent!r})")
         self._build(root, children)
 
     def _build(self, root: str, children: dict[str, list[str]]) -> None:
-        labels: list[str] = []
-        parent: list[int] = []
-        depth: list[int] = []
-        leaves: list[str] = []
-        lo: list[int] = []
-        hi: list[int] = []
+        labels, leaves, parent, depth, lo, hi = [], [], [], [], [], []
         # Iterative DFS: leaves are numbered in visiting order so every subtree
         # is a contiguous code range [lo, hi].
         stack = [(root, -1, 0, False)]
@@ -148,9 +136,8 @@ class Hierarchy:
                 raise HierarchyError(name, f"hierarchy for column {name!r}: empty field in {raw!r}")
             leaf, chain = fields[0], fields[1:]
             if leaf in paths and paths[leaf] != chain:
-                raise HierarchyError(
-                    name, f"hierarchy for column {name!r} lists leaf {leaf!r} twice"
-                )
+                raise HierarchyError(name,
+                                     f"hierarchy for column {name!r} lists leaf {leaf!r} twice")
             paths[leaf] = chain
         return cls(paths, name=name)
 
@@ -161,10 +148,8 @@ class Hierarchy:
             with open(path, encoding="utf-8") as fh:
                 return cls.from_lines(fh, name=name, sep=sep)
         except OSError as exc:
-            raise HierarchyError(
-                name, f"cannot read hierarchy file {os.fspath(path)!r} for column {name!r}: "
-                f"{exc.strerror or exc}"
-            ) from None
+            raise HierarchyError(name, f"cannot read hierarchy file {os.fspath(path)!r} for column "
+                                       f"{name!r}: {exc.strerror or exc}") from None
 
     @classmethod
     def coerce(cls, source, name=None) -> Hierarchy:
@@ -176,19 +161,13 @@ class Hierarchy:
         if isinstance(source, (str, os.PathLike)):
             return cls.from_file(source, name=name)
         if isinstance(source, Mapping):
-            paths = {}
-            for leaf, chain in source.items():
-                if isinstance(chain, str):
-                    chain = [c.strip() for c in chain.split(";")]
-                paths[str(leaf)] = [str(c) for c in chain]
-            return cls(paths, name=name)
+            return cls({str(leaf): [c.strip() for c in chain.split(";")] if isinstance(chain, str)
+                        else [str(c) for c in chain] for leaf, chain in source.items()}, name=name)
         if isinstance(source, Iterable):
             return cls.from_lines(source, name=name)
-        raise HierarchyError(
-            name,
-            f"hierarchy for column {name!r} must be a Hierarchy, a file path, lines or a "
-            f"mapping leaf -> ancestors, not {type(source).__name__}",
-        )
+        raise HierarchyError(name, f"hierarchy for column {name!r} must be a Hierarchy, a file "
+                                   "path, lines or a mapping leaf -> ancestors, not "
+                                   f"{type(source).__name__}")
 
     # -- queries --------------------------------------------------------------
     def with_missing_leaf(self) -> Hierarchy:
@@ -216,10 +195,8 @@ class Hierarchy:
         try:
             return np.fromiter((self._leaf_code[v] for v in values), dtype=np.int64)
         except KeyError as exc:
-            raise HierarchyError(
-                self.name,
-                f"hierarchy for column {self.name!r} does not cover value {exc.args[0]!r}",
-            ) from None
+            raise HierarchyError(self.name, f"hierarchy for column {self.name!r} does not cover "
+                                            f"value {exc.args[0]!r}") from None
 
     def lca_node(self, lo_code: int, hi_code: int) -> int:
         """Index of the lowest node whose leaves include codes ``lo_code..hi_code``."""
@@ -252,7 +229,5 @@ class Hierarchy:
         return len(self.leaves)
 
     def __repr__(self) -> str:
-        return (
-            f"Hierarchy(name={self.name!r}, root={self.root!r}, leaves={len(self.leaves)}, "
-            f"depth={int(self.depth.max())})"
-        )
+        return (f"Hierarchy(name={self.name!r}, root={self.root!r}, leaves={len(self.leaves)}, "
+                f"depth={int(self.depth.max())})")

@@ -143,10 +143,9 @@ def number_text(values: pd.Series, limit: int, codes: bool = True) -> tuple | No
 def unhashable_error(series: pd.Series) -> UnsupportedDtypeError:
     """The typed error for a column of values that cannot be compared for equality.
 
-    JSON read from Parquet or a database gives columns of dicts or lists:
-    they have no category to generalize to, so the column is refused by name
-    with its first offending value's type, instead of pandas' bare
-    ``TypeError: unhashable type``.
+    JSON read from Parquet or a database gives columns of dicts or lists: they have no category to
+    generalize to, so the column is refused by name with its first offending value's type, instead
+    of pandas' bare ``TypeError: unhashable type``.
 
     Examples
     --------
@@ -220,10 +219,9 @@ def arrow_int32_chunks(codes):
 
 
 def arrow_string_chunks(values):
-    """``(offsets, value bytes, validity bits, bit offset, chunk)`` of every non-empty chunk
-    of an Arrow ``string`` or ``large_string`` (chunked) array, read in place, as
-    :mod:`dmondrian._kernel.strings` takes them. The bits are empty when no value
-    is null.
+    """``(offsets, value bytes, validity bits, bit offset, chunk)`` of every non-empty chunk of an
+    Arrow ``string`` or ``large_string`` (chunked) array, read in place, as
+    :mod:`dmondrian._kernel.strings` takes them. The bits are empty when no value is null.
 
     Examples
     --------
@@ -247,9 +245,6 @@ def arrow_string_chunks(values):
         yield offsets, data, bits, chunk.offset, chunk
 
 
-def _unknown(dtype: pd.CategoricalDtype) -> bool:
-    """Whether a Dask meta's categories are unknown (Dask's placeholder category)."""
-    return has_unknown_categories(dtype)
 
 
 class CategoryKind:
@@ -258,11 +253,10 @@ class CategoryKind:
     count slot per category, missing last."""
 
     def global_categories(self, name, values: pd.Index, seen: set, meta_dtype) -> list:
-        """The schema's categories when it knows them, else the one category list every
-        partition had, else ``categories_from_values`` (which may refuse: an ordinal
-        order cannot be made up). The parameters are
-        :meth:`~dmondrian.kinds.QIKindSpec.global_categories`'."""
-        if isinstance(meta_dtype, pd.CategoricalDtype) and not _unknown(meta_dtype):
+        """The schema's categories when it knows them, else the one category list every partition
+        had, else ``categories_from_values`` (which may refuse: an ordinal order cannot be made up).
+        The parameters are :meth:`~dmondrian.kinds.QIKindSpec.global_categories`'."""
+        if isinstance(meta_dtype, pd.CategoricalDtype) and not has_unknown_categories(meta_dtype):
             return list(meta_dtype.categories)
         if len(seen) == 1:
             return list(next(iter(seen)))
@@ -272,6 +266,23 @@ class CategoryKind:
                      hierarchy=None) -> tuple[np.ndarray, None]:
         """One slot per category, in the global category order, and the last for missing."""
         return category_slot_counts(values, n_missing, categories), None
+
+    def partition_parts(self, col: pd.Series) -> tuple:
+        """A partition's distinct present values and whether a value is missing: partitions
+        may hold other categories. The values are taken first (Arrow text and codes as they
+        are), then as objects: partitions may hold other types of the same values."""
+        return np.asarray(col.dropna().unique(), dtype=object), bool(col.isna().any())
+
+    def merge_parts(self, parts: list, meta: pd.Series | None = None) -> tuple:
+        """Partitions' distinct values and missing flags merged; given ``meta``, the
+        :meth:`~dmondrian.kinds.QIKindSpec.domain_parts` of a column of them (ordered kinds:
+        coded in ``meta``'s category order)."""
+        values = pd.unique(np.concatenate([v for v, _ in parts]))
+        missing = any(m for _, m in parts)
+        if meta is None:
+            return values, missing
+        column = pd.Series([*values, None] if missing else values, dtype=object)
+        return tuple(self.domain_parts(column.astype(meta.dtype) if self.ordered else column))
 
 
 def category_slot_counts(values: pd.Series, n_missing: int, categories: list) -> np.ndarray:

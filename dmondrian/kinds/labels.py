@@ -14,7 +14,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from ..errors import InvalidValueError, ParameterError, ParseError
-from .base import KINDS, MISSING_LABEL, kind_spec
+from .base import KINDS, MISSING_LABEL, is_missing, kind_spec
 
 __all__ = ["Interval", "parse_range", "parse_set", "not_published", "OR_MISSING"]
 
@@ -31,30 +31,21 @@ class Interval(NamedTuple):
 
     def contains(self, value) -> bool:
         """Whether an original value is covered by this published value."""
-        if value is None or (not isinstance(value, str) and pd.isna(value)):
+        if is_missing(value):
             return self.missing
         if self.lo is None:
             return False
-        lo, hi, value = _comparable(self.lo, value), _comparable(self.hi, value), _point(value)
+        lo, hi = self.lo, self.hi
+        if isinstance(value, decimal.Decimal):
+            # A float bound as the exact decimal it was written as (1895.69 the float is not
+            # 1895.69 the decimal).
+            lo, hi = (decimal.Decimal(repr(b)) if isinstance(b, float) else b for b in (lo, hi))
+        # A date or a period as the Timestamp published bounds are read as (a period's start).
+        if isinstance(value, pd.Period):
+            value = value.start_time
+        elif isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+            value = pd.Timestamp(value)
         return lo <= value <= hi
-
-
-def _point(value):
-    """A date or a period as the Timestamp published bounds are read as (a period's
-    start); any other value as it is."""
-    if isinstance(value, pd.Period):
-        return value.start_time
-    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
-        return pd.Timestamp(value)
-    return value
-
-
-def _comparable(bound, value):
-    """A float bound as the exact decimal it was written as, when compared with a
-    Decimal (``1895.69`` the float is not ``1895.69`` the decimal)."""
-    if isinstance(value, decimal.Decimal) and isinstance(bound, float):
-        return decimal.Decimal(repr(bound))
-    return bound
 
 
 def _bound(text: str, kind, label: str):
@@ -63,13 +54,6 @@ def _bound(text: str, kind, label: str):
     except ValueError:
         raise ParseError(f"cannot read {text.strip()!r} in published value {label!r} as "
                          f"{kind.name}") from None
-
-
-def _range_kind(kind):
-    try:
-        return kind_spec(kind)
-    except (KeyError, TypeError):
-        raise ParameterError("kind", f"kind must be one of {tuple(KINDS)}, got {kind!r}") from None
 
 
 def parse_range(label, kind="numeric") -> Interval:
@@ -87,8 +71,7 @@ def parse_range(label, kind="numeric") -> Interval:
     Returns
     -------
     Interval
-        ``(lo, hi, missing)``; ``lo`` and ``hi`` are None when the class holds
-        only missing values.
+        ``(lo, hi, missing)``; ``lo`` and ``hi`` are None when the class holds only missing values.
 
     Examples
     --------
@@ -101,8 +84,11 @@ def parse_range(label, kind="numeric") -> Interval:
     >>> parse_range("[2020-01-01, 2020-03-05]", kind="datetime").hi
     Timestamp('2020-03-05 00:00:00')
     """
-    kind = _range_kind(kind)
-    if _is_null(label):  # a class of missing values only publishes a null
+    try:
+        kind = kind_spec(kind)
+    except (KeyError, TypeError):
+        raise ParameterError("kind", f"kind must be one of {tuple(KINDS)}, got {kind!r}") from None
+    if is_missing(label):  # a class of missing values only publishes a null
         return Interval(None, None, True)
     if not isinstance(label, str):
         raise ParseError(f"published value {label!r} is not a string")
@@ -142,7 +128,7 @@ def parse_set(label) -> frozenset:
     >>> parse_set(None)
     frozenset({'<NA>'})
     """
-    if _is_null(label):  # a class of missing values only publishes a null
+    if is_missing(label):  # a class of missing values only publishes a null
         return frozenset([MISSING_LABEL])
     if not isinstance(label, str):
         raise ParseError(f"published value {label!r} is not a string")
@@ -150,12 +136,6 @@ def parse_set(label) -> frozenset:
     if text.startswith("{") and text.endswith("}"):
         return frozenset(text[1:-1].split(", "))
     return frozenset([text])
-
-
-def _is_null(label) -> bool:
-    """Whether ``label`` is a null (None, NaN, NA), what a class of missing values publishes."""
-    return label is None or (not isinstance(label, str) and bool(pd.isna(label))
-                             if pd.api.types.is_scalar(label) else False)
 
 
 def not_published(column, text: str, kind, exc: Exception) -> InvalidValueError:

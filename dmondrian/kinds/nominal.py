@@ -12,13 +12,7 @@ from .._kernel.routing import _arrow_codes_into, _remap_into
 from .._kernel.strings import MAX_VALUES, lookup_strings, value_table
 from .base import MISSING_LABEL, Domain, EncodedQI, QIKindSpec
 from .coverage import SetCoverage, set_coverage
-from .keys import (
-    CategoryKind,
-    arrow_int32_chunks,
-    arrow_string_chunks,
-    factorize,
-    global_codes,
-)
+from .keys import CategoryKind, arrow_int32_chunks, arrow_string_chunks, factorize, global_codes
 from .labels import parse_set
 from .types import dictionary_as_categorical
 
@@ -29,9 +23,8 @@ class NominalKind(CategoryKind, QIKindSpec):
     """Unordered values: the key is the category code (categories sorted), and the
     kernel cuts a node's codes in their frequency order.
 
-    A class publishes the set of its values, ``{Private, Self-emp-inc}``;
-    missing is one more value, ``<NA>``, in the set. The scale is the number
-    of distinct values (missing included) - 1.
+    A class publishes the set of its values, ``{Private, Self-emp-inc}``; missing is one more value,
+    ``<NA>``, in the set. The scale is the number of distinct values (missing included) - 1.
     """
 
     name = "nominal"
@@ -61,9 +54,7 @@ class NominalKind(CategoryKind, QIKindSpec):
     def region_span(self, lo: int, hi: int, n_missing: float, hist, scale: float,
                     kernel_kind: int, hierarchy=None) -> float:
         """(Distinct values in the region - 1) over the scale, as the kernel counts them."""
-        if scale <= 0.0:
-            return 0.0
-        return (int(np.count_nonzero(hist)) - 1) / scale
+        return 0.0 if scale <= 0.0 else (int(np.count_nonzero(hist)) - 1) / scale
 
     def slot_scale(self, counts: np.ndarray) -> float:
         """Distinct values (missing included) - 1, as :meth:`encode` counts them."""
@@ -101,8 +92,7 @@ class NominalKind(CategoryKind, QIKindSpec):
     def global_encoding(self, meta: pd.Series, scale: float, *, categories=None, slots: int = 0,
                         hierarchy=None) -> EncodedQI:
         return EncodedQI(meta.name, self.name, KIND_NOMINAL, np.zeros(0, dtype=np.int64), scale,
-                         card=int(slots), categories=[*categories, MISSING_LABEL],
-                         dtype=meta.dtype)
+                         card=int(slots), categories=[*categories, MISSING_LABEL], dtype=meta.dtype)
 
     def domain_parts(self, col) -> tuple:
         return (col.nunique(dropna=False),)
@@ -118,8 +108,7 @@ class NominalKind(CategoryKind, QIKindSpec):
         """NCP of a published set: (its values - 1) over the domain's scale."""
         return (len(parse_set(text)) - 1) / domain.scale if domain.scale > 0 else 0.0
 
-    def coverage(self, labels: list, meta: pd.Series, hierarchy=None,
-                 column=None) -> SetCoverage:
+    def coverage(self, labels: list, meta: pd.Series, hierarchy=None, column=None) -> SetCoverage:
         return set_coverage(labels)
 
 
@@ -128,8 +117,7 @@ _NO_COUNTS = np.zeros(0, dtype=np.int64)
 
 def _few_strings_into(name, values, index: pd.Index, missing_code, out) -> bool:
     """:func:`_arrow_keys_into` for a few text categories: each row compared to each
-    (:mod:`dmondrian._kernel.strings`); False when the column or the categories do
-    not qualify."""
+    (:mod:`dmondrian._kernel.strings`); False when the column or the categories do not qualify."""
     if (len(index) > MAX_VALUES or not all(isinstance(v, str) for v in index)
             or not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type))):
         return False

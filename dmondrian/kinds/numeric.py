@@ -35,13 +35,12 @@ _INT = re.compile(r"[+-]?\d+\Z")
 class NumericKind(RangeKind):
     """Numbers: an integer is its own key, a float its IEEE bits made order-preserving.
 
-    Published as ``[lo, hi]`` in Python's shortest round-trip form (float32
-    columns in float32's), or as the class midpoint or mean. Decimals (Arrow
-    ``decimal128``/``decimal256``, ``Decimal`` objects) are keyed by their
-    exact scaled integer and published at their scale, ``[1895.69, 2628.32]``;
-    their midpoint and mean keep the scale. Durations (``timedelta64``, Arrow
-    ``duration``) are keyed by their length in their unit and published as
-    pandas writes a Timedelta, ``[0 days 02:00:00, 3 days 00:00:00]``.
+    Published as ``[lo, hi]`` in Python's shortest round-trip form (float32 columns in float32's),
+    or as the class midpoint or mean. Decimals (Arrow ``decimal128``/``decimal256``, ``Decimal``
+    objects) are keyed by their exact scaled integer and published at their scale, ``[1895.69,
+    2628.32]``; their midpoint and mean keep the scale. Durations (``timedelta64``, Arrow
+    ``duration``) are keyed by their length in their unit and published as pandas writes a
+    Timedelta, ``[0 days 02:00:00, 3 days 00:00:00]``.
     """
 
     name = "numeric"
@@ -76,9 +75,8 @@ class NumericKind(RangeKind):
                 unit = np.datetime_data(dtype)[0]
             return self._int_encoded(name, raw, missing, "duration", dtype, unit=unit)
         if not pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_complex_dtype(dtype):
-            raise UnsupportedDtypeError(
-                name, f"column {name!r} has dtype {dtype}, which cannot be treated as numeric"
-            )
+            raise UnsupportedDtypeError(name, f"column {name!r} has dtype {dtype}, which cannot be "
+                                              "treated as numeric")
         if pd.api.types.is_bool_dtype(dtype):
             series = pd.Series(series.to_numpy(dtype=np.float64, na_value=np.nan),
                                index=series.index, name=name)
@@ -92,34 +90,28 @@ class NumericKind(RangeKind):
                 missing = series.isna().to_numpy()
                 raw = series.to_numpy(dtype=np.uint64 if unsigned else np.int64, na_value=0)
             if unsigned and raw.size and raw.max() > np.iinfo(np.int64).max:
-                raise InvalidValueError(
-                    name, f"column {name!r} holds unsigned integers above 2**63 - 1"
-                )
+                raise InvalidValueError(name,
+                                        f"column {name!r} holds unsigned integers above 2**63 - 1")
             return self._int_encoded(name, raw, missing, "int", dtype)
         values = series.to_numpy(dtype=np.float64, na_value=np.nan)
         keys, lo, hi, first_inf = _keys.float_keys(np.ascontiguousarray(values))
         if first_inf >= 0:
             bad = series.index[first_inf]
-            raise InvalidValueError(
-                name, f"column {name!r} holds an infinite value (first at index {bad!r}); "
-                "Mondrian needs finite bounds"
-            )
+            raise InvalidValueError(name, f"column {name!r} holds an infinite value (first at "
+                                          f"index {bad!r}); Mondrian needs finite bounds")
         return self._encoded(name, keys, lo, hi, KIND_FLOAT, "float", dtype)
 
     def _int_encoded(self, name, raw, missing, value_type, dtype, **fields) -> EncodedQI:
         keys, lo, hi, reserved = _keys.int_keys(
             np.ascontiguousarray(raw, dtype=np.int64), np.ascontiguousarray(missing))
         if reserved:
-            raise InvalidValueError(
-                name, f"column {name!r} holds 2**63 - 1, which is reserved for missing values"
-            )
+            raise InvalidValueError(name, f"column {name!r} holds 2**63 - 1, which is reserved for "
+                                          "missing values")
         return self._encoded(name, keys, lo, hi, KIND_INT, value_type, dtype, **fields)
 
-    def _encoded(self, name, keys, lo, hi, kernel_kind, value_type, dtype,
-                 **fields) -> EncodedQI:
-        return EncodedQI(name, self.name, kernel_kind, keys,
-                         self.key_scale(lo, hi, kernel_kind), value_type=value_type,
-                         dtype=dtype, **fields)
+    def _encoded(self, name, keys, lo, hi, kernel_kind, value_type, dtype, **fields) -> EncodedQI:
+        return EncodedQI(name, self.name, kernel_kind, keys, self.key_scale(lo, hi, kernel_kind),
+                         value_type=value_type, dtype=dtype, **fields)
 
     def as_fitted(self, series: pd.Series, qi: EncodedQI) -> pd.Series:
         if qi.value_type == "int" and not pd.api.types.is_integer_dtype(series.dtype):
@@ -130,8 +122,7 @@ class NumericKind(RangeKind):
 
     def kernel_kind_of(self, dtype) -> int:
         # Bools are encoded as floats; decimals and durations by their integers.
-        whole = (pd.api.types.is_integer_dtype(dtype) or is_decimal(dtype)
-                 or is_duration(dtype))
+        whole = (pd.api.types.is_integer_dtype(dtype) or is_decimal(dtype) or is_duration(dtype))
         return KIND_INT if whole else KIND_FLOAT
 
     def conform_partition(self, series: pd.Series, kernel_kind: int) -> pd.Series:
@@ -205,7 +196,9 @@ class NumericKind(RangeKind):
             return decimal_strings(values, qi.decimals)
         if qi.value_type == "duration":
             return [str(t) for t in pd.to_timedelta(values, unit=qi.unit)]
-        return [_float32_text(x) for x in self.decode_keys(qi, values).astype(np.float32)]
+        # A float32 in the fewest digits that read back to it as a float32, written as repr
+        # writes a float (2.0, 1e-05).
+        return [repr(float(str(x))) for x in self.decode_keys(qi, values).astype(np.float32)]
 
     def summary(self, qi: EncodedQI, how: str, lo, hi, total, present):
         """Midpoint or mean of every class (missing for all-missing classes): float64,
@@ -284,8 +277,3 @@ class NumericKind(RangeKind):
         whole = pd.api.types.is_integer_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
         return 1.0 if whole else 0.0
 
-
-def _float32_text(x) -> str:
-    """A float32 in the fewest digits that read back to it as a float32, written as
-    :func:`repr` writes a float (``2.0``, ``1e-05``)."""
-    return repr(float(str(np.float32(x))))

@@ -35,13 +35,10 @@ class OrdinalKind(CategoryKind, RangeKind):
         name = series.name
         series = dictionary_as_categorical(series)
         if not isinstance(series.dtype, pd.CategoricalDtype):
-            raise UnsupportedDtypeError(
-                name, f"column {name!r} must be a pandas Categorical to be ordinal, "
-                      f"not {series.dtype}"
-            )
+            raise UnsupportedDtypeError(name, f"column {name!r} must be a pandas Categorical to be "
+                                              f"ordinal, not {series.dtype}")
         keys, lo, hi = _keys.sentinel_keys(series.cat.codes.to_numpy().astype(np.int64), -1)
-        return EncodedQI(name, self.name, KIND_ORDINAL, keys,
-                         self.key_scale(lo, hi, KIND_ORDINAL),
+        return EncodedQI(name, self.name, KIND_ORDINAL, keys, self.key_scale(lo, hi, KIND_ORDINAL),
                          categories=list(series.cat.categories), dtype=series.dtype)
 
     # -- points: category codes -----------------------------------------------------------------

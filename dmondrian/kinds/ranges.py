@@ -127,8 +127,7 @@ class RangeKind(QIKindSpec):
     def global_encoding(self, meta: pd.Series, scale: float, *, categories=None, slots: int = 0,
                         hierarchy=None) -> EncodedQI:
         # Numbers and dates take their value type (and time zone) from the schema.
-        return dataclasses.replace(self.encode(meta), keys=np.zeros(0, dtype=np.int64),
-                                   scale=scale)
+        return dataclasses.replace(self.encode(meta), keys=np.zeros(0, dtype=np.int64), scale=scale)
 
     # -- publishing -----------------------------------------------------------------------------
     def decode_keys(self, qi: EncodedQI, keys: np.ndarray) -> np.ndarray:

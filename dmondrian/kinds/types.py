@@ -1,11 +1,10 @@
 """Warehouse types: Arrow-backed columns, dates, decimals, durations and periods.
 
-Parquet written by Spark, BigQuery, Snowflake or pyarrow holds a DATE as
-``date32`` and a NUMERIC as ``decimal128``; pandas reads them as Python
-``date`` and ``Decimal`` objects (or, with ``dtype_backend="pyarrow"``, as
-Arrow-backed columns) and Dask as ``date32[day][pyarrow]``. This module says
-what such a column is, so every path (both engines, the metrics, ``verify``,
-the CLI) gives it the same kind, and reads its values as int64 keys:
+Parquet written by Spark, BigQuery, Snowflake or pyarrow holds a DATE as ``date32`` and a NUMERIC as
+``decimal128``; pandas reads them as Python ``date`` and ``Decimal`` objects (or, with
+``dtype_backend="pyarrow"``, as Arrow-backed columns) and Dask as ``date32[day][pyarrow]``. This
+module says what such a column is, so every path (both engines, the metrics, ``verify``, the CLI)
+gives it the same kind, and reads its values as int64 keys:
 
 =============================== ========= ===================================
 column                           kind      key
@@ -34,9 +33,8 @@ import pyarrow.compute as pc
 from ..errors import InvalidValueError, UnsupportedDtypeError
 
 __all__ = ["arrow_type", "object_values", "detection_dtype", "as_arrow", "arrow_int64",
-           "dictionary_as_categorical",
-           "is_date", "is_decimal", "is_duration", "is_period", "is_float32", "decimal_keys",
-           "decimal_strings", "unsupported"]
+           "dictionary_as_categorical", "is_date", "is_decimal", "is_duration", "is_period",
+           "is_float32", "decimal_keys", "decimal_strings", "unsupported"]
 
 
 def arrow_type(dtype):
@@ -74,9 +72,8 @@ def detection_dtype(series: pd.Series):
 
 
 def as_arrow(series: pd.Series) -> pd.Series:
-    """An object column of dates or decimals as the Arrow-backed column it stands for
-    (``date32``, ``decimal128`` of the values' precision and largest scale); any
-    other column as it is."""
+    """An object column of dates or decimals as the Arrow-backed column it stands for (``date32``,
+    ``decimal128`` of the values' precision and largest scale); any other column as it is."""
     values = object_values(series)
     if values is None:
         return series
@@ -100,9 +97,7 @@ def dictionary_as_categorical(series: pd.Series) -> pd.Series:
     """An Arrow ``dictionary`` column as the pandas Categorical it stands for (ordered
     when the dictionary is); any other column as it is."""
     t = arrow_type(series.dtype)
-    if t is None:
-        return series
-    if not pa.types.is_dictionary(t):
+    if t is None or not pa.types.is_dictionary(t):
         return series
     values = series.array.__arrow_array__().to_pandas()  # unifies the chunks' dictionaries
     return pd.Series(values.array if isinstance(values, pd.Series) else values,
@@ -144,9 +139,8 @@ def is_decimal(dtype) -> bool:
 def is_duration(dtype) -> bool:
     """Whether ``dtype`` is a length of time: ``timedelta64`` or Arrow ``duration``."""
     t = arrow_type(dtype)
-    if t is not None:
-        return pa.types.is_duration(t)
-    return isinstance(dtype, np.dtype) and dtype.kind == "m"
+    return pa.types.is_duration(t) if t is not None else (
+        isinstance(dtype, np.dtype) and dtype.kind == "m")
 
 
 def is_period(dtype) -> bool:
@@ -157,9 +151,8 @@ def is_period(dtype) -> bool:
 def is_float32(dtype) -> bool:
     """Whether ``dtype`` holds single-precision floats (numpy, nullable or Arrow)."""
     t = arrow_type(dtype)
-    if t is not None:
-        return pa.types.is_float32(t)
-    return getattr(dtype, "numpy_dtype", dtype) == np.float32
+    return pa.types.is_float32(t) if t is not None else (
+        getattr(dtype, "numpy_dtype", dtype) == np.float32)
 
 
 def _chunks(series: pd.Series):
@@ -245,11 +238,8 @@ def decimal_strings(keys: np.ndarray, scale: int) -> list[str]:
     """
     if scale <= 0:
         return [str(int(k) * 10 ** -scale) for k in keys]
-    out = []
-    for k in keys.tolist():
-        digits = str(abs(k)).rjust(scale + 1, "0")
-        out.append(("-" if k < 0 else "") + digits[:-scale] + "." + digits[-scale:])
-    return out
+    digits = [(k < 0, str(abs(k)).rjust(scale + 1, "0")) for k in keys.tolist()]
+    return [("-" if neg else "") + d[:-scale] + "." + d[-scale:] for neg, d in digits]
 
 
 def unsupported(series: pd.Series, dtype=None) -> UnsupportedDtypeError:

@@ -88,11 +88,8 @@ def compute(*objs):
         return objs
     import dask
 
-    done = dask.compute(*[objs[i] for i in lazy])
-    out = list(objs)
-    for i, value in zip(lazy, done, strict=True):
-        out[i] = value
-    return tuple(out)
+    done = dict(zip(lazy, dask.compute(*[objs[i] for i in lazy]), strict=True))
+    return tuple(done.get(i, o) for i, o in enumerate(objs))
 
 
 @dataclass
@@ -115,9 +112,8 @@ def run(*deferred: Deferred) -> list:
 
 def check_table(table, name: str = "table"):
     """Raise :class:`ParameterError` unless ``table`` is a pandas or Dask DataFrame."""
-    if isinstance(table, pd.DataFrame):
-        return table
-    if is_dask(table) and hasattr(table, "columns") and hasattr(table, "groupby"):
+    if isinstance(table, pd.DataFrame) or (
+            is_dask(table) and hasattr(table, "columns") and hasattr(table, "groupby")):
         return table
     raise ParameterError(name, f"{name} must be a pandas or Dask DataFrame, got "
                                f"{type(table).__name__}")

@@ -1,14 +1,12 @@
 """A release's class counts, accumulated partition by partition and merged.
 
-Every figure of a report that reads the release alone (class sizes, l and
-t, the published labels NCP prices, masked rows) follows from one table:
-the rows of every (class, sensitive value) pair. A write task that holds a
-partition of the release adds it here (:meth:`ReleaseCounts.add`); the
-partials merge by class key (:meth:`ReleaseCounts.merge`), since a class's
-rows may sit in several partitions; :func:`dmondrian.evaluation.reporting.counted_report`
-then builds the :class:`~dmondrian.evaluation.reporting.Report` with the same functions
-:func:`dmondrian.evaluation.reporting.report` finishes with. The release is never read
-back.
+Every figure of a report that reads the release alone (class sizes, l and t, the published labels
+NCP prices, masked rows) follows from one table: the rows of every (class, sensitive value) pair. A
+write task that holds a partition of the release adds it here (:meth:`ReleaseCounts.add`); the
+partials merge by class key (:meth:`ReleaseCounts.merge`), since a class's rows may sit in several
+partitions; :func:`dmondrian.evaluation.reporting.counted_report` then builds the
+:class:`~dmondrian.evaluation.reporting.Report` with the same functions
+:func:`dmondrian.evaluation.reporting.report` finishes with. The release is never read back.
 
 Classes are the groups of rows publishing the same QI values, as
 :func:`~dmondrian.metrics._frames.groupby` groups them (missing values form
@@ -136,12 +134,11 @@ class ReleaseCounts:
 class InputDomains:
     """What the input's QI domains are made from, partition by partition, merged.
 
-    Each kind's :meth:`~dmondrian.kinds.QIKindSpec.domain_parts` of a partition
-    (smallest and largest value, a missing value seen), except for nominal and
-    ordinal QIs, whose partitions may hold other categories: their distinct
-    present values (and a missing value seen), counted or coded once merged.
-    :meth:`domains` then gives what :func:`dmondrian.metrics.compute_domains`
-    measures on the whole table.
+    Each kind's :meth:`~dmondrian.kinds.QIKindSpec.partition_parts` of a partition (smallest and
+    largest value, a missing value seen; distinct values for kinds with categories, whose partitions
+    may hold other categories), merged by its :meth:`~dmondrian.kinds.QIKindSpec.merge_parts`.
+    :meth:`domains` then gives what :func:`dmondrian.metrics.compute_domains` measures on the whole
+    table.
 
     Attributes
     ----------
@@ -166,61 +163,23 @@ class InputDomains:
 
     def add(self, df: pd.DataFrame) -> InputDomains:
         """Take one partition of the input (a pandas DataFrame); returns ``self``."""
-        part = InputDomains(self.kinds)
-        for name, spec in self.kinds.items():
-            col = df[name]
-            if spec.name in _BY_VALUE:
-                # Distinct values first (Arrow text and codes stay as they are), then
-                # as objects: partitions may hold other types of the same values.
-                present = col.dropna().unique()
-                part.parts[name] = (np.asarray(present, dtype=object),
-                                    bool(col.isna().any()))
-            else:
-                part.parts[name] = tuple(spec.domain_parts(col))
-        merged = self.merge(part)
-        self.parts = merged.parts
+        part = {n: s.partition_parts(df[n]) for n, s in self.kinds.items()}
+        self.parts = self.merge(InputDomains(self.kinds, part)).parts
         return self
 
     def merge(self, *others: InputDomains) -> InputDomains:
         """A new InputDomains of ``self`` and ``others`` (the same columns)."""
-        out = InputDomains(self.kinds)
         taken = [p.parts for p in (self, *others) if p.parts]
-        if not taken:
-            return out
-        for name, spec in self.kinds.items():
-            every = [t[name] for t in taken]
-            if spec.name in _BY_VALUE:
-                out.parts[name] = (pd.unique(np.concatenate([v for v, _ in every])),
-                                   any(m for _, m in every))
-            elif len(every[0]) == 1:  # a missing value seen (hierarchies)
-                out.parts[name] = (any(bool(p[0]) for p in every),)
-            else:  # smallest and largest present values
-                lo, hi = (pd.Series([p[i] for p in every], dtype=object).dropna()
-                          for i in (0, 1))
-                out.parts[name] = (lo.min() if len(lo) else np.nan,
-                                   hi.max() if len(hi) else np.nan)
-        return out
+        return InputDomains(self.kinds, {n: s.merge_parts([t[n] for t in taken])
+                                         for n, s in self.kinds.items()} if taken else {})
 
     def domains(self, meta: pd.DataFrame, hierarchies=None) -> dict:
         """``{column: Domain}``, as :func:`dmondrian.metrics.compute_domains` measures
         them on the whole input; ``meta``: the input's (empty) pandas form, whose
         ordinal QIs' categories give the order."""
         hierarchies = hierarchies or {}
-        out = {}
-        for name, spec in self.kinds.items():
-            parts = self.parts[name]
-            if spec.name == "nominal":
-                parts = (len(parts[0]) + parts[1],)
-            elif spec.name == "ordinal":
-                codes = pd.Categorical(parts[0], dtype=meta[name].dtype).codes
-                codes = codes[codes >= 0]
-                parts = (codes.min(), codes.max()) if len(codes) else (np.nan, np.nan)
-            out[name] = spec.domain(name, parts, meta[name], hierarchies.get(name))
-        return out
-
-
-#: Kinds whose domain parts are a partition's distinct values.
-_BY_VALUE = ("nominal", "ordinal")
+        return {n: s.domain(n, s.merge_parts([self.parts[n]], meta[n]), meta[n], hierarchies.get(n))
+                for n, s in self.kinds.items()}
 
 
 def _categorical(column: pd.Series) -> pd.Categorical:

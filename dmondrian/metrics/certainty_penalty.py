@@ -134,12 +134,10 @@ def _value_cost_plan(released, original, q, keys):
     if not is_dask(released) and not released.index.equals(original.index):
         raise ParameterError("original", "original must be row-aligned with the released table "
                                          "(same index) to measure midpoint/mean columns")
-    frame = released[keys].assign(**{VALUE_COLUMN: original[q],
-                                     HIDDEN_COLUMN: released[q].isna()})
-    agg = groupby(frame, keys).agg(**{name: (VALUE_COLUMN, name)
-                                      for name in ("min", "max", "count", "size")},
-                                   hidden=(HIDDEN_COLUMN, "sum"))
-    return agg
+    frame = released[keys].assign(**{VALUE_COLUMN: original[q], HIDDEN_COLUMN: released[q].isna()})
+    return groupby(frame, keys).agg(**{name: (VALUE_COLUMN, name)
+                                       for name in ("min", "max", "count", "size")},
+                                    hidden=(HIDDEN_COLUMN, "sum"))
 
 
 def _value_costs(stats: pd.DataFrame, domain: Domain) -> float:
@@ -199,13 +197,9 @@ def ncp_plan(released, qis, keys, original) -> dict:
     dict
         ``{qi: (how, part)}``; :func:`ncp_finish` takes the computed parts.
     """
-    plans = {}
-    for q in qis:
-        if _publishes_numbers(meta_of(released[q])):
-            plans[q] = ("values", _value_cost_plan(released, original, q, keys))
-        else:
-            plans[q] = ("labels", released[q].value_counts(dropna=False))
-    return plans
+    return {q: ("values", _value_cost_plan(released, original, q, keys))
+            if _publishes_numbers(meta_of(released[q]))
+            else ("labels", released[q].value_counts(dropna=False)) for q in qis}
 
 
 def ncp_finish(plans, done, qis, domains, weights, n_records, n_dropped: int = 0) -> NCP:
@@ -253,13 +247,11 @@ def _label_domain(labels, domain: Domain, column) -> Domain:
 def released_domains(plans, done, qis, domains) -> dict:
     """The domains of :func:`ncp_plan`'s QIs as the released rows alone span them.
 
-    What a release leaves out (``suppressed="drop"``) may hold a QI's extremes:
-    an NCP normalized by the original's domains lets whoever prices the
-    release's labels solve for that range. Normalized by these, it depends on
-    the released rows only. Numeric, datetime and ordinal QIs span their labels'
-    outer bounds (the released originals' for QIs published as numbers);
-    nominal ones count the values their labels name; hierarchies keep their
-    tree.
+    What a release leaves out (``suppressed="drop"``) may hold a QI's extremes: an NCP normalized by
+    the original's domains lets whoever prices the release's labels solve for that range. Normalized
+    by these, it depends on the released rows only. Numeric, datetime and ordinal QIs span their
+    labels' outer bounds (the released originals' for QIs published as numbers); nominal ones count
+    the values their labels name; hierarchies keep their tree.
 
     Parameters
     ----------
@@ -321,10 +313,9 @@ def ncp(released, quasi_identifiers, original=None, *, domains=None, hierarchies
     ----------
     {released}
     original : pandas or Dask DataFrame, optional
-        The original table; its global domains normalize the penalty. Needed
-        (row-aligned) for QIs published as numbers (midpoint/mean). Rows it
-        has beyond the release's count as suppressed (dropped) rows, at full
-        loss on every QI, as masked rows (``"*"``) are.
+        The original table; its global domains normalize the penalty. Needed (row-aligned) for QIs
+        published as numbers (midpoint/mean). Rows it has beyond the release's count as suppressed
+        (dropped) rows, at full loss on every QI, as masked rows (``"*"``) are.
     domains : dict, optional
         Precomputed :func:`compute_domains`, instead of ``original``.
     hierarchies, qi_kinds : dict, optional

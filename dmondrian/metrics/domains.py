@@ -1,8 +1,7 @@
 """Global domain of each QI in the original table: what NCP normalizes a class's cost by.
 
 What a domain holds and how its scale is measured is each kind's
-(:meth:`dmondrian.kinds.QIKindSpec.domain`); this module reads a table's QIs
-in one pass.
+(:meth:`dmondrian.kinds.QIKindSpec.domain`); this module reads a table's QIs in one pass.
 """
 
 from __future__ import annotations

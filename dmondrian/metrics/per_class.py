@@ -1,9 +1,8 @@
 """Per-class statistics of a table: size, distinct and entropy l, and t (EMD).
 
-The building block of :func:`dmondrian.verify`, :func:`dmondrian.metrics.privacy`
-and :func:`dmondrian.report`. Definitions are those of :mod:`dmondrian.metrics`.
-Computed with group-by aggregations; on a Dask table they stay distributed
-(one row per class, shuffled by class).
+The building block of :func:`dmondrian.verify`, :func:`dmondrian.metrics.privacy` and
+:func:`dmondrian.report`. Definitions are those of :mod:`dmondrian.metrics`. Computed with group-by
+aggregations; on a Dask table they stay distributed (one row per class, shuffled by class).
 """
 
 from __future__ import annotations
@@ -18,10 +17,9 @@ from ..errors import ParameterError
 from ..privacy.constraints import recursive_ratio
 from ._frames import N_COLUMN, class_sizes, compute, groupby, is_dask, meta_of
 
-__all__ = ["T_DISTANCES", "SIZE", "L_DISTINCT", "L_ENTROPY", "L_RECURSIVE", "T",
-           "t_distance_of", "SensitivePlan", "global_distribution", "distribution", "ordered_emd",
-           "equal_emd", "recursive_ratio", "sensitive_class_stats", "class_statistics",
-           "stat_column"]
+__all__ = ["T_DISTANCES", "SIZE", "L_DISTINCT", "L_ENTROPY", "L_RECURSIVE", "T", "t_distance_of",
+           "SensitivePlan", "global_distribution", "distribution", "ordered_emd", "equal_emd",
+           "recursive_ratio", "sensitive_class_stats", "class_statistics", "stat_column"]
 
 T_DISTANCES = ("auto", "ordered", "equal")
 # Per-class statistic columns, named so they cannot clash with a QI called "size" or "t".
@@ -43,9 +41,8 @@ def t_distance_of(meta: pd.Series, t_distance: str = "auto") -> str:
     if t_distance not in T_DISTANCES:
         raise ParameterError("t_distance", f"t_distance must be one of {T_DISTANCES}, "
                                            f"got {t_distance!r}")
-    if t_distance != "auto":
-        return t_distance
-    return "ordered" if is_ordered(meta.dtype) else "equal"
+    return t_distance if t_distance != "auto" else (
+        "ordered" if is_ordered(meta.dtype) else "equal")
 
 
 @dataclass
@@ -61,11 +58,10 @@ class SensitivePlan:
 def global_distribution(table, sensitive, distance: str) -> pd.Series:
     """Share of every sensitive value in the table, in order for the ordered distance.
 
-    The domain is the engines' (:mod:`dmondrian.encoding.sensitive`): every kind of
-    missing value is one value, last; for an ordered categorical the domain
-    is all its categories, used or not (the ordered distance between two
-    categories is their distance in category order over ``categories - 1``).
-    The equal distance ignores values without rows.
+    The domain is the engines' (:mod:`dmondrian.encoding.sensitive`): every kind of missing value is
+    one value, last; for an ordered categorical the domain is all its categories, used or not (the
+    ordered distance between two categories is their distance in category order over ``categories -
+    1``). The equal distance ignores values without rows.
     """
     column = table[sensitive]
     check_known_order(column, distance == "ordered")
@@ -79,9 +75,8 @@ def distribution(counts: pd.Series, dtype, distance: str, sensitive=None) -> pd.
     try:
         domain = sensitive_values(counts, dtype, distance == "ordered", name=sensitive)
     except TypeError:
-        raise ParameterError("t_distance", f"sensitive column {sensitive!r} mixes "
-                                           "values that cannot be ordered; use "
-                                           "t_distance='equal'") from None
+        raise ParameterError("t_distance", f"sensitive column {sensitive!r} mixes values that "
+                                           "cannot be ordered; use t_distance='equal'") from None
     index = domain.values
     if isinstance(index, pd.CategoricalIndex) or isinstance(index.dtype, pd.CategoricalDtype):
         index = pd.Index(np.asarray(index, dtype=object), dtype=object)
@@ -108,10 +103,9 @@ def _ranks(index: pd.Index, values) -> np.ndarray:
 def ordered_emd(gid, rank, p, q: np.ndarray, n_classes: int) -> np.ndarray:
     """Ordered-distance EMD of every class, in O(rows * log m) without a dense matrix.
 
-    Rows are (class, sensitive value) pairs. A class's cumulative share ``P``
-    is a step function of the value rank; on each step the sum of
-    ``|P - Q(i)|`` over the ranks is closed-form from prefix sums of the
-    (monotone) global cumulative share ``Q``.
+    Rows are (class, sensitive value) pairs. A class's cumulative share ``P`` is a step function of
+    the value rank; on each step the sum of ``|P - Q(i)|`` over the ranks is closed-form from prefix
+    sums of the (monotone) global cumulative share ``Q``.
     """
     m = len(q)
     if m <= 1:
@@ -150,11 +144,10 @@ def sensitive_class_stats(counts: pd.DataFrame, keys, sensitive, q: pd.Series,
                           distance: str, extra=None) -> pd.DataFrame:
     """Per-class size, distinct and entropy l, and EMD from (class, value, count) rows.
 
-    ``counts`` has the ``keys`` columns, the sensitive column and the count
-    column; every class's rows must be in this frame (pandas, or one Dask
-    partition after a shuffle on ``keys``). ``extra``, ``(column, statistic, l)``,
-    adds ``column``: ``statistic(gid, n, size, n_classes, l)`` of every class (an
-    l variant's, :class:`~dmondrian.privacy.constraints.LVariant`).
+    ``counts`` has the ``keys`` columns, the sensitive column and the count column; every class's
+    rows must be in this frame (pandas, or one Dask partition after a shuffle on ``keys``).
+    ``extra``, ``(column, statistic, l)``, adds ``column``: ``statistic(gid, n, size, n_classes,
+    l)`` of every class (an l variant's, :class:`~dmondrian.privacy.constraints.LVariant`).
     """
     if len(counts) == 0:
         empty = {SIZE: np.int64(0), L_DISTINCT: np.int64(0), L_ENTROPY: 0.0, T: 0.0}
@@ -183,8 +176,7 @@ def sensitive_class_stats(counts: pd.DataFrame, keys, sensitive, q: pd.Series,
     return out
 
 
-def class_statistics(table, keys, sensitive=None, t_distance: str = "auto",
-                     extra=None):
+def class_statistics(table, keys, sensitive=None, t_distance: str = "auto", extra=None):
     """Per-class statistics of a table.
 
     For Dask it stays lazy (one row per class, partitioned by class); the
@@ -198,8 +190,7 @@ def class_statistics(table, keys, sensitive=None, t_distance: str = "auto",
     sensitive : column name, optional
     t_distance : {"auto", "ordered", "equal"}
     extra : tuple, optional
-        ``(column, statistic, l)``: one more per-class column
-        (:func:`sensitive_class_stats`).
+        ``(column, statistic, l)``: one more per-class column (:func:`sensitive_class_stats`).
 
     Returns
     -------

@@ -51,12 +51,10 @@ def prosecutor(summary: SizeSummary, threshold: float) -> dict:
     n = summary.n_records
     sizes = summary.counts.index.to_numpy(dtype=np.float64)
     at_risk = (sizes * summary.counts.to_numpy())[1.0 / sizes > threshold].sum() if n else 0
-    return {
-        "prosecutor_max": 1.0 / summary.min_size if n else 0.0,
-        "prosecutor_avg": summary.n_classes / n if n else 0.0,
-        "prosecutor_at_risk": float(at_risk) / n if n else 0.0,
-        "marketer": summary.n_classes / n if n else 0.0,
-    }
+    return {"prosecutor_max": 1.0 / summary.min_size if n else 0.0,
+            "prosecutor_avg": summary.n_classes / n if n else 0.0,
+            "prosecutor_at_risk": float(at_risk) / n if n else 0.0,
+            "marketer": summary.n_classes / n if n else 0.0}
 
 
 @shared_parameters
@@ -69,10 +67,9 @@ def reidentification_risk(released, quasi_identifiers, population=None, *,
     ----------
     {released}
     population : pandas or Dask DataFrame, optional
-        The population the release was sampled from, with *original* QI values.
-        ``F_j`` is the number of its records a class's published values cover
-        (the release's own records must be among them). Without it, the
-        release is taken to be the whole population (``F_j = f_j``).
+        The population the release was sampled from, with *original* QI values. ``F_j`` is the
+        number of its records a class's published values cover (the release's own records must be
+        among them). Without it, the release is taken to be the whole population (``F_j = f_j``).
     threshold : float, default 0.2
         A record is at risk when its risk exceeds this.
     class_column : str, optional
@@ -110,9 +107,6 @@ def journalist(f: np.ndarray, big_f: np.ndarray, n_pop: int, threshold: float,
     if (big_f < f).any():
         raise ParameterError("population", "the population covers fewer records than a released "
                                            "class holds: it must contain the released records")
-    out = dict(prosecutor)
-    out["journalist_max"] = float(1.0 / big_f.min()) if n else 0.0
-    out["journalist_at_risk"] = float(f[1.0 / big_f > threshold].sum() / n) if n else 0.0
-    out["marketer"] = float((f / big_f).sum() / n) if n else 0.0
-    out["population_rows"] = int(n_pop)
-    return out
+    return {**prosecutor, "journalist_max": float(1.0 / big_f.min()) if n else 0.0,
+            "journalist_at_risk": float(f[1.0 / big_f > threshold].sum() / n) if n else 0.0,
+            "marketer": float((f / big_f).sum() / n) if n else 0.0, "population_rows": int(n_pop)}

@@ -28,9 +28,7 @@ def finish_size_counts(counts: pd.Series) -> pd.Series:
     size (ascending, int64, named ``size``), values named ``classes``."""
     out = counts.sort_index().astype(np.int64)
     out.index = out.index.astype(np.int64)
-    out.index.name = "size"
-    out.name = "classes"
-    return out
+    return out.rename_axis("size").rename("classes")
 
 
 @shared_parameters
@@ -225,8 +223,7 @@ def class_size_distribution(table, quasi_identifiers, bins=None, class_column=No
     Returns
     -------
     pandas.DataFrame
-        Columns ``size_min``, ``size_max`` (inclusive), ``classes`` and
-        ``records``.
+        Columns ``size_min``, ``size_max`` (inclusive), ``classes`` and ``records``.
 
     Examples
     --------

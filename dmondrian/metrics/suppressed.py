@@ -1,10 +1,9 @@
 """How many rows a release suppressed: masked rows it publishes, rows it left out.
 
-A masked row (:mod:`dmondrian.privacy.suppression`) publishes every QI hidden: the
-label ``"*"``, or a missing value for QIs published as numbers, with at least
-one ``"*"`` (a release whose QIs are all numbers cannot tell a masked row
-from a row of missing values, and counts none). Dropped rows are the rows of
-the original table the release lacks.
+A masked row (:mod:`dmondrian.privacy.suppression`) publishes every QI hidden: the label ``"*"``, or
+a missing value for QIs published as numbers, with at least one ``"*"`` (a release whose QIs are all
+numbers cannot tell a masked row from a row of missing values, and counts none). Dropped rows are
+the rows of the original table the release lacks.
 """
 
 from __future__ import annotations
@@ -63,20 +62,13 @@ def masked_count(released, quasi_identifiers):
     hidden = star = None
     for q in quasi_identifiers:
         col = released[q]
-        is_star = (col == MASK_LABEL) if _maybe_labels(col) else None
+        kind = getattr(getattr(col, "dtype", None), "kind", "O")
+        is_star = (col == MASK_LABEL) if kind not in "iufcbmM" else None
         h = col.isna() if is_star is None else (is_star | col.isna())
         hidden = h if hidden is None else hidden & h
         if is_star is not None:
             star = is_star if star is None else star | is_star
-    if star is None:
-        return hidden.sum() * 0
-    return (hidden & star).sum()
-
-
-def _maybe_labels(col) -> bool:
-    dtype = getattr(col, "dtype", None)
-    kind = getattr(dtype, "kind", "O")
-    return kind not in "iufcbmM"
+    return hidden.sum() * 0 if star is None else (hidden & star).sum()
 
 
 def suppressed_deferred(released, quasi_identifiers, n_released, original=None) -> Deferred:

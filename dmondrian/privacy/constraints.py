@@ -1,14 +1,12 @@
 """Privacy constraints: the rule that decides whether a cut may happen.
 
-Mondrian is greedy: a node is cut only if *both* children satisfy the privacy
-model (LeFevre et al. 2006, section 5), so every released class satisfies it
-as long as the whole table does. Each model is an object here; the engines
-ask them two things:
+Mondrian is greedy: a node is cut only if *both* children satisfy the privacy model (LeFevre et al.
+2006, section 5), so every released class satisfies it as long as the whole table does. Each model
+is an object here; the engines ask them two things:
 
-* before any work, whether the whole table can satisfy them
-  (:meth:`Constraint.check_table`, :meth:`Constraint.check_distribution`),
-  so an impossible request fails with a clear error instead of producing a
-  meaningless release;
+* before any work, whether the whole table can satisfy them (:meth:`Constraint.check_table`,
+  :meth:`Constraint.check_distribution`), so an impossible request fails with a clear error instead
+  of producing a meaningless release;
 * their kernel parameters (:func:`kernel_privacy`), which the kernel's split
   check (``_cut_ok`` in :mod:`dmondrian._kernel.split`) evaluates on the candidate
   children's sizes and sensitive-value histograms.
@@ -24,20 +22,17 @@ model                                a class passes when
 ``RecursiveCLDiversity(c, l)``       r1 < c (r_l + ... + r_m), r_i the i-th
                                      largest sensitive-value count
 ``TCloseness(t)``                    the Earth Mover's Distance between its
-                                     sensitive distribution and the whole
-                                     table's is at most t (ordered distance
-                                     for numeric/ordinal values, equal
-                                     distance for nominal ones; Li, Li &
-                                     Venkatasubramanian 2007)
+                                     sensitive distribution and the whole table's is at most t
+                                     (ordered distance for numeric/ordinal values, equal distance
+                                     for nominal ones; Li, Li & Venkatasubramanian 2007)
 =================================== =========================================
 
 Each l-diversity variant (``l_kind``) is one :class:`LVariant` in
-:data:`dmondrian.options.L_VARIANTS`, registered by :func:`register_l_variant`:
-its constraint (whose ``_kernel`` maps it onto the kernel's checks), whether l
-is whole, whether it takes ``c``, and the per-class check :func:`dmondrian.verify`
-runs. The options, the engines, the plans, ``verify`` and the command line ask
-it, so a new variant is one registration (docs/design.md, "Adding a QI kind /
-an l variant").
+:data:`dmondrian.options.L_VARIANTS`, registered by :func:`register_l_variant`: its constraint
+(whose ``_kernel`` maps it onto the kernel's checks), whether l is whole, whether it takes ``c``,
+and the per-class check :func:`dmondrian.verify` runs. The options, the engines, the plans,
+``verify`` and the command line ask it, so a new variant is one registration (docs/design.md,
+"Adding a QI kind / an l variant").
 
 A missing sensitive value is one value of its own (the sensitive column's
 domain and codes are defined once, in :mod:`dmondrian.encoding.sensitive`).
@@ -67,10 +62,8 @@ def check_k(k, n_rows: int | None = None) -> int:
     """Validate ``k``: an integer >= 1, and at most the number of rows if given."""
     k = K_OPTION.require(k)
     if n_rows is not None and k > n_rows:
-        raise InfeasibleError(
-            f"k={k} is larger than the table's {n_rows} rows: no release of this table "
-            "can be k-anonymous"
-        )
+        raise InfeasibleError(f"k={k} is larger than the table's {n_rows} rows: no release of this "
+                              "table can be k-anonymous")
     return k
 
 
@@ -249,10 +242,9 @@ class EntropyLDiversity(_SensitiveConstraint):
     def check_distribution(self, counts):
         if self._fails(counts):
             p = counts[counts > 0] / counts.sum()
-            raise InfeasibleError(
-                f"entropy l-diversity with l={self.l} is impossible: the whole table's "
-                f"sensitive column {self.sensitive!r} has entropy exp(H) = "
-                f"{math.exp(-(p * np.log(p)).sum()):.3g} < l")
+            raise InfeasibleError(f"entropy l-diversity with l={self.l} is impossible: the whole "
+                                  f"table's sensitive column {self.sensitive!r} has entropy exp(H) "
+                                  f"= {math.exp(-(p * np.log(p)).sum()):.3g} < l")
 
     def _kernel(self, ip, fp):
         fp[K.P_LOG_L] = max(fp[K.P_LOG_L], math.log(self.l))
@@ -305,9 +297,8 @@ class RecursiveCLDiversity(_SensitiveConstraint):
 class TCloseness(_SensitiveConstraint):
     """Every class's sensitive distribution is within EMD ``t`` of the whole table's.
 
-    The Earth Mover's Distance is the ordered distance for numeric and
-    ordered values, the equal distance for nominal ones (Li, Li &
-    Venkatasubramanian 2007).
+    The Earth Mover's Distance is the ordered distance for numeric and ordered values, the equal
+    distance for nominal ones (Li, Li & Venkatasubramanian 2007).
 
     Parameters
     ----------
@@ -331,17 +322,15 @@ class TCloseness(_SensitiveConstraint):
 
 @dataclass(frozen=True, eq=False)
 class LVariant:
-    """One l-diversity variant (a value of ``l_kind``): what every part of the package
-    asks of it.
+    """One l-diversity variant (a value of ``l_kind``): what every part of the package asks of it.
 
     Parameters
     ----------
     name : str
         The ``l_kind`` value.
     constraint : callable
-        ``constraint(l, c, sensitive)``: the :class:`Constraint` the engines enforce
-        (its ``_kernel`` maps it onto the kernel's checks; ``c`` is None unless
-        ``uses_c``).
+        ``constraint(l, c, sensitive)``: the :class:`Constraint` the engines enforce (its
+        ``_kernel`` maps it onto the kernel's checks; ``c`` is None unless ``uses_c``).
     column : str
         The name of the per-class statistic :func:`dmondrian.verify` checks (and
         reports the worst of in :attr:`VerifyResult.achieved`): ``"l_distinct"``,
@@ -419,10 +408,9 @@ def check_l_options(l, l_kind, c):  # noqa: E741 - the literature's name
 def recursive_ratio(gid, n, size, n_classes: int, l: int) -> np.ndarray:  # noqa: E741
     """Every class's ``r1 / (r_l + ... + r_m)``, its counts ``r`` sorted descending.
 
-    A class is recursive (c, l)-diverse when ``r1 < c * (r_l + ... + r_m)``
-    (Machanavajjhala et al. 2007), that is when this ratio is below ``c``;
-    a class with fewer than ``l`` distinct values has an empty tail and the
-    ratio ``inf``. Rows are (class, sensitive value) pairs with count ``n``.
+    A class is recursive (c, l)-diverse when ``r1 < c * (r_l + ... + r_m)`` (Machanavajjhala et al.
+    2007), that is when this ratio is below ``c``; a class with fewer than ``l`` distinct values has
+    an empty tail and the ratio ``inf``. Rows are (class, sensitive value) pairs with count ``n``.
 
     Examples
     --------
@@ -527,12 +515,11 @@ def kernel_privacy(constraints, sensitive_codes=None, n_values: int = 0,
                    ordered: bool = False, distribution=None, entity=None) -> KernelPrivacy:
     """Kernel parameters of a list of constraints.
 
-    ``distribution`` is the whole table's sensitive distribution (for
-    t-closeness); it defaults to the one of ``sensitive_codes`` (with an
-    entity, of its (entity, value) pairs), and the distributed engine passes
-    the whole dataset's. ``entity`` (:class:`dmondrian.privacy.entities.EntityCodes`)
-    makes k count distinct entities and the sensitive histograms count
-    distinct (entity, value) pairs.
+    ``distribution`` is the whole table's sensitive distribution (for t-closeness); it defaults to
+    the one of ``sensitive_codes`` (with an entity, of its (entity, value) pairs), and the
+    distributed engine passes the whole dataset's. ``entity``
+    (:class:`dmondrian.privacy.entities.EntityCodes`) makes k count distinct entities and the
+    sensitive histograms count distinct (entity, value) pairs.
     """
     ip = np.zeros(K.N_IP, dtype=np.int64)
     fp = np.full(K.N_FP, -1.0)
@@ -540,8 +527,7 @@ def kernel_privacy(constraints, sensitive_codes=None, n_values: int = 0,
     ip[K.P_SENS_ROW] = ip[K.P_ENT_ROW] = ip[K.P_PAIR_ROW] = -1
     for cst in constraints:
         cst._kernel(ip, fp)
-    if sensitive_codes is None or not any(isinstance(c, _SensitiveConstraint)
-                                          for c in constraints):
+    if sensitive_codes is None or not any(isinstance(c, _SensitiveConstraint) for c in constraints):
         privacy = KernelPrivacy(ip, fp, np.zeros(1))
         return privacy if entity is None else with_entity(privacy, entity)
     ip[K.P_N_SENS] = n_values
@@ -562,8 +548,6 @@ def with_entity(privacy: KernelPrivacy, entity) -> KernelPrivacy:
     ip[K.P_N_SEEN] = entity.n_entities
     pairs = None
     if privacy.sensitive_codes is not None:
-        pairs, n_pairs = pair_codes(entity.codes, privacy.sensitive_codes,
-                                    int(ip[K.P_N_SENS]))
+        pairs, n_pairs = pair_codes(entity.codes, privacy.sensitive_codes, int(ip[K.P_N_SENS]))
         ip[K.P_N_SEEN] = max(entity.n_entities, n_pairs)
-    return KernelPrivacy(ip, privacy.fp, privacy.q, privacy.sensitive_codes, entity.codes,
-                         pairs)
+    return KernelPrivacy(ip, privacy.fp, privacy.q, privacy.sensitive_codes, entity.codes, pairs)

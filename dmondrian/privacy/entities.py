@@ -1,21 +1,18 @@
 """People, not rows: the entity (person key) of an event table.
 
-An event table holds many rows per person (visits, transactions, clicks),
-each keyed by a column such as ``user_id``. k-anonymity protects people, so
-with ``entity="user_id"`` every engine counts *distinct entities* where it
-would count rows:
+An event table holds many rows per person (visits, transactions, clicks), each keyed by a column
+such as ``user_id``. k-anonymity protects people, so with ``entity="user_id"`` every engine counts
+*distinct entities* where it would count rows:
 
 * **k.** Every published class holds at least ``k`` distinct entities. A cut
   is made only if both children do (the kernel counts them exactly, see
   :mod:`dmondrian._kernel.privacy`), and the whole table must hold ``k``.
-* **l and t over people.** Entropy and recursive l-diversity and
-  t-closeness read a class's sensitive histogram counting each entity once
-  per sensitive value it holds in the class: the histogram of the class's
-  distinct ``(entity, value)`` pairs. One person's hundred rows of one value
-  weigh as one person holding it, and one person's rows of ten different
-  values add ten pairs, one per value (so a class of one person cannot look
-  diverse to entropy l beyond the values that person really holds). Distinct
-  l-diversity (the number of distinct values) is the same either way.
+* **l and t over people.** Entropy and recursive l-diversity and t-closeness read a class's
+  sensitive histogram counting each entity once per sensitive value it holds in the class: the
+  histogram of the class's distinct ``(entity, value)`` pairs. One person's hundred rows of one
+  value weigh as one person holding it, and one person's rows of ten different values add ten pairs,
+  one per value (so a class of one person cannot look diverse to entropy l beyond the values that
+  person really holds). Distinct l-diversity (the number of distinct values) is the same either way.
   t-closeness compares with the whole table's histogram of pairs.
 * **Suppression** stays in rows and suppresses whole classes. Every class
   holds at least k entities, so the masked class (a union of whole classes)
@@ -24,10 +21,9 @@ would count rows:
   :mod:`dmondrian.privacy.noise`).
 * The entity column is a **direct identifier**: it is never released.
 
-Missing entity values are refused (:class:`~dmondrian.errors.InvalidValueError`):
-rows of an unknown person could be anyone's, and no count of them is safe
-both ways (one person each overstates the people, one person for all may
-merge strangers). Fill or drop them first.
+Missing entity values are refused (:class:`~dmondrian.errors.InvalidValueError`): rows of an unknown
+person could be anyone's, and no count of them is safe both ways (one person each overstates the
+people, one person for all may merge strangers). Fill or drop them first.
 """
 
 from __future__ import annotations
@@ -105,10 +101,9 @@ def encode_entities(values, k: int | None = None, name=None) -> EntityCodes:
     if missing:
         raise InvalidValueError(name, f"entity column {name!r} has {missing} missing value(s): "
                                       "whose rows they are is unknown; fill or drop them")
-    n = len(uniques)
     if k is not None:
-        check_entity_count(n, k, name)
-    return EntityCodes(codes.astype(np.int64, copy=False), n)
+        check_entity_count(len(uniques), k, name)
+    return EntityCodes(codes.astype(np.int64, copy=False), len(uniques))
 
 
 def check_entity_count(n_entities: int, k: int, name=None) -> None:
@@ -146,8 +141,7 @@ def pair_codes(entity_codes: np.ndarray, sensitive_codes: np.ndarray,
     return codes.astype(np.int64, copy=False), len(uniques)
 
 
-def pair_counts(entity_codes: np.ndarray, sensitive_codes: np.ndarray,
-                n_values: int) -> np.ndarray:
+def pair_counts(entity_codes: np.ndarray, sensitive_codes: np.ndarray, n_values: int) -> np.ndarray:
     """Number of distinct entities holding each sensitive value (the pairs' histogram).
 
     Examples
@@ -156,8 +150,7 @@ def pair_counts(entity_codes: np.ndarray, sensitive_codes: np.ndarray,
     [0, 1, 2]
     """
     key = entity_codes.astype(np.int64) * max(int(n_values), 1) + sensitive_codes
-    unique = pd.unique(key)
-    return np.bincount(unique % max(int(n_values), 1), minlength=n_values).astype(np.int64)
+    return np.bincount(pd.unique(key) % max(int(n_values), 1), minlength=n_values).astype(np.int64)
 
 
 def distinct_per_class(class_of_row: np.ndarray, entity_codes: np.ndarray,

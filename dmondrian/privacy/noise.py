@@ -2,27 +2,23 @@
 
 What is published
 -----------------
-For each noised column (numeric, neither a QI nor the sensitive column),
-every row's value is replaced by its equivalence class's mean of the values
-clipped to ``bounds = (lo, hi)``, plus Laplace noise of scale
-``(hi - lo) / (n_c * epsilon)``, clamped to the bounds. One draw per class:
-all the rows of a class publish the same number. This is the
-microaggregation-plus-noise of Soria-Comas, Domingo-Ferrer, Sánchez &
-Martínez (VLDB J. 2014): a class mean of a bounded attribute has sensitivity
-``(hi - lo) / n_c``, so the k rows of a class cut the noise needed by k.
+For each noised column (numeric, neither a QI nor the sensitive column), every row's value is
+replaced by its equivalence class's mean of the values clipped to ``bounds = (lo, hi)``, plus
+Laplace noise of scale ``(hi - lo) / (n_c * epsilon)``, clamped to the bounds. One draw per class:
+all the rows of a class publish the same number. This is the microaggregation-plus-noise of
+Soria-Comas, Domingo-Ferrer, Sánchez & Martínez (VLDB J. 2014): a class mean of a bounded attribute
+has sensitivity ``(hi - lo) / n_c``, so the k rows of a class cut the noise needed by k.
 
 What is guaranteed, and what is not
 -----------------------------------
-* **Given the partition**, the published means of one column are
-  ``epsilon``-differentially private with respect to that column's values:
-  changing one row's value (any value; it is clipped) moves one class mean
-  by at most ``(hi - lo) / n_c``, and that mean gets Laplace noise of that
-  sensitivity over ``epsilon``. Several noised columns compose: the release
-  of all of them is ``sum(epsilon)``-DP in those columns.
-* **The partition is not differentially private.** The classes are cut on
-  the quasi-identifiers (and the sensitive column, under l or t); which rows
-  share a class, the class sizes and the generalized QIs depend on the data
-  without noise, and are protected by k-anonymity only. The noised columns
+* **Given the partition**, the published means of one column are ``epsilon``-differentially private
+  with respect to that column's values: changing one row's value (any value; it is clipped) moves
+  one class mean by at most ``(hi - lo) / n_c``, and that mean gets Laplace noise of that
+  sensitivity over ``epsilon``. Several noised columns compose: the release of all of them is
+  ``sum(epsilon)``-DP in those columns.
+* **The partition is not differentially private.** The classes are cut on the quasi-identifiers (and
+  the sensitive column, under l or t); which rows share a class, the class sizes and the generalized
+  QIs depend on the data without noise, and are protected by k-anonymity only. The noised columns
   must not be QIs (they are refused), so the partition never looks at them.
 * The clamp to the bounds and the spread of a class's value to its rows are
   post-processing: they cost no privacy.
@@ -34,23 +30,19 @@ leaks the input through the low-order bits of its output (Mironov, CCS 2012),
 so the noise comes from a maintained differential-privacy library:
 
 * ``random_state=None`` (the default): OpenDP's Laplace mechanism
-  (``opendp.measurements.make_laplace`` on a vector of floats), which
-  rounds to a grid and samples exactly from OS entropy, so it is
-  floating-point safe. It cannot be seeded. Exact sampling costs far
-  more per draw than numpy's (see benchmarks/README.md, "Noise and direct
-  identifiers"), so draws are made per class, never per row, in one call
-  per distinct class size (classes of one size share a scale).
-* ``random_state`` given (an int or a ``numpy.random.Generator``): the
-  release is repeatable, which OpenDP cannot do. The noise is then the
-  discrete Laplace on a power-of-two grid (far finer than the scale), drawn
-  as the difference of two geometric variables from numpy's generator, and
-  added to the class mean rounded to that grid: the construction OpenDP's
-  float mechanism uses, with numpy's (floating-point, non-exact) geometric
-  sampler and a seedable, non-cryptographic generator in place of the exact
-  sampler and OS entropy. Use it for tests, audits and reproducible
-  research; anyone who learns the seed can subtract the noise, so a real
-  release either keeps the seed secret or uses the default. (IBM's
-  diffprivlib takes a ``random_state``, but 0.6.6, its latest, fails to
+  (``opendp.measurements.make_laplace`` on a vector of floats), which rounds to a grid and samples
+  exactly from OS entropy, so it is floating-point safe. It cannot be seeded. Exact sampling costs
+  far more per draw than numpy's (see benchmarks/README.md, "Noise and direct identifiers"), so
+  draws are made per class, never per row, in one call per distinct class size (classes of one size
+  share a scale).
+* ``random_state`` given (an int or a ``numpy.random.Generator``): the release is repeatable, which
+  OpenDP cannot do. The noise is then the discrete Laplace on a power-of-two grid (far finer than
+  the scale), drawn as the difference of two geometric variables from numpy's generator, and added
+  to the class mean rounded to that grid: the construction OpenDP's float mechanism uses, with
+  numpy's (floating-point, non-exact) geometric sampler and a seedable, non-cryptographic generator
+  in place of the exact sampler and OS entropy. Use it for tests, audits and reproducible research;
+  anyone who learns the seed can subtract the noise, so a real release either keeps the seed secret
+  or uses the default. (IBM's diffprivlib takes a ``random_state``, but 0.6.6, its latest, fails to
   import with scikit-learn 1.8 and later.)
 
 On the Dask engine the noise is drawn inside each leaf's task; with a seed,
@@ -59,17 +51,14 @@ so the release does not depend on which task finished first.
 
 Per person: ``entity=`` (event tables)
 --------------------------------------
-A class mean's sensitivity ``(hi - lo) / n_c`` assumes one row per person;
-a person with ``r`` rows in a class moves its mean ``r`` times as far, and a
-person with rows in several classes moves several means. With an entity
-column, each entity's contribution is bounded first, as differentially
-private aggregation libraries do (PipelineDP's contribution bounding: a
-cap on the partitions a privacy unit contributes to, and on its
-contributions to each), by sampling:
+A class mean's sensitivity ``(hi - lo) / n_c`` assumes one row per person; a person with ``r`` rows
+in a class moves its mean ``r`` times as far, and a person with rows in several classes moves
+several means. With an entity column, each entity's contribution is bounded first, as differentially
+private aggregation libraries do (PipelineDP's contribution bounding: a cap on the partitions a
+privacy unit contributes to, and on its contributions to each), by sampling:
 
-* ``max_classes`` (default 1): each entity's rows count in at most this many
-  of the classes it has rows in, chosen at random; in its other classes its
-  rows are left out of the means;
+* ``max_classes`` (default 1): each entity's rows count in at most this many of the classes it has
+  rows in, chosen at random; in its other classes its rows are left out of the means;
 * ``max_contributions`` (default 1): in each of those, at most this many of
   its rows, chosen at random, count.
 
@@ -87,11 +76,10 @@ midpoint plus the noise of ``n'_c = 1`` (nothing of its values). The
 sampling uses ``random_state`` when given, else fresh OS entropy; it looks
 at who holds which rows, never at the values.
 
-With suppression (``suppression=``), the masked rows are noised as one group
-(the masked class) by the local engine, and as one group per leaf by the
-Dask engine, which finishes leaves apart: there the masked class may publish
-a few values, each the noisy mean of its group with the noise its group's
-size calls for. Dropped rows are not published.
+With suppression (``suppression=``), the masked rows are noised as one group (the masked class) by
+the local engine, and as one group per leaf by the Dask engine, which finishes leaves apart: there
+the masked class may publish a few values, each the noisy mean of its group with the noise its
+group's size calls for. Dropped rows are not published.
 """
 
 from __future__ import annotations
@@ -155,8 +143,7 @@ def _noised_column(column, entry) -> NoisedColumn:
         return ParameterError("noise", f"noise[{column!r}]{problem}")
 
     if not isinstance(entry, Mapping):
-        raise refuse(f" must be a mapping with 'epsilon' and 'bounds', got "
-                     f"{type(entry).__name__}")
+        raise refuse(f" must be a mapping with 'epsilon' and 'bounds', got {type(entry).__name__}")
     unknown = set(entry) - {"epsilon", "bounds"}
     if unknown:
         raise refuse(f" has unknown key {sorted(map(str, unknown))[0]!r}; it takes 'epsilon' "
@@ -297,12 +284,11 @@ def _opendp_sampler():
     metric = metrics.l1_distance(T=float)
 
     def draw(values: np.ndarray, scale: float) -> np.ndarray:
-        # OpenDP rounds to a grid of 2**k and samples exactly on it. Its default
-        # grid is slower per draw than one 2**40 times finer than the scale
-        # (benchmarks/README.md); a grid of our choosing needs the vector's
-        # size, and OpenDP's privacy map then counts the rounding of each
-        # value, by which the scale is widened so that a sensitivity of
-        # `scale` still costs epsilon 1.
+        # OpenDP rounds to a grid of 2**k and samples exactly on it. Its default grid is slower per
+        # draw than one 2**40 times finer than the scale (benchmarks/README.md); a grid of our
+        # choosing needs the vector's size, and OpenDP's privacy map then counts the rounding of
+        # each value, by which the scale is widened so that a sensitivity of `scale` still costs
+        # epsilon 1.
         domain = domains.vector_domain(atom, size=len(values))
         k = math.frexp(scale)[1] - _GRID_BITS
         measurement = measurements.make_laplace(domain, metric, scale=float(scale), k=k)
@@ -341,9 +327,8 @@ def laplace_sampler(random_state=None):
     >>> np.array_equal(draw(np.zeros(3), 1.0), laplace_sampler(7)(np.zeros(3), 1.0))
     True
     """
-    if random_state is None:
-        return _opendp_sampler()
-    return _seeded_sampler(np.random.default_rng(random_state))
+    return _opendp_sampler() if random_state is None else _seeded_sampler(
+        np.random.default_rng(random_state))
 
 
 # -- the noise ------------------------------------------------------------------------------------
@@ -353,10 +338,9 @@ def _class_values(values: np.ndarray, class_of_row: np.ndarray, sizes: np.ndarra
                   nc: NoisedColumn, leaves, kept=None, contributions: int = 1) -> np.ndarray:
     """Every class's noisy clipped mean, clamped to the bounds.
 
-    ``leaves`` lists ``(first_class, end_class, draw)``: the classes of each
-    leaf draw from their own sampler, one call per distinct class size.
-    ``kept`` (a row mask) leaves rows out of the means; ``sizes`` then
-    counts the kept rows, and a class with none gets the bounds' midpoint.
+    ``leaves`` lists ``(first_class, end_class, draw)``: the classes of each leaf draw from their
+    own sampler, one call per distinct class size. ``kept`` (a row mask) leaves rows out of the
+    means; ``sizes`` then counts the kept rows, and a class with none gets the bounds' midpoint.
     """
     clipped = np.clip(values, nc.lo, nc.hi)
     if kept is not None:
@@ -382,10 +366,9 @@ def noise_groups(class_of_row: np.ndarray, n_classes: int, starts=None, result=N
     """The rows published and the group each is noised with.
 
     A group is a class of the partition; with suppression (``result``, a
-    :class:`dmondrian.privacy.suppression.SuppressionResult`), the suppressed rows of
-    a leaf are one group when they are masked, and absent when dropped.
-    Leaves (``starts``: the first row of each Dask leaf; default one leaf)
-    keep their groups contiguous, in leaf order.
+    :class:`dmondrian.privacy.suppression.SuppressionResult`), the suppressed rows of a leaf are one
+    group when they are masked, and absent when dropped. Leaves (``starts``: the first row of each
+    Dask leaf; default one leaf) keep their groups contiguous, in leaf order.
 
     Returns
     -------
@@ -442,9 +425,8 @@ def bound_contributions(class_of_row: np.ndarray, entity_codes: np.ndarray,
     """Rows kept in the noised means: per entity, ``max_classes`` classes and
     ``max_contributions`` rows in each, sampled with ``rng``.
 
-    ``max_classes`` is an int, or an array giving each entity code its own
-    (the Dask engine's share of an entity's classes in one leaf; see
-    :mod:`dmondrian._dask.entity_noise`).
+    ``max_classes`` is an int, or an array giving each entity code its own (the Dask engine's share
+    of an entity's classes in one leaf; see :mod:`dmondrian._dask.entity_noise`).
 
     Examples
     --------
@@ -492,17 +474,15 @@ def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
         None: OpenDP's sampler. Otherwise the seeded one, drawn column by
         column in ``noised`` order.
     leaf_classes, leaf_ids : ndarray of int, optional
-        With a seed on the Dask engine: leaf ``i`` holds the classes from
-        ``leaf_classes[i]`` to the next leaf's; its noise comes from a
-        generator seeded by ``(random_state, leaf_ids[i])``.
+        With a seed on the Dask engine: leaf ``i`` holds the classes from ``leaf_classes[i]`` to the
+        next leaf's; its noise comes from a generator seeded by ``(random_state, leaf_ids[i])``.
     entity_codes : ndarray of int, optional
         Each row's entity: contributions are then bounded per entity
         (``max_classes`` classes, ``max_contributions`` rows in each; see the
         module docstring) and the noise scaled so epsilon holds per entity.
     class_shares : ndarray of int, optional
-        With ``entity_codes`` on the Dask engine: the classes each entity
-        code may count in here, its share of ``max_classes`` (which still
-        sets the noise scale).
+        With ``entity_codes`` on the Dask engine: the classes each entity code may count in here,
+        its share of ``max_classes`` (which still sets the noise scale).
 
     Returns
     -------
@@ -532,8 +512,7 @@ def noisy_columns(frame: pd.DataFrame, class_of_row: np.ndarray, n_classes: int,
     sizes = np.bincount(class_of_row, weights=kept, minlength=n_classes).astype(np.float64)
     out = {}
     if random_state is None:
-        draw = laplace_sampler(None)
-        leaves = [(0, n_classes, draw)]
+        leaves = [(0, n_classes, laplace_sampler(None))]
     elif leaf_classes is None:
         rng = np.random.default_rng(random_state)
         leaves = [(0, n_classes, _seeded_sampler(rng))]

@@ -6,30 +6,25 @@
 1. Partition at k as usual.
 2. Rank the classes by their cost: the mean over the QIs of the class's
    normalized span, i.e. the NCP its rows pay.
-3. Suppress whole classes from the costliest down, each that still fits in
-   what is left of the budget (on equal costs the smaller class first);
-   classes that cost no more than the mean row are never suppressed, since
-   hiding them could only add loss.
+3. Suppress whole classes from the costliest down, each that still fits in what is left of the
+   budget (on equal costs the smaller class first); classes that cost no more than the mean row are
+   never suppressed, since hiding them could only add loss.
 
-The other rows keep their classes. Partitioning them again without the
-suppressed rows, or suppressing the rows with the rarest values before
-partitioning, were measured against this rule and did worse on Adult (see
-``benchmarks/README.md``, "Suppression").
+The other rows keep their classes. Partitioning them again without the suppressed rows, or
+suppressing the rows with the rarest values before partitioning, were measured against this rule and
+did worse on Adult (see ``benchmarks/README.md``, "Suppression").
 
-Suppressed rows are published with every QI hidden (``suppressed="mask"``:
-the label ``"*"``, NaN/NaT for QIs published as numbers) or left out
-(``"drop"``). The masked rows form one class of their own. It is a union of
-whole classes that each met the privacy constraints, so it meets them too
-(k-anonymity; distinct, entropy and recursive l-diversity and t-closeness
-all hold for a union of classes that each hold them); it is checked anyway,
-and were it to fail its rows would be dropped rather than published. The
-release never holds a class below k.
+Suppressed rows are published with every QI hidden (``suppressed="mask"``: the label ``"*"``,
+NaN/NaT for QIs published as numbers) or left out (``"drop"``). The masked rows form one class of
+their own. It is a union of whole classes that each met the privacy constraints, so it meets them
+too (k-anonymity; distinct, entropy and recursive l-diversity and t-closeness all hold for a union
+of classes that each hold them); it is checked anyway, and were it to fail its rows would be dropped
+rather than published. The release never holds a class below k.
 
-The Dask engine applies the rule inside each leaf, with the leaf's share
-``floor(f * n_leaf)`` of the budget, so the total never exceeds
-``floor(f * n)``; a leaf suppresses whole classes, hence none or at least
-``k`` rows, and the masked rows of all leaves together form one class of at
-least ``k`` rows.
+The Dask engine applies the rule inside each leaf, with the leaf's share ``floor(f * n_leaf)`` of
+the budget, so the total never exceeds ``floor(f * n)``; a leaf suppresses whole classes, hence none
+or at least ``k`` rows, and the masked rows of all leaves together form one class of at least ``k``
+rows.
 """
 
 from __future__ import annotations
@@ -66,8 +61,7 @@ def check_suppression(suppression) -> float:
     ...
     dmondrian.errors.ParameterError: suppression must be a fraction of the rows in [0, 1), got 1.0
     """
-    suppression = ANONYMIZE["suppression"].check(suppression)
-    return float(suppression)
+    return float(ANONYMIZE["suppression"].check(suppression))
 
 
 def budget(n_rows: int, fraction: float, k: int) -> int:
@@ -94,11 +88,10 @@ def most_dropped(n_rows: int, options) -> int:
 def class_costs(encoded: list[EncodedQI], part, scales=None) -> np.ndarray:
     """Every class's cost: the mean over the QIs of its normalized span.
 
-    The span is the one NCP charges a published class: value range over
-    the global range (numeric, datetime, ordinal), distinct values - 1 over
-    the global count - 1 (nominal), leaves under the common ancestor - 1
-    over the leaves - 1 (hierarchy); 1 for a class mixing missing and
-    present values of a range QI, 0 for a constant QI.
+    The span is the one NCP charges a published class: value range over the global range (numeric,
+    datetime, ordinal), distinct values - 1 over the global count - 1 (nominal), leaves under the
+    common ancestor - 1 over the leaves - 1 (hierarchy); 1 for a class mixing missing and present
+    values of a range QI, 0 for a constant QI.
 
     Parameters
     ----------
@@ -139,8 +132,7 @@ def _spans(qi: EncodedQI, j: int, scale: float, part) -> np.ndarray:
                           for x, y in pairs])
         return width[inverse.reshape(-1)] / scale
     empty = present[:, j] == 0
-    a = np.where(empty, 0, a)
-    b = np.where(empty, 0, b)
+    a, b = np.where(empty, 0, a), np.where(empty, 0, b)
     width = spec.span(spec.key_value(a, qi.kernel_kind), spec.key_value(b, qi.kernel_kind))
     width = np.where(empty, 0.0, width / scale)
     # A class mixing missing and present values publishes "[lo, hi] or <NA>": full loss.
@@ -151,8 +143,7 @@ def choose_classes(costs: np.ndarray, sizes: np.ndarray, class_leaf: np.ndarray,
                    budgets: np.ndarray) -> np.ndarray:
     """Which classes to suppress: per run, the costliest that fit its budget.
 
-    Classes that cost less than the mean row are never suppressed: hiding
-    one only adds loss.
+    Classes that cost less than the mean row are never suppressed: hiding one only adds loss.
 
     Parameters
     ----------
@@ -294,9 +285,8 @@ def publish_suppressed(index: pd.Index, encoded: list[EncodedQI], result: Suppre
     Returns
     -------
     columns : dict
-        ``{qi name: column}`` of the published rows: every row when the
-        suppressed ones are masked (every QI ``"*"``, or NaN/NaT for QIs
-        published as numbers), else the kept rows only.
+        ``{qi name: column}`` of the published rows: every row when the suppressed ones are masked
+        (every QI ``"*"``, or NaN/NaT for QIs published as numbers), else the kept rows only.
     rows : ndarray of int64
         Positions of the published rows.
     class_of_row : ndarray of int64
