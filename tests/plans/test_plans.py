@@ -501,6 +501,28 @@ def test_save_load_and_pickle(tmp_path):
         load_plan(path)
 
 
+def test_version_two_file_of_main_loads(tmp_path):
+    # tests/plans/data/plan_v2.json: fit_plan(_table(300, 14), QIS, 10) saved by the
+    # version 2 writer (numbers as JSON lists), before the tree's columns were packed.
+    from pathlib import Path
+
+    old = load_plan(Path(__file__).parent / "data" / "plan_v2.json")
+    plan = fit_plan(_table(300, 14), QIS, 10)
+    for name in ("parent", "count", "lo", "hi", "missing", "total", "present"):
+        a, b = getattr(old.tree, name), getattr(plan.tree, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    assert np.array_equal(old.tree.cuts.t, plan.tree.cuts.t)
+    new = _table(500, 15)
+    pd.testing.assert_frame_equal(old.transform(new), plan.transform(new))
+    # Saved again, it is a version 3 file that loads to the same release.
+    save_plan(old, tmp_path / "v3.json")
+    data = json.loads((tmp_path / "v3.json").read_text())
+    assert data["version"] == 3 and set(data["tree"]["lo"]) == {"dtype", "shape", "zlib"}
+    assert data["tree"]["count"] == plan.tree.count.tolist()
+    pd.testing.assert_frame_equal(load_plan(tmp_path / "v3.json").transform(new),
+                                  plan.transform(new))
+
+
 def test_suppression_is_refused():
     with pytest.raises(dm.errors.ParameterError, match="suppression"):
         fit_plan(_table(100, 16), QIS, 5, suppression=0.1)
