@@ -50,8 +50,9 @@ class Suppressed:
                 "dropped": self.dropped}
 
 
-def masked_count(released, quasi_identifiers):
-    """Rows of ``released`` publishing every QI hidden (lazy for Dask).
+def masked_count(released, quasi_identifiers, n=None):
+    """Rows of ``released`` publishing every QI hidden (lazy for Dask); ``n``: the rows
+    each row stands for (default one each).
 
     Examples
     --------
@@ -70,7 +71,7 @@ def masked_count(released, quasi_identifiers):
             star = is_star if star is None else star | is_star
     if star is None:
         return hidden.sum() * 0
-    return (hidden & star).sum()
+    return (hidden & star).sum() if n is None else ((hidden & star) * n).sum()
 
 
 def _maybe_labels(col) -> bool:
