@@ -523,6 +523,28 @@ def test_version_two_file_of_main_loads(tmp_path):
                                   plan.transform(new))
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), k=st.integers(2, 12), widen=st.booleans())
+def test_node_labels_made_once_publish_what_classes_publish(seed, k, widen):
+    """A plan's range labels kept per node (``FittedPlan.node_labels``) publish the same
+    labels, in the same categories, as labelling each batch's classes afresh; a batch whose
+    rows reach past an edge labels that QI afresh."""
+    from unittest import mock
+
+    from dmondrian.plans import release
+
+    plan = fit_plan(_table(600, seed), QIS, k)
+    new = _table(400, seed + 1)
+    if widen:
+        new.loc[::37, "age"] = 150
+    got = plan.transform(new)
+    assert plan.node_labels
+    with mock.patch.object(release, "_fitted_labels", lambda *a: None):
+        want = plan.transform(new)
+    pd.testing.assert_frame_equal(got, want)
+    assert pickle.loads(pickle.dumps(plan)).transform(new).equals(want)
+
+
 def test_suppression_is_refused():
     with pytest.raises(dm.errors.ParameterError, match="suppression"):
         fit_plan(_table(100, 16), QIS, 5, suppression=0.1)
