@@ -113,7 +113,8 @@ class FittedPlan(Placing):
     @cached_property
     def node_labels(self) -> dict:
         """``{j: (labels, rank)}``: QI ``j``'s range label of every node, filled as
-        :func:`.release.decide` needs them (:func:`.release._fitted_labels`)."""
+        :func:`.release.decide` needs them, from the plan's second batch on (None after the
+        first; :func:`.release._fitted_labels`)."""
         return {}
 
     def __getstate__(self):

@@ -262,16 +262,21 @@ def _fitted_labels(plan, j, nodes, *differ):
     """QI ``j``'s ``(values, inverse)`` of the classes publishing ``nodes``, when they all
     publish their node's fitted bounds (none of ``differ``, flags of the classes whose lo,
     hi or missing flag may differ, is set), from every node's range label, made once per
-    plan (:attr:`.fitted.FittedPlan.node_labels`): the labels of :func:`class_values`, in its
-    order (of the distinct bounds, which the nodes' ranks keep). None otherwise, for labels
-    other than ranges, and for ranges written from names (two may read alike, and which of
-    them names the merged value depends on the others)."""
+    plan, at its second batch (:attr:`.fitted.FittedPlan.node_labels`): the labels of
+    :func:`class_values`, in its order (of the distinct bounds, which the nodes' ranks keep).
+    None otherwise, for labels other than ranges, and for ranges written from names (two
+    may read alike, and which of them names the merged value depends on the others)."""
     qi, tree = plan.encodings[j], plan.tree
     if (qi.spec.label_shape != "range" or not qi.spec.publishes_labels(
             plan.options["generalization"]) or qi.spec.label_format(qi) == FMT_TABLE
             or not hasattr(plan, "node_labels") or any(d.any() for d in differ)):
         return None
     if j not in plan.node_labels:
+        # Made at the plan's second batch: labelling every node costs about twice a batch's
+        # classes, which a plan used once (a Dask job's client, a command) would not repay.
+        plan.node_labels[j] = None
+        return None
+    if plan.node_labels[j] is None:
         m = tree.n_nodes
         plan.node_labels[j] = class_values(
             qi, j, "range", (np.arange(m), tree.lo, tree.hi, tree.missing, None, None),

@@ -537,10 +537,13 @@ def test_node_labels_made_once_publish_what_classes_publish(seed, k, widen):
     new = _table(400, seed + 1)
     if widen:
         new.loc[::37, "age"] = 150
+    first = plan.transform(new)
+    assert set(plan.node_labels.values()) == {None}  # made at the second batch
     got = plan.transform(new)
-    assert plan.node_labels
+    assert plan.node_labels and all(plan.node_labels.values())
     with mock.patch.object(release, "_fitted_labels", lambda *a: None):
         want = plan.transform(new)
+    pd.testing.assert_frame_equal(first, want)
     pd.testing.assert_frame_equal(got, want)
     assert pickle.loads(pickle.dumps(plan)).transform(new).equals(want)
 
