@@ -74,14 +74,16 @@ class ReleaseCounts:
         self._keys = [*self.quasi_identifiers,
                       *([] if self.sensitive is None else [self.sensitive])]
 
-    def add(self, released: pd.DataFrame) -> ReleaseCounts:
-        """Count one partition of the release (a pandas DataFrame); returns ``self``."""
+    def add(self, released: pd.DataFrame, n=None) -> ReleaseCounts:
+        """Count one partition of the release (a pandas DataFrame); returns ``self``.
+        ``n``: the rows each row of ``released`` stands for (default one each)."""
         keys = self._keys
+        n = np.ones(len(released), dtype=np.int64) if n is None else np.asarray(n, np.int64)
         columns = {c: _categorical(released[c]) for c in keys}
-        part = _summed(columns, np.ones(len(released), dtype=np.int64))
+        part = _summed(columns, n)
         self.counts = part if self.counts is None else _merged([self.counts, part], keys)
-        self.masked += int(masked_count(released, self.quasi_identifiers))
-        self.rows += len(released)
+        self.masked += int(masked_count(released, self.quasi_identifiers, n))
+        self.rows += int(n.sum())
         return self
 
     def merge(self, *others: ReleaseCounts) -> ReleaseCounts:

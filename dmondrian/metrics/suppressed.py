@@ -49,8 +49,9 @@ class Suppressed:
                 "dropped": self.dropped}
 
 
-def masked_count(released, quasi_identifiers):
-    """Rows of ``released`` publishing every QI hidden (lazy for Dask).
+def masked_count(released, quasi_identifiers, n=None):
+    """Rows of ``released`` publishing every QI hidden (lazy for Dask); ``n``: the rows
+    each row stands for (default one each).
 
     Examples
     --------
@@ -68,7 +69,9 @@ def masked_count(released, quasi_identifiers):
         hidden = h if hidden is None else hidden & h
         if is_star is not None:
             star = is_star if star is None else star | is_star
-    return hidden.sum() * 0 if star is None else (hidden & star).sum()
+    if star is None:
+        return hidden.sum() * 0
+    return (hidden & star).sum() if n is None else ((hidden & star) * n).sum()
 
 
 def suppressed_deferred(released, quasi_identifiers, n_released, original=None) -> Deferred:

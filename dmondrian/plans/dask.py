@@ -287,8 +287,14 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
             counted = _count_pass(plan, placer, ddf, cluster_client, threads, True,
                                   progress, [], domains)
             refuse_empty(counted.summary.count.sum())
-            frame = _publishing_pass(plan, placer, ddf, decide(plan, counted.summary),
-                                     counted, cluster_client, threads)
+            release = decide(plan, counted.summary)
+            frame = _publishing_pass(plan, placer, ddf, release, counted, cluster_client,
+                                     threads)
+            # The classes' rows are counted already: the write tasks count only what
+            # the classes do not tell (a sensitive column's values).
+            measured = None if counts is None else _class_counts(release, counts)
+            if measured is not None:
+                counts = None
             labels, dictionary = _written_columns(frame._meta, plan)
             sink = ParquetSink.create(staged.url, frame._meta, labels, write_options,
                                       storage_options, dictionary_columns=dictionary,
@@ -318,8 +324,22 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
         finally:
             release_client(owned)
     if _measure is not None:
-        return written, merge_counts(list(result[COUNTS])), counted.domains
+        if measured is None:
+            measured = merge_counts(list(result[COUNTS]))
+        return written, measured, counted.domains
     return written
+
+
+def _class_counts(release, counts):
+    """``counts`` (an empty :class:`~dmondrian.metrics.accumulator.ReleaseCounts`) of a
+    release, from its classes: each publishes one label per QI, for its counted rows.
+    None when the counts need the rows: a sensitive column, or QIs published as numbers."""
+    if counts.sensitive is not None or not all(isinstance(v, pd.Index)
+                                               for v, _ in release.values):
+        return None
+    # Each class's own node gathers its labels, as the write tasks' rows do theirs.
+    return counts.merge().add(pd.DataFrame(published_columns(release, release.nodes)),
+                              release.counts)
 
 
 def _manifest_fields(plan, input_rows, output_rows, random_state, index_written) -> dict:

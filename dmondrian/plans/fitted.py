@@ -110,9 +110,17 @@ class FittedPlan(Placing):
         """The compiled lift's arrays (:func:`.packed.lift_tables`), made once."""
         return lift_tables(self)
 
+    @cached_property
+    def node_labels(self) -> dict:
+        """``{j: (labels, rank)}``: QI ``j``'s range label of every node, filled as
+        :func:`.release.decide` needs them, from the plan's second batch on (None after the
+        first; :func:`.release._fitted_labels`)."""
+        return {}
+
     def __getstate__(self):
-        # The lift's arrays are made again where the plan is used.
-        return {k: v for k, v in self.__dict__.items() if k not in ("lift_tables", "depth")}
+        # The lift's arrays and the labels are made again where the plan is used.
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("lift_tables", "depth", "node_labels")}
 
     @cached_property
     def depth(self) -> np.ndarray:

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .. import _kernel as K
+from .._kernel.labels import FMT_TABLE
 from ..errors import InfeasibleError
 from ..privacy.suppression import MASK_LABEL
 from ..release.publish import class_values, expand_label_columns
@@ -207,10 +208,12 @@ def _values(plan, summary: BatchSummary, class_of_node, nodes, own=None):
     tree = plan.tree
     m, d = len(nodes), len(plan.encodings)
     lo, hi, missing = tree.lo[nodes], tree.hi[nodes], tree.missing[nodes]  # copies
+    touched = [np.zeros(0, dtype=np.int64)]  # classes whose bounds may differ from their node's
     if own is not None:
         ranges = [j for j, qi in enumerate(plan.encodings) if qi.spec.label_shape == "range"]
         at = np.ix_(own.classes, ranges)
         lo[at], hi[at], missing[at] = own.lo[:, ranges], own.hi[:, ranges], own.missing[:, ranges]
+        touched.append(own.classes)
     if summary.edges is not None:
         # The rows that reach past their node's fitted bounds widen its class's label.
         at, e_lo, e_hi, e_missing = summary.edges
@@ -218,6 +221,8 @@ def _values(plan, summary: BatchSummary, class_of_node, nodes, own=None):
         np.minimum.at(lo, cls, e_lo)
         np.maximum.at(hi, cls, e_hi)
         np.logical_or.at(missing, cls, e_missing)
+        touched.append(cls)
+    touched = np.unique(np.concatenate(touched))
     if plan.options["generalization"] == "range":
         total = present = None  # labels read only the bounds
     elif summary.total is not None:
@@ -241,12 +246,46 @@ def _values(plan, summary: BatchSummary, class_of_node, nodes, own=None):
         elif j in summary.new_names and root >= 0:
             star = True  # an ordinal or hierarchy value the fit never saw: the root publishes *
         stats = (class_of_pos, lo, hi, missing, total, present)
-        v, inverse = class_values(qi, j, plan.options["generalization"], stats, sorted_row)
+        fitted = _fitted_labels(plan, j, nodes, *(a[touched, j] != b[nodes[touched], j]
+                                                  for a, b in ((lo, tree.lo), (hi, tree.hi),
+                                                               (missing, tree.missing))))
+        v, inverse = fitted or class_values(qi, j, plan.options["generalization"], stats,
+                                            sorted_row)
         if star:
             v, inverse = _with_star(v, inverse, root)
         values.append((v, inverse))
         encodings.append(qi)
     return values, encodings
+
+
+def _fitted_labels(plan, j, nodes, *differ):
+    """QI ``j``'s ``(values, inverse)`` of the classes publishing ``nodes``, when they all
+    publish their node's fitted bounds (none of ``differ``, flags of the classes whose lo,
+    hi or missing flag may differ, is set), from every node's range label, made once per
+    plan, at its second batch (:attr:`.fitted.FittedPlan.node_labels`): the labels of
+    :func:`class_values`, in its order (of the distinct bounds, which the nodes' ranks keep).
+    None otherwise, for labels other than ranges, and for ranges written from names (two
+    may read alike, and which of them names the merged value depends on the others)."""
+    qi, tree = plan.encodings[j], plan.tree
+    if (qi.spec.label_shape != "range" or not qi.spec.publishes_labels(
+            plan.options["generalization"]) or qi.spec.label_format(qi) == FMT_TABLE
+            or not hasattr(plan, "node_labels") or any(d.any() for d in differ)):
+        return None
+    if j not in plan.node_labels:
+        # Made at the plan's second batch: labelling every node costs about twice a batch's
+        # classes, which a plan used once (a Dask job's client, a command) would not repay.
+        plan.node_labels[j] = None
+        return None
+    if plan.node_labels[j] is None:
+        m = tree.n_nodes
+        plan.node_labels[j] = class_values(
+            qi, j, "range", (np.arange(m), tree.lo, tree.hi, tree.missing, None, None),
+            np.zeros(m, dtype=np.int64))
+    labels, rank = plan.node_labels[j]
+    rank = np.asarray(rank)[nodes]
+    used = np.zeros(len(labels), dtype=bool)
+    used[rank] = True
+    return labels[used], (np.cumsum(used) - 1)[rank]
 
 
 def _set_rows(qi, tree, j, nodes, root, summary, own=None):
@@ -311,9 +350,12 @@ def published_columns(release: Release, node: np.ndarray, class_column=None) -> 
     # Nodes no row landed in have no class; their entries are never read.
     cls = np.maximum(release.class_of_node, 0)
     labelled = [j for j, (values, _) in enumerate(release.values) if isinstance(values, pd.Index)]
-    columns = dict(zip(labelled, expand_label_columns(
-        [(release.values[j][0], np.asarray(release.values[j][1])[cls]) for j in labelled],
-        node), strict=True))
+    # One thread: the gather reads a line of a small table a row, bound by memory; more
+    # threads save it little time and cost CPU in OpenMP's wait between its passes.
+    with K.thread_limit(1):
+        columns = dict(zip(labelled, expand_label_columns(
+            [(release.values[j][0], np.asarray(release.values[j][1])[cls]) for j in labelled],
+            node), strict=True))
     out = {}
     for j, (qi, (values, inverse)) in enumerate(zip(release.encodings, release.values,
                                                     strict=True)):

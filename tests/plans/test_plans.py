@@ -501,6 +501,54 @@ def test_save_load_and_pickle(tmp_path):
         load_plan(path)
 
 
+def test_version_two_file_of_main_loads(tmp_path):
+    # tests/plans/data/plan_v2.json: fit_plan(_table(300, 14), QIS, 10) saved by the
+    # version 2 writer (numbers as JSON lists), before the tree's columns were packed.
+    from pathlib import Path
+
+    old = load_plan(Path(__file__).parent / "data" / "plan_v2.json")
+    plan = fit_plan(_table(300, 14), QIS, 10)
+    for name in ("parent", "count", "lo", "hi", "missing", "total", "present"):
+        a, b = getattr(old.tree, name), getattr(plan.tree, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    assert np.array_equal(old.tree.cuts.t, plan.tree.cuts.t)
+    new = _table(500, 15)
+    pd.testing.assert_frame_equal(old.transform(new), plan.transform(new))
+    # Saved again, it is a version 3 file that loads to the same release.
+    save_plan(old, tmp_path / "v3.json")
+    data = json.loads((tmp_path / "v3.json").read_text())
+    assert data["version"] == 3 and set(data["tree"]["lo"]) == {"dtype", "shape", "zlib"}
+    assert data["tree"]["count"] == plan.tree.count.tolist()
+    pd.testing.assert_frame_equal(load_plan(tmp_path / "v3.json").transform(new),
+                                  plan.transform(new))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), k=st.integers(2, 12), widen=st.booleans())
+def test_node_labels_made_once_publish_what_classes_publish(seed, k, widen):
+    """A plan's range labels kept per node (``FittedPlan.node_labels``) publish the same
+    labels, in the same categories, as labelling each batch's classes afresh; a batch whose
+    rows reach past an edge labels that QI afresh."""
+    from unittest import mock
+
+    from dmondrian.plans import release
+
+    plan = fit_plan(_table(600, seed), QIS, k)
+    new = _table(400, seed + 1)
+    if widen:
+        new.loc[::37, "age"] = 150
+    first = plan.transform(new)
+    marked = set(plan.node_labels)
+    assert all(v is None for v in plan.node_labels.values())  # made at the second batch
+    got = plan.transform(new)
+    assert set(plan.node_labels) == marked and all(plan.node_labels.values())
+    with mock.patch.object(release, "_fitted_labels", lambda *a: None):
+        want = plan.transform(new)
+    pd.testing.assert_frame_equal(first, want)
+    pd.testing.assert_frame_equal(got, want)
+    assert pickle.loads(pickle.dumps(plan)).transform(new).equals(want)
+
+
 def test_suppression_is_refused():
     with pytest.raises(dm.errors.ParameterError, match="suppression"):
         fit_plan(_table(100, 16), QIS, 5, suppression=0.1)
