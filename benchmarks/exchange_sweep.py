@@ -30,7 +30,8 @@ workers x 1 thread, processes), ``--repeat`` rounds of the ``--jobs``,
 rotating which goes first and reversing every other round: ``plain`` (read
 -> p2p shuffle -> write; on ``wide`` a read -> write copy), and
 ``anonymize_to_parquet`` with ``exchange="rows"``, ``"keys"`` and
-``"auto"``. Reported per shape: the median CPU seconds (worker processes
+``"auto"``; ``lazy`` (asked by name) is ``dmondrian.anonymize(ddf).to_parquet(...)``,
+the lazy path, with ``auto``. Reported per shape: the median CPU seconds (worker processes
 and this one, whose scheduler runs here) and wall seconds of each job, the
 path ``auto`` took, whether it is within 10 % of the cheaper path in CPU,
 and the cost model's features (:func:`dmondrian._dask.exchange.exchange_features`).
@@ -76,6 +77,8 @@ FLOAT_QIS = ["income", "lab_value", "score", "days_since_visit", "diagnosis_code
 ALLOW = {"census": ["person_id"], "mixed": ["id"], "floats": ["person_id"],
          "wide": ["person_id", *WIDE_INTS]}
 JOBS = ("plain", "rows", "keys", "auto")
+#: Jobs run when asked (``--jobs``): the lazy ``dmondrian.anonymize(ddf).to_parquet(...)``.
+MORE_JOBS = ("lazy",)
 
 
 def census_table(n: int, seed: int = 0) -> pd.DataFrame:
@@ -169,7 +172,7 @@ def cpu_seconds(client) -> float:
 
 
 def run_job(client, job: str, table: str, src: Path, dst: Path, qis: list):
-    """One job; returns the plan (None for the plain job)."""
+    """One job; returns the plan (None for the plain job, "lazy" for the lazy one)."""
     import dask.dataframe as dd
     from bench_distributed import wide_codes
 
@@ -182,6 +185,12 @@ def run_job(client, job: str, table: str, src: Path, dst: Path, qis: list):
             else "infer"
         client.compute(out.to_parquet(dst, compute=False, schema=schema)).result()
         return None
+    if job == "lazy":
+        import dmondrian
+
+        dmondrian.anonymize(ddf, qis, K, client=client, progress=False,
+                            allow_unique=ALLOW[table]).to_parquet(dst)
+        return job  # the lazy release keeps its plan to itself
     from dmondrian.distributed import anonymize_to_parquet
 
     return anonymize_to_parquet(ddf, dst, qis, K, client=client, progress=False,
@@ -225,7 +234,7 @@ def run_shape(client, scratch: Path, src: Path, table: str, qis: list, rows: int
             if top is not None:
                 if job == "auto":
                     auto_took = top.exchange
-                if features is None:
+                if features is None and job != "lazy":
                     features = features_of(top, src, rows, n_parts)
                 if r == repeat - 1:
                     checks[job] = check_release(dst, qis, rows)
@@ -377,6 +386,8 @@ def main(argv=None) -> int:
         return 0
     args.tables = args.tables.split(",")
     args.jobs = args.jobs.split(",")
+    if set(args.jobs) - {*JOBS, *MORE_JOBS}:
+        ap.error(f"--jobs: one of {', '.join((*JOBS, *MORE_JOBS))} each")
     args.sizes = [int(s) for s in args.sizes.split(",")]
     if args.quick:
         args.rows, args.repeat = 3000, 1

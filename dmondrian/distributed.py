@@ -40,7 +40,7 @@ from ._dask.exchange import anonymize_keys, check_exchange, choose_exchange, shi
 from ._dask.leaves import anonymize_output_partition, lazy_meta, output_meta
 from ._dask.options import SAMPLE_ROWS, DaskOptions, check_dask_options, default_leaf_rows
 from ._dask.parquet_release import release_sink, write_parquet
-from ._dask.plan import TopPlan, pack_output_partitions, partition_of_leaves
+from ._dask.plan import TopPlan, partition_of_leaves
 from ._dask.planner import PlanConfig
 from ._dask.sensitive_pass import keep_diverse_cuts, leaf_histograms, sensitive_domain
 from ._dask.shipped_keys import key_dtypes, qi_encodings
@@ -274,8 +274,7 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     if defer_counts == "certain":
         def defer(nodes):
             leaves = leaf_nodes(nodes)
-            partitions = pack_output_partitions(_estimated_counts(nodes, leaves),
-                                                sizes.output_partition_rows)
+            partitions = sizes.pack(_estimated_counts(nodes, leaves))
             return cuts_certain(flatten(nodes, leaves), partition_of_leaves(
                 partitions, len(leaves)), root, opts.k)
     nodes, passes, counted = cut_regions(client, ddf, opts, domain, root, cfg, progress,
@@ -307,7 +306,7 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     counts = _estimated_counts(nodes, leaves)
     depths = np.asarray([nodes[j].depth for j in leaves], dtype=np.int64)
     return TopPlan(domain, flatten(nodes, leaves), counts, depths,
-                   pack_output_partitions(counts, sizes.output_partition_rows), passes,
+                   sizes.pack(counts), passes,
                    leaf_rows, opts, list(ddf.columns), ddf._meta.index.name, sens, timings,
                    cores_per_worker(client), positional, counted,
                    encodings=qi_encodings(domain, ddf._meta), identifying=identifying,

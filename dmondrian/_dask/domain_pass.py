@@ -35,13 +35,13 @@ from ..release.unique_count import unique_rows
 from .cluster import on_client, run
 from .exchange import exchanged_bytes
 from .global_domain import GlobalDomain, encode_keys
-from .graph import column_partitions, partitions, tree_reduce
+from .graph import column_partitions, tree_reduce
 from .memory import check_fits, measure_workers
 from .options import LEAF_ROWS_MIN, DaskOptions, guess_row_bytes, least_row_bytes, sizing
 from .written_check import identifying_check
 
 __all__ = ["run_domain_pass", "DomainSketch", "domain_sketch",
-           "merge_domain", "build_domain", "probe_first_partition"]
+           "merge_domain", "build_domain", "probe_first_partition", "fixed_width_bytes"]
 
 
 @dataclass
@@ -336,10 +336,25 @@ def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict
 # -- the pass ------------------------------------------------------------------------------------
 
 
-def probe_first_partition(part: pd.DataFrame):
-    """Rows of the first partition, and its in-memory bytes per row (None when empty)."""
+def probe_first_partition(part: pd.DataFrame, fixed_bytes: int = 0):
+    """Rows of the first partition, and its in-memory bytes per row (None when empty).
+
+    ``part`` may hold only some columns: ``fixed_bytes`` is a row's bytes in the others, all
+    of fixed width (:func:`fixed_width_bytes`), which need not be read to be measured.
+    """
     rows = len(part)
-    return rows, float(part.memory_usage(deep=True).sum()) / rows if rows else None
+    return rows, (float(part.memory_usage(deep=True).sum() + fixed_bytes * rows) / rows
+                  if rows else None)
+
+
+def fixed_width_bytes(meta: pd.DataFrame, read) -> tuple[list, int]:
+    """The columns of ``meta`` the probe must read (``read``, and every column whose bytes
+    a row vary: text, categoricals, extension arrays), and a row's bytes in the others
+    (numpy numbers, booleans and datetimes: their item size)."""
+    read = set(read)
+    fixed = {c: t.itemsize for c, t in meta.dtypes.items()
+             if c not in read and isinstance(t, np.dtype) and t.kind in "biufcmM"}
+    return [c for c in meta.columns if c not in fixed], int(sum(fixed.values()))
 
 
 def head_partitions(lengths) -> int:
@@ -393,12 +408,22 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     from dask import delayed
 
     lengths = known_partition_lengths(ddf)
+    meta = ddf._meta
+    checked = identifying_check(meta, opts)
+    present = [c for c in checked if c in meta.columns]
+    read = [*opts.qis, *(present if check_identifying else ())]
+    parts = column_partitions(ddf, read)
     probe = first = None
     if lengths is None or opts.leaf_rows is None:
         # The first partition, read alongside the pass, gives the row size of
         # the default leaf_rows and, without known lengths, the table's size.
-        first = partitions(ddf)[0]
-        probe = delayed(probe_first_partition, pure=True)(first)
+        # Read once for the pass too, and only the columns whose bytes vary and
+        # those the pass and the person-key check read: a 1M-row partition's
+        # every column would be a fifth of a 5M-row table read again.
+        columns, fixed = fixed_width_bytes(meta, [*opts.qis, *present])
+        first = column_partitions(ddf, columns)[0]
+        parts[0] = first
+        probe = delayed(probe_first_partition, pure=True)(first, fixed)
     mem = measure_workers(client)
     # A lower bound of the row size, on the path needing less (the keys path's
     # keys at a byte each): only a cluster that cannot work is refused before
@@ -411,10 +436,6 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     sized = delayed(sizing, pure=True)(
         probe, None if lengths is None else sum(lengths), ddf.npartitions, opts.leaf_rows,
         per_thread, guess_row_bytes(ddf._meta), len(opts.qis), opts.k, sample_rows)
-    meta = ddf._meta
-    checked = identifying_check(meta, opts)
-    present = [c for c in checked if c in meta.columns]
-    parts = column_partitions(ddf, [*opts.qis, *(present if check_identifying else ())])
     sketch_d = delayed(domain_sketch, pure=True)
     kernel_kinds = [kind_spec(kind).kernel_kind_of(meta[q].dtype)
                     for q, kind in zip(opts.qis, opts.kinds, strict=True)]
@@ -431,12 +452,10 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     jobs = [tree_reduce(partials, merge_domain), sized, distinct]
     if opts.entity is None and parts:
         m = head_partitions(lengths)
-        if check_identifying or not present:
-            head = parts[:m]
-        elif first is None or m > 1:
+        head = parts[:m]
+        if present and not check_identifying:
             head = column_partitions(ddf, [*opts.qis, *present])[:m]
-        else:
-            head = [first]
+            head[0] = head[0] if first is None else first
         jobs.append(delayed(_person_keys, pure=True)(present, opts.qis, *head))
     merged, sized, distinct, *keyish = run(client, jobs, progress, "pass 1: global domain")
     keyish = keyish[0] if keyish else []

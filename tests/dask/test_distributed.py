@@ -24,6 +24,8 @@ from distributed_helpers import (
     mixed_table,
     row_ids,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dmondrian
 from dmondrian import distributed as D
@@ -227,6 +229,37 @@ def test_output_partitions_pack_an_input_partition_within_memory():
     # ... but one leaf always fits.
     assert output_partition_rows(400_000, 10**6, 10, 1e8, 100.0, 5) == 400_000
     assert pack_output_partitions(np.array([3, 3, 3, 7, 1]), 6) == [[0, 1], [2], [3], [4]]
+
+
+@given(st.lists(st.integers(1, 50), min_size=1, max_size=30), st.integers(1, 120),
+       st.integers(1, 4))
+@settings(max_examples=200, deadline=None)
+def test_balanced_partitions_run_in_whole_rounds(counts, rows, threads):
+    # Consecutive leaves, every one once; as many partitions as the packing's, else the
+    # next multiple of the threads (or one a leaf), none over the rows in several leaves.
+    from dmondrian._dask.shuffle_sizes import balanced_partitions
+
+    counts = np.asarray(counts)
+    packed = pack_output_partitions(counts, rows)
+    out = balanced_partitions(counts, rows, threads)
+    assert [i for p in out for i in p] == list(range(len(counts)))
+    assert all(p for p in out)
+    assert all(counts[p].sum() <= rows or len(p) == 1 for p in out)
+    assert out == packed or (len(out) > len(packed) and (
+        len(out) % threads == 0 or len(out) == len(counts)))
+
+
+def test_one_input_partition_is_written_by_every_thread(client):
+    # One input partition of several leaves: as many write tasks as the cluster's threads,
+    # not one task doing every leaf while the other threads wait.
+    df = make_census(20_000, seed=4)
+    ddf = dd.from_pandas(df, npartitions=1)
+    top = D.plan(ddf, CENSUS_QIS, 10, client=client, leaf_rows=3_000, class_column="cls",
+                 allow_unique=row_ids(ddf))
+    threads = sum(client.nthreads().values())
+    assert threads == 2 and top.n_leaves >= 4
+    assert len(top.output_partitions) % threads == 0
+    _assert_valid(df, _collect(D.apply_plan(ddf, top)), CENSUS_QIS, 10)
 
 
 @pytest.mark.parametrize("k,mode", [(5, "strict"), (50, "strict"), (5, "relaxed"),

@@ -305,6 +305,55 @@ def test_known_lengths_need_no_pass(tmp_path):
     assert known_partition_lengths(unknown) is None
 
 
+@st.composite
+def mixed_frames(draw):
+    n = draw(st.integers(1, 40))
+    ints = draw(st.lists(st.integers(-5, 5), min_size=n, max_size=n))
+    words = draw(st.lists(st.one_of(st.none(), st.text(max_size=9)), min_size=n, max_size=n))
+    return pd.DataFrame({
+        "i": np.asarray(ints, dtype=np.int64), "f": np.asarray(ints, dtype=np.float32),
+        "b": np.asarray(ints) > 0, "d": pd.to_datetime(np.asarray(ints) * 86_400, unit="s"),
+        "w": pd.array(words, dtype="str"),
+        "c": pd.Categorical(["x", "y"] * (n // 2) + ["z"] * (n % 2)),
+        "m": pd.array([None if v < 0 else v for v in ints], dtype="Int64")})
+
+
+@given(mixed_frames(), st.sets(st.sampled_from(list("ifbdwcm"))))
+@settings(max_examples=40, deadline=None)
+def test_probe_reads_only_columns_whose_bytes_vary(df, read):
+    # The probe measures the whole partition's bytes a row from the columns it must read
+    # (text, categoricals, extension arrays, and ``read``) and the others' item sizes.
+    from dmondrian._dask.domain_pass import fixed_width_bytes, probe_first_partition
+
+    columns, fixed = fixed_width_bytes(df.iloc[:0], read)
+    assert set(columns) >= read | {"w", "c", "m"}
+    assert not set(columns) & ({"i", "f", "b", "d"} - read)
+    rows, narrow = probe_first_partition(df[columns], fixed)
+    assert (rows, narrow) == probe_first_partition(df)
+
+
+def test_domain_pass_probe_measures_the_whole_row(client, tmp_path, monkeypatch):
+    # On Parquet input, the pass measures the same row size as a read of every column.
+    import dask.dataframe as dd
+    from distributed_helpers import CENSUS_QIS, make_census
+
+    from dmondrian import distributed as D
+
+    df = make_census(4_000, seed=3)
+    for i in range(2):
+        df.iloc[i * 2_000:(i + 1) * 2_000].to_parquet(tmp_path / f"p{i}.parquet")
+    ddf = dd.read_parquet(tmp_path)
+    first = ddf.partitions[0].compute()
+    seen = []
+    real = D.run_domain_pass
+    monkeypatch.setattr(D, "run_domain_pass",
+                        lambda *a, **kw: seen.append(real(*a, **kw)) or seen[-1])
+    D.plan(ddf, CENSUS_QIS, 10, client=client, allow_unique=["person_id"])
+    sizing = seen[0][3]
+    assert sizing.measured
+    assert sizing.row_bytes == pytest.approx(first.memory_usage(deep=True).sum() / len(first))
+
+
 @pytest.mark.parametrize("known", [True, False])
 def test_one_region_pass_plans_a_deep_tree(client, known):
     # 100,000 rows in leaves of at most 500: about 2**8 leaves, two levels more

@@ -38,13 +38,13 @@ def test_quick_sweep_checks_every_release(monkeypatch, tmp_path):
     sweep = _sweep(monkeypatch)
     out = tmp_path / "quick.json"
     code = sweep.main(["--quick", "--tables", "mixed", "--sizes", "125000",
-                       "--qi-sets", "full", "--jobs", "rows,keys,auto", "--tmp", str(tmp_path),
+                       "--qi-sets", "full", "--jobs", "rows,keys,auto,lazy", "--tmp", str(tmp_path),
                        "--out", str(out)])
     result = json.loads(out.read_text())
     assert code == 0 and result["ok"]
     assert [s["table"] for s in result["shapes"]] == ["mixed"]
     for shape in result["shapes"]:
-        assert set(shape["checks"]) == {"rows", "keys", "auto"}
+        assert set(shape["checks"]) == {"rows", "keys", "auto", "lazy"}
         for check in shape["checks"].values():
             assert check["smallest_class"] >= sweep.K and check["rows"] == result["rows"]
         assert shape["auto_took"] in ("rows", "keys")
