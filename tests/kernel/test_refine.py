@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
 from checks import assert_valid_release
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dmondrian
