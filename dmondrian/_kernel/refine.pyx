@@ -249,8 +249,7 @@ cdef double _distance(const Block* b, const Config* cf, Py_ssize_t a, Py_ssize_t
 
 
 cdef void _offer(Block* b, Py_ssize_t x, Py_ssize_t y, double g) noexcept nogil:
-    """Class ``y`` at distance ``g`` as a candidate of class ``x`` (ordered by (g, y)); a
-    class left out, or pushed out, lowers ``x``'s threshold to its distance."""
+    """Class ``y`` at distance ``g`` as a candidate of ``x``; one left out lowers the threshold."""
     cdef i64* cand = b.cand + x * CANDIDATES
     cdef double* cd = b.cand_d + x * CANDIDATES
     cdef Py_ssize_t t = b.ncand[x]
@@ -277,8 +276,8 @@ cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
 
     The distance is symmetric and changes only with the two classes: only the
     pairs with a class changed since the last call are computed again, each
-    offered to both classes' candidates; a class whose candidates no longer
-    hold NEIGHBOURS classes nearer than its threshold scans every class again.
+    offered to both classes' candidates (which the changed classes left first);
+    a class without NEIGHBOURS candidates below its threshold scans all again.
     """
     cdef Py_ssize_t a, c, t, w, n, u, n_dirty = 0
     cdef double g
@@ -295,7 +294,6 @@ cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
             b.ncand[a] = 0
             b.thr[a] = INFINITY
             continue
-        # Changed classes leave the candidates: their distances are offered again.
         w = 0
         for t in range(b.ncand[a]):
             if not b.dirty[cand[t]]:
@@ -797,5 +795,6 @@ def refine_partition(bufs_keys, class_start, rules, blocks, Py_ssize_t passes, i
         failed += status < 0
         changed += status > 0
     if failed:
-        raise MemoryError("not enough memory for the refinement's work space")
+        raise MemoryError("not enough memory for the refinement's work space (blocks of up "
+                          f"to {cf.cap * k} rows): a smaller refine_rows needs less")
     return changed

@@ -212,16 +212,18 @@ def test_the_dask_leaves_refine_as_the_local_engine_does(adult, process_client):
     qis = list(ADULT_QUASI_IDENTIFIERS)
     ddf = dd.from_pandas(adult, npartitions=6)
     gcp = {}
-    for refine in ("none", "local"):
+    # refine_rows="all" is each leaf as one block: capped at the leaf, whatever the table.
+    for refine, rows in (("none", None), ("local", None), ("local", "all")):
         out = dmondrian.anonymize(ddf, qis, 10, mode="relaxed", objective="ncp", refine=refine,
-                                  class_column="cls", leaf_rows=2000,
+                                  refine_rows=rows, class_column="cls", leaf_rows=2000,
                                   client=process_client).compute().loc[adult.index]
         assert out.groupby("cls").size().min() >= 10
-        gcp[refine] = ncp(out, qis, adult).overall
+        gcp[refine, rows] = ncp(out, qis, adult).overall
     local = dmondrian.anonymize(adult, qis, 10, mode="relaxed", objective="ncp",
                                 refine="local", class_column="cls")
-    assert gcp["local"] < gcp["none"]
-    assert gcp["local"] <= 1.02 * ncp(local, qis, adult).overall
+    assert gcp["local", None] < gcp["none", None]
+    assert gcp["local", None] <= 1.02 * ncp(local, qis, adult).overall
+    assert gcp["local", "all"] < gcp["local", None]
 
 
 def test_the_refined_release_does_not_depend_on_the_thread_count():
