@@ -280,10 +280,8 @@ cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
     a class without NEIGHBOURS candidates below its threshold scans all again.
     """
     cdef Py_ssize_t a, c, t, w, n, u, n_dirty = 0
-    cdef double g
-    cdef i64* cand
-    cdef double* cd
-    cdef i64* nb
+    cdef i64 *cand, *nb
+    cdef double *cd, g
     cdef bint same
     for a in range(b.ncl):
         cand = b.cand + a * CANDIDATES
@@ -741,7 +739,7 @@ def refine_partition(bufs_keys, class_start, rules, blocks, Py_ssize_t passes, i
     cdef unsigned char[::1] cs = class_start.view(np.uint8)
     cdef RuleArrays config = RuleArrays(rules)
     cdef Py_ssize_t d = config.rules.qi.d, n = bv.shape[2], rows = bv.shape[1], q, i, c
-    cdef Py_ssize_t nom = 0, n_sens
+    cdef Py_ssize_t nom = 0, n_sens, largest
     cdef i64 k = config.rules.priv.ip[P_K]
     cdef Config cf
     cdef int changed = 0, failed = 0
@@ -783,7 +781,8 @@ def refine_partition(bufs_keys, class_start, rules, blocks, Py_ssize_t passes, i
     cf.k = k
     cf.general = (config.rules.priv.ip[P_ENT_ROW] >= 0 or config.rules.priv.ip[P_SENS_ROW] >= 0)
     cf.passes = passes
-    cf.cap = int((block_arr[:, 1] - block_arr[:, 0]).max()) // max(k, 1) + 1
+    largest = int((block_arr[:, 1] - block_arr[:, 0]).max())
+    cf.cap = largest // max(k, 1) + 1
     cf.n_sens = n_sens
     cdef i64* data = &bv[0, 0, 0]
     cdef i64* scratch = &bv[1, 0, 0]
@@ -796,5 +795,5 @@ def refine_partition(bufs_keys, class_start, rules, blocks, Py_ssize_t passes, i
         changed += status > 0
     if failed:
         raise MemoryError("not enough memory for the refinement's work space (blocks of up "
-                          f"to {cf.cap * k} rows): a smaller refine_rows needs less")
+                          f"to {largest} rows): a smaller refine_rows needs less")
     return changed

@@ -106,7 +106,7 @@ def _add_anonymization(p) -> None:
     add_option(p, ANONYMIZE["mode"])
     add_option(p, ANONYMIZE["objective"])
     add_option(p, ANONYMIZE["refine"])
-    add_option(p, ANONYMIZE["refine_rows"], metavar="N")
+    add_option(p, ANONYMIZE["refine_rows"], metavar="N|all")
     add_option(p, ANONYMIZE["generalization"])
     p.add_argument("--hierarchy", action="append", metavar="COL=FILE",
                    help="generalization hierarchy for a nominal QI, lines 'leaf;parent;...;*' "
