@@ -1,7 +1,8 @@
 """Issue 39's table: GCP on Adult against the clustering algorithms, with time.
 
-Run: python benchmarks/least_loss.py [--repeat R] [--blocks 64,1024] [--dask]
-     [--census 1000000,...] [--skip-adult] [--out PATH]
+Run: python benchmarks/least_loss.py [--repeat R] [--refine-rows default,2048,all]
+     [--ks 2,5,10] [--skip-grid] [--dask] [--census 1000000,...] [--skip-adult]
+     [--out PATH]
 
 Adult (30,162 rows, the 8 literature QIs; ``$DMONDRIAN_ADULT_DIR``), k in
 {2, 5, 10, 50, 100}. GCP (%) as issue 39 defines it: from the original
@@ -11,10 +12,12 @@ over rows and QIs. The peers' rows are the issue's fixed figures; ours are
 every ``mode`` x ``objective`` x ``refine`` (best per k, and per refine),
 each a whole ``dmondrian.anonymize`` call, timed in CPU seconds (the
 machine is shared; best of ``--repeat``).
-``--blocks`` also measures ``refine="local"`` at other block sizes (the
-refinement's time/loss dial, ``dmondrian.local.REFINE_BLOCK_ROWS`` and
-``REFINE_SMALL_BLOCK_ROWS``) with
-mode="relaxed", objective="ncp". ``--dask`` runs refine="local" on the Dask
+``--refine-rows`` also measures ``refine="local"`` at other block sizes (the
+refinement's time/loss dial, the ``refine_rows`` option: ``default`` for
+None, a number of rows, or ``all``) with mode="relaxed", objective="ncp",
+each run in a fresh process for its peak resident memory; ``--ks`` restricts
+the k of every part, ``--skip-grid`` leaves out the mode x objective x
+refine grid. ``--dask`` runs refine="local" on the Dask
 engine (a LocalCluster of 2 worker processes, ``npartitions=6``,
 ``leaf_rows=2000``) against the local engine. ``--census 1000000,...`` times
 k=10 on :func:`dmondrian.synthetic.make_census` (seed 8; QIs age, zip,
@@ -28,14 +31,16 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import multiprocessing
+import resource
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 import dmondrian
-import dmondrian.local as local
 from dmondrian.datasets import ADULT_QUASI_IDENTIFIERS as ADULT_QIS
 from dmondrian.datasets import load_adult
 from dmondrian.options import MODES, OBJECTIVES, REFINES
@@ -78,6 +83,29 @@ def measure(adult, k, repeat, **options) -> dict:
     assert np.bincount(cls).min() >= k
     return {"gcp": gcp(adult, cls), "seconds": min(seconds), "cpu": min(cpu),
             "classes": int(cls.max() + 1)}
+
+
+def _dial_run(k: int, refine_rows) -> dict:
+    """One refine_rows run in this (fresh) process: measure's figures and the peak RSS."""
+    adult = load_adult(download=False)
+    options = dict(mode="relaxed", objective="ncp", refine="local")
+    measure(adult.head(500), 2, 1, **options)  # warm: imports and first-call costs
+    out = measure(adult, k, 1, refine_rows=refine_rows, **options)
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def refine_rows_dial(values, ks) -> dict:
+    """``{"ROWS/k": figures}`` of relaxed "ncp", refine="local" at each refine_rows value."""
+    dial = {}
+    for text, k in itertools.product(values, ks):
+        rows = None if text == "default" else text if text == "all" else int(text)
+        # A process per run: ru_maxrss is the peak of the process's whole life.
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            dial[f"{text}/{k}"] = r = pool.submit(_dial_run, k, rows).result()
+        print(f"  refine_rows={text:8s} k={k:<4d} GCP {r['gcp']:6.3f} %  CPU {r['cpu']:7.2f} s"
+              f"  peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+    return dial
 
 
 def dask_agreement(adult) -> dict:
@@ -128,7 +156,11 @@ def census_speed(sizes) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--blocks", default="", help="more block sizes for refine='local'")
+    parser.add_argument("--refine-rows", default="",
+                        help="refine_rows values for refine='local' (default, N rows, all)")
+    parser.add_argument("--ks", default=",".join(map(str, KS)), help="the k measured")
+    parser.add_argument("--skip-grid", action="store_true",
+                        help="leave out the mode x objective x refine grid")
     parser.add_argument("--census", default="",
                         help="census sizes (e.g. 1000000,10000000) for the speed ratio")
     parser.add_argument("--skip-adult", action="store_true")
@@ -142,52 +174,46 @@ def main(argv=None) -> int:
         Path(args.out).write_text(json.dumps({"census": census, "dask": dask}, indent=1) + "\n")
         return 0
     adult = load_adult(download=False)
+    ks = [int(k) for k in args.ks.split(",")]
     rows = {}
-    for k, mode, objective, refine in itertools.product(KS, MODES, OBJECTIVES, REFINES):
+    grid = [] if args.skip_grid else itertools.product(ks, MODES, OBJECTIVES, REFINES)
+    for k, mode, objective, refine in grid:
         key = f"{mode}/{objective}/{refine}/{k}"
         rows[key] = measure(adult, k, args.repeat, mode=mode, objective=objective,
                             refine=refine)
         print(f"  {key:28s} GCP {rows[key]['gcp']:6.2f} %  {rows[key]['seconds']:.3f} s "
               f"(CPU {rows[key]['cpu']:.3f} s)", flush=True)
-    dial = {}
-    default_block = local.REFINE_BLOCK_ROWS, local.REFINE_SMALL_BLOCK_ROWS
-    try:
-        for block in [int(b) for b in args.blocks.split(",") if b]:
-            local.REFINE_BLOCK_ROWS = local.REFINE_SMALL_BLOCK_ROWS = block
-            for k in KS:
-                key = f"block {block}/{k}"
-                dial[key] = measure(adult, k, 1, mode="relaxed", objective="ncp",
-                                    refine="local")
-                print(f"  {key:28s} GCP {dial[key]['gcp']:6.2f} %  "
-                      f"{dial[key]['seconds']:.3f} s (CPU {dial[key]['cpu']:.3f} s)", flush=True)
-    finally:
-        local.REFINE_BLOCK_ROWS, local.REFINE_SMALL_BLOCK_ROWS = default_block
+    values = [v for v in args.refine_rows.split(",") if v]
+    dial = refine_rows_dial(values, ks)
 
     def best(refines):
         out = {}
-        for k in KS:
+        for k in ks if rows else ():
             keys = [f"{m}/{o}/{r}/{k}" for m in MODES for o in OBJECTIVES for r in refines]
             key = min(keys, key=lambda x: rows[x]["gcp"])
             out[k] = (key, rows[key])
         return out
 
-    lines = ["| k | " + " | ".join(str(k) for k in KS) + " |", "|---" * (len(KS) + 1) + "|"]
+    lines = ["| k | " + " | ".join(str(k) for k in ks) + " |", "|---" * (len(ks) + 1) + "|"]
     for label, figures in PEERS.items():
-        lines.append(f"| {label} | " + " | ".join(f"{g:.2f}" for g in figures) + " |")
+        lines.append(f"| {label} | " + " | ".join(f"{figures[KS.index(k)]:.2f}" for k in ks)
+                     + " |")
     for label, refines in (('dmondrian, refine="none"', ("none",)),
                            ('dmondrian, best option (refine="local" included)', REFINES)):
         b = best(refines)
-        lines.append(f"| {label} | " + " | ".join(
-            f"{b[k][1]['gcp']:.2f} ({b[k][1]['cpu']:.2f} s)" for k in KS) + " |")
-    blocks = sorted({int(key.split()[1].split("/")[0]) for key in dial})
-    for block in blocks:
-        lines.append(f'| refine="local", block {block}, relaxed/ncp | ' + " | ".join(
-            f"{dial[f'block {block}/{k}']['gcp']:.2f} "
-            f"({dial[f'block {block}/{k}']['cpu']:.2f} s)" for k in KS) + " |")
-    print("\nAdult, 8 QIs, GCP % (CPU seconds of the whole anonymize call, best of repeats)")
+        if b:
+            lines.append(f"| {label} | " + " | ".join(
+                f"{b[k][1]['gcp']:.2f} ({b[k][1]['cpu']:.2f} s)" for k in ks) + " |")
+    for text in values:
+        lines.append(f'| refine="local", refine_rows={text}, relaxed/ncp | ' + " | ".join(
+            f"{dial[f'{text}/{k}']['gcp']:.2f} ({dial[f'{text}/{k}']['cpu']:.2f} s, "
+            f"{dial[f'{text}/{k}']['peak_rss_mb']:.0f} MB)" for k in ks) + " |")
+    print("\nAdult, 8 QIs, GCP % (CPU seconds of the whole anonymize call, best of repeats;"
+          " refine_rows rows: one run, peak RSS of its process)")
     print("\n".join(lines))
     best_all = best(REFINES)
-    print("best option per k: " + ", ".join(f"k={k} {best_all[k][0]}" for k in KS))
+    if best_all:
+        print("best option per k: " + ", ".join(f"k={k} {best_all[k][0]}" for k in ks))
     dask = dask_agreement(adult) if args.dask else {}
     Path(args.out).write_text(json.dumps({"rows": rows, "dial": dial, "table": lines,
                                           "dask": dask, "census": census}, indent=1) + "\n")

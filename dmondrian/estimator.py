@@ -17,6 +17,7 @@ from .encoding.validation import (
     check_max_contributions,
     check_max_depth,
     check_quasi_identifiers,
+    check_refine_rows,
     check_sensitive,
 )
 from .errors import NotFittedError, ParameterError
@@ -204,6 +205,7 @@ identifiers, allow_unique
         for name in ("mode", "objective", "generalization", "suppressed"):
             ANONYMIZE[name].check_choice(getattr(self, name))
         check_max_depth(self.max_depth)
+        check_refine_rows(self.refine_rows, self.refine, self.k)
         check_suppression(self.suppression)
         resolve_constraints(self.k, l=self.l, l_kind=self.l_kind, c=self.c, t=self.t,
                             sensitive=self.sensitive, constraints=self.constraints)

@@ -213,7 +213,8 @@ def kernel_rules(encoded: list[EncodedQI], min_size: int | None = None, *,
 
 
 def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, leaves=None,
-              workspace: K.WorkSpace | None = None, refine: str = "none") -> Partitioning:
+              workspace: K.WorkSpace | None = None, refine: str = "none",
+              refine_rows=None) -> Partitioning:
     """Run Mondrian on encoded QIs and return each row's equivalence class.
 
     Parameters
@@ -236,6 +237,10 @@ def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, leaves=None,
         "local": after the cuts, move and swap rows between neighbouring
         classes (within one root) while the NCP drops, under the same
         constraints (:mod:`dmondrian._kernel.refine`).
+    refine_rows : int or "all", optional
+        The most rows of a refined block (a subtree of the cuts within one
+        root); "all": each root as one block. Default: from the table's size
+        and k.
 
     Returns
     -------
@@ -267,8 +272,9 @@ def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, leaves=None,
     order, class_start, sorted_keys = K.mondrian_partition(bufs, rules, leaves, depths=depths)
     if refine != "none":
         # At least a few classes of k rows per block, whatever k.
-        block_rows = max(REFINE_SMALL_BLOCK_ROWS if n <= REFINE_SMALL_TABLE_ROWS
-                         else REFINE_BLOCK_ROWS, REFINE_BLOCK_CLASSES * int(rules.ip[K.P_K]))
+        block_rows = (max(n, 1) if refine_rows == "all" else refine_rows or max(
+            REFINE_SMALL_BLOCK_ROWS if n <= REFINE_SMALL_TABLE_ROWS else REFINE_BLOCK_ROWS,
+            REFINE_BLOCK_CLASSES * int(rules.ip[K.P_K])))
         K.refine_partition(bufs, class_start, rules,
                            K.subtree_blocks(depths, class_start, starts, block_rows), REFINE_PASSES)
     stats = K.class_statistics(sorted_keys, class_start, rules.kinds, rules.cards)
@@ -329,6 +335,14 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
         may overlap (as in relaxed mode), each still labelled by its own
         rows' values. Fitted plans refuse it: they route rows through the
         cuts, which refined classes no longer follow.
+    refine_rows : int or "all", optional
+        With ``refine="local"``: the most rows refined together, each block a
+        subtree of the cuts; at least ``2 * k``. Larger blocks lose less and
+        take longer (about the block's rows times the table's rows); "all"
+        refines the whole table as one block. On the Dask engine a block
+        never spans a leaf ("all" is each leaf). Default: a rule from the
+        table's size and k (benchmarks/README.md, "Least loss"). Fitted
+        plans refuse it, as they refuse ``refine``.
     generalization : {"range", "midpoint", "mean"}, default "range"
         How numeric and datetime QIs are published: a range label
         (see :mod:`dmondrian.release.publish`), or the class's midpoint or mean as
@@ -482,7 +496,7 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     warn_person_keys(keys)
     part = partition(encoded, kernel_rules(encoded, mode=opts.mode, objective=opts.objective,
                                            max_depth=opts.max_depth, privacy=privacy),
-                     refine=opts.refine)
+                     refine=opts.refine, refine_rows=opts.refine_rows)
     result = None
     if opts.suppression > 0:
         result = suppression.suppress(encoded, part, opts.suppression, opts.suppressed,

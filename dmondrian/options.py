@@ -183,7 +183,8 @@ class Option:
     help : str
         One line saying what it does (the command line's help too).
     choices : tuple, optional
-        The values allowed, when they are a fixed set.
+        The values allowed, when they are a fixed set; with a range, the
+        names it takes besides its numbers.
     range : Range, optional
         The numbers allowed, when the option is a number. None is allowed too
         when it is the default or ``none_ok``.
@@ -241,9 +242,10 @@ class Option:
         dmondrian.errors.ParameterError: c must be None or a number > 0, got 0
         """
         if (value is None and (self.default is None or self.none_ok)) \
-                or isinstance(value, self.accepts):
+                or isinstance(value, self.accepts) or self._named(value):
             return value
-        self.check_choice(value)
+        if self.range is None:
+            self.check_choice(value)
         if self.range is not None:
             if value not in self.range:
                 raise ParameterError(self.name, f"{self.name} must be {self.describe()}, "
@@ -251,6 +253,11 @@ class Option:
             if isinstance(value, numbers.Integral):
                 return int(value)
         return value
+
+    def _named(self, value) -> bool:
+        """Whether ``value`` is one of the names a ranged option takes besides numbers."""
+        return self.range is not None and isinstance(value, str) \
+            and value in (self.choices or ())
 
     def require(self, value):
         """:meth:`check`, with None refused (a value the caller must give).
@@ -272,6 +279,8 @@ class Option:
         texts += [f"a {t.__module__.split('.')[0]}.random.{t.__name__}"
                   if t.__module__.startswith("numpy.random") else f"a {t.__name__}"
                   for t in self.accepts]
+        if self.range is not None:
+            texts += [repr(c) for c in self.choices or ()]
         if self.default is None or self.none_ok:
             texts.insert(0, none)
         return ", ".join(texts[:-1]) + " or " + texts[-1] if len(texts) > 1 else texts[0]
@@ -306,6 +315,11 @@ ANONYMIZE = _group(
            "classes while the NCP drops (local: lower NCP, slower; classes may overlap)",
            REFINES, plan="refuse", plan_why="it routes rows through the cuts, which refined "
            "classes no longer follow"),
+    Option("refine_rows", None, "with refine=local: the rows refined together, at least 2k "
+           "(larger blocks lose less, for more time), or all for the whole table (on Dask: "
+           "each leaf); default: from the table's size and k", ("all",),
+           range=Range(numbers.Integral, 2), plan="refuse",
+           plan_why="it sizes the refinement, which a plan refuses"),
     Option("max_depth", None, "stop cutting after this many levels (coarser classes)",
            range=_INT_0, plan="keep"),
     Option("hierarchies", None, "generalization hierarchy per nominal QI: a Hierarchy, a "

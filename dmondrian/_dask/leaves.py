@@ -174,7 +174,7 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
         with K.thread_limit(top.kernel_threads):
             with _KERNEL_LOCK:
                 part = partition(encoded, rules, leaves=leaves, workspace=workspace,
-                                 refine=opts.refine)
+                                 refine=opts.refine, refine_rows=opts.refine_rows)
             if top.exchange == "keys":
                 return _publish_codes(frame, encoded, part, privacy, ids, starts, top), None
             if opts.suppression > 0:

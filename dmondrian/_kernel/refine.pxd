@@ -14,6 +14,11 @@ cdef enum:
     # A row is moved or swapped only into its class's nearest classes: the
     # passes cost the block's rows times this many classes, not its rows squared.
     NEIGHBOURS = 8
+    # Each class keeps this many candidates for its nearest classes, with their
+    # distances, instead of every class's distance: memory in the classes, not
+    # their square, and a class scans every other one again only when fewer than
+    # NEIGHBOURS candidates are known to be nearer than any class left out.
+    CANDIDATES = 32
 
 
 cdef struct Block:
@@ -45,14 +50,16 @@ cdef struct Block:
     double* maxred        # (cap,) the largest red of each class's rows
     i64* keep             # (m,) the refined Mondrian classes, while k-member is tried
     i64* nb               # (cap, NEIGHBOURS) each class's nearest classes
-    double* nbd           # their distances
     i64* nbn              # (cap,) how many
     i64* free             # (m,) rows no k-member class holds yet
     double* lb            # (m,) a lower bound of the spans of a class with each free row
     i64* fresh            # (m,) the k-member step lb was computed at
     i64* heap             # (m,) the free rows, a binary heap on (lb, row)
     double* ecc           # (m,) how far each row lies from the block's middle (seeds)
-    double* dist          # (cap, cap) the classes' distances, kept between passes
+    i64* cand             # (cap, CANDIDATES) each class's candidates, by (distance, id)
+    double* cand_d        # their distances, current
+    i64* ncand            # (cap,) how many
+    double* thr           # (cap,) no class left out of the candidates is nearer than this
     i64* dirty            # (cap,) classes changed since their distances were computed
     i64* dlist            # (cap,) those classes, for _neighbours
     i64 clock             # _improve's count of changes, for the three stamps below

@@ -34,6 +34,7 @@ in constant time), the missing count and, for nominal QIs of up to
 import numpy as np
 
 from cython.parallel cimport prange
+from libc.math cimport INFINITY
 from libc.stdlib cimport calloc, free
 
 cdef extern from *:
@@ -247,69 +248,85 @@ cdef double _distance(const Block* b, const Config* cf, Py_ssize_t a, Py_ssize_t
     return total - 0.5 * (b.spans[a] + b.spans[c])
 
 
+cdef void _offer(Block* b, Py_ssize_t x, Py_ssize_t y, double g) noexcept nogil:
+    """Class ``y`` at distance ``g`` as a candidate of ``x``; one left out lowers the threshold."""
+    cdef i64* cand = b.cand + x * CANDIDATES
+    cdef double* cd = b.cand_d + x * CANDIDATES
+    cdef Py_ssize_t t = b.ncand[x]
+    if t == CANDIDATES:
+        if g > cd[t - 1] or (g == cd[t - 1] and y > cand[t - 1]):
+            if g < b.thr[x]:
+                b.thr[x] = g
+            return
+        t -= 1
+        if cd[t] < b.thr[x]:
+            b.thr[x] = cd[t]
+    else:
+        b.ncand[x] += 1
+    while t > 0 and (cd[t - 1] > g or (cd[t - 1] == g and cand[t - 1] > y)):
+        cand[t] = cand[t - 1]
+        cd[t] = cd[t - 1]
+        t -= 1
+    cand[t] = y
+    cd[t] = g
+
+
 cdef void _neighbours(Block* b, const Config* cf) noexcept nogil:
-    """Each class's NEIGHBOURS nearest classes (ties by class id)."""
-    cdef Py_ssize_t a, c, t, n, cap = b.cap
-    cdef double g
-    cdef i64* nb
-    cdef double* nbd
-    cdef i64 old[NEIGHBOURS]
-    cdef Py_ssize_t old_n, n_dirty = 0, u
-    cdef bint same, rescan
-    # The distance is symmetric and changes only with the two classes: only the
-    # pairs with a class changed since the last call are computed again.
+    """Each class's NEIGHBOURS nearest classes (ties by class id).
+
+    The distance is symmetric and changes only with the two classes: only the
+    pairs with a class changed since the last call are computed again, each
+    offered to both classes' candidates (which the changed classes left first);
+    a class without NEIGHBOURS candidates below its threshold scans all again.
+    """
+    cdef Py_ssize_t a, c, t, w, n, u, n_dirty = 0
+    cdef i64 *cand, *nb
+    cdef double *cd, g
+    cdef bint same
     for a in range(b.ncl):
-        if not b.dirty[a]:
+        cand = b.cand + a * CANDIDATES
+        cd = b.cand_d + a * CANDIDATES
+        if b.dirty[a]:
+            b.dlist[n_dirty] = a
+            n_dirty += 1
+            b.ncand[a] = 0
+            b.thr[a] = INFINITY
             continue
-        b.dlist[n_dirty] = a
-        n_dirty += 1
+        w = 0
+        for t in range(b.ncand[a]):
+            if not b.dirty[cand[t]]:
+                cand[w] = cand[t]
+                cd[w] = cd[t]
+                w += 1
+        b.ncand[a] = w
+    for u in range(n_dirty):
+        a = b.dlist[u]
         for c in range(b.ncl):
             if c != a and not (b.dirty[c] and c < a):
                 g = _distance(b, cf, a, c)
-                b.dist[a * cap + c] = g
-                b.dist[c * cap + a] = g
+                _offer(b, a, c, g)
+                _offer(b, c, a, g)
     for a in range(b.ncl):
+        n = b.ncand[a]
+        if (b.thr[a] < INFINITY if n < NEIGHBOURS
+                else b.cand_d[a * CANDIDATES + NEIGHBOURS - 1] >= b.thr[a]):
+            # A class left out may be nearer: scan them all (the distance is symmetric).
+            b.ncand[a] = 0
+            b.thr[a] = INFINITY
+            for c in range(b.ncl):
+                if c != a:
+                    _offer(b, a, c, _distance(b, cf, a, c))
+            n = b.ncand[a]
+        if n > NEIGHBOURS:
+            n = NEIGHBOURS
         nb = b.nb + a * NEIGHBOURS
-        nbd = b.nbd + a * NEIGHBOURS
-        old_n = b.nbn[a]
-        # A list of NEIGHBOURS classes, none of them changed, stays the nearest
-        # when every changed class is strictly further than its last (ties go to
-        # the smaller id, so an equal distance scans again).
-        rescan = b.dirty[a] or old_n < NEIGHBOURS
-        for t in range(old_n):
-            if b.dirty[nb[t]]:
-                rescan = True
-        u = 0
-        while not rescan and u < n_dirty:
-            c = b.dlist[u]
-            if c != a and b.dist[a * cap + c] <= nbd[old_n - 1]:
-                rescan = True
-            u += 1
-        if not rescan:
-            continue
-        for t in range(old_n):
-            old[t] = nb[t]
-        n = 0
-        for c in range(b.ncl):
-            if c == a:
-                continue
-            g = b.dist[a * cap + c]
-            if n == NEIGHBOURS and g >= nbd[n - 1]:
-                continue
-            t = n if n < NEIGHBOURS else NEIGHBOURS - 1
-            while t > 0 and nbd[t - 1] > g:
-                nb[t] = nb[t - 1]
-                nbd[t] = nbd[t - 1]
-                t -= 1
-            nb[t] = c
-            nbd[t] = g
-            if n < NEIGHBOURS:
-                n += 1
-        b.nbn[a] = n
-        same = n == old_n
+        same = n == b.nbn[a]
         for t in range(n):
-            if same and nb[t] != old[t]:
+            c = b.cand[a * CANDIDATES + t]
+            if same and nb[t] != c:
                 same = False
+            nb[t] = c
+        b.nbn[a] = n
         if not same:
             b.nb_changed_at[a] = b.clock
     for u in range(n_dirty):
@@ -333,6 +350,7 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
     for c in range(b.ncl):
         b.changed_at[c] = 1
         b.nbn[c] = 0
+        b.dirty[c] = 1  # candidates of an earlier clustering of the block are stale
     for i in range(b.m):
         b.seen_at[i] = 0
     for p in range(cf.passes):
@@ -636,8 +654,8 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     cdef Py_ssize_t m = e - s, d = cf.qi.d, at = 0, cap = cf.cap, n_sens = cf.n_sens
     # One zeroed arena for every array (the marks must start at zero); doubles
     # are 8 bytes as the int64 words are.
-    cdef Py_ssize_t words = (d * m + 14 * m + cap * (m + 7 + 9 * d + cf.nom + 2 * NEIGHBOURS + 2)
-                             + cap * cap + n_sens + 50)
+    cdef Py_ssize_t words = (d * m + 14 * m + n_sens + 50 + cap * (
+        m + 9 + 9 * d + cf.nom + NEIGHBOURS + 2 * CANDIDATES + 2))
     cdef i64* arena = <i64*>calloc(words, sizeof(i64))
     if arena == NULL:
         return -1
@@ -668,14 +686,16 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     b.fresh = _take(arena, &at, m)
     b.heap = _take(arena, &at, m)
     b.ecc = <double*>_take(arena, &at, m)
-    b.dist = <double*>_take(arena, &at, cap * cap)
+    b.cand = _take(arena, &at, cap * CANDIDATES)
+    b.cand_d = <double*>_take(arena, &at, cap * CANDIDATES)
+    b.ncand = _take(arena, &at, cap)
+    b.thr = <double*>_take(arena, &at, cap)
     b.dirty = _take(arena, &at, cap)
     b.dlist = _take(arena, &at, cap)
     b.changed_at = _take(arena, &at, cap)
     b.nb_changed_at = _take(arena, &at, cap)
     b.seen_at = _take(arena, &at, m)
     b.nb = _take(arena, &at, cap * NEIGHBOURS)
-    b.nbd = <double*>_take(arena, &at, cap * NEIGHBOURS)
     b.nbn = _take(arena, &at, cap)
     b.ent_l = _take(arena, &at, m)
     b.pair_l = _take(arena, &at, m)
@@ -719,7 +739,7 @@ def refine_partition(bufs_keys, class_start, rules, blocks, Py_ssize_t passes, i
     cdef unsigned char[::1] cs = class_start.view(np.uint8)
     cdef RuleArrays config = RuleArrays(rules)
     cdef Py_ssize_t d = config.rules.qi.d, n = bv.shape[2], rows = bv.shape[1], q, i, c
-    cdef Py_ssize_t nom = 0, n_sens
+    cdef Py_ssize_t nom = 0, n_sens, largest
     cdef i64 k = config.rules.priv.ip[P_K]
     cdef Config cf
     cdef int changed = 0, failed = 0
@@ -761,7 +781,8 @@ def refine_partition(bufs_keys, class_start, rules, blocks, Py_ssize_t passes, i
     cf.k = k
     cf.general = (config.rules.priv.ip[P_ENT_ROW] >= 0 or config.rules.priv.ip[P_SENS_ROW] >= 0)
     cf.passes = passes
-    cf.cap = int((block_arr[:, 1] - block_arr[:, 0]).max()) // max(k, 1) + 1
+    largest = int((block_arr[:, 1] - block_arr[:, 0]).max())
+    cf.cap = largest // max(k, 1) + 1
     cf.n_sens = n_sens
     cdef i64* data = &bv[0, 0, 0]
     cdef i64* scratch = &bv[1, 0, 0]
@@ -773,5 +794,6 @@ def refine_partition(bufs_keys, class_start, rules, blocks, Py_ssize_t passes, i
         failed += status < 0
         changed += status > 0
     if failed:
-        raise MemoryError("not enough memory for the refinement's work space")
+        raise MemoryError("not enough memory for the refinement's work space (blocks of up "
+                          f"to {largest} rows): a smaller refine_rows needs less")
     return changed

@@ -216,11 +216,14 @@ def option_type(option: Option, flag: str | None = None):
     argparse.ArgumentTypeError: --c must be a number > 0, got '0'
     """
     flag = flag or f"--{option.name.replace('_', '-')}"
-    expected = f"{option.range}" + (" or 'none'" if option.none_ok else "")
+    expected = (f"{option.range}" + (" or 'none'" if option.none_ok else "")
+                + "".join(f" or {c!r}" for c in option.choices or ()))
 
     def parse(text):
         if option.none_ok and text.strip().lower() == "none":
             return None
+        if text in (option.choices or ()):
+            return text
         try:
             return option.check(option.range.parse(text))
         except (ValueError, ParameterError):
@@ -264,8 +267,9 @@ def add_option(parser, option: Option, *, also: str = "", flag: str | None = Non
     flag = flag or f"--{option.name.replace('_', '-')}"
     if option.range is not None:
         kwargs.setdefault("type", option_type(option, flag))
+    choices = None if option.range is not None else option.choices
     return parser.add_argument(flag, dest=option.name, default=option.default,
-                               choices=option.choices, help=text, **kwargs)
+                               choices=choices, help=text, **kwargs)
 
 
 def table_options(args: argparse.Namespace, *groups: dict[str, Option]) -> dict:

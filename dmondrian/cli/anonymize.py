@@ -98,6 +98,7 @@ def _add_anonymization(p) -> None:
     add_option(p, ANONYMIZE["mode"])
     add_option(p, ANONYMIZE["objective"])
     add_option(p, ANONYMIZE["refine"])
+    add_option(p, ANONYMIZE["refine_rows"], metavar="N|all")
     add_option(p, ANONYMIZE["generalization"])
     p.add_argument("--hierarchy", action="append", metavar="COL=FILE",
                    help="generalization hierarchy for a nominal QI, lines 'leaf;parent;...;*' "
@@ -489,7 +490,7 @@ def _parameters(job: Job) -> dict:
     return {"k": args.k, "quasi_identifiers": job.qis,
             "sensitive": job.sensitive[0] if job.sensitive else None, "l": args.l,
             "l_kind": args.l_kind, "c": args.c, "t": args.t, "mode": args.mode,
-            "objective": args.objective, "refine": args.refine,
+            "objective": args.objective, "refine": args.refine, "refine_rows": args.refine_rows,
             "generalization": args.generalization, "max_depth": args.max_depth,
             "hierarchies": job.hierarchy_files, "dtypes": job.dtypes,
             "suppression": args.suppression, "suppressed": args.suppressed,

@@ -92,6 +92,17 @@ def check_max_contributions(value, name: str = "max_contributions") -> int:
     return ANONYMIZE[name].check(value)
 
 
+def check_refine_rows(value, refine, k: int):
+    """``refine_rows`` checked: None, "all", or an int of at least two classes (2k)."""
+    value = ANONYMIZE["refine_rows"].check(value)
+    if value is not None and refine == "none":
+        raise ParameterError("refine_rows", "refine_rows sizes refine='local'; refine is 'none'")
+    if isinstance(value, int) and value < 2 * k:
+        raise ParameterError("refine_rows", f"refine_rows must be at least 2k = {2 * k} "
+                                            f"(two classes), got {value}")
+    return value
+
+
 @dataclass(frozen=True)
 class Options:
     """The checked options of one anonymization, as both engines use them.
@@ -107,6 +118,8 @@ class Options:
     objective: str
     #: The refinement after the cuts ("none", "local"; :mod:`dmondrian._kernel.refine`).
     refine: str
+    #: The refinement's block rows: None (the default rule), an int >= 2k or "all".
+    refine_rows: object
     generalization: str
     max_depth: int
     hierarchies: dict
@@ -182,11 +195,13 @@ def check_options(columns, quasi_identifiers, k, *, index_name=None, **options) 
         k, l=o["l"], l_kind=o["l_kind"], c=o["c"], t=o["t"],
         sensitive=o["sensitive"], constraints=o["constraints"])
     sensitive = check_sensitive(sensitive, columns, qis)
+    refine_rows = check_refine_rows(o["refine_rows"], o["refine"], constraint_list[0].min_size())
     noise = check_noise(o["noise"], columns, qis, sensitive)
     return Options(
         qis=qis,
         constraints=constraint_list,
         sensitive=sensitive,
+        refine_rows=refine_rows,
         **{name: ANONYMIZE[name].check(o[name]) for name in _AS_GIVEN},
         max_depth=check_max_depth(o["max_depth"]),
         hierarchies=check_mapping("hierarchies", o["hierarchies"], qis),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from checks import assert_valid_release
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,10 +20,14 @@ from dmondrian.synthetic import make_census
 # rows' values, rows in = rows out, determinism) are tested in test_objectives.py.
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(20, 300), st.integers(2, 6), st.integers(0, 2**16),
-       st.sampled_from([None, "entropy", "t"]))
-def test_refined_classes_hold_k_people_and_the_sensitive_constraint(n, k, seed, sensitive):
+       st.sampled_from([None, "entropy", "t"]),
+       st.one_of(st.none(), st.just("all"), st.integers(2, 60)))
+def test_refined_classes_hold_k_people_and_the_sensitive_constraint(n, k, seed, sensitive,
+                                                                     classes):
+    # Blocks of any size, from two classes (refine_rows=2k) to the whole table.
+    refine_rows = classes * k if isinstance(classes, int) else classes
     rng = np.random.default_rng(seed)
     users = rng.integers(0, max(k, n // 3), n)
     df = pd.DataFrame({"user": users, "age": rng.integers(18, 90, n),
@@ -34,11 +39,13 @@ def test_refined_classes_hold_k_people_and_the_sensitive_constraint(n, k, seed, 
         options = dict(sensitive="s", l=1.5, l_kind="entropy")
     elif sensitive == "t":
         options = dict(sensitive="s", t=0.6)
+    options.update(refine="local", refine_rows=refine_rows, mode="relaxed", objective="ncp")
     try:
         out = dmondrian.anonymize(df, ["age", "zip"], k, entity="user", class_column="cls",
-                                  refine="local", mode="relaxed", objective="ncp", **options)
+                                  **options)
     except dmondrian.errors.InfeasibleError:
         return  # the whole table fails the sensitive constraint
+    assert_valid_release(df.drop(columns="user"), out, ["age", "zip"], k, class_column="cls")
     people = df["user"].groupby(out["cls"]).nunique()
     assert people.min() >= k
     if sensitive == "entropy":
@@ -48,7 +55,7 @@ def test_refined_classes_hold_k_people_and_the_sensitive_constraint(n, k, seed, 
             p = pairs.value_counts(normalize=True).to_numpy()
             assert -(p * np.log(p)).sum() >= np.log(1.5) - 1e-9
     again = dmondrian.anonymize(df, ["age", "zip"], k, entity="user", class_column="cls",
-                                refine="local", mode="relaxed", objective="ncp", **options)
+                                **options)
     pd.testing.assert_frame_equal(out, again)
 
 
@@ -205,16 +212,18 @@ def test_the_dask_leaves_refine_as_the_local_engine_does(adult, process_client):
     qis = list(ADULT_QUASI_IDENTIFIERS)
     ddf = dd.from_pandas(adult, npartitions=6)
     gcp = {}
-    for refine in ("none", "local"):
+    # refine_rows="all" is each leaf as one block: capped at the leaf, whatever the table.
+    for refine, rows in (("none", None), ("local", None), ("local", "all")):
         out = dmondrian.anonymize(ddf, qis, 10, mode="relaxed", objective="ncp", refine=refine,
-                                  class_column="cls", leaf_rows=2000,
+                                  refine_rows=rows, class_column="cls", leaf_rows=2000,
                                   client=process_client).compute().loc[adult.index]
         assert out.groupby("cls").size().min() >= 10
-        gcp[refine] = ncp(out, qis, adult).overall
+        gcp[refine, rows] = ncp(out, qis, adult).overall
     local = dmondrian.anonymize(adult, qis, 10, mode="relaxed", objective="ncp",
                                 refine="local", class_column="cls")
-    assert gcp["local"] < gcp["none"]
-    assert gcp["local"] <= 1.02 * ncp(local, qis, adult).overall
+    assert gcp["local", None] < gcp["none", None]
+    assert gcp["local", None] <= 1.02 * ncp(local, qis, adult).overall
+    assert gcp["local", "all"] < gcp["local", None]
 
 
 def test_the_refined_release_does_not_depend_on_the_thread_count():
@@ -301,3 +310,40 @@ def test_refine_blocks_are_the_largest_subtrees_of_the_cuts(n, k, seed, mode, bl
     for s, e in bounds:
         if e - s > block:  # left out: a single class of more rows
             assert not class_start[s + 1:e].any()
+
+
+def test_refine_rows_is_checked_and_refused_by_fitted_plans(tmp_path):
+    from dmondrian.cli import main
+
+    df = pd.DataFrame({"a": np.arange(60) % 17, "b": np.arange(60) * 7 % 23})
+    with pytest.raises(ParameterError, match="at least 2k = 8") as info:
+        dmondrian.anonymize(df, ["a", "b"], 4, refine="local", refine_rows=7)
+    assert info.value.parameter == "refine_rows"
+    with pytest.raises(ParameterError, match="refine is 'none'"):
+        dmondrian.anonymize(df, ["a", "b"], 4, refine_rows="all")
+    with pytest.raises(ParameterError, match="refine_rows must be None, an integer >= 2 or 'all'"):
+        dmondrian.anonymize(df, ["a", "b"], 4, refine="local", refine_rows="whole")
+    with pytest.raises(ParameterError, match="a fitted plan does not take 'refine_rows'"):
+        fit_plan(df, ["a", "b"], 4, refine_rows=8)
+    # Two classes per block, and the whole table: each a valid release; the command line
+    # reads the same values.
+    for rows in (8, "all"):
+        out = dmondrian.anonymize(df, ["a", "b"], 4, refine="local", refine_rows=rows,
+                                  class_column="cls")
+        assert_valid_release(df, out, ["a", "b"], 4, class_column="cls")
+        dst = tmp_path / f"out{rows}.csv"
+        df.to_csv(tmp_path / "in.csv", index=False)
+        assert main(["anonymize", str(tmp_path / "in.csv"), str(dst), "--k", "4", "--qi", "a,b",
+                     "--refine", "local", "--refine-rows", str(rows)]) == 0
+        assert sorted(pd.read_csv(dst)["a"].astype(str)) == sorted(out["a"].astype(str))
+
+
+def test_the_whole_table_as_one_block_loses_least_on_adult(adult):
+    qis = list(ADULT_QUASI_IDENTIFIERS)
+    gcp = {}
+    for rows in (None, "all"):
+        out = dmondrian.anonymize(adult, qis, 10, mode="relaxed", objective="ncp",
+                                  refine="local", refine_rows=rows, class_column="cls")
+        assert out.groupby("cls").size().min() >= 10
+        gcp[rows] = ncp(out, qis, adult).overall
+    assert gcp["all"] < gcp[None]
