@@ -1,9 +1,8 @@
 """The Dask engine: Mondrian on a dask DataFrame larger than memory.
 
-The client cuts the table near the root from summaries of distributed passes,
-until every region fits in memory (a leaf); the rows are then shuffled by
-leaf into output partitions, and each output partition runs the local engine
-on its leaves. The steps, each a module of :mod:`dmondrian._dask`:
+The client cuts the table near the root from summaries of distributed passes, until every region
+fits in memory (a leaf); the rows are then shuffled by leaf into output partitions, and each output
+partition runs the local engine on its leaves. The steps, each a module of :mod:`dmondrian._dask`:
 
 1. the domain pass (:mod:`~dmondrian._dask.domain_pass`): every QI's global
    domain, the root's summary and a row sample;
@@ -13,14 +12,12 @@ on its leaves. The steps, each a module of :mod:`dmondrian._dask`:
    leaf and moved to its leaf's output partition;
 4. the leaves (:mod:`~dmondrian._dask.leaves`): the local engine on all the
    leaves of an output partition in one call;
-5. the output: a lazy dask DataFrame, or Parquet files written by the tasks
-   that anonymized them (:mod:`~dmondrian._dask.counting_write` when the
-   shuffle pass also counts the leaves).
+5. the output: a lazy dask DataFrame, or Parquet files written by the tasks that anonymized them
+   (:mod:`~dmondrian._dask.counting_write` when the shuffle pass also counts the leaves).
 
-Every released class has at least ``k`` rows: a cut is kept only on exact
-counts, and each output partition refuses a leaf whose rows differ from the
-counted ones. See docs/design.md, section "The Dask engine", for the
-algorithm step by step, its guarantees, sizes and limits.
+Every released class has at least ``k`` rows: a cut is kept only on exact counts, and each output
+partition refuses a leaf whose rows differ from the counted ones. See docs/design.md, section "The
+Dask engine", for the algorithm step by step, its guarantees, sizes and limits.
 """
 
 from __future__ import annotations
@@ -75,85 +72,69 @@ def anonymize(ddf, quasi_identifiers, k, **options):
         As in :func:`dmondrian.local.anonymize`. ``class_column`` ids are
         unique over the whole table (``leaf_id * 2**32 + local id``).
     leaf_rows : int, optional
-        Regions up to this many rows are anonymized in memory by one task.
-        Default: a fifth of a worker thread's memory budget (its worker's
-        limit at dask's pause fraction, less what the worker already holds
-        and the p2p shuffle's buffers, shared by its threads) over what a
-        row costs in an output partition (about three times its in-memory
-        size, measured on the first partition, plus 28 bytes per QI and 40;
-        on the keys path three times the bytes it ships instead of its size),
-        clipped to [1,000, 4,000,000] rows. Any value is raised to ``2 * k``.
-        Workers too small for any plan raise
-        :class:`~dmondrian.errors.MemoryLimitError`, naming the smallest
-        memory limit that works, before the passes that would need it.
+        Regions up to this many rows are anonymized in memory by one task. Default: a fifth of a
+        worker thread's memory budget (its worker's limit at dask's pause fraction, less what the
+        worker already holds and the p2p shuffle's buffers, shared by its threads) over what a row
+        costs in an output partition (about three times its in-memory size, measured on the first
+        partition, plus 28 bytes per QI and 40; on the keys path three times the bytes it ships
+        instead of its size), clipped to [1,000, 4,000,000] rows. Any value is raised to ``2 * k``.
+        Workers too small for any plan raise :class:`~dmondrian.errors.MemoryLimitError`, naming the
+        smallest memory limit that works, before the passes that would need it.
     client : distributed.Client, optional
-        Cluster to use. Default: the current default client, else the
-        scheduler at ``$DASK_SCHEDULER_ADDRESS``, else an embedded
-        ``LocalCluster``, closed before this returns (the result is then
-        computed by whatever scheduler is active; :func:`session` or the
-        writers keep one cluster for the whole job).
+        Cluster to use. Default: the current default client, else the scheduler at
+        ``$DASK_SCHEDULER_ADDRESS``, else an embedded ``LocalCluster``, closed before this returns
+        (the result is then computed by whatever scheduler is active; :func:`session` or the writers
+        keep one cluster for the whole job).
     progress : bool, optional
-        Show a progress bar per pass; default: when a terminal or notebook is
-        attached.
+        Show a progress bar per pass; default: when a terminal or notebook is attached.
     stall_timeout : float or None, default 120
-        Seconds a pass may go without any finished task while workers are
-        paused for lack of memory; it is then cancelled and
-        :class:`~dmondrian.errors.JobStalledError` names the paused workers
-        and their memory. None waits for ever. The passes made here are
-        watched, and the writers' whole job; the lazy result is computed by
-        the caller, unwatched.
+        Seconds a pass may go without any finished task while workers are paused for lack of memory;
+        it is then cancelled and :class:`~dmondrian.errors.JobStalledError` names the paused workers
+        and their memory. None waits for ever. The passes made here are watched, and the writers'
+        whole job; the lazy result is computed by the caller, unwatched.
     exchange : {"auto", "keys", "rows"}, default "auto"
-        What the shuffle moves. "keys": only the QIs' keys (and the sensitive
-        and noised columns), the published values travel back, and each input
-        partition is read again and written with them in place: output
-        partition ``i`` holds input partition ``i``'s rows, in input order.
-        "rows": every column travels to its leaf, and output partitions are
-        runs of leaves. "auto" (or None): the path a cost model fitted to
-        measured CPU seconds estimates cheaper, from the QIs, the other columns'
-        bytes a row and the partitions a row (docs/design.md, "Moving only keys"). Given the same
-        ``leaf_rows``, the release's classes and labels are the same either
+        What the shuffle moves. "keys": only the QIs' keys (and the sensitive and noised columns),
+        the published values travel back, and each input partition is read again and written with
+        them in place: output partition ``i`` holds input partition ``i``'s rows, in input order.
+        "rows": every column travels to its leaf, and output partitions are runs of leaves. "auto"
+        (or None): the path a cost model fitted to measured CPU seconds estimates cheaper, from the
+        QIs, the other columns' bytes a row and the partitions a row (docs/design.md, "Moving only
+        keys"). Given the same ``leaf_rows``, the release's classes and labels are the same either
         way (the default ``leaf_rows`` is larger on the keys path).
     shuffle_method : str, optional
-        How the rows move to their leaves ("p2p", "tasks", "disk"). Default:
-        "p2p" when ``client`` is given (compute the result with that client),
-        else dask's choice at compute time.
+        How the rows move to their leaves ("p2p", "tasks", "disk"). Default: "p2p" when ``client``
+        is given (compute the result with that client), else dask's choice at compute time.
 
     suppression, suppressed
-        As in :func:`dmondrian.local.anonymize`, applied in each leaf with its
-        share of the budget, ``floor(suppression * leaf rows)``: the total
-        stays within ``floor(suppression * n)``, and each leaf suppresses
-        none or at least ``k`` rows, so the masked rows form one class of at
+        As in :func:`dmondrian.local.anonymize`, applied in each leaf with its share of the budget,
+        ``floor(suppression * leaf rows)``: the total stays within ``floor(suppression * n)``, and
+        each leaf suppresses none or at least ``k`` rows, so the masked rows form one class of at
         least ``k`` (:mod:`dmondrian.privacy.suppression`).
     entity, max_contributions, max_classes
-        As in :func:`dmondrian.local.anonymize`: every class holds ``k``
-        distinct entities, l and t count (entity, value) pairs, and noise
-        bounds each entity's contributions with the same scale. Each leaf's
-        people are counted exactly (up to ``k`` distinct entity ids per
-        leaf, hashed; enough to decide ">= k"), in the shuffle pass when the
-        writers defer their counts, else in a pass of their own, and a cut
-        whose children hold fewer is undone. With l or t, one pass counts
-        the exact (entity, value) pairs of every region of the top phase
-        instead. With noise, one pass shares each entity's ``max_classes``
-        among the leaves it has rows in. The column travels to the leaves
-        with the rows, whose local runs count entities below, and is never
-        written. See docs/design.md, section "Entities".
+        As in :func:`dmondrian.local.anonymize`: every class holds ``k`` distinct entities, l and t
+        count (entity, value) pairs, and noise bounds each entity's contributions with the same
+        scale. Each leaf's people are counted exactly (up to ``k`` distinct entity ids per leaf,
+        hashed; enough to decide ">= k"), in the shuffle pass when the writers defer their counts,
+        else in a pass of their own, and a cut whose children hold fewer is undone. With l or t, one
+        pass counts the exact (entity, value) pairs of every region of the top phase instead. With
+        noise, one pass shares each entity's ``max_classes`` among the leaves it has rows in. The
+        column travels to the leaves with the rows, whose local runs count entities below, and is
+        never written. See docs/design.md, section "Entities".
     l, l_kind, c, t, sensitive, constraints
-        l-diversity and t-closeness, as in :func:`dmondrian.local.anonymize`.
-        After the top phase, one pass counts the sensitive values of every
-        leaf exactly and undoes, from the root down, any cut whose children
-        break the constraint; each leaf's local run then enforces it below,
+        l-diversity and t-closeness, as in :func:`dmondrian.local.anonymize`. After the top phase,
+        one pass counts the sensitive values of every leaf exactly and undoes, from the root down,
+        any cut whose children break the constraint; each leaf's local run then enforces it below,
         t-closeness against the whole dataset's distribution.
 
     Returns
     -------
     dask.dataframe.DataFrame
-        Same columns, QIs generalized (labels as Categoricals of text, as the
-        local engine returns them; each partition has its own categories, so
-        dask knows none, and dask's ``to_parquet`` writes them as Parquet
-        dictionaries); the input's index values with unknown divisions; rows
-        grouped by leaf. Its ``to_parquet`` runs :func:`anonymize_to_parquet`'s
-        writer on this plan, labels without min/max statistics unless told
-        otherwise (:class:`dmondrian._dask.lazy_frame.AnonymizedFrame`).
+        Same columns, QIs generalized (labels as Categoricals of text, as the local engine returns
+        them; each partition has its own categories, so dask knows none, and dask's ``to_parquet``
+        writes them as Parquet dictionaries); the input's index values with unknown divisions; rows
+        grouped by leaf. Its ``to_parquet`` runs :func:`anonymize_to_parquet`'s writer on this plan,
+        labels without min/max statistics unless told otherwise
+        (:class:`dmondrian._dask.lazy_frame.AnonymizedFrame`).
 
     Raises
     ------
@@ -178,8 +159,7 @@ def anonymize(ddf, quasi_identifiers, k, **options):
     # The shuffle pass counts the leaves (one pass less) when the cluster
     # outlives this call and no count can undo a cut across output partitions.
     lasting = lasting_client(options["client"])
-    top = plan(ddf, quasi_identifiers, k, _defer_counts="certain" if lasting else False,
-               **options)
+    top = plan(ddf, quasi_identifiers, k, _defer_counts="certain" if lasting else False, **options)
     if not top.counted:
         from ._dask.lazy_frame import as_release  # dask.dataframe: imported on first use
 
@@ -196,23 +176,19 @@ def anonymize(ddf, quasi_identifiers, k, **options):
 
 @takes_options(ANONYMIZE, DASK_PLAN)
 def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=False,
-         _check_in_write=False, _check_identifying=True, _read_needed=False,
-         **options) -> TopPlan:
+         _check_in_write=False, _check_identifying=True, _read_needed=False, **options) -> TopPlan:
     """Run the domain pass and the top phase; return the cut tree (steps 1-2).
 
-    Parameters are those of :func:`anonymize`; ``sample_rows`` sets the
-    sample size per expected leaf (larger: more accurate medians, bigger
-    sketches). The passes run now, on the resolved cluster. (``_defer_counts``
-    is for :func:`anonymize_to_parquet` (True) and :func:`anonymize`
-    ("certain": only when no exact count can undo a cut across output
-    partitions): the shuffle pass then counts the leaves, see
-    :mod:`dmondrian._dask.counting_write`. ``_check_in_write``, for
-    :func:`anonymize_to_parquet`: the domain pass reads only the QIs and the
-    write tasks check for identifying columns,
-    :mod:`dmondrian._dask.written_check`. ``_check_identifying`` False, for
-    :func:`dmondrian.plans.dask_fit.fit_plan_dask`, which releases nothing:
-    no check at all; ``_read_needed`` True, for it too: the passes read only
-    the QIs and the columns the leaves read, ``TopPlan.columns`` lists those.)
+    Parameters are those of :func:`anonymize`; ``sample_rows`` sets the sample size per expected
+    leaf (larger: more accurate medians, bigger sketches). The passes run now, on the resolved
+    cluster. (``_defer_counts`` is for :func:`anonymize_to_parquet` (True) and :func:`anonymize`
+    ("certain": only when no exact count can undo a cut across output partitions): the shuffle pass
+    then counts the leaves, see :mod:`dmondrian._dask.counting_write`. ``_check_in_write``, for
+    :func:`anonymize_to_parquet`: the domain pass reads only the QIs and the write tasks check for
+    identifying columns, :mod:`dmondrian._dask.written_check`. ``_check_identifying`` False, for
+    :func:`dmondrian.plans.dask_fit.fit_plan_dask`, which releases nothing: no check at all;
+    ``_read_needed`` True, for it too: the passes read only the QIs and the columns the leaves read,
+    ``TopPlan.columns`` lists those.)
 
     Returns
     -------
@@ -225,8 +201,7 @@ def plan(ddf, quasi_identifiers, k, *, sample_rows=SAMPLE_ROWS, _defer_counts=Fa
         tasks are to check; see :mod:`dmondrian.release.identifiers`).
     """
     anonymize_options = {name: options[name] for name in ANONYMIZE}
-    opts = check_dask_options(ddf, quasi_identifiers, k, options["leaf_rows"],
-                              anonymize_options)
+    opts = check_dask_options(ddf, quasi_identifiers, k, options["leaf_rows"], anonymize_options)
     timeout = check_stall_timeout(options["stall_timeout"])
     exchange = check_exchange(options["exchange"])
     # Direct identifiers are never read: no pass, no shuffle carries them (nor, in
@@ -268,8 +243,7 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     shipped, leaf_rows = shipped_sizes(exchange, ddf._meta, sizing, opts, key_bytes)
     cfg = PlanConfig(opts.k, opts.mode == "relaxed", leaf_rows, opts.max_depth,
                      objective=opts.objective, sample_rows=sample_rows)
-    sizes = shuffle_sizes(client, ddf, sizing, leaf_rows, domain.n_rows, len(opts.qis),
-                          shipped)
+    sizes = shuffle_sizes(client, ddf, sizing, leaf_rows, domain.n_rows, len(opts.qis), shipped)
     defer = defer_counts
     if defer_counts == "certain":
         def defer(nodes):
@@ -277,8 +251,7 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
             partitions = sizes.pack(_estimated_counts(nodes, leaves))
             return cuts_certain(flatten(nodes, leaves), partition_of_leaves(
                 partitions, len(leaves)), root, opts.k)
-    nodes, passes, counted = cut_regions(client, ddf, opts, domain, root, cfg, progress,
-                                         defer, lap)
+    nodes, passes, counted = cut_regions(client, ddf, opts, domain, root, cfg, progress, defer, lap)
     sens = None
     if opts.sensitive is not None:
         sens = sensitive_domain(client, ddf, opts, progress)
@@ -293,8 +266,7 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
         lap("sensitive passes")
     elif opts.entity is not None and counted:
         # (Uncounted, the shuffle pass counts the people too: counting_write.)
-        keep_entity_cuts(nodes, leaf_entities(client, ddf, opts, domain, nodes, progress),
-                         opts.k)
+        keep_entity_cuts(nodes, leaf_entities(client, ddf, opts, domain, nodes, progress), opts.k)
         passes += 1
         lap("entity pass")
     shares = None
@@ -305,8 +277,7 @@ def _plan(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     leaves = leaf_nodes(nodes)
     counts = _estimated_counts(nodes, leaves)
     depths = np.asarray([nodes[j].depth for j in leaves], dtype=np.int64)
-    return TopPlan(domain, flatten(nodes, leaves), counts, depths,
-                   sizes.pack(counts), passes,
+    return TopPlan(domain, flatten(nodes, leaves), counts, depths, sizes.pack(counts), passes,
                    leaf_rows, opts, list(ddf.columns), ddf._meta.index.name, sens, timings,
                    cores_per_worker(client), positional, counted,
                    encodings=qi_encodings(domain, ddf._meta), identifying=identifying,
@@ -318,9 +289,8 @@ def _release_writer(ddf, top: TopPlan, shuffle_method):
     """What the lazy release's ``to_parquet`` runs: :func:`anonymize_to_parquet`'s graph
     (one task anonymizes and writes each output partition), on its plan."""
     def write(path, write_options, storage_options):
-        return write_parquet(ddf, top, release_sink(ddf, top, path, write_options,
-                                                      storage_options),
-                              shuffle_method, oversized_ok=True)
+        return write_parquet(ddf, top, release_sink(ddf, top, path, write_options, storage_options),
+                             shuffle_method, oversized_ok=True)
 
     return write
 
@@ -333,9 +303,8 @@ def _estimated_counts(nodes, leaves) -> np.ndarray:
 def apply_plan(ddf, top: TopPlan, shuffle_method=None):
     """Build the lazy shuffle-and-anonymize graph for a plan (steps 3-4).
 
-    ``shuffle_method`` goes to dask's shuffle ("p2p", "tasks", "disk"); None
-    lets dask choose when the graph is computed (p2p with a default
-    distributed client, else on disk).
+    ``shuffle_method`` goes to dask's shuffle ("p2p", "tasks", "disk"); None lets dask choose when
+    the graph is computed (p2p with a default distributed client, else on disk).
 
     Returns
     -------
@@ -382,11 +351,10 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, _measure=None, **op
         Keywords for the fsspec filesystem of ``path``.
     manifest : bool, default False
         Publish ``path.manifest.json`` with the files, as the command line does
-        (:func:`dmondrian.io.staging.staged_folder`: ``path`` must not exist),
-        its metrics counted by the write tasks when every QI is published as
-        labels (``generalization="range"``; else not measured:
-        :func:`dmondrian.evaluation.manifest.writer_fields`). False by default:
-        this writer writes into a folder the caller may own already.
+        (:func:`dmondrian.io.staging.staged_folder`: ``path`` must not exist), its metrics counted
+        by the write tasks when every QI is published as labels (``generalization="range"``; else
+        not measured: :func:`dmondrian.evaluation.manifest.writer_fields`). False by default: this
+        writer writes into a folder the caller may own already.
 
     Returns
     -------
@@ -396,9 +364,8 @@ def anonymize_to_parquet(ddf, path, quasi_identifiers, k, *, _measure=None, **op
     Raises
     ------
     dmondrian.errors.IdentifyingColumnError
-        When a column released as is singles out rows (as
-        :func:`anonymize`). The write tasks judge it, so the verdict comes
-        once every file is written; the files are staged beside ``path``
+        When a column released as is singles out rows (as :func:`anonymize`). The write tasks judge
+        it, so the verdict comes once every file is written; the files are staged beside ``path``
         until every check passed (:mod:`dmondrian.io.staging`), so none is there.
     """
     write_options = options.pop("write_options")
@@ -458,8 +425,7 @@ def anonymize_to_csv(ddf, path, quasi_identifiers, k, **options) -> TopPlan:
 
     label = f"pass: shuffle, anonymize, write {path}"
     if not options.pop("manifest"):
-        return anonymize_and_write(plan, ddf, quasi_identifiers, k, build, label=label,
-                                   **options)
+        return anonymize_and_write(plan, ddf, quasi_identifiers, k, build, label=label, **options)
     with csv_release(path, kw.get("single_file", False), storage_options) as (stage, target):
         top = anonymize_and_write(plan, ddf, quasi_identifiers, k,
                                   lambda top: build(top, target), label=label, **options)

@@ -4,31 +4,27 @@ Algorithm (LeFevre, DeWitt & Ramakrishnan, ICDE 2006)
 -----------------------------------------------------
 1. Encode every quasi-identifier (QI) as order-preserving int64 keys and
    measure its *global* domain over the whole table (:mod:`dmondrian.encoding.qi`).
-2. Starting with the whole table as one node: compute each QI's normalized
-   span in the node, i.e. the NCP its generalization would cost (value range /
-   global range; distinct values for nominal QIs; leaves under the lowest
-   common ancestor for hierarchies). Spans are normalized by the global
+2. Starting with the whole table as one node: compute each QI's normalized span in the node, i.e.
+   the NCP its generalization would cost (value range / global range; distinct values for nominal
+   QIs; leaves under the lowest common ancestor for hierarchies). Spans are normalized by the global
    domain, never the node's own, so QIs stay comparable all the way down.
-3. Try the QIs from the widest span down. For a QI, cut at the median:
-   ``mode="strict"`` puts every row with the median value on one side (the
-   cut may also fall just below the median when ties make that more
-   balanced); ``mode="relaxed"`` splits the median ties so the halves are
-   balanced. Nominal QIs are ordered by frequency within the node; hierarchy
-   QIs are cut at a child boundary of the node's common ancestor.
+3. Try the QIs from the widest span down. For a QI, cut at the median: ``mode="strict"`` puts every
+   row with the median value on one side (the cut may also fall just below the median when ties make
+   that more balanced); ``mode="relaxed"`` splits the median ties so the halves are balanced.
+   Nominal QIs are ordered by frequency within the node; hierarchy QIs are cut at a child boundary
+   of the node's common ancestor.
 4. The cut is made only if both children satisfy the privacy constraint
    (:mod:`dmondrian.privacy.constraints`); otherwise the next QI is tried. A node
    no QI can cut becomes an equivalence class.
 5. Each class is published once per QI (:mod:`dmondrian.release.publish`) and the
    labels are expanded to rows by class id.
 
-Guarantee: every class has at least ``k`` rows, for any input with
-``k <= len(df)``, because a node is only ever replaced by two children that
-both pass the constraint, and the root passes it.
+Guarantee: every class has at least ``k`` rows, for any input with ``k <= len(df)``, because a node
+is only ever replaced by two children that both pass the constraint, and the root passes it.
 
-Threads: on large tables, steps 1 and 5 run one QI column per thread and the
-kernel splits independent subtrees in parallel, with as many threads as
-:func:`dmondrian._kernel.max_threads` gives (OpenMP's count,
-``OMP_NUM_THREADS``, or a caller's :func:`dmondrian._kernel.thread_limit`).
+Threads: on large tables, steps 1 and 5 run one QI column per thread and the kernel splits
+independent subtrees in parallel, with as many threads as :func:`dmondrian._kernel.max_threads`
+gives (OpenMP's count, ``OMP_NUM_THREADS``, or a caller's :func:`dmondrian._kernel.thread_limit`).
 The result does not depend on the thread count.
 """
 
@@ -47,12 +43,7 @@ from .encoding.validation import check_options
 from .errors import ParameterError
 from .options import ANONYMIZE, takes_options
 from .privacy import suppression
-from .privacy.constraints import (
-    KAnonymity,
-    KernelPrivacy,
-    kernel_privacy,
-    refuse_empty,
-)
+from .privacy.constraints import KAnonymity, KernelPrivacy, kernel_privacy, refuse_empty
 from .privacy.entities import encode_entities, pair_counts
 from .privacy.noise import check_noise_dtypes, noise_groups, noisy_columns
 from .release.identifiers import refuse_identifying, released_as_is
@@ -110,19 +101,17 @@ def encode_table(df: pd.DataFrame, quasi_identifiers, hierarchies=None, qi_kinds
     # not promise that concurrent lookups on one frame are safe.
     columns = [df[q] for q in qis]
     return _per_column(lambda j: encode_qi(columns[j], kind=qi_kinds.get(qis[j]),
-                                           hierarchy=hierarchies.get(qis[j])),
-                       len(qis), len(df))
+                                           hierarchy=hierarchies.get(qis[j])), len(qis), len(df))
 
 
 def _per_column(fn, count: int, n_rows: int) -> list:
     """``[fn(j) for j in range(count)]``, one QI column per thread on large tables.
 
-    Columns are independent and most of their work (compiled passes, numpy
-    sorts and gathers) releases the GIL; nominal and hierarchy columns spend
-    part of theirs in Python, which threads do not speed up. Results, and the
-    first error in column order, are the same either way. The pool has the
-    kernel's thread budget (:func:`dmondrian._kernel.max_threads`), so a
-    caller that limits the kernel's threads limits these too.
+    Columns are independent and most of their work (compiled passes, numpy sorts and gathers)
+    releases the GIL; nominal and hierarchy columns spend part of theirs in Python, which threads do
+    not speed up. Results, and the first error in column order, are the same either way. The pool
+    has the kernel's thread budget (:func:`dmondrian._kernel.max_threads`), so a caller that limits
+    the kernel's threads limits these too.
     """
     threads = min(K.max_threads(), count)
     if threads > 1 and n_rows >= _PARALLEL_COLUMN_ROWS:
@@ -188,9 +177,8 @@ def kernel_rules(encoded: list[EncodedQI], min_size: int | None = None, *,
         Global domain scales overriding the encoded ones; the distributed
         engine passes the whole dataset's so every region normalizes alike.
     privacy : KernelPrivacy, optional
-        The constraints in kernel form (see
-        :func:`dmondrian.privacy.constraints.kernel_privacy`), with the sensitive,
-        entity and pair codes the constraints count; they ride along in the
+        The constraints in kernel form (see :func:`dmondrian.privacy.constraints.kernel_privacy`),
+        with the sensitive, entity and pair codes the constraints count; they ride along in the
         kernel's buffer, at the rows the rules' privacy slots name.
 
     Returns
@@ -203,13 +191,12 @@ def kernel_rules(encoded: list[EncodedQI], min_size: int | None = None, *,
     riding = riding_codes(privacy)
     for r, (slot, _) in enumerate(riding):
         ip[slot] = len(encoded) + r
-    return K.KernelRules(
-        kinds=[qi.kernel_kind for qi in encoded],
-        scales=[qi.scale for qi in encoded] if scales is None else list(scales),
-        cards=[qi.card for qi in encoded], ip=ip, fp=privacy.fp, q=privacy.q,
-        riding=tuple(codes for _, codes in riding), **_hierarchy_arrays(encoded),
-        relaxed=mode == "relaxed", max_depth=int(max_depth),
-        objective=K.OBJECTIVES.index(objective))
+    return K.KernelRules(kinds=[qi.kernel_kind for qi in encoded],
+                         scales=[qi.scale for qi in encoded] if scales is None else list(scales),
+                         cards=[qi.card for qi in encoded], ip=ip, fp=privacy.fp, q=privacy.q,
+                         riding=tuple(codes for _, codes in riding), **_hierarchy_arrays(encoded),
+                         relaxed=mode == "relaxed", max_depth=int(max_depth),
+                         objective=K.OBJECTIVES.index(objective))
 
 
 def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, leaves=None,
@@ -224,23 +211,20 @@ def partition(encoded: list[EncodedQI], rules: K.KernelRules, *, leaves=None,
     rules : dmondrian._kernel.KernelRules
         What the kernel is asked (see :func:`kernel_rules`).
     leaves : int64 array (m, 2), optional
-        Rows ``(start, depth)``: cut the rows from one ``start`` to the
-        next as a table of its own, already ``depth`` cuts below the root
-        (see :func:`dmondrian._kernel.mondrian_partition`). Default: the
-        whole table, depth 0. Classes are numbered in row order, so one
-        root's classes come after the previous root's.
+        Rows ``(start, depth)``: cut the rows from one ``start`` to the next as a table of its own,
+        already ``depth`` cuts below the root (see :func:`dmondrian._kernel.mondrian_partition`).
+        Default: the whole table, depth 0. Classes are numbered in row order, so one root's classes
+        come after the previous root's.
     workspace : dmondrian._kernel.WorkSpace, optional
         Memory kept for the kernel's buffers from one call to the next (for
         a caller partitioning many tables in turn). The result's
         ``sorted_keys`` then lives in it, valid until its next use.
     refine : {"none", "local"}, default "none"
-        "local": after the cuts, move and swap rows between neighbouring
-        classes (within one root) while the NCP drops, under the same
-        constraints (:mod:`dmondrian._kernel.refine`).
+        "local": after the cuts, move and swap rows between neighbouring classes (within one root)
+        while the NCP drops, under the same constraints (:mod:`dmondrian._kernel.refine`).
     refine_rows : int or "all", optional
-        The most rows of a refined block (a subtree of the cuts within one
-        root); "all": each root as one block. Default: from the table's size
-        and k.
+        The most rows of a refined block (a subtree of the cuts within one root); "all": each root
+        as one block. Default: from the table's size and k.
 
     Returns
     -------
@@ -287,8 +271,7 @@ def publish(df: pd.DataFrame, encoded: list[EncodedQI], part: Partitioning,
     """Replace the QI columns of ``df`` by their published generalization."""
     out = df.copy(deep=False)
     values = _per_column(lambda j: class_values(encoded[j], j, generalization, part.stats,
-                                                part.sorted_keys[j]),
-                         len(encoded), len(df))
+                                                part.sorted_keys[j]), len(encoded), len(df))
     labelled = [j for j, (v, _) in enumerate(values) if isinstance(v, pd.Index)]
     published = dict(zip(labelled, expand_label_columns([values[j] for j in labelled],
                                                         part.class_of_row), strict=True))
@@ -320,29 +303,23 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
         Strict partitioning keeps equal values together (classes never
         overlap); relaxed splits ties at the median for balanced halves.
     objective : {"balanced", "dm", "ncp"}, default "balanced"
-        What the cuts optimize, each a Mondrian partition with the same
-        guarantees: "balanced" cuts at the median; "dm" cuts where the left
-        child's size is a multiple of k near the median (strict mode: the
-        boundary between distinct values that packs best), so classes hold
-        close to k rows (lower discernibility); "ncp" scores the cuts of
-        the two widest QIs by the children's size-weighted normalized spans
-        and makes the cheapest (lower NCP).
+        What the cuts optimize, each a Mondrian partition with the same guarantees: "balanced" cuts
+        at the median; "dm" cuts where the left child's size is a multiple of k near the median
+        (strict mode: the boundary between distinct values that packs best), so classes hold close
+        to k rows (lower discernibility); "ncp" scores the cuts of the two widest QIs by the
+        children's size-weighted normalized spans and makes the cheapest (lower NCP).
     refine : {"none", "local"}, default "none"
-        "local": after the cuts, rows are moved and swapped between
-        neighbouring classes (consecutive leaves of the cut tree) while that
-        lowers the NCP, each change keeping every class within the
-        constraints (k rows or k entities, l, t); slower. Refined classes
-        may overlap (as in relaxed mode), each still labelled by its own
-        rows' values. Fitted plans refuse it: they route rows through the
-        cuts, which refined classes no longer follow.
+        "local": after the cuts, rows are moved and swapped between neighbouring classes
+        (consecutive leaves of the cut tree) while that lowers the NCP, each change keeping every
+        class within the constraints (k rows or k entities, l, t); slower. Refined classes may
+        overlap (as in relaxed mode), each still labelled by its own rows' values. Fitted plans
+        refuse it: they route rows through the cuts, which refined classes no longer follow.
     refine_rows : int or "all", optional
-        With ``refine="local"``: the most rows refined together, each block a
-        subtree of the cuts; at least ``2 * k``. Larger blocks lose less and
-        take longer (about the block's rows times the table's rows); "all"
-        refines the whole table as one block. On the Dask engine a block
-        never spans a leaf ("all" is each leaf). Default: a rule from the
-        table's size and k (benchmarks/README.md, "Least loss"). Fitted
-        plans refuse it, as they refuse ``refine``.
+        With ``refine="local"``: the most rows refined together, each block a subtree of the cuts;
+        at least ``2 * k``. Larger blocks lose less and take longer (about the block's rows times
+        the table's rows); "all" refines the whole table as one block. On the Dask engine a block
+        never spans a leaf ("all" is each leaf). Default: a rule from the table's size and k
+        (benchmarks/README.md, "Least loss"). Fitted plans refuse it, as they refuse ``refine``.
     generalization : {"range", "midpoint", "mean"}, default "range"
         How numeric and datetime QIs are published: a range label
         (see :mod:`dmondrian.release.publish`), or the class's midpoint or mean as
@@ -374,44 +351,39 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     constraints : list of Constraint, optional
         More constraints (:mod:`dmondrian.privacy.constraints`), all enforced.
     suppression : float, default 0.0
-        Share of the rows (``0 <= f < 1``) that may be suppressed, at most
-        ``floor(f * len(df))``: after partitioning at k, whole classes are
-        suppressed from the widest (highest mean normalized span) down while
-        they fit the budget, never one costing no more than the mean row
+        Share of the rows (``0 <= f < 1``) that may be suppressed, at most ``floor(f * len(df))``:
+        after partitioning at k, whole classes are suppressed from the widest (highest mean
+        normalized span) down while they fit the budget, never one costing no more than the mean row
         (:mod:`dmondrian.privacy.suppression`).
     suppressed : {"mask", "drop"}, default "mask"
-        ``"mask"`` keeps the suppressed rows with every QI published as
-        ``"*"`` (NaN/NaT for midpoint and mean columns; class id -1 in
-        ``class_column``); they form one class, itself at least k rows (and
-        meeting l and t), else they are dropped too. ``"drop"`` leaves them
-        out. Either way the release never holds a class below k.
+        ``"mask"`` keeps the suppressed rows with every QI published as ``"*"`` (NaN/NaT for
+        midpoint and mean columns; class id -1 in ``class_column``); they form one class, itself at
+        least k rows (and meeting l and t), else they are dropped too. ``"drop"`` leaves them out.
+        Either way the release never holds a class below k.
     noise : dict, optional
-        ``{column: {"epsilon": eps, "bounds": (lo, hi)}}``: each numeric
-        column named (not a QI, not the sensitive column) publishes, on
-        every row, its class's mean of the values clipped to the bounds plus
-        Laplace noise of scale ``(hi - lo) / (class size * eps)``, clamped
-        to the bounds (float64). Given the partition, the published means
-        of a column are ``eps``-differentially private; the partition itself
-        is not (it depends on the QIs). See :mod:`dmondrian.privacy.noise`.
+        ``{column: {"epsilon": eps, "bounds": (lo, hi)}}``: each numeric column named (not a QI, not
+        the sensitive column) publishes, on every row, its class's mean of the values clipped to the
+        bounds plus Laplace noise of scale ``(hi - lo) / (class size * eps)``, clamped to the bounds
+        (float64). Given the partition, the published means of a column are ``eps``-differentially
+        private; the partition itself is not (it depends on the QIs). See
+        :mod:`dmondrian.privacy.noise`.
     random_state : int or numpy.random.Generator, optional
         Makes the noise repeatable (numpy's generator instead of OpenDP's
         exact, unseeded sampler; see :mod:`dmondrian.privacy.noise`).
     entity : column name, optional
-        The person key of an event table (``"user_id"``): every class then
-        holds at least ``k`` distinct entities, not rows; entropy and
-        recursive l and t count each entity once per sensitive value it holds
-        in a class; the noised means bound each entity's contribution
-        (``max_contributions``). The column is never released. Missing
-        values in it are refused. See :mod:`dmondrian.privacy.entities`.
+        The person key of an event table (``"user_id"``): every class then holds at least ``k``
+        distinct entities, not rows; entropy and recursive l and t count each entity once per
+        sensitive value it holds in a class; the noised means bound each entity's contribution
+        (``max_contributions``). The column is never released. Missing values in it are refused. See
+        :mod:`dmondrian.privacy.entities`.
     max_contributions : int, default 1
         With ``entity`` and ``noise``: rows of one entity a class's noised
         mean keeps (chosen at random; the rest are left out of the mean).
     max_classes : int, default 1
-        With ``entity`` and ``noise``: classes whose noised means one
-        entity's rows count in (chosen at random). The noise scale is
-        ``max_classes * max_contributions * (hi - lo) / (n'_c * eps)``,
-        ``n'_c`` the class's kept rows, so that ``eps`` holds per entity
-        (see :mod:`dmondrian.privacy.noise`).
+        With ``entity`` and ``noise``: classes whose noised means one entity's rows count in (chosen
+        at random). The noise scale is ``max_classes * max_contributions * (hi - lo) / (n'_c *
+        eps)``, ``n'_c`` the class's kept rows, so that ``eps`` holds per entity (see
+        :mod:`dmondrian.privacy.noise`).
     identifiers : list of column names, optional
         Direct identifiers (record ids, names, emails): removed from the release.
     allow_unique : list of column names, optional
@@ -421,13 +393,11 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     Returns
     -------
     pandas.DataFrame
-        Same index, columns and order (less the ``identifiers`` and the
-        ``entity``); QI columns
-        generalized (range labels as a Categorical of strings), noised
-        columns replaced, every other column untouched (without the dropped
-        rows, if ``suppressed="drop"``). The rows keep the input's order, so
-        that a scikit-learn ``y`` stays aligned with them; a release written
-        to files has its rows shuffled instead (:mod:`dmondrian.release.row_order`).
+        Same index, columns and order (less the ``identifiers`` and the ``entity``); QI columns
+        generalized (range labels as a Categorical of strings), noised columns replaced, every other
+        column untouched (without the dropped rows, if ``suppressed="drop"``). The rows keep the
+        input's order, so that a scikit-learn ``y`` stays aligned with them; a release written to
+        files has its rows shuffled instead (:mod:`dmondrian.release.row_order`).
 
     Warns
     -----
@@ -461,8 +431,7 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     ['23', '23', '[24, 25]', '[24, 25]', '[50, 51]', '[50, 51]', '*', '*']
     """
     if not isinstance(df, pd.DataFrame):
-        raise ParameterError("df", f"anonymize expects a pandas DataFrame, got "
-                                   f"{type(df).__name__}")
+        raise ParameterError("df", f"anonymize expects a pandas DataFrame, got {type(df).__name__}")
     opts = check_options(df.columns, quasi_identifiers, k, index_name=df.index.name, **options)
     check_noise_dtypes(opts.noise, df.dtypes)
     refuse_empty(len(df))
@@ -489,9 +458,8 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     warn_unique_text_qis(encoded, len(df))
     # The guards come after the encoding, whose QI keys give the person-key rule its
     # QI combinations at the cost of a hash.
-    found, keys = release_guard(df, released_as_is(df.columns, opts), opts.qis,
-                                opts.allow_unique, [qi.keys for qi in encoded],
-                                person_keys=entity is None)
+    found, keys = release_guard(df, released_as_is(df.columns, opts), opts.qis, opts.allow_unique,
+                                [qi.keys for qi in encoded], person_keys=entity is None)
     refuse_identifying(found)
     warn_person_keys(keys)
     part = partition(encoded, kernel_rules(encoded, mode=opts.mode, objective=opts.objective,
@@ -505,8 +473,7 @@ def anonymize(df: pd.DataFrame, quasi_identifiers, k: int, **options) -> pd.Data
     else:
         out = publish(df, encoded, part, opts.generalization, opts.class_column)
     if opts.noise:
-        rows, groups, n_groups, _ = noise_groups(part.class_of_row, part.n_classes,
-                                                 result=result)
+        rows, groups, n_groups, _ = noise_groups(part.class_of_row, part.n_classes, result=result)
         noisy = noisy_columns(df.iloc[rows], groups, n_groups, opts.noise, opts.random_state,
                               entity_codes=None if entity is None else entity.codes[rows],
                               max_contributions=opts.max_contributions,

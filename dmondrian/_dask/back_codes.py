@@ -133,9 +133,8 @@ def encode_back(layout: BackLayout, top, encoded, part, rows_hidden, values: dic
         hi = np.where(lo == K.MISSING_KEY, K.MISSING_KEY, hi)
         for per_class, name in ((lo, _lo), (hi, _hi)):
             shipped = narrow_keys(np.ascontiguousarray(per_class[:, at].T),
-                                  [top.key_dtypes[j] for j in at],
-                                  [top.key_offsets[j] for j in at], [opts.qis[j] for j in at],
-                                  [top.key_steps[j] for j in at])
+                                  [top.key_dtypes[j] for j in at], [top.key_offsets[j] for j in at],
+                                  [opts.qis[j] for j in at], [top.key_steps[j] for j in at])
             for j, column in zip(at, shipped, strict=True):
                 out[name(j)] = column[cls]
         for b, j in enumerate(layout.ranged):

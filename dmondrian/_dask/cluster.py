@@ -147,8 +147,7 @@ def run(client, collection, progress: bool | None, label: str, keep=()):
             # The text bar blocks until the job ends: on a thread of its own,
             # so that this one can watch the job and stop it.
             bar = threading.Thread(target=dask_progress, args=(futures,),
-                                   kwargs={"scheduler": client.scheduler.address},
-                                   daemon=True)
+                                   kwargs={"scheduler": client.scheduler.address}, daemon=True)
             bar.start()
     result = wait_for(client, futures, label)
     if bar is not None:

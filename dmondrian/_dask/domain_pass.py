@@ -262,9 +262,8 @@ def merge_domain(*sketches: DomainSketch) -> DomainSketch:
         sample, prio, pos = sample.iloc[take].reset_index(drop=True), prio[take], pos[take]
     return DomainSketch(sum(s.n for s in sketches), np.minimum.reduce([s.lo for s in sketches]),
                         np.maximum.reduce([s.hi for s in sketches]),
-                        np.sum([s.missing for s in sketches], axis=0), values, categories,
-                        sample, prio, pos, first.sample_size,
-                        all(s.positional_index for s in sketches),
+                        np.sum([s.missing for s in sketches], axis=0), values, categories, sample,
+                        prio, pos, first.sample_size, all(s.positional_index for s in sketches),
                         max(s.largest for s in sketches), _merged_steps(sketches))
 
 
@@ -306,8 +305,7 @@ def build_domain(sketch: DomainSketch, qis: list, kinds: list, hierarchies: dict
         vc = sketch.values[j]
         categories[j] = spec.global_categories(q, vc.index, sketch.categories.get(j, set()),
                                                meta[q].dtype)
-        counts, trees[j] = spec.global_slots(vc, int(sketch.missing[j]),
-                                             categories=categories[j],
+        counts, trees[j] = spec.global_slots(vc, int(sketch.missing[j]), categories=categories[j],
                                              hierarchy=hierarchies.get(q))
         slots[j] = len(counts)
         if spec.label_shape == "set":
@@ -440,8 +438,7 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     kernel_kinds = [kind_spec(kind).kernel_kind_of(meta[q].dtype)
                     for q, kind in zip(opts.qis, opts.kinds, strict=True)]
     partials = [sketch_d(p, i, opts.qis, opts.kinds, sized.sample_size, rate=sized.rate,
-                         kernel_kinds=kernel_kinds)
-                for i, p in enumerate(parts)]
+                         kernel_kinds=kernel_kinds) for i, p in enumerate(parts)]
     # Without the identifying check, an empty sketch stands in (no task).
     distinct = tree_reduce([delayed(distinct_sketch, pure=True)(p, checked) for p in parts],
                            merge_distinct) if check_identifying else delayed(DistinctSketch({}))
@@ -465,9 +462,8 @@ def run_domain_pass(client, ddf, opts: DaskOptions, progress, sample_rows: int,
     identifying = (estimate_identifying(distinct, merged.n).resolve(
         lambda unsure: unique_rows(ddf, unsure, count)) if check_identifying else [])
     flagged = {f.column for f in identifying}
-    return (domain, root, merged.positional_index,
-            replace(sized, largest_partition=merged.largest), identifying,
-            [f for f in keyish if f[0] not in flagged])
+    return (domain, root, merged.positional_index, replace(sized, largest_partition=merged.largest),
+            identifying, [f for f in keyish if f[0] not in flagged])
 
 
 def smallest_leaf(opts: DaskOptions, n_rows: int | None = None) -> int:

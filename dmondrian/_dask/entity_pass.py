@@ -49,9 +49,8 @@ def entity_hashes(values: pd.Series) -> np.ndarray:
     True
     """
     if values.isna().any():
-        raise InvalidValueError(values.name, f"entity column {values.name!r} has missing "
-                                             "values: whose rows they are is unknown; fill or "
-                                             "drop them")
+        raise InvalidValueError(values.name, f"entity column {values.name!r} has missing values: "
+                                             "whose rows they are is unknown; fill or drop them")
     return pd.util.hash_pandas_object(values, index=False).to_numpy(dtype=np.uint64)
 
 

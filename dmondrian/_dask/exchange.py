@@ -52,8 +52,7 @@ EXCHANGES = (None, *DASK_PLAN["exchange"].choices)
 #: rounds) over the shapes of ``benchmarks/exchange_sweep.py``: rerun
 #: ``python benchmarks/exchange_sweep.py --fit RESULTS.json`` and paste what it
 #: prints here. The keys path is chosen when the estimate is below zero.
-COST_MODEL = {"one": 0.648, "qis": 0.1846, "payload_bytes": -0.0155,
-              "partitions_per_mrow": 0.1118}
+COST_MODEL = {"one": 0.648, "qis": 0.1846, "payload_bytes": -0.0155, "partitions_per_mrow": 0.1118}
 #: Bytes a row's position, leaf and target partition add to the whole-row shuffle.
 ROUTING_BYTES = 8 + 4 + 8
 #: Bytes a row's piece number, leaf and target add to the keys path's way out, and
@@ -209,8 +208,7 @@ def published_meta(release_meta: pd.DataFrame, top: TopPlan, n_partitions: int) 
 
 
 def publish_output_partition(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
-                             partition_info=None, verdict: Verdict | None = None
-                             ) -> pd.DataFrame:
+                             partition_info=None, verdict: Verdict | None = None) -> pd.DataFrame:
     """Anonymize one output partition's leaves; its rows' published values as codes.
 
     Rows go back by input partition (``PARTITION``), then leaf (the index),
@@ -251,10 +249,9 @@ def merge_input_partition(df: pd.DataFrame, back: pd.DataFrame, top: TopPlan,
                                  np.bincount(leaf, minlength=top.n_leaves)):
         ok = False
     if not ok:
-        raise RuntimeError(
-            f"dmondrian: input partition {number} has {n} rows but received published "
-            f"values for {came.size} rows, or for other leaves than its rows are in; the "
-            "input must be deterministic. Refusing to publish.")
+        raise RuntimeError(f"dmondrian: input partition {number} has {n} rows but received "
+                           f"published values for {came.size} rows, or for other leaves than its "
+                           "rows are in; the input must be deterministic. Refusing to publish.")
     opts = top.options
     columns, kept = decode_back(back_layout(top), top, back,
                                 masked=not (opts.suppression > 0 and opts.suppressed == "drop"))

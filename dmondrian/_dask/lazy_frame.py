@@ -32,10 +32,9 @@ NONE_LABEL = "__null_dask_index__"
 
 #: dask's ``to_parquet`` options the writers' graph does not take, with their
 #: defaults: any other value goes to dask's writer.
-DASK_ONLY = {"append": False, "overwrite": False, "ignore_divisions": False,
-             "partition_on": None, "custom_metadata": None, "write_metadata_file": None,
-             "schema": "infer", "name_function": None, "filesystem": None,
-             "engine": None}
+DASK_ONLY = {"append": False, "overwrite": False, "ignore_divisions": False, "partition_on": None,
+             "custom_metadata": None, "write_metadata_file": None, "schema": "infer",
+             "name_function": None, "filesystem": None, "engine": None}
 
 
 class AnonymizedFrame(dd.DataFrame):
@@ -101,10 +100,9 @@ class AnonymizedFrame(dd.DataFrame):
 
         Notes
         -----
-        Computed here (``compute=True``), the files are written into a hidden
-        staging folder beside ``path`` and moved there once every write has
-        finished (:mod:`dmondrian.io.staging`); with ``compute=False`` they are
-        written to ``path`` directly by the caller's computation.
+        Computed here (``compute=True``), the files are written into a hidden staging folder beside
+        ``path`` and moved there once every write has finished (:mod:`dmondrian.io.staging`); with
+        ``compute=False`` they are written to ``path`` directly by the caller's computation.
 
         Raises
         ------
@@ -136,8 +134,7 @@ class AnonymizedFrame(dd.DataFrame):
             # The caller runs the writes: they go straight to ``path``.
             # A counted plan's writes are a dask DataFrame of row counts; an
             # uncounted one's, delayed writes and the verdict of the counts.
-            return dask.delayed(_written, pure=True)(self._writer(path, kwargs,
-                                                                  storage_options))
+            return dask.delayed(_written, pure=True)(self._writer(path, kwargs, storage_options))
         from ..io.staging import staged_folder
 
         # Written into a hidden staging folder beside ``path``, moved there once
@@ -190,8 +187,7 @@ def as_release(frame, top, writer=None, source=None) -> AnonymizedFrame:
     def manifest_fields(index_written):
         return writer_fields("distributed.anonymize(...).to_parquet",
                              option_parameters(top.options), input_rows=top.domain.n_rows,
-                             random_state=top.options.random_state,
-                             index_written=index_written)
+                             random_state=top.options.random_state, index_written=index_written)
 
     return AnonymizedFrame(frame.expr, label_columns(top), class_columns(top), writer,
                            row_order_seed(top.options.random_state), check, manifest_fields)

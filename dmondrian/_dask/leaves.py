@@ -106,10 +106,9 @@ def output_partition_frame(df: pd.DataFrame, top: TopPlan, partition_info,
                                             top.n_leaves)
     if ids.tolist() != list(expected) or not np.array_equal(counts, exact[ids]):
         # A leaf cut short would publish classes that were never counted.
-        raise RuntimeError(
-            f"dmondrian: output partition {p} received leaves {ids.tolist()} with "
-            f"{counts.tolist()} rows; expected leaves {list(expected)} with "
-            f"{exact[expected].tolist()} rows. Refusing to publish.")
+        raise RuntimeError(f"dmondrian: output partition {p} received leaves {ids.tolist()} with "
+                           f"{counts.tolist()} rows; expected leaves {list(expected)} with "
+                           f"{exact[expected].tolist()} rows. Refusing to publish.")
     if len(df) == 0:
         return None
     _, internal, names = carried(top.options.qis, top.columns, top.travelling)
@@ -167,8 +166,7 @@ def publish_leaves(routed: pd.DataFrame, order, frame: pd.DataFrame, ids, starts
             gather_keys(routed[name].to_numpy(), order, key_rows[j], offset, step)
         encoded = partition_encodings(top.encodings, key_rows)
         rules = kernel_rules(encoded, opts.k, mode=opts.mode, objective=opts.objective,
-                             max_depth=opts.max_depth, scales=top.domain.scales,
-                             privacy=privacy)
+                             max_depth=opts.max_depth, scales=top.domain.scales, privacy=privacy)
         # The thread budget (this thread's) sizes the kernel and the local
         # engine's per-column thread pools alike: one worker core, one thread.
         with K.thread_limit(top.kernel_threads):
@@ -346,8 +344,7 @@ def _publish_suppressed(frame, encoded, part, privacy, ids, starts, top):
 
 
 def anonymize_output_partition(df: pd.DataFrame, top: TopPlan, meta: pd.DataFrame,
-                               partition_info=None,
-                               verdict: Verdict | None = None) -> pd.DataFrame:
+                               partition_info=None, verdict: Verdict | None = None) -> pd.DataFrame:
     """Run the local engine on every leaf of one output partition; labels as Categoricals.
 
     The categories are this partition's labels, as text (:func:`text_labels`); ``meta`` is
@@ -362,9 +359,8 @@ def anonymize_output_partition(df: pd.DataFrame, top: TopPlan, meta: pd.DataFram
     return conform(frame, meta, keep=labels)
 
 
-def write_output_partition(df: pd.DataFrame, top: TopPlan, sink: ParquetSink,
-                           meta: pd.DataFrame, partition_info=None,
-                           verdict: Verdict | None = None) -> pd.DataFrame:
+def write_output_partition(df: pd.DataFrame, top: TopPlan, sink: ParquetSink, meta: pd.DataFrame,
+                           partition_info=None, verdict: Verdict | None = None) -> pd.DataFrame:
     """Anonymize one output partition and write it; return its row count."""
     labels = label_columns(top)
     frame = output_partition_frame(df, top, partition_info, verdict)

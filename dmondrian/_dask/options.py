@@ -104,10 +104,9 @@ def check_object_qis(ddf, qis) -> None:
         if values is None:
             continue
         arrow = "pa.date32()" if values == "date" else "pa.decimal128(18, scale)"
-        raise UnsupportedDtypeError(q, f"column {q!r} holds {values} objects, which a Dask "
-                                       "table's schema types only as 'object': give it an "
-                                       f"Arrow type, e.g. ddf[{q!r}] = ddf[{q!r}].astype("
-                                       f"pd.ArrowDtype({arrow}))")
+        raise UnsupportedDtypeError(q, f"column {q!r} holds {values} objects, which a Dask table's "
+                                       "schema types only as 'object': give it an Arrow type, e.g. "
+                                       f"ddf[{q!r}] = ddf[{q!r}].astype(pd.ArrowDtype({arrow}))")
 
 
 def _row_bytes(meta: pd.DataFrame, category: int, other: int) -> float:

@@ -24,9 +24,8 @@ def release_sink(ddf, top: TopPlan, path, write_options, storage_options) -> Par
     """The Parquet sink of plan ``top``'s release: its labels, and its class ids as a
     dictionary. The caller has judged an index asked to be written
     (:func:`~dmondrian._dask.written_check.refuse_written_index`)."""
-    return ParquetSink.create(path, output_meta(ddf._meta, top), label_columns(top),
-                              write_options, storage_options,
-                              dictionary_columns=class_columns(top),
+    return ParquetSink.create(path, output_meta(ddf._meta, top), label_columns(top), write_options,
+                              storage_options, dictionary_columns=class_columns(top),
                               random_state=top.options.random_state)
 
 

@@ -49,9 +49,8 @@ def attach_leaf(df: pd.DataFrame, top: TopPlan, partition_info=None,
     if top.positional_index:
         if not (isinstance(df.index, pd.RangeIndex) and df.index.start == start
                 and df.index.step == 1):
-            raise RuntimeError(
-                f"dmondrian: input partition {number} no longer has the index 0..n-1 it had "
-                "in the domain pass; the input must be deterministic")
+            raise RuntimeError(f"dmondrian: input partition {number} no longer has the index "
+                               "0..n-1 it had in the domain pass; the input must be deterministic")
     # The new columns join as Series on the output's own index: pandas then
     # takes them as they are instead of copying arrays handed to it bare.
     if top.exchange == "keys":
@@ -129,9 +128,8 @@ def routed_partitions(ddf, top: TopPlan, plan_d) -> list:
         return [attach(part, plan_d, {"number": i}, 0, (i, dtype) if keys else None)
                 for i, part in enumerate(parts)]
     piece = delayed(attach_piece, pure=True)
-    return [piece(parts[p], plan_d, p, start, stop, (i, dtype) if keys else None)
-            for i, (p, start, stop)
-            in enumerate(piece_bounds(top.input_piece_rows, top.input_rows))]
+    return [piece(parts[p], plan_d, p, start, stop, (i, dtype) if keys else None) for i,
+            (p, start, stop) in enumerate(piece_bounds(top.input_piece_rows, top.input_rows))]
 
 
 def routed_meta(ddf, top: TopPlan) -> pd.DataFrame:

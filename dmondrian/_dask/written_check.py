@@ -178,9 +178,8 @@ class WrittenCheck:
         return cls(identifying_check(meta, opts), person_keys)
 
     def finish(self, sketches, n_rows: int, count_unique=None, written_rows=None) -> list:
-        """Merge the write tasks' sketches; raise
-        :class:`~dmondrian.errors.IdentifyingColumnError` on any column singling out
-        rows, else warn on the person keys and return an empty list.
+        """Merge the write tasks' sketches; raise :class:`~dmondrian.errors.IdentifyingColumnError`
+        on any column singling out rows, else warn on the person keys and return an empty list.
 
         ``n_rows`` is the input's rows, ``written_rows`` the release's (fewer when rows were
         suppressed: each left out may hold one more value); ``count_unique(columns)`` counts the
@@ -190,8 +189,7 @@ class WrittenCheck:
         sketches = [s for s in sketches if s is not None]
         unseen = 0 if written_rows is None else n_rows - written_rows
         found = (estimate_identifying(merge_distinct(*sketches), n_rows, None,
-                                      unseen).resolve(count_unique)
-                 if sketches else [])
+                                      unseen).resolve(count_unique) if sketches else [])
         refuse_identifying(found)
         warn_person_keys(self.person_keys)
         return found

@@ -35,12 +35,10 @@ from .tree import mondrian_partition as _mondrian_partition
 from .tree import subtree_blocks
 from .workspace import WorkSpace, double_buffer
 
-__all__ = [
-    "RIDING_SLOTS", "KernelRules", "WorkSpace", "class_code_masks", "class_code_sets",
-    "class_statistics", "double_buffer", "gather_codes", "hist_ok", "max_threads",
-    "mondrian_partition", "refine_partition", "rows_to_classes", "subtree_blocks",
-    "thread_limit",
-]
+__all__ = ["RIDING_SLOTS", "KernelRules", "WorkSpace", "class_code_masks", "class_code_sets",
+           "class_statistics", "double_buffer", "gather_codes", "hist_ok", "max_threads",
+           "mondrian_partition", "refine_partition", "rows_to_classes", "subtree_blocks",
+           "thread_limit"]
 
 
 def mondrian_partition(bufs_keys, rules, leaves, n_threads=None, depths=None):
@@ -63,8 +61,7 @@ def class_statistics(sorted_keys, class_start, kinds, cards, n_threads=None):
 
 def rows_to_classes(order, class_of_pos, n_threads=None):
     """:func:`dmondrian._kernel.class_stats.rows_to_classes` on this thread's budget."""
-    return _rows_to_classes(order, class_of_pos,
-                            max_threads() if n_threads is None else n_threads)
+    return _rows_to_classes(order, class_of_pos, max_threads() if n_threads is None else n_threads)
 
 
 def gather_codes(class_of_row, table, out, n_threads=None):

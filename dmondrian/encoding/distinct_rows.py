@@ -1,10 +1,9 @@
 """The distinct rows of integer columns, each row packed into one int64 key.
 
-Where a million rows hold a few thousand distinct tuples (the class bounds
-of a file on the Dask engine's keys path, a batch's ``(node, entity, value)``
-triples of an entity plan), packing each row into one number and
-deduplicating those numbers is far cheaper than a sort of the rows or a
-hash of tuples.
+Where a million rows hold a few thousand distinct tuples (the class bounds of a file on the Dask
+engine's keys path, a batch's ``(node, entity, value)`` triples of an entity plan), packing each row
+into one number and deduplicating those numbers is far cheaper than a sort of the rows or a hash of
+tuples.
 """
 
 from __future__ import annotations
@@ -39,20 +38,18 @@ def distinct_rows(*columns, first_seen: bool = False, inverse: bool = True
                   ) -> tuple[list, np.ndarray | None]:
     """The distinct rows of equal-length integer (or boolean) columns.
 
-    Each row is packed into one int64: every column contributes its offset
-    above its smallest value, in a radix of its span (a column whose span is
-    wider than the table below, as nanosecond dates, is numbered by its
-    distinct values first). When the packed keys' range is small (at most
-    ``max(8 n, 65536)``) the distinct keys are marked in a table as large as
-    that range, no sort and no hash; otherwise they are hashed.
+    Each row is packed into one int64: every column contributes its offset above its smallest value,
+    in a radix of its span (a column whose span is wider than the table below, as nanosecond dates,
+    is numbered by its distinct values first). When the packed keys' range is small (at most ``max(8
+    n, 65536)``) the distinct keys are marked in a table as large as that range, no sort and no
+    hash; otherwise they are hashed.
 
     Parameters
     ----------
     *columns : array-like
         Integer or boolean columns of equal length (unsigned 64-bit words too).
     first_seen : bool, default False
-        Give the distinct rows in order of first appearance (always hashed);
-        otherwise in any order.
+        Give the distinct rows in order of first appearance (always hashed); otherwise in any order.
     inverse : bool, default True
         Also return each row's distinct row.
 

@@ -1,12 +1,10 @@
 """Quasi-identifiers as the kernel sees them: a column's kind, and its int64 keys.
 
-The kernel only ever sees int64 keys: comparing two keys must give the same
-answer as comparing the two original values in the order Mondrian cuts along.
-What a key, a scale and a missing value are for each kind is the kind
-object's business (:mod:`dmondrian.kinds`, where the table of kinds is);
-this module is the entry point: :func:`encode_qi` resolves a column's kind
-(with :func:`dmondrian.kinds.resolve_kind`, the one detection every path
-uses) and lets it encode.
+The kernel only ever sees int64 keys: comparing two keys must give the same answer as comparing the
+two original values in the order Mondrian cuts along. What a key, a scale and a missing value are
+for each kind is the kind object's business (:mod:`dmondrian.kinds`, where the table of kinds is);
+this module is the entry point: :func:`encode_qi` resolves a column's kind (with
+:func:`dmondrian.kinds.resolve_kind`, the one detection every path uses) and lets it encode.
 """
 
 from __future__ import annotations
@@ -18,9 +16,8 @@ from ..kinds.base import MISSING_LABEL, EncodedQI
 from ..kinds.hierarchy import Hierarchy
 from ..kinds.keys import decode_float_keys, factorize, float_keys
 
-__all__ = ["QIKind", "EncodedQI", "encode_qi", "float_keys", "decode_float_keys",
-           "factorize", "MISSING_LABEL", "warn_unique_text", "warn_unique_text_qis",
-           "UNIQUE_TEXT_SHARE"]
+__all__ = ["QIKind", "EncodedQI", "encode_qi", "float_keys", "decode_float_keys", "factorize",
+           "MISSING_LABEL", "warn_unique_text", "warn_unique_text_qis", "UNIQUE_TEXT_SHARE"]
 
 #: Distinct values over rows from which a text QI is said to hold nearly one value per row.
 UNIQUE_TEXT_SHARE = 0.9
@@ -94,12 +91,11 @@ def warn_unique_text(name, distinct: int, rows: int) -> None:
     from ..errors import TextQuasiIdentifierWarning
     from ..release.identifiers import _caller_level
 
-    message = (f"quasi-identifier {name!r} is text with nearly one value per row "
-               f"({distinct:,} distinct values in {rows:,} rows): each class publishes "
-               f"the set of its exact values. If it holds dates or numbers, give it that "
-               f"type (pandas: df[{name!r}] = pd.to_datetime(df[{name!r}]) or "
-               f"pd.to_numeric; command line: --dtype {name}=datetime or --dtype "
-               f"{name}=float)")
+    message = (f"quasi-identifier {name!r} is text with nearly one value per row ({distinct:,} "
+               f"distinct values in {rows:,} rows): each class publishes the set of its exact "
+               f"values. If it holds dates or numbers, give it that type (pandas: df[{name!r}] = "
+               f"pd.to_datetime(df[{name!r}]) or pd.to_numeric; command line: --dtype "
+               f"{name}=datetime or --dtype {name}=float)")
     warnings.warn(TextQuasiIdentifierWarning(name, message), stacklevel=_caller_level())
 
 

@@ -5,23 +5,18 @@ One definition for every reader of the sensitive column: the local engine
 from a distributed value count, :mod:`dmondrian._dask.sensitive_pass`) and
 the metrics behind :func:`dmondrian.verify` (:mod:`dmondrian.metrics.per_class`).
 
-* **Order.** Numeric and datetime values and ordered categoricals are
-  *ordered* (t-closeness then uses the ordered distance); anything else,
-  booleans included, is nominal.
-* **Values.** A categorical column's domain is all its categories, in
-  category order, used or not (for an ordered categorical the unused ones
-  count in the ordered distance's ``m - 1``); any other column's is its
-  present values, sorted.
-* **Missing values** (``None``, ``NaN``, ``pd.NA``, ``NaT``: every kind is
-  the same value) are one value of their own: one more distinct value for
-  l-diversity, one more category for t-closeness, coded after every present
-  value. In the ordered distance the missing value therefore sits one step
-  beyond the largest value. That keeps the ground distance a line, as the
-  EMD of Li, Li & Venkatasubramanian (2007) and the kernel's linear-time
-  check need, changes no other pair's order, and follows pandas' sort order
-  (missing last). A table whose missing values should be equally far from
-  every value can cast the column to an unordered type (nominal, equal
-  distance).
+* **Order.** Numeric and datetime values and ordered categoricals are *ordered* (t-closeness then
+  uses the ordered distance); anything else, booleans included, is nominal.
+* **Values.** A categorical column's domain is all its categories, in category order, used or not
+  (for an ordered categorical the unused ones count in the ordered distance's ``m - 1``); any other
+  column's is its present values, sorted.
+* **Missing values** (``None``, ``NaN``, ``pd.NA``, ``NaT``: every kind is the same value) are one
+  value of their own: one more distinct value for l-diversity, one more category for t-closeness,
+  coded after every present value. In the ordered distance the missing value therefore sits one step
+  beyond the largest value. That keeps the ground distance a line, as the EMD of Li, Li &
+  Venkatasubramanian (2007) and the kernel's linear-time check need, changes no other pair's order,
+  and follows pandas' sort order (missing last). A table whose missing values should be equally far
+  from every value can cast the column to an unordered type (nominal, equal distance).
 """
 
 from __future__ import annotations
@@ -51,8 +46,7 @@ def is_ordered(dtype) -> bool:
         return bool(dtype.ordered)
     if pd.api.types.is_bool_dtype(dtype):
         return False
-    return bool(pd.api.types.is_numeric_dtype(dtype)
-                or pd.api.types.is_datetime64_any_dtype(dtype))
+    return bool(pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_datetime64_any_dtype(dtype))
 
 
 @dataclass(frozen=True)
@@ -62,8 +56,7 @@ class SensitiveValues:
     Attributes
     ----------
     values : pandas.Index
-        The present values (or a categorical's categories), code ``i`` for
-        ``values[i]``.
+        The present values (or a categorical's categories), code ``i`` for ``values[i]``.
     has_missing : bool
         Whether the table has missing values; they take code ``len(values)``.
     ordered : bool
@@ -129,9 +122,8 @@ def sensitive_values(counts: pd.Series, dtype, ordered: bool | None = None,
     dtype : dtype
         The column's dtype.
     ordered : bool, optional
-        Force the ordered (True) or nominal (False) reading; default
-        :func:`is_ordered`. Forced ordered, values that cannot be sorted
-        raise ``TypeError``.
+        Force the ordered (True) or nominal (False) reading; default :func:`is_ordered`. Forced
+        ordered, values that cannot be sorted raise ``TypeError``.
     name : column name, optional
         The column, for error messages.
 
@@ -185,8 +177,7 @@ def encode_sensitive(series: pd.Series) -> tuple[np.ndarray, SensitiveValues]:
     ([1, 2, 0, 1], ['cold', 'flu'], 3)
     """
     if isinstance(series.dtype, pd.CategoricalDtype):
-        domain = sensitive_values(series.value_counts(dropna=False), series.dtype,
-                                  name=series.name)
+        domain = sensitive_values(series.value_counts(dropna=False), series.dtype, name=series.name)
         return domain.codes(series), domain
     raw, found = pd.factorize(series)
     found = pd.Index(found)
@@ -198,9 +189,8 @@ def encode_sensitive(series: pd.Series) -> tuple[np.ndarray, SensitiveValues]:
 def check_known_order(column, ordered: bool) -> None:
     """Refuse to order a Dask categorical column whose categories are unknown.
 
-    Dask learns such a column's categories partition by partition, so their
-    order, which the ordered distance measures, is lost. Nominal use needs
-    no order.
+    Dask learns such a column's categories partition by partition, so their order, which the ordered
+    distance measures, is lost. Nominal use needs no order.
     """
     dtype = getattr(column, "_meta", column).dtype
     if ordered and isinstance(dtype, pd.CategoricalDtype) and hasattr(column, "_meta") \

@@ -154,9 +154,8 @@ _AS_GIVEN = ("mode", "objective", "refine", "generalization", "suppressed", "ran
 def check_options(columns, quasi_identifiers, k, *, index_name=None, **options) -> Options:
     """Check every option of an anonymization against the table's columns.
 
-    The local and the distributed engine take the same options
-    (:data:`dmondrian.options.ANONYMIZE`) and call this one function, so a
-    bad option gets the same typed error from both.
+    The local and the distributed engine take the same options (:data:`dmondrian.options.ANONYMIZE`)
+    and call this one function, so a bad option gets the same typed error from both.
 
     Parameters
     ----------
@@ -167,8 +166,7 @@ def check_options(columns, quasi_identifiers, k, *, index_name=None, **options) 
     index_name : object, optional
         The table's index name (``allow_unique`` may name the index).
     **options
-        The options of :data:`dmondrian.options.ANONYMIZE`; those not given
-        take their defaults.
+        The options of :data:`dmondrian.options.ANONYMIZE`; those not given take their defaults.
 
     Returns
     -------

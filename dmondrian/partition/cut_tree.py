@@ -1,10 +1,9 @@
 """The cut tree: the cuts the client decided, as nodes while it plans, as flat arrays to route.
 
-The top phase grows a list of :class:`Node` (each a region of the table,
-cut or not) pass by pass; :func:`flatten` turns the part reachable from the
-root into a :class:`CutTree`, the arrays every worker walks to send a row to
-its leaf (:func:`.routing.route`). See docs/design.md, section "Routing and
-the cut tree".
+The top phase grows a list of :class:`Node` (each a region of the table, cut or not) pass by pass;
+:func:`flatten` turns the part reachable from the root into a :class:`CutTree`, the arrays every
+worker walks to send a row to its leaf (:func:`.routing.route`). See docs/design.md, section
+"Routing and the cut tree".
 """
 
 from __future__ import annotations
@@ -28,9 +27,8 @@ ALL_TIES = np.iinfo(np.int64).max
 class Cut:
     """One cut: a row goes left when ``v <= t`` or (``v == eq`` and position < ``tie_before``).
 
-    A row's position is its input position
-    (:func:`dmondrian.partition.routing.row_positions`); ``tie_before`` is
-    :data:`NO_TIES` for strict cuts.
+    A row's position is its input position (:func:`dmondrian.partition.routing.row_positions`);
+    ``tie_before`` is :data:`NO_TIES` for strict cuts.
 
     ``v`` is the row's key of QI ``qi``, or ``ranks[key]`` for a nominal cut.
     ``n_left`` is the (estimated, or exact) number of rows going left.
@@ -48,12 +46,11 @@ class Cut:
 class CutTree:
     """Cuts decided by the client, as flat arrays indexed by node (root = 0).
 
-    ``qi[i] < 0`` marks a leaf; ``leaf[i]`` is then its slot in the pass's
-    region numbering. For an internal node a row goes left when
-    ``v <= t[i]`` or (``v == eq[i]`` and its input position ``< tie_before[i]``),
-    where ``v`` is the key of QI ``qi[i]``, or ``ranks[rank_off[i] + key]`` when
-    ``rank_off[i] >= 0`` (nominal cuts in frequency order). ``tie_before`` is
-    :data:`NO_TIES` for strict cuts.
+    ``qi[i] < 0`` marks a leaf; ``leaf[i]`` is then its slot in the pass's region numbering. For an
+    internal node a row goes left when ``v <= t[i]`` or (``v == eq[i]`` and its input position ``<
+    tie_before[i]``), where ``v`` is the key of QI ``qi[i]``, or ``ranks[rank_off[i] + key]`` when
+    ``rank_off[i] >= 0`` (nominal cuts in frequency order). ``tie_before`` is :data:`NO_TIES` for
+    strict cuts.
     """
 
     qi: np.ndarray
@@ -76,9 +73,8 @@ class CutTree:
 class Node:
     """A region of the client's tree: its size, what a pass told about it, its cut.
 
-    ``fresh`` marks a candidate the next pass must count; ``banned`` lists
-    the QIs whose cut the exact counts undid here; ``done`` a region no
-    allowed cut divides.
+    ``fresh`` marks a candidate the next pass must count; ``banned`` lists the QIs whose cut the
+    exact counts undid here; ``done`` a region no allowed cut divides.
     """
 
     depth: int
@@ -158,13 +154,12 @@ def subtree_count(nodes, i) -> float:
 def undo_failing_cuts(nodes, leaf_values: dict, combine, passes) -> None:
     """Undo, from the root down, every cut whose children do not both pass.
 
-    ``leaf_values`` holds a value per current leaf (exact counts of some
-    kind); a node's value is ``combine`` of its children's, and a cut stays
-    only if ``passes`` holds for both children's values. A node whose cut is
-    undone becomes a leaf with its combined value. The root passes (checked
-    on the whole table first), so every remaining leaf passes. With
-    ``combine=None``, ``leaf_values`` holds every node's own value (values
-    that do not combine, such as distinct pairs).
+    ``leaf_values`` holds a value per current leaf (exact counts of some kind); a node's value is
+    ``combine`` of its children's, and a cut stays only if ``passes`` holds for both children's
+    values. A node whose cut is undone becomes a leaf with its combined value. The root passes
+    (checked on the whole table first), so every remaining leaf passes. With ``combine=None``,
+    ``leaf_values`` holds every node's own value (values that do not combine, such as distinct
+    pairs).
     """
     def value(j):
         if nodes[j].cut is None or combine is None:

@@ -1,12 +1,11 @@
 """Routing: which leaf a row goes to, and the input positions that decide ties.
 
-Every worker sends each row of its partition down the :class:`~.cut_tree.CutTree`
-in one compiled walk. A cut sends a row left when its key (or, for a nominal
-cut, the key's frequency rank) is ``<= t``; a relaxed cut also sends left the
-rows equal to ``eq`` whose input position is before ``tie_before``: the first
-tied rows in input order, the local kernel's rule. Positions also fix each
-row's sampling priority and the order in which a leaf's rows reach the local
-engine. See docs/design.md, section "Routing and the cut tree".
+Every worker sends each row of its partition down the :class:`~.cut_tree.CutTree` in one compiled
+walk. A cut sends a row left when its key (or, for a nominal cut, the key's frequency rank) is ``<=
+t``; a relaxed cut also sends left the rows equal to ``eq`` whose input position is before
+``tie_before``: the first tied rows in input order, the local kernel's rule. Positions also fix each
+row's sampling priority and the order in which a leaf's rows reach the local engine. See
+docs/design.md, section "Routing and the cut tree".
 
 Examples
 --------
@@ -50,13 +49,12 @@ def row_positions(partition: int, n: int, rows: np.ndarray | None = None, *,
     """A row's input position: of rows ``0..n-1`` of a partition (only of row numbers
     ``rows``, when given). The one definition, for the Dask engine and the plans.
 
-    Without ``first`` (the Dask engine), ``partition * 2**32 + offset``: known
-    without counting the rows of the partitions before (each holds fewer than
-    ``2**32`` rows). With ``first``, the row number of the partition's first
-    row in the table (a fitted plan: its ties were fitted on row numbers, and
-    a counting pass gives ``first``), ``first + offset``. Either increases in
-    input order over the whole table: the order in which each leaf's rows
-    reach the local engine, by which relaxed cuts split median ties.
+    Without ``first`` (the Dask engine), ``partition * 2**32 + offset``: known without counting the
+    rows of the partitions before (each holds fewer than ``2**32`` rows). With ``first``, the row
+    number of the partition's first row in the table (a fitted plan: its ties were fitted on row
+    numbers, and a counting pass gives ``first``), ``first + offset``. Either increases in input
+    order over the whole table: the order in which each leaf's rows reach the local engine, by which
+    relaxed cuts split median ties.
 
     Examples
     --------
@@ -87,9 +85,8 @@ def row_offsets(positions: np.ndarray) -> np.ndarray:
 def leaf_order(leaf: np.ndarray, positions: np.ndarray, n_leaves: int):
     """Order rows by leaf, then input position; and the leaves present.
 
-    The rows of an output partition reach it in whatever order the shuffle
-    delivers; each leaf must reach the local engine in input order so the
-    release does not depend on it.
+    The rows of an output partition reach it in whatever order the shuffle delivers; each leaf must
+    reach the local engine in input order so the release does not depend on it.
 
     Parameters
     ----------
@@ -105,8 +102,7 @@ def leaf_order(leaf: np.ndarray, positions: np.ndarray, n_leaves: int):
     order : int64 array (n,)
         Row numbers sorted by (leaf, position).
     ids, starts, counts : int64 arrays
-        The leaves present, ascending; where each starts in ``order`` and how
-        many rows it has.
+        The leaves present, ascending; where each starts in ``order`` and how many rows it has.
 
     Examples
     --------
@@ -172,10 +168,8 @@ def route(keys: np.ndarray, tree: CutTree, positions: np.ndarray | None = None) 
 
 
 def route_to_partitions(keys: np.ndarray, tree: CutTree, positions: np.ndarray | None,
-                        partition_of_leaf: np.ndarray, leaf_dtype
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`route`, and each row's output partition, in the same walk (see the
-    module's examples).
+                        partition_of_leaf: np.ndarray, leaf_dtype) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`route`, and each row's output partition, in the same walk (see the module's examples).
 
     Parameters
     ----------
@@ -201,8 +195,7 @@ def route_to_partitions(keys: np.ndarray, tree: CutTree, positions: np.ndarray |
     return leaf, partition
 
 
-def _route(keys, tree: CutTree, positions, out_leaf, out_partition,
-           partition_of_leaf) -> None:
+def _route(keys, tree: CutTree, positions, out_leaf, out_partition, partition_of_leaf) -> None:
     use_tie = positions is not None and tree.has_ties
     pos = np.ascontiguousarray(positions, dtype=np.int64) if use_tie else np.zeros(1, np.int64)
     _route_rows(keys, tree, pos, use_tie, out_leaf, out_partition, partition_of_leaf)

@@ -1,10 +1,9 @@
 """Mergeable per-region summaries: what one pass over the data tells the client.
 
-A pass routes every row to a region and summarizes each region with a
-:class:`RegionSketch`: exact counts, bounds and value counts, and a weighted
-row sample the client can plan several levels of cuts on. Sketches of
-partitions merge associatively, so they are tree-reduced across partitions.
-See docs/design.md, section "Sketches".
+A pass routes every row to a region and summarizes each region with a :class:`RegionSketch`: exact
+counts, bounds and value counts, and a weighted row sample the client can plan several levels of
+cuts on. Sketches of partitions merge associatively, so they are tree-reduced across partitions. See
+docs/design.md, section "Sketches".
 """
 
 from __future__ import annotations
@@ -26,8 +25,7 @@ _DENSE_CELLS = 1 << 22
 class RegionSketch:
     """Summary of the rows of ``R`` regions (see the module docstring).
 
-    ``hist[j]`` is ``(cells, counts)`` with ``cells = region * slots[j] + slot``
-    sorted and unique.
+    ``hist[j]`` is ``(cells, counts)`` with ``cells = region * slots[j] + slot`` sorted and unique.
     """
 
     count: np.ndarray
@@ -67,9 +65,8 @@ class RegionSketch:
         order, starts, keys = self._by_region
         mine = order[starts[r]:starts[r + 1]]
         return Summary(float(self.count[r]), self.lo[r].copy(), self.hi[r].copy(),
-                       self.missing[r].astype(np.float64), hist,
-                       keys.take(mine, axis=1), self.sample_weight[mine],
-                       self.sample_pos[mine], exact=True, d=d)
+                       self.missing[r].astype(np.float64), hist, keys.take(mine, axis=1),
+                       self.sample_weight[mine], self.sample_pos[mine], exact=True, d=d)
 
 
 def _sparse_counts(cells: np.ndarray, n_cells: int, weights=None):
@@ -81,9 +78,8 @@ def _sparse_counts(cells: np.ndarray, n_cells: int, weights=None):
     return uniq.astype(np.int64), np.bincount(inv.ravel(), weights=weights).astype(np.int64)
 
 
-def summarize(keys: np.ndarray, region: np.ndarray, n_regions: int, exact: dict,
-              slots: np.ndarray, rates: np.ndarray, priority: np.ndarray,
-              positions: np.ndarray) -> RegionSketch:
+def summarize(keys: np.ndarray, region: np.ndarray, n_regions: int, exact: dict, slots: np.ndarray,
+              rates: np.ndarray, priority: np.ndarray, positions: np.ndarray) -> RegionSketch:
     """Summarize one partition's rows by region.
 
     Parameters
@@ -158,11 +154,10 @@ def merge_sketches(*sketches: RegionSketch) -> RegionSketch:
 class Summary:
     """What the client knows about one region.
 
-    ``exact`` says whether ``n``, bounds, missing counts and histograms are
-    exact (from a pass) or estimated from a sample. ``hist[j]`` is a dense
-    count per slot for exact-count QIs. ``sample_keys`` (d, m) with
-    ``sample_w`` are the region's weighted row sample, ``sample_pos`` the
-    sampled rows' input positions.
+    ``exact`` says whether ``n``, bounds, missing counts and histograms are exact (from a pass) or
+    estimated from a sample. ``hist[j]`` is a dense count per slot for exact-count QIs.
+    ``sample_keys`` (d, m) with ``sample_w`` are the region's weighted row sample, ``sample_pos``
+    the sampled rows' input positions.
     """
 
     n: float
@@ -204,12 +199,11 @@ class Summary:
         if len(parts) == 1:
             return parts[0]
         first = parts[0]
-        return cls(float(sum(p.n for p in parts)),
-                   np.minimum.reduce([p.lo for p in parts]),
+        return cls(float(sum(p.n for p in parts)), np.minimum.reduce([p.lo for p in parts]),
                    np.maximum.reduce([p.hi for p in parts]),
                    np.sum([p.missing for p in parts], axis=0),
                    {j: np.sum([p.hist[j] for p in parts], axis=0) for j in first.hist},
                    np.concatenate([p.sample_keys for p in parts], axis=1),
                    np.concatenate([p.sample_w for p in parts]),
-                   np.concatenate([p.sample_pos for p in parts]),
-                   all(p.exact for p in parts), first.d)
+                   np.concatenate([p.sample_pos for p in parts]), all(p.exact for p in parts),
+                   first.d)

@@ -114,9 +114,8 @@ def _encode_column(series: pd.Series, qi, keys: np.ndarray):
             return None
         enc = qi.spec.encode(_as_fitted_dtype(series, qi))
         if enc.kernel_kind != qi.kernel_kind:
-            raise UnsupportedDtypeError(qi.name, f"column {qi.name!r} has dtype "
-                                                 f"{series.dtype}; the plan was fitted on "
-                                                 f"{qi.dtype}")
+            raise UnsupportedDtypeError(qi.name, f"column {qi.name!r} has dtype {series.dtype}; "
+                                                 f"the plan was fitted on {qi.dtype}")
         keys[:] = enc.keys
         return None
     codes, uniques = _factorized(series)
@@ -482,9 +481,8 @@ class BatchSummary:
         edges = [e for e in (self.edges, other.edges) if e is not None]
         edges = (None if not edges else edges[0] if len(edges) == 1
                  else fold_edges(*(np.concatenate(part) for part in zip(*edges, strict=True))))
-        return BatchSummary(self.count + other.count, edges, add(self.hist, other.hist),
-                            codes, names, add(self.total, other.total),
-                            add(self.present, other.present),
+        return BatchSummary(self.count + other.count, edges, add(self.hist, other.hist), codes,
+                            names, add(self.total, other.total), add(self.present, other.present),
                             None if self.people is None else self.people.merge(other.people))
 
 
@@ -553,8 +551,7 @@ def summarize_batch(plan, placed: Placed, sensitive_codes: np.ndarray | None = N
     if entity is not None:
         # Without l or t, k people prove a node: no more of them are kept.
         out.people = people_of(node, entity, sensitive_codes,
-                               1 if sensitive_codes is None else plan.sensitive.n_codes,
-                               cap=plan.k)
+                               1 if sensitive_codes is None else plan.sensitive.n_codes, cap=plan.k)
     if plan.options["generalization"] == "mean":
         out.total = np.zeros((m, d), dtype=np.float64)
         out.present = np.zeros((m, d), dtype=np.int64)

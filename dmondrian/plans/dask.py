@@ -288,8 +288,7 @@ def transform_to_parquet(plan, ddf, path, *, client=None, progress=None, write_o
                                   progress, [], domains)
             refuse_empty(counted.summary.count.sum())
             release = decide(plan, counted.summary)
-            frame = _publishing_pass(plan, placer, ddf, release, counted, cluster_client,
-                                     threads)
+            frame = _publishing_pass(plan, placer, ddf, release, counted, cluster_client, threads)
             # The classes' rows are counted already: the write tasks count only what
             # the classes do not tell (a sensitive column's values).
             measured = None if counts is None else _class_counts(release, counts)
@@ -334,8 +333,7 @@ def _class_counts(release, counts):
     """``counts`` (an empty :class:`~dmondrian.metrics.accumulator.ReleaseCounts`) of a
     release, from its classes: each publishes one label per QI, for its counted rows.
     None when the counts need the rows: a sensitive column, or QIs published as numbers."""
-    if counts.sensitive is not None or not all(isinstance(v, pd.Index)
-                                               for v, _ in release.values):
+    if counts.sensitive is not None or not all(isinstance(v, pd.Index) for v, _ in release.values):
         return None
     # Each class's own node gathers its labels, as the write tasks' rows do theirs.
     return counts.merge().add(pd.DataFrame(published_columns(release, release.nodes)),
@@ -402,10 +400,9 @@ class _Counted:
 
 def _count_pass(plan, placer, ddf, client, threads, keep, progress, checked,
                 domains=None) -> _Counted:
-    """Place and count every partition's rows, sketch the ``checked`` columns' distinct
-    values and (given ``domains``, an empty InputDomains) take the QIs' domains; merge
-    them in tree reductions. Raises
-    :class:`~dmondrian.errors.IdentifyingColumnError` (cancelling the kept nodes) when a
+    """Place and count every partition's rows, sketch the ``checked`` columns' distinct values and
+    (given ``domains``, an empty InputDomains) take the QIs' domains; merge them in tree reductions.
+    Raises :class:`~dmondrian.errors.IdentifyingColumnError` (cancelling the kept nodes) when a
     checked column singles out rows."""
     from dask import delayed
 

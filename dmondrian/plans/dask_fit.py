@@ -4,12 +4,11 @@
    table, at the fitted class size, into leaves that fit in memory. A cut is kept only if exact
    counts show both children pass: k rows, or k distinct entities with ``entity=``, and l and t
    (over (entity, value) pairs with an entity).
-2. Its shuffle moves every leaf's rows to one task (only the columns a fit
-   reads: the QIs, the sensitive and the entity column; no pass reads any other, whatever the
-   table's width), which runs the local engine on the leaf (as the Dask engine's release does:
-   global encodings and scales, the same constraints, t against the whole table's distribution) and
-   rebuilds the leaf's cut tree (:func:`.tree.build_tree`). A task returns that small tree and the
-   leaf's totals, never rows.
+2. Its shuffle moves every leaf's rows to one task (only the columns a fit reads: the QIs, the
+   sensitive and the entity column; no pass reads any other, whatever the table's width), which runs
+   the local engine on the leaf (as the Dask engine's release does: global encodings and scales, the
+   same constraints, t against the whole table's distribution) and rebuilds the leaf's cut tree
+   (:func:`.tree.build_tree`). A task returns that small tree and the leaf's totals, never rows.
 3. The client stitches the top cuts and the leaves' trees into one
    :class:`~.tree.PlanTree`: a top node's bounds, counts and codes are its
    leaves' together (an inner node is never trimmed, :func:`.tree.build_tree`).
@@ -208,9 +207,8 @@ def _stitch(cuts: CutTree, leaves: dict, d: int, kinds, cards) -> PlanTree:
                     total_a, present_a, codes)
 
 
-def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = None,
-                  client=None, progress=None, lift_cost: float | None = None,
-                  **options) -> dict:
+def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = None, client=None,
+                  progress=None, lift_cost: float | None = None, **options) -> dict:
     """Fit a plan on a dask DataFrame (see the module docstring): what
     :func:`dmondrian.plans.fit_plan` does with a dask DataFrame.
 
@@ -291,8 +289,7 @@ def fit_plan_dask(ddf, quasi_identifiers, k: int, *, batch_rows: int | None = No
         abut_cut_sides(tree, top.encodings)
     kept = {name: options.get(name) for name in PLAN_OPTIONS}
     kept.update(mode="strict", objective=opts.objective, generalization=opts.generalization,
-                max_depth=None if opts.max_depth < 0 else opts.max_depth,
-                sensitive=opts.sensitive,
+                max_depth=None if opts.max_depth < 0 else opts.max_depth, sensitive=opts.sensitive,
                 identifiers=list(opts.identifiers), allow_unique=list(opts.allow_unique),
                 class_column=opts.class_column, l_kind=options.get("l_kind") or "distinct",
                 entity=opts.entity)

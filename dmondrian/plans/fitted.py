@@ -101,9 +101,8 @@ class FittedPlan(Placing):
         """The l/t constraints in kernel form, against the fitted distribution (None: k only)."""
         if self.sensitive is None:
             return None
-        return kernel_privacy(self.constraints, np.zeros(1, dtype=np.int64),
-                              self.sensitive.n_codes, self.sensitive.ordered,
-                              distribution=self.sensitive.distribution())
+        return kernel_privacy(self.constraints, np.zeros(1, dtype=np.int64), self.sensitive.n_codes,
+                              self.sensitive.ordered, distribution=self.sensitive.distribution())
 
     @cached_property
     def lift_tables(self):
@@ -208,9 +207,8 @@ class FittedPlan(Placing):
             from .dask import transform_dask
 
             if short_labels != "fitted":
-                raise ParameterError("short_labels", "labels from a class's own rows are "
-                                                     "made in memory: release a pandas "
-                                                     "DataFrame")
+                raise ParameterError("short_labels", "labels from a class's own rows are made in "
+                                                     "memory: release a pandas DataFrame")
             if noise:
                 raise ParameterError("noise", "noise through a plan is drawn in memory: "
                                               "release a pandas DataFrame")
@@ -244,8 +242,7 @@ class FittedPlan(Placing):
         out = publish_rows(df, release, placed.node, self.options["class_column"])
         if opts.noise:
             class_of_row = release.class_of_node[placed.node]
-            noisy = noisy_columns(df, class_of_row, len(release.nodes), opts.noise,
-                                  random_state,
+            noisy = noisy_columns(df, class_of_row, len(release.nodes), opts.noise, random_state,
                                   entity_codes=None if entity is None else entity.codes,
                                   max_contributions=opts.max_contributions,
                                   max_classes=opts.max_classes)
@@ -300,9 +297,8 @@ class FittedPlan(Placing):
         """
         return refit_overflow(self, df, fit_plan)
 
-    def transform_to_parquet(self, ddf, path, *, client=None, progress=None,
-                             write_options=None, storage_options=None, random_state=None,
-                             manifest=False) -> int:
+    def transform_to_parquet(self, ddf, path, *, client=None, progress=None, write_options=None,
+                             storage_options=None, random_state=None, manifest=False) -> int:
         """Release a dask DataFrame through the plan and write it as a Parquet dataset.
 
         The files ``transform(ddf).to_parquet(path)`` writes (one a partition, each file's rows
@@ -334,15 +330,13 @@ class FittedPlan(Placing):
         from .dask import transform_to_parquet
 
         return transform_to_parquet(self, ddf, path, client=client, progress=progress,
-                                    write_options=write_options,
-                                    storage_options=storage_options, random_state=random_state,
-                                    manifest=manifest)
+                                    write_options=write_options, storage_options=storage_options,
+                                    random_state=random_state, manifest=manifest)
 
     def _release_options(self, df, noise, max_contributions=1, max_classes=1):
         o = {name: self.options.get(name) for name in PLAN_OPTIONS if name != "identifiers"}
-        opts = check_options(df.columns, self.qis, self.k, index_name=df.index.name,
-                             noise=noise, max_contributions=max_contributions,
-                             max_classes=max_classes, **o)
+        opts = check_options(df.columns, self.qis, self.k, index_name=df.index.name, noise=noise,
+                             max_contributions=max_contributions, max_classes=max_classes, **o)
         check_noise_dtypes(opts.noise, df.dtypes)
         return opts
 
@@ -453,8 +447,7 @@ def fit_plan(df: pd.DataFrame, quasi_identifiers, k: int, *, batch_rows: int | N
         abut_cut_sides(tree, encoded)
     kept = {name: options.get(name) for name in PLAN_OPTIONS}
     kept.update(mode=opts.mode, objective=opts.objective, generalization=opts.generalization,
-                max_depth=None if opts.max_depth < 0 else opts.max_depth,
-                sensitive=opts.sensitive,
+                max_depth=None if opts.max_depth < 0 else opts.max_depth, sensitive=opts.sensitive,
                 identifiers=list(opts.identifiers), allow_unique=list(opts.allow_unique),
                 class_column=opts.class_column, l_kind=options.get("l_kind") or "distinct",
                 entity=opts.entity)

@@ -58,8 +58,7 @@ def packed_tree(cuts):
     # Strict cuts never split ties: their arrays are not read (nor shipped to workers).
     ties = cuts.has_ties
     return (steps, np.ascontiguousarray(cuts.eq[order] if ties else _NO_COUNTS, dtype=np.int64),
-            np.ascontiguousarray(cuts.tie_before[order] if ties else _NO_COUNTS,
-                                 dtype=np.int64),
+            np.ascontiguousarray(cuts.tie_before[order] if ties else _NO_COUNTS, dtype=np.int64),
             np.ascontiguousarray(cuts.ranks, dtype=np.int64), height, order)
 
 

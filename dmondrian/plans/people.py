@@ -243,6 +243,5 @@ def _fold_root(root, kept, dest, group, settled_node, settled_pair, people, pass
         ok, n = root_ok(root)
         if ok:
             return
-    raise InfeasibleError(f"the batch's {n} distinct entities cannot form one class that "
-                          "meets the plan's constraints (fewer than k entities, or too few "
-                          "sensitive values)")
+    raise InfeasibleError(f"the batch's {n} distinct entities cannot form one class that meets the "
+                          "plan's constraints (fewer than k entities, or too few sensitive values)")

@@ -94,14 +94,12 @@ def _json_value(v):
 
 def _qi_dict(qi: EncodedQI) -> dict:
     h = qi.hierarchy
-    return {
-        "name": _json_value(qi.name), "kind": qi.kind, "kernel_kind": int(qi.kernel_kind),
-        "value_type": qi.value_type, "tz": None if qi.tz is None else str(qi.tz),
-        "dtype": str(qi.dtype), "decimals": int(qi.decimals), "unit": qi.unit,
-        "scale": float(qi.scale), "card": int(qi.card),
-        "categories": [_json_value(c) for c in qi.categories],
-        "hierarchy": None if h is None else {leaf: h.ancestors(leaf) for leaf in h.leaves},
-    }
+    return {"name": _json_value(qi.name), "kind": qi.kind, "kernel_kind": int(qi.kernel_kind),
+            "value_type": qi.value_type, "tz": None if qi.tz is None else str(qi.tz),
+            "dtype": str(qi.dtype), "decimals": int(qi.decimals), "unit": qi.unit,
+            "scale": float(qi.scale), "card": int(qi.card),
+            "categories": [_json_value(c) for c in qi.categories],
+            "hierarchy": None if h is None else {leaf: h.ancestors(leaf) for leaf in h.leaves}}
 
 
 def _qi_from(d: dict) -> EncodedQI:
@@ -177,9 +175,8 @@ def plan_from_dict(data: dict) -> FittedPlan:
         return _unpacked(t[name], dtype)
 
     m, d = t["nodes"], len(data["qis"])
-    cuts = CutTree(*(arr(n) for n in ("qi", "t", "eq", "tie_before", "rank_off")),
-                   arr("ranks"), arr("left"), arr("right"),
-                   np.where(arr("qi") < 0, np.arange(m), -1))
+    cuts = CutTree(*(arr(n) for n in ("qi", "t", "eq", "tie_before", "rank_off")), arr("ranks"),
+                   arr("left"), arr("right"), np.where(arr("qi") < 0, np.arange(m), -1))
     shape = (m, d)
     tree = PlanTree(cuts, arr("parent"), arr("count"), arr("lo").reshape(shape),
                     arr("hi").reshape(shape), arr("missing", bool).reshape(shape),

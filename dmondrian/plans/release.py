@@ -7,10 +7,9 @@ The rule (bottom-up, once per batch, on per-node counts only):
 * a group that satisfies the constraints (at least k rows; l and t when
   asked) is published with its node's label; a group that does not is added to its parent's group:
   its rows are published at the nearest ancestor that passes;
-* when even the root's group fails (rows that only the root holds, say, or
-  rows lifted all the way up), the smallest published groups are folded into
-  it, smallest first, until it passes; a batch that fails as a whole (fewer
-  than k rows) raises :class:`~dmondrian.errors.InfeasibleError`.
+* when even the root's group fails (rows that only the root holds, say, or rows lifted all the way
+  up), the smallest published groups are folded into it, smallest first, until it passes; a batch
+  that fails as a whole (fewer than k rows) raises :class:`~dmondrian.errors.InfeasibleError`.
 
 A published group is then exactly the batch's rows in its node's region less
 the regions published below it, so every published class, and every region an

@@ -18,8 +18,7 @@ from pandas.api.types import union_categoricals
 from ..errors import InfeasibleError, ParameterError
 from ..options import PLAN_KEEPS as PLAN_OPTIONS
 
-__all__ = ["LIFT_COST", "PLAN_OPTIONS", "fit_k", "fit_trim", "refit_overflow",
-           "transform_overflow"]
+__all__ = ["LIFT_COST", "PLAN_OPTIONS", "fit_k", "fit_trim", "refit_overflow", "transform_overflow"]
 
 #: What a plan fitted with ``batch_rows`` counts a left-out fitted row as when it
 #: trims a leaf (:func:`dmondrian.plans.tree.nominal_trim`): the loss of one

@@ -12,13 +12,11 @@ email) is linkable whatever k says, so no engine releases one unless told:
 
 Which columns single out rows
 -----------------------------
-Only columns released unchanged are looked at: not the QIs (generalized),
-not the sensitive column (its values are what l and t protect), not the
-noised columns (replaced by noisy class means), not the identifiers
-(removed). Of those, a column singles out rows when, on a table of at least
-:data:`MIN_ROWS` rows, at least :data:`UNIQUE_SHARE` of the rows carry a
-value no other row has. The column must also be of a kind an identifier
-takes:
+Only columns released unchanged are looked at: not the QIs (generalized), not the sensitive column
+(its values are what l and t protect), not the noised columns (replaced by noisy class means), not
+the identifiers (removed). Of those, a column singles out rows when, on a table of at least
+:data:`MIN_ROWS` rows, at least :data:`UNIQUE_SHARE` of the rows carry a value no other row has. The
+column must also be of a kind an identifier takes:
 
 * integers, and text (strings, categoricals): record ids, names, emails;
 * not floats: a float column is a continuous measurement (a weight, an
@@ -31,20 +29,18 @@ takes:
 
 The index
 ---------
-An input's index is never a release column. The in-memory results (a
-pandas frame, a lazy Dask frame, the estimator's output) are the caller's
-own frame: its index is how pandas and scikit-learn align ``X`` with ``y``
-(a shuffled split, a filtered frame, a dask-written folder read by pandas),
-and it is not published. Only a writer publishes, and a writer writes no
-index unless asked (``write_options={"write_index": True}``); when asked, it
-judges the index like a column, under its name (``"index"`` if it has
-none), before it writes (:func:`dmondrian._dask.written_check.refuse_written_index`),
-and refuses one that singles out rows unless ``allow_unique`` names it.
-An index that numbers the rows (a default RangeIndex, the row numbers of
-each file dask reads, or each partition's rows numbered in order) is
-refused too, whatever the table's size: each file's rows are shuffled
-(:mod:`dmondrian.release.row_order`), and their numbers beside them would give the
-input's order back. ``allow_unique=["index"]`` writes it all the same.
+An input's index is never a release column. The in-memory results (a pandas frame, a lazy Dask
+frame, the estimator's output) are the caller's own frame: its index is how pandas and scikit-learn
+align ``X`` with ``y`` (a shuffled split, a filtered frame, a dask-written folder read by pandas),
+and it is not published. Only a writer publishes, and a writer writes no index unless asked
+(``write_options={"write_index": True}``); when asked, it judges the index like a column, under its
+name (``"index"`` if it has none), before it writes
+(:func:`dmondrian._dask.written_check.refuse_written_index`), and refuses one that singles out rows
+unless ``allow_unique`` names it. An index that numbers the rows (a default RangeIndex, the row
+numbers of each file dask reads, or each partition's rows numbered in order) is refused too,
+whatever the table's size: each file's rows are shuffled (:mod:`dmondrian.release.row_order`), and
+their numbers beside them would give the input's order back. ``allow_unique=["index"]`` writes it
+all the same.
 
 On the Dask engine the verdict is the local engine's, reached in two steps. A pass the engine makes
 anyway also reads the candidate columns and keeps a HyperLogLog sketch of each
@@ -56,22 +52,19 @@ d``. Hence:
 
 * ``d >= 3/4 n`` (:data:`DISTINCT_REFUSED`, at the estimate's low end):
   ``u >= 2d - n >= n / 2``, the column is refused without more reading;
-* ``d < n / 2`` (at the estimate's high end): ``u <= d < n / 2``, it is
-  not;
-* in between (1,000 draws of 1,000 values are 63 % distinct, and 37 % of
-  the rows unique), the rows whose value occurs once are counted exactly, in an extra pass over
-  those columns only (:func:`dmondrian.release.unique_count.unique_rows`: value counts
-  hash-partitioned across the workers, of which the client receives one number per column), and the
-  local rule applies.
+* ``d < n / 2`` (at the estimate's high end): ``u <= d < n / 2``, it is not;
+* in between (1,000 draws of 1,000 values are 63 % distinct, and 37 % of the rows unique), the rows
+  whose value occurs once are counted exactly, in an extra pass over those columns only
+  (:func:`dmondrian.release.unique_count.unique_rows`: value counts hash-partitioned across the
+  workers, of which the client receives one number per column), and the local rule applies.
 
 Which pass:
 
-* ``anonymize_to_parquet`` (and the command line's ``--distributed``
-  Parquet output): the pass that writes the release (:mod:`dmondrian._dask.written_check`), which
-  reads every column anyway; the domain pass then reads only the QIs, so a wide table costs a copy.
-  The verdict comes once every file is written: the files are then removed (and the folder, if the
-  run created it) before the error is raised, so nothing at the destination looks like a complete
-  release.
+* ``anonymize_to_parquet`` (and the command line's ``--distributed`` Parquet output): the pass that
+  writes the release (:mod:`dmondrian._dask.written_check`), which reads every column anyway; the
+  domain pass then reads only the QIs, so a wide table costs a copy. The verdict comes once every
+  file is written: the files are then removed (and the folder, if the run created it) before the
+  error is raised, so nothing at the destination looks like a complete release.
 * the lazy ``anonymize(ddf, ...)`` and ``anonymize_to_csv``: the domain
   pass (:mod:`dmondrian._dask.domain_pass`), which then reads the candidate columns beside the QIs;
   the error is raised by ``anonymize`` itself, before any lazy frame exists (a frame computed later
@@ -387,8 +380,7 @@ def _run_lengths(a: np.ndarray) -> np.ndarray:
 _NO_CODES = np.zeros(0, dtype=np.int64)
 
 
-def fewer_values(values: pd.Series, limit: int,
-                 span: tuple[int, int] | None = None) -> bool | None:
+def fewer_values(values: pd.Series, limit: int, span: tuple[int, int] | None = None) -> bool | None:
     """Whether ``values`` hold fewer than ``limit`` distinct values (missing left out), when
     that costs less than counting each value's rows: from a numpy integer column's range
     (``span``, its :func:`int_span`; only True, or None), a categorical's codes, or Arrow

@@ -8,14 +8,13 @@ a person, and without ``entity=`` the classes count rows, not people. A column r
 
 1. it has many values: at least :data:`MIN_VALUES` distinct ones, of which
    at least :data:`MIN_REPEATED` cover two rows or more;
-2. the quasi-identifiers are mostly constant within a value, far more
-   than chance makes them: of the rows beyond the first of each value, the share that bring a
-   combination of QI values the value has not shown yet is below :data:`NEW_TUPLE_RATIO` times the
-   same share with the column's values shuffled across the rows (same value sizes, QIs independent
-   of the value). A person keeps their age and region from one event to the next; an ordinary
-   category (a product, a zip code released as is, a store) gathers rows of many people, whose QIs
-   differ about as much as any rows' do, and a large value (a capital gain of 0) repeats QI
-   combinations by chance alone, shuffled or not.
+2. the quasi-identifiers are mostly constant within a value, far more than chance makes them: of the
+   rows beyond the first of each value, the share that bring a combination of QI values the value
+   has not shown yet is below :data:`NEW_TUPLE_RATIO` times the same share with the column's values
+   shuffled across the rows (same value sizes, QIs independent of the value). A person keeps their
+   age and region from one event to the next; an ordinary category (a product, a zip code released
+   as is, a store) gathers rows of many people, whose QIs differ about as much as any rows' do, and
+   a large value (a capital gain of 0) repeats QI combinations by chance alone, shuffled or not.
 
 The rule is measured on whole values: rows are kept by a hash of their value, about
 :data:`SAMPLE_ROWS` of them, so a value is either in the sample with all its rows or not at all; a
@@ -163,10 +162,9 @@ class _Counted:
     def of(cls, values: pd.Series, codes: np.ndarray | None,
            combos: np.ndarray | None = None) -> _Counted:
         """Count ``values``: a bincount of ``codes``, their
-        :func:`~dmondrian.release.identifiers.small_int_codes` (or None), a sort of other
-        numpy integers (labelled by themselves; with ``combos``, one per row, the sort of
-        their pairs with the QI combinations, which counts both), a hash table of anything
-        else."""
+        :func:`~dmondrian.release.identifiers.small_int_codes` (or None), a sort of other numpy
+        integers (labelled by themselves; with ``combos``, one per row, the sort of their pairs with
+        the QI combinations, which counts both), a hash table of anything else."""
         if codes is not None:
             runs = np.bincount(codes)
             return cls(runs[runs > 0], codes, None, True)
@@ -430,19 +428,17 @@ def release_guard(df: pd.DataFrame, released_as_is, qis, allow=(), qi_keys=None,
         counts[column] = counted
     if not person_keys:
         return found, []
-    return found, person_key_columns(df, rest, qis, qi_keys=qi_keys, counts=counts,
-                                     combos=combos)
+    return found, person_key_columns(df, rest, qis, qi_keys=qi_keys, counts=counts, combos=combos)
 
 
 def warn_person_keys(found: list) -> None:
     """One :class:`~dmondrian.errors.IdentifyingColumnWarning` per person key found."""
     for column, share, shuffled, distinct in found:
-        message = (f"column {column!r} looks like a person key: about {distinct:,} values "
-                   f"in the rows looked at, "
-                   f"each covering several rows whose quasi-identifiers mostly repeat "
-                   f"({share:.0%} of the further rows bring a new combination, "
-                   f"{shuffled:.0%} if the values were shuffled); classes count "
-                   f"rows, not people: pass entity={column!r} (--entity {column}) so every "
-                   f"class holds k people and the column is not released, or "
-                   f"allow_unique=[{column!r}] if it is not a person")
+        message = (f"column {column!r} looks like a person key: about {distinct:,} values in the "
+                   "rows looked at, each covering several rows whose quasi-identifiers mostly "
+                   f"repeat ({share:.0%} of the further rows bring a new combination, "
+                   f"{shuffled:.0%} if the values were shuffled); classes count rows, not people: "
+                   f"pass entity={column!r} (--entity {column}) so every class holds k people and "
+                   f"the column is not released, or allow_unique=[{column!r}] if it is not a "
+                   "person")
         warnings.warn(IdentifyingColumnWarning(column, message), stacklevel=_caller_level())

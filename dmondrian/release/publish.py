@@ -316,9 +316,8 @@ def bound_labels(qi: EncodedQI, lo: np.ndarray, hi: np.ndarray, missing: np.ndar
     >>> labels[inverse].tolist()
     ['[20, 30]', '30', '[20, 30]']
     """
-    stats = (None, *(np.ascontiguousarray(np.asarray(a).reshape(-1, 1), dtype=t)
-                     for a, t in ((lo, np.int64), (hi, np.int64), (missing, np.bool_))),
-             None, None)
+    stats = (None, *(np.ascontiguousarray(np.asarray(a).reshape(-1, 1), dtype=t) for a,
+                     t in ((lo, np.int64), (hi, np.int64), (missing, np.bool_))), None, None)
     return _LABELLERS[qi.spec.label_shape](qi, 0, stats, None)
 
 
