@@ -558,10 +558,10 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
         step = 0
         n_heap = 0
         for x in range(b.m):
-            if b.free[x]:
-                b.heap[n_heap].lb = b.lb[x]
-                b.heap[n_heap].row = x
-                n_heap += 1
+            # Written for every row, kept for the free (0 or 1): no branch to mispredict.
+            b.heap[n_heap].lb = b.lb[x]
+            b.heap[n_heap].row = x
+            n_heap += b.free[x]
         for i in range(n_heap // 2 - 1, -1, -1):
             _sift_down(b, i, n_heap)
         while n_free > 0 and not _passes(b, cf, c, -1, -1):
