@@ -21,6 +21,11 @@ cdef enum:
     CANDIDATES = 32
 
 
+cdef struct Bound:
+    double lb             # a lower bound of a class's spans with the row
+    i64 row
+
+
 cdef struct Block:
     Py_ssize_t m          # rows of the block
     Py_ssize_t d          # QIs
@@ -54,7 +59,7 @@ cdef struct Block:
     i64* free             # (m,) rows no k-member class holds yet
     double* lb            # (m,) a lower bound of the spans of a class with each free row
     i64* fresh            # (m,) the k-member step lb was computed at
-    i64* heap             # (m,) the free rows, a binary heap on (lb, row)
+    Bound* heap           # (m,) the free rows and their lb, a binary heap on (lb, row)
     double* ecc           # (m,) how far each row lies from the block's middle (seeds)
     i64* cand             # (cap, CANDIDATES) each class's candidates, by (distance, id)
     double* cand_d        # their distances, current
@@ -199,25 +204,29 @@ cdef inline double _spans_with(const Block* b, const Config* cf, Py_ssize_t c,
     return total
 
 
-cdef inline bint _before(const Block* b, i64 x, i64 y) noexcept nogil:
-    return b.lb[x] < b.lb[y] or (b.lb[x] == b.lb[y] and x < y)
+cdef inline bint _before(const Bound* x, const Bound* y) noexcept nogil:
+    return x.lb < y.lb or (x.lb == y.lb and x.row < y.row)
 
 
 cdef inline void _sift_down(Block* b, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
-    """Restore k-member's heap of free rows (on lb, then row) below position ``i``."""
+    """Restore k-member's heap of free rows (on lb, then row) below position ``i``.
+
+    The bounds ride in the heap: a comparison reads the entries, not an array
+    they index."""
     cdef Py_ssize_t child
-    cdef i64 x = b.heap[i]
+    cdef Bound* h = b.heap
+    cdef Bound x = h[i]
     while True:
         child = 2 * i + 1
         if child >= n:
             break
-        if child + 1 < n and _before(b, b.heap[child + 1], b.heap[child]):
+        if child + 1 < n and _before(&h[child + 1], &h[child]):
             child += 1
-        if not _before(b, b.heap[child], x):
+        if not _before(&h[child], &x):
             break
-        b.heap[i] = b.heap[child]
+        h[i] = h[child]
         i = child
-    b.heap[i] = x
+    h[i] = x
 
 
 cdef inline i64* _take(i64* arena, Py_ssize_t* at, Py_ssize_t words) noexcept nogil:

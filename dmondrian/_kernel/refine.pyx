@@ -378,10 +378,11 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
             best = tol
             best_j = -1
             best_c = -1
-            wo = _cost_changed(b, cf, a, i, -1)
             can_leave = b.size[a] > 1 and (b.size[a] > cf.k or cf.general)
             if can_leave and cf.general:
                 can_leave = _passes(b, cf, a, i, -1)
+            # Only a move reads it, and a class of k rows (most of k-member's) has none.
+            wo = _cost_changed(b, cf, a, i, -1) if can_leave else 0.0
             for t in range(b.nbn[a]):
                 if skip[t]:
                     continue
@@ -479,6 +480,51 @@ cdef double _total(const Block* b) noexcept nogil:
     return total
 
 
+cdef void _seed_bounds(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
+    """``b.lb[x] = _spans_with(b, cf, c, x)`` and ``b.fresh[x] = 0`` for every row
+    (those of the taken rows unused).
+
+    QI by QI over the rows (the keys are stored QI-major), every row alike: no
+    branch on which rows are free, and the class's statistics read once per QI;
+    each row's spans are added in _spans_with's order, so the sums are the same.
+    """
+    cdef Py_ssize_t q, x, m = b.m, d = b.d, at
+    cdef i64 size = b.size[c] + 1, lo, hi, vi, nmiss, ndist
+    cdef unsigned long long codes
+    cdef const i64* row
+    cdef double* lb = b.lb
+    cdef const double* tab
+    for x in range(m):
+        lb[x] = 0.0
+        b.fresh[x] = 0
+    for q in range(d):
+        at = c * d + q
+        row = b.x + q * m
+        if cf.qi.kind[q] == KIND_NOMINAL:
+            ndist = b.ndist[at]
+            if cf.small[q] and cf.toff[q] >= 0:
+                # _span's table, read at ndist or ndist + 1.
+                tab = cf.tab + cf.toff[q] + ndist
+                codes = b.codes[at]
+                for x in range(m):
+                    lb[x] += tab[((codes >> row[x]) & 1) == 0]
+            else:
+                for x in range(m):
+                    lb[x] += _span(cf, q, size, 0, 0, 0,
+                                   ndist + (_count(b, cf, c, q, row[x]) == 0))
+            continue
+        lo = b.lo[at]
+        hi = b.hi[at]
+        nmiss = b.nmiss[at]
+        for x in range(m):
+            vi = row[x]
+            if vi == MISSING_KEY:
+                lb[x] += _span(cf, q, size, lo, hi, nmiss + 1, 0)
+            else:
+                lb[x] += _span(cf, q, size, lo if lo <= vi else vi, hi if hi >= vi else vi,
+                               nmiss, 0)
+
+
 cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
     """Greedy k-member clustering of the block's rows; False if a class fails the constraint.
 
@@ -508,16 +554,14 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
         b.free[seed] = 0
         n_free -= 1
         _refresh(b, cf, c)
-        for x in range(b.m):
-            if b.free[x]:
-                b.lb[x] = _spans_with(b, cf, c, x)
-                b.fresh[x] = 0
+        _seed_bounds(b, cf, c)
         step = 0
         n_heap = 0
         for x in range(b.m):
-            if b.free[x]:
-                b.heap[n_heap] = x
-                n_heap += 1
+            # Written for every row, kept for the free (0 or 1): no branch to mispredict.
+            b.heap[n_heap].lb = b.lb[x]
+            b.heap[n_heap].row = x
+            n_heap += b.free[x]
         for i in range(n_heap // 2 - 1, -1, -1):
             _sift_down(b, i, n_heap)
         while n_free > 0 and not _passes(b, cf, c, -1, -1):
@@ -527,12 +571,12 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
             # current (lazy greedy; the same row as evaluating every one, ties to
             # the first). Spans, not costs: the cost's factor, the class's size,
             # grows at every step for every row alike and would stale every bound.
-            while b.fresh[b.heap[0]] != step:
-                best_x = b.heap[0]
-                b.lb[best_x] = _spans_with(b, cf, c, best_x)
+            while b.fresh[b.heap[0].row] != step:
+                best_x = b.heap[0].row
+                b.heap[0].lb = _spans_with(b, cf, c, best_x)
                 b.fresh[best_x] = step
                 _sift_down(b, 0, n_heap)
-            best_x = b.heap[0]
+            best_x = b.heap[0].row
             n_heap -= 1
             b.heap[0] = b.heap[n_heap]
             _sift_down(b, 0, n_heap)
@@ -654,7 +698,7 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     cdef Py_ssize_t m = e - s, d = cf.qi.d, at = 0, cap = cf.cap, n_sens = cf.n_sens
     # One zeroed arena for every array (the marks must start at zero); doubles
     # are 8 bytes as the int64 words are.
-    cdef Py_ssize_t words = (d * m + 14 * m + n_sens + 50 + cap * (
+    cdef Py_ssize_t words = (d * m + 15 * m + n_sens + 50 + cap * (
         m + 9 + 9 * d + cf.nom + NEIGHBOURS + 2 * CANDIDATES + 2))
     cdef i64* arena = <i64*>calloc(words, sizeof(i64))
     if arena == NULL:
@@ -684,7 +728,7 @@ cdef int _refine_one(i64* data, i64* scratch, Py_ssize_t rows, Py_ssize_t n, Py_
     b.free = _take(arena, &at, m)
     b.lb = <double*>_take(arena, &at, m)
     b.fresh = _take(arena, &at, m)
-    b.heap = _take(arena, &at, m)
+    b.heap = <Bound*>_take(arena, &at, 2 * m)
     b.ecc = <double*>_take(arena, &at, m)
     b.cand = _take(arena, &at, cap * CANDIDATES)
     b.cand_d = <double*>_take(arena, &at, cap * CANDIDATES)
@@ -769,7 +813,10 @@ def refine_partition(bufs_keys, class_start, rules, blocks, Py_ssize_t passes, i
     cdef const i64[::1] sv = small
     cdef const i64[::1] tv = toff
     cdef const double[::1] tbv = tab
-    cdef const i64[:, ::1] bl = block_arr
+    # Largest first: the last block a thread takes is a small one, so the
+    # threads finish together.
+    cdef const i64[:, ::1] bl = np.ascontiguousarray(
+        block_arr[np.argsort(block_arr[:, 0] - block_arr[:, 1], kind="stable")])
     n_sens = max(int(config.rules.priv.ip[P_N_SENS]), 0)
     cf.qi = &config.rules.qi
     cf.priv = &config.rules.priv
