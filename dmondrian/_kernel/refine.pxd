@@ -8,6 +8,32 @@ from .split cimport RuleArrays
 from .node cimport ordered_span
 from .privacy cimport hist_ok
 
+cdef extern from *:
+    """
+    /* A change must lower the block's cost by this share of it. */
+    #define DM_REFINE_TOL 1e-9
+    /* A k-member clustering is refined only below this many times the cost of
+       Mondrian's classes: the moves and swaps lower it by a few percent,
+       rarely by a fifth (benchmarks/README.md, "Least loss"). */
+    #define DM_KMEMBER_REACH 1.3
+    /* Mondrian's classes are not refined where the refined k-member clustering
+       costs this share less than they do before their moves and swaps, which
+       rarely gain that much: such blocks skip half of the refinement's work
+       (benchmarks/README.md, "Least loss"). */
+    #define DM_KMEMBER_MARGIN 0.1
+    /* Set bits, inline: without -mpopcnt __builtin_popcountll is a libgcc call. */
+    static inline int dm_popcount(unsigned long long x) {
+        x -= (x >> 1) & 0x5555555555555555ULL;
+        x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+        x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+        return (int)((x * 0x0101010101010101ULL) >> 56);
+    }
+    """
+    const double TOL "DM_REFINE_TOL"
+    const double KMEMBER_REACH "DM_KMEMBER_REACH"
+    const double KMEMBER_MARGIN "DM_KMEMBER_MARGIN"
+    int popcount "dm_popcount" (unsigned long long) nogil
+
 cdef enum:
     # Nominal QIs with more codes are counted by scanning a class's rows.
     DENSE_CODES = 4096
@@ -296,3 +322,22 @@ cdef inline void _eccentricity(Block* b, const Config* cf) noexcept nogil:
             if v != MISSING_KEY:
                 g = (_span(cf, q, 2, v, hi, 0, 0) - _span(cf, q, 2, lo, v, 0, 0)) / whole
                 b.ecc[i] += g * g
+
+
+cdef inline void _new_class(Block* b, const Config* cf) noexcept nogil:
+    """Open an empty class."""
+    cdef Py_ssize_t c = b.ncl, q, j
+    b.ncl += 1
+    b.size[c] = 0
+    for q in range(b.d):
+        b.ndist[c * b.d + q] = 0
+    for j in range(cf.nom):
+        b.cnt[c * cf.nom + j] = 0
+
+
+cdef inline double _total(const Block* b) noexcept nogil:
+    cdef double total = 0.0
+    cdef Py_ssize_t c
+    for c in range(b.ncl):
+        total += b.cost[c]
+    return total

@@ -1,34 +1,27 @@
 """Local refinement of a partition: clustering inside small blocks of neighbouring classes.
 
-After the cuts, the classes are grouped into blocks: the largest subtrees of
-the cuts of at most ``block_rows`` rows (tree.subtree_blocks), whole
-neighbouring regions. A block's cost is the
-sum over its classes of size times normalized spans (the rows' NCP, spans
-as :func:`dmondrian._kernel.node.node_span` measures them; the struct
-and the cost helpers are in refine.pxd). Each block is
-clustered afresh by greedy k-member (Byun et al. 2007), its rows then moved
-or swapped between a class and its ``NEIGHBOURS`` nearest classes while that
-lowers the cost (the move/swap refinement of OKA, Goldberger and Tassa),
-unless the clustering costs KMEMBER_REACH times Mondrian's classes. Where
-the result does not beat Mondrian's classes by KMEMBER_MARGIN, those are
-refined the same way and the cheaper kept. What cannot pay is skipped
-unevaluated: Mondrian's classes' refinement where k-member's is well
-ahead, a swap by a bound from the spans' submodularity, a row whose
-classes did not change since it last found nothing. A block costs about its rows squared, a table
-``n * block_rows``. Why and how: docs/design.md, "Refinement after the cuts".
+After the cuts, the classes are grouped into blocks: the largest subtrees of the cuts of at most
+``block_rows`` rows (tree.subtree_blocks), whole neighbouring regions. A block's cost is the sum
+over its classes of size times normalized spans (the rows' NCP, spans as
+:func:`dmondrian._kernel.node.node_span` measures them; the struct and the cost helpers are in
+refine.pxd). Each block is clustered afresh by greedy k-member (Byun et al. 2007), its rows then
+moved or swapped between a class and its ``NEIGHBOURS`` nearest classes while that lowers the cost
+(the move/swap refinement of OKA, Goldberger and Tassa), unless the clustering costs KMEMBER_REACH
+times Mondrian's classes. Where the result does not beat Mondrian's classes by KMEMBER_MARGIN, those
+are refined the same way and the cheaper kept. What cannot pay is skipped unevaluated: Mondrian's
+classes' refinement where k-member's is well ahead, a swap by a bound from the spans' submodularity,
+a row whose classes did not change since it last found nothing. A block costs about its rows
+squared, a table ``n * block_rows``. Why and how: docs/design.md, "Refinement after the cuts".
 
-Every change keeps the constraint: a move needs the class it leaves to keep
-passing; with an entity or a sensitive constraint both classes a change
-touches are checked on their new rows; a k-member clustering with a failing
-class is discarded. A change must lower the cost by a relative tolerance,
-so the passes end; blocks are independent, so the result does not depend on
-the thread count. Labels are computed from each class's own rows later, so
-they contain them (refined classes may overlap).
+Every change keeps the constraint: a move needs the class it leaves to keep passing; with an entity
+or a sensitive constraint both classes a change touches are checked on their new rows; a k-member
+clustering with a failing class is discarded. A change must lower the cost by a relative tolerance,
+so the passes end; blocks are independent, so the result does not depend on the thread count. Labels
+are computed from each class's own rows later, so they contain them (refined classes may overlap).
 
-Per class and QI the refinement keeps the smallest and largest present keys,
-their multiplicities and the next keys inward (the span without any one row
-in constant time), the missing count and, for nominal QIs of up to
-``DENSE_CODES`` codes, a count per code (larger ones: a scan of the class).
+Per class and QI the refinement keeps the smallest and largest present keys, their multiplicities
+and the next keys inward (the span without any one row in constant time), the missing count and, for
+nominal QIs of up to ``DENSE_CODES`` codes, a count per code (larger ones: a scan of the class).
 """
 
 import numpy as np
@@ -36,32 +29,6 @@ import numpy as np
 from cython.parallel cimport prange
 from libc.math cimport INFINITY
 from libc.stdlib cimport calloc, free
-
-cdef extern from *:
-    """
-    /* A change must lower the block's cost by this share of it. */
-    #define DM_REFINE_TOL 1e-9
-    /* A k-member clustering is refined only below this many times the cost of
-       Mondrian's classes: the moves and swaps lower it by a few percent,
-       rarely by a fifth (benchmarks/README.md, "Least loss"). */
-    #define DM_KMEMBER_REACH 1.3
-    /* Mondrian's classes are not refined where the refined k-member clustering
-       costs this share less than they do before their moves and swaps, which
-       rarely gain that much: such blocks skip half of the refinement's work
-       (benchmarks/README.md, "Least loss"). */
-    #define DM_KMEMBER_MARGIN 0.1
-    /* Set bits, inline: without -mpopcnt __builtin_popcountll is a libgcc call. */
-    static inline int dm_popcount(unsigned long long x) {
-        x -= (x >> 1) & 0x5555555555555555ULL;
-        x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
-        x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
-        return (int)((x * 0x0101010101010101ULL) >> 56);
-    }
-    """
-    const double TOL "DM_REFINE_TOL"
-    const double KMEMBER_REACH "DM_KMEMBER_REACH"
-    const double KMEMBER_MARGIN "DM_KMEMBER_MARGIN"
-    int popcount "dm_popcount" (unsigned long long) nogil
 
 
 cdef void _finish(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
@@ -341,11 +308,10 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
     cdef double pen[NEIGHBOURS]
     cdef bint skip[NEIGHBOURS]
     cdef bint can_leave, current, full
-    # A row is evaluated again only once its class, its class's nearest classes
-    # or that list changed since it was last found to have no change that pays
-    # (the evaluation depends on nothing else but the tolerance, which only
-    # shrinks by a share of the gains made); when only some of those classes
-    # changed, against them alone.
+    # A row is evaluated again only once its class, its class's nearest classes or that list changed
+    # since it was last found to have no change that pays (the evaluation depends on nothing else
+    # but the tolerance, which only shrinks by a share of the gains made); when only some of those
+    # classes changed, against them alone.
     b.clock = 1
     for c in range(b.ncl):
         b.changed_at[c] = 1
@@ -446,17 +412,6 @@ cdef i64 _improve(Block* b, const Config* cf) noexcept nogil:
     return made
 
 
-cdef void _new_class(Block* b, const Config* cf) noexcept nogil:
-    """Open an empty class."""
-    cdef Py_ssize_t c = b.ncl, q, j
-    b.ncl += 1
-    b.size[c] = 0
-    for q in range(b.d):
-        b.ndist[c * b.d + q] = 0
-    for j in range(cf.nom):
-        b.cnt[c * cf.nom + j] = 0
-
-
 cdef void _assign(Block* b, const Config* cf, const i64* cls) noexcept nogil:
     """Rebuild the classes from each row's class id (``0..ncl-1``, all used)."""
     cdef Py_ssize_t i, c, nc = 0
@@ -470,14 +425,6 @@ cdef void _assign(Block* b, const Config* cf, const i64* cls) noexcept nogil:
         _add(b, cf, cls[i], i)
     for c in range(nc):
         _refresh(b, cf, c)
-
-
-cdef double _total(const Block* b) noexcept nogil:
-    cdef double total = 0.0
-    cdef Py_ssize_t c
-    for c in range(b.ncl):
-        total += b.cost[c]
-    return total
 
 
 cdef void _seed_bounds(Block* b, const Config* cf, Py_ssize_t c) noexcept nogil:
@@ -565,12 +512,11 @@ cdef bint _kmember(Block* b, const Config* cf) noexcept nogil:
         for i in range(n_heap // 2 - 1, -1, -1):
             _sift_down(b, i, n_heap)
         while n_free > 0 and not _passes(b, cf, c, -1, -1):
-            # A class's spans with a row only grow as the class takes rows, so
-            # spans computed at an earlier step bound them from below: only the row
-            # with the smallest bound is evaluated again, until that bound is
-            # current (lazy greedy; the same row as evaluating every one, ties to
-            # the first). Spans, not costs: the cost's factor, the class's size,
-            # grows at every step for every row alike and would stale every bound.
+            # A class's spans with a row only grow as the class takes rows, so spans computed at an
+            # earlier step bound them from below: only the row with the smallest bound is evaluated
+            # again, until that bound is current (lazy greedy; the same row as evaluating every one,
+            # ties to the first). Spans, not costs: the cost's factor, the class's size, grows at
+            # every step for every row alike and would stale every bound.
             while b.fresh[b.heap[0].row] != step:
                 best_x = b.heap[0].row
                 b.heap[0].lb = _spans_with(b, cf, c, best_x)
@@ -813,8 +759,7 @@ def refine_partition(bufs_keys, class_start, rules, blocks, Py_ssize_t passes, i
     cdef const i64[::1] sv = small
     cdef const i64[::1] tv = toff
     cdef const double[::1] tbv = tab
-    # Largest first: the last block a thread takes is a small one, so the
-    # threads finish together.
+    # Largest first: the last block a thread takes is a small one, so the threads finish together.
     cdef const i64[:, ::1] bl = np.ascontiguousarray(
         block_arr[np.argsort(block_arr[:, 0] - block_arr[:, 1], kind="stable")])
     n_sens = max(int(config.rules.priv.ip[P_N_SENS]), 0)
