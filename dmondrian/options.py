@@ -246,13 +246,10 @@ class Option:
             return value
         if self.range is None:
             self.check_choice(value)
-        if self.range is not None:
-            if value not in self.range:
-                raise ParameterError(self.name, f"{self.name} must be {self.describe()}, "
-                                                f"got {value!r}")
-            if isinstance(value, numbers.Integral):
-                return int(value)
-        return value
+            return value
+        if value not in self.range:
+            raise ParameterError(self.name, f"{self.name} must be {self.describe()}, got {value!r}")
+        return int(value) if isinstance(value, numbers.Integral) else value
 
     def _named(self, value) -> bool:
         """Whether ``value`` is one of the names a ranged option takes besides numbers."""
